@@ -1,0 +1,375 @@
+//! The agent process: the exact command line, spawning it in its own
+//! process group, feeding it stream-json user messages, reading its stdout
+//! live (decoded, and saved raw), stopping it (SIGINT → SIGTERM → SIGKILL),
+//! and ending everything it left behind.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::stream::{self, StreamEvent};
+
+/// The flags every agent gets: DESIGN.md "The loop", step 2.
+pub const STREAM_FLAGS: [&str; 6] = [
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--input-format",
+    "stream-json",
+];
+
+/// How much of the agent's stderr is kept for reports.
+const STDERR_TAIL: usize = 16 * 1024;
+/// How much of the agent's stderr is saved beside the transcript.
+const STDERR_FILE_CAP: u64 = 8 << 20;
+
+/// What will be run, resolved from the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+impl AgentCommand {
+    pub fn from_config(config: &Config, iteration: u32) -> AgentCommand {
+        let (program, lead) = config.agent_program();
+        // `ralph` as the agent means this very binary: `ralph sim` demos
+        // and tests run without ralph on PATH.
+        let program = if program == "ralph" {
+            std::env::current_exe().unwrap_or_else(|_| PathBuf::from("ralph"))
+        } else {
+            PathBuf::from(program)
+        };
+        let mut args = lead;
+        args.extend(STREAM_FLAGS.iter().map(|s| s.to_string()));
+        if let Some(model) = &config.agent.model {
+            args.push("--model".into());
+            args.push(model.clone());
+        }
+        args.extend(config.agent.args.iter().cloned());
+        let mut env = config.agent.env.clone();
+        env.insert("RALPH_ITERATION".into(), iteration.to_string());
+        AgentCommand { program, args, env }
+    }
+
+    /// The command line as a user would type it (for `--dry-run` and logs).
+    pub fn display(&self) -> Vec<String> {
+        std::iter::once(self.program.display().to_string())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+}
+
+/// The first (and later) user message in stream-json input format.
+pub fn user_message(text: &str) -> String {
+    let msg = serde_json::json!({
+        "type": "user",
+        "message": { "role": "user", "content": [{ "type": "text", "text": text }] }
+    });
+    format!("{msg}\n")
+}
+
+/// A decoded line and when it arrived.
+pub type Line = (StreamEvent, Instant);
+
+pub struct Agent {
+    child: Option<Child>,
+    pub pid: i32,
+    stdin: Option<ChildStdin>,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    pub started: Instant,
+}
+
+impl Agent {
+    /// Start the agent in `cwd`; decoded stdout lines arrive on the returned
+    /// channel, raw stdout goes to `transcript`.
+    pub fn spawn(
+        cmd: &AgentCommand,
+        cwd: &Path,
+        transcript: &Path,
+    ) -> Result<(Agent, mpsc::Receiver<Line>)> {
+        let (out_r, out_w) =
+            std::io::pipe().map_err(|e| Error::wrap("cannot create a pipe for the agent", e))?;
+        let (err_r, err_w) =
+            std::io::pipe().map_err(|e| Error::wrap("cannot create a pipe for the agent", e))?;
+        let raw =
+            File::create(transcript).map_err(|e| Error::io("cannot create", transcript, e))?;
+        let stderr_path = transcript.with_extension("stderr");
+        let mut command = Command::new(&cmd.program);
+        command
+            .args(&cmd.args)
+            .envs(&cmd.env)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(out_w))
+            .stderr(Stdio::from(err_w))
+            .process_group(0)
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe; it only sets a flag on the child.
+        unsafe {
+            command.pre_exec(|| {
+                // If the supervisor dies (kill -9), the agent dies with it.
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command.spawn().map_err(|e| {
+            Error::wrap(
+                format!("cannot start the agent `{}`", cmd.program.display()),
+                e,
+            )
+        })?;
+        // Our copies of the write ends must go, or the readers never see EOF.
+        drop(command);
+        let pid = child.id().map_or(0, |p| p as i32);
+        let stdin = child.stdin.take();
+        let (tx, rx) = mpsc::channel(1024);
+        let stdout_reader = std::thread::Builder::new()
+            .name("agent-stdout".into())
+            .spawn(move || read_stdout(out_r, raw, tx))
+            .map_err(|e| Error::wrap("cannot start the stdout reader", e))?;
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let tail = stderr_tail.clone();
+        let stderr_file = File::create(&stderr_path).ok();
+        let stderr_reader = std::thread::Builder::new()
+            .name("agent-stderr".into())
+            .spawn(move || read_stderr(err_r, stderr_file, &tail))
+            .map_err(|e| Error::wrap("cannot start the stderr reader", e))?;
+        Ok((
+            Agent {
+                child: Some(child),
+                pid,
+                stdin,
+                stderr_tail,
+                readers: vec![stdout_reader, stderr_reader],
+                started: Instant::now(),
+            },
+            rx,
+        ))
+    }
+
+    /// Write one user message to the agent's stdin.
+    pub async fn send(&mut self, text: &str) -> bool {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return false;
+        };
+        let line = user_message(text);
+        stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
+    }
+
+    /// Close stdin: the CLI ends after its current turn.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub fn stdin_open(&self) -> bool {
+        self.stdin.is_some()
+    }
+
+    /// Signal the agent's whole process group (its tools included).
+    pub fn signal(&self, sig: Signal) {
+        if self.pid > 0 {
+            let _ = killpg(Pid::from_raw(self.pid), sig);
+        }
+    }
+
+    /// Hand the child to whoever waits for its exit (a task of its own, so
+    /// that waiting never holds a borrow of the agent).
+    pub fn take_child(&mut self) -> Child {
+        self.child.take().expect("the child is taken once")
+    }
+
+    pub fn stderr_tail(&self) -> String {
+        let tail = self
+            .stderr_tail
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        String::from_utf8_lossy(&tail).into_owned()
+    }
+
+    /// After the agent exited: end its process group and every orphan it
+    /// left (ralph is a child subreaper), then let the readers finish.
+    pub fn cleanup(mut self) {
+        kill_group(self.pid);
+        reap_orphans();
+        for r in self.readers.drain(..) {
+            // Readers end at EOF, which comes once every writer is gone.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !r.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if r.is_finished() {
+                let _ = r.join();
+            }
+        }
+    }
+}
+
+/// SIGKILL a process group if anything is left in it.
+pub fn kill_group(pgid: i32) {
+    if pgid > 1 {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+/// Make this process a child subreaper: processes the agent puts in the
+/// background are re-parented to ralph when their parent exits, so
+/// [`reap_orphans`] can end them.
+pub fn become_subreaper() {
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::warn!("cannot become a child subreaper: {e}");
+    }
+}
+
+/// Kill and reap every child of ours that is still running (orphans the
+/// agent left behind, re-parented to us), until none is left.
+pub fn reap_orphans() {
+    let me = std::process::id() as i32;
+    for _ in 0..10 {
+        let children = children_of(me);
+        if children.is_empty() {
+            return;
+        }
+        for pid in &children {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        for pid in children {
+            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
+        }
+    }
+}
+
+/// Pids whose parent is `ppid`, from /proc.
+fn children_of(ppid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // The command name may hold spaces and parens: split after the last ')'.
+                    let rest = &s[s.rfind(')')? + 2..];
+                    rest.split(' ').nth(1)?.parse::<i32>().ok()
+                })
+                == Some(ppid)
+        })
+        .collect()
+}
+
+fn read_stdout(pipe: std::io::PipeReader, raw: File, tx: mpsc::Sender<Line>) {
+    let mut reader = BufReader::with_capacity(256 * 1024, pipe);
+    let mut raw = BufWriter::with_capacity(256 * 1024, raw);
+    let mut raw_ok = true;
+    loop {
+        let event = stream::decode_from(&mut reader, &mut |bytes| {
+            if raw_ok && raw.write_all(bytes).is_err() {
+                raw_ok = false;
+                tracing::warn!("cannot save the raw transcript (disk full?)");
+            }
+        });
+        let Some(event) = event else { break };
+        // Hand the line over before flushing: reaction time matters more.
+        if tx.blocking_send((event, Instant::now())).is_err() {
+            // The supervisor stopped listening: keep draining so the agent
+            // never blocks on a full pipe, keep saving the transcript.
+        }
+        if reader.buffer().is_empty() {
+            let _ = raw.flush();
+        }
+    }
+    let _ = raw.flush();
+}
+
+fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<Vec<u8>>) {
+    let mut pipe = pipe;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut saved = 0u64;
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Some(f) = file.as_mut()
+            && saved < STDERR_FILE_CAP
+        {
+            let _ = f.write_all(&buf[..n]);
+            saved += n as u64;
+        }
+        if let Ok(mut t) = tail.lock() {
+            t.extend_from_slice(&buf[..n]);
+            if t.len() > STDERR_TAIL {
+                let cut = t.len() - STDERR_TAIL;
+                t.drain(..cut);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_has_stream_flags_model_then_user_args() {
+        let mut c = Config::default();
+        c.agent.model = Some("claude-opus-4-1".into());
+        c.agent.args = vec!["--dangerously-skip-permissions".into()];
+        let cmd = AgentCommand::from_config(&c, 4);
+        assert_eq!(cmd.program, PathBuf::from("claude"));
+        assert_eq!(
+            cmd.args,
+            [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--input-format",
+                "stream-json",
+                "--model",
+                "claude-opus-4-1",
+                "--dangerously-skip-permissions"
+            ]
+        );
+        assert_eq!(cmd.env["RALPH_ITERATION"], "4");
+    }
+
+    #[test]
+    fn ralph_means_this_binary() {
+        let mut c = Config::default();
+        c.agent.command = "ralph sim 'a b.toml'".into();
+        let cmd = AgentCommand::from_config(&c, 1);
+        assert_eq!(cmd.program, std::env::current_exe().unwrap());
+        assert_eq!(&cmd.args[..2], ["sim", "a b.toml"]);
+    }
+
+    #[test]
+    fn user_message_matches_the_recorded_stdin() {
+        let line = user_message("Work through fix_plan.md.");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let recorded: serde_json::Value = serde_json::from_str(
+            include_str!("../tests/fixtures/claude-2.1.197/mid-session-message.stdin.jsonl")
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v, recorded);
+    }
+}

@@ -1,0 +1,274 @@
+//! What happens after a checkpointed iteration (and on `ralph checkpoint`
+//! without a run): the handoff document, the WIP commit that carries it,
+//! and the facts the state and the hooks get. Each step survives the
+//! failure of the ones before it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::context::Level;
+use crate::plan::{self, Plan};
+use crate::prompt::{self, Templates};
+use crate::repo::{CommitOutcome, OwnPaths, Repo};
+use crate::state::{FileInProgress, Layout};
+use crate::stream::ToolCall;
+
+/// Everything known about the moment of the checkpoint.
+#[derive(Debug, Clone)]
+pub struct Moment {
+    pub iteration: u32,
+    /// context, manual, timeout, budget, signal, stop, rate_limit
+    pub trigger: String,
+    pub level: Level,
+    pub percent: f64,
+    pub tokens: u64,
+    pub usable: u64,
+    pub window: u64,
+    pub reason: String,
+    pub last_text: Option<String>,
+    pub last_tools: Vec<ToolCall>,
+    pub files_touched: Vec<String>,
+    /// Where the agent was asked to write its notes (relative to the root).
+    pub notes_path: Option<PathBuf>,
+}
+
+/// What the checkpoint produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Saved {
+    pub title: String,
+    pub commit: Option<String>,
+    /// Why there is no commit, when there is none.
+    pub commit_note: Option<String>,
+    /// Relative path of the handoff document, when it was written.
+    pub handoff: Option<String>,
+    pub agent_notes: bool,
+    pub files_in_progress: Vec<FileInProgress>,
+    pub current_item: Option<String>,
+    pub resume_summary: String,
+    pub warnings: Vec<String>,
+}
+
+/// "Context Checkpoint L2 at 87% - parser": one predictable form for
+/// commits and handoffs, so tools that index the repo find them.
+pub fn title(level: Level, percent: f64, item: Option<&str>) -> String {
+    let mut t = format!("Context Checkpoint {level} at {}%", percent.round() as i64);
+    if let Some(item) = item {
+        t.push_str(" - ");
+        t.push_str(item);
+    }
+    t
+}
+
+/// Where the agent writes its notes for iteration `n`.
+pub fn notes_path(n: u32) -> PathBuf {
+    PathBuf::from(format!(".ralph/notes/iter-{n:03}.md"))
+}
+
+#[derive(Serialize)]
+struct ChangeView {
+    kind: String,
+    path: String,
+}
+
+/// Write the handoff, make the WIP commit, and say what was saved.
+pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) -> Saved {
+    let layout = Layout::new(root);
+    let mut saved = Saved::default();
+    let plan_path = root.join(&config.plan);
+    let plan_text = std::fs::read_to_string(&plan_path).unwrap_or_default();
+    let plan = Plan::parse(&plan_text);
+    saved.current_item = plan.current().map(|i| i.text.clone());
+    saved.title = title(m.level, m.percent, saved.current_item.as_deref());
+    let own = OwnPaths {
+        prompt_file: config.prompt_file.clone(),
+    };
+
+    let repo = match Repo::open(root) {
+        Ok(r) => r,
+        Err(e) => {
+            saved
+                .warnings
+                .push(format!("cannot open the git repository: {e}"));
+            None
+        }
+    };
+    let (changes, diff_stat) = match &repo {
+        Some(r) => (
+            r.changes(&own).unwrap_or_else(|e| {
+                saved.warnings.push(format!("cannot read git status: {e}"));
+                Vec::new()
+            }),
+            r.diff_stat(&own).unwrap_or_default(),
+        ),
+        None => (Vec::new(), String::new()),
+    };
+    let agent_notes = m
+        .notes_path
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(root.join(p)).ok())
+        .filter(|t| !t.trim().is_empty());
+    saved.agent_notes = agent_notes.is_some();
+    saved.files_in_progress = m
+        .files_touched
+        .iter()
+        .rev()
+        .take(10)
+        .map(|p| FileInProgress {
+            path: p.clone(),
+            lines: None,
+            description: "changed by the agent this iteration".into(),
+        })
+        .collect();
+
+    // 1. The handoff document, so that the WIP commit carries it.
+    let now = jiff::Zoned::now();
+    let handoff_rel = unique_handoff_name(&layout, &now, m.iteration);
+    let will_commit = repo.is_some() && config.git.wip_commit;
+    let ctx = minijinja::context! {
+        title => &saved.title,
+        date => now.strftime("%Y-%m-%d").to_string(),
+        time => now.strftime("%H:%M:%S %Z").to_string(),
+        branch => repo.as_ref().and_then(Repo::branch),
+        iteration => m.iteration,
+        trigger => &m.trigger,
+        level => m.level.name(),
+        percent => crate::context::round1(m.percent),
+        tokens => m.tokens,
+        usable => m.usable,
+        window => m.window,
+        // The WIP commit's id cannot be inside the commit itself: the
+        // handoff names the commit it was made on top of.
+        commit => repo.as_ref().and_then(Repo::head_id),
+        reason => &m.reason,
+        last_text => m.last_text.as_deref().map(|t| cut(t, 1500)),
+        last_tools => m.last_tools.iter().rev().take(8).rev().map(|t| minijinja::context! {
+            name => &t.name, path => &t.path, summary => &t.summary,
+        }).collect::<Vec<_>>(),
+        files_touched => &m.files_touched,
+        agent_notes => agent_notes,
+        notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
+        git_available => repo.is_some(),
+        changes => changes.iter().map(|c| ChangeView { kind: c.kind.clone(), path: c.path.clone() }).collect::<Vec<_>>(),
+        diff_stat => diff_stat.trim_end(),
+        commit_note => if will_commit { None } else if repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted") } else { None },
+        plan => plan.view(),
+        plan_file => config.plan.display().to_string(),
+        reload => plan::context_files(root, &plan_text),
+    };
+    match templates.render(prompt::HANDOFF, ctx) {
+        Ok(text) => {
+            let path = root.join(&handoff_rel);
+            match layout
+                .ensure()
+                .and_then(|()| crate::state::write_private(&path, text.as_bytes()))
+            {
+                Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
+                Err(e) => saved
+                    .warnings
+                    .push(format!("cannot write the handoff: {e}")),
+            }
+        }
+        Err(e) => saved
+            .warnings
+            .push(format!("cannot render the handoff: {e}")),
+    }
+
+    // 2. The WIP commit of the tree as it stands (handoff included).
+    match &repo {
+        None => saved.commit_note = Some("not a git repository".into()),
+        Some(_) if !config.git.wip_commit => {
+            saved.commit_note = Some("git.wip_commit is off".into());
+        }
+        Some(r) => {
+            let message = commit_message(config, m, &saved);
+            match r.wip_commit(&message, &own) {
+                CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
+                CommitOutcome::NothingToCommit => {
+                    saved.commit_note = Some("nothing to commit".into());
+                }
+                CommitOutcome::Skipped { reason } => {
+                    saved.warnings.push(format!("no WIP commit: {reason}"));
+                    saved.commit_note = Some(reason);
+                }
+            }
+        }
+    }
+
+    saved.resume_summary = format!(
+        "Iteration {} was checkpointed ({}, {} at {:.0}%){}. {}",
+        m.iteration,
+        m.trigger,
+        m.level,
+        m.percent,
+        saved
+            .current_item
+            .as_deref()
+            .map(|i| format!(" while working on \"{i}\""))
+            .unwrap_or_default(),
+        saved
+            .handoff
+            .as_deref()
+            .map(|h| format!("Read {h} first."))
+            .unwrap_or_default()
+    );
+    saved
+}
+
+fn commit_message(config: &Config, m: &Moment, saved: &Saved) -> String {
+    let subject = prompt::render_str(
+        &config.git.commit_message,
+        "git.commit_message",
+        minijinja::context! {
+            iteration => m.iteration,
+            level => m.level.name(),
+            percent => m.percent.round() as i64,
+            trigger => &m.trigger,
+            item => &saved.current_item,
+            title => &saved.title,
+        },
+    )
+    .unwrap_or_else(|_| format!("ralph: checkpoint iter {}", m.iteration));
+    let mut body = format!("{subject}\n\n{}\n", saved.title);
+    if let Some(h) = &saved.handoff {
+        body.push_str(&format!("\nHandoff: {h}\n"));
+    }
+    body.push_str(&format!("Trigger: {}\n", m.trigger));
+    body
+}
+
+fn unique_handoff_name(layout: &Layout, now: &jiff::Zoned, iteration: u32) -> PathBuf {
+    let stamp = now.strftime("%Y-%m-%d-%H%M").to_string();
+    let rel = |suffix: &str| {
+        PathBuf::from(".ralph/handoffs").join(format!("{stamp}-iter{iteration:03}{suffix}.md"))
+    };
+    let mut candidate = rel("");
+    let mut n = 2;
+    while layout.root.join(&candidate).exists() {
+        candidate = rel(&format!("-{n}"));
+        n += 1;
+    }
+    candidate
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    format!("{}…", text.chars().take(max).collect::<String>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_have_one_form() {
+        assert_eq!(
+            title(Level::L2, 86.6, Some("parser")),
+            "Context Checkpoint L2 at 87% - parser"
+        );
+        assert_eq!(title(Level::L3, 95.0, None), "Context Checkpoint L3 at 95%");
+    }
+}

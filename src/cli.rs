@@ -1,0 +1,135 @@
+//! The command line: clap definitions, and dispatch of each subcommand to
+//! the module that implements it. Errors become `error:/caused by:/hint:`
+//! text and an exit code here, nowhere else.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands;
+use crate::error::{Error, Result};
+use crate::sim::SimArgs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ralph",
+    version,
+    about = "Supervise overnight Claude Code loops: meter the context window live, checkpoint before it fills",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Project root (default: the current directory)
+    #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the loop: one agent session per iteration until a rule says stop
+    Run(RunArgs),
+    /// Checkpoint now: the running supervisor does its L2 sequence, or without a run, WIP commit + handoff of the tree
+    Checkpoint(CheckpointArgs),
+    /// Ask the running supervisor to finish the current iteration through a checkpoint and exit (code 6)
+    Stop,
+    /// Run the bundled demo in a fresh directory, with `ralph sim` as the agent
+    Demo(DemoArgs),
+    /// A simulated agent speaking the `claude -p --output-format stream-json` protocol (for demos, tests, CI)
+    Sim(SimArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct RunArgs {
+    /// The plan file (default: `plan` from ralph.toml, "fix_plan.md")
+    pub plan: Option<PathBuf>,
+    /// Start a new run instead of continuing the one in .ralph/state.json
+    #[arg(long)]
+    pub fresh: bool,
+    /// Close an open circuit breaker by hand
+    #[arg(long)]
+    pub reset_breaker: bool,
+    /// Validate everything, print the next PROMPT.md and the agent command line; start nothing, write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write one JSON event per line to stdout instead of the status display
+    #[arg(long)]
+    pub json: bool,
+    /// Stop before this local time of day (HH:MM): finish the iteration gracefully and exit 5
+    #[arg(long, value_name = "HH:MM")]
+    pub deadline: Option<String>,
+    /// Override loop.max_iterations
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u32>,
+    /// Override loop.max_cost_usd
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
+    /// Override agent.model
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// Why (recorded in the handoff and the events)
+    #[arg(long, default_value = "manual")]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to create the demo project (default: a new temporary directory)
+    pub dir: Option<PathBuf>,
+}
+
+/// Parse arguments, run, print errors; returns the process exit code.
+pub fn main() -> i32 {
+    init_tracing();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // stderr may be gone (closed terminal): never panic on it.
+            let _ = std::io::stderr().write_all(e.render().as_bytes());
+            e.exit_code()
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("RALPH_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    let root = match &cli.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Error::wrap("cannot read the current directory", e))?,
+    };
+    if !root.is_dir() {
+        return Err(Error::usage(format!(
+            "{} is not a directory",
+            root.display()
+        )));
+    }
+    match cli.command {
+        Command::Run(args) => commands::run(&root, &args),
+        Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason),
+        Command::Stop => commands::stop(&root),
+        Command::Demo(args) => commands::demo(args.dir),
+        Command::Sim(args) => crate::sim::run(&args),
+    }
+}

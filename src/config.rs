@@ -1,0 +1,527 @@
+//! `ralph.toml`: the configuration keys of DESIGN.md, their defaults, and
+//! their validation (unknown keys and bad values name the key and line).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::error::{Error, Result};
+
+pub const FILE_NAME: &str = "ralph.toml";
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub plan: PathBuf,
+    pub prompt_file: PathBuf,
+    pub agent: AgentConfig,
+    #[serde(rename = "loop")]
+    pub loop_: LoopConfig,
+    pub context: ContextConfig,
+    pub breaker: BreakerConfig,
+    pub git: GitConfig,
+    pub rate_limit: RateLimitConfig,
+    pub hooks: HooksConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Program, optionally followed by leading arguments (shell-style
+    /// quoting); `ralph` means this very binary (for `ralph sim`).
+    pub command: String,
+    pub args: Vec<String>,
+    pub model: Option<String>,
+    /// 0 = detect from the model.
+    pub context_window: u64,
+    pub reserve_tokens: u64,
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoopConfig {
+    pub max_iterations: u32,
+    pub completion_promise: String,
+    pub require_plan_complete: bool,
+    pub iteration_timeout: Span,
+    pub idle_timeout: Span,
+    pub max_duration: Option<Span>,
+    pub max_cost_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextConfig {
+    pub warn_percent: f64,
+    pub checkpoint_percent: f64,
+    pub emergency_percent: f64,
+    pub grace: Span,
+    pub agent_handoff: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerConfig {
+    pub no_progress: u32,
+    pub same_error: u32,
+    pub consecutive_failures: u32,
+    pub cooldown: Span,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GitConfig {
+    pub wip_commit: bool,
+    pub commit_message: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    pub wait: bool,
+    pub max_wait: Span,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    pub on_checkpoint: Vec<String>,
+    pub on_iteration_end: Vec<String>,
+    pub on_exit: Vec<String>,
+    /// How long one hook may run before it is killed and logged.
+    pub timeout: Span,
+}
+
+/// A duration written the human way in `ralph.toml` ("60s", "10m", "1h30m").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Span(pub Duration);
+
+impl Span {
+    pub const fn secs(s: u64) -> Self {
+        Span(Duration::from_secs(s))
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let d: jiff::SignedDuration = text.trim().parse().map_err(|_| {
+            format!("`{text}` is not a duration (write e.g. \"90s\", \"10m\", \"1h30m\")")
+        })?;
+        if d.is_negative() {
+            return Err(format!("`{text}` is negative"));
+        }
+        Ok(Span(d.unsigned_abs()))
+    }
+
+    pub fn display(&self) -> String {
+        format_duration(self.0)
+    }
+}
+
+/// "1h02m", "4m05s", "12s": short, for status lines and reports.
+pub fn format_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Span::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Span {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(
+            &jiff::SignedDuration::try_from(self.0)
+                .map_or_else(|_| format!("{}s", self.0.as_secs()), |d| format!("{d:#}")),
+        )
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            plan: "fix_plan.md".into(),
+            prompt_file: "PROMPT.md".into(),
+            agent: AgentConfig::default(),
+            loop_: LoopConfig::default(),
+            context: ContextConfig::default(),
+            breaker: BreakerConfig::default(),
+            git: GitConfig::default(),
+            rate_limit: RateLimitConfig::default(),
+            hooks: HooksConfig::default(),
+        }
+    }
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            command: "claude".into(),
+            args: Vec::new(),
+            model: None,
+            context_window: 0,
+            reserve_tokens: 33_000,
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig {
+            max_iterations: 50,
+            completion_promise: "COMPLETE".into(),
+            require_plan_complete: true,
+            iteration_timeout: Span::secs(60 * 60),
+            idle_timeout: Span::secs(10 * 60),
+            max_duration: None,
+            max_cost_usd: None,
+        }
+    }
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        ContextConfig {
+            warn_percent: 70.0,
+            checkpoint_percent: 85.0,
+            emergency_percent: 95.0,
+            grace: Span::secs(60),
+            agent_handoff: true,
+        }
+    }
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            no_progress: 3,
+            same_error: 5,
+            consecutive_failures: 3,
+            cooldown: Span::secs(30 * 60),
+        }
+    }
+}
+
+impl Default for GitConfig {
+    fn default() -> Self {
+        GitConfig {
+            wip_commit: true,
+            commit_message:
+                "ralph: checkpoint iter {{ iteration }} ({{ level }} at {{ percent }}%)".into(),
+        }
+    }
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig {
+            wait: true,
+            max_wait: Span::secs(6 * 60 * 60),
+        }
+    }
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            on_checkpoint: Vec::new(),
+            on_iteration_end: Vec::new(),
+            on_exit: Vec::new(),
+            timeout: Span::secs(60),
+        }
+    }
+}
+
+impl Config {
+    /// Load `ralph.toml` from `root`, or the defaults when there is none.
+    pub fn load(root: &Path) -> Result<Config> {
+        let path = root.join(FILE_NAME);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| Error::config(format!("{} is not UTF-8 text", path.display())))?;
+                Config::parse(&text, &path)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(e) => Err(Error::io("cannot read", &path, e)),
+        }
+    }
+
+    /// Parse and validate the text of a config file; `path` is for messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| {
+                text.as_bytes()[..s.start.min(text.len())]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+                    + 1
+            });
+            let location = line.map_or(String::new(), |l| format!(":{l}"));
+            Error::config(format!(
+                "invalid configuration in {}{location}: {}",
+                path.display(),
+                e.message()
+            ))
+            .with_hint("see `ralph init` for a commented ralph.toml with every key and its default")
+        })?;
+        config.validate(text, path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, text: &str, path: &Path) -> Result<()> {
+        let bad = |section: &str, key: &str, why: String| {
+            let line = line_of(text, section, key).map_or(String::new(), |l| format!(":{l}"));
+            let name = if section.is_empty() {
+                key.to_string()
+            } else {
+                format!("{section}.{key}")
+            };
+            Err(Error::config(format!(
+                "invalid value for `{name}` in {}{line}: {why}",
+                path.display()
+            )))
+        };
+        let c = &self.context;
+        for (key, v) in [
+            ("warn_percent", c.warn_percent),
+            ("checkpoint_percent", c.checkpoint_percent),
+            ("emergency_percent", c.emergency_percent),
+        ] {
+            if !(v > 0.0 && v <= 100.0) {
+                return bad(
+                    "context",
+                    key,
+                    format!("{v} is not a percentage in (0, 100]"),
+                );
+            }
+        }
+        if c.warn_percent >= c.checkpoint_percent {
+            return bad(
+                "context",
+                "warn_percent",
+                format!(
+                    "must be below checkpoint_percent ({} >= {})",
+                    c.warn_percent, c.checkpoint_percent
+                ),
+            );
+        }
+        if c.checkpoint_percent >= c.emergency_percent {
+            return bad(
+                "context",
+                "checkpoint_percent",
+                format!(
+                    "must be below emergency_percent ({} >= {})",
+                    c.checkpoint_percent, c.emergency_percent
+                ),
+            );
+        }
+        if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
+            return bad("agent", "command", "empty or unbalanced quotes".into());
+        }
+        if self.agent.context_window != 0 && self.agent.context_window <= self.agent.reserve_tokens
+        {
+            return bad(
+                "agent",
+                "context_window",
+                format!(
+                    "{} leaves no usable window after reserve_tokens ({})",
+                    self.agent.context_window, self.agent.reserve_tokens
+                ),
+            );
+        }
+        if self.loop_.max_iterations == 0 {
+            return bad("loop", "max_iterations", "must be at least 1".into());
+        }
+        if self.loop_.completion_promise.trim().is_empty() {
+            return bad("loop", "completion_promise", "must not be empty".into());
+        }
+        if let Some(cost) = self.loop_.max_cost_usd
+            && !(cost > 0.0 && cost.is_finite())
+        {
+            return bad(
+                "loop",
+                "max_cost_usd",
+                format!("{cost} is not a positive amount"),
+            );
+        }
+        for (key, span) in [
+            ("iteration_timeout", self.loop_.iteration_timeout),
+            ("idle_timeout", self.loop_.idle_timeout),
+        ] {
+            if span.0.is_zero() {
+                return bad("loop", key, "must be longer than 0s".into());
+            }
+        }
+        for (key, v) in [
+            ("no_progress", self.breaker.no_progress),
+            ("same_error", self.breaker.same_error),
+            ("consecutive_failures", self.breaker.consecutive_failures),
+        ] {
+            if v == 0 {
+                return bad("breaker", key, "must be at least 1".into());
+            }
+        }
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        if let Err(e) = env.template_from_str(&self.git.commit_message) {
+            return bad("git", "commit_message", format!("template error: {e}"));
+        }
+        Ok(())
+    }
+
+    /// The agent program and its leading arguments from `agent.command`.
+    pub fn agent_program(&self) -> (String, Vec<String>) {
+        let mut words = shlex::split(&self.agent.command).unwrap_or_default();
+        let program = if words.is_empty() {
+            "claude".to_string()
+        } else {
+            words.remove(0)
+        };
+        (program, words)
+    }
+
+    /// Usable percentage thresholds in order L1, L2, L3.
+    pub fn thresholds(&self) -> crate::context::Thresholds {
+        crate::context::Thresholds {
+            warn: self.context.warn_percent,
+            checkpoint: self.context.checkpoint_percent,
+            emergency: self.context.emergency_percent,
+        }
+    }
+}
+
+/// The 1-based line of `key = …` inside `[section]` (or the top level).
+fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            current = name.trim().to_string();
+            continue;
+        }
+        if current == section
+            && let Some(rest) = t.strip_prefix(key)
+            && rest.trim_start().starts_with('=')
+        {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("ralph.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_design_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.plan, PathBuf::from("fix_plan.md"));
+        assert_eq!(c.agent.reserve_tokens, 33_000);
+        assert_eq!(c.loop_.iteration_timeout.0, Duration::from_secs(3600));
+        assert_eq!(c.rate_limit.max_wait.0, Duration::from_secs(6 * 3600));
+        assert_eq!(c.breaker.cooldown.0, Duration::from_secs(1800));
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let c = parse(
+            r#"
+plan = "TODO.md"
+[agent]
+command = "ralph sim 'my scenario.toml'"
+args = ["--dangerously-skip-permissions"]
+model = "claude-opus-4-1[1m]"
+env = { IS_SANDBOX = "1" }
+[loop]
+max_iterations = 3
+max_duration = "8h"
+max_cost_usd = 12.5
+idle_timeout = "90s"
+[context]
+grace = "1m30s"
+[hooks]
+on_checkpoint = ["echo hi"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.plan, PathBuf::from("TODO.md"));
+        assert_eq!(
+            c.agent_program(),
+            (
+                "ralph".to_string(),
+                vec!["sim".into(), "my scenario.toml".into()]
+            )
+        );
+        assert_eq!(c.loop_.max_duration, Some(Span::secs(8 * 3600)));
+        assert_eq!(c.loop_.idle_timeout, Span::secs(90));
+        assert_eq!(c.context.grace, Span::secs(90));
+        assert_eq!(c.agent.env["IS_SANDBOX"], "1");
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = parse("[loop]\nmax_iterations = 3\nmax_iteration = 4\n").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("max_iteration"), "{text}");
+        assert!(text.contains("ralph.toml:3"), "{text}");
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn wrong_type_names_line() {
+        let e = parse("[context]\n\nwarn_percent = \"high\"\n").unwrap_err();
+        assert!(e.to_string().contains("ralph.toml:3"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_is_explained() {
+        let e = parse("[loop]\nidle_timeout = \"soon\"\n").unwrap_err();
+        assert!(e.to_string().contains("not a duration"), "{e}");
+        assert!(e.to_string().contains(":2"), "{e}");
+    }
+
+    #[test]
+    fn thresholds_must_be_ordered() {
+        let e = parse("[context]\nwarn_percent = 90\ncheckpoint_percent = 85\n").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("context.warn_percent"), "{text}");
+        assert!(text.contains(":2"), "{text}");
+        let e = parse("[context]\nemergency_percent = 101\n").unwrap_err();
+        assert!(e.to_string().contains("emergency_percent"));
+        let e = parse("[context]\ncheckpoint_percent = 96\n").unwrap_err();
+        assert!(e.to_string().contains("checkpoint_percent"));
+    }
+
+    #[test]
+    fn zero_counts_and_bad_budgets_are_refused() {
+        assert!(parse("[loop]\nmax_iterations = 0\n").is_err());
+        assert!(parse("[breaker]\nsame_error = 0\n").is_err());
+        assert!(parse("[loop]\nmax_cost_usd = -1.0\n").is_err());
+        assert!(parse("[agent]\ncommand = \"\"\n").is_err());
+        assert!(parse("[agent]\ncontext_window = 1000\n").is_err());
+        assert!(parse("[git]\ncommit_message = \"{{ oops\"\n").is_err());
+    }
+
+    #[test]
+    fn span_formats() {
+        assert_eq!(format_duration(Duration::from_secs(5)), "5s");
+        assert_eq!(format_duration(Duration::from_secs(245)), "4m05s");
+        assert_eq!(format_duration(Duration::from_secs(3720)), "1h02m");
+    }
+}

@@ -1,0 +1,488 @@
+//! The context meter: how full the agent's context window is, turn by turn,
+//! as a percentage of the usable window, and which level (L0–L3) that is.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stream::StreamEvent;
+
+/// Window of every current Claude model unless it says otherwise.
+pub const DEFAULT_WINDOW: u64 = 200_000;
+/// Window of a model whose name carries the `[1m]` suffix.
+pub const LONG_WINDOW: u64 = 1_000_000;
+
+/// How far the growth rate looks back.
+const RATE_HORIZON_SECS: f64 = 300.0;
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, Hash,
+)]
+pub enum Level {
+    #[default]
+    L0,
+    L1,
+    L2,
+    L3,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::L0 => "L0",
+            Level::L1 => "L1",
+            Level::L2 => "L2",
+            Level::L3 => "L3",
+        }
+    }
+
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Level::L0 => "ok",
+            Level::L1 => "warn",
+            Level::L2 => "checkpoint",
+            Level::L3 => "emergency",
+        }
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    pub warn: f64,
+    pub checkpoint: f64,
+    pub emergency: f64,
+}
+
+impl Thresholds {
+    pub fn level(&self, percent: f64) -> Level {
+        if percent >= self.emergency {
+            Level::L3
+        } else if percent >= self.checkpoint {
+            Level::L2
+        } else if percent >= self.warn {
+            Level::L1
+        } else {
+            Level::L0
+        }
+    }
+}
+
+/// Where the window size came from, for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowSource {
+    Config,
+    Default,
+    ModelName,
+    Result,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Compaction {
+    pub pre_tokens: u64,
+    pub post_tokens: u64,
+}
+
+/// What one observed line changed on the meter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Change {
+    Level { from: Level, to: Level },
+    Compacted(Compaction),
+}
+
+#[derive(Debug, Clone)]
+pub struct ContextMeter {
+    window: u64,
+    window_source: WindowSource,
+    reserve: u64,
+    thresholds: Thresholds,
+    model: Option<String>,
+    tokens: u64,
+    last_message_id: Option<String>,
+    turns: u64,
+    level: Level,
+    peak_percent: f64,
+    peak_level: Level,
+    peak_tokens: u64,
+    samples: VecDeque<(f64, u64)>,
+    compactions: Vec<Compaction>,
+}
+
+impl ContextMeter {
+    /// `configured_window` 0 means: detect it from the model.
+    pub fn new(configured_window: u64, reserve: u64, thresholds: Thresholds) -> Self {
+        let (window, window_source) = if configured_window > 0 {
+            (configured_window, WindowSource::Config)
+        } else {
+            (DEFAULT_WINDOW, WindowSource::Default)
+        };
+        ContextMeter {
+            window,
+            window_source,
+            reserve,
+            thresholds,
+            model: None,
+            tokens: 0,
+            last_message_id: None,
+            turns: 0,
+            level: Level::L0,
+            peak_percent: 0.0,
+            peak_level: Level::L0,
+            peak_tokens: 0,
+            samples: VecDeque::new(),
+            compactions: Vec::new(),
+        }
+    }
+
+    /// Learn the model before the first turn (from `--model` or `system/init`).
+    pub fn set_model(&mut self, model: &str) {
+        self.model = Some(model.to_string());
+        if matches!(
+            self.window_source,
+            WindowSource::Default | WindowSource::ModelName
+        ) {
+            self.window = window_for_model(model);
+            self.window_source = WindowSource::ModelName;
+        }
+    }
+
+    /// Feed one decoded line; `now` is the time since the iteration began.
+    pub fn observe(&mut self, event: &StreamEvent, now: Duration) -> Option<Change> {
+        match event {
+            StreamEvent::Init { model: Some(m), .. } => {
+                self.set_model(m);
+                self.relevel()
+            }
+            StreamEvent::Assistant(msg) if msg.is_main_thread() && !msg.is_synthetic() => {
+                let tokens = msg.usage.occupancy();
+                if tokens == 0 {
+                    return None;
+                }
+                if self.last_message_id.as_deref() != Some(msg.id.as_str()) {
+                    self.turns += 1;
+                    self.last_message_id = Some(msg.id.clone());
+                }
+                self.tokens = tokens;
+                self.sample(now);
+                self.relevel()
+            }
+            StreamEvent::Compacted {
+                pre_tokens,
+                post_tokens,
+            } => {
+                let c = Compaction {
+                    pre_tokens: *pre_tokens,
+                    post_tokens: *post_tokens,
+                };
+                self.compactions.push(c);
+                self.tokens = *post_tokens;
+                // The growth before the reset says nothing about after it.
+                self.samples.clear();
+                self.sample(now);
+                self.relevel();
+                Some(Change::Compacted(c))
+            }
+            StreamEvent::Result(r) if self.window_source != WindowSource::Config => {
+                let learned = self
+                    .model
+                    .as_ref()
+                    .and_then(|m| r.context_windows.get(m))
+                    .or_else(|| r.context_windows.values().max())
+                    .copied();
+                if let Some(w) = learned.filter(|&w| w > self.reserve) {
+                    self.window = w;
+                    self.window_source = WindowSource::Result;
+                }
+                self.relevel()
+            }
+            _ => None,
+        }
+    }
+
+    fn sample(&mut self, now: Duration) {
+        let t = now.as_secs_f64();
+        self.samples.push_back((t, self.tokens));
+        while self
+            .samples
+            .front()
+            .is_some_and(|&(t0, _)| t - t0 > RATE_HORIZON_SECS && self.samples.len() > 2)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    fn relevel(&mut self) -> Option<Change> {
+        let percent = self.percent();
+        let level = self.thresholds.level(percent);
+        self.peak_percent = self.peak_percent.max(percent);
+        self.peak_tokens = self.peak_tokens.max(self.tokens);
+        self.peak_level = self.peak_level.max(level);
+        if level != self.level {
+            let from = std::mem::replace(&mut self.level, level);
+            return Some(Change::Level { from, to: level });
+        }
+        None
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+    pub fn window_source(&self) -> WindowSource {
+        self.window_source
+    }
+    pub fn usable(&self) -> u64 {
+        self.window.saturating_sub(self.reserve).max(1)
+    }
+    pub fn percent(&self) -> f64 {
+        self.tokens as f64 * 100.0 / self.usable() as f64
+    }
+    pub fn level(&self) -> Level {
+        self.level
+    }
+    pub fn peak_percent(&self) -> f64 {
+        self.peak_percent
+    }
+    pub fn peak_level(&self) -> Level {
+        self.peak_level
+    }
+    pub fn peak_tokens(&self) -> u64 {
+        self.peak_tokens
+    }
+    pub fn turns(&self) -> u64 {
+        self.turns
+    }
+    pub fn compactions(&self) -> &[Compaction] {
+        &self.compactions
+    }
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    /// Growth in tokens per minute over the last few minutes.
+    pub fn rate_per_min(&self) -> Option<f64> {
+        let (&(t0, k0), &(t1, k1)) = (self.samples.front()?, self.samples.back()?);
+        let dt = t1 - t0;
+        (dt >= 1.0).then(|| (k1 as f64 - k0 as f64) * 60.0 / dt)
+    }
+
+    /// Time until the checkpoint level at the current growth rate.
+    pub fn eta_to_checkpoint(&self) -> Option<Duration> {
+        let target = self.thresholds.checkpoint / 100.0 * self.usable() as f64;
+        let remaining = target - self.tokens as f64;
+        if remaining <= 0.0 {
+            return Some(Duration::ZERO);
+        }
+        let rate = self.rate_per_min().filter(|r| *r > 0.0)?;
+        Some(Duration::from_secs_f64(remaining / rate * 60.0))
+    }
+
+    pub fn snapshot(&self) -> MeterReading {
+        MeterReading {
+            tokens: self.tokens,
+            usable: self.usable(),
+            window: self.window,
+            percent: round1(self.percent()),
+            level: self.level,
+            peak_percent: round1(self.peak_percent),
+            rate_per_min: self.rate_per_min().map(|r| r.round()),
+            eta_to_checkpoint_secs: self.eta_to_checkpoint().map(|d| d.as_secs()),
+        }
+    }
+}
+
+/// A point-in-time reading of the meter, as events and state carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeterReading {
+    pub tokens: u64,
+    pub usable: u64,
+    pub window: u64,
+    pub percent: f64,
+    pub level: Level,
+    pub peak_percent: f64,
+    pub rate_per_min: Option<f64>,
+    pub eta_to_checkpoint_secs: Option<u64>,
+}
+
+pub fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// The window a model name implies, before any result has said.
+pub fn window_for_model(model: &str) -> u64 {
+    if model.to_ascii_lowercase().contains("[1m]") {
+        LONG_WINDOW
+    } else {
+        DEFAULT_WINDOW
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::{AssistantMessage, ResultMessage, Usage, decode_line};
+
+    const T: Thresholds = Thresholds {
+        warn: 70.0,
+        checkpoint: 85.0,
+        emergency: 95.0,
+    };
+
+    fn msg(id: &str, tokens: u64, parent: Option<&str>, model: &str) -> StreamEvent {
+        StreamEvent::Assistant(AssistantMessage {
+            id: id.into(),
+            model: model.into(),
+            parent_tool_use_id: parent.map(str::to_string),
+            usage: Usage {
+                input_tokens: 100,
+                cache_read_input_tokens: tokens - 100,
+                ..Usage::default()
+            },
+            ..AssistantMessage::default()
+        })
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn percent_is_of_the_usable_window() {
+        let mut m = ContextMeter::new(0, 33_000, T);
+        m.observe(&msg("a", 83_500, None, "claude-sonnet-4-5"), secs(1));
+        assert_eq!(m.usable(), 167_000);
+        assert_eq!(m.percent(), 50.0);
+        assert_eq!(m.level(), Level::L0);
+    }
+
+    #[test]
+    fn levels_rise_and_report_changes() {
+        let mut m = ContextMeter::new(0, 33_000, T);
+        assert_eq!(m.observe(&msg("a", 100_000, None, "m"), secs(1)), None);
+        assert_eq!(
+            m.observe(&msg("b", 120_000, None, "m"), secs(2)),
+            Some(Change::Level {
+                from: Level::L0,
+                to: Level::L1
+            })
+        );
+        assert_eq!(
+            m.observe(&msg("c", 145_000, None, "m"), secs(3)),
+            Some(Change::Level {
+                from: Level::L1,
+                to: Level::L2
+            })
+        );
+        m.observe(&msg("d", 160_000, None, "m"), secs(4));
+        assert_eq!(m.level(), Level::L3);
+        assert_eq!(m.peak_level(), Level::L3);
+    }
+
+    #[test]
+    fn repeated_message_lines_count_once_and_newest_wins() {
+        let mut m = ContextMeter::new(0, 33_000, T);
+        m.observe(&msg("a", 10_000, None, "m"), secs(1));
+        m.observe(&msg("a", 10_000, None, "m"), secs(1));
+        m.observe(&msg("a", 12_000, None, "m"), secs(2));
+        assert_eq!(m.turns(), 1);
+        assert_eq!(m.tokens(), 12_000);
+    }
+
+    #[test]
+    fn subagent_and_synthetic_lines_do_not_move_the_meter() {
+        let mut m = ContextMeter::new(0, 33_000, T);
+        m.observe(&msg("a", 40_000, None, "m"), secs(1));
+        m.observe(&msg("s", 160_000, Some("toolu_1"), "m"), secs(2));
+        m.observe(&msg("x", 199_000, None, "<synthetic>"), secs(3));
+        assert_eq!(m.tokens(), 40_000);
+        assert_eq!(m.level(), Level::L0);
+    }
+
+    #[test]
+    fn window_detection_order() {
+        // [1m] suffix on the init model.
+        let mut m = ContextMeter::new(0, 33_000, T);
+        m.observe(
+            &decode_line(br#"{"type":"system","subtype":"init","model":"claude-sonnet-4-5[1m]"}"#),
+            secs(0),
+        );
+        assert_eq!(m.window(), LONG_WINDOW);
+        // A result teaches the real window.
+        let mut m = ContextMeter::new(0, 33_000, T);
+        m.set_model("claude-x");
+        let mut r = ResultMessage::default();
+        r.context_windows.insert("claude-x".into(), 500_000);
+        m.observe(&StreamEvent::Result(r.clone()), secs(1));
+        assert_eq!(m.window(), 500_000);
+        assert_eq!(m.window_source(), WindowSource::Result);
+        // The config wins over everything.
+        let mut m = ContextMeter::new(300_000, 33_000, T);
+        m.set_model("claude-sonnet-4-5[1m]");
+        m.observe(&StreamEvent::Result(r), secs(1));
+        assert_eq!(m.window(), 300_000);
+    }
+
+    #[test]
+    fn compaction_resets_to_post_tokens_and_is_recorded() {
+        let mut m = ContextMeter::new(0, 33_000, T);
+        m.observe(&msg("a", 160_000, None, "m"), secs(1));
+        assert_eq!(m.level(), Level::L3);
+        let change = m.observe(
+            &StreamEvent::Compacted {
+                pre_tokens: 160_000,
+                post_tokens: 20_000,
+            },
+            secs(2),
+        );
+        assert!(matches!(change, Some(Change::Compacted(_))));
+        assert_eq!(m.tokens(), 20_000);
+        assert_eq!(m.level(), Level::L0);
+        assert_eq!(m.compactions().len(), 1);
+        assert_eq!(m.peak_level(), Level::L3);
+    }
+
+    #[test]
+    fn rate_and_eta() {
+        let mut m = ContextMeter::new(0, 33_000, T);
+        assert_eq!(m.rate_per_min(), None);
+        m.observe(&msg("a", 20_000, None, "m"), secs(0));
+        m.observe(&msg("b", 30_000, None, "m"), secs(60));
+        assert_eq!(m.rate_per_min(), Some(10_000.0));
+        // 85% of 167k = 141_950; (141_950 - 30_000) / 10_000 per min = 11.195 min
+        let eta = m.eta_to_checkpoint().unwrap().as_secs();
+        assert_eq!(eta, 671);
+    }
+
+    #[test]
+    fn fixture_subagent_never_moves_main_meter() {
+        let text = include_str!("../tests/fixtures/claude-2.1.197/subagent-task.jsonl");
+        let mut m = ContextMeter::new(0, 33_000, T);
+        let mut peak = 0;
+        for line in text.lines() {
+            m.observe(&decode_line(line.as_bytes()), secs(1));
+            peak = peak.max(m.tokens());
+        }
+        assert_eq!(peak, 42_800);
+        assert_eq!(m.turns(), 2);
+    }
+
+    #[test]
+    fn fixture_mid_session_reaches_checkpoint() {
+        let text = include_str!("../tests/fixtures/claude-2.1.197/mid-session-message.jsonl");
+        let mut m = ContextMeter::new(0, 33_000, T);
+        for line in text.lines() {
+            m.observe(&decode_line(line.as_bytes()), secs(1));
+        }
+        assert_eq!(m.tokens(), 173_300);
+        assert_eq!(m.level(), Level::L3);
+    }
+}

@@ -1,0 +1,25 @@
+//! ralph: a supervisor for overnight Claude Code loops that meters the
+//! context window live and checkpoints before it fills. See ARCHITECTURE.md.
+
+pub mod agent;
+pub mod breaker;
+pub mod checkpoint;
+pub mod cli;
+pub mod commands;
+pub mod completion;
+pub mod config;
+pub mod context;
+pub mod error;
+pub mod events;
+pub mod hooks;
+pub mod limits;
+pub mod plan;
+pub mod prompt;
+pub mod repo;
+pub mod report;
+pub mod sim;
+pub mod state;
+pub mod stream;
+pub mod supervisor;
+
+pub use error::{Error, Result};

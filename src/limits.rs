@@ -1,0 +1,248 @@
+//! Usage and rate limits: recognising them in the agent's own lines and
+//! working out when they reset, so the loop can sleep exactly that long.
+
+use std::sync::LazyLock;
+
+use jiff::{Timestamp, Zoned, civil, tz::TimeZone};
+use regex::Regex;
+
+use crate::stream::{AssistantMessage, ResultMessage};
+
+/// A limit the agent ran into, and when it lifts (if known).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitHit {
+    pub resets_at: Option<Timestamp>,
+    /// Which signal told us: "rate_limit_event", "synthetic_error", "http_429", "result_text".
+    pub source: &'static str,
+    pub detail: String,
+}
+
+/// A `rate_limit_event` line with status `rejected`.
+pub fn from_event(status: &str, resets_at: Option<i64>) -> Option<LimitHit> {
+    (status == "rejected").then(|| LimitHit {
+        resets_at: resets_at.and_then(|s| Timestamp::from_second(s).ok()),
+        source: "rate_limit_event",
+        detail: format!("usage limit reached (status {status})"),
+    })
+}
+
+/// A synthetic assistant message whose `error` is `rate_limit`.
+pub fn from_assistant(msg: &AssistantMessage, now: &Zoned) -> Option<LimitHit> {
+    if !msg.is_main_thread() || msg.error.as_deref() != Some("rate_limit") {
+        return None;
+    }
+    let text = msg.text.join("\n");
+    Some(LimitHit {
+        resets_at: parse_reset(&text, now),
+        source: "synthetic_error",
+        detail: first_line(&text, "rate limit"),
+    })
+}
+
+/// A result with HTTP 429, or (last resort) limit wording in the agent's
+/// own result text.
+pub fn from_result(r: &ResultMessage, now: &Zoned) -> Option<LimitHit> {
+    let text = r.text.as_deref().unwrap_or("");
+    if r.api_error_status == Some(429) {
+        return Some(LimitHit {
+            resets_at: parse_reset(text, now),
+            source: "http_429",
+            detail: first_line(text, "HTTP 429 rate limited"),
+        });
+    }
+    // Only short error-ish results: a long success text that mentions a
+    // limit is the agent talking about its work, not hitting one.
+    let short_enough = text.len() < if r.is_error { 600 } else { 200 };
+    if !short_enough || !LIMIT_WORDING.is_match(text) {
+        return None;
+    }
+    Some(LimitHit {
+        resets_at: parse_reset(text, now),
+        source: "result_text",
+        detail: first_line(text, "usage limit"),
+    })
+}
+
+fn first_line(text: &str, default: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or(default)
+        .chars()
+        .take(200)
+        .collect()
+}
+
+static LIMIT_WORDING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(hit your (session |weekly |usage |opus |5-hour )?limit|usage limit reached|session limit|weekly limit|5-hour limit|limit reached\s*[·∙•|]|rate limit(ed)? (exceeded|reached))",
+    )
+    .expect("limit regex")
+});
+
+static EPOCH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"limit reached\|(\d{9,11})").expect("epoch regex"));
+
+static RESET: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)resets?\s+(?:at\s+)?(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<day>\d{1,2}),?\s+(?:at\s+)?)?(?P<h>\d{1,2})(?::(?P<m>\d{2}))?\s*(?P<ampm>am|pm)?(?:\s*\((?P<tz>[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)*)\))?",
+    )
+    .expect("reset regex")
+});
+
+/// The reset moment written in limit text ("resets 3:45pm",
+/// "resets Nov 22, 3pm (Europe/Berlin)", "limit reached|1795300000"),
+/// as the next such moment after `now`, in the named time zone or `now`'s.
+pub fn parse_reset(text: &str, now: &Zoned) -> Option<Timestamp> {
+    if let Some(c) = EPOCH.captures(text) {
+        return c[1]
+            .parse()
+            .ok()
+            .and_then(|s| Timestamp::from_second(s).ok());
+    }
+    let c = RESET.captures(text)?;
+    let tz = match c.name("tz") {
+        Some(name) => TimeZone::get(name.as_str()).ok()?,
+        None => now.time_zone().clone(),
+    };
+    let mut hour: i8 = c["h"].parse().ok()?;
+    let minute: i8 = c.name("m").map_or(Some(0), |m| m.as_str().parse().ok())?;
+    match c.name("ampm").map(|m| m.as_str().to_ascii_lowercase()) {
+        Some(ref p) if p == "pm" && hour < 12 => hour += 12,
+        Some(ref p) if p == "am" && hour == 12 => hour = 0,
+        _ => {}
+    }
+    let time = civil::Time::new(hour, minute, 0, 0).ok()?;
+    let local_now = now.with_time_zone(tz.clone());
+    let date = match (c.name("mon"), c.name("day")) {
+        (Some(mon), Some(day)) => {
+            let month = month_number(mon.as_str())?;
+            let day: i8 = day.as_str().parse().ok()?;
+            let this_year = civil::Date::new(local_now.year(), month, day).ok()?;
+            if this_year.to_datetime(time).to_zoned(tz.clone()).ok()? < local_now {
+                civil::Date::new(local_now.year() + 1, month, day).ok()?
+            } else {
+                this_year
+            }
+        }
+        _ => {
+            let today = local_now.date();
+            if today.to_datetime(time).to_zoned(tz.clone()).ok()? <= local_now {
+                today.tomorrow().ok()?
+            } else {
+                today
+            }
+        }
+    };
+    Some(date.to_datetime(time).to_zoned(tz).ok()?.timestamp())
+}
+
+fn month_number(name: &str) -> Option<i8> {
+    let m = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let lower = name.to_ascii_lowercase();
+    m.iter()
+        .position(|x| lower.starts_with(x))
+        .map(|i| i as i8 + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Zoned {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn event_rejected_only() {
+        assert!(from_event("allowed", Some(1)).is_none());
+        assert!(from_event("allowed_warning", Some(1)).is_none());
+        let hit = from_event("rejected", Some(1_795_300_000)).unwrap();
+        assert_eq!(hit.resets_at.unwrap().as_second(), 1_795_300_000);
+    }
+
+    #[test]
+    fn reset_later_today_and_tomorrow() {
+        let now = at("2026-11-21T14:00:00[America/New_York]");
+        let t = parse_reset("You've hit your session limit · resets 3:45pm", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-21T20:45:00Z");
+        let t = parse_reset("You've hit your limit · resets 9am", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T14:00:00Z");
+    }
+
+    #[test]
+    fn reset_with_time_zone_and_date() {
+        let now = at("2026-11-21T22:00:00[UTC]");
+        let t = parse_reset("5-hour limit reached ∙ resets 2am (Europe/Berlin)", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T01:00:00Z");
+        let t = parse_reset(
+            "weekly limit · resets Nov 24, 3pm (America/Los_Angeles)",
+            &now,
+        )
+        .unwrap();
+        assert_eq!(t.to_string(), "2026-11-24T23:00:00Z");
+        let t = parse_reset("Claude AI usage limit reached|1795300000", &now).unwrap();
+        assert_eq!(t.as_second(), 1_795_300_000);
+        assert!(parse_reset("resets 2am (Not/AZone)", &now).is_none());
+    }
+
+    #[test]
+    fn result_text_and_429() {
+        let now = at("2026-11-21T14:00:00[UTC]");
+        let r = ResultMessage {
+            is_error: true,
+            text: Some("You've hit your session limit · resets 3pm".into()),
+            ..ResultMessage::default()
+        };
+        let hit = from_result(&r, &now).unwrap();
+        assert_eq!(hit.source, "result_text");
+        assert_eq!(hit.resets_at.unwrap().to_string(), "2026-11-21T15:00:00Z");
+        let r = ResultMessage {
+            is_error: true,
+            api_error_status: Some(429),
+            ..ResultMessage::default()
+        };
+        assert_eq!(from_result(&r, &now).unwrap().source, "http_429");
+    }
+
+    #[test]
+    fn limit_words_in_the_agents_work_are_not_a_limit() {
+        let now = at("2026-11-21T14:00:00[UTC]");
+        let r = ResultMessage {
+            text: Some(format!(
+                "I implemented the rate limiter so that clients see \"You've hit your session limit · resets 3pm\" when they exceed quota. {}",
+                "Details follow. ".repeat(20)
+            )),
+            ..ResultMessage::default()
+        };
+        assert!(from_result(&r, &now).is_none());
+        let r = ResultMessage {
+            is_error: true,
+            text: Some("Error: tests failed".into()),
+            ..ResultMessage::default()
+        };
+        assert!(from_result(&r, &now).is_none());
+    }
+
+    #[test]
+    fn synthetic_rate_limit_message() {
+        let now = at("2026-11-21T14:00:00[UTC]");
+        let msg = AssistantMessage {
+            model: "<synthetic>".into(),
+            error: Some("rate_limit".into()),
+            text: vec!["API Error: Rate limit reached".into()],
+            ..AssistantMessage::default()
+        };
+        assert_eq!(
+            from_assistant(&msg, &now).unwrap().source,
+            "synthetic_error"
+        );
+        let other = AssistantMessage {
+            error: Some("invalid_request".into()),
+            ..msg
+        };
+        assert!(from_assistant(&other, &now).is_none());
+    }
+}

@@ -1,0 +1,300 @@
+//! The plan file (`fix_plan.md`): markdown checkbox items, open and done,
+//! and the specs it names (for the handoff's "context to reload").
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Plans larger than this are refused: they would not fit in a prompt anyway.
+pub const MAX_PLAN_BYTES: u64 = 4 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub text: String,
+    pub done: bool,
+    /// 1-based line in the plan file.
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The first `# heading`, if any: the run's objective.
+    pub title: Option<String>,
+    pub items: Vec<Item>,
+}
+
+impl Plan {
+    pub fn parse(text: &str) -> Plan {
+        let mut plan = Plan::default();
+        let mut in_fence = false;
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim_start();
+            if t.starts_with("```") || t.starts_with("~~~") {
+                in_fence = !in_fence;
+                continue;
+            }
+            if in_fence {
+                continue;
+            }
+            if plan.title.is_none()
+                && let Some(h) = t.strip_prefix("# ")
+            {
+                plan.title = Some(h.trim().to_string());
+                continue;
+            }
+            if let Some((done, text)) = checkbox(t) {
+                plan.items.push(Item {
+                    text: text.to_string(),
+                    done,
+                    line: i + 1,
+                });
+            }
+        }
+        plan
+    }
+
+    /// Read and parse the plan; missing, binary or huge files are errors.
+    pub fn load(path: &Path) -> Result<Plan> {
+        let meta = std::fs::metadata(path).map_err(|e| {
+            let err = Error::io("cannot read the plan", path, e);
+            if !path.exists() {
+                return Error::usage(format!("plan file {} does not exist", path.display()))
+                    .with_hint(
+                        "create it with `ralph init`, or name another: `ralph run PLAN.md`",
+                    );
+            }
+            err
+        })?;
+        if !meta.is_file() {
+            return Err(Error::usage(format!(
+                "plan {} is not a file",
+                path.display()
+            )));
+        }
+        if meta.len() > MAX_PLAN_BYTES {
+            return Err(Error::usage(format!(
+                "plan {} is {} bytes; plans over {} bytes are refused",
+                path.display(),
+                meta.len(),
+                MAX_PLAN_BYTES
+            ))
+            .with_hint("split the plan, or keep details in specs it links to"));
+        }
+        let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read the plan", path, e))?;
+        if bytes.contains(&0) {
+            return Err(Error::usage(format!(
+                "plan {} looks binary (it contains NUL bytes)",
+                path.display()
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            Error::usage(format!(
+                "plan {} is not UTF-8 text (bad byte at offset {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
+        Ok(Plan::parse(&text))
+    }
+
+    pub fn open(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(|i| !i.done)
+    }
+
+    pub fn done(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(|i| i.done)
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.open().count()
+    }
+
+    pub fn done_count(&self) -> usize {
+        self.done().count()
+    }
+
+    /// The item the agent is working on: the first open one.
+    pub fn current(&self) -> Option<&Item> {
+        self.open().next()
+    }
+
+    /// What templates see of the plan.
+    pub fn view(&self) -> PlanView<'_> {
+        PlanView {
+            items: &self.items,
+            done_count: self.done_count(),
+            open_count: self.open_count(),
+            current: self.current().map(|i| i.text.as_str()),
+        }
+    }
+
+    /// Items done in `self` that were open in `before`.
+    pub fn newly_done(&self, before: &Plan) -> Vec<String> {
+        self.done()
+            .filter(|i| before.open().any(|b| b.text == i.text))
+            .map(|i| i.text.clone())
+            .collect()
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlanView<'a> {
+    pub items: &'a [Item],
+    pub done_count: usize,
+    pub open_count: usize,
+    pub current: Option<&'a str>,
+}
+
+/// `- [ ] text`, `* [x] text`, `1. [X] text` → (done, text).
+fn checkbox(line: &str) -> Option<(bool, &str)> {
+    let rest = if let Some(r) = line.strip_prefix(['-', '*', '+']) {
+        r
+    } else {
+        let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        line[digits..].strip_prefix(['.', ')'])?
+    };
+    let rest = rest.strip_prefix(' ')?.trim_start();
+    let mark = rest.get(..3)?;
+    let done = match mark {
+        "[ ]" => false,
+        "[x]" | "[X]" => true,
+        _ => return None,
+    };
+    let text = rest[3..].trim();
+    (!text.is_empty()).then_some((done, text))
+}
+
+/// Files a plan points at that the next session should reload: markdown
+/// links and backticked paths that exist under `root`, plus CLAUDE.md.
+pub fn context_files(root: &Path, plan_text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for candidate in ["CLAUDE.md", "AGENTS.md"] {
+        if root.join(candidate).is_file() {
+            out.push(candidate.to_string());
+        }
+    }
+    let link = regex::Regex::new(r"\]\(([^)\s#]+)\)|`([^`\s]+\.[A-Za-z0-9]+)`").expect("regex");
+    for cap in link.captures_iter(plan_text) {
+        let Some(m) = cap.get(1).or_else(|| cap.get(2)) else {
+            continue;
+        };
+        let path = m.as_str().trim_start_matches("./");
+        if path.contains("://") || out.iter().any(|p| p == path) {
+            continue;
+        }
+        if root.join(path).is_file() {
+            out.push(path.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_items_title_and_lines() {
+        let p = Plan::parse(
+            "# Ship the parser\n\nIntro text.\n- [x] tokenizer\n- [ ] parser  \n  * [X] nested done\n1. [ ] numbered\n- [] not an item\n- plain bullet\n",
+        );
+        assert_eq!(p.title.as_deref(), Some("Ship the parser"));
+        assert_eq!(
+            p.items,
+            vec![
+                Item {
+                    text: "tokenizer".into(),
+                    done: true,
+                    line: 4
+                },
+                Item {
+                    text: "parser".into(),
+                    done: false,
+                    line: 5
+                },
+                Item {
+                    text: "nested done".into(),
+                    done: true,
+                    line: 6
+                },
+                Item {
+                    text: "numbered".into(),
+                    done: false,
+                    line: 7
+                },
+            ]
+        );
+        assert_eq!(p.current().unwrap().text, "parser");
+        assert_eq!((p.open_count(), p.done_count()), (2, 2));
+    }
+
+    #[test]
+    fn code_fences_are_not_items() {
+        let p = Plan::parse("```\n- [ ] example in code\n```\n- [ ] real\n");
+        assert_eq!(p.items.len(), 1);
+        assert_eq!(p.items[0].text, "real");
+    }
+
+    #[test]
+    fn newly_done_compares_by_text() {
+        let before = Plan::parse("- [ ] a\n- [ ] b\n- [x] c\n");
+        let after = Plan::parse("- [x] a\n- [ ] b\n- [x] c\n");
+        assert_eq!(after.newly_done(&before), vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn load_refuses_missing_binary_and_non_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Plan::load(&dir.path().join("nope.md")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("does not exist"));
+        std::fs::write(dir.path().join("bin.md"), b"- [ ] a\0b").unwrap();
+        assert!(
+            Plan::load(&dir.path().join("bin.md"))
+                .unwrap_err()
+                .to_string()
+                .contains("binary")
+        );
+        std::fs::write(dir.path().join("latin.md"), b"- [ ] caf\xe9").unwrap();
+        assert!(
+            Plan::load(&dir.path().join("latin.md"))
+                .unwrap_err()
+                .to_string()
+                .contains("UTF-8")
+        );
+        std::fs::write(dir.path().join("empty.md"), b"").unwrap();
+        assert_eq!(
+            Plan::load(&dir.path().join("empty.md")).unwrap(),
+            Plan::default()
+        );
+    }
+
+    #[test]
+    fn context_files_found_in_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("CLAUDE.md"), "x").unwrap();
+        std::fs::create_dir(dir.path().join("specs")).unwrap();
+        std::fs::write(dir.path().join("specs/parser.md"), "x").unwrap();
+        let files = context_files(
+            dir.path(),
+            "- [ ] see [spec](specs/parser.md) and `specs/parser.md` and `missing.md` [web](https://x.y/z.md)",
+        );
+        assert_eq!(
+            files,
+            vec!["CLAUDE.md".to_string(), "specs/parser.md".into()]
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_without_panic(s in "\\PC*") {
+            let p = Plan::parse(&s);
+            proptest::prop_assert!(p.items.iter().all(|i| !i.text.is_empty()));
+        }
+    }
+}

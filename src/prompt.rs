@@ -1,0 +1,214 @@
+//! Templates: the embedded defaults (`prompts/*.j2`), the user's overrides
+//! in the project's `prompts/`, and rendering them with MiniJinja, strictly
+//! (an undefined variable is an error with file and line).
+
+use std::path::{Path, PathBuf};
+
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::context::Level;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::state::RunState;
+
+pub const PROMPT: &str = "PROMPT.md.j2";
+pub const CHECKPOINT_REQUEST: &str = "checkpoint-request.md.j2";
+pub const HANDOFF: &str = "handoff.md.j2";
+
+/// The templates compiled into ralph, as `ralph init` writes them out.
+pub const EMBEDDED: [(&str, &str); 3] = [
+    (PROMPT, include_str!("../prompts/PROMPT.md.j2")),
+    (
+        CHECKPOINT_REQUEST,
+        include_str!("../prompts/checkpoint-request.md.j2"),
+    ),
+    (HANDOFF, include_str!("../prompts/handoff.md.j2")),
+];
+
+pub struct Templates {
+    env: Environment<'static>,
+    /// Where each template came from, for error messages.
+    origins: Vec<(String, String)>,
+}
+
+impl Templates {
+    /// Load every template, preferring `<root>/prompts/<name>`; all are
+    /// parsed now so a syntax error stops the run before any agent starts.
+    pub fn load(root: &Path) -> Result<Templates> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_keep_trailing_newline(true);
+        let mut origins = Vec::new();
+        for (name, embedded) in EMBEDDED {
+            let path: PathBuf = root.join("prompts").join(name);
+            let (source, origin) = match std::fs::read_to_string(&path) {
+                Ok(text) => (text, format!("prompts/{name}")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    (embedded.to_string(), format!("embedded {name}"))
+                }
+                Err(e) => return Err(Error::io("cannot read template", &path, e)),
+            };
+            origins.push((name.to_string(), origin));
+            env.add_template_owned(name, source)
+                .map_err(|e| template_error(&origins, name, &e))?;
+        }
+        Ok(Templates { env, origins })
+    }
+
+    pub fn render(&self, name: &str, ctx: impl Serialize) -> Result<String> {
+        let tmpl = self
+            .env
+            .get_template(name)
+            .map_err(|e| template_error(&self.origins, name, &e))?;
+        tmpl.render(ctx)
+            .map_err(|e| template_error(&self.origins, name, &e))
+    }
+}
+
+/// The PROMPT.md of iteration `iteration`: plan, progress so far, and the
+/// resume block while a checkpoint is active.
+pub fn render_prompt(
+    templates: &Templates,
+    config: &Config,
+    state: &RunState,
+    plan: &Plan,
+    iteration: u32,
+) -> Result<String> {
+    let cp = &state.context_checkpoint;
+    let resume = cp.active.then(|| {
+        minijinja::context! {
+            iteration => state.context_history.iter().rev().find(|h| h.checkpoint).map_or(iteration.saturating_sub(1), |h| h.iteration),
+            level => cp.level.map_or("L2", Level::name),
+            percent => cp.percent_at_checkpoint.round() as i64,
+            handoff_file => cp.handoff_file.as_deref().unwrap_or("(no handoff was written)"),
+            current_item => &cp.current_todo_item,
+            progress => &cp.progress_on_item,
+            files => &cp.files_in_progress,
+            commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
+        }
+    });
+    let history: Vec<_> = state
+        .history
+        .iter()
+        .rev()
+        .take(10)
+        .rev()
+        .map(|h| {
+            let ctx = state
+                .context_history
+                .iter()
+                .find(|c| c.iteration == h.iteration);
+            minijinja::context! {
+                iteration => h.iteration,
+                outcome => &h.outcome,
+                checkpoint => ctx.is_some_and(|c| c.checkpoint),
+                level => ctx.and_then(|c| c.level).map(Level::name),
+                peak_percent => ctx.map_or(0.0, |c| c.peak_percent),
+            }
+        })
+        .collect();
+    let objective = plan
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("work through {}", config.plan.display()));
+    templates.render(
+        PROMPT,
+        minijinja::context! {
+            iteration => iteration,
+            max_iterations => config.loop_.max_iterations,
+            objective => objective,
+            plan_file => config.plan.display().to_string(),
+            plan => plan.view(),
+            promise => config.loop_.completion_promise.trim(),
+            history => history,
+            resume => resume,
+        },
+    )
+}
+
+/// Render a one-off template string (e.g. `git.commit_message`).
+pub fn render_str(source: &str, what: &str, ctx: impl Serialize) -> Result<String> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.render_str(source, ctx).map_err(|e| Error::Template {
+        name: what.to_string(),
+        message: e.to_string(),
+        hint: None,
+    })
+}
+
+fn template_error(origins: &[(String, String)], name: &str, e: &minijinja::Error) -> Error {
+    let origin = origins
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(name.to_string(), |(_, o)| o.clone());
+    let line = e.line().map_or(String::new(), |l| format!(":{l}"));
+    let detail = e.detail().map_or(String::new(), |d| format!(" ({d})"));
+    Error::Template {
+        name: format!("{origin}{line}"),
+        message: format!("{}{detail}", e.kind()),
+        hint: Some(if origin.starts_with("prompts/") {
+            format!("fix the template, or delete {origin} to use the embedded default")
+        } else {
+            "this is a bug in ralph's embedded template; please report it".into()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_templates_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        Templates::load(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn override_with_syntax_error_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("prompts")).unwrap();
+        std::fs::write(
+            dir.path().join("prompts").join(PROMPT),
+            "line one\n{% if %}\n",
+        )
+        .unwrap();
+        let e = Templates::load(dir.path()).err().unwrap();
+        let text = e.to_string();
+        assert!(text.contains("prompts/PROMPT.md.j2:2"), "{text}");
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn undefined_variable_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("prompts")).unwrap();
+        std::fs::write(
+            dir.path().join("prompts").join(PROMPT),
+            "ok\n\n{{ nope }}\n",
+        )
+        .unwrap();
+        let t = Templates::load(dir.path()).unwrap();
+        let e = t.render(PROMPT, minijinja::context! {}).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("prompts/PROMPT.md.j2:3"), "{text}");
+        assert!(text.contains("undefined"), "{text}");
+    }
+
+    #[test]
+    fn render_str_strict() {
+        assert_eq!(
+            render_str(
+                "iter {{ i }}",
+                "git.commit_message",
+                minijinja::context! { i => 3 }
+            )
+            .unwrap(),
+            "iter 3"
+        );
+        assert!(render_str("{{ x }}", "m", minijinja::context! {}).is_err());
+    }
+}

@@ -1,0 +1,967 @@
+//! The project's git repository: what the agent changed, progress snapshots and
+//! WIP commits at checkpoints, all through git2 (never the `git` CLI).
+//!
+//! Safety promises of [`Repo::wip_commit`]: it commits on the current branch with
+//! HEAD as parent, never forces or rewrites history, never touches stashes, other
+//! branches or work-tree files, never adds ignored files or ralph's runtime files
+//! (`.ralph/` except `.ralph/handoffs/`), and when it cannot commit safely it
+//! skips with a reason instead of failing the run.
+
+use std::fs;
+use std::io::Read as _;
+use std::path::{Component, Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use git2::{
+    Config, DiffOptions, ErrorCode, IndexAddOption, Oid, Patch, Repository, RepositoryState,
+    Signature, Status, StatusOptions, StatusShow, Tree,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tracing::{debug, trace};
+
+use crate::{Error, Result};
+
+/// ralph's state directory, relative to the project root.
+pub const RALPH_DIR: &str = ".ralph";
+/// Handoff documents live here and, unlike the rest of `.ralph/`, are committed.
+pub const HANDOFFS_DIR: &str = ".ralph/handoffs";
+
+/// Signature used when neither the environment nor git config names anyone:
+/// CI machines and fresh containers often have no identity, and a checkpoint
+/// must not be lost for that.
+const FALLBACK_NAME: &str = "ralph";
+const FALLBACK_EMAIL: &str = "ralph@localhost";
+
+/// Files larger than this are shown as binary in `diff_stat` and fingerprinted by
+/// size/mtime only: reading them in full would cost more than it tells.
+const BIG_FILE: u64 = 1 << 20;
+/// `diff_stat` lists at most this many files (the summary line counts them all),
+/// so a huge change does not flood a prompt or handoff.
+const MAX_STAT_FILES: usize = 100;
+/// Directories the non-git fingerprint never descends into: build output and
+/// dependencies change on their own and are not the agent's work.
+const WALK_SKIP_DIRS: [&str; 3] = [".git", "target", "node_modules"];
+
+/// Paths ralph writes for itself. `prompt_file` is relative to the project root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnPaths {
+    pub prompt_file: PathBuf,
+}
+
+impl OwnPaths {
+    pub fn new(prompt_file: impl Into<PathBuf>) -> Self {
+        OwnPaths {
+            prompt_file: prompt_file.into(),
+        }
+    }
+}
+
+impl Default for OwnPaths {
+    fn default() -> Self {
+        OwnPaths::new("PROMPT.md")
+    }
+}
+
+/// One changed file as `git status` would list it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// Path relative to the repository's working directory, `/`-separated.
+    pub path: String,
+    /// Short kind: "M", "A", "D", "R", "T", "U" (conflicted) or "??" (untracked).
+    pub kind: String,
+    /// The path before a staged rename.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_path: Option<String>,
+}
+
+/// What the tree looked like at a moment: used to decide whether an iteration
+/// made progress.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// HEAD commit id; None when unborn or outside git.
+    pub head: Option<String>,
+    /// sha256 over the changed files (in git) or all files (outside git), with
+    /// ralph's own paths left out.
+    pub changes_fingerprint: String,
+    /// Files that went into the fingerprint.
+    #[serde(default)]
+    pub files: usize,
+    #[serde(default)]
+    pub in_git: bool,
+    /// ralph's own paths, repo-relative and `/`-separated, so that
+    /// [`made_progress`] can ignore commits that touch only these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_paths: Vec<String>,
+}
+
+/// Result of [`Repo::wip_commit`]. Never an error: a checkpoint that cannot be
+/// committed is reported, and the run goes on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommitOutcome {
+    Committed { id: String, files: usize },
+    NothingToCommit,
+    Skipped { reason: String },
+}
+
+/// The git repository containing the project root.
+pub struct Repo {
+    git: Repository,
+    root: PathBuf,
+    /// The project root relative to the work dir, `/`-separated with a trailing
+    /// `/` (empty when the root is the work dir): ralph's paths are root-relative,
+    /// git's are workdir-relative.
+    prefix: Vec<u8>,
+}
+
+impl std::fmt::Debug for Repo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repo")
+            .field("root", &self.root)
+            .field("workdir", &self.git.workdir())
+            .finish()
+    }
+}
+
+impl Repo {
+    /// Discover the repository containing `root`; Ok(None) when `root` is not in
+    /// a git repository (or only in a bare one: there is no work tree to commit).
+    pub fn open(root: &Path) -> Result<Option<Repo>> {
+        let git = match Repository::discover(root) {
+            Ok(git) => git,
+            Err(e) if e.code() == ErrorCode::NotFound => {
+                debug!(root = %root.display(), "not in a git repository");
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(Error::wrap(
+                    format!("cannot open the git repository at {}", root.display()),
+                    e,
+                ));
+            }
+        };
+        let Some(workdir) = git.workdir() else {
+            debug!(root = %root.display(), "bare repository, treated as no repository");
+            return Ok(None);
+        };
+        let prefix = root_prefix(root, workdir);
+        trace!(workdir = %workdir.display(), prefix = %String::from_utf8_lossy(&prefix), "opened repository");
+        Ok(Some(Repo {
+            git,
+            root: root.to_path_buf(),
+            prefix,
+        }))
+    }
+
+    /// The project root this repository was opened for.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The repository's working directory (may be above the project root).
+    pub fn workdir(&self) -> &Path {
+        // open() refuses bare repositories, so there always is one.
+        self.git.workdir().unwrap_or(&self.root)
+    }
+
+    /// The current branch's short name (also when it has no commit yet); None
+    /// when HEAD is detached.
+    pub fn branch(&self) -> Option<String> {
+        let head = self.git.find_reference("HEAD").ok()?;
+        let target = head.symbolic_target()?;
+        Some(
+            target
+                .strip_prefix("refs/heads/")
+                .unwrap_or(target)
+                .to_string(),
+        )
+    }
+
+    /// HEAD's commit id; None when the branch is unborn (no commit yet).
+    pub fn head_id(&self) -> Option<String> {
+        self.head_oid().map(|id| id.to_string())
+    }
+
+    fn head_oid(&self) -> Option<Oid> {
+        self.git.head().ok()?.target()
+    }
+
+    fn head_tree(&self) -> std::result::Result<Option<Tree<'_>>, git2::Error> {
+        match self.git.head() {
+            Ok(head) => Ok(Some(head.peel_to_tree()?)),
+            Err(e) if is_unborn(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn own(&self, own: &OwnPaths) -> Own {
+        Own::new(&self.prefix, &self.root, own)
+    }
+
+    /// Changed files (staged, unstaged and untracked; ignored files excluded),
+    /// without ralph's own paths (all of `.ralph/` and the prompt file).
+    pub fn changes(&self, own: &OwnPaths) -> Result<Vec<FileChange>> {
+        let own = self.own(own);
+        let statuses = self
+            .git
+            .statuses(Some(&mut status_options(true)))
+            .map_err(|e| Error::wrap("cannot read git status", e))?;
+        let mut out = Vec::new();
+        for entry in statuses.iter() {
+            let status = entry.status();
+            // A staged rename is listed under its old path; report the new one.
+            let renamed = entry
+                .head_to_index()
+                .filter(|_| status.contains(Status::INDEX_RENAMED));
+            let (path, old_path) = match &renamed {
+                Some(delta) => (
+                    delta.new_file().path_bytes().unwrap_or(entry.path_bytes()),
+                    delta.old_file().path_bytes(),
+                ),
+                None => (entry.path_bytes(), None),
+            };
+            if own.contains(path) {
+                continue;
+            }
+            out.push(FileChange {
+                path: String::from_utf8_lossy(path).into_owned(),
+                kind: status_kind(status).to_string(),
+                old_path: old_path.map(|p| String::from_utf8_lossy(p).into_owned()),
+            });
+        }
+        Ok(out)
+    }
+
+    /// `git diff --stat HEAD`-like summary of the working tree (untracked files
+    /// included) against HEAD, without ralph's own paths; empty when clean.
+    pub fn diff_stat(&self, own: &OwnPaths) -> Result<String> {
+        self.try_diff_stat(&self.own(own))
+            .map_err(|e| Error::wrap("cannot compute the diff against HEAD", e))
+    }
+
+    fn try_diff_stat(&self, own: &Own) -> std::result::Result<String, git2::Error> {
+        let tree = self.head_tree()?;
+        let mut opts = DiffOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .show_untracked_content(true)
+            .include_typechange(true)
+            .max_size(BIG_FILE as i64);
+        let diff = self
+            .git
+            .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))?;
+        let mut rows = Vec::new();
+        for (idx, delta) in diff.deltas().enumerate() {
+            let path = delta
+                .new_file()
+                .path_bytes()
+                .or(delta.old_file().path_bytes())
+                .unwrap_or_default();
+            if own.contains(path) {
+                continue;
+            }
+            // Only deltas we keep pay for loading their content.
+            let lines = match Patch::from_diff(&diff, idx)? {
+                Some(patch) if !delta.flags().is_binary() => {
+                    let (_, added, removed) = patch.line_stats()?;
+                    Some((added, removed))
+                }
+                _ => None,
+            };
+            rows.push(StatRow {
+                path: display_path(path),
+                lines,
+            });
+        }
+        Ok(format_stat(&rows))
+    }
+
+    /// Commits reachable from HEAD but not from `since`: 0 when equal, when HEAD
+    /// is unborn or when `since` is not a known commit. `None` means "before the
+    /// first commit", so every commit counts.
+    pub fn commits_since(&self, since: Option<&str>) -> usize {
+        let Some(head) = self.head_oid() else {
+            return 0;
+        };
+        let hide = match since {
+            None => None,
+            Some(text) => match Oid::from_str(text).and_then(|id| self.git.find_commit(id)) {
+                Ok(commit) => Some(commit.id()),
+                Err(_) => return 0,
+            },
+        };
+        if hide == Some(head) {
+            return 0;
+        }
+        let count = || -> std::result::Result<usize, git2::Error> {
+            let mut walk = self.git.revwalk()?;
+            walk.push(head)?;
+            if let Some(hide) = hide {
+                walk.hide(hide)?;
+            }
+            Ok(walk.filter(|id| id.is_ok()).count())
+        };
+        count().unwrap_or(0)
+    }
+
+    /// Why a WIP commit would not be safe right now, if it would not.
+    fn commit_blocker(&self) -> Option<String> {
+        let lock = self.git.path().join("index.lock");
+        if lock.exists() {
+            return Some(format!(
+                "another git process is running ({} exists); if none is, remove that file",
+                lock.display()
+            ));
+        }
+        if let Some((what, hint)) = operation_in_progress(self.git.state()) {
+            return Some(format!(
+                "a {what} is in progress; finish or abort it ({hint})"
+            ));
+        }
+        match self.git.head_detached() {
+            Ok(true) => Some(
+                "HEAD is detached (not on a branch); check out a branch, e.g. `git switch -c ralph-wip`"
+                    .into(),
+            ),
+            Ok(false) => None,
+            Err(e) => Some(format!("cannot read HEAD: {}", e.message())),
+        }
+    }
+
+    /// WIP commit of the whole tree as it stands (staged, unstaged, untracked and
+    /// deleted files; ignored files and ralph's runtime files left out) on the
+    /// current branch. Git hooks are not run: a checkpoint must not be blocked by
+    /// a linter on half-finished work.
+    pub fn wip_commit(&self, message: &str, own: &OwnPaths) -> CommitOutcome {
+        if let Some(reason) = self.commit_blocker() {
+            debug!(%reason, "WIP commit skipped");
+            return CommitOutcome::Skipped {
+                reason: format!("no WIP commit: {reason}"),
+            };
+        }
+        match self.try_wip_commit(message, &self.own(own)) {
+            Ok(outcome) => {
+                debug!(?outcome, "WIP commit");
+                outcome
+            }
+            Err(e) => {
+                debug!(error = %e, "WIP commit failed");
+                CommitOutcome::Skipped {
+                    reason: format!("no WIP commit: git error: {}", e.message()),
+                }
+            }
+        }
+    }
+
+    fn try_wip_commit(
+        &self,
+        message: &str,
+        own: &Own,
+    ) -> std::result::Result<CommitOutcome, git2::Error> {
+        let parent = match self.git.head() {
+            Ok(head) => Some(head.peel_to_commit()?),
+            Err(e) if is_unborn(&e) => None,
+            Err(e) => return Err(e),
+        };
+        let mut index = self.git.index()?;
+        // The agent may have run git itself: always start from the index on disk.
+        index.read(true)?;
+        if index.has_conflicts() {
+            return Ok(CommitOutcome::Skipped {
+                reason: "no WIP commit: the index has unresolved conflicts; resolve them and `git add` the files".into(),
+            });
+        }
+        let outcome = self.stage_and_commit(&mut index, parent.as_ref(), message, own);
+        if !matches!(outcome, Ok(CommitOutcome::Committed { .. })) {
+            // git2 shares this in-memory index with later status calls: drop what
+            // add_all staged so they see the index on disk, not our discarded one.
+            let _ = index.read(true);
+        }
+        outcome
+    }
+
+    fn stage_and_commit(
+        &self,
+        index: &mut git2::Index,
+        parent: Option<&git2::Commit<'_>>,
+        message: &str,
+        own: &Own,
+    ) -> std::result::Result<CommitOutcome, git2::Error> {
+        // add_all diffs index against work tree, so only changed files are hashed;
+        // it also removes deleted files and honours .gitignore. The pathspec must
+        // be non-empty: git2 reads the matched pattern in the callback.
+        let mut skip_runtime = |path: &Path, _: &[u8]| -> i32 {
+            i32::from(own.is_runtime(path.as_os_str().as_encoded_bytes()))
+        };
+        index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip_runtime))?;
+        let tree_id = index.write_tree()?;
+        let parent_tree = parent.map(|c| c.tree()).transpose()?;
+        let unchanged = match &parent_tree {
+            Some(tree) => tree.id() == tree_id,
+            None => index.is_empty(),
+        };
+        if unchanged {
+            return Ok(CommitOutcome::NothingToCommit);
+        }
+        let tree = self.git.find_tree(tree_id)?;
+        let files = self
+            .git
+            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)?
+            .deltas()
+            .len();
+        // Index before commit: if the commit then fails, the index merely has
+        // everything staged (as after `git add -A`); the other order could leave
+        // an index that disagrees with the new HEAD.
+        index.write()?;
+        let signature = signature(&self.git.config()?, |key| std::env::var(key).ok())?;
+        let message = commit_message(message);
+        let parents: Vec<&git2::Commit<'_>> = parent.into_iter().collect();
+        // Updating "HEAD" moves the branch it points to; libgit2 refuses if the
+        // branch tip is no longer `parent`, so a concurrent commit is never lost.
+        let id = self.git.commit(
+            Some("HEAD"),
+            &signature.author,
+            &signature.committer,
+            &message,
+            &tree,
+            &parents,
+        )?;
+        Ok(CommitOutcome::Committed {
+            id: id.to_string(),
+            files,
+        })
+    }
+
+    /// Snapshot of this repository for progress detection.
+    pub fn snapshot(&self, own: &OwnPaths) -> Result<Snapshot> {
+        let own = self.own(own);
+        let statuses = self
+            .git
+            .statuses(Some(&mut status_options(false)))
+            .map_err(|e| Error::wrap("cannot read git status", e))?;
+        let workdir = self.workdir();
+        let mut hasher = Sha256::new();
+        let mut files = 0;
+        for entry in statuses.iter() {
+            let path = entry.path_bytes();
+            if own.contains(path) {
+                continue;
+            }
+            files += 1;
+            hasher.update(path);
+            hasher.update(b"\0");
+            hasher.update(entry.status().bits().to_le_bytes());
+            // Status alone does not change when an already dirty file is edited
+            // again; the file's size, mtime and (small files) content do.
+            let file = workdir.join(bytes_to_path(path));
+            hasher.update(file_stamp(&file, true).as_bytes());
+            hasher.update(b"\n");
+        }
+        Ok(Snapshot {
+            head: self.head_id(),
+            changes_fingerprint: hex(&hasher.finalize()),
+            files,
+            in_git: true,
+            own_paths: own.paths(),
+        })
+    }
+}
+
+/// Snapshot of `root` for progress detection, in or outside git.
+pub fn snapshot(root: &Path, own: &OwnPaths) -> Result<Snapshot> {
+    match Repo::open(root)? {
+        Some(repo) => repo.snapshot(own),
+        None => walk_snapshot(root, own),
+    }
+}
+
+/// True when `after` shows progress over `before`: new commits that change
+/// something besides ralph's own files, or a different set or content of
+/// changes. Take `after` before ralph's own WIP commit so that commit is not
+/// mistaken for the agent's.
+pub fn made_progress(root: &Path, before: &Snapshot, after: &Snapshot) -> bool {
+    if before.head != after.head {
+        let Some(after_head) = after.head.as_deref() else {
+            // HEAD vanished (branch deleted, repo re-created): a change we cannot
+            // weigh, so do not count it against the agent.
+            return true;
+        };
+        match commits_changed_work(root, before.head.as_deref(), after_head, &after.own_paths) {
+            Some(true) | None => return true,
+            Some(false) => {}
+        }
+    }
+    before.changes_fingerprint != after.changes_fingerprint
+}
+
+/// Convenience for callers without a [`Repo`]: open `root` and WIP-commit,
+/// skipping with a reason when it is not in a git repository.
+pub fn wip_commit_at(root: &Path, message: &str, own: &OwnPaths) -> CommitOutcome {
+    match Repo::open(root) {
+        Ok(Some(repo)) => repo.wip_commit(message, own),
+        Ok(None) => CommitOutcome::Skipped {
+            reason: format!(
+                "no WIP commit: {} is not in a git repository; run `git init` to get checkpoints committed",
+                root.display()
+            ),
+        },
+        Err(e) => CommitOutcome::Skipped {
+            reason: format!("no WIP commit: {}", e.render().trim_end()),
+        },
+    }
+}
+
+/// Whether commits from `before` to `after` change anything outside `own_paths`:
+/// Some(false) also when `after` is not new (e.g. a reset to an older commit);
+/// None when it cannot be told.
+fn commits_changed_work(
+    root: &Path,
+    before: Option<&str>,
+    after: &str,
+    own_paths: &[String],
+) -> Option<bool> {
+    let git = Repository::discover(root).ok()?;
+    let after = git.find_commit(Oid::from_str(after).ok()?).ok()?;
+    let before = match before {
+        Some(id) => Some(git.find_commit(Oid::from_str(id).ok()?).ok()?),
+        None => None,
+    };
+    if let Some(before) = &before
+        && git.graph_descendant_of(before.id(), after.id()).ok()?
+    {
+        return Some(false);
+    }
+    let before_tree = match &before {
+        Some(commit) => Some(commit.tree().ok()?),
+        None => None,
+    };
+    let after_tree = after.tree().ok()?;
+    let diff = git
+        .diff_tree_to_tree(before_tree.as_ref(), Some(&after_tree), None)
+        .ok()?;
+    let own = Own {
+        paths: own_paths.iter().map(|p| p.as_bytes().to_vec()).collect(),
+        handoffs: Vec::new(),
+    };
+    let changed = diff.deltas().any(|delta| {
+        [delta.old_file().path_bytes(), delta.new_file().path_bytes()]
+            .into_iter()
+            .flatten()
+            .any(|path| !own.contains(path))
+    });
+    Some(changed)
+}
+
+/// ralph's own paths in git's form (workdir-relative, `/`-separated bytes).
+struct Own {
+    /// Everything ralph writes: `.ralph` and the prompt file (files or dirs).
+    paths: Vec<Vec<u8>>,
+    /// `.ralph/handoffs`, the committed part of `.ralph/`.
+    handoffs: Vec<u8>,
+}
+
+impl Own {
+    fn new(prefix: &[u8], root: &Path, own: &OwnPaths) -> Own {
+        let join = |rel: &[u8]| [prefix, rel].concat();
+        let mut paths = vec![join(RALPH_DIR.as_bytes())];
+        if let Some(prompt) = root_relative(root, &own.prompt_file) {
+            paths.push(join(&prompt));
+        }
+        Own {
+            paths,
+            handoffs: join(HANDOFFS_DIR.as_bytes()),
+        }
+    }
+
+    fn ralph_dir(&self) -> &[u8] {
+        &self.paths[0]
+    }
+
+    /// ralph's own writes: never the agent's progress.
+    fn contains(&self, path: &[u8]) -> bool {
+        self.paths.iter().any(|own| is_under(path, own))
+    }
+
+    /// Runtime files, never committed: `.ralph/` except its handoffs.
+    fn is_runtime(&self, path: &[u8]) -> bool {
+        is_under(path, self.ralph_dir()) && !is_under(path, &self.handoffs)
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.paths
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect()
+    }
+}
+
+fn is_under(path: &[u8], dir: &[u8]) -> bool {
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+}
+
+/// `path` (relative to `root`, or absolute inside it) in git's form; None when
+/// it points outside the root.
+fn root_relative(root: &Path, path: &Path) -> Option<Vec<u8>> {
+    let rel = if path.is_absolute() {
+        let canonical_root = root.canonicalize().ok();
+        path.strip_prefix(root)
+            .ok()
+            .or_else(|| path.strip_prefix(canonical_root.as_deref()?).ok())?
+    } else {
+        path
+    };
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for component in rel.components() {
+        match component {
+            Component::Normal(part) => parts.push(part.as_encoded_bytes()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop()?;
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join(&b'/'))
+}
+
+/// The project root relative to the work dir, with a trailing `/`.
+fn root_prefix(root: &Path, workdir: &Path) -> Vec<u8> {
+    // Compare canonical forms: the work dir comes back resolved (symlinks, `..`).
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let workdir = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_path_buf());
+    let Ok(rel) = root.strip_prefix(&workdir) else {
+        return Vec::new();
+    };
+    let mut prefix = Vec::new();
+    for part in rel.components() {
+        if let Component::Normal(part) = part {
+            prefix.extend_from_slice(part.as_encoded_bytes());
+            prefix.push(b'/');
+        }
+    }
+    prefix
+}
+
+fn bytes_to_path(bytes: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt as _;
+    PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+}
+
+fn is_unborn(e: &git2::Error) -> bool {
+    matches!(e.code(), ErrorCode::UnbornBranch | ErrorCode::NotFound)
+}
+
+/// Status listing shared by `changes` and `snapshot`: untracked files one by
+/// one, no ignored files (their directories are not even walked).
+fn status_options(renames: bool) -> StatusOptions {
+    let mut opts = StatusOptions::new();
+    opts.show(StatusShow::IndexAndWorkdir)
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false)
+        .include_unmodified(false)
+        .disable_pathspec_match(true)
+        .renames_head_to_index(renames);
+    opts
+}
+
+fn status_kind(status: Status) -> &'static str {
+    if status.is_conflicted() {
+        "U"
+    } else if status == Status::WT_NEW {
+        "??"
+    } else if status.intersects(Status::INDEX_RENAMED | Status::WT_RENAMED) {
+        "R"
+    } else if status.intersects(Status::INDEX_DELETED | Status::WT_DELETED) {
+        "D"
+    } else if status.intersects(Status::INDEX_NEW | Status::WT_NEW) {
+        "A"
+    } else if status.intersects(Status::INDEX_TYPECHANGE | Status::WT_TYPECHANGE) {
+        "T"
+    } else {
+        "M"
+    }
+}
+
+/// The operation a non-clean repository state means, with how to end it.
+fn operation_in_progress(state: RepositoryState) -> Option<(&'static str, &'static str)> {
+    use RepositoryState as S;
+    Some(match state {
+        S::Clean => return None,
+        S::Merge => ("merge", "`git merge --continue` or `git merge --abort`"),
+        S::Revert | S::RevertSequence => {
+            ("revert", "`git revert --continue` or `git revert --abort`")
+        }
+        S::CherryPick | S::CherryPickSequence => (
+            "cherry-pick",
+            "`git cherry-pick --continue` or `git cherry-pick --abort`",
+        ),
+        S::Bisect => ("bisect", "`git bisect reset`"),
+        S::Rebase | S::RebaseInteractive | S::RebaseMerge => {
+            ("rebase", "`git rebase --continue` or `git rebase --abort`")
+        }
+        S::ApplyMailbox | S::ApplyMailboxOrRebase => {
+            ("`git am`", "`git am --continue` or `git am --abort`")
+        }
+    })
+}
+
+struct Identities {
+    author: Signature<'static>,
+    committer: Signature<'static>,
+}
+
+/// Who commits, in git's order of precedence: `GIT_AUTHOR_*`/`GIT_COMMITTER_*`,
+/// then `author.*`/`committer.*`, then `user.*` config, then ralph's fallback.
+fn signature(
+    config: &Config,
+    env: impl Fn(&str) -> Option<String>,
+) -> std::result::Result<Identities, git2::Error> {
+    let lookup = |role: &str, field: &str, fallback: &str| -> String {
+        let non_empty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+        non_empty(env(&format!(
+            "GIT_{}_{}",
+            role.to_uppercase(),
+            field.to_uppercase()
+        )))
+        .or_else(|| non_empty(config.get_string(&format!("{role}.{field}")).ok()))
+        .or_else(|| non_empty(config.get_string(&format!("user.{field}")).ok()))
+        .unwrap_or_else(|| fallback.to_string())
+    };
+    let make = |role: &str| {
+        Signature::now(
+            &lookup(role, "name", FALLBACK_NAME),
+            &lookup(role, "email", FALLBACK_EMAIL),
+        )
+        // A configured name git2 rejects (e.g. one with `<`) must not cost the
+        // checkpoint; the fallback is always valid.
+        .or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL))
+    };
+    Ok(Identities {
+        author: make("author")?,
+        committer: make("committer")?,
+    })
+}
+
+/// Clean the message as `git commit` does (trailing whitespace, final newline).
+fn commit_message(message: &str) -> String {
+    let message = message.replace('\0', "");
+    match git2::message_prettify(message.as_str(), None) {
+        Ok(clean) if !clean.trim().is_empty() => clean,
+        _ => "ralph: WIP checkpoint\n".into(),
+    }
+}
+
+struct StatRow {
+    path: String,
+    /// (added, removed); None for binary or oversized files.
+    lines: Option<(usize, usize)>,
+}
+
+/// Render rows like `git diff --stat`.
+fn format_stat(rows: &[StatRow]) -> String {
+    use std::fmt::Write as _;
+    const BAR: usize = 40;
+    const NAME: usize = 50;
+    if rows.is_empty() {
+        return String::new();
+    }
+    let shown = &rows[..rows.len().min(MAX_STAT_FILES)];
+    let names: Vec<String> = shown.iter().map(|r| shorten(&r.path, NAME)).collect();
+    let name_width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let total = |r: &StatRow| r.lines.map_or(0, |(a, d)| a + d);
+    let max_total = shown.iter().map(total).max().unwrap_or(0);
+    let count_width = shown
+        .iter()
+        .map(|r| match r.lines {
+            Some(_) => total(r).to_string().len(),
+            None => 3,
+        })
+        .max()
+        .unwrap_or(1);
+    let mut out = String::new();
+    for (row, name) in shown.iter().zip(&names) {
+        let pad = name_width - name.chars().count();
+        let _ = write!(out, " {name}{:pad$} | ", "");
+        match row.lines {
+            None => {
+                let _ = writeln!(out, "{:>count_width$}", "Bin");
+            }
+            Some((added, removed)) => {
+                let (plus, minus) = if max_total > BAR {
+                    let scale = |n: usize| {
+                        if n == 0 {
+                            0
+                        } else {
+                            (n * (BAR - 1)) / max_total + 1
+                        }
+                    };
+                    (scale(added), scale(removed))
+                } else {
+                    (added, removed)
+                };
+                let _ = writeln!(
+                    out,
+                    "{:>count_width$} {}{}",
+                    added + removed,
+                    "+".repeat(plus),
+                    "-".repeat(minus)
+                );
+            }
+        }
+    }
+    if rows.len() > shown.len() {
+        let _ = writeln!(out, " ... and {} more files", rows.len() - shown.len());
+    }
+    let added: usize = rows.iter().filter_map(|r| r.lines).map(|(a, _)| a).sum();
+    let removed: usize = rows.iter().filter_map(|r| r.lines).map(|(_, d)| d).sum();
+    let plural = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            one.to_string()
+        } else {
+            many.to_string()
+        }
+    };
+    let _ = write!(
+        out,
+        " {} {} changed",
+        rows.len(),
+        plural(rows.len(), "file", "files")
+    );
+    if added > 0 || removed == 0 {
+        let _ = write!(
+            out,
+            ", {added} {}(+)",
+            plural(added, "insertion", "insertions")
+        );
+    }
+    if removed > 0 || added == 0 {
+        let _ = write!(
+            out,
+            ", {removed} {}(-)",
+            plural(removed, "deletion", "deletions")
+        );
+    }
+    out.push('\n');
+    out
+}
+
+/// Keep the tail of a long path, as `git diff --stat` does.
+fn shorten(path: &str, max: usize) -> String {
+    let count = path.chars().count();
+    if count <= max {
+        return path.to_string();
+    }
+    let tail: String = path.chars().skip(count - (max - 3)).collect();
+    format!("...{tail}")
+}
+
+/// A path as one printable line: control characters (a newline in a file name)
+/// would break the stat layout, so such names are quoted and escaped.
+fn display_path(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.chars().any(|c| c.is_control() || c == '"') {
+        format!("{text:?}")
+    } else {
+        text.into_owned()
+    }
+}
+
+/// Size, mtime and, for small regular files when asked, a content hash; "-" when
+/// the file is gone.
+fn file_stamp(path: &Path, content: bool) -> String {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return "-".into();
+    };
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let mut stamp = format!("{} {}", meta.len(), mtime);
+    // Editors and agents can rewrite a file within one mtime tick and keep its
+    // size; the content then still tells the edit apart.
+    if content && meta.is_file() && meta.len() <= BIG_FILE {
+        let mut hasher = Sha256::new();
+        let mut buf = Vec::new();
+        if fs::File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut buf))
+            .is_ok()
+        {
+            hasher.update(&buf);
+            stamp.push(' ');
+            stamp.push_str(&hex(&hasher.finalize()));
+        }
+    }
+    stamp
+}
+
+/// Outside git: fingerprint every file by relative path, size and mtime.
+fn walk_snapshot(root: &Path, own: &OwnPaths) -> Result<Snapshot> {
+    let prompt = root_relative(root, &own.prompt_file);
+    let mut entries: Vec<(Vec<u8>, String)> = Vec::new();
+    let mut stack: Vec<(PathBuf, Vec<u8>)> = vec![(root.to_path_buf(), Vec::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        let read = match fs::read_dir(&dir) {
+            Ok(read) => read,
+            Err(e) if rel.is_empty() => return Err(Error::io("cannot read directory", &dir, e)),
+            Err(e) => {
+                // An unreadable subdirectory is not worth failing an overnight run.
+                trace!(dir = %dir.display(), error = %e, "skipped in snapshot");
+                continue;
+            }
+        };
+        for entry in read.flatten() {
+            let name = entry.file_name();
+            let name_bytes = name.as_encoded_bytes();
+            let rel_path = if rel.is_empty() {
+                name_bytes.to_vec()
+            } else {
+                [&rel[..], b"/", name_bytes].concat()
+            };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                let skip = WALK_SKIP_DIRS.iter().any(|d| name_bytes == d.as_bytes())
+                    || (rel.is_empty() && name_bytes == RALPH_DIR.as_bytes());
+                if !skip {
+                    stack.push((entry.path(), rel_path));
+                }
+                continue;
+            }
+            if prompt.as_deref() == Some(&rel_path[..]) {
+                continue;
+            }
+            entries.push((rel_path, file_stamp(&entry.path(), false)));
+        }
+    }
+    entries.sort();
+    let mut hasher = Sha256::new();
+    for (path, stamp) in &entries {
+        hasher.update(path);
+        hasher.update(b"\0");
+        hasher.update(stamp.as_bytes());
+        hasher.update(b"\n");
+    }
+    Ok(Snapshot {
+        head: None,
+        changes_fingerprint: hex(&hasher.finalize()),
+        files: entries.len(),
+        in_git: false,
+        own_paths: Vec::new(),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}

@@ -1,0 +1,400 @@
+//! The human view of a run: a live status line on a terminal (indicatif),
+//! plain timestamped lines elsewhere, both rendered from the event stream.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::config::format_duration;
+use crate::context::{Level, MeterReading};
+use crate::events::{Event, Record, Sink};
+
+/// One line for the log, or `None` for events only the status line shows.
+pub fn describe(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::RunStarted {
+            run_id,
+            resumed,
+            first_iteration,
+            max_iterations,
+            plan,
+            ..
+        } => format!(
+            "{} run {run_id} on {plan}: iteration {first_iteration}, at most {max_iterations}",
+            if *resumed { "continuing" } else { "starting" }
+        ),
+        Event::IterationStarted {
+            iteration,
+            resume_from,
+            ..
+        } => match resume_from {
+            Some(h) => format!("iteration {iteration} started, resuming from {h}"),
+            None => format!("iteration {iteration} started"),
+        },
+        Event::Context { .. } => return None,
+        Event::LevelChanged {
+            iteration,
+            from,
+            to,
+            percent,
+            tokens,
+        } => format!(
+            "iteration {iteration}: context {} → {} ({}) at {percent:.1}% ({})",
+            from,
+            to,
+            to.meaning(),
+            tokens_short(*tokens)
+        ),
+        Event::Compacted {
+            iteration,
+            pre_tokens,
+            post_tokens,
+        } => format!(
+            "iteration {iteration}: the agent compacted its context ({} → {}): context was lost",
+            tokens_short(*pre_tokens),
+            tokens_short(*post_tokens)
+        ),
+        Event::ApiRetry {
+            attempt,
+            max_retries,
+            error_status,
+            error,
+            ..
+        } => format!(
+            "API retry {attempt}/{max_retries}{}{}",
+            error_status
+                .map(|s| format!(" (HTTP {s})"))
+                .unwrap_or_default(),
+            error
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        ),
+        Event::CheckpointRequested {
+            iteration,
+            trigger,
+            level,
+            percent,
+            notes_path,
+        } => format!(
+            "iteration {iteration}: checkpoint ({trigger}, {level} at {percent:.1}%){}",
+            notes_path
+                .as_deref()
+                .map(|p| format!(": asked the agent for handoff notes in {p}"))
+                .unwrap_or_default()
+        ),
+        Event::AgentSignalled { signal, reason, .. } => {
+            format!("sent {signal} to the agent ({reason})")
+        }
+        Event::AgentExited {
+            iteration,
+            code,
+            signal,
+            seconds,
+        } => format!(
+            "iteration {iteration}: agent exited ({}) after {}",
+            match (code, signal) {
+                (Some(c), _) => format!("code {c}"),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "unknown status".into(),
+            },
+            format_duration(Duration::from_secs_f64(*seconds))
+        ),
+        Event::Checkpoint {
+            iteration,
+            level,
+            percent,
+            commit,
+            commit_note,
+            handoff,
+            ..
+        } => format!(
+            "iteration {iteration}: checkpoint {level} at {percent:.1}%: {}; handoff {}",
+            match (commit, commit_note) {
+                (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),
+                (None, Some(n)) => format!("no commit ({n})"),
+                (None, None) => "no commit".into(),
+            },
+            handoff.as_deref().unwrap_or("not written")
+        ),
+        Event::Hook {
+            hook,
+            command,
+            ok,
+            detail,
+        } => format!(
+            "hook {hook} `{command}` {}{}",
+            if *ok { "ran" } else { "FAILED" },
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {detail}")
+            }
+        ),
+        Event::PrematurePromise {
+            iteration,
+            open_items,
+        } => format!(
+            "iteration {iteration}: the agent promised completion but {open_items} plan item(s) are open; going on"
+        ),
+        Event::IterationEnded {
+            iteration,
+            outcome,
+            progress,
+            cost_usd,
+            peak_percent,
+            seconds,
+            error,
+            invalid_lines,
+            ..
+        } => format!(
+            "iteration {iteration} ended: {outcome}, {}, peak context {peak_percent:.1}%, ${cost_usd:.2}, {}{}{}",
+            if *progress { "progress" } else { "no progress" },
+            format_duration(Duration::from_secs_f64(*seconds)),
+            error
+                .as_deref()
+                .map(|e| format!(", error: {e}"))
+                .unwrap_or_default(),
+            if *invalid_lines > 0 {
+                format!(", {invalid_lines} undecodable line(s)")
+            } else {
+                String::new()
+            }
+        ),
+        Event::Breaker {
+            status,
+            rule,
+            message,
+        } => format!(
+            "circuit breaker {status}{}: {message}",
+            rule.as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ),
+        Event::LimitWait {
+            until,
+            seconds,
+            detail,
+            ..
+        } => format!(
+            "usage limit: {detail}; waiting {} until {until}",
+            format_duration(Duration::from_secs(*seconds))
+        ),
+        Event::Warning { message } => format!("warning: {message}"),
+        Event::RunEnded {
+            outcome,
+            exit_code,
+            reason,
+            iterations,
+            cost_usd,
+        } => format!(
+            "run ended: {outcome} (exit {exit_code}) after {iterations} iteration(s), ${cost_usd:.2}: {reason}"
+        ),
+    })
+}
+
+/// "142k", "1.2M".
+pub fn tokens_short(t: u64) -> String {
+    match t {
+        0..1_000 => t.to_string(),
+        1_000..1_000_000 => format!("{}k", t / 1_000),
+        _ => format!("{:.1}M", t as f64 / 1e6),
+    }
+}
+
+/// The status line: `iter 3 ▕██████░░░░▏ 62.0% 103k/167k L0 +4k/min ETA 5m Write src/x.rs 12m04s`.
+pub fn status_line(
+    iteration: u32,
+    reading: Option<&MeterReading>,
+    tool: Option<&str>,
+    elapsed: Duration,
+) -> String {
+    let mut s = format!("iter {iteration}");
+    if let Some(r) = reading {
+        let width = 20usize;
+        let filled = ((r.percent / 100.0) * width as f64)
+            .round()
+            .clamp(0.0, width as f64) as usize;
+        s.push_str(&format!(
+            " ▕{}{}▏ {:.1}% {}/{} {}",
+            "█".repeat(filled),
+            "░".repeat(width - filled),
+            r.percent,
+            tokens_short(r.tokens),
+            tokens_short(r.usable),
+            r.level
+        ));
+        if let Some(rate) = r.rate_per_min {
+            s.push_str(&format!(" +{}/min", tokens_short(rate.max(0.0) as u64)));
+        }
+        if let Some(eta) = r.eta_to_checkpoint_secs.filter(|_| r.level < Level::L2) {
+            s.push_str(&format!(
+                " ETA {}",
+                format_duration(Duration::from_secs(eta))
+            ));
+        }
+    }
+    if let Some(t) = tool {
+        s.push_str(&format!(" · {t}"));
+    }
+    s.push_str(&format!(" · {}", format_duration(elapsed)));
+    s
+}
+
+/// The terminal sink: a live bar on a TTY, plain lines otherwise.
+pub struct Terminal {
+    bar: Option<ProgressBar>,
+    detached: bool,
+    iteration: u32,
+    reading: Option<MeterReading>,
+    tool: Option<String>,
+    started: Instant,
+}
+
+impl Terminal {
+    pub fn new() -> Terminal {
+        let tty = std::io::stderr().is_terminal();
+        if std::env::var_os("NO_COLOR").is_some() {
+            console::set_colors_enabled_stderr(false);
+        }
+        let bar = tty.then(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            bar.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("style"));
+            bar.enable_steady_tick(Duration::from_millis(250));
+            bar
+        });
+        Terminal {
+            bar,
+            detached: false,
+            iteration: 0,
+            reading: None,
+            tool: None,
+            started: Instant::now(),
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        if self.detached {
+            return;
+        }
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => {
+                let ts = jiff::Zoned::now().strftime("%H:%M:%S").to_string();
+                // A closed terminal or pipe must never crash the run.
+                let _ = writeln!(std::io::stderr(), "[{ts}] {text}");
+            }
+        }
+    }
+
+    fn redraw(&self) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(status_line(
+                self.iteration,
+                self.reading.as_ref(),
+                self.tool.as_deref(),
+                self.started.elapsed(),
+            ));
+        }
+    }
+}
+
+impl Default for Terminal {
+    fn default() -> Self {
+        Terminal::new()
+    }
+}
+
+impl Sink for Terminal {
+    fn event(&mut self, record: &Record) {
+        match &record.event {
+            Event::IterationStarted { iteration, .. } => {
+                self.iteration = *iteration;
+                self.reading = None;
+                self.tool = None;
+                self.started = Instant::now();
+            }
+            Event::Context { reading, tool, .. } => {
+                self.reading = Some(*reading);
+                if tool.is_some() {
+                    self.tool.clone_from(tool);
+                }
+                if self.bar.is_none() {
+                    let text = status_line(
+                        self.iteration,
+                        Some(reading),
+                        tool.as_deref(),
+                        self.started.elapsed(),
+                    );
+                    self.line(&text);
+                }
+            }
+            Event::RunEnded { .. } => {
+                if let Some(bar) = self.bar.take() {
+                    bar.finish_and_clear();
+                }
+            }
+            _ => {}
+        }
+        if let Some(text) = describe(&record.event) {
+            self.line(&text);
+        }
+        self.redraw();
+    }
+
+    fn tick(&mut self) {
+        self.redraw();
+    }
+
+    fn detach(&mut self) {
+        self.detached = true;
+        if let Some(bar) = self.bar.take() {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_line_shape() {
+        let r = MeterReading {
+            tokens: 142_000,
+            usable: 167_000,
+            window: 200_000,
+            percent: 85.0,
+            level: Level::L2,
+            peak_percent: 85.0,
+            rate_per_min: Some(4_100.0),
+            eta_to_checkpoint_secs: Some(0),
+        };
+        let line = status_line(
+            3,
+            Some(&r),
+            Some("Write src/x.rs"),
+            Duration::from_secs(724),
+        );
+        assert_eq!(
+            line,
+            "iter 3 ▕█████████████████░░░▏ 85.0% 142k/167k L2 +4k/min · Write src/x.rs · 12m04s"
+        );
+    }
+
+    #[test]
+    fn every_event_but_context_has_a_line() {
+        let e = Event::LevelChanged {
+            iteration: 2,
+            from: Level::L0,
+            to: Level::L1,
+            percent: 71.2,
+            tokens: 118_900,
+        };
+        assert_eq!(
+            describe(&e).unwrap(),
+            "iteration 2: context L0 → L1 (warn) at 71.2% (118k)"
+        );
+    }
+}

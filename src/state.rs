@@ -1,0 +1,465 @@
+//! Run state on disk: `.ralph/state.json` (versioned, written atomically),
+//! the `.ralph/lock` that names the running supervisor, and the layout of
+//! ralph's runtime directory.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::breaker::BreakerState;
+use crate::context::Level;
+use crate::error::{Error, Result};
+
+pub const STATE_VERSION: u32 = 1;
+
+/// Where ralph keeps its runtime files under the project root.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub root: PathBuf,
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    pub fn new(root: &Path) -> Layout {
+        Layout {
+            root: root.to_path_buf(),
+            dir: root.join(".ralph"),
+        }
+    }
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+    pub fn events(&self) -> PathBuf {
+        self.dir.join("events.jsonl")
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+    pub fn control(&self) -> PathBuf {
+        self.dir.join("control.json")
+    }
+    pub fn handoffs(&self) -> PathBuf {
+        self.dir.join("handoffs")
+    }
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.dir.join("runs").join(run_id)
+    }
+    pub fn transcript(&self, run_id: &str, iteration: u32) -> PathBuf {
+        self.run_dir(run_id)
+            .join(format!("iter-{iteration:03}.jsonl"))
+    }
+
+    /// Create `.ralph/` (user-only) with a `.gitignore` that keeps the
+    /// runtime files out of git but lets handoffs be committed.
+    pub fn ensure(&self) -> Result<()> {
+        for dir in [&self.dir, &self.handoffs()] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| Error::io("cannot create", dir, e))?;
+        }
+        let ignore = self.dir.join(".gitignore");
+        if !ignore.exists() {
+            write_private(&ignore, GITIGNORE.as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+pub const GITIGNORE: &str =
+    "# ralph's runtime files; handoffs are committed.\n*\n!.gitignore\n!handoffs/\n!handoffs/**\n";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FileInProgress {
+    pub path: String,
+    pub lines: Option<String>,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContextCheckpoint {
+    pub active: bool,
+    pub level: Option<Level>,
+    pub percent_at_checkpoint: f64,
+    pub timestamp: Option<String>,
+    pub handoff_file: Option<String>,
+    pub resume_summary: Option<String>,
+    pub files_in_progress: Vec<FileInProgress>,
+    pub current_todo_item: Option<String>,
+    pub progress_on_item: Option<String>,
+    /// What set it off: "context", "manual", "timeout", "budget", "signal", "rate_limit", "stop".
+    pub trigger: Option<String>,
+    pub commit: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistoryEntry {
+    pub iteration: u32,
+    pub peak_percent: f64,
+    pub checkpoint: bool,
+    pub level: Option<Level>,
+    pub handoff: Option<String>,
+    pub peak_tokens: u64,
+}
+
+/// One finished iteration, as the loop's rules and `ralph status` see it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IterationRecord {
+    pub iteration: u32,
+    pub started_at: String,
+    pub ended_at: String,
+    pub outcome: String,
+    pub exit_code: Option<i32>,
+    pub progress: bool,
+    pub cost_usd: f64,
+    pub error: Option<String>,
+    pub error_hash: Option<String>,
+    pub commit: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunState {
+    pub version: u32,
+    pub run_id: String,
+    pub task_name: String,
+    pub objective: String,
+    /// The number of the latest iteration started (0 before the first).
+    pub iteration: u32,
+    pub started_at: String,
+    pub updated_at: String,
+    pub status: String,
+    pub exit_reason: Option<String>,
+    pub no_change_count: u32,
+    pub last_diff_hash: Option<String>,
+    pub error_hashes: Vec<String>,
+    pub max_iterations: u32,
+    pub completion_promise: String,
+    pub todo_items: Vec<String>,
+    pub completed_items: Vec<String>,
+    pub context_checkpoint: ContextCheckpoint,
+    pub context_history: Vec<HistoryEntry>,
+    pub context_window: u64,
+    pub cost_usd: f64,
+    pub consecutive_failures: u32,
+    pub breaker: BreakerState,
+    pub history: Vec<IterationRecord>,
+    pub last_commit: Option<String>,
+    pub last_handoff: Option<String>,
+    /// While waiting out a usage limit: until when (RFC 3339).
+    pub waiting_until: Option<String>,
+    pub supervisor_pid: Option<u32>,
+}
+
+impl Default for RunState {
+    fn default() -> Self {
+        RunState {
+            version: STATE_VERSION,
+            run_id: String::new(),
+            task_name: String::new(),
+            objective: String::new(),
+            iteration: 0,
+            started_at: String::new(),
+            updated_at: String::new(),
+            status: "new".into(),
+            exit_reason: None,
+            no_change_count: 0,
+            last_diff_hash: None,
+            error_hashes: Vec::new(),
+            max_iterations: 0,
+            completion_promise: String::new(),
+            todo_items: Vec::new(),
+            completed_items: Vec::new(),
+            context_checkpoint: ContextCheckpoint::default(),
+            context_history: Vec::new(),
+            context_window: 0,
+            cost_usd: 0.0,
+            consecutive_failures: 0,
+            breaker: BreakerState::default(),
+            history: Vec::new(),
+            last_commit: None,
+            last_handoff: None,
+            waiting_until: None,
+            supervisor_pid: None,
+        }
+    }
+}
+
+impl RunState {
+    /// Read the state; `Ok(None)` when there is none yet.
+    pub fn load(path: &Path) -> Result<Option<RunState>> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("cannot read", path, e)),
+        };
+        let state: RunState = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::usage(format!(
+                "{} is not a valid ralph state file: {e}",
+                path.display()
+            ))
+            .with_hint(
+                "start a new run with `ralph run --fresh` (the old file is kept as state.json.bad)",
+            )
+        })?;
+        if state.version > STATE_VERSION {
+            return Err(Error::usage(format!(
+                "{} was written by a newer ralph (state version {})",
+                path.display(),
+                state.version
+            ))
+            .with_hint("upgrade ralph, or start over with `ralph run --fresh`"));
+        }
+        Ok(Some(state))
+    }
+
+    /// Atomic write: temp file, fsync, rename, fsync of the directory.
+    /// A crash at any moment leaves either the old or the new file.
+    pub fn save(&mut self, path: &Path) -> Result<()> {
+        self.updated_at = now_rfc3339();
+        let json = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
+        write_atomic(path, &json)
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.status == "completed"
+    }
+}
+
+/// Write `bytes` to `path` atomically, user-only permissions.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    result.map_err(|e: std::io::Error| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io("cannot write", path, e)
+    })
+}
+
+/// Create or replace a file readable by the user only.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io("cannot write", path, e))?;
+    f.write_all(bytes)
+        .map_err(|e| Error::io("cannot write", path, e))
+}
+
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+/// What `.ralph/lock` records about the running supervisor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockInfo {
+    pub pid: i32,
+    pub run_id: String,
+    pub agent_pgid: Option<i32>,
+    pub started_at: String,
+}
+
+/// The held lock: an exclusive `flock` on `.ralph/lock`, released by the
+/// kernel when the supervisor dies, so a stale file never blocks a new run.
+pub struct Lock {
+    file: nix::fcntl::Flock<File>,
+    pub info: LockInfo,
+    /// The previous holder died with this agent process group recorded.
+    pub stale_agent_pgid: Option<i32>,
+}
+
+impl Lock {
+    pub fn acquire(layout: &Layout, run_id: &str) -> Result<Lock> {
+        let path = layout.lock();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| Error::io("cannot open", &path, e))?;
+        let file = match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        {
+            Ok(f) => f,
+            Err((_, _)) => {
+                let pid = read_lock(layout).map_or(0, |i| i.pid);
+                return Err(Error::Locked { pid });
+            }
+        };
+        let stale = read_lock(layout).and_then(|i| i.agent_pgid);
+        let mut lock = Lock {
+            file,
+            info: LockInfo {
+                pid: std::process::id() as i32,
+                run_id: run_id.to_string(),
+                agent_pgid: None,
+                started_at: now_rfc3339(),
+            },
+            stale_agent_pgid: stale,
+        };
+        lock.write()?;
+        Ok(lock)
+    }
+
+    pub fn set_agent(&mut self, pgid: Option<i32>) -> Result<()> {
+        self.info.agent_pgid = pgid;
+        self.write()
+    }
+
+    fn write(&mut self) -> Result<()> {
+        use std::io::{Seek, SeekFrom};
+        let json = serde_json::to_vec(&self.info).expect("lock info serializes");
+        let f: &mut File = &mut self.file;
+        (|| {
+            f.set_len(0)?;
+            f.seek(SeekFrom::Start(0))?;
+            f.write_all(&json)?;
+            f.sync_data()
+        })()
+        .map_err(|e| Error::io("cannot write", ".ralph/lock", e))
+    }
+}
+
+/// The lock file's content, whether or not anyone holds it.
+pub fn read_lock(layout: &Layout) -> Option<LockInfo> {
+    let bytes = std::fs::read(layout.lock()).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The running supervisor, if one holds the lock right now.
+pub fn running_supervisor(layout: &Layout) -> Option<LockInfo> {
+    let file = File::open(layout.lock()).ok()?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
+        Ok(_unlocked_on_drop) => None,
+        Err(_) => read_lock(layout),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trips_with_design_field_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut s = RunState {
+            run_id: "r1".into(),
+            iteration: 3,
+            ..RunState::default()
+        };
+        s.context_history.push(HistoryEntry {
+            iteration: 1,
+            peak_percent: 87.5,
+            checkpoint: true,
+            ..HistoryEntry::default()
+        });
+        s.save(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for key in [
+            "task_name",
+            "objective",
+            "iteration",
+            "started_at",
+            "status",
+            "no_change_count",
+            "last_diff_hash",
+            "error_hashes",
+            "max_iterations",
+            "completion_promise",
+            "todo_items",
+            "completed_items",
+            "context_checkpoint",
+            "percent_at_checkpoint",
+            "files_in_progress",
+            "current_todo_item",
+            "progress_on_item",
+            "resume_summary",
+            "handoff_file",
+            "context_history",
+            "peak_percent",
+            "version",
+            "run_id",
+            "context_window",
+        ] {
+            assert!(text.contains(&format!("\"{key}\"")), "missing {key}");
+        }
+        let back = RunState::load(&path).unwrap().unwrap();
+        assert_eq!(back, s);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn corrupt_or_future_state_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, "{\"version\": 1, \"iteration\": ").unwrap();
+        let e = RunState::load(&path).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.hint().unwrap().contains("--fresh"));
+        std::fs::write(&path, "{\"version\": 99}").unwrap();
+        assert!(
+            RunState::load(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("newer")
+        );
+        assert!(RunState::load(&dir.path().join("none")).unwrap().is_none());
+    }
+
+    #[test]
+    fn lock_is_exclusive_and_released_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        layout.ensure().unwrap();
+        let mut a = Lock::acquire(&layout, "run-a").unwrap();
+        a.set_agent(Some(4242)).unwrap();
+        assert_eq!(running_supervisor(&layout).unwrap().run_id, "run-a");
+        let e = Lock::acquire(&layout, "run-b").err().unwrap();
+        assert!(matches!(e, Error::Locked { pid } if pid == std::process::id() as i32));
+        drop(a);
+        assert!(running_supervisor(&layout).is_none());
+        let b = Lock::acquire(&layout, "run-b").unwrap();
+        assert_eq!(
+            b.stale_agent_pgid,
+            Some(4242),
+            "the dead holder's agent is reported"
+        );
+    }
+}
