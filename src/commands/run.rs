@@ -1,0 +1,118 @@
+//! `ralph run`: the config with the command line's flags on top, the
+//! `--dry-run` preview, and the start of the supervisor.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::agent::AgentCommand;
+use crate::cli::RunArgs;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::events::{Bus, JsonLines};
+use crate::plan::Plan;
+use crate::prompt::{self, Templates};
+use crate::report::Terminal;
+use crate::state::{Layout, RunState};
+use crate::supervisor::{self, RunOptions, Supervisor};
+
+/// The config with `ralph run`'s flags applied on top.
+pub fn load_config(root: &Path, args: &RunArgs) -> Result<Config> {
+    let mut config = Config::load(root)?;
+    if let Some(plan) = &args.plan {
+        // A plan given on the command line is relative to where the user is.
+        let abs = std::env::current_dir()
+            .map(|d| d.join(plan))
+            .unwrap_or(plan.clone());
+        config.plan = abs.strip_prefix(root).map(Path::to_path_buf).unwrap_or(abs);
+    }
+    if let Some(n) = args.max_iterations {
+        if n == 0 {
+            return Err(Error::usage("--max-iterations must be at least 1"));
+        }
+        config.loop_.max_iterations = n;
+    }
+    if let Some(c) = args.max_cost {
+        if !(c > 0.0 && c.is_finite()) {
+            return Err(Error::usage(format!(
+                "--max-cost {c} is not a positive amount"
+            )));
+        }
+        config.loop_.max_cost_usd = Some(c);
+    }
+    if let Some(m) = &args.model {
+        config.agent.model = Some(m.clone());
+    }
+    Ok(config)
+}
+
+pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
+    let config = load_config(root, args)?;
+    let deadline = args
+        .deadline
+        .as_deref()
+        .map(supervisor::parse_deadline)
+        .transpose()?;
+    if args.dry_run {
+        return dry_run(root, &config, args.fresh);
+    }
+    let mut bus = Bus::new();
+    let opts = RunOptions {
+        fresh: args.fresh,
+        reset_breaker: args.reset_breaker,
+        deadline,
+    };
+    if args.json {
+        bus.add(Box::new(JsonLines::new(std::io::stdout())));
+    } else {
+        bus.add(Box::new(Terminal::new()));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::wrap("cannot start the async runtime", e))?;
+    runtime.block_on(async move {
+        let supervisor = Supervisor::new(root, config, opts, bus)?;
+        let outcome = supervisor.run().await?;
+        Ok(outcome.exit_code())
+    })
+}
+
+/// `ralph run --dry-run`: everything is loaded and checked, nothing written.
+fn dry_run(root: &Path, config: &Config, fresh: bool) -> Result<i32> {
+    let templates = Templates::load(root)?;
+    let plan = Plan::load(&root.join(&config.plan))?;
+    let layout = Layout::new(root);
+    let state = match RunState::load(&layout.state())? {
+        Some(s) if !fresh && !s.is_finished() => s,
+        _ => RunState::default(),
+    };
+    let iteration = state.iteration + 1;
+    let text = prompt::render_prompt(&templates, config, &state, &plan, iteration)?;
+    let cmd = AgentCommand::from_config(config, iteration);
+    let mut out = std::io::stdout().lock();
+    let quoted: Vec<String> = cmd
+        .display()
+        .iter()
+        .map(|w| shlex::try_quote(w).map_or(w.clone(), |q| q.into_owned()))
+        .collect();
+    let _ = writeln!(out, "# ralph run --dry-run: nothing was started or written");
+    let _ = writeln!(out, "# iteration: {iteration}");
+    let _ = writeln!(
+        out,
+        "# plan: {} ({} open, {} done)",
+        config.plan.display(),
+        plan.open_count(),
+        plan.done_count()
+    );
+    let _ = writeln!(out, "# agent command: {}", quoted.join(" "));
+    for (k, v) in &cmd.env {
+        let _ = writeln!(out, "# agent env: {k}={v}");
+    }
+    let _ = writeln!(
+        out,
+        "# prompt ({}), sent as the first stream-json user message:",
+        config.prompt_file.display()
+    );
+    let _ = out.write_all(text.as_bytes());
+    Ok(0)
+}
