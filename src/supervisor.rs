@@ -731,7 +731,17 @@ impl Supervisor {
             Request::Hangup => self.bus.detach(),
             Request::Interrupt => {
                 self.interrupts += 1;
-                if self.interrupts == 1 {
+                if self.interrupts == 1 && it.checkpoint.is_some() {
+                    // Already checkpointing: skip the rest of the grace period.
+                    if matches!(stop, Stop::Asked(_)) {
+                        self.escalate(
+                            agent,
+                            stop,
+                            it.number,
+                            "interrupted during the grace period",
+                        );
+                    }
+                } else if self.interrupts == 1 {
                     self.begin_checkpoint(
                         it,
                         meter,
@@ -873,7 +883,10 @@ impl Supervisor {
         };
         let progress = tree_progress || !newly_done.is_empty();
         let we_stopped = it.checkpoint.is_some();
-        let error = self.failure_of(&it, we_stopped);
+        // A timeout whose iteration made progress is not a failure.
+        let error = self
+            .failure_of(&it, we_stopped)
+            .filter(|_| !(it.timed_out.is_some() && progress));
         let rate_limited = it.limit.is_some();
 
         // A usage limit with work in the tree: save it before waiting.
@@ -1015,12 +1028,7 @@ impl Supervisor {
             return Some(format!("agent could not start: {e}"));
         }
         if it.limit.is_some() {
-            return Some(
-                it.limit
-                    .as_ref()
-                    .map(|l| l.detail.clone())
-                    .unwrap_or_default(),
-            );
+            return None; // waited out, not held against the agent
         }
         if let Some(t) = &it.timed_out {
             return Some(t.clone());
