@@ -150,6 +150,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         agent_notes => agent_notes,
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
         git_available => repo.is_some(),
+        will_commit => will_commit,
         changes => changes.iter().map(|c| ChangeView { kind: c.kind.clone(), path: c.path.clone() }).collect::<Vec<_>>(),
         diff_stat => diff_stat.trim_end(),
         commit_note => if will_commit { None } else if repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted") } else { None },

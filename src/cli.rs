@@ -80,7 +80,8 @@ pub struct CheckpointArgs {
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Where to create the demo project (default: a new temporary directory)
-    pub dir: Option<PathBuf>,
+    #[arg(value_name = "DIR")]
+    pub path: Option<PathBuf>,
 }
 
 /// Parse arguments, run, print errors; returns the process exit code.
@@ -129,7 +130,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Run(args) => commands::run(&root, &args),
         Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason),
         Command::Stop => commands::stop(&root),
-        Command::Demo(args) => commands::demo(args.dir),
+        Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => crate::sim::run(&args),
     }
 }

@@ -316,19 +316,18 @@ impl Sink for Terminal {
                 self.started = Instant::now();
             }
             Event::Context { reading, tool, .. } => {
-                self.reading = Some(*reading);
                 if tool.is_some() {
                     self.tool.clone_from(tool);
                 }
-                if self.bar.is_none() {
-                    let text = status_line(
-                        self.iteration,
-                        Some(reading),
-                        tool.as_deref(),
-                        self.started.elapsed(),
-                    );
+                // Plain lines only when the context moved: one line a turn
+                // (the tool of a turn arrives on a later line than its usage).
+                let moved = self.reading.is_none_or(|r| r.tokens != reading.tokens);
+                if self.bar.is_none() && moved {
+                    let text =
+                        status_line(self.iteration, Some(reading), None, self.started.elapsed());
                     self.line(&text);
                 }
+                self.reading = Some(*reading);
             }
             Event::RunEnded { .. } => {
                 if let Some(bar) = self.bar.take() {

@@ -592,21 +592,22 @@ impl Supervisor {
                         it.last_text = Some(m.text.join("\n"));
                     }
                     for call in &m.tool_calls {
+                        let mut call = call.clone();
+                        call.path = call.path.map(|p| rel(&self.root, Path::new(&p)));
                         if EDIT_TOOLS.contains(&call.name.as_str())
                             && let Some(p) = &call.path
+                            // ralph's own files (the agent's notes) are not its work.
+                            && !p.starts_with(".ralph/")
                         {
-                            let p = rel(&self.root, Path::new(p));
-                            it.files_touched.retain(|f| f != &p);
-                            it.files_touched.push(p);
+                            it.files_touched.retain(|f| f != p);
+                            it.files_touched.push(p.clone());
                         }
                         tool_label = Some(match (&call.path, &call.summary) {
-                            (Some(p), _) => {
-                                format!("{} {}", call.name, rel(&self.root, Path::new(p)))
-                            }
+                            (Some(p), _) => format!("{} {p}", call.name),
                             (None, Some(s)) => format!("{} {}", call.name, first_line(s)),
                             _ => call.name.clone(),
                         });
-                        it.tool_calls.push(call.clone());
+                        it.tool_calls.push(call);
                         if it.tool_calls.len() > 50 {
                             it.tool_calls.remove(0);
                         }
