@@ -167,6 +167,9 @@ struct Iteration {
     invalid_lines: u64,
     skipped_lines: u64,
     last_text: Option<String>,
+    /// What the agent last said before the checkpoint began (afterwards it
+    /// talks about its handoff, not its work).
+    text_at_checkpoint: Option<String>,
     tool_calls: Vec<ToolCall>,
     files_touched: Vec<String>,
     permission_denials: Vec<String>,
@@ -808,6 +811,7 @@ impl Supervisor {
             meter.percent(),
         ));
         it.stop_reason = Some(why.to_string());
+        it.text_at_checkpoint.clone_from(&it.last_text);
         let mut notes = None;
         if handoff && agent.stdin_open() {
             let path = checkpoint::notes_path(it.number);
@@ -1103,7 +1107,7 @@ impl Supervisor {
                 .saturating_sub(self.config.agent.reserve_tokens),
             window: self.state.context_window,
             reason,
-            last_text: it.last_text.clone(),
+            last_text: it.text_at_checkpoint.clone().or(it.last_text.clone()),
             last_tools: it.tool_calls.clone(),
             files_touched: it.files_touched.clone(),
             notes_path: it.notes_path.clone(),
@@ -1121,7 +1125,11 @@ impl Supervisor {
             resume_summary: Some(saved.resume_summary.clone()),
             files_in_progress: saved.files_in_progress.clone(),
             current_todo_item: saved.current_item.clone(),
-            progress_on_item: it.last_text.as_deref().map(first_line),
+            progress_on_item: it
+                .text_at_checkpoint
+                .as_deref()
+                .or(it.last_text.as_deref())
+                .map(first_line),
             trigger: Some(trigger.to_string()),
             commit: saved.commit.clone(),
         };
