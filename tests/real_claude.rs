@@ -279,6 +279,13 @@ fn checkpoint_mid_iteration_then_resume() {
     assert!(prompt.contains("Resume from a checkpoint"), "{prompt}");
     assert!(prompt.contains(handoff.as_str()), "resume names {handoff}:\n{prompt}");
     assert!(prompt.contains("Finish the parser"), "{prompt}");
+    // The files in progress are the agent's work, not its notes.
+    assert!(prompt.contains("`src/parser.txt`"), "{prompt}");
+    assert!(!prompt.contains("`.ralph/notes/"), "notes are not work in progress:\n{prompt}");
+    assert!(
+        doc.contains("starting from `src/parser.txt`"),
+        "the handoff's next step names the work file:\n{doc}"
+    );
 
     let state = p.state();
     assert_eq!(state["status"], "completed", "{state:#}");
