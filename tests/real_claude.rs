@@ -55,7 +55,11 @@ fn tool_errors(reqs: &[ApiRequest]) -> Vec<String> {
 
 fn assert_nothing_left(p: &Project) {
     let left = p.leftovers();
-    assert!(left.is_empty(), "{}: processes left behind: {left:?}", p.name);
+    assert!(
+        left.is_empty(),
+        "{}: processes left behind: {left:?}",
+        p.name
+    );
 }
 
 /// (1) One iteration of several turns: the CLI writes a file, reads and
@@ -95,22 +99,43 @@ fn multi_turn_iteration_edits_commits_and_completes() {
     let reqs = api.main_requests();
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
     assert_eq!(code, 0, "ralph should complete\n{}", diag());
-    eprintln!("complete: ralph took {took:.1?}, {} main requests", reqs.len());
+    eprintln!(
+        "complete: ralph took {took:.1?}, {} main requests",
+        reqs.len()
+    );
 
     // The CLI really ran the tools, without errors.
     assert_eq!(reqs.len(), 5, "one request per turn\n{}", diag());
-    assert_eq!(distinct_sessions(&reqs).len(), 1, "one agent process\n{}", diag());
-    assert!(tool_errors(&reqs).is_empty(), "tool errors: {:?}", tool_errors(&reqs));
+    assert_eq!(
+        distinct_sessions(&reqs).len(),
+        1,
+        "one agent process\n{}",
+        diag()
+    );
+    assert!(
+        tool_errors(&reqs).is_empty(),
+        "tool errors: {:?}",
+        tool_errors(&reqs)
+    );
     assert!(reqs.iter().all(|r| r.model() == harness::MODEL));
     assert_eq!(p.read("hello.txt"), "hello\n");
-    assert!(p.read("fix_plan.md").contains("- [x] Create hello.txt saying hello"));
+    assert!(
+        p.read("fix_plan.md")
+            .contains("- [x] Create hello.txt saying hello")
+    );
     assert_eq!(p.log(), ["Create hello.txt", "initial"], "{}", diag());
 
     // The first request carries ralph's prompt (PROMPT.md) as the user message.
     let first = reqs[0].first_user_text();
     assert!(first.contains("# Iteration 1:"), "prompt: {first}");
-    assert!(first.contains("- [ ] Create hello.txt saying hello"), "prompt: {first}");
-    assert!(first.contains("<promise>COMPLETE</promise>"), "prompt: {first}");
+    assert!(
+        first.contains("- [ ] Create hello.txt saying hello"),
+        "prompt: {first}"
+    );
+    assert!(
+        first.contains("<promise>COMPLETE</promise>"),
+        "prompt: {first}"
+    );
 
     // ralph closed stdin after the result: the CLI ended at once, long
     // before the idle timeout (40s) would have stopped it.
@@ -121,9 +146,17 @@ fn multi_turn_iteration_edits_commits_and_completes() {
     assert_eq!(state["status"], "completed", "{state:#}");
     assert_eq!(state["iteration"], 1);
     assert_eq!(state["context_window"], 200_000);
-    assert_eq!(state["completed_items"], json!(["Create hello.txt saying hello"]));
-    let peak = state["context_history"][0]["peak_percent"].as_f64().unwrap();
-    assert!((peak - 19.8).abs() < 0.2, "peak {peak}% should be 33000/167000");
+    assert_eq!(
+        state["completed_items"],
+        json!(["Create hello.txt saying hello"])
+    );
+    let peak = state["context_history"][0]["peak_percent"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (peak - 19.8).abs() < 0.2,
+        "peak {peak}% should be 33000/167000"
+    );
     assert!(p.handoffs().is_empty());
     let exited = p.events_named("agent_exited");
     assert_eq!(exited.len(), 1);
@@ -214,8 +247,15 @@ fn checkpoint_mid_iteration_then_resume() {
     let reqs = api.main_requests();
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
     assert_eq!(code, 0, "ralph should complete in iteration 2\n{}", diag());
-    eprintln!("checkpoint: ralph took {took:.1?}, {} main requests", reqs.len());
-    assert!(tool_errors(&reqs).is_empty(), "tool errors: {:?}", tool_errors(&reqs));
+    eprintln!(
+        "checkpoint: ralph took {took:.1?}, {} main requests",
+        reqs.len()
+    );
+    assert!(
+        tool_errors(&reqs).is_empty(),
+        "tool errors: {:?}",
+        tool_errors(&reqs)
+    );
     let sessions = distinct_sessions(&reqs);
     assert_eq!(sessions.len(), 2, "two agent processes\n{}", diag());
 
@@ -225,11 +265,22 @@ fn checkpoint_mid_iteration_then_resume() {
         .iter()
         .filter(|r| r.last_user_text().contains(CHECKPOINT_MARK))
         .collect();
-    assert_eq!(asked.len(), 1, "one request delivers the checkpoint request\n{}", diag());
+    assert_eq!(
+        asked.len(),
+        1,
+        "one request delivers the checkpoint request\n{}",
+        diag()
+    );
     let asked_text = asked[0].last_user_text();
     assert!(asked_text.contains("handoff notes"), "{asked_text}");
-    assert!(asked_text.contains(".ralph/notes/iter-001.md"), "{asked_text}");
-    assert!(asked_text.contains("parsed"), "delivered with the Bash result: {asked_text}");
+    assert!(
+        asked_text.contains(".ralph/notes/iter-001.md"),
+        "{asked_text}"
+    );
+    assert!(
+        asked_text.contains("parsed"),
+        "delivered with the Bash result: {asked_text}"
+    );
     assert_eq!(asked[0].session(), Some(sessions[0].as_str()));
 
     let requested = p.events_named("checkpoint_requested");
@@ -246,16 +297,24 @@ fn checkpoint_mid_iteration_then_resume() {
     assert_eq!(handoffs.len(), 1, "{handoffs:?}");
     let handoff = &handoffs[0];
     assert!(
-        Regex::new(r"^\.ralph/handoffs/\d{4}-\d{2}-\d{2}-\d{4}-iter001\.md$").unwrap().is_match(handoff),
+        Regex::new(r"^\.ralph/handoffs/\d{4}-\d{2}-\d{2}-\d{4}-iter001\.md$")
+            .unwrap()
+            .is_match(handoff),
         "{handoff}"
     );
     let log = p.log();
     assert_eq!(log.len(), 3, "{log:?}");
     assert_eq!(log[0], "Finish the parser");
-    assert!(log[1].starts_with("ralph: checkpoint iter 1 (L2 at 9"), "{log:?}");
+    assert!(
+        log[1].starts_with("ralph: checkpoint iter 1 (L2 at 9"),
+        "{log:?}"
+    );
     assert_eq!(log[2], "initial");
     let wip_files = p.git(&["show", "--name-only", "--format=", "HEAD~1"]);
-    assert!(wip_files.lines().any(|f| f == "src/parser.txt"), "{wip_files}");
+    assert!(
+        wip_files.lines().any(|f| f == "src/parser.txt"),
+        "{wip_files}"
+    );
     assert!(wip_files.lines().any(|f| f == handoff), "{wip_files}");
     assert_eq!(p.git(&["show", "HEAD~1:src/parser.txt"]), "half done\n");
     let doc = p.read(handoff);
@@ -277,11 +336,17 @@ fn checkpoint_mid_iteration_then_resume() {
     let prompt = second.first_user_text();
     assert!(prompt.contains("# Iteration 2:"), "{prompt}");
     assert!(prompt.contains("Resume from a checkpoint"), "{prompt}");
-    assert!(prompt.contains(handoff.as_str()), "resume names {handoff}:\n{prompt}");
+    assert!(
+        prompt.contains(handoff.as_str()),
+        "resume names {handoff}:\n{prompt}"
+    );
     assert!(prompt.contains("Finish the parser"), "{prompt}");
     // The files in progress are the agent's work, not its notes.
     assert!(prompt.contains("`src/parser.txt`"), "{prompt}");
-    assert!(!prompt.contains("`.ralph/notes/"), "notes are not work in progress:\n{prompt}");
+    assert!(
+        !prompt.contains("`.ralph/notes/"),
+        "notes are not work in progress:\n{prompt}"
+    );
     assert!(
         doc.contains("starting from `src/parser.txt`"),
         "the handoff's next step names the work file:\n{doc}"
@@ -299,7 +364,10 @@ fn checkpoint_mid_iteration_then_resume() {
     assert_eq!(history.len(), 2, "{history:?}");
     assert_eq!(history[0]["checkpoint"], true);
     let peak = history[0]["peak_percent"].as_f64().unwrap();
-    assert!((peak - 91.6).abs() < 0.2, "peak {peak}% should be 153000/167000");
+    assert!(
+        (peak - 91.6).abs() < 0.2,
+        "peak {peak}% should be 153000/167000"
+    );
     assert_eq!(history[1]["checkpoint"], false);
     assert_nothing_left(&p);
     p.keep_if_asked();
@@ -331,8 +399,16 @@ fn repeated_api_error_opens_the_breaker() {
     let reqs = api.main_requests();
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
     assert_eq!(code, 3, "breaker open\n{}", diag());
-    eprintln!("breaker: ralph took {took:.1?}, {} main requests", reqs.len());
-    assert_eq!(distinct_sessions(&reqs).len(), 2, "two iterations\n{}", diag());
+    eprintln!(
+        "breaker: ralph took {took:.1?}, {} main requests",
+        reqs.len()
+    );
+    assert_eq!(
+        distinct_sessions(&reqs).len(),
+        2,
+        "two iterations\n{}",
+        diag()
+    );
 
     let state = p.state();
     assert_eq!(state["status"], "breaker_open", "{state:#}");
@@ -372,7 +448,10 @@ fn sigint_during_a_long_tool_call() {
     let api = p.serve(move |req| match req.assistant_turns() {
         0 => Reply::turn(20_000)
             .text("Running the long test suite.")
-            .tool("Bash", json!({"command": command, "description": "Long test suite"})),
+            .tool(
+                "Bash",
+                json!({"command": command, "description": "Long test suite"}),
+            ),
         _ => Reply::turn(21_000).text("E2E: the tool was not interrupted"),
     });
 
@@ -383,7 +462,11 @@ fn sigint_during_a_long_tool_call() {
     if !started {
         let _ = ralph.kill();
         let _ = ralph.wait();
-        panic!("the tool's sleep never started\n{}\n{}", p.diagnostics(), api.describe());
+        panic!(
+            "the tool's sleep never started\n{}\n{}",
+            p.diagnostics(),
+            api.describe()
+        );
     }
     let signalled = std::time::Instant::now();
     nix::sys::signal::kill(
@@ -402,7 +485,11 @@ fn sigint_during_a_long_tool_call() {
     assert_nothing_left(&p);
 
     let signals = p.events_named("agent_signalled");
-    assert_eq!(signals.first().map(|s| s["signal"].clone()), Some(json!("SIGINT")), "{signals:?}");
+    assert_eq!(
+        signals.first().map(|s| s["signal"].clone()),
+        Some(json!("SIGINT")),
+        "{signals:?}"
+    );
     let state = p.state();
     assert_eq!(state["status"], "interrupted", "{state:#}");
     assert_eq!(state["iteration"], 1);
@@ -414,8 +501,124 @@ fn sigint_during_a_long_tool_call() {
     let log = p.log();
     assert!(log[0].starts_with("ralph: checkpoint iter 1"), "{log:?}");
     let wip_files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
-    assert!(wip_files.lines().any(|f| f == "progress.txt"), "{wip_files}");
+    assert!(
+        wip_files.lines().any(|f| f == "progress.txt"),
+        "{wip_files}"
+    );
     // The agent was not asked for more after the interruption.
     assert_eq!(api.main_requests().len(), 1, "{}", diag());
+    p.keep_if_asked();
+}
+
+/// (5) The context jumps straight past the emergency level: no time to ask
+/// for notes, ralph stops the agent at once (SIGINT, the running tool dies
+/// with it), saves the work as an L3 checkpoint, and the next iteration
+/// resumes from it.
+#[test]
+fn emergency_level_stops_at_once_then_resume() {
+    let _serial = harness::serial();
+    let Some(claude) = harness::claude("emergency_level_stops_at_once_then_resume") else {
+        return;
+    };
+    let setup = Setup {
+        plan: "# E2E plan\n\n- [ ] Load the big file\n",
+        ..Setup::default()
+    };
+    let p = Project::new("emergency", &claude, &setup);
+    let sleep = format!("sleep 20.{:05}", std::process::id() % 100_000);
+    let big = p.path("big.txt");
+    let command = format!("{sleep}; echo loaded");
+    let api = p.serve(move |req| match (iteration_of(req), req.assistant_turns()) {
+        (1, 0) => Reply::turn(20_000)
+            .text("Loading the big file.")
+            .tool("Write", json!({"file_path": big, "content": "partial\n"})),
+        // 165k of the usable 167k: 98.8%, over L3 (95%).
+        (1, 1) => Reply::turn(165_000).tool(
+            "Bash",
+            json!({"command": command, "description": "Load everything"}),
+        ),
+        (1, _) => Reply::turn(166_000).text("E2E: the agent was not stopped"),
+        (2, 0) => Reply::turn(25_000).tool(
+            "Bash",
+            json!({
+                "command": "printf 'complete\\n' > big.txt && sed -i 's/- \\[ \\]/- [x]/' fix_plan.md && git add big.txt fix_plan.md && git commit -q -m 'Load the big file'",
+                "description": "Finish and commit",
+            }),
+        ),
+        (2, _) => Reply::turn(27_000).text("Loaded.\n\n<promise>COMPLETE</promise>"),
+        _ => Reply::turn(10_000).text("E2E: unexpected iteration"),
+    });
+
+    let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(55));
+    let reqs = api.main_requests();
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    assert_eq!(code, 0, "completes in iteration 2\n{}", diag());
+    eprintln!(
+        "emergency: ralph took {took:.1?}, {} main requests",
+        reqs.len()
+    );
+    let sessions = distinct_sessions(&reqs);
+    assert_eq!(sessions.len(), 2, "{}", diag());
+    let first_session = reqs
+        .iter()
+        .filter(|r| r.session() == Some(sessions[0].as_str()))
+        .count();
+    assert_eq!(
+        first_session,
+        2,
+        "iteration 1 ends at the L3 turn\n{}",
+        diag()
+    );
+    assert!(
+        reqs.iter().all(|r| !r.all_text().contains(CHECKPOINT_MARK)),
+        "no handoff request at L3\n{}",
+        diag()
+    );
+    assert!(
+        harness::pids_matching(&sleep).is_empty(),
+        "`{sleep}` still runs"
+    );
+
+    let changed = p.events_named("level_changed");
+    assert_eq!(changed[0]["to"], "L3", "{changed:?}");
+    let signals = p.events_named("agent_signalled");
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(signals[0]["signal"], "SIGINT");
+    assert!(
+        signals[0]["reason"].as_str().unwrap().contains("L3"),
+        "{signals:?}"
+    );
+    let checkpoints = p.events_named("checkpoint");
+    assert_eq!(checkpoints.len(), 1);
+    assert_eq!(checkpoints[0]["level"], "L3");
+    assert_eq!(checkpoints[0]["trigger"], "context");
+
+    let log = p.log();
+    assert_eq!(log.len(), 3, "{log:?}");
+    assert_eq!(log[0], "Load the big file");
+    assert!(
+        log[1].starts_with("ralph: checkpoint iter 1 (L3 at 99%)"),
+        "{log:?}"
+    );
+    assert_eq!(p.git(&["show", "HEAD~1:big.txt"]), "partial\n");
+    let handoffs = p.handoffs();
+    assert_eq!(handoffs.len(), 1);
+    let doc = p.read(&handoffs[0]);
+    assert!(doc.contains("level: L3"), "{doc}");
+    assert!(doc.contains("The agent wrote no notes"), "{doc}");
+
+    let second = reqs
+        .iter()
+        .find(|r| r.session() == Some(sessions[1].as_str()))
+        .unwrap();
+    let prompt = second.first_user_text();
+    assert!(prompt.contains("Resume from a checkpoint"), "{prompt}");
+    assert!(prompt.contains(&handoffs[0]), "{prompt}");
+    assert!(prompt.contains("L3 at"), "{prompt}");
+
+    let state = p.state();
+    assert_eq!(state["status"], "completed");
+    assert_eq!(state["context_history"][0]["level"], "L3");
+    assert_nothing_left(&p);
     p.keep_if_asked();
 }

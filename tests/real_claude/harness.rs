@@ -3,6 +3,7 @@
 //! run` under a timeout, and the checks that nothing was left running.
 
 use std::collections::BTreeSet;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -50,7 +51,9 @@ pub fn claude(test: &str) -> Option<Claude> {
         if required {
             panic!("{test}: {why} (and RALPH_E2E_REQUIRE=1)");
         }
-        eprintln!(
+        // Straight to stderr: libtest captures eprintln! of passing tests.
+        let _ = writeln!(
+            std::io::stderr(),
             "skipped: {test}: {why}; run scripts/install-claude.sh (Claude Code {}) or set RALPH_E2E_CLAUDE",
             pinned()
         );
@@ -61,7 +64,10 @@ pub fn claude(test: &str) -> Option<Claude> {
         None => default_location(),
     };
     if !path.exists() {
-        return skip(format!("the Claude Code CLI is not installed at {}", path.display()));
+        return skip(format!(
+            "the Claude Code CLI is not installed at {}",
+            path.display()
+        ));
     }
     let out = match run_with_timeout(
         Command::new(&path).arg("--version"),
@@ -75,7 +81,8 @@ pub fn claude(test: &str) -> Option<Claude> {
         return skip(format!("{} --version printed nothing", path.display()));
     }
     if version != pinned() {
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "note: {test}: testing Claude Code {version}, not the pinned {}",
             pinned()
         );
@@ -161,6 +168,12 @@ impl Project {
             .prefix(&format!("ralph-e2e-{name}-"))
             .tempdir()
             .expect("temp dir");
+        eprintln!(
+            "{name}: Claude Code {} ({}) in {}",
+            claude.version,
+            claude.path.display(),
+            dir.path().display()
+        );
         let root = dir.path().join("repo");
         let home = dir.path().join("home");
         std::fs::create_dir_all(&root).unwrap();
@@ -215,10 +228,7 @@ cooldown = "1m"
 
     /// Start the mock API with `script`, point `ralph.toml` at it and make
     /// the first commit.
-    pub fn serve(
-        &self,
-        script: impl Fn(&ApiRequest) -> Reply + Send + Sync + 'static,
-    ) -> MockApi {
+    pub fn serve(&self, script: impl Fn(&ApiRequest) -> Reply + Send + Sync + 'static) -> MockApi {
         let api = MockApi::start(&mock_api::log_path(self.base.as_path()), script);
         let url = api.url();
         std::fs::write(
@@ -316,10 +326,7 @@ cooldown = "1m"
         let started = Instant::now();
         let mut child = self.spawn_ralph(args);
         let status = self.wait(&mut child, timeout);
-        (
-            status.code().unwrap_or(-1),
-            started.elapsed(),
-        )
+        (status.code().unwrap_or(-1), started.elapsed())
     }
 
     pub fn state(&self) -> Value {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -35,7 +35,6 @@ pub struct ApiRequest {
     /// Header names in lower case.
     pub headers: BTreeMap<String, String>,
     pub body: Value,
-    pub at: Instant,
 }
 
 impl ApiRequest {
@@ -107,7 +106,12 @@ impl ApiRequest {
             .filter_map(|m| m["content"].as_array())
             .flatten()
             .filter(|b| b["type"] == "tool_use")
-            .map(|b| (b["name"].as_str().unwrap_or("").to_string(), b["input"].clone()))
+            .map(|b| {
+                (
+                    b["name"].as_str().unwrap_or("").to_string(),
+                    b["input"].clone(),
+                )
+            })
             .collect()
     }
 
@@ -296,7 +300,10 @@ impl MockApi {
     }
 
     pub fn main_requests(&self) -> Vec<ApiRequest> {
-        self.requests().into_iter().filter(|r| r.is_main()).collect()
+        self.requests()
+            .into_iter()
+            .filter(|r| r.is_main())
+            .collect()
     }
 
     /// One line per request, for failure messages.
@@ -390,10 +397,9 @@ fn serve(conn: TcpStream, shared: &Shared) {
         let close = headers
             .get("connection")
             .is_some_and(|c| c.eq_ignore_ascii_case("close"));
-        let is_messages = method == "POST"
-            && (path == "/v1/messages" || path.starts_with("/v1/messages?"));
-        let main = is_messages
-            && body["tools"].as_array().is_some_and(|t| !t.is_empty());
+        let is_messages =
+            method == "POST" && (path == "/v1/messages" || path.starts_with("/v1/messages?"));
+        let main = is_messages && body["tools"].as_array().is_some_and(|t| !t.is_empty());
         let request = ApiRequest {
             seq: shared.seq.fetch_add(1, Ordering::SeqCst),
             main_seq: main.then(|| shared.main_seq.fetch_add(1, Ordering::SeqCst)),
@@ -401,7 +407,6 @@ fn serve(conn: TcpStream, shared: &Shared) {
             path,
             headers,
             body,
-            at: Instant::now(),
         };
         record(shared, &request);
         let response = respond(shared, &request, is_messages);
@@ -411,7 +416,10 @@ fn serve(conn: TcpStream, shared: &Shared) {
     }
 }
 
-fn read_body(reader: &mut BufReader<TcpStream>, headers: &BTreeMap<String, String>) -> Option<Vec<u8>> {
+fn read_body(
+    reader: &mut BufReader<TcpStream>,
+    headers: &BTreeMap<String, String>,
+) -> Option<Vec<u8>> {
     if headers
         .get("transfer-encoding")
         .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"))
