@@ -292,7 +292,7 @@ cooldown = "1m"
             .env("HOME", &self.home)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("NO_COLOR", "1")
-            .env("RUST_LOG", "ralph=debug")
+            .env("RALPH_LOG", "ralph=debug")
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
