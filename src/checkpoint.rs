@@ -110,8 +110,8 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         .and_then(|p| std::fs::read_to_string(root.join(p)).ok())
         .filter(|t| !t.trim().is_empty());
     saved.agent_notes = agent_notes.is_some();
-    saved.files_in_progress = m
-        .files_touched
+    let files_touched = work_files(&m.files_touched);
+    saved.files_in_progress = files_touched
         .iter()
         .rev()
         .take(10)
@@ -146,7 +146,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         last_tools => m.last_tools.iter().rev().take(8).rev().map(|t| minijinja::context! {
             name => &t.name, path => &t.path, summary => &t.summary,
         }).collect::<Vec<_>>(),
-        files_touched => &m.files_touched,
+        files_touched => &files_touched,
         agent_notes => agent_notes,
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
         git_available => repo.is_some(),
@@ -217,6 +217,17 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     saved
 }
 
+/// The files the agent changed that are work in progress: not the notes
+/// it wrote on ralph's request, nor anything else in ralph's `.ralph/`
+/// (the handoff carries the notes themselves).
+fn work_files(files_touched: &[String]) -> Vec<String> {
+    files_touched
+        .iter()
+        .filter(|p| !Path::new(p).starts_with(".ralph"))
+        .cloned()
+        .collect()
+}
+
 fn commit_message(config: &Config, m: &Moment, saved: &Saved) -> String {
     let subject = prompt::render_str(
         &config.git.commit_message,
@@ -263,6 +274,20 @@ fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notes_and_runtime_files_are_not_work_in_progress() {
+        let touched = [
+            "src/parser.rs".to_string(),
+            ".ralph/notes/iter-001.md".to_string(),
+            ".ralphrc".to_string(),
+            "/elsewhere/x.rs".to_string(),
+        ];
+        assert_eq!(
+            work_files(&touched),
+            ["src/parser.rs", ".ralphrc", "/elsewhere/x.rs"]
+        );
+    }
 
     #[test]
     fn titles_have_one_form() {
