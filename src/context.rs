@@ -1,7 +1,7 @@
 //! The context meter: how full the agent's context window is, turn by turn,
 //! as a percentage of the usable window, and which level (L0–L3) that is.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -104,6 +104,9 @@ pub struct ContextMeter {
     reserve: u64,
     thresholds: Thresholds,
     model: Option<String>,
+    /// Windows results reported, by model: carried from one iteration to
+    /// the next, since a result only comes at the end of a turn.
+    known: BTreeMap<String, u64>,
     tokens: u64,
     last_message_id: Option<String>,
     turns: u64,
@@ -129,6 +132,7 @@ impl ContextMeter {
             reserve,
             thresholds,
             model: None,
+            known: BTreeMap::new(),
             tokens: 0,
             last_message_id: None,
             turns: 0,
@@ -141,13 +145,27 @@ impl ContextMeter {
         }
     }
 
+    /// Start from windows earlier results reported (see [`Self::known_windows`]).
+    pub fn with_known_windows(mut self, known: &BTreeMap<String, u64>) -> Self {
+        self.known = known.clone();
+        self
+    }
+
+    /// Windows results have reported so far, by model.
+    pub fn known_windows(&self) -> &BTreeMap<String, u64> {
+        &self.known
+    }
+
     /// Learn the model before the first turn (from `--model` or `system/init`).
     pub fn set_model(&mut self, model: &str) {
         self.model = Some(model.to_string());
-        if matches!(
-            self.window_source,
-            WindowSource::Default | WindowSource::ModelName
-        ) {
+        if self.window_source == WindowSource::Config {
+            return;
+        }
+        if let Some(&w) = self.known.get(model) {
+            self.window = w;
+            self.window_source = WindowSource::Result;
+        } else {
             self.window = window_for_model(model);
             self.window_source = WindowSource::ModelName;
         }
@@ -199,6 +217,9 @@ impl ContextMeter {
                 if let Some(w) = learned.filter(|&w| w > self.reserve) {
                     self.window = w;
                     self.window_source = WindowSource::Result;
+                    if let Some(m) = &self.model {
+                        self.known.insert(m.clone(), w);
+                    }
                 }
                 self.relevel()
             }
@@ -429,6 +450,21 @@ mod tests {
         m.set_model("claude-sonnet-4-5[1m]");
         m.observe(&StreamEvent::Result(r), secs(1));
         assert_eq!(m.window(), 300_000);
+    }
+
+    #[test]
+    fn a_window_learned_from_a_result_carries_to_the_next_iteration() {
+        let mut first = ContextMeter::new(0, 33_000, T);
+        first.set_model("claude-opus-5-5");
+        let mut r = ResultMessage::default();
+        r.context_windows
+            .insert("claude-opus-5-5".into(), LONG_WINDOW);
+        first.observe(&StreamEvent::Result(r), secs(1));
+        let mut next = ContextMeter::new(0, 33_000, T).with_known_windows(first.known_windows());
+        next.set_model("claude-opus-5-5");
+        assert_eq!(next.window(), LONG_WINDOW);
+        next.set_model("claude-sonnet-4-5");
+        assert_eq!(next.window(), DEFAULT_WINDOW);
     }
 
     #[test]

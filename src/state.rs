@@ -148,6 +148,8 @@ pub struct RunState {
     pub context_checkpoint: ContextCheckpoint,
     pub context_history: Vec<HistoryEntry>,
     pub context_window: u64,
+    /// Context windows the agent's results reported, by model.
+    pub known_windows: std::collections::BTreeMap<String, u64>,
     pub cost_usd: f64,
     pub consecutive_failures: u32,
     pub breaker: BreakerState,
@@ -181,6 +183,7 @@ impl Default for RunState {
             context_checkpoint: ContextCheckpoint::default(),
             context_history: Vec::new(),
             context_window: 0,
+            known_windows: Default::default(),
             cost_usd: 0.0,
             consecutive_failures: 0,
             breaker: BreakerState::default(),

@@ -442,7 +442,8 @@ impl Supervisor {
             self.config.agent.context_window,
             self.config.agent.reserve_tokens,
             self.config.thresholds(),
-        );
+        )
+        .with_known_windows(&self.state.known_windows);
         if let Some(m) = &self.config.agent.model {
             meter.set_model(m);
         }
@@ -548,6 +549,7 @@ impl Supervisor {
                 .await;
         }
         self.state.context_window = meter.window();
+        self.state.known_windows.clone_from(meter.known_windows());
         self.finish_meter(&mut it, &meter);
         Ok(it)
     }
@@ -599,8 +601,6 @@ impl Supervisor {
                         call.path = call.path.map(|p| rel(&self.root, Path::new(&p)));
                         if EDIT_TOOLS.contains(&call.name.as_str())
                             && let Some(p) = &call.path
-                            // ralph's own files (the agent's notes) are not its work.
-                            && !p.starts_with(".ralph/")
                         {
                             it.files_touched.retain(|f| f != p);
                             it.files_touched.push(p.clone());
