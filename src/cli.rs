@@ -82,6 +82,9 @@ pub struct RunArgs {
     /// Override agent.model
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+    /// Override agent.command, e.g. `--agent "ralph sim scenario.toml"` to test a project's setup in CI
+    #[arg(long, value_name = "COMMAND")]
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Args)]

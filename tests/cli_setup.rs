@@ -224,6 +224,21 @@ fn dry_run_changes_nothing_and_shows_prompt_and_command() {
         "{}",
         out.stdout
     );
+    // --agent replaces agent.command (for CI: the project's setup with `ralph sim`).
+    let other = run(ralph(root).args(["run", "--dry-run", "--agent", "ralph sim ci.toml"]));
+    assert_eq!(other.code, 0, "{}", other.stderr);
+    assert!(
+        other.stdout.contains(&format!(
+            "# agent command: {} sim ci.toml -p ",
+            bin.display()
+        )),
+        "{}",
+        other.stdout
+    );
+    let other = run(ralph(root).args(["run", "--dry-run", "--agent", "'unbalanced"]));
+    assert_eq!(other.code, 2);
+    assert!(other.stderr.contains("--agent"), "{}", other.stderr);
+    assert_eq!(tree(root), before, "the dry run changed the tree");
     // The prompt follows the header, as `ralph prompt` prints it.
     let prompt = run(ralph(root).arg("prompt")).stdout;
     assert!(out.stdout.ends_with(&prompt), "{}", out.stdout);

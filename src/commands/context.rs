@@ -118,9 +118,11 @@ impl LogTail {
     }
 }
 
-/// What the event log says about the latest iteration.
+/// What the event log says about the latest run and iteration.
 #[derive(Debug, Default)]
 struct Live {
+    /// The run's plan (`ralph run PLAN` may name another than ralph.toml).
+    plan: Option<PathBuf>,
     started: Option<u32>,
     ended: Option<u32>,
     reading: Option<Reading>,
@@ -129,7 +131,12 @@ struct Live {
 impl Live {
     fn apply(&mut self, record: &Record) {
         match &record.event {
-            Event::RunStarted { .. } => *self = Live::default(),
+            Event::RunStarted { plan, .. } => {
+                *self = Live {
+                    plan: Some(PathBuf::from(plan)),
+                    ..Live::default()
+                }
+            }
             Event::IterationStarted { iteration, .. } => {
                 self.started = Some(*iteration);
                 self.reading = None;
@@ -208,7 +215,8 @@ impl Watcher {
         let live = phase.is_live() && self.live.iteration_running();
         let thresholds = config.thresholds();
         // The plan item is a courtesy: an unreadable plan only leaves it out.
-        let plan_item = Plan::load(&self.root.join(&config.plan))
+        let plan = self.live.plan.as_ref().unwrap_or(&config.plan);
+        let plan_item = Plan::load(&self.root.join(plan))
             .ok()
             .and_then(|p| p.current().map(|i| i.text.clone()));
         let current = self.live.reading.clone();

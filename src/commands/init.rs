@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::state::{self, Layout};
 
 /// The commented `ralph.toml`; parses to `Config::default()`.
-pub const CONFIG_TEMPLATE: &str = include_str!("ralph.toml");
+const CONFIG_TEMPLATE: &str = include_str!("ralph.toml");
 /// The starter plan.
 const PLAN_TEMPLATE: &str = include_str!("fix_plan.md");
 

@@ -39,6 +39,15 @@ pub fn load_config(root: &Path, args: &RunArgs) -> Result<Config> {
     if let Some(m) = &args.model {
         config.agent.model = Some(m.clone());
     }
+    if let Some(command) = &args.agent {
+        if shlex::split(command).is_none_or(|words| words.is_empty()) {
+            return Err(Error::usage(format!(
+                "--agent `{command}` is empty or has unbalanced quotes"
+            ))
+            .with_hint("quote it as one argument: --agent \"ralph sim scenario.toml\""));
+        }
+        config.agent.command = command.clone();
+    }
     Ok(config)
 }
 
