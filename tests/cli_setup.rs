@@ -376,3 +376,59 @@ fn completions_and_man_page() {
     assert!(out.stdout.contains(".TH ralph"), "{}", out.stdout);
     assert!(out.stdout.contains("doctor"));
 }
+
+/// A fake `claude` on PATH whose `--help` says `help`.
+fn fake_claude(help: &str) -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    let script = bin.path().join("claude");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n  --version) echo '2.1.197 (Claude Code)' ;;\n  --help) echo '{help}' ;;\n  *) exit 1 ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (bin, path)
+}
+
+#[test]
+fn doctor_checks_the_real_agents_version_and_stream_json() {
+    let dir = project("");
+    let (_bin, path) =
+        fake_claude("--output-format <format> text, json, stream-json; --input-format <format>");
+    let report = json(
+        &run(ralph(dir.path())
+            .env("PATH", &path)
+            .args(["doctor", "--json"]))
+        .stdout,
+    );
+    assert_eq!(
+        check(&report, "agent version")["detail"],
+        "2.1.197 (Claude Code)"
+    );
+    assert_eq!(check(&report, "stream-json")["verdict"], "ok");
+    assert_eq!(report["ok"], true, "{report}");
+
+    let (_bin, path) = fake_claude("--output-format <format> text, json");
+    let out = run(ralph(dir.path()).env("PATH", &path).arg("doctor"));
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stdout.contains(
+            "PROBLEM  stream-json    `claude --help` does not mention --input-format stream-json"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("fix: update Claude Code"),
+        "{}",
+        out.stdout
+    );
+}

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::events::{Event, Record};
 use crate::plan::Plan;
 use crate::report::{bar, sparkline, tokens_short};
-use crate::state::{HistoryEntry, Layout, RunState};
+use crate::state::{HistoryEntry, Layout};
 
 /// How often `--watch` looks for news.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
@@ -198,10 +198,9 @@ impl Watcher {
 
     fn report(&mut self) -> Result<ContextReport> {
         let config = Config::load(&self.root)?;
-        // The state first: a run that ends between the two reads then still
+        // The events after the state: a run that ends in between still
         // shows its last events, and the next report shows it ended.
-        let state = RunState::load(&self.layout.state())?;
-        let phase = Phase::of(&self.layout, state.as_ref());
+        let (phase, state) = Phase::load(&self.layout)?;
         let records = loop {
             match self.tail.read_new()? {
                 Some(records) => break records,

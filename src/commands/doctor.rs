@@ -250,32 +250,22 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
                     "on PATH"
                 }
             ),
-            "install Claude Code (https://docs.claude.com/en/docs/claude-code), or set agent.command in ralph.toml to the agent to run",
+            "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set agent.command in ralph.toml to the agent to run",
         );
     };
-    if program == "ralph" {
-        c.ok(
-            "agent",
-            format!(
-                "`{}` is ralph itself: {}",
-                config.agent.command,
-                path.display()
-            ),
+    let itself = program == "ralph";
+    if itself {
+        let detail = format!(
+            "`{}` is ralph itself: {}",
+            config.agent.command,
+            path.display()
         );
-        match probe(&path, &["--version".into()], config, root) {
-            Ok(v) => c.ok("agent version", v.trim()),
-            Err(e) => c.problem(
-                "agent version",
-                format!("`ralph --version`: {e}"),
-                "reinstall ralph",
-            ),
-        }
-        return c.ok(
-            "stream-json",
-            "`ralph sim` speaks the stream-json protocol of `claude -p`",
-        );
+        c.ok("agent", detail);
+    } else {
+        c.ok("agent", format!("`{program}` is {}", path.display()));
     }
-    c.ok("agent", format!("`{program}` is {}", path.display()));
+    // `ralph sim SCENARIO --version` would be a flag for the scenario: ask ralph.
+    let lead: &[String] = if itself { &[] } else { &lead };
     let shown = |flag: &str| {
         std::iter::once(program.as_str())
             .chain(lead.iter().map(String::as_str))
@@ -284,10 +274,11 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
             .join(" ")
     };
     let with = |flag: &str| {
-        let mut args = lead.clone();
+        let mut args = lead.to_vec();
         args.push(flag.into());
         args
     };
+    let by_hand = "check that agent.command runs Claude Code: try the command by hand";
     match probe(&path, &with("--version"), config, root) {
         Ok(v) => c.ok(
             "agent version",
@@ -296,8 +287,14 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
         Err(e) => c.problem(
             "agent version",
             format!("`{}`: {e}", shown("--version")),
-            "check that agent.command runs Claude Code: try the command by hand",
+            by_hand,
         ),
+    }
+    if itself {
+        return c.ok(
+            "stream-json",
+            "`ralph sim` speaks the stream-json protocol of `claude -p`",
+        );
     }
     match probe(&path, &with("--help"), config, root) {
         Ok(help) if help.contains("stream-json") && help.contains("--input-format") => c.ok(
@@ -312,11 +309,7 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
             ),
             "update Claude Code (`claude update`), or point agent.command at a Claude Code CLI",
         ),
-        Err(e) => c.problem(
-            "stream-json",
-            format!("`{}`: {e}", shown("--help")),
-            "check that agent.command runs Claude Code: try the command by hand",
-        ),
+        Err(e) => c.problem("stream-json", format!("`{}`: {e}", shown("--help")), by_hand),
     }
 }
 

@@ -25,21 +25,26 @@ pub struct Phase {
 }
 
 impl Phase {
-    /// A state that says running while no supervisor holds the lock is a
-    /// run whose supervisor died: interrupted, and `ralph run` takes it over.
-    pub fn of(layout: &Layout, state: Option<&RunState>) -> Phase {
+    /// The lock, then the state. In this order a run that ends in between
+    /// shows as still running (and as ended at the next look), never as
+    /// interrupted. A state that says running while no supervisor holds the
+    /// lock is a run whose supervisor died: interrupted, and `ralph run`
+    /// takes it over.
+    pub fn load(layout: &Layout) -> Result<(Phase, Option<RunState>)> {
         let supervisor_pid = state::running_supervisor(layout).map(|l| l.pid);
-        let status = match (state, supervisor_pid) {
+        let state = RunState::load(&layout.state())?;
+        let status = match (&state, supervisor_pid) {
             (None, None) => "none",
             (Some(s), Some(_)) if s.status == "waiting" => "waiting",
             (_, Some(_)) => "running",
             (Some(s), None) if matches!(s.status.as_str(), "running" | "waiting") => "interrupted",
             (Some(s), None) => s.status.as_str(),
         };
-        Phase {
+        let phase = Phase {
             status: status.to_string(),
             supervisor_pid,
-        }
+        };
+        Ok((phase, state))
     }
 
     /// A supervisor is at work (an iteration, or waiting between them).
@@ -137,9 +142,7 @@ fn non_empty(s: &str) -> Option<String> {
 
 impl StatusReport {
     pub fn load(root: &Path) -> Result<StatusReport> {
-        let layout = Layout::new(root);
-        let state = RunState::load(&layout.state())?;
-        let phase = Phase::of(&layout, state.as_ref());
+        let (phase, state) = Phase::load(&Layout::new(root))?;
         let s = state.unwrap_or_default();
         // The cooldown is the only thing read from ralph.toml: a broken
         // config must not hide the run (`ralph doctor` reports it).
