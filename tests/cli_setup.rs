@@ -432,3 +432,49 @@ fn doctor_checks_the_real_agents_version_and_stream_json() {
         out.stdout
     );
 }
+
+/// examples/ci: the loop of the CI workflow, with the project's own config
+/// and hooks, `ralph sim` as the agent, completes through a checkpoint.
+#[test]
+fn ci_example_loop_completes_through_a_checkpoint() {
+    let dir = project(
+        "[hooks]\non_checkpoint = [\"test \\\"$RALPH_LEVEL\\\" = L2\"]\non_exit = [\"test \\\"$RALPH_OUTCOME\\\" = completed\"]\n",
+    );
+    let root = dir.path();
+    let ci = root.join(".github/ralph");
+    std::fs::create_dir_all(&ci).unwrap();
+    for name in ["plan.md", "scenario.toml"] {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/ci")
+            .join(name);
+        std::fs::copy(example, ci.join(name)).unwrap();
+    }
+    // The plan on the command line is relative to the current directory.
+    let out = run(ralph(root).current_dir(root).args([
+        "run",
+        ".github/ralph/plan.md",
+        "--fresh",
+        "--json",
+        "--max-iterations",
+        "4",
+        "--agent",
+        "ralph sim .github/ralph/scenario.toml",
+    ]));
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let events: Vec<serde_json::Value> = out.stdout.lines().map(json).collect();
+    let any = |f: &dyn Fn(&serde_json::Value) -> bool| events.iter().any(f);
+    assert!(any(
+        &|e| e["event"] == "checkpoint" && !e["handoff"].is_null()
+    ));
+    assert!(events.iter().filter(|e| e["event"] == "hook").count() >= 2);
+    assert!(
+        !any(&|e| e["event"] == "hook" && e["ok"] != true),
+        "{}",
+        out.stdout
+    );
+    assert!(any(&|e| e["event"] == "iteration_started"
+        && e["iteration"] == 2
+        && !e["resume_from"].is_null()));
+    let status = json(&run(ralph(root).args(["status", "--json"])).stdout);
+    assert_eq!(status["status"], "completed");
+}
