@@ -34,6 +34,20 @@ pub enum Command {
     Checkpoint(CheckpointArgs),
     /// Ask the running supervisor to finish the current iteration through a checkpoint and exit (code 6)
     Stop,
+    /// How full the running iteration's context window is, its trend, advice, and the peak of every iteration
+    Context(ContextArgs),
+    /// Where the run stands: running, waiting, or how it ended; iteration, time, cost, breaker, last handoff and commit
+    Status(JsonArgs),
+    /// Create a commented ralph.toml, the templates in prompts/, a starter fix_plan.md and .ralph/.gitignore
+    Init(InitArgs),
+    /// Print the PROMPT.md the next iteration would get (writes nothing)
+    Prompt(PromptArgs),
+    /// Check the setup (config, plan, templates, agent, git, permissions) and explain each problem; exit 1 on any
+    Doctor(JsonArgs),
+    /// Print a shell completion script, e.g. `ralph completions bash > /etc/bash_completion.d/ralph`
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `ralph man > ralph.1`
+    Man,
     /// Run the bundled demo in a fresh directory, with `ralph sim` as the agent
     Demo(DemoArgs),
     /// A simulated agent speaking the `claude -p --output-format stream-json` protocol (for demos, tests, CI)
@@ -68,6 +82,9 @@ pub struct RunArgs {
     /// Override agent.model
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+    /// Override agent.command, e.g. `--agent "ralph sim scenario.toml"` to test a project's setup in CI
+    #[arg(long, value_name = "COMMAND")]
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +92,49 @@ pub struct CheckpointArgs {
     /// Why (recorded in the handoff and the events)
     #[arg(long, default_value = "manual")]
     pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArgs {
+    /// Print one JSON object (documented in docs/events.md) instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    /// Print one JSON object (documented in docs/events.md) instead of text; with --watch, one per line
+    #[arg(long)]
+    pub json: bool,
+    /// Follow the run live until it ends (Ctrl-C to quit); off a terminal, a new report each time it changes
+    #[arg(long)]
+    pub watch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Overwrite files that exist
+    #[arg(long)]
+    pub force: bool,
+    /// Print what was written as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The plan file (default: `plan` from ralph.toml, "fix_plan.md")
+    pub plan: Option<PathBuf>,
+    /// The prompt of a new run's first iteration instead of the recorded run's next one
+    #[arg(long)]
+    pub fresh: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -130,6 +190,20 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Run(args) => commands::run(&root, &args),
         Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason),
         Command::Stop => commands::stop(&root),
+        Command::Context(args) => commands::context(&root, args.json, args.watch),
+        Command::Status(args) => commands::status(&root, args.json),
+        Command::Init(args) => commands::init(&root, args.force, args.json),
+        Command::Prompt(args) => commands::prompt(
+            &root,
+            &RunArgs {
+                plan: args.plan,
+                fresh: args.fresh,
+                ..RunArgs::default()
+            },
+        ),
+        Command::Doctor(args) => commands::doctor(&root, args.json),
+        Command::Completions(args) => commands::completions(args.shell),
+        Command::Man => commands::man(),
         Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => crate::sim::run(&args),
     }

@@ -53,7 +53,7 @@ impl std::fmt::Display for Level {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Thresholds {
     pub warn: f64,
     pub checkpoint: f64,

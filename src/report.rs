@@ -203,6 +203,23 @@ pub fn tokens_short(t: u64) -> String {
     }
 }
 
+/// `▕██████░░░░▏`: `percent` of 100 as a bar `width` cells wide.
+pub fn bar(percent: f64, width: usize) -> String {
+    let filled = ((percent / 100.0) * width as f64)
+        .round()
+        .clamp(0.0, width as f64) as usize;
+    format!("▕{}{}▏", "█".repeat(filled), "░".repeat(width - filled))
+}
+
+/// `▁▃█▅`: one cell per value, each a percentage of 100.
+pub fn sparkline(percents: impl IntoIterator<Item = f64>) -> String {
+    const CELLS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    percents
+        .into_iter()
+        .map(|p| CELLS[((p / 100.0 * 8.0).ceil() as usize).clamp(1, 8) - 1])
+        .collect()
+}
+
 /// The status line: `iter 3 ▕██████░░░░▏ 62.0% 103k/167k L0 +4k/min ETA 5m Write src/x.rs 12m04s`.
 pub fn status_line(
     iteration: u32,
@@ -212,14 +229,9 @@ pub fn status_line(
 ) -> String {
     let mut s = format!("iter {iteration}");
     if let Some(r) = reading {
-        let width = 20usize;
-        let filled = ((r.percent / 100.0) * width as f64)
-            .round()
-            .clamp(0.0, width as f64) as usize;
         s.push_str(&format!(
-            " ▕{}{}▏ {:.1}% {}/{} {}",
-            "█".repeat(filled),
-            "░".repeat(width - filled),
+            " {} {:.1}% {}/{} {}",
+            bar(r.percent, 20),
             r.percent,
             tokens_short(r.tokens),
             tokens_short(r.usable),
@@ -380,6 +392,13 @@ mod tests {
             line,
             "iter 3 ▕█████████████████░░░▏ 85.0% 142k/167k L2 +4k/min · Write src/x.rs · 12m04s"
         );
+    }
+
+    #[test]
+    fn bars_and_sparklines() {
+        assert_eq!(bar(50.0, 4), "▕██░░▏");
+        assert_eq!(bar(130.0, 2), "▕██▏");
+        assert_eq!(sparkline([0.0, 12.5, 50.0, 87.6, 100.0, 120.0]), "▁▁▄███");
     }
 
     #[test]

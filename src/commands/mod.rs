@@ -1,10 +1,72 @@
 //! The subcommands other than the loop's core: each module loads what it
 //! needs, does one thing, and returns an exit code.
 
+mod context;
 mod control;
 mod demo;
+mod doctor;
+mod generate;
+mod init;
+mod prompt;
 mod run;
+mod status;
 
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+pub use context::context;
 pub use control::{checkpoint, stop};
 pub use demo::demo;
+pub use doctor::doctor;
+pub use generate::{completions, man};
+pub use init::init;
+pub use prompt::prompt;
 pub use run::{load_config, run};
+pub use status::status;
+
+/// What a reporting command found: one value, printed as JSON for
+/// `--json` or as text for people, so both always say the same thing.
+pub trait Report: Serialize {
+    /// The text for people, ending in a newline.
+    fn human(&self) -> String;
+
+    /// One line of JSON (the documented object of docs/events.md).
+    fn json(&self) -> String {
+        serde_json::to_string(self).expect("reports serialize")
+    }
+
+    fn render(&self, json: bool) -> String {
+        if json {
+            format!("{}\n", self.json())
+        } else {
+            self.human()
+        }
+    }
+}
+
+/// Write a command's output to stdout; a closed pipe (`ralph status | head`)
+/// is not an error.
+fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::wrap("cannot write to stdout", e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An RFC 3339 time as local `YYYY-MM-DD HH:MM:SS` (as given if it does not parse).
+fn local_time(ts: &str) -> String {
+    ts.parse::<jiff::Timestamp>().map_or_else(
+        |_| ts.to_string(),
+        |t| {
+            t.to_zoned(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        },
+    )
+}

@@ -1,18 +1,15 @@
 //! `ralph run`: the config with the command line's flags on top, the
 //! `--dry-run` preview, and the start of the supervisor.
 
-use std::io::Write;
+use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::agent::AgentCommand;
+use super::prompt::NextIteration;
 use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Bus, JsonLines};
-use crate::plan::Plan;
-use crate::prompt::{self, Templates};
 use crate::report::Terminal;
-use crate::state::{Layout, RunState};
 use crate::supervisor::{self, RunOptions, Supervisor};
 
 /// The config with `ralph run`'s flags applied on top.
@@ -41,6 +38,15 @@ pub fn load_config(root: &Path, args: &RunArgs) -> Result<Config> {
     }
     if let Some(m) = &args.model {
         config.agent.model = Some(m.clone());
+    }
+    if let Some(command) = &args.agent {
+        if shlex::split(command).is_none_or(|words| words.is_empty()) {
+            return Err(Error::usage(format!(
+                "--agent `{command}` is empty or has unbalanced quotes"
+            ))
+            .with_hint("quote it as one argument: --agent \"ralph sim scenario.toml\""));
+        }
+        config.agent.command = command.clone();
     }
     Ok(config)
 }
@@ -79,33 +85,25 @@ pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
 
 /// `ralph run --dry-run`: everything is loaded and checked, nothing written.
 fn dry_run(root: &Path, config: &Config, fresh: bool) -> Result<i32> {
-    let templates = Templates::load(root)?;
-    let plan = Plan::load(&root.join(&config.plan))?;
-    let layout = Layout::new(root);
-    let state = match RunState::load(&layout.state())? {
-        Some(s) if !fresh && !s.is_finished() => s,
-        _ => RunState::default(),
-    };
-    let iteration = state.iteration + 1;
-    let text = prompt::render_prompt(&templates, config, &state, &plan, iteration)?;
-    let cmd = AgentCommand::from_config(config, iteration);
-    let mut out = std::io::stdout().lock();
-    let quoted: Vec<String> = cmd
+    let next = NextIteration::preview(root, config, fresh)?;
+    let quoted: Vec<String> = next
+        .command
         .display()
         .iter()
         .map(|w| shlex::try_quote(w).map_or(w.clone(), |q| q.into_owned()))
         .collect();
+    let mut out = String::new();
     let _ = writeln!(out, "# ralph run --dry-run: nothing was started or written");
-    let _ = writeln!(out, "# iteration: {iteration}");
+    let _ = writeln!(out, "# iteration: {}", next.iteration);
     let _ = writeln!(
         out,
         "# plan: {} ({} open, {} done)",
         config.plan.display(),
-        plan.open_count(),
-        plan.done_count()
+        next.plan.open_count(),
+        next.plan.done_count()
     );
     let _ = writeln!(out, "# agent command: {}", quoted.join(" "));
-    for (k, v) in &cmd.env {
+    for (k, v) in &next.command.env {
         let _ = writeln!(out, "# agent env: {k}={v}");
     }
     let _ = writeln!(
@@ -113,6 +111,7 @@ fn dry_run(root: &Path, config: &Config, fresh: bool) -> Result<i32> {
         "# prompt ({}), sent as the first stream-json user message:",
         config.prompt_file.display()
     );
-    let _ = out.write_all(text.as_bytes());
+    out.push_str(&next.prompt);
+    super::print(&out)?;
     Ok(0)
 }

@@ -1,0 +1,540 @@
+//! `ralph context`: how full the running iteration's context window is (the
+//! latest `context` event of `.ralph/events.jsonl`), its trend, what to do
+//! about it, and the peak of every earlier iteration; `--watch` follows a
+//! run live until it ends.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::Report;
+use super::status::Phase;
+use crate::config::{Config, format_duration};
+use crate::context::{Level, MeterReading, Thresholds};
+use crate::error::{Error, Result};
+use crate::events::{Event, Record};
+use crate::plan::Plan;
+use crate::report::{bar, sparkline, tokens_short};
+use crate::state::{HistoryEntry, Layout};
+
+/// How often `--watch` looks for news.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// Below this time to the checkpoint level, "checkpoint soon".
+const SOON: Duration = Duration::from_secs(10 * 60);
+/// History rows shown to people (`--json` has them all).
+const HISTORY_ROWS: usize = 20;
+
+/// The latest reading of the context meter, and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reading {
+    pub iteration: u32,
+    /// When the meter read this (RFC 3339).
+    pub at: String,
+    #[serde(flatten)]
+    pub meter: MeterReading,
+    /// `ok`, `warn`, `checkpoint`, `emergency`: what the level means.
+    pub meaning: &'static str,
+    /// The latest tool call of the iteration, as the status line shows it.
+    pub tool: Option<String>,
+    /// Times the agent compacted its context in this iteration (context lost).
+    pub compactions: u32,
+}
+
+/// What the operator should make of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recommendation {
+    /// `not_running`, `between_iterations`, `starting`, `safe`,
+    /// `checkpoint_soon`, `checkpoint_now`, `emergency`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// Everything `ralph context` reports (`--json`: this object).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContextReport {
+    #[serde(flatten)]
+    pub phase: Phase,
+    pub run_id: Option<String>,
+    /// The latest iteration started.
+    pub iteration: u32,
+    /// `current` is the reading of an iteration that is running now.
+    pub live: bool,
+    /// The latest reading: of the live iteration, or the last one of the
+    /// last iteration when none is running.
+    pub current: Option<Reading>,
+    pub thresholds: Thresholds,
+    /// The first open item of the plan: what the agent is working on.
+    pub plan_item: Option<String>,
+    pub recommendation: Recommendation,
+    /// One entry per finished iteration, oldest first.
+    pub history: Vec<HistoryEntry>,
+}
+
+/// `.ralph/events.jsonl` read incrementally: complete lines only, each
+/// read starting where the previous one stopped.
+struct LogTail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+impl LogTail {
+    /// The records appended since the last call; `None` when the log was
+    /// replaced or truncated (start over from what it holds now).
+    fn read_new(&mut self) -> Result<Option<Vec<Record>>> {
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
+            Err(e) => return Err(Error::io("cannot read", &self.path, e)),
+        };
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("cannot read", &self.path, e))?
+            .len();
+        if len < self.offset {
+            self.offset = 0;
+            self.partial.clear();
+            return Ok(None);
+        }
+        // `partial` holds the bytes after the last newline, already counted in `offset`.
+        let mut bytes = std::mem::take(&mut self.partial);
+        let read = file
+            .seek(SeekFrom::Start(self.offset))
+            .and_then(|_| file.read_to_end(&mut bytes))
+            .map_err(|e| Error::io("cannot read", &self.path, e))?;
+        self.offset += read as u64;
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        self.partial = bytes.split_off(complete);
+        // A line that does not parse (torn by a crash) is skipped, as by events::read_log.
+        Ok(Some(
+            bytes
+                .split(|&b| b == b'\n')
+                .filter_map(|line| serde_json::from_slice(line).ok())
+                .collect(),
+        ))
+    }
+}
+
+/// What the event log says about the latest run and iteration.
+#[derive(Debug, Default)]
+struct Live {
+    /// The run's plan (`ralph run PLAN` may name another than ralph.toml).
+    plan: Option<PathBuf>,
+    started: Option<u32>,
+    ended: Option<u32>,
+    reading: Option<Reading>,
+}
+
+impl Live {
+    fn apply(&mut self, record: &Record) {
+        match &record.event {
+            Event::RunStarted { plan, .. } => {
+                *self = Live {
+                    plan: Some(PathBuf::from(plan)),
+                    ..Live::default()
+                }
+            }
+            Event::IterationStarted { iteration, .. } => {
+                self.started = Some(*iteration);
+                self.reading = None;
+            }
+            Event::Context {
+                iteration,
+                reading,
+                tool,
+            } => {
+                let previous = self.reading.take().filter(|r| r.iteration == *iteration);
+                self.reading = Some(Reading {
+                    iteration: *iteration,
+                    at: record.ts.clone(),
+                    meter: *reading,
+                    meaning: reading.level.meaning(),
+                    tool: tool
+                        .clone()
+                        .or_else(|| previous.as_ref().and_then(|p| p.tool.clone())),
+                    compactions: previous.map_or(0, |p| p.compactions),
+                });
+            }
+            Event::Compacted { iteration, .. } => {
+                if let Some(r) = self.reading.as_mut().filter(|r| r.iteration == *iteration) {
+                    r.compactions += 1;
+                }
+            }
+            Event::IterationEnded { iteration, .. } => self.ended = Some(*iteration),
+            _ => {}
+        }
+    }
+
+    fn iteration_running(&self) -> bool {
+        self.started.is_some() && self.started != self.ended
+    }
+}
+
+/// Builds reports, reading only what was appended to the log since the last one.
+struct Watcher {
+    root: PathBuf,
+    layout: Layout,
+    tail: LogTail,
+    live: Live,
+}
+
+impl Watcher {
+    fn new(root: &Path) -> Watcher {
+        let layout = Layout::new(root);
+        Watcher {
+            root: root.to_path_buf(),
+            tail: LogTail {
+                path: layout.events(),
+                offset: 0,
+                partial: Vec::new(),
+            },
+            layout,
+            live: Live::default(),
+        }
+    }
+
+    fn report(&mut self) -> Result<ContextReport> {
+        let config = Config::load(&self.root)?;
+        // The events after the state: a run that ends in between still
+        // shows its last events, and the next report shows it ended.
+        let (phase, state) = Phase::load(&self.layout)?;
+        let records = loop {
+            match self.tail.read_new()? {
+                Some(records) => break records,
+                None => self.live = Live::default(),
+            }
+        };
+        for r in &records {
+            self.live.apply(r);
+        }
+        let state = state.unwrap_or_default();
+        let live = phase.is_live() && self.live.iteration_running();
+        let thresholds = config.thresholds();
+        // The plan item is a courtesy: an unreadable plan only leaves it out.
+        let plan = self.live.plan.as_ref().unwrap_or(&config.plan);
+        let plan_item = Plan::load(&self.root.join(plan))
+            .ok()
+            .and_then(|p| p.current().map(|i| i.text.clone()));
+        let current = self.live.reading.clone();
+        Ok(ContextReport {
+            recommendation: recommend(&phase, live, current.as_ref(), &thresholds),
+            run_id: (!state.run_id.is_empty()).then(|| state.run_id.clone()),
+            iteration: state.iteration.max(self.live.started.unwrap_or(0)),
+            phase,
+            live,
+            current,
+            thresholds,
+            plan_item,
+            history: state.context_history,
+        })
+    }
+}
+
+fn about(d: Duration) -> String {
+    format!("about {}", format_duration(d))
+}
+
+fn recommend(
+    phase: &Phase,
+    live: bool,
+    current: Option<&Reading>,
+    t: &Thresholds,
+) -> Recommendation {
+    let (code, message) = match current.filter(|_| live) {
+        _ if !phase.is_live() => (
+            "not_running",
+            "no run is going; the next iteration starts with a fresh context window".to_string(),
+        ),
+        _ if !live => (
+            "between_iterations",
+            "between iterations; the next one starts with a fresh context window".to_string(),
+        ),
+        None => (
+            "starting",
+            "the iteration has just started; no turn has been metered yet".to_string(),
+        ),
+        Some(r) => {
+            let eta = r.meter.eta_to_checkpoint_secs.map(Duration::from_secs);
+            match r.meter.level {
+                Level::L3 => (
+                    "emergency",
+                    format!(
+                        "past the emergency level ({}%): ralph is stopping the agent now and saving its work",
+                        t.emergency
+                    ),
+                ),
+                Level::L2 => (
+                    "checkpoint_now",
+                    format!(
+                        "checkpoint now: past the checkpoint level ({}%), ralph is asking the agent for its handoff and will then stop it",
+                        t.checkpoint
+                    ),
+                ),
+                level if level == Level::L1 || eta.is_some_and(|d| d <= SOON) => (
+                    "checkpoint_soon",
+                    format!(
+                        "checkpoint soon: the checkpoint level ({}%) is {} away; ralph will checkpoint there, or now on `ralph checkpoint`",
+                        t.checkpoint,
+                        eta.map_or("not far".into(), about)
+                    ),
+                ),
+                _ => (
+                    "safe",
+                    format!(
+                        "safe to continue{}",
+                        eta.map(|d| format!(
+                            ": the checkpoint level ({}%) is {} away at this rate",
+                            t.checkpoint,
+                            about(d)
+                        ))
+                        .unwrap_or_default()
+                    ),
+                ),
+            }
+        }
+    };
+    Recommendation { code, message }
+}
+
+impl Report for ContextReport {
+    fn human(&self) -> String {
+        let mut out = String::new();
+        let headline = self.phase.headline(None, None);
+        let _ = match &self.run_id {
+            Some(id) => writeln!(
+                out,
+                "run       {id} · {headline} · iteration {}",
+                self.iteration
+            ),
+            None => writeln!(out, "run       {headline}"),
+        };
+        match &self.current {
+            Some(r) => {
+                let m = &r.meter;
+                let _ = writeln!(
+                    out,
+                    "context   {} {:.1}% · {} of {} usable (window {}) · {} {} · {}",
+                    bar(m.percent, 20),
+                    m.percent,
+                    tokens_short(m.tokens),
+                    tokens_short(m.usable),
+                    tokens_short(m.window),
+                    m.level,
+                    r.meaning,
+                    if self.live {
+                        format!("read {}", super::local_time(&r.at))
+                    } else {
+                        format!("last reading of iteration {}", r.iteration)
+                    }
+                );
+                if self.live {
+                    let rate = m.rate_per_min.map_or("no trend yet".into(), |v| {
+                        format!(
+                            "{}{}/min",
+                            if v < 0.0 { "-" } else { "+" },
+                            tokens_short(v.abs() as u64)
+                        )
+                    });
+                    let eta = match m.eta_to_checkpoint_secs {
+                        Some(0) => "reached".into(),
+                        Some(s) => format!("in {}", about(Duration::from_secs(s))),
+                        None => "not estimated".into(),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "trend     {rate} · checkpoint ({}%) {eta}",
+                        self.thresholds.checkpoint
+                    );
+                }
+                if let Some(t) = &r.tool {
+                    let _ = writeln!(out, "tool      {t}");
+                }
+                if r.compactions > 0 {
+                    let _ = writeln!(
+                        out,
+                        "warning   the agent compacted its context {} time(s): context was lost",
+                        r.compactions
+                    );
+                }
+            }
+            None => {
+                let _ = writeln!(out, "context   no reading yet");
+            }
+        }
+        if let Some(item) = &self.plan_item {
+            let _ = writeln!(out, "plan item {item}");
+        }
+        let _ = writeln!(out, "advice    {}", self.recommendation.message);
+        if self.history.is_empty() {
+            return out;
+        }
+        let shown = &self.history[self.history.len().saturating_sub(HISTORY_ROWS)..];
+        let _ = writeln!(
+            out,
+            "\nhistory   {}  peak context per iteration{}",
+            sparkline(self.history.iter().map(|h| h.peak_percent)),
+            if shown.len() < self.history.len() {
+                format!(" (last {} shown; --json has all)", shown.len())
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(out, "  iter  {:<37}checkpoint  handoff", "peak");
+        for h in shown {
+            let _ = writeln!(
+                out,
+                "  {:>4}  {} {:>5.1}% {:>5}  {:<10}  {}",
+                h.iteration,
+                bar(h.peak_percent, 20),
+                h.peak_percent,
+                tokens_short(h.peak_tokens),
+                match (h.checkpoint, h.level) {
+                    (true, Some(l)) => format!("yes ({l})"),
+                    (true, None) => "yes".into(),
+                    (false, _) => "no".into(),
+                },
+                h.handoff.as_deref().unwrap_or("-")
+            );
+        }
+        out
+    }
+}
+
+/// `ralph context [--json] [--watch]`.
+pub fn context(root: &Path, json: bool, watch: bool) -> Result<i32> {
+    let mut watcher = Watcher::new(root);
+    if !watch {
+        super::print(&watcher.report()?.render(json))?;
+        return Ok(0);
+    }
+    let tty = !json && std::io::stdout().is_terminal();
+    let term = console::Term::stdout();
+    let mut last: Option<ContextReport> = None;
+    loop {
+        let report = watcher.report()?;
+        let ended = !report.phase.is_live();
+        if tty {
+            let _ = term.clear_screen();
+            let footer = if ended {
+                "the run is not going; stopped watching"
+            } else {
+                "watching: refreshes every second, Ctrl-C to quit"
+            };
+            super::print(&format!("{}\n{footer}\n", report.human()))?;
+        } else if last.as_ref() != Some(&report) {
+            // Not a terminal: a new block only when something changed.
+            let sep = if json || last.is_none() { "" } else { "\n" };
+            super::print(&format!("{sep}{}", report.render(json)))?;
+        }
+        if ended {
+            return Ok(0);
+        }
+        last = Some(report);
+        std::thread::sleep(WATCH_INTERVAL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Thresholds = Thresholds {
+        warn: 70.0,
+        checkpoint: 85.0,
+        emergency: 95.0,
+    };
+
+    fn reading(percent: f64, level: Level, eta: Option<u64>) -> Reading {
+        Reading {
+            iteration: 1,
+            at: "2026-11-21T22:00:00Z".into(),
+            meter: MeterReading {
+                tokens: 1000,
+                usable: 167_000,
+                window: 200_000,
+                percent,
+                level,
+                peak_percent: percent,
+                rate_per_min: eta.map(|_| 1000.0),
+                eta_to_checkpoint_secs: eta,
+            },
+            meaning: level.meaning(),
+            tool: None,
+            compactions: 0,
+        }
+    }
+
+    fn live() -> Phase {
+        Phase {
+            status: "running".into(),
+            supervisor_pid: Some(1),
+        }
+    }
+
+    #[test]
+    fn recommendations_follow_level_and_eta() {
+        let code = |r: Option<&Reading>| recommend(&live(), true, r, &T).code;
+        assert_eq!(code(None), "starting");
+        assert_eq!(code(Some(&reading(20.0, Level::L0, None))), "safe");
+        assert_eq!(code(Some(&reading(20.0, Level::L0, Some(3600)))), "safe");
+        assert_eq!(
+            code(Some(&reading(60.0, Level::L0, Some(300)))),
+            "checkpoint_soon"
+        );
+        assert_eq!(
+            code(Some(&reading(72.0, Level::L1, None))),
+            "checkpoint_soon"
+        );
+        assert_eq!(
+            code(Some(&reading(86.0, Level::L2, Some(0)))),
+            "checkpoint_now"
+        );
+        assert_eq!(code(Some(&reading(96.0, Level::L3, Some(0)))), "emergency");
+        let r = reading(96.0, Level::L3, None);
+        assert_eq!(
+            recommend(&live(), false, Some(&r), &T).code,
+            "between_iterations"
+        );
+        let ended = Phase {
+            status: "completed".into(),
+            supervisor_pid: None,
+        };
+        assert_eq!(recommend(&ended, false, Some(&r), &T).code, "not_running");
+    }
+
+    #[test]
+    fn tail_reads_complete_lines_once_and_restarts_on_truncation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut tail = LogTail {
+            path: path.clone(),
+            offset: 0,
+            partial: Vec::new(),
+        };
+        assert_eq!(tail.read_new().unwrap().unwrap().len(), 0);
+        let line = |m: &str| {
+            format!(
+                "{}\n",
+                serde_json::to_string(&Record {
+                    ts: "t".into(),
+                    event: Event::Warning { message: m.into() },
+                })
+                .unwrap()
+            )
+        };
+        let torn = line("two");
+        std::fs::write(&path, format!("{}{}", line("one"), &torn[..10])).unwrap();
+        assert_eq!(tail.read_new().unwrap().unwrap().len(), 1);
+        std::fs::write(&path, format!("{}{}{}", line("one"), torn, line("three"))).unwrap();
+        let got = tail.read_new().unwrap().unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(matches!(&got[0].event, Event::Warning { message } if message == "two"));
+        assert_eq!(tail.read_new().unwrap().unwrap().len(), 0);
+        std::fs::write(&path, line("new")).unwrap();
+        assert!(tail.read_new().unwrap().is_none());
+        assert_eq!(tail.read_new().unwrap().unwrap().len(), 1);
+    }
+}

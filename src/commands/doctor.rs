@@ -1,0 +1,458 @@
+//! `ralph doctor`: checks everything a run needs (config, plan, templates,
+//! the agent binary and its stream-json support, root and sandbox, git and
+//! its identity, write access) and explains each problem with its fix.
+
+use std::fmt::Write as _;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::Report;
+use super::prompt::NextIteration;
+use crate::config::Config;
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::prompt::{EMBEDDED, Templates};
+
+/// How long `<agent> --version` and `--help` may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+const SKIP_PERMISSIONS: &str = "--dangerously-skip-permissions";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Ok,
+    /// Works, but not as well as it could.
+    Warning,
+    /// A run would fail or misbehave.
+    Problem,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub verdict: Verdict,
+    pub detail: String,
+    /// What to do about a warning or problem.
+    pub fix: Option<String>,
+}
+
+/// Everything `ralph doctor` found (`--json`: this object).
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    pub root: String,
+    /// No problems (warnings allowed).
+    pub ok: bool,
+    pub problems: usize,
+    pub warnings: usize,
+    pub checks: Vec<Check>,
+}
+
+#[derive(Default)]
+struct Checks(Vec<Check>);
+
+impl Checks {
+    fn ok(&mut self, name: &'static str, detail: impl Into<String>) {
+        self.push(name, Verdict::Ok, detail, None::<String>);
+    }
+    fn warn(&mut self, name: &'static str, detail: impl Into<String>, fix: impl Into<String>) {
+        self.push(name, Verdict::Warning, detail, Some(fix));
+    }
+    fn problem(&mut self, name: &'static str, detail: impl Into<String>, fix: impl Into<String>) {
+        self.push(name, Verdict::Problem, detail, Some(fix));
+    }
+    fn push(
+        &mut self,
+        name: &'static str,
+        verdict: Verdict,
+        detail: impl Into<String>,
+        fix: Option<impl Into<String>>,
+    ) {
+        self.0.push(Check {
+            name,
+            verdict,
+            detail: detail.into(),
+            fix: fix.map(Into::into),
+        });
+    }
+    /// A ralph error as a problem: its message, its hint as the fix.
+    fn error(&mut self, name: &'static str, e: &crate::Error, fallback_fix: &str) {
+        let fix = e.hint().unwrap_or_else(|| fallback_fix.to_string());
+        self.problem(name, e.to_string(), fix);
+    }
+}
+
+impl DoctorReport {
+    pub fn examine(root: &Path) -> DoctorReport {
+        let mut c = Checks::default();
+        let config = match Config::load(root) {
+            Ok(config) => {
+                if root.join(crate::config::FILE_NAME).exists() {
+                    c.ok("config", "ralph.toml loads");
+                } else {
+                    c.ok("config", "no ralph.toml: the defaults apply");
+                }
+                config
+            }
+            Err(e) => {
+                c.error("config", &e, "fix ralph.toml");
+                Config::default()
+            }
+        };
+        let plan_ok = check_plan(&mut c, root, &config);
+        check_templates(&mut c, root, &config, plan_ok);
+        check_agent(&mut c, root, &config);
+        check_sandbox(&mut c, &config);
+        check_git(&mut c, root);
+        check_write_access(&mut c, root);
+        let count = |v| c.0.iter().filter(|k| k.verdict == v).count();
+        let (problems, warnings) = (count(Verdict::Problem), count(Verdict::Warning));
+        DoctorReport {
+            root: root.display().to_string(),
+            ok: problems == 0,
+            problems,
+            warnings,
+            checks: c.0,
+        }
+    }
+}
+
+fn check_plan(c: &mut Checks, root: &Path, config: &Config) -> bool {
+    let name = config.plan.display();
+    match Plan::load(&root.join(&config.plan)) {
+        Ok(plan) if plan.items.is_empty() => c.warn(
+            "plan",
+            format!("{name} has no checkbox items"),
+            "list the work as `- [ ] item` lines: the agent checks them off and ralph counts them",
+        ),
+        Ok(plan) if plan.open_count() == 0 => c.warn(
+            "plan",
+            format!("every item of {name} is done: a run has nothing to do"),
+            "add `- [ ] item` lines for the next piece of work",
+        ),
+        Ok(plan) => c.ok(
+            "plan",
+            format!(
+                "{name}: {} open, {} done",
+                plan.open_count(),
+                plan.done_count()
+            ),
+        ),
+        Err(e) => {
+            c.error("plan", &e, "fix the plan file");
+            return false;
+        }
+    }
+    true
+}
+
+fn check_templates(c: &mut Checks, root: &Path, config: &Config, plan_ok: bool) {
+    if let Err(e) = Templates::load(root) {
+        return c.error("templates", &e, "fix the template");
+    }
+    let yours: Vec<String> = EMBEDDED
+        .iter()
+        .map(|(name, _)| format!("prompts/{name}"))
+        .filter(|p| root.join(p).is_file())
+        .collect();
+    let origin = if yours.is_empty() {
+        "the embedded templates load".to_string()
+    } else {
+        format!("templates load ({} from prompts/)", yours.len())
+    };
+    if !plan_ok {
+        return c.ok("templates", origin);
+    }
+    match NextIteration::preview(root, config, false) {
+        Ok(next) => c.ok(
+            "templates",
+            format!(
+                "{origin}; the prompt of iteration {} renders ({} bytes, `ralph prompt` shows it)",
+                next.iteration,
+                next.prompt.len()
+            ),
+        ),
+        Err(e) => c.error("templates", &e, "fix the template"),
+    }
+}
+
+/// The program `agent.command` names, as ralph would start it.
+fn resolve(program: &str, root: &Path) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program == "ralph" {
+        return std::env::current_exe().ok();
+    }
+    if program.contains('/') {
+        // The agent runs in the project root.
+        let p = root.join(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+/// Run `program args…` in `root` and return its output (stdout, then stderr).
+fn probe(
+    program: &Path,
+    args: &[String],
+    config: &Config,
+    root: &Path,
+) -> std::result::Result<String, String> {
+    let child = Command::new(program)
+        .args(args)
+        .envs(&config.agent.env)
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start it: {e}"))?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let output = match rx.recv_timeout(PROBE_TIMEOUT) {
+        Ok(result) => result.map_err(|e| format!("cannot run it: {e}"))?,
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            return Err(format!("no answer within {}s", PROBE_TIMEOUT.as_secs()));
+        }
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if output.status.success() {
+        Ok(text)
+    } else {
+        let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        Err(format!("it failed ({}): {first}", output.status))
+    }
+}
+
+fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
+    let (program, lead) = config.agent_program();
+    let Some(path) = resolve(&program, root) else {
+        return c.problem(
+            "agent",
+            format!(
+                "`{program}` (agent.command) is not {}",
+                if program.contains('/') {
+                    "an executable file"
+                } else {
+                    "on PATH"
+                }
+            ),
+            "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set agent.command in ralph.toml to the agent to run",
+        );
+    };
+    let itself = program == "ralph";
+    if itself {
+        let detail = format!(
+            "`{}` is ralph itself: {}",
+            config.agent.command,
+            path.display()
+        );
+        c.ok("agent", detail);
+    } else {
+        c.ok("agent", format!("`{program}` is {}", path.display()));
+    }
+    // `ralph sim SCENARIO --version` would be a flag for the scenario: ask ralph.
+    let lead: &[String] = if itself { &[] } else { &lead };
+    let shown = |flag: &str| {
+        std::iter::once(program.as_str())
+            .chain(lead.iter().map(String::as_str))
+            .chain([flag])
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let with = |flag: &str| {
+        let mut args = lead.to_vec();
+        args.push(flag.into());
+        args
+    };
+    let by_hand = "check that agent.command runs Claude Code: try the command by hand";
+    match probe(&path, &with("--version"), config, root) {
+        Ok(v) => c.ok(
+            "agent version",
+            v.lines().next().unwrap_or("(empty)").trim().to_string(),
+        ),
+        Err(e) => c.problem(
+            "agent version",
+            format!("`{}`: {e}", shown("--version")),
+            by_hand,
+        ),
+    }
+    if itself {
+        return c.ok(
+            "stream-json",
+            "`ralph sim` speaks the stream-json protocol of `claude -p`",
+        );
+    }
+    match probe(&path, &with("--help"), config, root) {
+        Ok(help) if help.contains("stream-json") && help.contains("--input-format") => c.ok(
+            "stream-json",
+            "supported; ralph runs the agent with -p --output-format stream-json --verbose --input-format stream-json (stream-json output needs --verbose)",
+        ),
+        Ok(_) => c.problem(
+            "stream-json",
+            format!(
+                "`{}` does not mention --input-format stream-json: ralph sends the prompt and its checkpoint requests that way",
+                shown("--help")
+            ),
+            "update Claude Code (`claude update`), or point agent.command at a Claude Code CLI",
+        ),
+        Err(e) => c.problem("stream-json", format!("`{}`: {e}", shown("--help")), by_hand),
+    }
+}
+
+fn check_sandbox(c: &mut Checks, config: &Config) {
+    // /proc/self belongs to the effective user (Linux).
+    let root_user = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let skips = config.agent.args.iter().any(|a| a == SKIP_PERMISSIONS);
+    let sandbox = config.agent.env.get("IS_SANDBOX").map(String::as_str) == Some("1")
+        || std::env::var("IS_SANDBOX").as_deref() == Ok("1");
+    match (root_user, skips, sandbox) {
+        (true, true, false) => c.problem(
+            "permissions",
+            format!(
+                "running as root with {SKIP_PERMISSIONS} in agent.args: Claude Code refuses that unless IS_SANDBOX=1"
+            ),
+            "in a throwaway container or VM, add `env = { IS_SANDBOX = \"1\" }` under [agent] in ralph.toml; otherwise run ralph as a normal user",
+        ),
+        (true, true, true) => c.ok(
+            "permissions",
+            format!("running as root with {SKIP_PERMISSIONS}, IS_SANDBOX=1 is set"),
+        ),
+        (_, true, _) => c.ok(
+            "permissions",
+            format!("{SKIP_PERMISSIONS}: the agent runs every tool unasked"),
+        ),
+        (_, false, _) => c.ok(
+            "permissions",
+            format!("the agent asks before tools its settings do not allow (no {SKIP_PERMISSIONS})"),
+        ),
+    }
+}
+
+fn check_git(c: &mut Checks, root: &Path) {
+    let repo = match git2::Repository::discover(root) {
+        Ok(r) if r.workdir().is_some() => r,
+        Ok(_) | Err(_) => {
+            return c.warn(
+                "git",
+                "not in a git work tree: checkpoints cannot commit the work in progress",
+                "`git init && git add -A && git commit -m start` in the project root",
+            );
+        }
+    };
+    c.ok(
+        "git",
+        format!(
+            "repository at {}",
+            repo.workdir().map_or(root, |w| w).display()
+        ),
+    );
+    // Who commits, as ralph's WIP commits look it up (environment first).
+    let config = repo.config().ok();
+    let lookup = |field: &str| {
+        std::env::var(format!("GIT_AUTHOR_{}", field.to_uppercase()))
+            .ok()
+            .or_else(|| {
+                let config = config.as_ref()?;
+                config
+                    .get_string(&format!("author.{field}"))
+                    .or_else(|_| config.get_string(&format!("user.{field}")))
+                    .ok()
+            })
+            .filter(|v| !v.trim().is_empty())
+    };
+    match (lookup("name"), lookup("email")) {
+        (Some(name), Some(email)) => c.ok("git identity", format!("{name} <{email}>")),
+        _ => c.warn(
+            "git identity",
+            "no git user.name/user.email: ralph's WIP commits fall back to `ralph <ralph@localhost>`",
+            "`git config user.name \"Your Name\"` and `git config user.email you@example.com` (in CI: GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL)",
+        ),
+    }
+}
+
+fn check_write_access(c: &mut Checks, root: &Path) {
+    use nix::unistd::{AccessFlags, access};
+    let dir = root.join(".ralph");
+    let writable = |p: &Path| access(p, AccessFlags::W_OK | AccessFlags::X_OK).is_ok();
+    if dir.exists() && !dir.is_dir() {
+        return c.problem(
+            "write access",
+            ".ralph exists and is not a directory",
+            "move it away: ralph keeps its state in .ralph/",
+        );
+    }
+    // ralph writes PROMPT.md in the root, everything else in .ralph/.
+    let denied: Vec<&Path> = [root, dir.as_path()]
+        .into_iter()
+        .filter(|p| p.exists() && !writable(p))
+        .collect();
+    match denied.as_slice() {
+        [] if dir.exists() => c.ok("write access", ".ralph/ and the project root are writable"),
+        [] => c.ok(
+            "write access",
+            "the project root is writable (ralph creates .ralph/ at the first run)",
+        ),
+        paths => c.problem(
+            "write access",
+            format!(
+                "not writable: {} (ralph writes PROMPT.md and .ralph/)",
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "fix the permissions, or run ralph as the user who owns the project",
+        ),
+    }
+}
+
+impl Report for DoctorReport {
+    fn human(&self) -> String {
+        let mut out = format!("ralph doctor in {}\n", self.root);
+        for check in &self.checks {
+            let verdict = match check.verdict {
+                Verdict::Ok => "ok",
+                Verdict::Warning => "warning",
+                Verdict::Problem => "PROBLEM",
+            };
+            let _ = writeln!(out, "{verdict:<8} {:<14} {}", check.name, check.detail);
+            if let Some(fix) = &check.fix {
+                let _ = writeln!(out, "{:<23} fix: {fix}", "");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{} problem(s), {} warning(s){}",
+            self.problems,
+            self.warnings,
+            if self.ok {
+                ": ready to run"
+            } else {
+                ": fix the problems before `ralph run`"
+            }
+        );
+        out
+    }
+}
+
+/// `ralph doctor [--json]`: exit 0 when there is no problem, 1 otherwise.
+pub fn doctor(root: &Path, json: bool) -> Result<i32> {
+    let report = DoctorReport::examine(root);
+    super::print(&report.render(json))?;
+    Ok(if report.ok { 0 } else { 1 })
+}
