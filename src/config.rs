@@ -190,10 +190,11 @@ impl Default for LoopConfig {
 
 impl Default for ContextConfig {
     fn default() -> Self {
+        let t = crate::context::Thresholds::DEFAULT;
         ContextConfig {
-            warn_percent: 70.0,
-            checkpoint_percent: 85.0,
-            emergency_percent: 95.0,
+            warn_percent: t.warn,
+            checkpoint_percent: t.checkpoint,
+            emergency_percent: t.emergency,
             grace: Span::secs(60),
             agent_handoff: true,
         }

@@ -61,6 +61,13 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
+    /// DESIGN.md's defaults: warn 70, checkpoint 85, emergency 95.
+    pub const DEFAULT: Thresholds = Thresholds {
+        warn: 70.0,
+        checkpoint: 85.0,
+        emergency: 95.0,
+    };
+
     pub fn level(&self, percent: f64) -> Level {
         if percent >= self.emergency {
             Level::L3
@@ -352,11 +359,7 @@ mod tests {
     use super::*;
     use crate::stream::{AssistantMessage, ResultMessage, Usage, decode_line};
 
-    const T: Thresholds = Thresholds {
-        warn: 70.0,
-        checkpoint: 85.0,
-        emergency: 95.0,
-    };
+    const T: Thresholds = Thresholds::DEFAULT;
 
     fn msg(id: &str, tokens: u64, parent: Option<&str>, model: &str) -> StreamEvent {
         StreamEvent::Assistant(AssistantMessage {

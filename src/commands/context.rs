@@ -441,11 +441,7 @@ pub fn context(root: &Path, json: bool, watch: bool) -> Result<i32> {
 mod tests {
     use super::*;
 
-    const T: Thresholds = Thresholds {
-        warn: 70.0,
-        checkpoint: 85.0,
-        emergency: 95.0,
-    };
+    const T: Thresholds = Thresholds::DEFAULT;
 
     fn reading(percent: f64, level: Level, eta: Option<u64>) -> Reading {
         Reading {

@@ -110,17 +110,7 @@ impl Project {
 
     /// `ralph run --json ARGS`, bounded by `limit`.
     pub fn run(&self, args: &[&str], limit: Duration) -> Run {
-        let child = self
-            .ralph()
-            .arg("run")
-            .arg("--json")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        Run::wait(child, limit)
+        Run::wait(self.spawn_run(args), limit)
     }
 
     pub fn spawn_run(&self, args: &[&str]) -> Child {
