@@ -262,6 +262,8 @@ pub struct Terminal {
     reading: Option<MeterReading>,
     tool: Option<String>,
     started: Instant,
+    /// While a usage limit is waited out: when it resets (the countdown).
+    waiting_until: Option<Instant>,
 }
 
 impl Terminal {
@@ -283,6 +285,7 @@ impl Terminal {
             reading: None,
             tool: None,
             started: Instant::now(),
+            waiting_until: None,
         }
     }
 
@@ -301,14 +304,28 @@ impl Terminal {
     }
 
     fn redraw(&self) {
-        if let Some(bar) = &self.bar {
-            bar.set_message(status_line(
-                self.iteration,
-                self.reading.as_ref(),
-                self.tool.as_deref(),
-                self.started.elapsed(),
+        let Some(bar) = &self.bar else { return };
+        if let Some(until) = self.waiting_until {
+            let left = until.saturating_duration_since(Instant::now());
+            bar.set_message(format!(
+                "waiting for the usage limit to reset · {} left",
+                format_duration(left)
             ));
+            return;
         }
+        let line = status_line(
+            self.iteration,
+            self.reading.as_ref(),
+            self.tool.as_deref(),
+            self.started.elapsed(),
+        );
+        // The line turns to a warning from L1 on (plain text when NO_COLOR).
+        let styled = match self.reading.map_or(Level::L0, |r| r.level) {
+            Level::L0 => console::style(line),
+            Level::L1 => console::style(line).yellow(),
+            Level::L2 | Level::L3 => console::style(line).red().bold(),
+        };
+        bar.set_message(styled.for_stderr().to_string());
     }
 }
 
@@ -326,6 +343,10 @@ impl Sink for Terminal {
                 self.reading = None;
                 self.tool = None;
                 self.started = Instant::now();
+                self.waiting_until = None;
+            }
+            Event::LimitWait { seconds, .. } => {
+                self.waiting_until = Some(Instant::now() + Duration::from_secs(*seconds));
             }
             Event::Context { reading, tool, .. } => {
                 if tool.is_some() {
