@@ -31,6 +31,9 @@ use crate::stream::{ResultMessage, StreamEvent, ToolCall};
 
 /// Between SIGINT and SIGTERM, and SIGTERM and SIGKILL.
 const STOP_STEP: Duration = Duration::from_secs(5);
+/// How often, during an iteration, the display is redrawn and the budgets
+/// are checked.
+const TICK: Duration = Duration::from_secs(1);
 /// Added to a usage limit's reset time before going on.
 const LIMIT_MARGIN: Duration = Duration::from_secs(5);
 /// Wait when a limit gives no reset time (doubles each time, up to max_wait).
@@ -477,9 +480,12 @@ impl Supervisor {
         let mut last_line = Instant::now();
         let mut stop = Stop::Running;
         let mut lines_open = true;
+        // A fixed beat, not "a second after the last line": an agent that
+        // talks more often than once a second must not starve the budget
+        // checks.
+        let mut next_tick = Instant::now() + TICK;
         let status = loop {
-            let now = Instant::now();
-            let mut wake = now + Duration::from_secs(1);
+            let mut wake = next_tick;
             let iter_deadline = started + self.config.loop_.iteration_timeout.0;
             let idle_deadline = last_line + self.config.loop_.idle_timeout.0;
             if stop == Stop::Running {
@@ -502,8 +508,11 @@ impl Supervisor {
                     self.on_request(&mut it, &meter, &mut agent, &mut stop, request).await;
                 }
                 _ = sleep_until(wake.into()) => {
-                    self.bus.tick();
                     let now = Instant::now();
+                    if now >= next_tick {
+                        self.bus.tick();
+                        next_tick = now + TICK;
+                    }
                     match stop {
                         Stop::Running => {
                             let why = if now >= iter_deadline {
