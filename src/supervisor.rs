@@ -934,10 +934,19 @@ impl Supervisor {
             permission_denials: it.permission_denials.clone(),
             rate_limited,
         };
+        let was = self.state.breaker.status;
         let trip = self
             .state
             .breaker
             .record(&breaker_outcome, &self.config.breaker, now_secs());
+        if was == breaker::Status::HalfOpen && self.state.breaker.status == breaker::Status::Closed
+        {
+            self.bus.emit(Event::Breaker {
+                status: "closed".into(),
+                rule: None,
+                message: "the trial iteration made progress".into(),
+            });
+        }
         self.state.no_change_count = self.state.breaker.no_progress;
         self.state.consecutive_failures = self.state.breaker.consecutive_failures;
         let error_hash = error.as_deref().map(breaker::fingerprint);
