@@ -151,6 +151,8 @@ pub struct Supervisor {
     interrupts: u32,
     stop_requested: bool,
     limit_backoff: Duration,
+    /// The previous iteration ended on a usage limit too.
+    limited_before: bool,
 }
 
 /// Facts gathered while one agent process ran.
@@ -239,6 +241,7 @@ impl Supervisor {
             interrupts: 0,
             stop_requested: false,
             limit_backoff: LIMIT_FALLBACK,
+            limited_before: false,
             config,
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
@@ -1042,6 +1045,7 @@ impl Supervisor {
         if let Some(hit) = it.limit {
             return self.wait_for_limit(hit).await;
         }
+        self.limited_before = false;
         None
     }
 
@@ -1207,7 +1211,13 @@ impl Supervisor {
     async fn wait_for_limit(&mut self, hit: LimitHit) -> Option<(Outcome, String)> {
         let rl = &self.config.rate_limit;
         let now = jiff::Timestamp::now();
-        let wait = match hit.resets_at {
+        let passed = hit.resets_at.is_some_and(|t| t <= now);
+        // A reset time that has passed while the limit holds on, right after
+        // a wait: retrying every few seconds would only burn iterations, so
+        // back off as when no reset time is known.
+        let retry_soon = !(passed && self.limited_before);
+        self.limited_before = true;
+        let wait = match hit.resets_at.filter(|_| retry_soon) {
             Some(t) => {
                 self.limit_backoff = LIMIT_FALLBACK;
                 let secs = (t.as_second() - now.as_second()).max(0) as u64;
