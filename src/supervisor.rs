@@ -367,6 +367,13 @@ impl Supervisor {
 
     async fn iterations(&mut self) -> Result<(Outcome, String)> {
         loop {
+            // A signal or `ralph stop` between two iterations must not
+            // start another agent.
+            while let Some(request) = self.pending_request().await {
+                if let Some(end) = self.on_request_between(request, "between iterations") {
+                    return Ok(end);
+                }
+            }
             match self.state.breaker.admit(&self.config.breaker, now_secs()) {
                 Admission::Go => {}
                 Admission::Trial => self.bus.emit(Event::Breaker {
@@ -1206,6 +1213,39 @@ impl Supervisor {
         }
     }
 
+    /// A request that arrives while no agent runs. `Some` ends the run.
+    fn on_request_between(&mut self, request: Request, when: &str) -> Option<(Outcome, String)> {
+        match request {
+            Request::Interrupt => {
+                self.interrupts += 1;
+                return Some((Outcome::Interrupted, format!("interrupted {when}")));
+            }
+            Request::Stop => return Some((Outcome::Stopped, format!("stopped on request {when}"))),
+            Request::Hangup => self.bus.detach(),
+            Request::Checkpoint(_) => {
+                let it = Iteration {
+                    number: self.state.iteration,
+                    ..Iteration::default()
+                };
+                self.save_checkpoint(&it, "manual", Level::L2, 0.0);
+            }
+        }
+        None
+    }
+
+    /// A request that arrived while the supervisor was busy between two
+    /// agents (hooks, the WIP commit, saving state), without waiting.
+    async fn pending_request(&mut self) -> Option<Request> {
+        // Hooks and git run synchronously, so the runtime has not yet seen a
+        // signal that came meanwhile: let it poll its driver first.
+        tokio::task::yield_now().await;
+        tokio::select! {
+            biased;
+            request = self.signals.next() => Some(request),
+            () = std::future::ready(()) => None,
+        }
+    }
+
     /// Sleep until a usage limit resets (interruptible), or end the run
     /// when waiting is off or would take too long.
     async fn wait_for_limit(&mut self, hit: LimitHit) -> Option<(Outcome, String)> {
@@ -1264,18 +1304,11 @@ impl Supervisor {
             tokio::select! {
                 _ = sleep_until(end) => break,
                 _ = tokio::time::sleep(Duration::from_secs(1)) => self.bus.tick(),
-                request = self.signals.next() => match request {
-                    Request::Interrupt => {
-                        self.interrupts += 1;
-                        return Some((Outcome::Interrupted, "interrupted while waiting for a usage limit to reset".into()));
+                request = self.signals.next() => {
+                    if let Some(end) = self.on_request_between(request, "while waiting for a usage limit to reset") {
+                        return Some(end);
                     }
-                    Request::Stop => return Some((Outcome::Stopped, "stopped on request while waiting for a usage limit to reset".into())),
-                    Request::Hangup => self.bus.detach(),
-                    Request::Checkpoint(_) => {
-                        let it = Iteration { number: self.state.iteration, ..Iteration::default() };
-                        self.save_checkpoint(&it, "manual", Level::L2, 0.0);
-                    }
-                },
+                }
             }
         }
         self.state.waiting_until = None;
