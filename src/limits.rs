@@ -51,13 +51,20 @@ pub fn from_result(r: &ResultMessage, now: &Zoned) -> Option<LimitHit> {
         });
     }
     // Only short error-ish results: a long success text that mentions a
-    // limit is the agent talking about its work, not hitting one.
+    // limit is the agent talking about its work, not hitting one. A short
+    // success text counts only with the reset moment the CLI's limit text
+    // carries ("· resets 3pm", "|1795300000"): "Implemented the session
+    // limit check." is a summary, not a limit.
     let short_enough = text.len() < if r.is_error { 600 } else { 200 };
     if !short_enough || !LIMIT_WORDING.is_match(text) {
         return None;
     }
+    let resets_at = parse_reset(text, now);
+    if !r.is_error && resets_at.is_none() {
+        return None;
+    }
     Some(LimitHit {
-        resets_at: parse_reset(text, now),
+        resets_at,
         source: "result_text",
         detail: first_line(text, "usage limit"),
     })
@@ -246,6 +253,29 @@ mod tests {
             ..ResultMessage::default()
         };
         assert!(from_result(&r, &now).is_none());
+        // Short summaries of work on limits, from a session that went well.
+        for text in [
+            "Implemented the session limit check; all tests pass.",
+            "Added a weekly limit setting to the config.",
+            "Done: rate limit exceeded errors are now retried.",
+        ] {
+            let r = ResultMessage {
+                text: Some(text.into()),
+                ..ResultMessage::default()
+            };
+            assert!(from_result(&r, &now).is_none(), "{text}");
+        }
+        // The CLI's own limit text counts even without is_error.
+        for text in [
+            "Claude AI usage limit reached|1795300000",
+            "You've hit your session limit · resets 3pm",
+        ] {
+            let r = ResultMessage {
+                text: Some(text.into()),
+                ..ResultMessage::default()
+            };
+            assert!(from_result(&r, &now).is_some(), "{text}");
+        }
         let r = ResultMessage {
             is_error: true,
             text: Some("Error: tests failed".into()),
