@@ -455,6 +455,59 @@ mod tests {
     }
 
     #[test]
+    fn denials_must_be_of_the_same_tool_in_a_row() {
+        let mut c = cfg();
+        c.no_progress = 99;
+        let mut b = BreakerState::default();
+        let denied = |tools: &[&str]| Outcome {
+            progress: true,
+            permission_denials: tools.iter().map(|t| t.to_string()).collect(),
+            ..idle()
+        };
+        assert_eq!(b.record(&denied(&["Bash"]), &c, 0), None);
+        assert_eq!(b.record(&denied(&["WebFetch"]), &c, 0), None);
+        assert_eq!(b.record(&denied(&[]), &c, 0), None);
+        assert_eq!(b.record(&denied(&["WebFetch"]), &c, 0), None);
+        let trip = b.record(&denied(&["Bash", "WebFetch"]), &c, 0).unwrap();
+        assert!(trip.message.contains("`WebFetch`"), "{}", trip.message);
+    }
+
+    #[test]
+    fn a_success_between_the_same_errors_starts_the_count_again() {
+        let mut c = cfg();
+        c.no_progress = 99;
+        c.consecutive_failures = 99;
+        let mut b = BreakerState::default();
+        b.record(&failed("disk full"), &c, 0);
+        b.record(&failed("disk full"), &c, 0);
+        b.record(&idle(), &c, 0);
+        assert_eq!(b.same_error, 0);
+        b.record(&failed("disk full"), &c, 0);
+        assert_eq!(b.record(&failed("disk full"), &c, 0), None);
+        assert_eq!(
+            b.record(&failed("disk full"), &c, 0).unwrap().rule,
+            "same_error"
+        );
+    }
+
+    #[test]
+    fn a_rate_limited_trial_neither_closes_nor_reopens() {
+        let mut c = cfg();
+        c.no_progress = 1;
+        let mut b = BreakerState::default();
+        b.record(&idle(), &c, 0);
+        assert_eq!(b.admit(&c, 600), Admission::Trial);
+        let limited = Outcome {
+            rate_limited: true,
+            ..idle()
+        };
+        assert_eq!(b.record(&limited, &c, 610), None);
+        assert_eq!(b.status, Status::HalfOpen);
+        // The next iteration is the trial again.
+        assert_eq!(b.admit(&c, 9999), Admission::Trial);
+    }
+
+    #[test]
     fn cooldown_half_open_then_close_or_reopen() {
         let mut c = cfg();
         c.no_progress = 1;

@@ -1341,21 +1341,67 @@ fn rel(root: &Path, path: &Path) -> String {
 
 /// Parse `--deadline HH:MM`: the next such local time.
 pub fn parse_deadline(text: &str) -> Result<jiff::Timestamp> {
+    parse_deadline_at(text, &jiff::Zoned::now())
+}
+
+fn parse_deadline_at(text: &str, now: &jiff::Zoned) -> Result<jiff::Timestamp> {
     let bad = || {
         Error::usage(format!("--deadline `{text}` is not a time of day"))
             .with_hint("write it as HH:MM in local time, e.g. --deadline 07:30")
     };
     let time: jiff::civil::Time = text.trim().parse().map_err(|_| bad())?;
-    let now = jiff::Zoned::now();
     let today = now
         .date()
         .to_datetime(time)
         .to_zoned(now.time_zone().clone())
         .map_err(|_| bad())?;
-    let at = if today > now {
+    let at = if today > *now {
         today
     } else {
         today.tomorrow().map_err(|_| bad())?
     };
     Ok(at.timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> jiff::Zoned {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn deadline_is_the_next_such_local_time() {
+        let evening = at("2026-11-21T22:00:00[Europe/Berlin]");
+        let t = parse_deadline_at("07:30", &evening).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T06:30:00Z");
+        let early = at("2026-11-22T05:00:00[Europe/Berlin]");
+        let t = parse_deadline_at(" 07:30 ", &early).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T06:30:00Z");
+        // The very minute now is over: tomorrow's.
+        let now = at("2026-11-22T07:30:00[Europe/Berlin]");
+        let t = parse_deadline_at("07:30", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-23T06:30:00Z");
+    }
+
+    #[test]
+    fn deadline_across_a_clock_change() {
+        // The night the clocks go back: 07:30 is 8 hours of wall time away
+        // but 9 hours of real time.
+        let now = at("2026-10-24T23:30:00[Europe/Berlin]");
+        let t = parse_deadline_at("07:30", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-10-25T06:30:00Z");
+        assert_eq!(t.duration_since(now.timestamp()).as_hours(), 9);
+    }
+
+    #[test]
+    fn bad_deadlines_are_usage_errors_with_a_hint() {
+        let now = at("2026-11-21T22:00:00[UTC]");
+        for text in ["7pm", "25:00", "07:60", "", "tomorrow"] {
+            let err = parse_deadline_at(text, &now).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{text}");
+            assert!(err.render().contains("HH:MM"), "{text}");
+        }
+    }
 }
