@@ -74,6 +74,9 @@ pub struct Outcome {
     pub permission_denials: Vec<String>,
     /// Usage limits are waited out, not held against the agent.
     pub rate_limited: bool,
+    /// The user (a signal, `ralph stop`) or a budget ended the iteration
+    /// early: it says nothing about the agent unless it got somewhere.
+    pub cut_short: bool,
 }
 
 /// The breaker opened: which rule and what the user should do.
@@ -149,7 +152,7 @@ impl BreakerState {
 
     /// Apply one iteration's outcome; `Some` when the breaker opens.
     pub fn record(&mut self, o: &Outcome, cfg: &BreakerConfig, now: i64) -> Option<Trip> {
-        if o.rate_limited && !o.progress {
+        if (o.rate_limited || o.cut_short) && !o.progress {
             return None;
         }
         if self.status == Status::HalfOpen {
@@ -434,6 +437,31 @@ mod tests {
             ..idle()
         };
         assert_eq!(b.record(&o, &c, 0), None);
+        assert_eq!(b.status, Status::Closed);
+    }
+
+    #[test]
+    fn an_iteration_cut_short_counts_only_its_progress() {
+        let mut c = cfg();
+        c.no_progress = 1;
+        let mut b = BreakerState::default();
+        let cut = Outcome {
+            cut_short: true,
+            ..idle()
+        };
+        assert_eq!(b.record(&cut, &c, 0), None);
+        assert_eq!((b.status, b.no_progress), (Status::Closed, 0));
+        // A half-open trial cut short stays a trial.
+        b.record(&idle(), &c, 0);
+        assert_eq!(b.admit(&c, 600), Admission::Trial);
+        assert_eq!(b.record(&cut, &c, 610), None);
+        assert_eq!(b.status, Status::HalfOpen);
+        // Progress made before the cut still closes it.
+        let cut_with_progress = Outcome {
+            progress: true,
+            ..cut
+        };
+        assert_eq!(b.record(&cut_with_progress, &c, 620), None);
         assert_eq!(b.status, Status::Closed);
     }
 

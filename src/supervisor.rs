@@ -943,6 +943,9 @@ impl Supervisor {
             error: error.clone(),
             permission_denials: it.permission_denials.clone(),
             rate_limited,
+            cut_short: self.interrupts > 0
+                || self.stop_requested
+                || it.checkpoint.as_ref().is_some_and(|c| c.0 == "budget"),
         };
         let was = self.state.breaker.status;
         let trip = self
