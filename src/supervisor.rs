@@ -349,16 +349,25 @@ impl Supervisor {
                 self.state.cost_usd + extra_cost
             ));
         }
-        if let Some(max) = l.max_duration
-            && self.started.elapsed() >= max.0
+        self.time_spent_within(Duration::ZERO)
+    }
+
+    /// The time budget (max_duration, deadline) that is reached `within`
+    /// from now.
+    fn time_spent_within(&self, within: Duration) -> Option<String> {
+        if let Some(max) = self.config.loop_.max_duration
+            && self.started.elapsed() + within >= max.0
         {
             return Some(format!(
                 "loop.max_duration {} reached",
                 format_duration(max.0)
             ));
         }
+        let then = jiff::SignedDuration::try_from(within)
+            .ok()
+            .and_then(|d| jiff::Timestamp::now().checked_add(d).ok());
         if let Some(deadline) = self.opts.deadline
-            && jiff::Timestamp::now() >= deadline
+            && then.is_none_or(|t| t >= deadline)
         {
             return Some(format!("deadline {deadline} reached"));
         }
@@ -1289,6 +1298,18 @@ impl Supervisor {
                     hit.detail,
                     format_duration(wait),
                     format_duration(rl.max_wait.0)
+                ),
+            ));
+        }
+        // Sleeping past the end of the run's time would only hold the lock
+        // until after it: stop now.
+        if let Some(why) = self.time_spent_within(wait) {
+            return Some((
+                Outcome::BudgetSpent,
+                format!(
+                    "usage limit hit ({}); it resets in {}, but before that the {why}",
+                    hit.detail,
+                    format_duration(wait)
                 ),
             ));
         }
