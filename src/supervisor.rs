@@ -671,8 +671,15 @@ impl Supervisor {
                         it.permission_denials.push(d.clone());
                     }
                 }
-                if let Some(hit) = limits::from_result(r, &jiff::Zoned::now()) {
-                    it.limit.get_or_insert(hit);
+                match limits::from_result(r, &jiff::Zoned::now()) {
+                    Some(hit) => {
+                        it.limit.get_or_insert(hit);
+                    }
+                    // The turn ended well after all: the session got past a
+                    // rejected rate_limit_event (extra usage, a fallback
+                    // model), so the limit did not stop the work.
+                    None if !r.is_error => it.limit = None,
+                    None => {}
                 }
                 if r.text.as_deref().is_some_and(|t| {
                     completion::promise_in(t, &self.config.loop_.completion_promise)
