@@ -405,6 +405,14 @@ fn reset_breaker_closes_it_by_hand() {
 // ---------------------------------------------------------------------------------------
 // Usage limits
 
+/// A usage limit as the CLI reports it: a rejected `rate_limit_event`, then
+/// the synthetic error message and an `is_error` result.
+fn usage_limit(resets_in_secs: u64) -> String {
+    format!(
+        "[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = {resets_in_secs}\n[[iteration.step]]\nerror = \"rate_limit\"\nresets_in_secs = {resets_in_secs}\n"
+    )
+}
+
 /// Iteration 1 starts a file, then hits the usage limit of `limit_step`;
 /// iteration 2 finishes the plan.
 fn limit_then_complete(limit_step: &str) -> String {
@@ -435,9 +443,7 @@ result = "Done.\n\n<promise>COMPLETE</promise>"
 
 #[test]
 fn a_usage_limit_event_is_waited_out_then_the_run_completes() {
-    let scenario = limit_then_complete(
-        "[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = 1\n[[iteration.step]]\nerror = \"rate_limit\"\nresets_in_secs = 1\n",
-    );
+    let scenario = limit_then_complete(&usage_limit(1));
     let p = Project::new(
         PLAN,
         &scenario,
@@ -506,10 +512,35 @@ fn a_limit_that_outlives_its_reset_time_is_not_retried_every_few_seconds() {
 }
 
 #[test]
-fn a_limit_over_max_wait_ends_the_run_with_exit_5() {
-    let scenario = limit_then_complete(
-        "[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = 7200\n[[iteration.step]]\nerror = \"rate_limit\"\nresets_in_secs = 7200\n",
+fn a_limit_event_the_session_gets_past_is_not_waited_for() {
+    // Rejected for one limit, the session goes on (extra usage, a fallback
+    // model) and ends well: nothing to wait for.
+    let scenario = r#"
+[[step]]
+rate_limit = "rejected"
+resets_in_secs = 7200
+rate_limit_type = "seven_day_opus"
+[[step]]
+context = 20000
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[step]]
+result = "Parser done."
+"#;
+    let p = Project::new(
+        PLAN,
+        scenario,
+        "[loop]\nmax_iterations = 1\n[rate_limit]\nmax_wait = \"1h\"\n",
     );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(run.of("iteration_ended")[0]["outcome"], "done");
+}
+
+#[test]
+fn a_limit_over_max_wait_ends_the_run_with_exit_5() {
+    let scenario = limit_then_complete(&usage_limit(7200));
     let p = Project::new(PLAN, &scenario, "[rate_limit]\nmax_wait = \"1h\"\n");
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(5), "{}", run.describe());
@@ -520,9 +551,7 @@ fn a_limit_over_max_wait_ends_the_run_with_exit_5() {
 
 #[test]
 fn a_limit_that_resets_after_the_run_time_is_over_ends_the_run_now() {
-    let scenario = limit_then_complete(
-        "[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = 600\n",
-    );
+    let scenario = limit_then_complete(&usage_limit(600));
     let p = Project::new(PLAN, &scenario, "[loop]\nmax_duration = \"5m\"\n");
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(5), "{}", run.describe());
@@ -532,8 +561,7 @@ fn a_limit_that_resets_after_the_run_time_is_over_ends_the_run_now() {
 
 #[test]
 fn a_limit_with_waiting_off_ends_the_run_with_exit_5() {
-    let scenario =
-        limit_then_complete("[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = 1\n");
+    let scenario = limit_then_complete(&usage_limit(1));
     let p = Project::new(PLAN, &scenario, "[rate_limit]\nwait = false\n");
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(5), "{}", run.describe());
@@ -964,9 +992,7 @@ fn ralph_stop_between_iterations_starts_no_new_agent() {
 
 #[test]
 fn signals_end_a_usage_limit_wait() {
-    let scenario = limit_then_complete(
-        "[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = 600\n",
-    );
+    let scenario = limit_then_complete(&usage_limit(600));
     for (how, code) in [("stop", 6), ("sigint", 130)] {
         let p = Project::new(PLAN, &scenario, "");
         let child = p.spawn_run(&[]);
@@ -1023,8 +1049,7 @@ fn a_hangup_of_the_controlling_terminal_does_not_end_the_run() {
 
 #[test]
 fn a_usage_limit_wait_counts_down_on_the_terminal() {
-    let scenario =
-        limit_then_complete("[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = 1\n");
+    let scenario = limit_then_complete(&usage_limit(1));
     let p = Project::new(PLAN, &scenario, "");
     let (mut child, master) = spawn_on_terminal(&p);
     let mut screen = Vec::new();
