@@ -1065,7 +1065,10 @@ fn a_usage_limit_wait_counts_down_on_the_terminal() {
     read_terminal(&master, &mut screen);
     let screen = String::from_utf8_lossy(&screen);
     assert_eq!(status.code(), Some(0), "{screen}");
-    assert!(screen.contains("usage limit · going on in "), "{screen}");
+    assert!(
+        screen.contains("waiting for the usage limit to reset · "),
+        "{screen}"
+    );
 }
 
 #[test]
