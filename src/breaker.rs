@@ -74,6 +74,9 @@ pub struct Outcome {
     pub permission_denials: Vec<String>,
     /// Usage limits are waited out, not held against the agent.
     pub rate_limited: bool,
+    /// The user (a signal, `ralph stop`) or a budget ended the iteration
+    /// early: it says nothing about the agent unless it got somewhere.
+    pub cut_short: bool,
 }
 
 /// The breaker opened: which rule and what the user should do.
@@ -149,7 +152,7 @@ impl BreakerState {
 
     /// Apply one iteration's outcome; `Some` when the breaker opens.
     pub fn record(&mut self, o: &Outcome, cfg: &BreakerConfig, now: i64) -> Option<Trip> {
-        if o.rate_limited && !o.progress {
+        if (o.rate_limited || o.cut_short) && !o.progress {
             return None;
         }
         if self.status == Status::HalfOpen {
@@ -438,6 +441,31 @@ mod tests {
     }
 
     #[test]
+    fn an_iteration_cut_short_counts_only_its_progress() {
+        let mut c = cfg();
+        c.no_progress = 1;
+        let mut b = BreakerState::default();
+        let cut = Outcome {
+            cut_short: true,
+            ..idle()
+        };
+        assert_eq!(b.record(&cut, &c, 0), None);
+        assert_eq!((b.status, b.no_progress), (Status::Closed, 0));
+        // A half-open trial cut short stays a trial.
+        b.record(&idle(), &c, 0);
+        assert_eq!(b.admit(&c, 600), Admission::Trial);
+        assert_eq!(b.record(&cut, &c, 610), None);
+        assert_eq!(b.status, Status::HalfOpen);
+        // Progress made before the cut still closes it.
+        let cut_with_progress = Outcome {
+            progress: true,
+            ..cut
+        };
+        assert_eq!(b.record(&cut_with_progress, &c, 620), None);
+        assert_eq!(b.status, Status::Closed);
+    }
+
+    #[test]
     fn repeated_permission_denials_name_the_tool() {
         let mut c = cfg();
         c.no_progress = 99;
@@ -452,6 +480,59 @@ mod tests {
         assert_eq!(trip.rule, "permission_denials");
         assert!(trip.message.contains("`Bash`"));
         assert!(trip.hint.contains("--allowedTools"));
+    }
+
+    #[test]
+    fn denials_must_be_of_the_same_tool_in_a_row() {
+        let mut c = cfg();
+        c.no_progress = 99;
+        let mut b = BreakerState::default();
+        let denied = |tools: &[&str]| Outcome {
+            progress: true,
+            permission_denials: tools.iter().map(|t| t.to_string()).collect(),
+            ..idle()
+        };
+        assert_eq!(b.record(&denied(&["Bash"]), &c, 0), None);
+        assert_eq!(b.record(&denied(&["WebFetch"]), &c, 0), None);
+        assert_eq!(b.record(&denied(&[]), &c, 0), None);
+        assert_eq!(b.record(&denied(&["WebFetch"]), &c, 0), None);
+        let trip = b.record(&denied(&["Bash", "WebFetch"]), &c, 0).unwrap();
+        assert!(trip.message.contains("`WebFetch`"), "{}", trip.message);
+    }
+
+    #[test]
+    fn a_success_between_the_same_errors_starts_the_count_again() {
+        let mut c = cfg();
+        c.no_progress = 99;
+        c.consecutive_failures = 99;
+        let mut b = BreakerState::default();
+        b.record(&failed("disk full"), &c, 0);
+        b.record(&failed("disk full"), &c, 0);
+        b.record(&idle(), &c, 0);
+        assert_eq!(b.same_error, 0);
+        b.record(&failed("disk full"), &c, 0);
+        assert_eq!(b.record(&failed("disk full"), &c, 0), None);
+        assert_eq!(
+            b.record(&failed("disk full"), &c, 0).unwrap().rule,
+            "same_error"
+        );
+    }
+
+    #[test]
+    fn a_rate_limited_trial_neither_closes_nor_reopens() {
+        let mut c = cfg();
+        c.no_progress = 1;
+        let mut b = BreakerState::default();
+        b.record(&idle(), &c, 0);
+        assert_eq!(b.admit(&c, 600), Admission::Trial);
+        let limited = Outcome {
+            rate_limited: true,
+            ..idle()
+        };
+        assert_eq!(b.record(&limited, &c, 610), None);
+        assert_eq!(b.status, Status::HalfOpen);
+        // The next iteration is the trial again.
+        assert_eq!(b.admit(&c, 9999), Admission::Trial);
     }
 
     #[test]

@@ -11,9 +11,11 @@ static FENCE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?s)(```|~~~).*?(```|~~~|\z)").expect("fence regex"));
 static CODE_SPAN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"`[^`\n]*`").expect("code span regex"));
-/// Words that make a line an instruction about the tag rather than the tag itself.
+/// Words that make a line an instruction about the tag rather than the tag
+/// itself, when they are in the sentence the tag ends: "Output done." in an
+/// earlier sentence of the agent's own summary does not disown its tag.
 static INSTRUCTION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(output|outputs|print|emit|respond with|reply with|write)\b[^<]*$")
+    Regex::new(r"(?i)\b(output|outputs|print|emit|respond with|reply with|write)\b[^<.!?]*$")
         .expect("instruction regex")
 });
 
@@ -76,6 +78,18 @@ mod tests {
     }
 
     #[test]
+    fn instruction_words_in_an_earlier_sentence_do_not_hide_the_tag() {
+        for text in [
+            "Output matches the spec now. <promise>COMPLETE</promise>",
+            "I wrote the tests and they print green. <promise>COMPLETE</promise>",
+            "Write-up is in NOTES.md! <promise>COMPLETE</promise>",
+            "I was told to output <promise>COMPLETE</promise> when done.\nEverything is done.\n<promise>COMPLETE</promise>",
+        ] {
+            assert!(promise_in(text, "COMPLETE"), "{text}");
+        }
+    }
+
+    #[test]
     fn quoted_instructions_and_code_do_not_count() {
         for text in [
             "The prompt says: \"<promise>COMPLETE</promise>\" once everything is done.",
@@ -85,6 +99,8 @@ mod tests {
             "```\necho '<promise>COMPLETE</promise>'\n```",
             "> Output <promise>COMPLETE</promise> when done\n\nStill working on item 2.",
             "> <promise>COMPLETE</promise>",
+            "Output this: <promise>COMPLETE</promise>",
+            "Reply with the tag <promise>COMPLETE</promise> at the end.",
         ] {
             assert!(!promise_in(text, "COMPLETE"), "{text}");
         }

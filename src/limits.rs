@@ -51,13 +51,20 @@ pub fn from_result(r: &ResultMessage, now: &Zoned) -> Option<LimitHit> {
         });
     }
     // Only short error-ish results: a long success text that mentions a
-    // limit is the agent talking about its work, not hitting one.
+    // limit is the agent talking about its work, not hitting one. A short
+    // success text counts only with the reset moment the CLI's limit text
+    // carries ("· resets 3pm", "|1795300000"): "Implemented the session
+    // limit check." is a summary, not a limit.
     let short_enough = text.len() < if r.is_error { 600 } else { 200 };
     if !short_enough || !LIMIT_WORDING.is_match(text) {
         return None;
     }
+    let resets_at = parse_reset(text, now);
+    if !r.is_error && resets_at.is_none() {
+        return None;
+    }
     Some(LimitHit {
-        resets_at: parse_reset(text, now),
+        resets_at,
         source: "result_text",
         detail: first_line(text, "usage limit"),
     })
@@ -90,9 +97,16 @@ static RESET: LazyLock<Regex> = LazyLock::new(|| {
     .expect("reset regex")
 });
 
+/// How far in the past a written reset moment may lie and still be the one
+/// meant. The text gives the time to the minute (or hour) and the clocks of
+/// the API and of this machine differ: "resets 3:45pm" read at 3:45:20pm is
+/// the reset that is happening now, not tomorrow's.
+const JUST_PASSED: jiff::SignedDuration = jiff::SignedDuration::from_secs(5 * 60);
+
 /// The reset moment written in limit text ("resets 3:45pm",
 /// "resets Nov 22, 3pm (Europe/Berlin)", "limit reached|1795300000"),
-/// as the next such moment after `now`, in the named time zone or `now`'s.
+/// as the next such moment after `now` (or one that just passed), in the
+/// named time zone or `now`'s.
 pub fn parse_reset(text: &str, now: &Zoned) -> Option<Timestamp> {
     if let Some(c) = EPOCH.captures(text) {
         return c[1]
@@ -114,12 +128,13 @@ pub fn parse_reset(text: &str, now: &Zoned) -> Option<Timestamp> {
     }
     let time = civil::Time::new(hour, minute, 0, 0).ok()?;
     let local_now = now.with_time_zone(tz.clone());
+    let recent = local_now.checked_sub(JUST_PASSED).ok()?;
     let date = match (c.name("mon"), c.name("day")) {
         (Some(mon), Some(day)) => {
             let month = month_number(mon.as_str())?;
             let day: i8 = day.as_str().parse().ok()?;
             let this_year = civil::Date::new(local_now.year(), month, day).ok()?;
-            if this_year.to_datetime(time).to_zoned(tz.clone()).ok()? < local_now {
+            if this_year.to_datetime(time).to_zoned(tz.clone()).ok()? < recent {
                 civil::Date::new(local_now.year() + 1, month, day).ok()?
             } else {
                 this_year
@@ -127,7 +142,7 @@ pub fn parse_reset(text: &str, now: &Zoned) -> Option<Timestamp> {
         }
         _ => {
             let today = local_now.date();
-            if today.to_datetime(time).to_zoned(tz.clone()).ok()? <= local_now {
+            if today.to_datetime(time).to_zoned(tz.clone()).ok()? < recent {
                 today.tomorrow().ok()?
             } else {
                 today
@@ -170,6 +185,26 @@ mod tests {
         assert_eq!(t.to_string(), "2026-11-21T20:45:00Z");
         let t = parse_reset("You've hit your limit · resets 9am", &now).unwrap();
         assert_eq!(t.to_string(), "2026-11-22T14:00:00Z");
+    }
+
+    #[test]
+    fn a_reset_time_that_just_passed_is_now_not_tomorrow() {
+        // Written to the minute: read 20 s into that minute, or a little
+        // later on a clock that runs ahead.
+        let now = at("2026-11-21T15:45:20[America/New_York]");
+        let t = parse_reset("You've hit your session limit · resets 3:45pm", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-21T20:45:00Z");
+        let now = at("2026-11-21T15:03:00[America/New_York]");
+        let t = parse_reset("5-hour limit reached ∙ resets 3pm", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-21T20:00:00Z");
+        let t = parse_reset("weekly limit · resets Nov 21, 3pm", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-21T20:00:00Z");
+        // Longer ago than that, it is the next one.
+        let now = at("2026-11-21T15:10:00[America/New_York]");
+        let t = parse_reset("resets 3pm", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T20:00:00Z");
+        let t = parse_reset("weekly limit · resets Nov 21, 3pm", &now).unwrap();
+        assert_eq!(t.to_string(), "2027-11-21T20:00:00Z");
     }
 
     #[test]
@@ -218,6 +253,29 @@ mod tests {
             ..ResultMessage::default()
         };
         assert!(from_result(&r, &now).is_none());
+        // Short summaries of work on limits, from a session that went well.
+        for text in [
+            "Implemented the session limit check; all tests pass.",
+            "Added a weekly limit setting to the config.",
+            "Done: rate limit exceeded errors are now retried.",
+        ] {
+            let r = ResultMessage {
+                text: Some(text.into()),
+                ..ResultMessage::default()
+            };
+            assert!(from_result(&r, &now).is_none(), "{text}");
+        }
+        // The CLI's own limit text counts even without is_error.
+        for text in [
+            "Claude AI usage limit reached|1795300000",
+            "You've hit your session limit · resets 3pm",
+        ] {
+            let r = ResultMessage {
+                text: Some(text.into()),
+                ..ResultMessage::default()
+            };
+            assert!(from_result(&r, &now).is_some(), "{text}");
+        }
         let r = ResultMessage {
             is_error: true,
             text: Some("Error: tests failed".into()),

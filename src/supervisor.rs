@@ -31,6 +31,9 @@ use crate::stream::{ResultMessage, StreamEvent, ToolCall};
 
 /// Between SIGINT and SIGTERM, and SIGTERM and SIGKILL.
 const STOP_STEP: Duration = Duration::from_secs(5);
+/// How often, during an iteration, the display is redrawn and the budgets
+/// are checked.
+const TICK: Duration = Duration::from_secs(1);
 /// Added to a usage limit's reset time before going on.
 const LIMIT_MARGIN: Duration = Duration::from_secs(5);
 /// Wait when a limit gives no reset time (doubles each time, up to max_wait).
@@ -148,6 +151,8 @@ pub struct Supervisor {
     interrupts: u32,
     stop_requested: bool,
     limit_backoff: Duration,
+    /// The previous iteration ended on a usage limit too.
+    limited_before: bool,
 }
 
 /// Facts gathered while one agent process ran.
@@ -236,6 +241,7 @@ impl Supervisor {
             interrupts: 0,
             stop_requested: false,
             limit_backoff: LIMIT_FALLBACK,
+            limited_before: false,
             config,
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
@@ -343,16 +349,25 @@ impl Supervisor {
                 self.state.cost_usd + extra_cost
             ));
         }
-        if let Some(max) = l.max_duration
-            && self.started.elapsed() >= max.0
+        self.time_spent_within(Duration::ZERO)
+    }
+
+    /// The time budget (max_duration, deadline) that is reached `within`
+    /// from now.
+    fn time_spent_within(&self, within: Duration) -> Option<String> {
+        if let Some(max) = self.config.loop_.max_duration
+            && self.started.elapsed() + within >= max.0
         {
             return Some(format!(
                 "loop.max_duration {} reached",
                 format_duration(max.0)
             ));
         }
+        let then = jiff::SignedDuration::try_from(within)
+            .ok()
+            .and_then(|d| jiff::Timestamp::now().checked_add(d).ok());
         if let Some(deadline) = self.opts.deadline
-            && jiff::Timestamp::now() >= deadline
+            && then.is_none_or(|t| t >= deadline)
         {
             return Some(format!("deadline {deadline} reached"));
         }
@@ -361,6 +376,13 @@ impl Supervisor {
 
     async fn iterations(&mut self) -> Result<(Outcome, String)> {
         loop {
+            // A signal or `ralph stop` between two iterations must not
+            // start another agent.
+            while let Some(request) = self.pending_request().await {
+                if let Some(end) = self.on_request_between(request, "between iterations") {
+                    return Ok(end);
+                }
+            }
             match self.state.breaker.admit(&self.config.breaker, now_secs()) {
                 Admission::Go => {}
                 Admission::Trial => self.bus.emit(Event::Breaker {
@@ -477,9 +499,12 @@ impl Supervisor {
         let mut last_line = Instant::now();
         let mut stop = Stop::Running;
         let mut lines_open = true;
+        // A fixed beat, not "a second after the last line": an agent that
+        // talks more often than once a second must not starve the budget
+        // checks.
+        let mut next_tick = Instant::now() + TICK;
         let status = loop {
-            let now = Instant::now();
-            let mut wake = now + Duration::from_secs(1);
+            let mut wake = next_tick;
             let iter_deadline = started + self.config.loop_.iteration_timeout.0;
             let idle_deadline = last_line + self.config.loop_.idle_timeout.0;
             if stop == Stop::Running {
@@ -502,8 +527,11 @@ impl Supervisor {
                     self.on_request(&mut it, &meter, &mut agent, &mut stop, request).await;
                 }
                 _ = sleep_until(wake.into()) => {
-                    self.bus.tick();
                     let now = Instant::now();
+                    if now >= next_tick {
+                        self.bus.tick();
+                        next_tick = now + TICK;
+                    }
                     match stop {
                         Stop::Running => {
                             let why = if now >= iter_deadline {
@@ -643,8 +671,15 @@ impl Supervisor {
                         it.permission_denials.push(d.clone());
                     }
                 }
-                if let Some(hit) = limits::from_result(r, &jiff::Zoned::now()) {
-                    it.limit.get_or_insert(hit);
+                match limits::from_result(r, &jiff::Zoned::now()) {
+                    Some(hit) => {
+                        it.limit.get_or_insert(hit);
+                    }
+                    // The turn ended well after all: the session got past a
+                    // rejected rate_limit_event (extra usage, a fallback
+                    // model), so the limit did not stop the work.
+                    None if !r.is_error => it.limit = None,
+                    None => {}
                 }
                 if r.text.as_deref().is_some_and(|t| {
                     completion::promise_in(t, &self.config.loop_.completion_promise)
@@ -924,11 +959,23 @@ impl Supervisor {
             error: error.clone(),
             permission_denials: it.permission_denials.clone(),
             rate_limited,
+            cut_short: self.interrupts > 0
+                || self.stop_requested
+                || it.checkpoint.as_ref().is_some_and(|c| c.0 == "budget"),
         };
+        let was = self.state.breaker.status;
         let trip = self
             .state
             .breaker
             .record(&breaker_outcome, &self.config.breaker, now_secs());
+        if was == breaker::Status::HalfOpen && self.state.breaker.status == breaker::Status::Closed
+        {
+            self.bus.emit(Event::Breaker {
+                status: "closed".into(),
+                rule: None,
+                message: "the trial iteration made progress".into(),
+            });
+        }
         self.state.no_change_count = self.state.breaker.no_progress;
         self.state.consecutive_failures = self.state.breaker.consecutive_failures;
         let error_hash = error.as_deref().map(breaker::fingerprint);
@@ -1024,6 +1071,7 @@ impl Supervisor {
         if let Some(hit) = it.limit {
             return self.wait_for_limit(hit).await;
         }
+        self.limited_before = false;
         None
     }
 
@@ -1184,12 +1232,51 @@ impl Supervisor {
         }
     }
 
+    /// A request that arrives while no agent runs. `Some` ends the run.
+    fn on_request_between(&mut self, request: Request, when: &str) -> Option<(Outcome, String)> {
+        match request {
+            Request::Interrupt => {
+                self.interrupts += 1;
+                return Some((Outcome::Interrupted, format!("interrupted {when}")));
+            }
+            Request::Stop => return Some((Outcome::Stopped, format!("stopped on request {when}"))),
+            Request::Hangup => self.bus.detach(),
+            Request::Checkpoint(_) => {
+                let it = Iteration {
+                    number: self.state.iteration,
+                    ..Iteration::default()
+                };
+                self.save_checkpoint(&it, "manual", Level::L2, 0.0);
+            }
+        }
+        None
+    }
+
+    /// A request that arrived while the supervisor was busy between two
+    /// agents (hooks, the WIP commit, saving state), without waiting.
+    async fn pending_request(&mut self) -> Option<Request> {
+        // Hooks and git run synchronously, so the runtime has not yet seen a
+        // signal that came meanwhile: let it poll its driver first.
+        tokio::task::yield_now().await;
+        tokio::select! {
+            biased;
+            request = self.signals.next() => Some(request),
+            () = std::future::ready(()) => None,
+        }
+    }
+
     /// Sleep until a usage limit resets (interruptible), or end the run
     /// when waiting is off or would take too long.
     async fn wait_for_limit(&mut self, hit: LimitHit) -> Option<(Outcome, String)> {
         let rl = &self.config.rate_limit;
         let now = jiff::Timestamp::now();
-        let wait = match hit.resets_at {
+        let passed = hit.resets_at.is_some_and(|t| t <= now);
+        // A reset time that has passed while the limit holds on, right after
+        // a wait: retrying every few seconds would only burn iterations, so
+        // back off as when no reset time is known.
+        let retry_soon = !(passed && self.limited_before);
+        self.limited_before = true;
+        let wait = match hit.resets_at.filter(|_| retry_soon) {
             Some(t) => {
                 self.limit_backoff = LIMIT_FALLBACK;
                 let secs = (t.as_second() - now.as_second()).max(0) as u64;
@@ -1221,6 +1308,18 @@ impl Supervisor {
                 ),
             ));
         }
+        // Sleeping past the end of the run's time would only hold the lock
+        // until after it: stop now.
+        if let Some(why) = self.time_spent_within(wait) {
+            return Some((
+                Outcome::BudgetSpent,
+                format!(
+                    "usage limit hit ({}); it resets in {}, but before that the {why}",
+                    hit.detail,
+                    format_duration(wait)
+                ),
+            ));
+        }
         let until = now + jiff::SignedDuration::try_from(wait).unwrap_or_default();
         self.state.status = "waiting".into();
         self.state.waiting_until = Some(until.to_string());
@@ -1236,18 +1335,11 @@ impl Supervisor {
             tokio::select! {
                 _ = sleep_until(end) => break,
                 _ = tokio::time::sleep(Duration::from_secs(1)) => self.bus.tick(),
-                request = self.signals.next() => match request {
-                    Request::Interrupt => {
-                        self.interrupts += 1;
-                        return Some((Outcome::Interrupted, "interrupted while waiting for a usage limit to reset".into()));
+                request = self.signals.next() => {
+                    if let Some(end) = self.on_request_between(request, "while waiting for a usage limit to reset") {
+                        return Some(end);
                     }
-                    Request::Stop => return Some((Outcome::Stopped, "stopped on request while waiting for a usage limit to reset".into())),
-                    Request::Hangup => self.bus.detach(),
-                    Request::Checkpoint(_) => {
-                        let it = Iteration { number: self.state.iteration, ..Iteration::default() };
-                        self.save_checkpoint(&it, "manual", Level::L2, 0.0);
-                    }
-                },
+                }
             }
         }
         self.state.waiting_until = None;
@@ -1280,21 +1372,67 @@ fn rel(root: &Path, path: &Path) -> String {
 
 /// Parse `--deadline HH:MM`: the next such local time.
 pub fn parse_deadline(text: &str) -> Result<jiff::Timestamp> {
+    parse_deadline_at(text, &jiff::Zoned::now())
+}
+
+fn parse_deadline_at(text: &str, now: &jiff::Zoned) -> Result<jiff::Timestamp> {
     let bad = || {
         Error::usage(format!("--deadline `{text}` is not a time of day"))
             .with_hint("write it as HH:MM in local time, e.g. --deadline 07:30")
     };
     let time: jiff::civil::Time = text.trim().parse().map_err(|_| bad())?;
-    let now = jiff::Zoned::now();
     let today = now
         .date()
         .to_datetime(time)
         .to_zoned(now.time_zone().clone())
         .map_err(|_| bad())?;
-    let at = if today > now {
+    let at = if today > *now {
         today
     } else {
         today.tomorrow().map_err(|_| bad())?
     };
     Ok(at.timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> jiff::Zoned {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn deadline_is_the_next_such_local_time() {
+        let evening = at("2026-11-21T22:00:00[Europe/Berlin]");
+        let t = parse_deadline_at("07:30", &evening).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T06:30:00Z");
+        let early = at("2026-11-22T05:00:00[Europe/Berlin]");
+        let t = parse_deadline_at(" 07:30 ", &early).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T06:30:00Z");
+        // The very minute now is over: tomorrow's.
+        let now = at("2026-11-22T07:30:00[Europe/Berlin]");
+        let t = parse_deadline_at("07:30", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-23T06:30:00Z");
+    }
+
+    #[test]
+    fn deadline_across_a_clock_change() {
+        // The night the clocks go back: 07:30 is 8 hours of wall time away
+        // but 9 hours of real time.
+        let now = at("2026-10-24T23:30:00[Europe/Berlin]");
+        let t = parse_deadline_at("07:30", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-10-25T06:30:00Z");
+        assert_eq!(t.duration_since(now.timestamp()).as_hours(), 9);
+    }
+
+    #[test]
+    fn bad_deadlines_are_usage_errors_with_a_hint() {
+        let now = at("2026-11-21T22:00:00[UTC]");
+        for text in ["7pm", "25:00", "07:60", "", "tomorrow"] {
+            let err = parse_deadline_at(text, &now).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{text}");
+            assert!(err.render().contains("HH:MM"), "{text}");
+        }
+    }
 }
