@@ -264,6 +264,26 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// Remove the temp files of [`write_atomic`] calls that a killed process
+/// never finished (`.NAME.tmp-PID` with no process PID): litter that would
+/// otherwise stay in `.ralph/` for good.
+pub fn remove_dead_temp_files(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.starts_with('.'))
+            .and_then(|n| n.rsplit_once(".tmp-"))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Create a directory and its missing parents, each user-only (0700).
 pub fn create_dir_private(dir: &Path) -> Result<()> {
     std::fs::DirBuilder::new()
@@ -456,6 +476,22 @@ mod tests {
                 .contains("newer")
         );
         assert!(RunState::load(&dir.path().join("none")).unwrap().is_none());
+    }
+
+    #[test]
+    fn dead_writers_temp_files_are_removed_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join(".state.json.tmp-999999999");
+        let live = dir
+            .path()
+            .join(format!(".control.json.tmp-{}", std::process::id()));
+        let other = dir.path().join("notes.tmp-1");
+        for f in [&dead, &live, &other] {
+            std::fs::write(f, "{").unwrap();
+        }
+        remove_dead_temp_files(dir.path());
+        assert!(!dead.exists());
+        assert!(live.exists() && other.exists());
     }
 
     #[test]

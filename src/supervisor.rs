@@ -225,6 +225,7 @@ impl Supervisor {
         let signals = Signals::install(&layout)?;
         let run_id = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
         let lock = Lock::acquire(&layout, &run_id)?;
+        crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
         if let Some(pgid) = lock.stale_agent_pgid {

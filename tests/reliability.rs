@@ -189,6 +189,8 @@ fn mib(bytes: u64) -> String {
 /// number to work.log, crosses L2, hands off and is committed.
 const KILL_SCENARIO: &str = r#"
 step_delay_ms = 20
+# Writing the handoff notes takes a moment, as it does for a real agent.
+comply_delay_ms = 200
 [[step]]
 context = 60000
 text = "Writing a batch."
@@ -212,17 +214,19 @@ enum Moment {
     AfterEvent(&'static str, Duration),
 }
 
-/// Where a kill landed, by the last event in the log before it.
-fn phase_of(last_event: Option<&str>) -> &'static str {
-    match last_event {
-        None | Some("run_started") => "starting up",
-        Some("iteration_started" | "context" | "level_changed" | "warning") => "agent running",
-        Some("checkpoint_requested" | "agent_signalled") => "agent handing off",
-        Some("agent_exited") => "progress, handoff, WIP commit",
-        Some("checkpoint") => "after the commit: state, hooks",
-        Some("iteration_ended") => "between iterations",
-        Some(_) => "other",
-    }
+/// Where a kill landed, by the events of the killed run: the last one that
+/// starts a phase.
+fn phase_of(events: &[Value]) -> &'static str {
+    events
+        .iter()
+        .fold("starting up", |phase, e| match e["event"].as_str() {
+            Some("iteration_started") => "agent running",
+            Some("checkpoint_requested") => "agent handing off",
+            Some("agent_exited") => "progress, handoff, WIP commit",
+            Some("checkpoint") => "after the commit: state, hooks",
+            Some("iteration_ended") => "between iterations",
+            _ => phase,
+        })
 }
 
 /// A tiny deterministic generator (xorshift): the seed is printed, so a
@@ -271,6 +275,8 @@ struct KillReport {
     stale_git_locks: u32,
     torn_log_lines: u32,
     stale_tmp_files: u32,
+    /// Commits on the branch at the end (none lost).
+    commits: u32,
 }
 
 /// Events that appeared in the log after byte `from`.
@@ -407,13 +413,10 @@ impl Killer {
         let killed = Instant::now();
         self.report.kills += 1;
 
-        let last = events_since(p, from)
-            .last()
-            .and_then(|e| e["event"].as_str().map(str::to_string));
         *self
             .report
             .phases
-            .entry(phase_of(last.as_deref()))
+            .entry(phase_of(&events_since(p, from)))
             .or_default() += 1;
 
         // The agent dies with its supervisor (PR_SET_PDEATHSIG).
@@ -494,6 +497,8 @@ impl Killer {
             })
             .count() as u32;
         self.report.stale_tmp_files += tmp;
+        assert_eq!(tmp, 0, "temp files of a killed write are cleaned up");
+        self.report.commits += branch_commits(p).len() as u32;
     }
 }
 
@@ -503,11 +508,16 @@ fn kill_project() -> Project {
     p
 }
 
+/// The phases take very different times (the WIP commit of a batch of
+/// files is the longest): aim at each in turn rather than at random times
+/// only.
 fn kill_moment(rng: &mut Rng, i: u64) -> Moment {
-    match i % 3 {
-        0 => Moment::After(rng.ms(150, 2500)),
-        1 => Moment::AfterEvent("checkpoint_requested", rng.ms(0, 300)),
-        _ => Moment::AfterEvent("agent_exited", rng.ms(0, 900)),
+    match i % 5 {
+        0 => Moment::After(rng.ms(100, 2500)),
+        1 => Moment::AfterEvent("iteration_started", rng.ms(0, 250)),
+        2 => Moment::AfterEvent("checkpoint_requested", rng.ms(0, 200)),
+        3 => Moment::AfterEvent("agent_exited", rng.ms(0, 1200)),
+        _ => Moment::AfterEvent("checkpoint", rng.ms(0, 15)),
     }
 }
 
@@ -517,8 +527,9 @@ fn kill_series(projects: u32, kills_each: u32) -> KillReport {
     for _ in 0..projects {
         let p = kill_project();
         let mut k = Killer::new();
+        // Five kills in a row aim at each phase once, from a random one.
+        let shift = rng.below(5);
         for i in 0..kills_each {
-            let shift = rng.below(3);
             let moment = kill_moment(&mut rng, u64::from(i) + shift);
             k.kill_once(&p, moment);
         }
@@ -536,6 +547,7 @@ fn kill_series(projects: u32, kills_each: u32) -> KillReport {
         total.stale_git_locks += r.stale_git_locks;
         total.torn_log_lines += r.torn_log_lines;
         total.stale_tmp_files += r.stale_tmp_files;
+        total.commits += r.commits;
     }
     figure(format!("{total:?}"));
     total
@@ -543,7 +555,7 @@ fn kill_series(projects: u32, kills_each: u32) -> KillReport {
 
 #[test]
 fn supervisor_killed_at_random_moments_loses_nothing() {
-    let r = kill_series(1, 3);
+    let r = kill_series(1, 5);
     assert_eq!(r.state_parsed, r.kills);
 }
 
