@@ -108,7 +108,7 @@ impl Agent {
         let (err_r, err_w) =
             std::io::pipe().map_err(|e| Error::wrap("cannot create a pipe for the agent", e))?;
         let raw =
-            File::create(transcript).map_err(|e| Error::io("cannot create", transcript, e))?;
+            create_private(transcript).map_err(|e| Error::io("cannot create", transcript, e))?;
         let stderr_path = transcript.with_extension("stderr");
         let mut command = Command::new(&cmd.program);
         command
@@ -118,12 +118,20 @@ impl Agent {
             .stdin(Stdio::piped())
             .stdout(Stdio::from(out_w))
             .stderr(Stdio::from(err_w))
-            .process_group(0)
             .kill_on_drop(true);
-        // SAFETY: prctl is async-signal-safe; it only sets a flag on the child.
+        // SAFETY: setsid and prctl are async-signal-safe system calls that
+        // only change the child's own attributes.
         unsafe {
             command.pre_exec(|| {
+                // A session of its own (its session id and process group id
+                // are its pid): the group is what `signal` reaches, and the
+                // session still holds the tools that the agent put in process
+                // groups of their own, so that a supervisor taking over after
+                // a crash finds them (`kill_session`).
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
                 // If the supervisor dies (kill -9), the agent dies with it.
+                // The signal fires when the thread that forked exits: that is
+                // the main thread (the runtime is current-thread).
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
             });
         }
@@ -144,7 +152,7 @@ impl Agent {
             .map_err(|e| Error::wrap("cannot start the stdout reader", e))?;
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         let tail = stderr_tail.clone();
-        let stderr_file = File::create(&stderr_path).ok();
+        let stderr_file = create_private(&stderr_path).ok();
         let stderr_reader = std::thread::Builder::new()
             .name("agent-stderr".into())
             .spawn(move || read_stderr(err_r, stderr_file, &tail))
@@ -203,10 +211,17 @@ impl Agent {
     }
 
     /// After the agent exited: end its process group and every orphan it
-    /// left (ralph is a child subreaper), then let the readers finish.
-    pub fn cleanup(mut self) {
+    /// left (ralph is a child subreaper). Then nothing holds its pipes any
+    /// more, and the readers reach EOF once their lines are taken.
+    pub fn end_leftovers(&self) {
         kill_group(self.pid);
         reap_orphans();
+    }
+
+    /// Let the readers finish (only then is [`Agent::stderr_tail`]
+    /// complete). The stdout reader can only finish once every line it
+    /// decoded was received: drain the channel first.
+    pub fn join_readers(&mut self) {
         for r in self.readers.drain(..) {
             // Readers end at EOF, which comes once every writer is gone.
             let deadline = Instant::now() + Duration::from_secs(2);
@@ -220,10 +235,53 @@ impl Agent {
     }
 }
 
+/// A new file readable by the user only: the agent's output may quote
+/// anything it read.
+fn create_private(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// SIGKILL a process group if anything is left in it.
-pub fn kill_group(pgid: i32) {
+fn kill_group(pgid: i32) {
     if pgid > 1 {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+/// SIGKILL everything left in the session of an agent whose supervisor
+/// died: its process group and the tools it started in groups of their own.
+/// Nobody reaps them here (they were re-parented to init), so each pass only
+/// kills; it repeats while processes are found, since a dying shell's child
+/// may still fork.
+///
+/// The agent itself died with its supervisor (parent-death signal): a live
+/// process with its pid means the number was reused, and that session is
+/// someone else's.
+pub fn kill_session(sid: i32) {
+    let leader_alive = std::fs::read_to_string(format!("/proc/{sid}/stat"))
+        .ok()
+        .and_then(|s| ProcStat::parse(&s))
+        .is_some_and(|p| !p.zombie);
+    if sid <= 1 || leader_alive {
+        return;
+    }
+    kill_group(sid);
+    for _ in 0..10 {
+        // Zombies are dead already (and init may be slow to reap them).
+        let left = procs_where(|p| p.session == sid && !p.zombie);
+        if left.is_empty() {
+            return;
+        }
+        for pid in left {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -254,8 +312,35 @@ pub fn reap_orphans() {
     }
 }
 
-/// Pids whose parent is `ppid`, from /proc.
+/// Pids whose parent is `ppid` (zombies included: they still need a wait).
 fn children_of(ppid: i32) -> Vec<i32> {
+    procs_where(|p| p.ppid == ppid)
+}
+
+/// What ralph reads of `/proc/PID/stat`.
+struct ProcStat {
+    zombie: bool,
+    ppid: i32,
+    session: i32,
+}
+
+impl ProcStat {
+    fn parse(stat: &str) -> Option<ProcStat> {
+        // The command name may hold spaces and parens: split after the last ')'.
+        let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
+        let zombie = fields.next()? == "Z";
+        let ppid = fields.next()?.parse().ok()?;
+        let session = fields.nth(1)?.parse().ok()?;
+        Some(ProcStat {
+            zombie,
+            ppid,
+            session,
+        })
+    }
+}
+
+/// Pids whose `/proc/PID/stat` satisfies `test`.
+fn procs_where(test: impl Fn(&ProcStat) -> bool) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -263,12 +348,8 @@ fn children_of(ppid: i32) -> Vec<i32> {
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|s| {
-                    // The command name may hold spaces and parens: split after the last ')'.
-                    let rest = &s[s.rfind(')')? + 2..];
-                    rest.split(' ').nth(1)?.parse::<i32>().ok()
-                })
-                == Some(ppid)
+                .and_then(|s| ProcStat::parse(&s))
+                .is_some_and(|p| test(&p))
         })
         .collect()
 }
@@ -357,6 +438,58 @@ mod tests {
         let cmd = AgentCommand::from_config(&c, 1);
         assert_eq!(cmd.program, std::env::current_exe().unwrap());
         assert_eq!(&cmd.args[..2], ["sim", "a b.toml"]);
+    }
+
+    /// Spawn `script` under `sh` as the leader of a new session.
+    fn session_leader(script: &str) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        let mut c = std::process::Command::new("sh");
+        c.args(["-c", script]);
+        // SAFETY: setsid only changes the child's own attributes.
+        unsafe {
+            c.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+            });
+        }
+        c.spawn().unwrap()
+    }
+
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| ProcStat::parse(&s))
+            .is_some_and(|p| !p.zombie)
+    }
+
+    #[test]
+    fn kill_session_ends_what_a_dead_leader_left_and_spares_a_live_one() {
+        // A leader that is gone left a process in its session.
+        let mut dead = session_leader("sleep 613 & exit 0");
+        dead.wait().unwrap();
+        let sid = dead.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let left = loop {
+            let left = procs_where(|p| p.session == sid && !p.zombie);
+            if !left.is_empty() || Instant::now() > deadline {
+                break left;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(left.len(), 1, "the background sleep is in the session");
+        kill_session(sid);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!alive(left[0]));
+
+        // A live leader is someone else's session (a reused pid): spared.
+        let mut live = session_leader("exec sleep 614");
+        let pid = live.id() as i32;
+        kill_session(pid);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(alive(pid), "a live session leader is not ours to kill");
+        live.kill().unwrap();
+        live.wait().unwrap();
     }
 
     #[test]

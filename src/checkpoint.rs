@@ -144,14 +144,14 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         reason => &m.reason,
         last_text => m.last_text.as_deref().map(|t| cut(t, 1500)),
         last_tools => m.last_tools.iter().rev().take(8).rev().map(|t| minijinja::context! {
-            name => &t.name, path => &t.path, summary => &t.summary,
+            name => &t.name, path => &t.path, summary => t.summary.as_deref().map(one_line),
         }).collect::<Vec<_>>(),
         files_touched => &files_touched,
         agent_notes => agent_notes,
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
         git_available => repo.is_some(),
         will_commit => will_commit,
-        changes => changes.iter().map(|c| ChangeView { kind: c.kind.clone(), path: c.path.clone() }).collect::<Vec<_>>(),
+        changes => changes.iter().map(|c| ChangeView { kind: c.kind.clone(), path: crate::repo::display_path(c.path.as_bytes()) }).collect::<Vec<_>>(),
         diff_stat => diff_stat.trim_end(),
         commit_note => if will_commit { None } else if repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted") } else { None },
         plan => plan.view(),
@@ -161,10 +161,10 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     match templates.render(prompt::HANDOFF, ctx) {
         Ok(text) => {
             let path = root.join(&handoff_rel);
-            match layout
-                .ensure()
-                .and_then(|()| crate::state::write_private(&path, text.as_bytes()))
-            {
+            match layout.ensure().and_then(|()| {
+                // Committed: the agent's notes and words must not carry a secret.
+                crate::state::write_private(&path, crate::secrets::redact(&text).as_bytes())
+            }) {
                 Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
                 Err(e) => saved
                     .warnings
@@ -183,7 +183,8 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             saved.commit_note = Some("git.wip_commit is off".into());
         }
         Some(r) => {
-            let message = commit_message(config, m, &saved);
+            let message = commit_message(config, m, &mut saved);
+            let message = crate::secrets::redact(&message);
             match r.wip_commit(&message, &own) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
@@ -228,20 +229,27 @@ fn work_files(files_touched: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn commit_message(config: &Config, m: &Moment, saved: &Saved) -> String {
+fn commit_message(config: &Config, m: &Moment, saved: &mut Saved) -> String {
     let subject = prompt::render_str(
         &config.git.commit_message,
         "git.commit_message",
-        minijinja::context! {
-            iteration => m.iteration,
-            level => m.level.name(),
-            percent => m.percent.round() as i64,
-            trigger => &m.trigger,
-            item => &saved.current_item,
-            title => &saved.title,
-        },
+        crate::config::commit_message_context(
+            m.iteration,
+            m.level.name(),
+            m.percent,
+            &m.trigger,
+            saved.current_item.as_deref(),
+            &saved.title,
+        ),
     )
-    .unwrap_or_else(|_| format!("ralph: checkpoint iter {}", m.iteration));
+    .unwrap_or_else(|e| {
+        // Validated at load, but a filter can still fail on this moment's
+        // values: the checkpoint is worth more than its subject line.
+        saved.warnings.push(format!(
+            "git.commit_message: {e}; the default subject is used"
+        ));
+        format!("ralph: checkpoint iter {}", m.iteration)
+    });
     let mut body = format!("{subject}\n\n{}\n", saved.title);
     if let Some(h) = &saved.handoff {
         body.push_str(&format!("\nHandoff: {h}\n"));
@@ -262,6 +270,15 @@ fn unique_handoff_name(layout: &Layout, now: &jiff::Zoned, iteration: u32) -> Pa
         n += 1;
     }
     candidate
+}
+
+/// The first line of a multi-line text (a heredoc in a Bash command), so
+/// that it stays one item of a markdown list.
+fn one_line(text: &str) -> String {
+    match text.split_once('\n') {
+        Some((first, _)) => format!("{} …", first.trim_end()),
+        None => text.to_string(),
+    }
 }
 
 fn cut(text: &str, max: usize) -> String {

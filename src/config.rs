@@ -268,8 +268,13 @@ impl Config {
                     + 1
             });
             let location = line.map_or(String::new(), |l| format!(":{l}"));
+            // toml names the offending key only by position: say which it is.
+            let key = e
+                .span()
+                .and_then(|s| key_at(text, s.start))
+                .map_or(String::new(), |k| format!("`{k}`: "));
             Error::config(format!(
-                "invalid configuration in {}{location}: {}",
+                "invalid configuration in {}{location}: {key}{}",
                 path.display(),
                 e.message()
             ))
@@ -306,25 +311,30 @@ impl Config {
                 );
             }
         }
-        if c.warn_percent >= c.checkpoint_percent {
-            return bad(
-                "context",
-                "warn_percent",
-                format!(
-                    "must be below checkpoint_percent ({} >= {})",
-                    c.warn_percent, c.checkpoint_percent
-                ),
-            );
-        }
-        if c.checkpoint_percent >= c.emergency_percent {
-            return bad(
-                "context",
-                "checkpoint_percent",
-                format!(
-                    "must be below emergency_percent ({} >= {})",
-                    c.checkpoint_percent, c.emergency_percent
-                ),
-            );
+        // Out of order: name the key of the pair that the file sets (the
+        // other may be a default the user never wrote).
+        for ((low, lv), (high, hv)) in [
+            (
+                ("warn_percent", c.warn_percent),
+                ("checkpoint_percent", c.checkpoint_percent),
+            ),
+            (
+                ("checkpoint_percent", c.checkpoint_percent),
+                ("emergency_percent", c.emergency_percent),
+            ),
+        ] {
+            if lv >= hv {
+                let key = if line_of(text, "context", low).is_some() {
+                    low
+                } else {
+                    high
+                };
+                return bad(
+                    "context",
+                    key,
+                    format!("{low} ({lv}) must be below {high} ({hv})"),
+                );
+            }
         }
         if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
             return bad("agent", "command", "empty or unbalanced quotes".into());
@@ -372,10 +382,79 @@ impl Config {
                 return bad("breaker", key, "must be at least 1".into());
             }
         }
-        let mut env = minijinja::Environment::new();
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        if let Err(e) = env.template_from_str(&self.git.commit_message) {
+        for (key, span) in [
+            ("max_duration", self.loop_.max_duration),
+            ("timeout", Some(self.hooks.timeout)),
+        ] {
+            if span.is_some_and(|s| s.0.is_zero()) {
+                let section = if key == "timeout" { "hooks" } else { "loop" };
+                return bad(section, key, "must be longer than 0s".into());
+            }
+        }
+        // Rendered now with sample values, so that an undefined variable is
+        // an error here and not a silently replaced message at 3 a.m.
+        if let Err(e) = crate::prompt::render_str(
+            &self.git.commit_message,
+            "git.commit_message",
+            commit_message_context(1, "L2", 85.0, "context", Some("item"), "title"),
+        ) {
             return bad("git", "commit_message", format!("template error: {e}"));
+        }
+        // What reaches a process (exec, environment) cannot hold a NUL byte.
+        let a = &self.agent;
+        let texts = [("agent", "command", &a.command)]
+            .into_iter()
+            .chain(a.model.iter().map(|m| ("agent", "model", m)))
+            .chain(a.args.iter().map(|s| ("agent", "args", s)))
+            .chain(
+                a.env
+                    .iter()
+                    .flat_map(|(k, v)| [("agent", "env", k), ("agent", "env", v)]),
+            )
+            .chain(
+                self.hooks
+                    .on_checkpoint
+                    .iter()
+                    .map(|s| ("hooks", "on_checkpoint", s)),
+            )
+            .chain(
+                self.hooks
+                    .on_iteration_end
+                    .iter()
+                    .map(|s| ("hooks", "on_iteration_end", s)),
+            )
+            .chain(self.hooks.on_exit.iter().map(|s| ("hooks", "on_exit", s)));
+        for (section, key, text) in texts {
+            if text.contains('\0') {
+                return bad(section, key, "contains a NUL character".into());
+            }
+        }
+        if let Some(name) = a.env.keys().find(|k| k.is_empty() || k.contains('=')) {
+            return bad(
+                "agent",
+                "env",
+                format!("`{name}` is not an environment variable name"),
+            );
+        }
+        if self.plan.as_os_str().is_empty() {
+            return bad("", "plan", "must name the plan file".into());
+        }
+        // The prompt file is rewritten every iteration: never over the plan,
+        // the config or ralph's own files.
+        let prompt = &self.prompt_file;
+        if prompt.as_os_str().is_empty()
+            || prompt.starts_with(crate::repo::RALPH_DIR)
+            || *prompt == self.plan
+            || *prompt == Path::new(FILE_NAME)
+        {
+            return bad(
+                "",
+                "prompt_file",
+                format!(
+                    "`{}` cannot be the prompt file (it is rewritten every iteration)",
+                    prompt.display()
+                ),
+            );
         }
         Ok(())
     }
@@ -399,6 +478,56 @@ impl Config {
             emergency: self.context.emergency_percent,
         }
     }
+}
+
+/// What `git.commit_message` can use; the same for validation and for the
+/// WIP commit (`checkpoint`).
+pub fn commit_message_context(
+    iteration: u32,
+    level: &str,
+    percent: f64,
+    trigger: &str,
+    item: Option<&str>,
+    title: &str,
+) -> minijinja::Value {
+    minijinja::context! {
+        iteration => iteration,
+        level => level,
+        percent => percent.round() as i64,
+        trigger => trigger,
+        item => item,
+        title => title,
+    }
+}
+
+/// The dotted name (`loop.max_iterations`) of the key whose value or name
+/// sits at byte `offset`: the nearest `key =` at or above that line (a
+/// multi-line array spans lines) under the nearest `[table]` header.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let line_end = text
+        .get(offset..)?
+        .find('\n')
+        .map_or(text.len(), |i| offset + i);
+    let upto = &text[..line_end];
+    let mut key = None;
+    for line in upto.lines().rev() {
+        let t = line.trim().trim_start_matches('\u{feff}');
+        if let Some(name) = t.strip_prefix('[') {
+            let table = name.trim_start_matches('[').trim_end_matches(']').trim();
+            let table = table.replace(['"', '\''], "");
+            return Some(match key {
+                Some(k) => format!("{table}.{k}"),
+                None => table,
+            });
+        }
+        if key.is_none()
+            && let Some((k, _)) = t.split_once('=')
+            && !k.trim().is_empty()
+        {
+            key = Some(k.trim().replace(['"', '\''], ""));
+        }
+    }
+    key
 }
 
 /// The 1-based line of `key = …` inside `[section]` (or the top level).
@@ -517,6 +646,85 @@ on_checkpoint = ["echo hi"]
         assert!(parse("[agent]\ncommand = \"\"\n").is_err());
         assert!(parse("[agent]\ncontext_window = 1000\n").is_err());
         assert!(parse("[git]\ncommit_message = \"{{ oops\"\n").is_err());
+    }
+
+    /// Whatever ralph.toml holds, loading it gives a config or a config
+    /// error (exit 2) that names the file, never a panic: known keys with
+    /// values of every type, unknown keys, broken lines, odd bytes.
+    #[test]
+    fn any_config_text_parses_or_is_a_named_error() {
+        use proptest::prelude::*;
+        let key = prop_oneof![
+            Just("plan"),
+            Just("prompt_file"),
+            Just("command"),
+            Just("args"),
+            Just("model"),
+            Just("context_window"),
+            Just("reserve_tokens"),
+            Just("env"),
+            Just("max_iterations"),
+            Just("completion_promise"),
+            Just("idle_timeout"),
+            Just("max_cost_usd"),
+            Just("warn_percent"),
+            Just("checkpoint_percent"),
+            Just("grace"),
+            Just("no_progress"),
+            Just("commit_message"),
+            Just("max_wait"),
+            Just("on_exit"),
+            Just("timeout"),
+            Just("unknown_key"),
+        ];
+        let value = prop_oneof![
+            Just("1".to_string()),
+            Just("-1".to_string()),
+            Just("1e999".to_string()),
+            Just("nan".to_string()),
+            Just("true".to_string()),
+            Just("\"10m\"".to_string()),
+            Just("\"{{ iteration }}\"".to_string()),
+            Just("\"{{ x\"".to_string()),
+            Just("[\"a\", 1]".to_string()),
+            Just("{ A = \"b\" }".to_string()),
+            Just("\"\\u0000\"".to_string()),
+            Just("".to_string()),
+            "\\PC{0,12}",
+        ];
+        let line = prop_oneof![
+            (key, value).prop_map(|(k, v)| format!("{k} = {v}")),
+            prop_oneof![
+                Just("[agent]"),
+                Just("[loop]"),
+                Just("[context]"),
+                Just("[breaker]"),
+                Just("[git]"),
+                Just("[rate_limit]"),
+                Just("[hooks]"),
+                Just("[agent.env]"),
+                Just("[nope]"),
+                Just("[loop"),
+                Just("\u{feff}[loop]"),
+            ]
+            .prop_map(str::to_string),
+            "\\PC{0,20}",
+        ];
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 2000,
+            failure_persistence: None,
+            ..Default::default()
+        });
+        runner
+            .run(&prop::collection::vec(line, 0..8), |lines| {
+                let text = lines.join("\n");
+                if let Err(e) = parse(&text) {
+                    prop_assert_eq!(e.exit_code(), 2);
+                    prop_assert!(e.to_string().contains("ralph.toml"), "{}", e);
+                }
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! that consume it.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -145,37 +145,64 @@ pub trait Sink {
     fn detach(&mut self) {}
 }
 
-/// `.ralph/events.jsonl`: append-only, one record per line, flushed per
-/// record so that a killed supervisor loses nothing already reported.
+/// `.ralph/events.jsonl`: append-only, one record per line, each written
+/// with a single `write` so that a killed supervisor loses nothing already
+/// reported and tears at most the record it was writing.
 pub struct EventLog {
-    out: BufWriter<File>,
+    out: File,
+    /// A write failed (disk full): warned once.
     failed: bool,
+    /// The last write may have been partial: the next record starts a line.
+    torn: bool,
 }
 
 impl EventLog {
     pub fn open(path: &Path) -> Result<EventLog> {
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .mode(0o600)
             .open(path)
             .map_err(|e| Error::io("cannot open the event log", path, e))?;
+        // A supervisor killed mid-record left a torn line: end it, or this
+        // run's first record would be glued to it and lost to every reader.
+        if ends_torn(&mut file).unwrap_or(false) {
+            file.write_all(b"\n")
+                .map_err(|e| Error::io("cannot write to the event log", path, e))?;
+        }
         Ok(EventLog {
-            out: BufWriter::new(file),
+            out: file,
             failed: false,
+            torn: false,
         })
     }
 }
 
+/// Whether a non-empty file's last byte is not a newline.
+fn ends_torn(file: &mut File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
 impl Sink for EventLog {
     fn event(&mut self, record: &Record) {
+        let mut line = if self.torn { vec![b'\n'] } else { Vec::new() };
+        if serde_json::to_writer(&mut line, record).is_err() {
+            return;
+        }
+        line.push(b'\n');
         // A full disk must not stop the run; the state file still records it.
-        let ok = serde_json::to_writer(&mut self.out, record).is_ok()
-            && self.out.write_all(b"\n").is_ok()
-            && self.out.flush().is_ok();
-        if !ok && !self.failed {
+        self.torn = self.out.write_all(&line).is_err();
+        if self.torn && !self.failed {
             self.failed = true;
-            tracing::warn!("cannot append to .ralph/events.jsonl; events are no longer logged");
+            tracing::warn!("cannot append to .ralph/events.jsonl; events may be missing");
         }
     }
 }
@@ -217,7 +244,7 @@ impl Bus {
         tracing::trace!(?event, "event");
         let record = Record {
             ts: crate::state::now_rfc3339(),
-            event,
+            event: redacted(event),
         };
         for s in &mut self.sinks {
             s.event(&record);
@@ -232,6 +259,18 @@ impl Bus {
         for s in &mut self.sinks {
             s.detach();
         }
+    }
+}
+
+/// The event with every known secret replaced: events carry what the agent
+/// or a hook said, which may quote one (see `secrets`).
+fn redacted(event: Event) -> Event {
+    let Ok(json) = serde_json::to_string(&event) else {
+        return event;
+    };
+    match crate::secrets::redact(&json) {
+        std::borrow::Cow::Borrowed(_) => event,
+        std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).unwrap_or(event),
     }
 }
 

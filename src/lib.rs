@@ -17,6 +17,7 @@ pub mod plan;
 pub mod prompt;
 pub mod repo;
 pub mod report;
+pub mod secrets;
 pub mod sim;
 pub mod state;
 pub mod stream;

@@ -297,4 +297,171 @@ mod tests {
             proptest::prop_assert!(p.items.iter().all(|i| !i.text.is_empty()));
         }
     }
+
+    // ---- fuzzing: plans built from known pieces, with the items they hold ----
+
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config as RunnerConfig, TestRunner};
+
+    /// One piece of a generated plan.
+    #[derive(Debug, Clone)]
+    enum Piece {
+        /// A checkbox item: bullet, indent, done, mark style, text.
+        Item(&'static str, usize, bool, bool, String),
+        Heading(String),
+        Prose(String),
+        /// A fenced block: whatever is inside (items too) is not an item.
+        Fence(&'static str, Vec<String>),
+        /// Looks like an item but is not one.
+        NearMiss(&'static str),
+        Blank,
+    }
+
+    /// Text that is an item's text as written: non-empty, no line break,
+    /// no surrounding white space; anything else goes (brackets, backticks,
+    /// markup, other scripts).
+    fn item_text() -> impl Strategy<Value = String> {
+        "[^\\s\\p{C}][^\\n\\r\\p{C}]{0,30}[^\\s\\p{C}]|[^\\s\\p{C}]"
+    }
+
+    fn piece() -> impl Strategy<Value = Piece> {
+        prop_oneof![
+            4 => (
+                prop_oneof![Just("-"), Just("*"), Just("+"), Just("1."), Just("12)")],
+                0usize..6,
+                any::<bool>(),
+                any::<bool>(),
+                item_text()
+            )
+                .prop_map(|(b, indent, done, upper, t)| Piece::Item(b, indent, done, upper, t)),
+            1 => item_text().prop_map(Piece::Heading),
+            1 => "[A-Za-z][A-Za-z ,.]{0,40}".prop_map(Piece::Prose),
+            1 => (
+                prop_oneof![Just("```"), Just("~~~"), Just("```rust")],
+                prop::collection::vec(
+                    prop_oneof![item_text().prop_map(|t| format!("- [ ] {t}")), "[a-z ]{0,20}"],
+                    0..4
+                )
+            )
+                .prop_map(|(f, body)| Piece::Fence(f, body)),
+            1 => prop_oneof![
+                Just("- [] not an item"),
+                Just("-[ ] no space"),
+                Just("- [y] odd mark"),
+                Just("- [ ]"),
+                Just("- [ ]    "),
+                Just("a. [ ] letter"),
+                Just("[ ] no bullet"),
+            ]
+            .prop_map(Piece::NearMiss),
+            1 => Just(Piece::Blank),
+        ]
+    }
+
+    /// The plan's text and what parsing it must give: (text, done, line) of
+    /// each item, and the title.
+    fn render(pieces: &[Piece]) -> (String, Vec<(String, bool, usize)>, Option<String>) {
+        let mut lines: Vec<String> = Vec::new();
+        let mut items = Vec::new();
+        let mut title = None;
+        for p in pieces {
+            match p {
+                Piece::Item(bullet, indent, done, upper, text) => {
+                    let mark = match (done, upper) {
+                        (false, _) => " ",
+                        (true, false) => "x",
+                        (true, true) => "X",
+                    };
+                    lines.push(format!("{}{bullet} [{mark}] {text}", " ".repeat(*indent)));
+                    items.push((text.clone(), *done, lines.len()));
+                }
+                Piece::Heading(h) => {
+                    lines.push(format!("# {h}"));
+                    title.get_or_insert_with(|| h.clone());
+                }
+                Piece::Prose(t) => lines.push(t.clone()),
+                Piece::Fence(f, body) => {
+                    lines.push(f.to_string());
+                    lines.extend(body.iter().cloned());
+                    lines.push(f[..3].to_string());
+                }
+                Piece::NearMiss(t) => lines.push(t.to_string()),
+                Piece::Blank => lines.push(String::new()),
+            }
+        }
+        (lines.join("\n"), items, title)
+    }
+
+    fn check_generated_plans(cases: u32) {
+        let mut runner = TestRunner::new(RunnerConfig {
+            cases,
+            failure_persistence: None,
+            ..RunnerConfig::default()
+        });
+        let input = (prop::collection::vec(piece(), 0..20), any::<bool>());
+        runner
+            .run(&input, |(pieces, crlf)| {
+                let (mut text, want, title) = render(&pieces);
+                if crlf {
+                    text = text.replace('\n', "\r\n");
+                }
+                let plan = Plan::parse(&text);
+                let got: Vec<(String, bool, usize)> = plan
+                    .items
+                    .iter()
+                    .map(|i| (i.text.clone(), i.done, i.line))
+                    .collect();
+                prop_assert_eq!(got, want);
+                prop_assert_eq!(&plan.title, &title);
+                prop_assert_eq!(plan.open_count() + plan.done_count(), plan.items.len());
+                // Checking every open item makes them all newly done.
+                let mut done = plan.clone();
+                for i in &mut done.items {
+                    i.done = true;
+                }
+                let mut open: Vec<String> = plan.open().map(|i| i.text.clone()).collect();
+                let mut newly = done.newly_done(&plan);
+                open.sort();
+                open.dedup();
+                newly.sort();
+                newly.dedup();
+                prop_assert_eq!(newly, open);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn generated_plans_parse_to_their_items() {
+        check_generated_plans(1000);
+    }
+
+    #[test]
+    #[ignore = "long mode"]
+    fn generated_plans_parse_to_their_items_long() {
+        check_generated_plans(100_000);
+    }
+
+    /// Whatever bytes the plan file holds, loading it gives a plan or a
+    /// bad-input error (exit 2), never a panic.
+    #[test]
+    fn any_plan_file_loads_or_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.md");
+        let mut runner = TestRunner::new(RunnerConfig {
+            cases: 300,
+            failure_persistence: None,
+            ..RunnerConfig::default()
+        });
+        runner
+            .run(&prop::collection::vec(any::<u8>(), 0..400), |bytes| {
+                std::fs::write(&path, &bytes).unwrap();
+                match Plan::load(&path) {
+                    Ok(p) => prop_assert!(p.items.iter().all(|i| !i.text.is_empty())),
+                    Err(e) => prop_assert_eq!(e.exit_code(), 2, "{}", e),
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
 }

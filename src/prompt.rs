@@ -29,8 +29,8 @@ pub const EMBEDDED: [(&str, &str); 3] = [
 
 pub struct Templates {
     env: Environment<'static>,
-    /// Where each template came from, for error messages.
-    origins: Vec<(String, String)>,
+    /// Where each template came from and its source, for error messages.
+    origins: Vec<Origin>,
 }
 
 impl Templates {
@@ -50,7 +50,11 @@ impl Templates {
                 }
                 Err(e) => return Err(Error::io("cannot read template", &path, e)),
             };
-            origins.push((name.to_string(), origin));
+            origins.push(Origin {
+                name: name.to_string(),
+                origin,
+                source: source.clone(),
+            });
             env.add_template_owned(name, source)
                 .map_err(|e| template_error(&origins, name, &e))?;
         }
@@ -134,21 +138,37 @@ pub fn render_str(source: &str, what: &str, ctx: impl Serialize) -> Result<Strin
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.render_str(source, ctx).map_err(|e| Error::Template {
         name: what.to_string(),
-        message: e.to_string(),
+        message: format!("{}{}", e.kind(), culprit(source, &e)),
         hint: None,
     })
 }
 
-fn template_error(origins: &[(String, String)], name: &str, e: &minijinja::Error) -> Error {
-    let origin = origins
-        .iter()
-        .find(|(n, _)| n == name)
-        .map_or(name.to_string(), |(_, o)| o.clone());
+/// A template and where it came from (`prompts/NAME` or embedded).
+struct Origin {
+    name: String,
+    origin: String,
+    source: String,
+}
+
+/// " in `nope.deeper`": the expression an error points at, since
+/// minijinja's "undefined value" does not say which.
+fn culprit(source: &str, e: &minijinja::Error) -> String {
+    e.range()
+        .and_then(|r| source.get(r))
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty() && s.len() <= 80 && !s.contains('\n'))
+        .map_or(String::new(), |s| format!(" in `{s}`"))
+}
+
+fn template_error(origins: &[Origin], name: &str, e: &minijinja::Error) -> Error {
+    let found = origins.iter().find(|o| o.name == name);
+    let origin = found.map_or(name.to_string(), |o| o.origin.clone());
     let line = e.line().map_or(String::new(), |l| format!(":{l}"));
     let detail = e.detail().map_or(String::new(), |d| format!(" ({d})"));
+    let culprit = found.map_or(String::new(), |o| culprit(&o.source, e));
     Error::Template {
         name: format!("{origin}{line}"),
-        message: format!("{}{detail}", e.kind()),
+        message: format!("{}{culprit}{detail}", e.kind()),
         hint: Some(if origin.starts_with("prompts/") {
             format!("fix the template, or delete {origin} to use the embedded default")
         } else {

@@ -926,8 +926,9 @@ fn shorten(path: &str, max: usize) -> String {
 }
 
 /// A path as one printable line: control characters (a newline in a file name)
-/// would break the stat layout, so such names are quoted and escaped.
-fn display_path(bytes: &[u8]) -> String {
+/// would break the stat layout or a handoff's list, so such names are quoted
+/// and escaped.
+pub fn display_path(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     if text.chars().any(|c| c.is_control() || c == '"') {
         format!("{text:?}")

@@ -56,11 +56,7 @@ impl Layout {
     /// runtime files out of git but lets handoffs be committed.
     pub fn ensure(&self) -> Result<()> {
         for dir in [&self.dir, &self.handoffs()] {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| Error::io("cannot create", dir, e))?;
+            create_dir_private(dir)?;
         }
         let ignore = self.dir.join(".gitignore");
         if !ignore.exists() {
@@ -228,9 +224,10 @@ impl RunState {
     /// A crash at any moment leaves either the old or the new file.
     pub fn save(&mut self, path: &Path) -> Result<()> {
         self.updated_at = now_rfc3339();
-        let json = serde_json::to_vec_pretty(self)
+        let json = serde_json::to_string_pretty(self)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
-        write_atomic(path, &json)
+        // The state quotes the agent (last words, errors): no secrets in it.
+        write_atomic(path, crate::secrets::redact(&json).as_bytes())
     }
 
     pub fn is_finished(&self) -> bool {
@@ -265,6 +262,35 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::io("cannot write", path, e)
     })
+}
+
+/// Remove the temp files of [`write_atomic`] calls that a killed process
+/// never finished (`.NAME.tmp-PID` with no process PID): litter that would
+/// otherwise stay in `.ralph/` for good.
+pub fn remove_dead_temp_files(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.starts_with('.'))
+            .and_then(|n| n.rsplit_once(".tmp-"))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Create a directory and its missing parents, each user-only (0700).
+pub fn create_dir_private(dir: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io("cannot create", dir, e))
 }
 
 /// Create or replace a file readable by the user only.
@@ -341,14 +367,20 @@ impl Lock {
         self.write()
     }
 
+    /// Rewrite the record in place with one positioned write, padded with
+    /// spaces over whatever was longer: never truncated first, so a reader
+    /// (`ralph stop`, a supervisor taking over after a `kill -9`) always
+    /// finds a whole record, never an empty or half-written file.
     fn write(&mut self) -> Result<()> {
-        use std::io::{Seek, SeekFrom};
-        let json = serde_json::to_vec(&self.info).expect("lock info serializes");
-        let f: &mut File = &mut self.file;
+        use std::os::unix::fs::FileExt;
+        let mut json = serde_json::to_vec(&self.info).expect("lock info serializes");
+        let f: &File = &self.file;
         (|| {
-            f.set_len(0)?;
-            f.seek(SeekFrom::Start(0))?;
-            f.write_all(&json)?;
+            let old = f.metadata()?.len() as usize;
+            if json.len() < old {
+                json.resize(old, b' ');
+            }
+            f.write_all_at(&json, 0)?;
             f.sync_data()
         })()
         .map_err(|e| Error::io("cannot write", ".ralph/lock", e))
@@ -444,6 +476,22 @@ mod tests {
                 .contains("newer")
         );
         assert!(RunState::load(&dir.path().join("none")).unwrap().is_none());
+    }
+
+    #[test]
+    fn dead_writers_temp_files_are_removed_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join(".state.json.tmp-999999999");
+        let live = dir
+            .path()
+            .join(format!(".control.json.tmp-{}", std::process::id()));
+        let other = dir.path().join("notes.tmp-1");
+        for f in [&dead, &live, &other] {
+            std::fs::write(f, "{").unwrap();
+        }
+        remove_dead_temp_files(dir.path());
+        assert!(!dead.exists());
+        assert!(live.exists() && other.exists());
     }
 
     #[test]

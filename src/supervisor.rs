@@ -38,6 +38,10 @@ const TICK: Duration = Duration::from_secs(1);
 const LIMIT_MARGIN: Duration = Duration::from_secs(5);
 /// Wait when a limit gives no reset time (doubles each time, up to max_wait).
 const LIMIT_FALLBACK: Duration = Duration::from_secs(15 * 60);
+/// How long the lines an agent left in its pipe may take to read once it
+/// exited (nothing writes to the pipe any more: this only bounds a stuck
+/// reader).
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 /// Tools whose path input is a file the agent changes.
 const EDIT_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
 
@@ -197,10 +201,9 @@ enum Stop {
 impl Supervisor {
     pub fn new(root: &Path, config: Config, opts: RunOptions, mut bus: Bus) -> Result<Supervisor> {
         let layout = Layout::new(root);
+        crate::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
-        Plan::load(&root.join(&config.plan))?;
-        layout.ensure()?;
-        let signals = Signals::install(&layout)?;
+        let plan = Plan::load(&root.join(&config.plan))?;
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
@@ -210,23 +213,39 @@ impl Supervisor {
                 None
             }
             Err(e) => return Err(e),
-        };
+        }
+        .filter(|s| !opts.fresh && !s.is_finished());
+        // The first prompt, rendered now: an undefined variable in the
+        // user's template is bad input (exit 2) before anything is started,
+        // counted or written.
+        let first = previous.as_ref().map_or(1, |s| s.iteration + 1);
+        prompt::render_prompt(
+            &templates,
+            &config,
+            previous.as_ref().unwrap_or(&RunState::default()),
+            &plan,
+            first,
+        )?;
+        layout.ensure()?;
+        let signals = Signals::install(&layout)?;
         let run_id = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
         let lock = Lock::acquire(&layout, &run_id)?;
+        crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
         if let Some(pgid) = lock.stale_agent_pgid {
-            // The previous supervisor died; its agent must not live on.
-            agent::kill_group(pgid);
+            // The previous supervisor died; its agent (killed by its
+            // parent-death signal) and the tools it started must not live on.
+            tracing::warn!(
+                "the previous supervisor died; ending what is left of its agent (session {pgid})"
+            );
+            agent::kill_session(pgid);
         }
-        let state = match previous {
-            Some(s) if !opts.fresh && !s.is_finished() => s,
-            _ => RunState {
-                run_id: run_id.clone(),
-                started_at: now_rfc3339(),
-                ..RunState::default()
-            },
-        };
+        let state = previous.unwrap_or_else(|| RunState {
+            run_id: run_id.clone(),
+            started_at: now_rfc3339(),
+            ..RunState::default()
+        });
         let mut sup = Supervisor {
             root: root.to_path_buf(),
             layout,
@@ -306,16 +325,18 @@ impl Supervisor {
         let (outcome, reason) = match self.iterations().await {
             Ok(end) => end,
             Err(e) => {
-                let message = e.to_string();
-                self.finish(Outcome::Interrupted, format!("failed: {message}"));
+                // ralph's own failure (a template, the disk): the state and
+                // the last event say so, with the code the process exits with.
+                self.finish_as("failed", e.exit_code(), format!("failed: {e}"));
                 return Err(e);
             }
         };
-        Ok(self.finish(outcome, reason))
+        self.finish_as(outcome.status(), outcome.exit_code(), reason);
+        Ok(outcome)
     }
 
-    fn finish(&mut self, outcome: Outcome, reason: String) -> Outcome {
-        self.state.status = outcome.status().into();
+    fn finish_as(&mut self, status: &str, exit_code: i32, reason: String) {
+        self.state.status = status.into();
         self.state.exit_reason = Some(reason.clone());
         self.state.waiting_until = None;
         self.state.supervisor_pid = None;
@@ -324,18 +345,17 @@ impl Supervisor {
             "on_exit",
             &self.config.hooks.on_exit.clone(),
             vec![
-                ("RALPH_OUTCOME", outcome.status().to_string()),
-                ("RALPH_EXIT_CODE", outcome.exit_code().to_string()),
+                ("RALPH_OUTCOME", status.to_string()),
+                ("RALPH_EXIT_CODE", exit_code.to_string()),
             ],
         );
         self.bus.emit(Event::RunEnded {
-            outcome: outcome.status().into(),
-            exit_code: outcome.exit_code(),
+            outcome: status.into(),
+            exit_code,
             reason,
             iterations: self.state.iteration,
             cost_usd: self.state.cost_usd,
         });
-        outcome
     }
 
     /// A budget that is spent: cost, duration, deadline.
@@ -438,7 +458,9 @@ impl Supervisor {
         let prompt_text =
             prompt::render_prompt(&self.templates, &self.config, &self.state, plan, number)?;
         let prompt_path = self.root.join(&self.config.prompt_file);
-        if let Err(e) = std::fs::write(&prompt_path, &prompt_text) {
+        // Committed with the next checkpoint; it quotes the agent's last words.
+        let saved_prompt = crate::secrets::redact(&prompt_text);
+        if let Err(e) = std::fs::write(&prompt_path, saved_prompt.as_bytes()) {
             self.bus.emit(Event::Warning {
                 message: format!("cannot write {}: {e}", prompt_path.display()),
             });
@@ -469,8 +491,7 @@ impl Supervisor {
         if let Some(m) = &self.config.agent.model {
             meter.set_model(m);
         }
-        let spawned = std::fs::create_dir_all(&run_dir)
-            .map_err(|e| Error::io("cannot create", &run_dir, e))
+        let spawned = crate::state::create_dir_private(&run_dir)
             .and_then(|()| Agent::spawn(&cmd, &self.root, &transcript));
         let (mut agent, mut lines) = match spawned {
             Ok(x) => x,
@@ -561,7 +582,6 @@ impl Supervisor {
         it.seconds = started.elapsed().as_secs_f64();
         it.exit_code = status.and_then(|s| s.code());
         it.exit_signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
-        it.stderr_tail = agent.stderr_tail();
         self.bus.emit(Event::AgentExited {
             iteration: number,
             code: it.exit_code,
@@ -569,13 +589,20 @@ impl Supervisor {
             seconds: it.seconds,
         });
         // Whatever the agent left behind ends with the iteration; then the
-        // readers reach EOF and every line it wrote can be read.
-        agent.cleanup();
-        let _ = self.lock.set_agent(None);
-        while let Ok((event, _)) = lines.try_recv() {
+        // readers reach EOF and every line it wrote can be read: all of
+        // them, up to the channel's end (an agent that printed thousands of
+        // lines and exited at once has most of them still in the pipe).
+        agent.end_leftovers();
+        let drained = tokio::time::Instant::now() + DRAIN_LIMIT;
+        while let Ok(Some((event, _))) = tokio::time::timeout_at(drained, lines.recv()).await {
             self.on_line(&mut it, &mut meter, &mut None, &mut stop, event, started)
                 .await;
         }
+        agent.join_readers();
+        // Read once the stderr reader has seen the end, not before: the
+        // agent's last words on stderr explain why it failed.
+        it.stderr_tail = agent.stderr_tail();
+        let _ = self.lock.set_agent(None);
         self.state.context_window = meter.window();
         self.state.known_windows.clone_from(meter.known_windows());
         self.finish_meter(&mut it, &meter);
@@ -850,8 +877,9 @@ impl Supervisor {
         let mut notes = None;
         if handoff && agent.stdin_open() {
             let path = checkpoint::notes_path(it.number);
-            let _ =
-                std::fs::create_dir_all(self.root.join(path.parent().unwrap_or(Path::new("."))));
+            let _ = crate::state::create_dir_private(
+                &self.root.join(path.parent().unwrap_or(Path::new("."))),
+            );
             let text = self.templates.render(
                 prompt::CHECKPOINT_REQUEST,
                 minijinja::context! {

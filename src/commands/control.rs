@@ -43,6 +43,7 @@ pub fn checkpoint(root: &Path, reason: &str) -> Result<i32> {
         return Ok(0);
     }
     let config = Config::load(root)?;
+    crate::secrets::remember(&config.agent.env);
     let templates = Templates::load(root)?;
     layout.ensure()?;
     let mut state = RunState::load(&layout.state())?.unwrap_or_default();
