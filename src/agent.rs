@@ -241,6 +241,11 @@ pub fn become_subreaper() {
 pub fn reap_orphans() {
     let me = std::process::id() as i32;
     for _ in 0..10 {
+        // Mostly there is none: then the scan of /proc (a read of every
+        // process's stat file) is not needed.
+        if !has_children() {
+            return;
+        }
         let children = children_of(me);
         if children.is_empty() {
             return;
@@ -252,6 +257,14 @@ pub fn reap_orphans() {
             let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
         }
     }
+}
+
+/// Whether this process has any child, running or exited and not yet
+/// waited for (`waitid` with `WNOWAIT` reaps nothing).
+fn has_children() -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
 }
 
 /// Pids whose parent is `ppid`, from /proc.
