@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -299,6 +299,11 @@ pub fn become_subreaper() {
 pub fn reap_orphans() {
     let me = std::process::id() as i32;
     for _ in 0..10 {
+        // Mostly there is none: then the scan of /proc (a read of every
+        // process's stat file) is not needed.
+        if !has_children() {
+            return;
+        }
         let children = children_of(me);
         if children.is_empty() {
             return;
@@ -310,6 +315,14 @@ pub fn reap_orphans() {
             let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
         }
     }
+}
+
+/// Whether this process has any child, running or exited and not yet
+/// waited for (`waitid` with `WNOWAIT` reaps nothing).
+fn has_children() -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
 }
 
 /// Pids whose parent is `ppid` (zombies included: they still need a wait).
@@ -354,28 +367,50 @@ fn procs_where(test: impl Fn(&ProcStat) -> bool) -> Vec<i32> {
         .collect()
 }
 
-fn read_stdout(pipe: std::io::PipeReader, raw: File, tx: mpsc::Sender<Line>) {
-    let mut reader = BufReader::with_capacity(256 * 1024, pipe);
-    let mut raw = BufWriter::with_capacity(256 * 1024, raw);
+/// How much the reader takes from the pipe at once.
+const READ_CHUNK: usize = 1 << 20;
+/// Pipe capacity asked for (the unprivileged maximum by default): a fast
+/// agent runs ahead instead of waiting for the reader at every 64 KiB.
+const PIPE_SIZE: i32 = 1 << 20;
+
+/// The stdout reader: decode each chunk's lines and hand them over, then
+/// append the chunk as read to the raw transcript (one write per read, no
+/// copy; the file is complete whenever the agent is quiet).
+fn read_stdout(pipe: std::io::PipeReader, mut raw: File, tx: mpsc::Sender<Line>) {
+    let _ = nix::fcntl::fcntl(&pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+    let mut pipe = pipe;
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut decoder = stream::LineDecoder::new();
     let mut raw_ok = true;
+    // The supervisor may stop listening: keep draining so the agent never
+    // blocks on a full pipe, and keep saving the transcript.
+    let send = |event| {
+        let _ = tx.blocking_send((event, Instant::now()));
+    };
     loop {
-        let event = stream::decode_from(&mut reader, &mut |bytes| {
-            if raw_ok && raw.write_all(bytes).is_err() {
-                raw_ok = false;
-                tracing::warn!("cannot save the raw transcript (disk full?)");
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        // Lines first: reaction time matters more than the file.
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            let (used, event) = decoder.push(rest);
+            if let Some(event) = event {
+                send(event);
             }
-        });
-        let Some(event) = event else { break };
-        // Hand the line over before flushing: reaction time matters more.
-        if tx.blocking_send((event, Instant::now())).is_err() {
-            // The supervisor stopped listening: keep draining so the agent
-            // never blocks on a full pipe, keep saving the transcript.
+            rest = &rest[used..];
         }
-        if reader.buffer().is_empty() {
-            let _ = raw.flush();
+        if raw_ok && raw.write_all(&buf[..n]).is_err() {
+            raw_ok = false;
+            tracing::warn!("cannot save the raw transcript (disk full?)");
         }
     }
-    let _ = raw.flush();
+    if let Some(event) = decoder.finish() {
+        send(event);
+    }
 }
 
 fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<Vec<u8>>) {

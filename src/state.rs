@@ -220,8 +220,8 @@ impl RunState {
         Ok(Some(state))
     }
 
-    /// Atomic write: temp file, fsync, rename, fsync of the directory.
-    /// A crash at any moment leaves either the old or the new file.
+    /// Atomic write: temp file, fsync, rename. A crash at any moment, power
+    /// loss included, leaves either the old or the new file.
     pub fn save(&mut self, path: &Path) -> Result<()> {
         self.updated_at = now_rfc3339();
         let json = serde_json::to_string_pretty(self)
@@ -235,7 +235,11 @@ impl RunState {
     }
 }
 
-/// Write `bytes` to `path` atomically, user-only permissions.
+/// Write `bytes` to `path` atomically, user-only permissions. The data is
+/// on disk before the rename makes it the file, so a power loss leaves the
+/// old or the new content, never a torn or empty file. The directory is not
+/// synced (a second sync on every save): a power loss may undo the rename,
+/// which again leaves the old file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
@@ -252,11 +256,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        std::fs::rename(&tmp, path)
     })();
     result.map_err(|e: std::io::Error| {
         let _ = std::fs::remove_file(&tmp);
@@ -380,8 +380,9 @@ impl Lock {
             if json.len() < old {
                 json.resize(old, b' ');
             }
-            f.write_all_at(&json, 0)?;
-            f.sync_data()
+            // No sync: the lock's content matters only while the processes
+            // it names live, and no power loss leaves them alive.
+            f.write_all_at(&json, 0)
         })()
         .map_err(|e| Error::io("cannot write", ".ralph/lock", e))
     }

@@ -3,20 +3,10 @@
 //! however long the line (tool results can be many megabytes).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 
 use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
-
-/// Lines up to this size are decoded from memory; longer ones are decoded
-/// while they stream past, so memory stays bounded.
-pub const MAX_BUFFERED_LINE: usize = 1 << 20;
-/// In a line longer than [`MAX_BUFFERED_LINE`], every JSON string is cut to
-/// its first this many bytes before decoding: the decoder holds a whole
-/// string in memory, and a 64 MiB text or result must not cost 64 MiB
-/// (or several times that, once copied). The agent's real messages are far
-/// shorter (its output is capped in tokens); tool results are not kept.
-pub const MAX_KEPT_STRING: usize = 64 * 1024;
 
 /// Token usage of one API message, as the CLI reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -135,293 +125,432 @@ pub fn decode_line(line: &[u8]) -> StreamEvent {
 }
 
 /// Decode one line from a reader positioned at its start, consuming the
-/// line and its newline. Memory use does not depend on the line's length.
-/// Returns `None` at end of input.
+/// line and its newline; every byte consumed is passed to `sink` too.
+/// Memory use does not depend on the line's length. Returns `None` at end
+/// of input.
 pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> Option<StreamEvent> {
-    decode_from_with(reader, sink, Limits::DEFAULT)
-}
-
-/// Where [`decode_from`] switches to streaming, and how much of a string it
-/// keeps then (small in tests, so that the slow path is fuzzed cheaply).
-#[derive(Clone, Copy, Debug)]
-struct Limits {
-    line: usize,
-    string: usize,
-}
-
-impl Limits {
-    const DEFAULT: Limits = Limits {
-        line: MAX_BUFFERED_LINE,
-        string: MAX_KEPT_STRING,
-    };
-}
-
-fn decode_from_with<R: BufRead>(
-    reader: &mut R,
-    sink: &mut dyn FnMut(&[u8]),
-    limits: Limits,
-) -> Option<StreamEvent> {
-    let mut head = Vec::new();
-    // Fast path: the whole line fits in the buffer limit.
-    let complete = read_until_capped(reader, &mut head, limits.line, sink);
-    if head.is_empty() && !complete.found_newline && complete.eof {
-        return None;
-    }
-    if complete.found_newline || complete.eof {
-        return Some(decode_line(&head));
-    }
-    // Slow path: stream the rest of the line through the decoder.
-    let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
-    let mut rest = LineRest {
-        inner: reader,
-        sink,
-        done: false,
-    };
-    let parsed = {
-        let chained = std::io::BufReader::with_capacity(
-            64 * 1024,
-            CapStrings::new(
-                std::io::Cursor::new(&head[..]).chain(&mut rest),
-                limits.string,
-            ),
-        );
-        let mut de = serde_json::Deserializer::from_reader(chained);
-        RawLine::deserialize(&mut de).and_then(|raw| de.end().map(|()| raw))
-    };
-    // Whatever happened, skip to the end of this line.
-    let _ = std::io::copy(&mut rest, &mut std::io::sink());
-    Some(classify(parsed, first))
-}
-
-struct Capped {
-    found_newline: bool,
-    eof: bool,
-}
-
-/// Read up to and including a newline into `buf`, at most `cap` bytes.
-fn read_until_capped<R: BufRead>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-    cap: usize,
-    sink: &mut dyn FnMut(&[u8]),
-) -> Capped {
+    let mut decoder = LineDecoder::new();
     loop {
         let available = match reader.fill_buf() {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => {
-                return Capped {
-                    found_newline: false,
-                    eof: true,
-                };
+            Err(_) => return decoder.finish(),
+        };
+        if available.is_empty() {
+            return decoder.finish();
+        }
+        let (used, event) = decoder.push(available);
+        sink(&available[..used]);
+        reader.consume(used);
+        if event.is_some() {
+            return event;
+        }
+    }
+}
+
+/// Lines up to this length that arrive whole are decoded in place, from the
+/// reader's buffer, without a copy.
+pub const DIRECT_LINE: usize = 16 << 10;
+/// Strings ralph does not read in full (tool results, file contents, ids)
+/// are kept up to this many bytes when a line is compacted.
+const SHORT_STRING: usize = 4 << 10;
+/// The model's own words (`text` blocks, a result's `result`) are kept up to
+/// this many bytes; a model turn is far shorter (max output tokens).
+const LONG_STRING: usize = 1 << 20;
+/// Past this much kept, strings other than the model's words are kept empty.
+const SOFT_LIMIT: usize = 1 << 20;
+/// Most a compacted line may hold: the memory bound of decoding one line,
+/// however long. A line with more JSON structure than this outside its
+/// strings (never seen in practice) is reported as invalid.
+pub const MAX_COMPACTED: usize = 4 << 20;
+/// serde_json's own nesting limit.
+const MAX_DEPTH: usize = 128;
+
+/// Incremental decoder of a stream of lines, fed with whatever chunks the
+/// pipe gives; its memory does not depend on the length of a line.
+///
+/// A line that arrives whole and short ([`DIRECT_LINE`]) is decoded where it
+/// lies. Any other line is *compacted* while it streams past: its JSON
+/// structure and short strings are copied; long strings are cut (the model's
+/// `text`/`result` at 1 MiB, everything else, above all tool results, at
+/// 4 KiB) and what is cut is skipped with `memchr`, neither parsed nor
+/// allocated; containers ralph never reads (`tool_use_result`, the body of a
+/// `user` line) are replaced by `null`. The compacted line, a few KiB, is
+/// then decoded like a short one. The one difference to decoding the whole
+/// line: skipped bytes are not checked for valid escapes or UTF-8, which only
+/// matters for bytes ralph does not read.
+#[derive(Debug)]
+pub struct LineDecoder {
+    /// The compacted line so far.
+    kept: Vec<u8>,
+    /// Bytes of the current line seen (0: at the start of a line).
+    seen: u64,
+    depth: usize,
+    /// Container kinds (`{` or `[`) up to [`MAX_DEPTH`].
+    stack: Vec<u8>,
+    /// In an object, the next string is a key.
+    expect_key: bool,
+    /// The last key read at the current object level (its first 32 bytes).
+    key: [u8; 32],
+    key_len: usize,
+    string: Option<StringState>,
+    /// Inside a container that is dropped: the depth it was opened at.
+    skip_from: Option<usize>,
+    /// `"type":"user"` seen at the top level: nothing below it is read.
+    user_line: bool,
+    overflow: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct StringState {
+    is_key: bool,
+    /// Start of the string's content in `kept`.
+    start: usize,
+    cap: usize,
+    /// Nothing more of this string is kept (cap reached, or dropped).
+    full: bool,
+    /// Inside a dropped container: not even the quotes are kept.
+    dropped: bool,
+    /// The bytes seen so far end in an odd run of backslashes: the next
+    /// byte is escaped.
+    odd_backslashes: bool,
+}
+
+/// Bytes that end a run of JSON outside strings.
+const STRUCTURE: [bool; 256] = {
+    let mut t = [false; 256];
+    let special = b"\"\n{}[]:,";
+    let mut i = 0;
+    while i < special.len() {
+        t[special[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
+impl Default for LineDecoder {
+    fn default() -> Self {
+        LineDecoder::new()
+    }
+}
+
+impl LineDecoder {
+    pub fn new() -> LineDecoder {
+        LineDecoder {
+            kept: Vec::new(),
+            seen: 0,
+            depth: 0,
+            stack: Vec::new(),
+            expect_key: false,
+            key: [0; 32],
+            key_len: 0,
+            string: None,
+            skip_from: None,
+            user_line: false,
+            overflow: false,
+        }
+    }
+
+    /// Feed the next bytes of the stream. Consumes up to and including the
+    /// end of the current line; returns how many bytes were consumed and the
+    /// decoded line if it ended there. Call again with the rest.
+    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+        if self.seen == 0 {
+            let direct = &bytes[..bytes.len().min(DIRECT_LINE + 1)];
+            if let Some(end) = memchr::memchr(b'\n', direct) {
+                return (end + 1, Some(decode_line(&bytes[..end])));
             }
+        }
+        let (used, ended) = self.scan(bytes);
+        self.seen += used as u64;
+        if ended {
+            (used, Some(self.end_line()))
+        } else {
+            (used, None)
+        }
+    }
+
+    /// End of input: the last line, if it had no newline.
+    pub fn finish(&mut self) -> Option<StreamEvent> {
+        (self.seen > 0).then(|| self.end_line())
+    }
+
+    fn end_line(&mut self) -> StreamEvent {
+        let event = if self.overflow {
+            StreamEvent::Invalid {
+                reason: format!(
+                    "line of {} bytes has more than {} MiB of JSON outside its strings",
+                    self.seen,
+                    MAX_COMPACTED >> 20
+                ),
+            }
+        } else {
+            decode_line(&self.kept)
         };
-        if available.is_empty() {
-            return Capped {
-                found_newline: false,
-                eof: true,
-            };
+        self.kept.clear();
+        if self.kept.capacity() > 2 * LONG_STRING {
+            self.kept.shrink_to(64 << 10);
         }
-        let room = cap.saturating_sub(buf.len());
-        let window = &available[..available.len().min(room)];
-        if let Some(pos) = memchr(b'\n', window) {
-            buf.extend_from_slice(&window[..=pos]);
-            sink(&window[..=pos]);
-            reader.consume(pos + 1);
-            return Capped {
-                found_newline: true,
-                eof: false,
-            };
-        }
-        let n = window.len();
-        buf.extend_from_slice(window);
-        sink(window);
-        reader.consume(n);
-        if buf.len() >= cap {
-            return Capped {
-                found_newline: false,
-                eof: false,
-            };
-        }
+        self.seen = 0;
+        self.depth = 0;
+        self.stack.clear();
+        self.expect_key = false;
+        self.key_len = 0;
+        self.string = None;
+        self.skip_from = None;
+        self.user_line = false;
+        self.overflow = false;
+        event
     }
-}
 
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
-}
-
-/// The rest of one line: reads until (and consumes) the newline, then EOF.
-struct LineRest<'a, R> {
-    inner: &'a mut R,
-    sink: &'a mut dyn FnMut(&[u8]),
-    done: bool,
-}
-
-impl<R: BufRead> Read for LineRest<'_, R> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        if self.done {
-            return Ok(0);
+    fn keep(&mut self, bytes: &[u8]) {
+        if self.skip_from.is_some() {
+            return;
         }
-        let available = self.inner.fill_buf()?;
-        if available.is_empty() {
-            self.done = true;
-            return Ok(0);
-        }
-        // Look no further than the caller can take: a byte-sized read must
-        // not scan the whole buffer.
-        let window = &available[..available.len().min(out.len())];
-        let (n, end) = match memchr(b'\n', window) {
-            Some(pos) => (pos, true),
-            None => (window.len(), false),
-        };
-        out[..n].copy_from_slice(&available[..n]);
-        let consumed = if end { n + 1 } else { n };
-        (self.sink)(&available[..consumed]);
-        self.inner.consume(consumed);
-        self.done = end;
-        Ok(n)
-    }
-}
-
-/// Passes JSON text through with every string literal cut to its first
-/// `max` bytes (at a character and escape boundary, marked with "…").
-/// Bytes outside strings pass unchanged and only the tail of a long string
-/// is dropped, so valid JSON stays valid; what is dropped is not judged
-/// (a bad escape or byte in it does not make the line invalid).
-struct CapStrings<R> {
-    inner: R,
-    max: usize,
-    buf: Vec<u8>,
-    /// Filtered bytes, handed out from `done` on.
-    ready: Vec<u8>,
-    done: usize,
-    /// Where we are in the JSON text.
-    at: Where,
-}
-
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Where {
-    Outside,
-    /// Inside a string: bytes kept so far, and bytes of an escape sequence
-    /// still to come (after `\`: 1, or 4 for the digits of `\uXXXX`).
-    Keeping {
-        kept: usize,
-        escape: u8,
-    },
-    /// Past the cut: dropping until the closing quote; true right after a
-    /// backslash (the next byte is escaped, never the end).
-    Dropping {
-        after_backslash: bool,
-    },
-}
-
-impl<R: Read> CapStrings<R> {
-    fn new(inner: R, max: usize) -> Self {
-        CapStrings {
-            inner,
-            max,
-            buf: vec![0; 64 * 1024],
-            ready: Vec::new(),
-            done: 0,
-            at: Where::Outside,
+        if self.kept.len() + bytes.len() <= MAX_COMPACTED {
+            self.kept.extend_from_slice(bytes);
+        } else {
+            self.overflow = true;
         }
     }
 
-    /// Filter `input` into `out`, updating the position.
-    fn filter(&mut self, input: &[u8], out: &mut Vec<u8>) {
+    fn top(&self) -> Option<u8> {
+        if self.depth <= MAX_DEPTH {
+            self.stack.last().copied()
+        } else {
+            None
+        }
+    }
+
+    fn key_is(&self, name: &[u8]) -> bool {
+        &self.key[..self.key_len] == name
+    }
+
+    /// Scan up to the end of the line: (bytes used, line ended).
+    fn scan(&mut self, bytes: &[u8]) -> (usize, bool) {
         let mut i = 0;
-        while i < input.len() {
-            match self.at {
-                Where::Outside => {
-                    // Copy up to and including the next quote.
-                    match memchr(b'"', &input[i..]) {
-                        Some(p) => {
-                            out.extend_from_slice(&input[i..=i + p]);
-                            i += p + 1;
-                            self.at = Where::Keeping { kept: 0, escape: 0 };
-                        }
-                        None => {
-                            out.extend_from_slice(&input[i..]);
-                            i = input.len();
-                        }
+        while i < bytes.len() {
+            if let Some(mut st) = self.string {
+                let (used, end) = self.scan_string(&mut st, &bytes[i..]);
+                i += used;
+                match end {
+                    StringEnd::Open => self.string = Some(st),
+                    StringEnd::Closed => {
+                        self.string = None;
+                        self.close_string(&st);
+                    }
+                    StringEnd::Newline => {
+                        // A raw newline cannot be inside a JSON string: the
+                        // line ends here, malformed.
+                        self.string = None;
+                        return (i, true);
                     }
                 }
-                Where::Keeping { kept, escape } => {
-                    let b = input[i];
-                    let boundary = escape == 0 && !(0x80..0xC0).contains(&b);
-                    if kept >= self.max && boundary && b != b'"' {
-                        out.extend_from_slice("…".as_bytes());
-                        self.at = Where::Dropping {
-                            after_backslash: false,
-                        };
-                        continue;
+                continue;
+            }
+            // Outside strings: structure, numbers, literals, whitespace.
+            let rest = &bytes[i..];
+            let stop = rest
+                .iter()
+                .position(|&b| STRUCTURE[b as usize])
+                .unwrap_or(rest.len());
+            self.keep(&rest[..stop]);
+            i += stop;
+            let Some(&c) = rest.get(stop) else { break };
+            i += 1;
+            match c {
+                b'\n' => return (i, true),
+                b'"' => self.open_string(),
+                b'{' | b'[' => {
+                    let value_of = self.top() == Some(b'{') && !self.expect_key;
+                    if self.skip_from.is_none()
+                        && value_of
+                        && self.depth == 1
+                        && (self.user_line || self.key_is(b"tool_use_result"))
+                    {
+                        // Nothing in here is read: keep `null` in its place.
+                        self.keep(b"null");
+                        self.skip_from = Some(self.depth + 1);
                     }
-                    out.push(b);
-                    i += 1;
-                    self.at = match (escape, b) {
-                        (0, b'"') => Where::Outside,
-                        (0, b'\\') => Where::Keeping {
-                            kept: kept + 1,
-                            escape: 1,
-                        },
-                        (1, b'u') => Where::Keeping {
-                            kept: kept + 1,
-                            escape: 4,
-                        },
-                        (e, _) => Where::Keeping {
-                            kept: kept + 1,
-                            escape: e.saturating_sub(1),
-                        },
-                    };
+                    self.keep(&[c]);
+                    self.depth += 1;
+                    if self.depth <= MAX_DEPTH {
+                        self.stack.push(c);
+                    }
+                    self.expect_key = c == b'{';
+                    self.key_len = 0;
                 }
-                Where::Dropping { after_backslash } => {
-                    if after_backslash {
-                        i += 1;
-                        self.at = Where::Dropping {
-                            after_backslash: false,
-                        };
-                        continue;
+                b'}' | b']' => {
+                    self.keep(&[c]);
+                    if self.depth <= MAX_DEPTH {
+                        self.stack.pop();
                     }
-                    // Skip to the next quote or backslash (the 4 digits of
-                    // `\uXXXX` are neither).
-                    match input[i..].iter().position(|&b| b == b'"' || b == b'\\') {
-                        Some(p) if input[i + p] == b'"' => {
-                            out.push(b'"');
-                            i += p + 1;
-                            self.at = Where::Outside;
-                        }
-                        Some(p) => {
-                            i += p + 1;
-                            self.at = Where::Dropping {
-                                after_backslash: true,
-                            };
-                        }
-                        None => i = input.len(),
+                    if self.skip_from == Some(self.depth) {
+                        self.skip_from = None;
                     }
+                    self.depth = self.depth.saturating_sub(1);
+                    self.expect_key = false;
+                }
+                b':' => {
+                    self.keep(b":");
+                    self.expect_key = false;
+                }
+                _ => {
+                    self.keep(b",");
+                    self.expect_key = self.top() == Some(b'{');
                 }
             }
+        }
+        (bytes.len(), false)
+    }
+
+    fn open_string(&mut self) {
+        let dropped = self.skip_from.is_some();
+        let is_key = self.expect_key && self.top() == Some(b'{');
+        let words = !self.user_line
+            && !is_key
+            && self.top() == Some(b'{')
+            && (self.key_is(b"text") || self.key_is(b"result"));
+        let cap = if dropped {
+            0
+        } else if words {
+            LONG_STRING.min(MAX_COMPACTED.saturating_sub(self.kept.len() + SOFT_LIMIT))
+        } else if self.kept.len() > SOFT_LIMIT && !is_key {
+            0
+        } else {
+            SHORT_STRING
+        };
+        self.keep(b"\"");
+        self.string = Some(StringState {
+            is_key,
+            start: self.kept.len(),
+            cap,
+            full: dropped,
+            dropped,
+            odd_backslashes: false,
+        });
+    }
+
+    fn close_string(&mut self, st: &StringState) {
+        if st.dropped {
+            return;
+        }
+        let content = self.kept.get(st.start..).unwrap_or_default();
+        if st.is_key {
+            let n = content.len().min(self.key.len());
+            self.key[..n].copy_from_slice(&content[..n]);
+            self.key_len = n;
+        } else if self.depth == 1 && self.key_is(b"type") {
+            self.user_line = content == b"user";
+        }
+        self.keep(b"\"");
+    }
+
+    /// Inside a string: keep what fits under its cap, skip the rest. Escape
+    /// sequences need no decoding here: a quote ends the string unless an
+    /// odd run of backslashes precedes it.
+    fn scan_string(&mut self, st: &mut StringState, bytes: &[u8]) -> (usize, StringEnd) {
+        let mut from = 0;
+        loop {
+            let Some(k) = memchr::memchr2(b'"', b'\n', &bytes[from..]).map(|k| from + k) else {
+                self.keep_string(st, &bytes[from..]);
+                st.odd_backslashes = odd_run_before(bytes, bytes.len(), st.odd_backslashes);
+                return (bytes.len(), StringEnd::Open);
+            };
+            if bytes[k] == b'\n' {
+                return (k + 1, StringEnd::Newline);
+            }
+            if odd_run_before(bytes, k, st.odd_backslashes) {
+                // An escaped quote: part of the content.
+                self.keep_string(st, &bytes[from..=k]);
+                st.odd_backslashes = false;
+                from = k + 1;
+                continue;
+            }
+            self.keep_string(st, &bytes[from..k]);
+            return (k + 1, StringEnd::Closed);
+        }
+    }
+
+    /// Keep `part` of a string's content as far as its cap allows, cut at
+    /// a character boundary and never inside an escape sequence.
+    fn keep_string(&mut self, st: &mut StringState, part: &[u8]) {
+        if st.full || part.is_empty() {
+            return;
+        }
+        let room = (st.start + st.cap).saturating_sub(self.kept.len());
+        if part.len() <= room {
+            self.keep(part);
+            return;
+        }
+        st.full = true;
+        let mut cut = room;
+        while cut > 0 && (part[cut] & 0xC0) == 0x80 {
+            cut -= 1;
+        }
+        self.keep(&part[..cut]);
+        if self.kept.len() > st.start {
+            let safe = st.start + escape_safe_len(&self.kept[st.start..]);
+            self.kept.truncate(safe);
         }
     }
 }
 
-impl<R: Read> Read for CapStrings<R> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        while self.done == self.ready.len() {
-            let n = self.inner.read(&mut self.buf)?;
-            if n == 0 {
-                return Ok(0);
-            }
-            let input = std::mem::take(&mut self.buf);
-            let mut ready = std::mem::take(&mut self.ready);
-            ready.clear();
-            self.filter(&input[..n], &mut ready);
-            (self.buf, self.ready, self.done) = (input, ready, 0);
-        }
-        let n = out.len().min(self.ready.len() - self.done);
-        out[..n].copy_from_slice(&self.ready[self.done..self.done + n]);
-        self.done += n;
-        Ok(n)
+enum StringEnd {
+    Open,
+    Closed,
+    Newline,
+}
+
+/// Whether the backslashes right before `end` in `bytes` form an odd run;
+/// `carry` is that parity for the bytes before `bytes` (same string).
+fn odd_run_before(bytes: &[u8], end: usize, carry: bool) -> bool {
+    let run = bytes[..end]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'\\')
+        .count();
+    if run == end {
+        carry ^ (run % 2 == 1)
+    } else {
+        run % 2 == 1
     }
+}
+
+/// The longest prefix of a string's raw content (`content`, cut anywhere
+/// at a character boundary) that ends neither inside an escape sequence nor
+/// after the first half of a surrogate pair.
+fn escape_safe_len(content: &[u8]) -> usize {
+    let starts_escape = |c: &[u8], p: usize| c[p] == b'\\' && !odd_run_before(c, p, false);
+    let mut len = content.len();
+    for p in (len.saturating_sub(6)..len).rev() {
+        if starts_escape(content, p) {
+            let need = if content.get(p + 1) == Some(&b'u') {
+                6
+            } else {
+                2
+            };
+            if p + need > len {
+                len = p;
+            }
+            break;
+        }
+    }
+    if len >= 6
+        && starts_escape(content, len - 6)
+        && is_high_surrogate_escape(&content[len - 6..len])
+    {
+        len -= 6;
+    }
+    len
+}
+
+/// `\uD800`–`\uDBFF`: the first half of a surrogate pair.
+fn is_high_surrogate_escape(esc: &[u8]) -> bool {
+    esc.len() == 6
+        && esc[1] == b'u'
+        && matches!(esc[2], b'd' | b'D')
+        && matches!(esc[3], b'8' | b'9' | b'a' | b'b' | b'A' | b'B')
 }
 
 fn trim_line(line: &[u8]) -> &[u8] {
@@ -1000,11 +1129,11 @@ mod tests {
         stream.extend_from_slice(br#"{"type":"system","subtype":"init","model":"m"}"#);
         stream.push(b'\n');
         stream.extend_from_slice(br#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":""#);
-        stream.extend(std::iter::repeat_n(b'x', 5 * MAX_BUFFERED_LINE));
+        stream.extend(std::iter::repeat_n(b'x', 5 * MAX_COMPACTED));
         stream.extend_from_slice(br#""}]},"parent_tool_use_id":null}"#);
         stream.push(b'\n');
         stream.extend_from_slice(b"garbage that is long");
-        stream.extend(std::iter::repeat_n(b'y', 2 * MAX_BUFFERED_LINE));
+        stream.extend(std::iter::repeat_n(b'y', 2 * MAX_COMPACTED));
         stream.push(b'\n');
         stream.extend_from_slice(br#"{"type":"result","subtype":"success","result":"done"}"#);
         let mut seen = 0usize;
@@ -1025,421 +1154,170 @@ mod tests {
         assert!(matches!(events[3], StreamEvent::Result(_)));
     }
 
-    #[test]
-    fn long_strings_are_cut_at_a_boundary_and_short_ones_kept() {
-        let cut = |json: &str, max: usize| {
-            let mut out = String::new();
-            CapStrings::new(json.as_bytes(), max)
-                .read_to_string(&mut out)
-                .unwrap();
-            out
-        };
-        assert_eq!(
-            cut(r#"{"a":"12345","b":[1,"x"]}"#, 5),
-            r#"{"a":"12345","b":[1,"x"]}"#
-        );
-        assert_eq!(cut(r#"{"a":"123456"}"#, 5), r#"{"a":"12345…"}"#);
-        // Never inside an escape or a character.
-        assert_eq!(cut(r#"["1234\u00e9xyz"]"#, 5), r#"["1234\u00e9…"]"#);
-        assert_eq!(cut(r#"["1234\"\\zz"]"#, 5), r#"["1234\"…"]"#);
-        assert_eq!(cut("[\"1234éé\"]", 5), "[\"1234é…\"]");
-        // Dropped escapes and quotes do not end the string early.
-        assert_eq!(
-            cut(r#"["123456\"\\\"7", "next"]"#, 3),
-            r#"["123…", "nex…"]"#
-        );
-        // A line that is not JSON stays as broken as it was.
-        assert_eq!(cut(r#"{"a":"12345678"#, 5), r#"{"a":"12345…"#);
-    }
-
-    // ---- fuzzing: structured stream-json lines, random chunkings ----
-
-    use proptest::prelude::*;
-    use proptest::test_runner::{Config as RunnerConfig, TestRunner};
-    use serde_json::{Value, json};
-
-    /// Any JSON value, nested a few levels, with strings that need escapes
-    /// and non-ASCII text.
-    fn any_json() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(Value::from),
-            "\\PC{0,12}|[\"\\\\\n\t\u{0}\u{7f}é✓😀]{0,6}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(3, 24, 4, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                prop::collection::btree_map("[a-z_]{1,8}", inner, 0..4)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
-    /// A value of the field's usual type most of the time, anything else
-    /// sometimes (field types change between CLI versions).
-    fn usually<S: Strategy<Value = Value> + 'static>(usual: S) -> BoxedStrategy<Value> {
-        prop_oneof![4 => usual, 1 => any_json()].boxed()
-    }
-
-    fn text() -> BoxedStrategy<Value> {
-        usually("\\PC{0,40}".prop_map(Value::from))
-    }
-
-    fn count() -> BoxedStrategy<Value> {
-        usually(any::<u32>().prop_map(Value::from))
-    }
-
-    fn block() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            text().prop_map(|t| json!({"type": "text", "text": t})),
-            (text(), text(), text()).prop_map(|(name, path, command)| json!({
-                "type": "tool_use", "id": "toolu_1", "name": name,
-                "input": {"file_path": path, "command": command}
-            })),
-            any_json().prop_map(|c| json!({"type": "tool_result", "content": c})),
-            any_json(),
-        ]
-    }
-
-    /// A runner for `cases` cases (no failure file: the seed is printed).
-    fn runner(cases: u32) -> TestRunner {
-        TestRunner::new(RunnerConfig {
-            cases,
-            failure_persistence: None,
-            ..RunnerConfig::default()
-        })
-    }
-
-    /// A line shaped like the CLI's: a known type with its fields, of the
-    /// right types or not, with unknown fields around them.
-    fn stream_line() -> impl Strategy<Value = Value> {
-        let kind = prop_oneof![
-            Just("system"),
-            Just("assistant"),
-            Just("user"),
-            Just("result"),
-            Just("rate_limit_event"),
-            Just("stream_event"),
-        ];
-        let subtype = prop_oneof![
-            Just(Value::Null),
-            Just(json!("init")),
-            Just(json!("api_retry")),
-            Just(json!("compact_boundary")),
-            Just(json!("success")),
-            Just(json!("error_during_execution")),
-            text(),
-        ];
-        let usage = usually(
-            (count(), count(), count(), count()).prop_map(|(i, o, c, r)| {
-                json!({
-                    "input_tokens": i, "output_tokens": o,
-                    "cache_creation_input_tokens": c, "cache_read_input_tokens": r
-                })
-            }),
-        );
-        let message = usually(
-            (
-                text(),
-                text(),
-                usage,
-                usually(prop::collection::vec(block(), 0..4).prop_map(Value::from)),
-            )
-                .prop_map(|(id, model, usage, content)| {
-                    json!({
-                        "id": id, "model": model, "usage": usage, "content": content
-                    })
-                }),
-        );
-        let extra = prop::collection::btree_map("[a-z_]{1,10}", any_json(), 0..3);
-        (
-            kind,
-            subtype,
-            message,
-            text(),
-            usually(any::<bool>().prop_map(Value::from)),
-            (
-                count(),
-                any_json(),
-                any_json(),
-                any_json(),
-                any_json(),
-                any_json(),
-            ),
-            extra,
-        )
-            .prop_map(
-                |(
-                    kind,
-                    subtype,
-                    message,
-                    result,
-                    is_error,
-                    (n, errors, denials, usage, limit, compact),
-                    extra,
-                )| {
-                    let mut line = json!({
-                        "type": kind, "subtype": subtype, "message": message,
-                        "parent_tool_use_id": null, "result": result, "is_error": is_error,
-                        "total_cost_usd": 0.5, "num_turns": n, "errors": errors,
-                        "permission_denials": denials, "modelUsage": usage,
-                        "rate_limit_info": limit, "compact_metadata": compact,
-                        "attempt": n, "error_status": n,
-                    });
-                    line.as_object_mut().unwrap().extend(extra);
-                    line
-                },
-            )
-    }
-
-    /// A line as bytes: the JSON, sometimes damaged (cut short, a byte
-    /// changed, JSON whitespace around it).
-    fn line_bytes() -> impl Strategy<Value = Vec<u8>> {
-        (
-            stream_line(),
-            0usize..4,
-            any::<prop::sample::Index>(),
-            any::<u8>(),
-            0usize..3,
-        )
-            .prop_map(|(v, damage, at, byte, pad)| {
-                let mut b = serde_json::to_vec(&v).unwrap();
-                let i = at.index(b.len());
-                match damage {
-                    1 => b.truncate(i),
-                    2 if byte != b'\n' => b[i] = byte,
-                    _ => {}
-                }
-                let ws: &[u8] = [&b""[..], b"  ", b"\t\r"][pad];
-                [ws, &b[..], ws].concat()
-            })
-    }
-
-    /// Hands out its bytes in chunks of the given sizes, in turn.
-    struct Chunked<'a> {
-        bytes: &'a [u8],
-        sizes: Vec<usize>,
-        n: usize,
-    }
-
-    impl Read for Chunked<'_> {
-        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-            let size = self.sizes[self.n % self.sizes.len()]
-                .min(out.len())
-                .min(self.bytes.len());
-            self.n += 1;
-            out[..size].copy_from_slice(&self.bytes[..size]);
-            self.bytes = &self.bytes[size..];
-            Ok(size)
-        }
-    }
-
-    /// Events compared without the wording of an invalid line's reason
-    /// (positions differ between the in-memory and the streaming decoder).
-    fn comparable(e: StreamEvent) -> StreamEvent {
-        match e {
-            StreamEvent::Invalid { .. } => StreamEvent::Invalid {
-                reason: String::new(),
-            },
-            e => e,
-        }
-    }
-
-    /// Decoding a stream of lines chunk by chunk, through the buffered
-    /// path and the streaming one (small limits, so that both run), equals
-    /// decoding each line in memory once its strings are capped; every
-    /// byte reaches the transcript sink.
-    fn check_chunked_decoding(cases: u32) {
-        let input = (
-            prop::collection::vec(line_bytes(), 1..6),
-            prop::collection::vec(1usize..300, 1..5),
-            1usize..200,
-            prop_oneof![Just(usize::MAX), 8usize..400],
-            4usize..64,
-            any::<bool>(),
-        );
-        let mut runner = runner(cases);
-        runner
-            .run(
-                &input,
-                |(lines, sizes, capacity, line_limit, string_limit, last_newline)| {
-                    let mut stream = lines.join(&b'\n');
-                    if last_newline {
-                        stream.push(b'\n');
-                    }
-                    let limits = Limits {
-                        line: line_limit,
-                        string: string_limit,
-                    };
-                    let mut reader = std::io::BufReader::with_capacity(
-                        capacity,
-                        Chunked {
-                            bytes: &stream,
-                            sizes,
-                            n: 0,
-                        },
-                    );
-                    let mut seen = 0;
-                    let mut got = Vec::new();
-                    while let Some(e) =
-                        decode_from_with(&mut reader, &mut |b| seen += b.len(), limits)
-                    {
-                        got.push(comparable(e));
-                    }
-                    prop_assert_eq!(seen, stream.len());
-                    let want: Vec<StreamEvent> = lines
-                        .iter()
-                        .map(|l| {
-                            if l.len() < line_limit {
-                                return decode_line(l);
-                            }
-                            // The streaming path judges the line with its
-                            // strings capped.
-                            let mut capped = Vec::new();
-                            CapStrings::new(&l[..], string_limit)
-                                .read_to_end(&mut capped)
-                                .unwrap();
-                            let first = l.iter().copied().find(|b| !b.is_ascii_whitespace());
-                            classify(serde_json::from_slice::<RawLine>(&capped), first)
-                        })
-                        .map(comparable)
-                        .collect();
-                    prop_assert_eq!(got, want);
-                    Ok(())
-                },
-            )
-            .unwrap();
-    }
-
-    #[test]
-    fn chunked_decoding_equals_line_decoding() {
-        check_chunked_decoding(600);
-    }
-
-    #[test]
-    #[ignore = "long mode"]
-    fn chunked_decoding_equals_line_decoding_long() {
-        check_chunked_decoding(50_000);
-    }
-
-    /// What a well-formed assistant line says is what the decoder reads.
-    fn check_assistant_lines(cases: u32) {
-        let input = (
-            "[a-z0-9_]{1,20}",
-            "\\PC{1,30}",
-            (any::<u32>(), any::<u32>(), any::<u32>()),
-            prop::collection::vec("\\PC{0,50}", 0..3),
-            prop::collection::vec(("[A-Za-z]{1,12}", "\\PC{1,40}"), 0..3),
-            prop::option::of("[a-z0-9_]{1,12}"),
-        );
-        let mut runner = runner(cases);
-        runner
-            .run(&input, |(id, model, (i, c, r), texts, tools, parent)| {
-                let mut content: Vec<Value> =
-                    texts.iter().map(|t| json!({"type": "text", "text": t})).collect();
-                content.extend(tools.iter().map(|(name, path)| json!({
-                    "type": "tool_use", "id": "t", "name": name, "input": {"file_path": path}
-                })));
-                let line = json!({
-                    "type": "assistant",
-                    "message": {"id": id, "model": model, "content": content,
-                        "usage": {"input_tokens": i, "cache_creation_input_tokens": c, "cache_read_input_tokens": r, "output_tokens": 1}},
-                    "parent_tool_use_id": parent,
-                });
-                let StreamEvent::Assistant(m) = decode_line(&serde_json::to_vec(&line).unwrap()) else {
-                    return Err(TestCaseError::fail("not an assistant line"));
-                };
-                prop_assert_eq!(&m.id, &id);
-                prop_assert_eq!(&m.model, &model);
-                prop_assert_eq!(m.usage.occupancy(), u64::from(i) + u64::from(c) + u64::from(r));
-                prop_assert_eq!(&m.text, &texts);
-                let names: Vec<&str> = m.tool_calls.iter().map(|t| t.name.as_str()).collect();
-                let want: Vec<&str> = tools.iter().map(|(n, _)| n.as_str()).collect();
-                prop_assert_eq!(names, want);
-                let paths: Vec<Option<&str>> = m.tool_calls.iter().map(|t| t.path.as_deref()).collect();
-                let want: Vec<Option<&str>> = tools.iter().map(|(_, p)| Some(p.as_str())).collect();
-                prop_assert_eq!(paths, want);
-                prop_assert_eq!(m.parent_tool_use_id, parent);
-                Ok(())
-            })
-            .unwrap();
-    }
-
-    #[test]
-    fn assistant_lines_decode_to_what_they_say() {
-        check_assistant_lines(500);
-    }
-
-    #[test]
-    #[ignore = "long mode"]
-    fn assistant_lines_decode_to_what_they_say_long() {
-        check_assistant_lines(50_000);
-    }
-
-    /// Capping keeps valid JSON valid, the same shape, each string a
-    /// prefix of the original, short strings whole.
-    fn check_capping(cases: u32) {
-        // The cap counts bytes as written in JSON (escapes included).
-        fn encoded(s: &str) -> usize {
-            serde_json::to_string(s).unwrap().len() - 2
-        }
-        fn same_shape(a: &Value, b: &Value, max: usize) -> bool {
-            match (a, b) {
-                // Kept whole: short enough (a character or escape begun
-                // before the cap is kept whole, up to 5 bytes more).
-                (Value::String(a), Value::String(b)) if a == b => encoded(a) <= max + 5,
-                (Value::String(a), Value::String(b)) => b
-                    .strip_suffix('…')
-                    .is_some_and(|p| a.starts_with(p) && encoded(p) >= max),
-                (Value::Array(a), Value::Array(b)) => {
-                    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_shape(a, b, max))
-                }
-                (Value::Object(a), Value::Object(b)) => {
-                    a.len() == b.len()
-                        && a.iter().zip(b).all(|((ka, a), (kb, b))| {
-                            same_shape(&Value::from(ka.as_str()), &Value::from(kb.as_str()), max)
-                                && same_shape(a, b, max)
-                        })
-                }
-                (a, b) => a == b,
+    /// Feed `bytes` to a [`LineDecoder`] in chunks of `chunk` bytes.
+    fn decode_chunked(bytes: &[u8], chunk: usize) -> Vec<StreamEvent> {
+        let mut d = LineDecoder::new();
+        let mut out = Vec::new();
+        for part in bytes.chunks(chunk.max(1)) {
+            let mut rest = part;
+            while !rest.is_empty() {
+                let (used, event) = d.push(rest);
+                out.extend(event);
+                rest = &rest[used..];
             }
         }
-        // Keys are at most 8 bytes: cut keys could collide, changing the shape.
-        let input = (any_json(), 8usize..24);
-        let mut runner = runner(cases);
-        runner
-            .run(&input, |(v, max)| {
-                let text = serde_json::to_vec(&v).unwrap();
-                let mut out = Vec::new();
-                CapStrings::new(&text[..], max)
-                    .read_to_end(&mut out)
-                    .unwrap();
-                let back: Value = serde_json::from_slice(&out).map_err(|e| {
-                    TestCaseError::fail(format!("{e}: {}", String::from_utf8_lossy(&out)))
-                })?;
-                // Parsed the same way as the capped text (float printing
-                // does not round-trip exactly).
-                let v: Value = serde_json::from_slice(&text).unwrap();
-                prop_assert!(same_shape(&v, &back, max), "{} -> {}", v, back);
-                Ok(())
+        out.extend(d.finish());
+        out
+    }
+
+    fn all_fixture_bytes() -> Vec<u8> {
+        fixtures().into_iter().flat_map(|(_, b)| b).collect()
+    }
+
+    #[test]
+    fn chunk_boundaries_do_not_change_the_events() {
+        let bytes = all_fixture_bytes();
+        let whole: Vec<_> = bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(decode_line)
+            .collect();
+        for chunk in [1, 2, 3, 5, 17, 64, 1000, 4096, 1 << 20] {
+            assert_eq!(decode_chunked(&bytes, chunk), whole, "chunks of {chunk}");
+        }
+    }
+
+    fn assistant_text_line(text_json: &str) -> Vec<u8> {
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"m1","model":"claude-sonnet-4-5","content":[{{"type":"text","text":"{text_json}"}}],"usage":{{"input_tokens":5,"cache_read_input_tokens":100}}}},"parent_tool_use_id":null}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn long_model_text_is_kept_whole_in_any_chunking() {
+        // 300 KiB of text with escapes, quotes and multi-byte characters.
+        let text: String = (0..6000)
+            .map(|i| format!("line {i} with \"quotes\", a tab\t, é → ✓ 😀 and \\ end\n"))
+            .collect();
+        let escaped = serde_json::to_string(&text).unwrap();
+        let mut line = assistant_text_line(&escaped[1..escaped.len() - 1]);
+        line.push(b'\n');
+        assert!(line.len() > DIRECT_LINE);
+        for chunk in [7, 4096, 1 << 20] {
+            let events = decode_chunked(&line, chunk);
+            let [StreamEvent::Assistant(m)] = &events[..] else {
+                panic!("{events:?}")
+            };
+            assert_eq!(m.text, vec![text.clone()], "chunks of {chunk}");
+            assert_eq!(m.usage.occupancy(), 105);
+        }
+    }
+
+    #[test]
+    fn cut_strings_stay_valid_wherever_the_cut_falls() {
+        // Text over LONG_STRING made of escapes: whatever the offset, the
+        // cut must not split an escape sequence or a surrogate pair.
+        let unit = r#"\ud83d\ude00\\\"\n\u00e9é"#;
+        for pad in 0..12 {
+            let mut body = "x".repeat(pad);
+            while body.len() < LONG_STRING + 64 {
+                body.push_str(unit);
+            }
+            let mut line = assistant_text_line(&body);
+            line.push(b'\n');
+            let events = decode_chunked(&line, 64 << 10);
+            let [StreamEvent::Assistant(m)] = &events[..] else {
+                panic!("pad {pad}: {events:?}")
+            };
+            let text = &m.text[0];
+            // The cap counts raw bytes; escapes decode to fewer.
+            assert!(text.len() <= LONG_STRING && text.len() > LONG_STRING / 3);
+            assert!(text.ends_with(['😀', '\\', '"', '\n', 'é']), "pad {pad}");
+        }
+    }
+
+    #[test]
+    fn result_text_over_the_cap_is_cut_not_lost() {
+        let mut text = String::from("All done. <promise>COMPLETE</promise> ");
+        text.push_str(&"and more words ".repeat(LONG_STRING / 10));
+        let line = format!(
+            r#"{{"type":"result","subtype":"success","result":{},"total_cost_usd":0.5,"modelUsage":{{"m":{{"contextWindow":200000}}}}}}"#,
+            serde_json::to_string(&text).unwrap()
+        );
+        let events = decode_chunked(line.as_bytes(), 1 << 20);
+        let [StreamEvent::Result(r)] = &events[..] else {
+            panic!("{events:?}")
+        };
+        let kept = r.text.as_deref().unwrap();
+        assert!(kept.starts_with("All done. <promise>COMPLETE</promise>"));
+        assert!(kept.len() <= LONG_STRING);
+        assert_eq!(r.context_windows["m"], 200_000);
+    }
+
+    #[test]
+    fn what_ralph_never_reads_is_dropped_not_kept() {
+        let big = "y".repeat(3 * DIRECT_LINE);
+        let line = format!(
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","content":[{{"type":"text","text":"{big}"}}]}}]}},"parent_tool_use_id":"toolu_1","tool_use_result":{{"stdout":"{big}","lines":["{big}","{big}"]}}}}"#
+        );
+        let mut d = LineDecoder::new();
+        let (used, event) = d.push(line.as_bytes());
+        assert_eq!((used, event), (line.len(), None));
+        assert!(d.kept.len() < 200, "{}", String::from_utf8_lossy(&d.kept));
+        assert_eq!(
+            d.finish(),
+            Some(StreamEvent::User {
+                parent_tool_use_id: Some("toolu_1".into())
             })
-            .unwrap();
+        );
+        // Key order does not matter for the result, only for the cost.
+        let line = format!(
+            r#"{{"message":{{"content":[{{"type":"text","text":"{big}"}}]}},"parent_tool_use_id":null,"type":"user"}}"#
+        );
+        assert_eq!(
+            decode_chunked(line.as_bytes(), 999),
+            vec![StreamEvent::User {
+                parent_tool_use_id: None
+            }]
+        );
     }
 
     #[test]
-    fn capping_keeps_json_valid_and_strings_prefixes() {
-        check_capping(1000);
-    }
-
-    #[test]
-    #[ignore = "long mode"]
-    fn capping_keeps_json_valid_and_strings_prefixes_long() {
-        check_capping(100_000);
+    fn memory_is_bounded_by_the_compacted_size() {
+        let mut stream = b"{\"type\":\"x\",\"numbers\":[".to_vec();
+        while stream.len() < MAX_COMPACTED + 1000 {
+            stream.extend_from_slice(b"1234567,");
+        }
+        stream.extend_from_slice(
+            b"0]}\n{\"type\":\"system\",\"subtype\":\"init\",\"model\":\"m\"}\n",
+        );
+        let events = decode_chunked(&stream, 1 << 20);
+        assert!(
+            matches!(&events[0], StreamEvent::Invalid { reason } if reason.contains("MiB of JSON")),
+            "{:?}",
+            events[0]
+        );
+        assert!(matches!(events[1], StreamEvent::Init { .. }));
+        // Many short strings past the soft limit are kept empty.
+        let mut line = b"{\"type\":\"assistant\",\"message\":{\"id\":\"m\",\"x\":[".to_vec();
+        while line.len() < 3 * MAX_COMPACTED {
+            line.extend_from_slice(b"\"0123456789abcdef0123456789abcdef\",");
+        }
+        line.extend_from_slice(b"\"\"]}}\n");
+        let mut d = LineDecoder::new();
+        let mut rest = &line[..];
+        let mut events = Vec::new();
+        while !rest.is_empty() {
+            let (used, e) = d.push(&rest[..rest.len().min(1 << 20)]);
+            assert!(d.kept.len() <= MAX_COMPACTED);
+            events.extend(e);
+            rest = &rest[used..];
+        }
+        assert!(
+            matches!(&events[..], [StreamEvent::Assistant(m)] if m.id == "m"),
+            "{events:?}"
+        );
     }
 
     proptest::proptest! {
@@ -1463,6 +1341,36 @@ mod tests {
                 let _ = decode_line(&line);
                 let _ = decode_line(&line[..at]);
             }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(200))]
+        #[test]
+        fn any_chunking_gives_the_same_events(cuts in proptest::collection::vec(1usize..5000, 1..40)) {
+            let mut bytes = all_fixture_bytes();
+            // A long line too, so that the compacting path is crossed.
+            bytes.extend_from_slice(&assistant_text_line(&"ab\\\"c\\u00e9 ".repeat(4000)));
+            bytes.push(b'\n');
+            let reference = decode_chunked(&bytes, bytes.len());
+            let mut d = LineDecoder::new();
+            let mut events = Vec::new();
+            let mut at = 0;
+            for cut in cuts.iter().cycle() {
+                if at >= bytes.len() {
+                    break;
+                }
+                let end = (at + cut).min(bytes.len());
+                let mut rest = &bytes[at..end];
+                while !rest.is_empty() {
+                    let (used, e) = d.push(rest);
+                    events.extend(e);
+                    rest = &rest[used..];
+                }
+                at = end;
+            }
+            events.extend(d.finish());
+            proptest::prop_assert_eq!(events, reference);
         }
     }
 }

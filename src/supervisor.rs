@@ -157,6 +157,10 @@ pub struct Supervisor {
     limit_backoff: Duration,
     /// The previous iteration ended on a usage limit too.
     limited_before: bool,
+    /// The snapshot taken after the last iteration while nothing has touched
+    /// the tree since (no WIP commit, hook or wait): the next iteration
+    /// starts from it instead of a second full status of the repository.
+    reuse_snapshot: Option<repo::Snapshot>,
 }
 
 /// Facts gathered while one agent process ran.
@@ -261,6 +265,7 @@ impl Supervisor {
             stop_requested: false,
             limit_backoff: LIMIT_FALLBACK,
             limited_before: false,
+            reuse_snapshot: None,
             config,
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
@@ -439,7 +444,10 @@ impl Supervisor {
             let number = self.state.iteration + 1;
             self.state.iteration = number;
             let plan_before = self.plan();
-            let snap_before = repo::snapshot(&self.root, &self.own()).ok();
+            let snap_before = match self.reuse_snapshot.take() {
+                Some(s) => Some(s),
+                None => repo::snapshot(&self.root, &self.own()).ok(),
+            };
             let iteration = self.run_iteration(number, &plan_before).await?;
             if let Some(end) = self
                 .after_iteration(iteration, &plan_before, snap_before)
@@ -945,10 +953,12 @@ impl Supervisor {
     ) -> Option<(Outcome, String)> {
         let plan_after = self.plan();
         let newly_done = plan_after.newly_done(plan_before);
-        let tree_progress = match (&snap_before, repo::snapshot(&self.root, &self.own()).ok()) {
-            (Some(b), Some(a)) => repo::made_progress(&self.root, b, &a),
+        let snap_after = repo::snapshot(&self.root, &self.own()).ok();
+        let tree_progress = match (&snap_before, &snap_after) {
+            (Some(b), Some(a)) => repo::made_progress(&self.root, b, a),
             _ => false,
         };
+        self.reuse_snapshot = snap_after;
         let progress = tree_progress || !newly_done.is_empty();
         let we_stopped = it.checkpoint.is_some();
         // A timeout whose iteration made progress is not a failure.
@@ -1157,6 +1167,7 @@ impl Supervisor {
     }
 
     fn save_checkpoint(&mut self, it: &Iteration, trigger: &str, level: Level, percent: f64) {
+        self.reuse_snapshot = None;
         let entry = self
             .state
             .context_history
@@ -1248,6 +1259,7 @@ impl Supervisor {
         if commands.is_empty() {
             return;
         }
+        self.reuse_snapshot = None;
         env.push(("RALPH_ITERATION", self.state.iteration.to_string()));
         env.push(("RALPH_RUN_ID", self.state.run_id.clone()));
         for run in hooks::run_all(commands, &self.root, &env, self.config.hooks.timeout.0) {
@@ -1349,6 +1361,7 @@ impl Supervisor {
             ));
         }
         let until = now + jiff::SignedDuration::try_from(wait).unwrap_or_default();
+        self.reuse_snapshot = None;
         self.state.status = "waiting".into();
         self.state.waiting_until = Some(until.to_string());
         self.save();

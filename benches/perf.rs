@@ -1,0 +1,1558 @@
+//! ralph's benchmark suite (docs/performance.md). Every figure is a ratio
+//! against the physical limit or against the peers' way of doing the same
+//! job, measured in the same run, so a noisy machine moves both sides.
+//!
+//! ```text
+//! cargo bench --bench perf                 # full sizes (1 GiB transcript, 10k-file repos)
+//! cargo bench --bench perf -- --quick      # smaller sizes, about a minute
+//! cargo bench --bench perf -- --only stream,memory
+//! ```
+//!
+//! The same binary is also the agent of the reaction benchmark
+//! (`--agent-reaction`), so no helper has to be built separately.
+//! `tests/bench_smoke.rs` runs a tiny version of all of it under `cargo test`.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The ralph binary Cargo built for this bench (or for the smoke test).
+const RALPH: &str = env!("CARGO_BIN_EXE_ralph");
+
+// ---------------------------------------------------------------- options
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    /// CI smoke: checks that everything runs and yields ratios.
+    Tiny,
+    Quick,
+    Full,
+}
+
+/// The sizes of every benchmark at one [`Size`].
+#[derive(Clone, Debug)]
+pub struct Sizes {
+    pub transcript: u64,
+    pub big_line: u64,
+    pub repeats: usize,
+    pub reaction_trials: usize,
+    pub repo_files: usize,
+    pub repo_changed: usize,
+    pub iterations: u32,
+    pub commit_files: usize,
+    pub commit_changed: usize,
+    pub commit_trials: usize,
+    pub history: u32,
+    pub startup_trials: usize,
+}
+
+impl Size {
+    pub fn sizes(self) -> Sizes {
+        match self {
+            Size::Full => Sizes {
+                transcript: 1 << 30,
+                big_line: 256 << 20,
+                repeats: 3,
+                reaction_trials: 200,
+                repo_files: 10_000,
+                repo_changed: 100,
+                iterations: 100,
+                commit_files: 10_000,
+                commit_changed: 1_000,
+                commit_trials: 5,
+                history: 1_000,
+                startup_trials: 30,
+            },
+            Size::Quick => Sizes {
+                transcript: 128 << 20,
+                big_line: 64 << 20,
+                repeats: 3,
+                reaction_trials: 40,
+                repo_files: 10_000,
+                repo_changed: 100,
+                iterations: 20,
+                commit_files: 10_000,
+                commit_changed: 1_000,
+                commit_trials: 3,
+                history: 1_000,
+                startup_trials: 15,
+            },
+            Size::Tiny => Sizes {
+                transcript: 4 << 20,
+                big_line: 4 << 20,
+                repeats: 1,
+                reaction_trials: 3,
+                repo_files: 200,
+                repo_changed: 10,
+                iterations: 3,
+                commit_files: 200,
+                commit_changed: 20,
+                commit_trials: 1,
+                history: 50,
+                startup_trials: 2,
+            },
+        }
+    }
+}
+
+pub struct Opts {
+    pub size: Size,
+    pub only: Option<Vec<String>>,
+    /// Scratch space (transcripts, repos); removed at the end unless `keep`.
+    pub dir: PathBuf,
+    pub keep: bool,
+    /// Progress lines on stderr.
+    pub verbose: bool,
+}
+
+pub const BENCHES: [&str; 7] = [
+    "decode",
+    "stream",
+    "memory",
+    "reaction",
+    "iteration",
+    "checkpoint",
+    "startup",
+];
+
+impl Opts {
+    fn wants(&self, name: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|n| n == name))
+    }
+    fn say(&self, text: &str) {
+        if self.verbose {
+            eprintln!("[bench] {text}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- results
+
+/// One line of the results table.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub bench: String,
+    /// What is compared, e.g. "1 GiB transcript: ralph run vs cat | cat".
+    pub what: String,
+    pub ralph: String,
+    pub reference: String,
+    /// ralph ÷ reference (lower is better), or reference ÷ ralph where the
+    /// target says "× faster".
+    pub ratio: f64,
+    pub target: String,
+    pub pass: Option<bool>,
+}
+
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    out.push_str("| bench | measure | ralph | reference | ratio | target | ok |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.bench,
+            r.what,
+            r.ralph,
+            r.reference,
+            if r.ratio.is_finite() {
+                format!("{:.2}", r.ratio)
+            } else {
+                "–".into()
+            },
+            r.target,
+            match r.pass {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "–",
+            }
+        );
+    }
+    out
+}
+
+// ---------------------------------------------------------------- entry
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = helper_mode(&args) {
+        std::process::exit(code);
+    }
+    let mut size = Size::Full;
+    let mut only = None;
+    let mut dir = None;
+    let mut keep = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => size = Size::Quick,
+            "--tiny" => size = Size::Tiny,
+            "--only" => {
+                only = it
+                    .next()
+                    .map(|s| s.split(',').map(str::to_string).collect::<Vec<_>>())
+            }
+            "--dir" => dir = it.next().map(PathBuf::from),
+            "--keep" => keep = true,
+            // `cargo bench` passes --bench; filters are not used.
+            "--bench" => {}
+            "-h" | "--help" => {
+                println!(
+                    "cargo bench --bench perf -- [--quick|--tiny] [--only {}] [--dir DIR] [--keep]",
+                    BENCHES.join(",")
+                );
+                return;
+            }
+            other => {
+                eprintln!("unknown argument {other}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let dir = dir.unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("perf-{}", std::process::id()))
+    });
+    let opts = Opts {
+        size,
+        only,
+        dir,
+        keep,
+        verbose: true,
+    };
+    let rows = run(&opts);
+    println!("\n{}", table(&rows));
+    println!("{}", machine_note());
+}
+
+/// Run every wanted benchmark; the rows of the results table.
+pub fn run(opts: &Opts) -> Vec<Row> {
+    let _ = fs::remove_dir_all(&opts.dir);
+    fs::create_dir_all(&opts.dir).expect("bench dir");
+    opts.say(&format!(
+        "size {:?}, scratch {}",
+        opts.size,
+        opts.dir.display()
+    ));
+    let s = opts.size.sizes();
+    let mut rows = Vec::new();
+    if opts.wants("decode") {
+        rows.extend(bench_decode(opts, &s));
+    }
+    if opts.wants("stream") || opts.wants("memory") {
+        rows.extend(bench_stream(opts, &s));
+    }
+    if opts.wants("reaction") {
+        rows.extend(bench_reaction(opts, &s));
+    }
+    if opts.wants("iteration") {
+        rows.extend(bench_iteration(opts, &s));
+    }
+    if opts.wants("checkpoint") {
+        rows.extend(bench_checkpoint(opts, &s));
+    }
+    if opts.wants("startup") {
+        rows.extend(bench_startup(opts, &s));
+    }
+    if !opts.keep {
+        let _ = fs::remove_dir_all(&opts.dir);
+    }
+    rows
+}
+
+pub fn machine_note() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_default();
+    format!(
+        "machine: {cpus} CPUs ({model}), shared with other jobs: absolute figures are noisy, ratios are taken in the same run."
+    )
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+fn ms(d: Duration) -> String {
+    let v = d.as_secs_f64() * 1e3;
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else if v >= 10.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{v:.2} ms")
+    }
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v[v.len() / 2]
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[idx.min(v.len() - 1)]
+}
+
+/// The modes in which this binary is a helper of its own benchmarks rather
+/// than the suite: the reaction agent, and the RSS probe.
+pub fn helper_mode(args: &[String]) -> Option<i32> {
+    match args.first().map(String::as_str) {
+        Some("--agent-reaction") => Some(agent_reaction(&args[1..])),
+        Some("--rss-of") => Some(rss_of(&args[1..])),
+        // For profiling by hand: `--write-transcript PATH MIB`.
+        Some("--write-transcript") => {
+            let mib: u64 = args.get(2).and_then(|m| m.parse().ok()).unwrap_or(128);
+            let stats = write_transcript(Path::new(&args[1]), mib << 20, 1);
+            println!("{stats:?}");
+            Some(0)
+        }
+        _ => None,
+    }
+}
+
+/// `--rss-of OUT PROGRAM ARGS…`: run PROGRAM, write "wall_ns max_rss_kib"
+/// to OUT, exit with its code. Linux folds the high-water mark of the
+/// *spawning* process into a vfork-spawned child's `maxrss` at exec, so the
+/// peak RSS of ralph is only clean when its parent is small: this probe.
+fn rss_of(args: &[String]) -> i32 {
+    let (Some(out), Some(program)) = (args.first(), args.get(1)) else {
+        eprintln!("usage: --rss-of OUT PROGRAM ARGS…");
+        return 2;
+    };
+    let m = measure(Command::new(program).args(&args[2..]));
+    fs::write(out, format!("{} {}", m.wall.as_nanos(), m.max_rss_kib)).unwrap();
+    m.status.code().unwrap_or(1)
+}
+
+/// Like [`measure`], but through the `--rss-of` probe so that `max_rss_kib`
+/// is the command's own (the probe's start-up is not in the wall time).
+fn measure_rss(program: &Path, args: &[&str], dir: &Path) -> Measured {
+    let out = dir.with_extension("rss");
+    let mut probe = Command::new(std::env::current_exe().unwrap());
+    probe
+        .arg("--rss-of")
+        .arg(&out)
+        .arg(program)
+        .args(args)
+        .current_dir(dir)
+        .env("RALPH_LOG", "off")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(fs::File::create(stderr_log(dir)).unwrap()));
+    let outer = measure(&mut probe);
+    let text = fs::read_to_string(&out).unwrap_or_default();
+    let _ = fs::remove_file(&out);
+    let mut it = text.split(' ').filter_map(|v| v.parse::<u64>().ok());
+    let (Some(wall), Some(rss)) = (it.next(), it.next()) else {
+        panic!(
+            "rss probe failed: {:?}\n{}",
+            outer.status,
+            ralph_stderr(dir)
+        );
+    };
+    Measured {
+        wall: Duration::from_nanos(wall),
+        status: outer.status,
+        max_rss_kib: rss,
+    }
+}
+
+/// A finished child: wall time, status and its peak RSS (with that of the
+/// descendants it waited for), from `wait4`.
+struct Measured {
+    wall: Duration,
+    status: ExitStatus,
+    max_rss_kib: u64,
+}
+
+fn measure(cmd: &mut Command) -> Measured {
+    let started = Instant::now();
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: plain syscall on our own child; rusage is written by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let wall = started.elapsed();
+    // The Child was reaped by wait4 above: forget it so nothing waits twice.
+    std::mem::forget(child);
+    use std::os::unix::process::ExitStatusExt;
+    Measured {
+        wall,
+        status: ExitStatus::from_raw(status),
+        max_rss_kib: usage.ru_maxrss as u64,
+    }
+}
+
+fn sh(script: &str) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script);
+    c
+}
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn quote(p: &Path) -> String {
+    shlex::try_quote(&p.display().to_string())
+        .expect("quotable path")
+        .into_owned()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A ralph project: a plan whose items are all done, `ralph.toml` with
+/// `agent` as the agent command plus `extra`, all committed.
+fn project(dir: &Path, agent: &str, extra: &str) {
+    fs::create_dir_all(dir).unwrap();
+    fs::write(dir.join("fix_plan.md"), "# Bench\n\n- [x] measure\n").unwrap();
+    fs::write(
+        dir.join("ralph.toml"),
+        format!("[agent]\ncommand = {}\n\n{extra}\n", toml_string(agent)),
+    )
+    .unwrap();
+    if !dir.join(".git").exists() {
+        git(dir, &["init", "-q"]);
+    }
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "bench project"]);
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn ralph(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(RALPH);
+    c.args(args)
+        .current_dir(dir)
+        .env("RALPH_LOG", "off")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(fs::File::create(stderr_log(dir)).unwrap()));
+    c
+}
+
+/// ralph's stderr, kept beside (not in) the project so git does not see it.
+fn stderr_log(dir: &Path) -> PathBuf {
+    dir.with_extension("stderr")
+}
+
+fn ralph_stderr(dir: &Path) -> String {
+    fs::read_to_string(stderr_log(dir)).unwrap_or_default()
+}
+
+// ---------------------------------------------------------------- transcript
+
+/// xorshift64*: deterministic, no dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    /// Log-uniform in [lo, hi]: many small values, a long tail of big ones.
+    pub fn log_uniform(&mut self, lo: u64, hi: u64) -> u64 {
+        let f = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let (l, h) = ((lo as f64).ln(), (hi as f64).ln());
+        (l + f * (h - l)).exp() as u64
+    }
+}
+
+/// Lines of tool output, already JSON-escaped: compiler output, source code
+/// with quotes and tabs, test logs with ANSI colours, non-ASCII text.
+fn output_pool(rng: &mut Rng) -> Vec<String> {
+    let mut pool = Vec::with_capacity(4096);
+    for i in 0..4096u64 {
+        let n = rng.below(10_000);
+        let raw = match i % 8 {
+            0 => format!(
+                "   Compiling crate-{n} v0.{}.{} (/home/user/project/crates/crate-{n})\n",
+                n % 17,
+                n % 5
+            ),
+            1 => format!(
+                "src/module_{n}.rs:{}:{}: warning: unused variable: `value_{n}`\n",
+                n % 900,
+                n % 80
+            ),
+            2 => format!(
+                "    pub fn handle_{n}(&mut self, input: &str) -> Result<Option<Token>, Error> {{\n"
+            ),
+            3 => format!("\t\"key_{n}\": \"a value with \\\"quotes\\\" and → ✓ é ü\",\n"),
+            4 => format!("test tests::case_{n} ... ok\n"),
+            5 => format!(
+                "\u{1b}[32mPASS\u{1b}[0m tests/unit_{n}.test.ts ({} ms)\n",
+                n % 300
+            ),
+            6 => format!(
+                "{n:>6}\t        let result = self.parse_expression(&tokens[{}..])?;\n",
+                n % 50
+            ),
+            _ => format!(
+                "2026-11-21T22:{:02}:{:02}.{:03}Z INFO request id=req_{n:x} path=/api/v1/items/{n} status=200 latency_ms={}\n",
+                n % 60,
+                (n / 7) % 60,
+                n % 1000,
+                n % 250
+            ),
+        };
+        let escaped = serde_json::to_string(&raw).unwrap();
+        pool.push(escaped[1..escaped.len() - 1].to_string());
+    }
+    pool
+}
+
+/// `len` bytes (about) of escaped tool output.
+fn body(rng: &mut Rng, pool: &[String], len: usize, out: &mut String) {
+    let mut i = rng.below(pool.len() as u64) as usize;
+    let start = out.len();
+    while out.len() - start < len {
+        out.push_str(&pool[i]);
+        i = (i + 1 + (rng.below(3) as usize)) % pool.len();
+    }
+}
+
+const SESSION: &str = "1e95a07a-cda7-423e-94cb-8b187ea761d5";
+
+fn init_line(model: &str) -> String {
+    format!(
+        r#"{{"type":"system","subtype":"init","cwd":"/home/user/project","session_id":"{SESSION}","tools":["Task","Bash","Edit","Read","Write","WebFetch"],"mcp_servers":[],"model":"{model}","permissionMode":"bypassPermissions","apiKeySource":"ANTHROPIC_API_KEY","claude_code_version":"2.1.197","output_style":"default","uuid":"7a67fe96-a058-4b40-9c47-5fa49b7be54e"}}"#
+    )
+}
+
+fn assistant_line(msg: u64, occupancy: u64, block: &str, parent: Option<&str>) -> String {
+    let cache_read = occupancy.saturating_sub(3_000);
+    let parent = parent.map_or("null".to_string(), |p| format!("\"{p}\""));
+    format!(
+        r#"{{"type":"assistant","message":{{"id":"msg_{msg:020x}","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{block}],"stop_reason":null,"stop_sequence":null,"usage":{{"input_tokens":2000,"output_tokens":1,"cache_creation_input_tokens":1000,"cache_read_input_tokens":{cache_read}}},"context_management":null}},"parent_tool_use_id":{parent},"session_id":"{SESSION}","uuid":"b2e5c142-2a5a-4ea5-b83a-{msg:012x}"}}"#
+    )
+}
+
+fn result_line(text: &str) -> String {
+    format!(
+        r#"{{"type":"result","subtype":"success","is_error":false,"api_error_status":null,"duration_ms":833,"duration_api_ms":236,"num_turns":5,"result":{},"stop_reason":"end_turn","session_id":"{SESSION}","total_cost_usd":0.255075,"usage":{{"input_tokens":5700,"cache_creation_input_tokens":26300,"cache_read_input_tokens":459500,"output_tokens":100}},"modelUsage":{{"claude-sonnet-4-5":{{"inputTokens":5700,"outputTokens":100,"cacheReadInputTokens":459500,"cacheCreationInputTokens":26300,"costUSD":0.255075,"contextWindow":200000,"maxOutputTokens":32000}}}},"permission_denials":[],"terminal_reason":"completed","uuid":"845ecbfd-ec9f-426b-9680-ba8e22e525b7"}}"#,
+        serde_json::to_string(text).unwrap()
+    )
+}
+
+/// What a generated transcript holds.
+#[derive(Debug, Default, Clone)]
+pub struct TranscriptStats {
+    pub bytes: u64,
+    pub lines: u64,
+    pub user_lines: u64,
+    pub over_1mib: u64,
+    pub longest: u64,
+}
+
+/// A realistic Claude Code session of about `target` bytes: per turn one
+/// `assistant` line per content block (text, tool_use with Bash/Read/Edit/
+/// Write inputs), then a `user` line whose tool result is 2 KiB–4 MiB
+/// (log-uniform; Claude Code repeats the output in `tool_use_result`, so the
+/// line carries it twice), now and then `system`/`rate_limit_event` lines and
+/// a sub-agent turn; a `result` with the completion promise at the end. The
+/// context stays between 30k and 110k tokens (below L1).
+pub fn write_transcript(path: &Path, target: u64, seed: u64) -> TranscriptStats {
+    let mut rng = Rng::new(seed);
+    let pool = output_pool(&mut rng);
+    let mut out = BufWriter::with_capacity(1 << 20, fs::File::create(path).unwrap());
+    let mut stats = TranscriptStats::default();
+    let mut emit = |line: &str, stats: &mut TranscriptStats| {
+        out.write_all(line.as_bytes()).unwrap();
+        out.write_all(b"\n").unwrap();
+        stats.bytes += line.len() as u64 + 1;
+        stats.lines += 1;
+        stats.longest = stats.longest.max(line.len() as u64 + 1);
+        if line.len() >= 1 << 20 {
+            stats.over_1mib += 1;
+        }
+    };
+    emit(&init_line("claude-sonnet-4-5"), &mut stats);
+    let mut msg = 0u64;
+    let mut occupancy = 30_000u64;
+    let mut line = String::new();
+    let result = result_line("All items are done.\n\n<promise>COMPLETE</promise>");
+    while stats.bytes + result.len() as u64 + 1 < target {
+        msg += 1;
+        occupancy += 500 + rng.below(3_000);
+        if occupancy > 110_000 {
+            occupancy = 30_000 + rng.below(10_000);
+        }
+        let tool_id = format!("toolu_{msg:020x}");
+        let sub = rng.chance(3).then(|| format!("toolu_parent{msg:014x}"));
+        if rng.chance(50) {
+            line.clear();
+            line.push_str(r#"{"type":"text","text":""#);
+            let len = rng.log_uniform(60, 2_000) as usize;
+            body(&mut rng, &pool, len, &mut line);
+            line.push_str("\"}");
+            let l = assistant_line(msg, occupancy, &line, sub.as_deref());
+            emit(&l, &mut stats);
+        }
+        line.clear();
+        match rng.below(20) {
+            0..=9 => {
+                let _ = write!(
+                    line,
+                    r#"{{"type":"tool_use","id":"{tool_id}","name":"Bash","input":{{"command":"cargo test --workspace -- --test-threads={} 2>&1 | tail -n 200","description":"Run the tests"}}}}"#,
+                    1 + msg % 8
+                );
+            }
+            10..=14 => {
+                let _ = write!(
+                    line,
+                    r#"{{"type":"tool_use","id":"{tool_id}","name":"Read","input":{{"file_path":"/home/user/project/src/module_{}.rs"}}}}"#,
+                    msg % 300
+                );
+            }
+            15..=17 => {
+                let _ = write!(
+                    line,
+                    r#"{{"type":"tool_use","id":"{tool_id}","name":"Edit","input":{{"file_path":"/home/user/project/src/module_{}.rs","old_string":""#,
+                    msg % 300
+                );
+                let len = rng.log_uniform(100, 4_000) as usize;
+                body(&mut rng, &pool, len, &mut line);
+                line.push_str(r#"","new_string":""#);
+                body(&mut rng, &pool, len, &mut line);
+                line.push_str("\"}}");
+            }
+            _ => {
+                let _ = write!(
+                    line,
+                    r#"{{"type":"tool_use","id":"{tool_id}","name":"Write","input":{{"file_path":"/home/user/project/src/generated_{}.rs","content":""#,
+                    msg % 300
+                );
+                let len = rng.log_uniform(1_000, 64 << 10) as usize;
+                body(&mut rng, &pool, len, &mut line);
+                line.push_str("\"}}");
+            }
+        }
+        let l = assistant_line(msg, occupancy, &line, sub.as_deref());
+        emit(&l, &mut stats);
+
+        // The tool result: the output twice (content and tool_use_result).
+        let size = rng.log_uniform(2 << 10, 4 << 20) as usize;
+        let mut output = String::with_capacity(size / 2 + 256);
+        body(&mut rng, &pool, size / 2, &mut output);
+        line.clear();
+        let parent = sub.as_deref().map_or("null".into(), |p| format!("\"{p}\""));
+        if rng.chance(10) {
+            // MCP and sub-agent results come as a list of text blocks.
+            let _ = write!(
+                line,
+                r#"{{"type":"user","message":{{"role":"user","content":[{{"tool_use_id":"{tool_id}","type":"tool_result","content":[{{"type":"text","text":"{output}"}}]}}]}},"parent_tool_use_id":{parent},"session_id":"{SESSION}","uuid":"41154c00-db0d-43b3-a0b8-{msg:012x}","timestamp":"2026-11-21T22:18:24.779Z","tool_use_result":[{{"type":"text","text":"{output}"}}]}}"#
+            );
+        } else {
+            let _ = write!(
+                line,
+                r#"{{"type":"user","message":{{"role":"user","content":[{{"tool_use_id":"{tool_id}","type":"tool_result","content":"{output}","is_error":false}}]}},"parent_tool_use_id":{parent},"session_id":"{SESSION}","uuid":"41154c00-db0d-43b3-a0b8-{msg:012x}","timestamp":"2026-11-21T22:18:24.779Z","tool_use_result":{{"stdout":"{output}","stderr":"","interrupted":false,"isImage":false,"noOutputExpected":false}}}}"#
+            );
+        }
+        emit(&line, &mut stats);
+        stats.user_lines += 1;
+
+        if rng.chance(5) {
+            let l = format!(
+                r#"{{"type":"system","subtype":"task_progress","task_id":"task_{msg}","description":"Running tests","usage":{{"total_tokens":{occupancy},"tool_uses":{msg}}},"session_id":"{SESSION}","uuid":"aa{msg:030x}"}}"#
+            );
+            emit(&l, &mut stats);
+        }
+        if rng.chance(2) {
+            let l = format!(
+                r#"{{"type":"rate_limit_event","rate_limit_info":{{"status":"allowed","resetsAt":1795300000,"rateLimitType":"five_hour"}},"session_id":"{SESSION}","uuid":"bb{msg:030x}"}}"#
+            );
+            emit(&l, &mut stats);
+        }
+    }
+    emit(&result, &mut stats);
+    out.flush().unwrap();
+    stats
+}
+
+/// init, one tool call, one user line of `len` bytes (a single tool result
+/// string), result.
+pub fn write_big_line(path: &Path, len: u64) -> TranscriptStats {
+    let mut rng = Rng::new(7);
+    let pool = output_pool(&mut rng);
+    let mut out = BufWriter::with_capacity(1 << 20, fs::File::create(path).unwrap());
+    let mut stats = TranscriptStats::default();
+    let mut put = |line: &[u8], stats: &mut TranscriptStats| {
+        out.write_all(line).unwrap();
+        out.write_all(b"\n").unwrap();
+        stats.bytes += line.len() as u64 + 1;
+        stats.lines += 1;
+        stats.longest = stats.longest.max(line.len() as u64 + 1);
+    };
+    put(init_line("claude-sonnet-4-5").as_bytes(), &mut stats);
+    put(
+        assistant_line(
+            1,
+            40_000,
+            r#"{"type":"tool_use","id":"toolu_big","name":"Bash","input":{"command":"cat huge.log"}}"#,
+            None,
+        )
+        .as_bytes(),
+        &mut stats,
+    );
+    let head = r#"{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_big","type":"tool_result","content":""#;
+    let tail = format!(
+        r#"","is_error":false}}]}},"parent_tool_use_id":null,"session_id":"{SESSION}","uuid":"41154c00-db0d-43b3-a0b8-000000000001"}}"#
+    );
+    let mut line = Vec::with_capacity(len as usize + 1);
+    line.extend_from_slice(head.as_bytes());
+    let mut chunk = String::new();
+    let want = len as usize - head.len() - tail.len() - 1;
+    while line.len() - head.len() < want {
+        chunk.clear();
+        body(&mut rng, &pool, 64 << 10, &mut chunk);
+        let room = want - (line.len() - head.len());
+        // Cut only at a line boundary of the pool so escapes stay whole.
+        let take = if chunk.len() <= room {
+            chunk.len()
+        } else {
+            chunk[..room].rfind("\\n").map_or(0, |p| p + 2)
+        };
+        if take == 0 {
+            line.extend(std::iter::repeat_n(b'x', room));
+            break;
+        }
+        line.extend_from_slice(&chunk.as_bytes()[..take]);
+    }
+    line.extend_from_slice(tail.as_bytes());
+    stats.over_1mib += 1;
+    put(&line, &mut stats);
+    drop(line);
+    put(
+        result_line("done <promise>COMPLETE</promise>").as_bytes(),
+        &mut stats,
+    );
+    out.flush().unwrap();
+    stats
+}
+
+// ---------------------------------------------------------------- 0. decode
+
+/// In-process: ralph's decoder alone over the transcript (page cache), next
+/// to reading the same bytes and to serde_json::Value (a generic parse).
+fn bench_decode(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let size = s.transcript.min(256 << 20);
+    let path = opts.dir.join("decode.jsonl");
+    let stats = write_transcript(&path, size, 1);
+    opts.say(&format!(
+        "decode: {:.0} MiB transcript, {} lines",
+        mib(stats.bytes),
+        stats.lines
+    ));
+    let read = || {
+        let mut f = fs::File::open(&path).unwrap();
+        let mut buf = vec![0u8; 256 << 10];
+        let t = Instant::now();
+        let mut n = 0u64;
+        loop {
+            let k = f.read(&mut buf).unwrap();
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+        }
+        assert_eq!(n, stats.bytes);
+        t.elapsed()
+    };
+    let decode = || {
+        let mut r = BufReader::with_capacity(256 << 10, fs::File::open(&path).unwrap());
+        let t = Instant::now();
+        let mut seen = 0u64;
+        let mut lines = 0u64;
+        while ralph::stream::decode_from(&mut r, &mut |b| seen += b.len() as u64).is_some() {
+            lines += 1;
+        }
+        assert_eq!((seen, lines), (stats.bytes, stats.lines));
+        t.elapsed()
+    };
+    let generic = || {
+        let r = BufReader::with_capacity(256 << 10, fs::File::open(&path).unwrap());
+        let t = Instant::now();
+        let mut lines = 0u64;
+        for line in r.split(b'\n') {
+            let line = line.unwrap();
+            let _: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            lines += 1;
+        }
+        assert_eq!(lines, stats.lines);
+        t.elapsed()
+    };
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..s.repeats {
+        a.push(read());
+        b.push(decode());
+        c.push(generic());
+    }
+    let (a, b, c) = (median(&mut a), median(&mut b), median(&mut c));
+    let rate = |d: Duration| format!("{:.0} MiB/s", mib(stats.bytes) / d.as_secs_f64());
+    let _ = fs::remove_file(&path);
+    vec![
+        Row {
+            bench: "decode".into(),
+            what: format!(
+                "in-process decode of {:.0} MiB vs read(2) of it",
+                mib(stats.bytes)
+            ),
+            ralph: rate(b),
+            reference: rate(a),
+            ratio: b.as_secs_f64() / a.as_secs_f64(),
+            target: "(diagnostic)".into(),
+            pass: None,
+        },
+        Row {
+            bench: "decode".into(),
+            what: "in-process decode vs serde_json::Value per line".into(),
+            ralph: rate(b),
+            reference: rate(c),
+            ratio: c.as_secs_f64() / b.as_secs_f64(),
+            target: "(diagnostic, × faster)".into(),
+            pass: None,
+        },
+    ]
+}
+
+// ---------------------------------------------------------------- 1+2. stream, memory
+
+/// The replaying agent: reads the prompt line, prints the file, exits.
+fn replay_agent(transcript: &Path) -> String {
+    format!(
+        "sh -c 'head -n1 >/dev/null; exec cat \"$1\"' sh {}",
+        quote(transcript)
+    )
+}
+
+const STREAM_CONFIG: &str = "[loop]\nmax_iterations = 1\niteration_timeout = \"60m\"\nidle_timeout = \"10m\"\n\n[git]\nwip_commit = false\n";
+
+/// One `ralph run` over `transcript` in `dir`: wall time and peak RSS;
+/// checks that every byte reached the raw transcript.
+fn ralph_replay(dir: &Path, transcript: &Path, bytes: u64) -> Measured {
+    let _ = fs::remove_dir_all(dir.join(".ralph/runs"));
+    let m = measure_rss(Path::new(RALPH), &["run", "--fresh"], dir);
+    assert!(
+        m.status.success(),
+        "ralph run over {}: {:?}\n{}",
+        transcript.display(),
+        m.status,
+        ralph_stderr(dir)
+    );
+    let saved: u64 = fs::read_dir(dir.join(".ralph/runs"))
+        .unwrap()
+        .flat_map(|d| fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .map(|p| fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(saved, bytes, "raw transcript incomplete");
+    let _ = fs::remove_dir_all(dir.join(".ralph/runs"));
+    m
+}
+
+fn bench_stream(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let path = opts.dir.join("transcript.jsonl");
+    let t = Instant::now();
+    let stats = write_transcript(&path, s.transcript, 1);
+    opts.say(&format!(
+        "transcript: {:.0} MiB, {} lines ({} user, {} over 1 MiB, longest {:.1} MiB), generated in {:.1}s",
+        mib(stats.bytes),
+        stats.lines,
+        stats.user_lines,
+        stats.over_1mib,
+        mib(stats.longest),
+        t.elapsed().as_secs_f64()
+    ));
+    let proj = opts.dir.join("stream-project");
+    project(&proj, &replay_agent(&path), STREAM_CONFIG);
+    let copy = opts.dir.join("copy.jsonl");
+    let jq = have("jq");
+    let (mut r, mut c, mut j) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rss = 0;
+    for i in 0..s.repeats {
+        opts.say(&format!("stream: round {}/{}", i + 1, s.repeats));
+        let m = measure(&mut sh(&format!(
+            "cat {} | cat > {}",
+            quote(&path),
+            quote(&copy)
+        )));
+        assert!(m.status.success());
+        c.push(m.wall);
+        let _ = fs::remove_file(&copy);
+        let m = ralph_replay(&proj, &path, stats.bytes);
+        rss = rss.max(m.max_rss_kib);
+        r.push(m.wall);
+        if jq {
+            let m =
+                measure(sh(&format!("jq -c . {} > /dev/null", quote(&path))).stderr(Stdio::null()));
+            assert!(m.status.success(), "jq failed");
+            j.push(m.wall);
+        }
+    }
+    let (r, c) = (median(&mut r), median(&mut c));
+    let rate = |d: Duration| format!("{:.0} MiB/s", mib(stats.bytes) / d.as_secs_f64());
+    if opts.wants("stream") {
+        let ratio = r.as_secs_f64() / c.as_secs_f64();
+        rows.push(Row {
+            bench: "stream".into(),
+            what: format!(
+                "`ralph run` over a {:.0} MiB transcript vs `cat | cat > file`",
+                mib(stats.bytes)
+            ),
+            ralph: format!("{} ({})", ms(r), rate(r)),
+            reference: format!("{} ({})", ms(c), rate(c)),
+            ratio,
+            target: "≤ 1.5×".into(),
+            pass: Some(ratio <= 1.5),
+        });
+        if jq {
+            let j = median(&mut j);
+            let ratio = j.as_secs_f64() / r.as_secs_f64();
+            rows.push(Row {
+                bench: "stream".into(),
+                what: "`ralph run` vs `jq -c . > /dev/null` (× faster)".into(),
+                ralph: format!("{} ({})", ms(r), rate(r)),
+                reference: format!("{} ({})", ms(j), rate(j)),
+                ratio,
+                target: "≥ 5× faster".into(),
+                pass: Some(ratio >= 5.0),
+            });
+        } else {
+            rows.push(Row {
+                bench: "stream".into(),
+                what: "vs jq: skipped, jq is not installed".into(),
+                ralph: String::new(),
+                reference: String::new(),
+                ratio: f64::NAN,
+                target: "≥ 5× faster".into(),
+                pass: None,
+            });
+        }
+    }
+    if opts.wants("memory") {
+        // Flat in transcript size: the same run over an eighth of it.
+        let small = opts.dir.join("transcript-small.jsonl");
+        let small_stats = write_transcript(&small, (s.transcript / 8).max(1 << 20), 1);
+        project(&proj, &replay_agent(&small), STREAM_CONFIG);
+        let small_rss = ralph_replay(&proj, &small, small_stats.bytes).max_rss_kib;
+        let _ = fs::remove_file(&small);
+        let mb = |kib: u64| kib as f64 / 1024.0;
+        rows.push(Row {
+            bench: "memory".into(),
+            what: format!(
+                "peak RSS of `ralph run`: {:.0} MiB transcript vs {:.0} MiB (flat?)",
+                mib(stats.bytes),
+                mib(small_stats.bytes)
+            ),
+            ralph: format!("{:.1} MiB", mb(rss)),
+            reference: format!("{:.1} MiB", mb(small_rss)),
+            ratio: rss as f64 / small_rss as f64,
+            target: "≤ 40 MiB, flat".into(),
+            pass: Some(mb(rss) <= 40.0 && (rss as f64) < small_rss as f64 * 1.25),
+        });
+        let _ = fs::remove_file(&path);
+        let big = opts.dir.join("big-line.jsonl");
+        let big_stats = write_big_line(&big, s.big_line);
+        project(&proj, &replay_agent(&big), STREAM_CONFIG);
+        let m = ralph_replay(&proj, &big, big_stats.bytes);
+        let jq_rss = jq.then(|| {
+            let big = big.display().to_string();
+            measure_rss(Path::new("jq"), &["-c", ".", &big], &proj).max_rss_kib
+        });
+        let _ = fs::remove_file(&big);
+        rows.push(Row {
+            bench: "memory".into(),
+            what: format!(
+                "peak RSS of `ralph run` with one {:.0} MiB line vs jq's",
+                mib(big_stats.longest)
+            ),
+            ralph: format!("{:.1} MiB", mb(m.max_rss_kib)),
+            reference: jq_rss.map_or("(no jq)".into(), |k| format!("{:.0} MiB", mb(k))),
+            ratio: jq_rss.map_or(f64::NAN, |k| m.max_rss_kib as f64 / k as f64),
+            target: "≤ 40 MiB".into(),
+            pass: Some(mb(m.max_rss_kib) <= 40.0),
+        });
+    }
+    let _ = fs::remove_file(&path);
+    rows
+}
+
+// ---------------------------------------------------------------- 3. reaction
+
+/// The agent of the reaction benchmark:
+/// `--agent-reaction l2|l3 RESULTS [claude flags…]`. It reads the prompt,
+/// plays two quiet turns, then writes the line that crosses the level and
+/// records (in RESULTS, one `level nanoseconds` line) how long it took until
+/// SIGINT reached it (l3) or the checkpoint request arrived on stdin (l2).
+fn agent_reaction(args: &[String]) -> i32 {
+    use nix::sys::signal::{SigSet, Signal};
+    let level = args.first().map_or("l3", String::as_str).to_string();
+    let Some(results) = args.get(1) else {
+        eprintln!("usage: --agent-reaction l2|l3 RESULTS");
+        return 2;
+    };
+    // SIGINT is taken with sigwait, so block it before anything can send it.
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.thread_block().unwrap();
+    let mut stdin = BufReader::new(std::io::stdin());
+    let mut prompt = String::new();
+    let _ = stdin.read_line(&mut prompt);
+    let mut out = std::io::stdout().lock();
+    let mut say = |line: &str| {
+        out.write_all(line.as_bytes()).unwrap();
+        out.write_all(b"\n").unwrap();
+        out.flush().unwrap();
+    };
+    say(&init_line("claude-sonnet-4-5"));
+    for i in 1..=2 {
+        std::thread::sleep(Duration::from_millis(15));
+        say(&assistant_line(
+            i,
+            40_000 + i * 1_000,
+            r#"{"type":"text","text":"working"}"#,
+            None,
+        ));
+    }
+    // Let the supervisor go idle, as it is while the model thinks.
+    std::thread::sleep(Duration::from_millis(25));
+    // Usable window: 200k − 33k reserve = 167k. L2 at 85%, L3 at 95%.
+    let occupancy = if level == "l2" { 147_000 } else { 162_000 };
+    let line = assistant_line(9, occupancy, r#"{"type":"text","text":"crossing"}"#, None);
+    let t0 = Instant::now();
+    say(&line);
+    let reaction = if level == "l2" {
+        let mut request = String::new();
+        let _ = stdin.read_line(&mut request);
+        let t = t0.elapsed();
+        if !request.contains("\"user\"") {
+            eprintln!("no checkpoint request on stdin: {request:?}");
+            return 1;
+        }
+        t
+    } else {
+        let _ = set.wait();
+        t0.elapsed()
+    };
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(results)
+        .unwrap();
+    writeln!(f, "{level} {}", reaction.as_nanos()).unwrap();
+    say(&result_line("stopped"));
+    0
+}
+
+fn bench_reaction(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let me = std::env::current_exe().unwrap();
+    let mut rows = Vec::new();
+    for level in ["l3", "l2"] {
+        let proj = opts.dir.join(format!("reaction-{level}"));
+        let results = opts.dir.join(format!("reaction-{level}.txt"));
+        let agent = format!(
+            "{} --agent-reaction {level} {}",
+            quote(&me),
+            quote(&results)
+        );
+        project(
+            &proj,
+            &agent,
+            "[loop]\nmax_iterations = 1\n\n[context]\ngrace = \"10s\"\n",
+        );
+        opts.say(&format!("reaction {level}: {} trials", s.reaction_trials));
+        for _ in 0..s.reaction_trials {
+            let m = measure(&mut ralph(&proj, &["run", "--fresh"]));
+            assert!(
+                m.status.code().is_some(),
+                "ralph died: {:?}\n{}",
+                m.status,
+                ralph_stderr(&proj)
+            );
+        }
+        let mut times: Vec<Duration> = fs::read_to_string(&results)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(1)?.parse::<u64>().ok())
+            .map(Duration::from_nanos)
+            .collect();
+        assert_eq!(
+            times.len(),
+            s.reaction_trials,
+            "{level}: some trials got no reaction\n{}",
+            ralph_stderr(&proj)
+        );
+        let med = median(&mut times);
+        let p99 = percentile(&mut times, 0.99);
+        let what = if level == "l3" {
+            "line crossing L3 written → SIGINT received by the agent"
+        } else {
+            "line crossing L2 written → checkpoint request read on stdin"
+        };
+        rows.push(Row {
+            bench: "reaction".into(),
+            what: format!("{what} ({} trials), median", times.len()),
+            ralph: ms(med),
+            reference: "5 ms".into(),
+            ratio: med.as_secs_f64() / 0.005,
+            target: "≤ 5 ms".into(),
+            pass: Some(med <= Duration::from_millis(5)),
+        });
+        rows.push(Row {
+            bench: "reaction".into(),
+            what: format!("{what}, p99"),
+            ralph: ms(p99),
+            reference: "20 ms".into(),
+            ratio: p99.as_secs_f64() / 0.020,
+            target: "≤ 20 ms".into(),
+            pass: Some(p99 <= Duration::from_millis(20)),
+        });
+    }
+    rows
+}
+
+// ---------------------------------------------------------------- repos
+
+/// A git repository of `files` files (100 per directory, 1–4 KiB of text
+/// each), committed.
+fn make_repo(dir: &Path, files: usize) {
+    let mut rng = Rng::new(42);
+    let pool = output_pool(&mut rng);
+    let mut text = String::new();
+    for i in 0..files {
+        let sub = dir.join(format!("src/d{:03}", i / 100));
+        if i % 100 == 0 {
+            fs::create_dir_all(&sub).unwrap();
+        }
+        text.clear();
+        let len = 1024 + rng.below(3 * 1024) as usize;
+        body(&mut rng, &pool, len, &mut text);
+        fs::write(sub.join(format!("f{i:05}.rs")), text.replace("\\n", "\n")).unwrap();
+    }
+    fs::write(dir.join(".gitignore"), "target/\n*.log\n").unwrap();
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "base"]);
+}
+
+/// Append a line to `changed` files spread over the repo; then refresh the
+/// index as a user's `git status` would.
+fn modify(dir: &Path, files: usize, changed: usize) {
+    let step = (files / changed.max(1)).max(1);
+    for k in 0..changed {
+        let i = (k * step) % files;
+        let p = dir.join(format!("src/d{:03}/f{i:05}.rs", i / 100));
+        let mut f = fs::OpenOptions::new().append(true).open(p).unwrap();
+        writeln!(f, "// changed by the agent {k}").unwrap();
+    }
+    git(dir, &["status", "--porcelain"]);
+}
+
+// ---------------------------------------------------------------- 4. iteration
+
+fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let proj = opts.dir.join("iteration");
+    fs::create_dir_all(&proj).unwrap();
+    opts.say(&format!(
+        "iteration: repo of {} files, {} changed",
+        s.repo_files, s.repo_changed
+    ));
+    make_repo(&proj, s.repo_files);
+    let mini = opts.dir.join("mini.jsonl");
+    fs::write(
+        &mini,
+        format!(
+            "{}\n{}\n",
+            init_line("claude-sonnet-4-5"),
+            result_line("nothing to do")
+        ),
+    )
+    .unwrap();
+    let config = format!(
+        "[loop]\nmax_iterations = {}\n\n[breaker]\nno_progress = 100000\nsame_error = 100000\nconsecutive_failures = 100000\n",
+        s.iterations
+    );
+    // The plan and config are added on top of the repo's commit.
+    project(&proj, &replay_agent(&mini), &config);
+    modify(&proj, s.repo_files, s.repo_changed);
+    // The agent alone, as often: the floor of any supervisor.
+    let agent_alone = || {
+        measure(
+            sh(&format!(
+                "echo '{{}}' | sh -c 'head -n1 >/dev/null; exec cat \"$1\"' sh {} > /dev/null",
+                quote(&mini)
+            ))
+            .current_dir(&proj),
+        )
+        .wall
+    };
+    let status = || {
+        let m = measure(
+            Command::new("git")
+                .arg("status")
+                .current_dir(&proj)
+                .stdout(Stdio::null()),
+        );
+        assert!(m.status.success());
+        m.wall
+    };
+    let (mut g, mut a, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..s.repeats {
+        opts.say(&format!(
+            "iteration: round {}/{}: {} iterations",
+            round + 1,
+            s.repeats,
+            s.iterations
+        ));
+        for _ in 0..5 {
+            g.push(status());
+            a.push(agent_alone());
+        }
+        let m = measure(&mut ralph(&proj, &["run", "--fresh"]));
+        assert_eq!(
+            m.status.code(),
+            Some(4),
+            "expected the iteration limit\n{}",
+            ralph_stderr(&proj)
+        );
+        r.push(m.wall / s.iterations);
+    }
+    // The progress check alone, in process: one `repo::snapshot`.
+    let own = ralph::repo::OwnPaths::default();
+    let mut snap = Vec::new();
+    for _ in 0..(5 * s.repeats) {
+        let t = Instant::now();
+        let sn = ralph::repo::snapshot(&proj, &own).unwrap();
+        snap.push(t.elapsed());
+        assert_eq!(sn.files, s.repo_changed);
+    }
+    let (g, a, r) = (median(&mut g), median(&mut a), median(&mut r));
+    let snap = median(&mut snap);
+    let ratio = r.as_secs_f64() / g.as_secs_f64();
+    vec![
+        Row {
+            bench: "iteration".into(),
+            what: "one `repo::snapshot` (the progress check) vs one `git status`".into(),
+            ralph: ms(snap),
+            reference: ms(g),
+            ratio: snap.as_secs_f64() / g.as_secs_f64(),
+            target: "(diagnostic)".into(),
+            pass: None,
+        },
+        Row {
+            bench: "iteration".into(),
+            what: format!(
+                "wall time per iteration ({} iterations, agent exits at once, {} files, {} changed) vs one `git status`",
+                s.iterations, s.repo_files, s.repo_changed
+            ),
+            ralph: ms(r),
+            reference: ms(g),
+            ratio,
+            target: "≤ 2×".into(),
+            pass: Some(ratio <= 2.0),
+        },
+        Row {
+            bench: "iteration".into(),
+            what: "the agent process alone (sh + head + cat), for scale".into(),
+            ralph: ms(r),
+            reference: ms(a),
+            ratio: r.as_secs_f64() / a.as_secs_f64(),
+            target: "(diagnostic)".into(),
+            pass: None,
+        },
+    ]
+}
+
+// ---------------------------------------------------------------- 5. checkpoint
+
+fn bench_checkpoint(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let base = opts.dir.join("checkpoint-base");
+    fs::create_dir_all(&base).unwrap();
+    opts.say(&format!(
+        "checkpoint: repo of {} files, {} changed",
+        s.commit_files, s.commit_changed
+    ));
+    make_repo(&base, s.commit_files);
+    modify(&base, s.commit_files, s.commit_changed);
+    let fresh = |name: &str| {
+        let d = opts.dir.join(name);
+        let _ = fs::remove_dir_all(&d);
+        let ok = Command::new("cp")
+            .arg("-a")
+            .arg(&base)
+            .arg(&d)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        // Warm the page cache and refresh the index for both sides alike.
+        git(&d, &["status", "--porcelain"]);
+        d
+    };
+    let own = ralph::repo::OwnPaths::default();
+    let (mut r, mut g) = (Vec::new(), Vec::new());
+    for _ in 0..s.commit_trials {
+        let d = fresh("checkpoint-git");
+        let m = measure(
+            sh("git add -A && git commit -q -m 'ralph: checkpoint'")
+                .current_dir(&d)
+                .env("GIT_AUTHOR_NAME", "bench")
+                .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+                .env("GIT_COMMITTER_NAME", "bench")
+                .env("GIT_COMMITTER_EMAIL", "bench@example.com"),
+        );
+        assert!(m.status.success());
+        g.push(m.wall);
+
+        let d = fresh("checkpoint-ralph");
+        let t = Instant::now();
+        let repo = ralph::repo::Repo::open(&d).unwrap().unwrap();
+        let outcome = repo.wip_commit("ralph: checkpoint", &own);
+        r.push(t.elapsed());
+        match outcome {
+            ralph::repo::CommitOutcome::Committed { files, .. } => {
+                assert_eq!(files, s.commit_changed)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let (r, g) = (median(&mut r), median(&mut g));
+    let ratio = r.as_secs_f64() / g.as_secs_f64();
+    vec![Row {
+        bench: "checkpoint".into(),
+        what: format!(
+            "WIP commit of {} changed files in {} (`Repo::wip_commit`) vs `git add -A && git commit`",
+            s.commit_changed, s.commit_files
+        ),
+        ralph: ms(r),
+        reference: ms(g),
+        ratio,
+        target: "≤ 1×".into(),
+        pass: Some(ratio <= 1.0),
+    }]
+}
+
+// ---------------------------------------------------------------- 6. startup
+
+/// A state file with `n` finished iterations of history.
+fn big_state(n: u32) -> ralph::state::RunState {
+    use ralph::state::{HistoryEntry, IterationRecord, RunState};
+    let mut s = RunState {
+        run_id: "20261121-220000".into(),
+        task_name: "fix_plan".into(),
+        objective: "work through fix_plan.md".into(),
+        iteration: n,
+        started_at: "2026-11-21T22:00:00Z".into(),
+        status: "running".into(),
+        context_window: 200_000,
+        ..RunState::default()
+    };
+    for i in 1..=n {
+        s.context_history.push(HistoryEntry {
+            iteration: i,
+            peak_percent: 40.0 + (i % 50) as f64,
+            checkpoint: i % 4 == 0,
+            level: Some(ralph::context::Level::L1),
+            handoff: (i % 4 == 0).then(|| format!(".ralph/handoffs/2026-11-21-2200-iter{i:03}.md")),
+            peak_tokens: 100_000 + i as u64,
+        });
+        s.history.push(IterationRecord {
+            iteration: i,
+            started_at: "2026-11-21T22:00:00Z".into(),
+            ended_at: "2026-11-21T22:10:00Z".into(),
+            outcome: if i % 4 == 0 {
+                "checkpoint (context, L2)".into()
+            } else {
+                "done".into()
+            },
+            exit_code: Some(0),
+            progress: true,
+            cost_usd: 0.25,
+            error: (i % 10 == 0).then(|| "API error 529: overloaded".to_string()),
+            error_hash: (i % 10 == 0).then(|| "e3b0c44298fc1c149afbf4c8996fb924".to_string()),
+            commit: (i % 4 == 0).then(|| "0123456789abcdef0123456789abcdef01234567".to_string()),
+        });
+        s.completed_items.push(format!("item {i}"));
+    }
+    s
+}
+
+/// Hook for `ralph status` and `ralph context` (issue 7, item 6): they are
+/// being written on another branch. Once merged, return their argument
+/// lists here (e.g. `vec![vec!["status"], vec!["context"]]`) and they are
+/// timed like `ralph run --dry-run` on the same 1,000-iteration state.
+pub fn startup_commands_to_add() -> Vec<Vec<&'static str>> {
+    Vec::new()
+}
+
+fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let proj = opts.dir.join("startup");
+    project(&proj, "claude", "");
+    fs::create_dir_all(proj.join(".ralph")).unwrap();
+    let state_path = proj.join(".ralph/state.json");
+    big_state(s.history).save(&state_path).unwrap();
+    let state_bytes = fs::metadata(&state_path).unwrap().len();
+    opts.say(&format!(
+        "startup: state of {} iterations ({:.0} KiB)",
+        s.history,
+        state_bytes as f64 / 1024.0
+    ));
+    let time = |cmd: &mut Command| {
+        let m = measure(cmd);
+        assert!(m.status.success(), "{cmd:?}: {:?}", m.status);
+        m.wall
+    };
+    let mut commands: Vec<(String, Vec<&str>)> =
+        vec![("ralph run --dry-run".into(), vec!["run", "--dry-run"])];
+    for c in startup_commands_to_add() {
+        commands.push((format!("ralph {}", c.join(" ")), c));
+    }
+    let mut rows = Vec::new();
+    let mut t_true = Vec::new();
+    let mut t_jq = Vec::new();
+    let jq = have("jq");
+    let mut per_cmd: Vec<Vec<Duration>> = vec![Vec::new(); commands.len()];
+    for _ in 0..s.startup_trials {
+        t_true.push(time(&mut Command::new("true")));
+        for (i, (_, args)) in commands.iter().enumerate() {
+            per_cmd[i].push(time(&mut ralph(&proj, args)));
+        }
+        if jq {
+            t_jq.push(time(
+                sh(&format!("jq -c . {} > /dev/null", quote(&state_path))).current_dir(&proj),
+            ));
+        }
+    }
+    let t_true = median(&mut t_true);
+    let t_jq = jq.then(|| median(&mut t_jq));
+    for ((name, _), mut times) in commands.into_iter().zip(per_cmd) {
+        let t = median(&mut times);
+        rows.push(Row {
+            bench: "startup".into(),
+            what: format!(
+                "`{name}` with {} iterations of history vs starting `true`",
+                s.history
+            ),
+            ralph: ms(t),
+            reference: ms(t_true),
+            ratio: t.as_secs_f64() / t_true.as_secs_f64(),
+            target: "(report)".into(),
+            pass: None,
+        });
+        if let Some(j) = t_jq {
+            let ratio = t.as_secs_f64() / j.as_secs_f64();
+            rows.push(Row {
+                bench: "startup".into(),
+                what: format!("`{name}` vs `jq -c . state.json` (reading the same state)"),
+                ralph: ms(t),
+                reference: ms(j),
+                ratio,
+                target: "≤ 1×".into(),
+                pass: Some(ratio <= 1.0),
+            });
+        }
+    }
+    // In process: RunState::load vs reading the bytes and a generic parse.
+    let (mut l, mut rd, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..(s.startup_trials * 4) {
+        let t = Instant::now();
+        let st = ralph::state::RunState::load(&state_path).unwrap().unwrap();
+        l.push(t.elapsed());
+        assert_eq!(st.history.len(), s.history as usize);
+        let t = Instant::now();
+        let b = fs::read(&state_path).unwrap();
+        rd.push(t.elapsed());
+        let t = Instant::now();
+        let b2 = fs::read(&state_path).unwrap();
+        let _: serde_json::Value = serde_json::from_slice(&b2).unwrap();
+        v.push(t.elapsed());
+        assert_eq!(b.len(), b2.len());
+    }
+    let (l, rd, v) = (median(&mut l), median(&mut rd), median(&mut v));
+    rows.push(Row {
+        bench: "startup".into(),
+        what: format!(
+            "`RunState::load` of {} iterations ({:.0} KiB) vs read + parse to serde_json::Value",
+            s.history,
+            state_bytes as f64 / 1024.0
+        ),
+        ralph: ms(l),
+        reference: ms(v),
+        ratio: l.as_secs_f64() / v.as_secs_f64(),
+        target: "≤ 1×".into(),
+        pass: Some(l <= v),
+    });
+    rows.push(Row {
+        bench: "startup".into(),
+        what: "`RunState::load` vs reading the file only".into(),
+        ralph: ms(l),
+        reference: ms(rd),
+        ratio: l.as_secs_f64() / rd.as_secs_f64(),
+        target: "(diagnostic)".into(),
+        pass: None,
+    });
+    rows
+}
