@@ -1292,6 +1292,11 @@ mod tests {
                         got.push(comparable(e));
                     }
                     prop_assert_eq!(seen, stream.len());
+                    // An empty last line with no newline after it is no line.
+                    let mut lines = lines;
+                    if !last_newline && lines.last().is_some_and(Vec::is_empty) {
+                        lines.pop();
+                    }
                     let want: Vec<StreamEvent> = lines
                         .iter()
                         .map(|l| {
@@ -1324,7 +1329,7 @@ mod tests {
     #[test]
     #[ignore = "long mode"]
     fn chunked_decoding_equals_line_decoding_long() {
-        check_chunked_decoding(50_000);
+        check_chunked_decoding(10_000);
     }
 
     /// What a well-formed assistant line says is what the decoder reads.
@@ -1378,7 +1383,7 @@ mod tests {
     #[test]
     #[ignore = "long mode"]
     fn assistant_lines_decode_to_what_they_say_long() {
-        check_assistant_lines(50_000);
+        check_assistant_lines(20_000);
     }
 
     /// Capping keeps valid JSON valid, the same shape, each string a
@@ -1439,7 +1444,7 @@ mod tests {
     #[test]
     #[ignore = "long mode"]
     fn capping_keeps_json_valid_and_strings_prefixes_long() {
-        check_capping(100_000);
+        check_capping(50_000);
     }
 
     proptest::proptest! {
