@@ -439,7 +439,7 @@ mod tests {
     #[test]
     #[ignore = "long mode"]
     fn generated_plans_parse_to_their_items_long() {
-        check_generated_plans(100_000);
+        check_generated_plans(20_000);
     }
 
     /// Whatever bytes the plan file holds, loading it gives a plan or a
