@@ -296,9 +296,11 @@ impl Terminal {
         match &self.bar {
             Some(bar) => bar.println(text),
             None => {
-                let ts = jiff::Zoned::now().strftime("%H:%M:%S").to_string();
-                // A closed terminal or pipe must never crash the run.
-                let _ = writeln!(std::io::stderr(), "[{ts}] {text}");
+                let ts = jiff::Zoned::now().strftime("%H:%M:%S");
+                // One write per line (stderr is unbuffered: `writeln!` would
+                // make five). A closed terminal or pipe must never crash the run.
+                let line = format!("[{ts}] {text}\n");
+                let _ = std::io::stderr().write_all(line.as_bytes());
             }
         }
     }
