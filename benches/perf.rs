@@ -1638,6 +1638,37 @@ fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
         target: "≤ 1×".into(),
         pass: Some(l <= v),
     });
+    // Every save rewrites the whole history (twice per iteration).
+    let (mut sv, mut wr, mut save_ratio) = (Vec::new(), Vec::new(), Vec::new());
+    let mut state = ralph::state::RunState::load(&state_path).unwrap().unwrap();
+    let plain = proj.join(".ralph/plain.json");
+    for _ in 0..(s.startup_trials * 2) {
+        let t = Instant::now();
+        state.save(&state_path).unwrap();
+        let ts = t.elapsed();
+        let bytes = fs::read(&state_path).unwrap();
+        let t = Instant::now();
+        let mut f = fs::File::create(&plain).unwrap();
+        f.write_all(&bytes).unwrap();
+        f.sync_all().unwrap();
+        let tw = t.elapsed();
+        save_ratio.push(ts.as_secs_f64() / tw.as_secs_f64());
+        sv.push(ts);
+        wr.push(tw);
+    }
+    let (sv, wr) = (median(&mut sv), median(&mut wr));
+    rows.push(Row {
+        bench: "startup".into(),
+        what: format!(
+            "`RunState::save` of {} iterations (each iteration saves twice) vs write + fsync of the same bytes",
+            s.history
+        ),
+        ralph: ms(sv),
+        reference: ms(wr),
+        ratio: median_ratio(&mut save_ratio),
+        target: "(diagnostic)".into(),
+        pass: None,
+    });
     rows.push(Row {
         bench: "startup".into(),
         what: "`RunState::load` vs reading the file only".into(),
