@@ -629,6 +629,47 @@ result = "<promise>COMPLETE</promise>"
     assert_nothing_left(&p);
 }
 
+/// What a supervisor killed inside `git commit` leaves: its lock record
+/// says it was committing, and git's lock files are still there. The next
+/// run removes them (they are its own) and can commit again; without that
+/// record an index.lock is another git's and is left alone.
+#[test]
+fn git_locks_of_a_supervisor_killed_mid_commit_are_removed_by_the_next_run() {
+    const CHECKPOINT: &str = "[[step]]\ncontext = 146000\ntext = \"Writing.\"\npath = \"work.txt\"\ncontent = \"x\\n\"\n";
+    for committing in [true, false] {
+        let p = Project::new(PLAN, CHECKPOINT, "");
+        p.write(
+            ".ralph/lock",
+            &format!(
+                r#"{{"pid":999999999,"run_id":"dead","agent_pgid":null,"started_at":"2026-01-01T00:00:00Z","committing":{committing}}}"#
+            ),
+        );
+        p.write(".git/index.lock", "");
+        let run = p.run(&["--max-iterations", "1"], LIMIT);
+        assert_eq!(run.code, Some(4), "{}", run.describe());
+        let commit = run.of("checkpoint")[0]["commit"].clone();
+        if committing {
+            assert_eq!(
+                commit.as_str().map(str::len),
+                Some(40),
+                "{}",
+                run.describe()
+            );
+            assert_eq!(
+                run.of("warning")[0]["message"],
+                "the previous supervisor died during a WIP commit; removed the git lock files it left: .git/index.lock"
+            );
+            assert!(!p.path(".git/index.lock").exists());
+        } else {
+            assert_eq!(commit, Value::Null);
+            assert!(
+                p.path(".git/index.lock").exists(),
+                "another git's lock is kept"
+            );
+        }
+    }
+}
+
 // ------------------------------------------------------------ agent faults
 
 /// One row of the agent-fault table in docs/reliability.md.
