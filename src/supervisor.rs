@@ -284,6 +284,11 @@ impl Supervisor {
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
         sup.lock.set_agent(None)?;
+        // A state that cannot be written now (a read-only or full `.ralph/`)
+        // is an error before any agent starts; later failures are warnings,
+        // so that a disk filling up overnight does not stop the work.
+        let state_path = sup.layout.state();
+        sup.state.save(&state_path)?;
         Ok(sup)
     }
 
