@@ -69,7 +69,7 @@ impl Size {
             Size::Quick => Sizes {
                 transcript: 128 << 20,
                 big_line: 64 << 20,
-                repeats: 3,
+                repeats: 5,
                 reaction_trials: 40,
                 repo_files: 10_000,
                 repo_changed: 100,
@@ -305,6 +305,16 @@ fn median(v: &mut [Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+/// Median of ratios, each taken from measurements made one right after the
+/// other: load that comes and goes then moves both sides of a ratio.
+fn median_ratio(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[v.len() / 2]
+}
+
 fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     if v.is_empty() {
@@ -331,7 +341,7 @@ pub fn helper_mode(args: &[String]) -> Option<i32> {
     }
 }
 
-/// `--rss-of OUT PROGRAM ARGS…`: run PROGRAM, write "wall_ns max_rss_kib"
+/// `--rss-of OUT PROGRAM ARGS…`: run PROGRAM, write "wall_ns max_rss_kib cpu_ns"
 /// to OUT, exit with its code. Linux folds the high-water mark of the
 /// *spawning* process into a vfork-spawned child's `maxrss` at exec, so the
 /// peak RSS of ralph is only clean when its parent is small: this probe.
@@ -341,7 +351,13 @@ fn rss_of(args: &[String]) -> i32 {
         return 2;
     };
     let m = measure(Command::new(program).args(&args[2..]));
-    fs::write(out, format!("{} {}", m.wall.as_nanos(), m.max_rss_kib)).unwrap();
+    let line = format!(
+        "{} {} {}",
+        m.wall.as_nanos(),
+        m.max_rss_kib,
+        m.cpu.as_nanos()
+    );
+    fs::write(out, line).unwrap();
     m.status.code().unwrap_or(1)
 }
 
@@ -365,7 +381,7 @@ fn measure_rss(program: &Path, args: &[&str], dir: &Path) -> Measured {
     let text = fs::read_to_string(&out).unwrap_or_default();
     let _ = fs::remove_file(&out);
     let mut it = text.split(' ').filter_map(|v| v.parse::<u64>().ok());
-    let (Some(wall), Some(rss)) = (it.next(), it.next()) else {
+    let (Some(wall), Some(rss), Some(cpu)) = (it.next(), it.next(), it.next()) else {
         panic!(
             "rss probe failed: {:?}\n{}",
             outer.status,
@@ -374,6 +390,7 @@ fn measure_rss(program: &Path, args: &[&str], dir: &Path) -> Measured {
     };
     Measured {
         wall: Duration::from_nanos(wall),
+        cpu: Duration::from_nanos(cpu),
         status: outer.status,
         max_rss_kib: rss,
     }
@@ -383,6 +400,9 @@ fn measure_rss(program: &Path, args: &[&str], dir: &Path) -> Measured {
 /// descendants it waited for), from `wait4`.
 struct Measured {
     wall: Duration,
+    /// User + system CPU time of the command and the descendants it waited
+    /// for: steadier than wall time on a loaded machine.
+    cpu: Duration,
     status: ExitStatus,
     max_rss_kib: u64,
 }
@@ -402,8 +422,10 @@ fn measure(cmd: &mut Command) -> Measured {
     // The Child was reaped by wait4 above: forget it so nothing waits twice.
     std::mem::forget(child);
     use std::os::unix::process::ExitStatusExt;
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     Measured {
         wall,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         status: ExitStatus::from_raw(status),
         max_rss_kib: usage.ru_maxrss as u64,
     }
@@ -931,35 +953,43 @@ fn bench_stream(opts: &Opts, s: &Sizes) -> Vec<Row> {
     let copy = opts.dir.join("copy.jsonl");
     let jq = have("jq");
     let (mut r, mut c, mut j) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut vs_cat, mut vs_jq, mut cpu_vs_cat) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut r_cpu, mut c_cpu) = (Vec::new(), Vec::new());
     let mut rss = 0;
     for i in 0..s.repeats {
         opts.say(&format!("stream: round {}/{}", i + 1, s.repeats));
-        let m = measure(&mut sh(&format!(
+        let cat = measure(&mut sh(&format!(
             "cat {} | cat > {}",
             quote(&path),
             quote(&copy)
         )));
-        assert!(m.status.success());
-        c.push(m.wall);
+        assert!(cat.status.success());
         let _ = fs::remove_file(&copy);
         let m = ralph_replay(&proj, &path, stats.bytes);
         rss = rss.max(m.max_rss_kib);
+        vs_cat.push(m.wall.as_secs_f64() / cat.wall.as_secs_f64());
+        cpu_vs_cat.push(m.cpu.as_secs_f64() / cat.cpu.as_secs_f64());
         r.push(m.wall);
+        c.push(cat.wall);
+        r_cpu.push(m.cpu);
+        c_cpu.push(cat.cpu);
         if jq {
-            let m =
+            let jm =
                 measure(sh(&format!("jq -c . {} > /dev/null", quote(&path))).stderr(Stdio::null()));
-            assert!(m.status.success(), "jq failed");
-            j.push(m.wall);
+            assert!(jm.status.success(), "jq failed");
+            vs_jq.push(jm.wall.as_secs_f64() / m.wall.as_secs_f64());
+            j.push(jm.wall);
         }
     }
     let (r, c) = (median(&mut r), median(&mut c));
+    let (r_cpu, c_cpu) = (median(&mut r_cpu), median(&mut c_cpu));
     let rate = |d: Duration| format!("{:.0} MiB/s", mib(stats.bytes) / d.as_secs_f64());
     if opts.wants("stream") {
-        let ratio = r.as_secs_f64() / c.as_secs_f64();
+        let ratio = median_ratio(&mut vs_cat);
         rows.push(Row {
             bench: "stream".into(),
             what: format!(
-                "`ralph run` over a {:.0} MiB transcript vs `cat | cat > file`",
+                "`ralph run` over a {:.0} MiB transcript vs `cat | cat > file` (wall)",
                 mib(stats.bytes)
             ),
             ralph: format!("{} ({})", ms(r), rate(r)),
@@ -968,9 +998,18 @@ fn bench_stream(opts: &Opts, s: &Sizes) -> Vec<Row> {
             target: "≤ 1.5×".into(),
             pass: Some(ratio <= 1.5),
         });
+        rows.push(Row {
+            bench: "stream".into(),
+            what: "the same in CPU time (agent + ralph vs both cats)".into(),
+            ralph: ms(r_cpu),
+            reference: ms(c_cpu),
+            ratio: median_ratio(&mut cpu_vs_cat),
+            target: "(diagnostic)".into(),
+            pass: None,
+        });
         if jq {
             let j = median(&mut j);
-            let ratio = j.as_secs_f64() / r.as_secs_f64();
+            let ratio = median_ratio(&mut vs_jq);
             rows.push(Row {
                 bench: "stream".into(),
                 what: "`ralph run` vs `jq -c . > /dev/null` (× faster)".into(),
@@ -1177,7 +1216,7 @@ fn bench_reaction(opts: &Opts, s: &Sizes) -> Vec<Row> {
 // ---------------------------------------------------------------- repos
 
 /// A git repository of `files` files (100 per directory, 1–4 KiB of text
-/// each), committed.
+/// each), committed and packed.
 fn make_repo(dir: &Path, files: usize) {
     let mut rng = Rng::new(42);
     let pool = output_pool(&mut rng);
@@ -1194,8 +1233,12 @@ fn make_repo(dir: &Path, files: usize) {
     }
     fs::write(dir.join(".gitignore"), "target/\n*.log\n").unwrap();
     git(dir, &["init", "-q"]);
+    // No `gc --auto` in the background while something is being timed; the
+    // history is packed once, as in a real repository.
+    git(dir, &["config", "gc.auto", "0"]);
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "-m", "base"]);
+    git(dir, &["gc", "-q"]);
 }
 
 /// Append a line to `changed` files spread over the repo; then refresh the
@@ -1238,18 +1281,12 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
     // The plan and config are added on top of the repo's commit.
     project(&proj, &replay_agent(&mini), &config);
     modify(&proj, s.repo_files, s.repo_changed);
-    // The agent alone, as often: the floor of any supervisor.
-    let agent_alone = || {
-        measure(
-            sh(&format!(
-                "echo '{{}}' | sh -c 'head -n1 >/dev/null; exec cat \"$1\"' sh {} > /dev/null",
-                quote(&mini)
-            ))
-            .current_dir(&proj),
-        )
-        .wall
-    };
-    let status = || {
+    // Per round, one after the other: as many `git status` as ralph runs
+    // iterations, the progress check alone (in process), the agent alone,
+    // then ralph.
+    let n = s.iterations;
+    let block = |cmd: &mut dyn FnMut() -> Duration| (0..n).map(|_| cmd()).sum::<Duration>() / n;
+    let mut status = || {
         let m = measure(
             Command::new("git")
                 .arg("status")
@@ -1259,18 +1296,34 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
         assert!(m.status.success());
         m.wall
     };
-    let (mut g, mut a, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    let mut agent_alone = || {
+        measure(
+            sh(&format!(
+                "echo '{{}}' | sh -c 'head -n1 >/dev/null; exec cat \"$1\"' sh {} > /dev/null",
+                quote(&mini)
+            ))
+            .current_dir(&proj),
+        )
+        .wall
+    };
+    let own = ralph::repo::OwnPaths::default();
+    let mut snapshot = || {
+        let t = Instant::now();
+        let sn = ralph::repo::snapshot(&proj, &own).unwrap();
+        assert_eq!(sn.files, s.repo_changed);
+        t.elapsed()
+    };
+    let (mut g, mut a, mut sn, mut r) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut vs_git, mut snap_vs_git) = (Vec::new(), Vec::new());
     for round in 0..s.repeats {
         opts.say(&format!(
-            "iteration: round {}/{}: {} iterations",
+            "iteration: round {}/{}: {n} iterations",
             round + 1,
-            s.repeats,
-            s.iterations
+            s.repeats
         ));
-        for _ in 0..5 {
-            g.push(status());
-            a.push(agent_alone());
-        }
+        let git_t = block(&mut status);
+        let snap_t = block(&mut snapshot);
+        a.push(block(&mut agent_alone));
         let m = measure(&mut ralph(&proj, &["run", "--fresh"]));
         assert_eq!(
             m.status.code(),
@@ -1278,41 +1331,42 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
             "expected the iteration limit\n{}",
             ralph_stderr(&proj)
         );
-        r.push(m.wall / s.iterations);
+        let per = m.wall / n;
+        vs_git.push(per.as_secs_f64() / git_t.as_secs_f64());
+        snap_vs_git.push(snap_t.as_secs_f64() / git_t.as_secs_f64());
+        g.push(git_t);
+        sn.push(snap_t);
+        r.push(per);
     }
-    // The progress check alone, in process: one `repo::snapshot`.
-    let own = ralph::repo::OwnPaths::default();
-    let mut snap = Vec::new();
-    for _ in 0..(5 * s.repeats) {
-        let t = Instant::now();
-        let sn = ralph::repo::snapshot(&proj, &own).unwrap();
-        snap.push(t.elapsed());
-        assert_eq!(sn.files, s.repo_changed);
-    }
-    let (g, a, r) = (median(&mut g), median(&mut a), median(&mut r));
-    let snap = median(&mut snap);
-    let ratio = r.as_secs_f64() / g.as_secs_f64();
+    let (g, a, sn, r) = (
+        median(&mut g),
+        median(&mut a),
+        median(&mut sn),
+        median(&mut r),
+    );
+    let ratio = median_ratio(&mut vs_git);
     vec![
         Row {
             bench: "iteration".into(),
-            what: "one `repo::snapshot` (the progress check) vs one `git status`".into(),
-            ralph: ms(snap),
-            reference: ms(g),
-            ratio: snap.as_secs_f64() / g.as_secs_f64(),
-            target: "(diagnostic)".into(),
-            pass: None,
-        },
-        Row {
-            bench: "iteration".into(),
             what: format!(
-                "wall time per iteration ({} iterations, agent exits at once, {} files, {} changed) vs one `git status`",
-                s.iterations, s.repo_files, s.repo_changed
+                "wall time per iteration ({n} iterations, agent exits at once, {} files, {} changed) vs one `git status`",
+                s.repo_files, s.repo_changed
             ),
             ralph: ms(r),
             reference: ms(g),
             ratio,
             target: "≤ 2×".into(),
             pass: Some(ratio <= 2.0),
+        },
+        Row {
+            bench: "iteration".into(),
+            what: "one `repo::snapshot` (the progress check, in process) vs one `git status`"
+                .into(),
+            ralph: ms(sn),
+            reference: ms(g),
+            ratio: median_ratio(&mut snap_vs_git),
+            target: "(diagnostic)".into(),
+            pass: None,
         },
         Row {
             bench: "iteration".into(),
@@ -1337,9 +1391,14 @@ fn bench_checkpoint(opts: &Opts, s: &Sizes) -> Vec<Row> {
     ));
     make_repo(&base, s.commit_files);
     modify(&base, s.commit_files, s.commit_changed);
-    let fresh = |name: &str| {
-        let d = opts.dir.join(name);
-        let _ = fs::remove_dir_all(&d);
+    // Each side commits in a copy of its own, made, warmed and synced
+    // before the clock starts; nothing is deleted until all trials are done
+    // (ext4 allocates inodes slowly right after mass deletions); the side
+    // that goes first alternates.
+    let copies = opts.dir.join("checkpoint-copies");
+    fs::create_dir_all(&copies).unwrap();
+    let fresh = |name: String| {
+        let d = copies.join(name);
         let ok = Command::new("cp")
             .arg("-a")
             .arg(&base)
@@ -1348,39 +1407,61 @@ fn bench_checkpoint(opts: &Opts, s: &Sizes) -> Vec<Row> {
             .unwrap()
             .success();
         assert!(ok);
-        // Warm the page cache and refresh the index for both sides alike.
         git(&d, &["status", "--porcelain"]);
+        let _ = Command::new("sync").status();
         d
     };
     let own = ralph::repo::OwnPaths::default();
-    let (mut r, mut g) = (Vec::new(), Vec::new());
-    for _ in 0..s.commit_trials {
-        let d = fresh("checkpoint-git");
+    let with_git = |d: &Path| {
         let m = measure(
             sh("git add -A && git commit -q -m 'ralph: checkpoint'")
-                .current_dir(&d)
+                .current_dir(d)
                 .env("GIT_AUTHOR_NAME", "bench")
                 .env("GIT_AUTHOR_EMAIL", "bench@example.com")
                 .env("GIT_COMMITTER_NAME", "bench")
                 .env("GIT_COMMITTER_EMAIL", "bench@example.com"),
         );
         assert!(m.status.success());
-        g.push(m.wall);
-
-        let d = fresh("checkpoint-ralph");
+        m.wall
+    };
+    let with_ralph = |d: &Path| {
         let t = Instant::now();
-        let repo = ralph::repo::Repo::open(&d).unwrap().unwrap();
+        let repo = ralph::repo::Repo::open(d).unwrap().unwrap();
         let outcome = repo.wip_commit("ralph: checkpoint", &own);
-        r.push(t.elapsed());
+        let elapsed = t.elapsed();
         match outcome {
             ralph::repo::CommitOutcome::Committed { files, .. } => {
                 assert_eq!(files, s.commit_changed)
             }
             other => panic!("{other:?}"),
         }
+        elapsed
+    };
+    let (mut r, mut g, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for trial in 0..s.commit_trials {
+        opts.say(&format!(
+            "checkpoint: trial {}/{}",
+            trial + 1,
+            s.commit_trials
+        ));
+        let (dg, dr) = (
+            fresh(format!("git-{trial}")),
+            fresh(format!("ralph-{trial}")),
+        );
+        let (tg, tr) = if trial % 2 == 0 {
+            let tg = with_git(&dg);
+            (tg, with_ralph(&dr))
+        } else {
+            let tr = with_ralph(&dr);
+            (with_git(&dg), tr)
+        };
+        ratios.push(tr.as_secs_f64() / tg.as_secs_f64());
+        r.push(tr);
+        g.push(tg);
     }
+    let _ = fs::remove_dir_all(&copies);
     let (r, g) = (median(&mut r), median(&mut g));
-    let ratio = r.as_secs_f64() / g.as_secs_f64();
+    let ratio = median_ratio(&mut ratios);
     vec![Row {
         bench: "checkpoint".into(),
         what: format!(
@@ -1440,12 +1521,17 @@ fn big_state(n: u32) -> ralph::state::RunState {
     s
 }
 
-/// Hook for `ralph status` and `ralph context` (issue 7, item 6): they are
-/// being written on another branch. Once merged, return their argument
-/// lists here (e.g. `vec![vec!["status"], vec!["context"]]`) and they are
-/// timed like `ralph run --dry-run` on the same 1,000-iteration state.
+/// The commands whose start-up is timed on the 1,000-iteration state,
+/// besides `ralph run --dry-run` (issue 7, item 6). `status` and `context`
+/// were written on another branch while this suite was; this function was
+/// the hook to add them once merged. A new reporting command belongs here.
 pub fn startup_commands_to_add() -> Vec<Vec<&'static str>> {
-    Vec::new()
+    vec![
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["context"],
+        vec!["context", "--json"],
+    ]
 }
 
 fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
@@ -1471,24 +1557,31 @@ fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
         commands.push((format!("ralph {}", c.join(" ")), c));
     }
     let mut rows = Vec::new();
+    let jq = have("jq");
     let mut t_true = Vec::new();
     let mut t_jq = Vec::new();
-    let jq = have("jq");
     let mut per_cmd: Vec<Vec<Duration>> = vec![Vec::new(); commands.len()];
+    let mut vs_true: Vec<Vec<f64>> = vec![Vec::new(); commands.len()];
+    let mut vs_jq: Vec<Vec<f64>> = vec![Vec::new(); commands.len()];
     for _ in 0..s.startup_trials {
-        t_true.push(time(&mut Command::new("true")));
+        let tt = time(&mut Command::new("true"));
+        let tj = jq.then(|| {
+            time(sh(&format!("jq -c . {} > /dev/null", quote(&state_path))).current_dir(&proj))
+        });
         for (i, (_, args)) in commands.iter().enumerate() {
-            per_cmd[i].push(time(&mut ralph(&proj, args)));
+            let t = time(&mut ralph(&proj, args));
+            per_cmd[i].push(t);
+            vs_true[i].push(t.as_secs_f64() / tt.as_secs_f64());
+            if let Some(tj) = tj {
+                vs_jq[i].push(t.as_secs_f64() / tj.as_secs_f64());
+            }
         }
-        if jq {
-            t_jq.push(time(
-                sh(&format!("jq -c . {} > /dev/null", quote(&state_path))).current_dir(&proj),
-            ));
-        }
+        t_true.push(tt);
+        t_jq.extend(tj);
     }
     let t_true = median(&mut t_true);
     let t_jq = jq.then(|| median(&mut t_jq));
-    for ((name, _), mut times) in commands.into_iter().zip(per_cmd) {
+    for (i, ((name, _), mut times)) in commands.into_iter().zip(per_cmd).enumerate() {
         let t = median(&mut times);
         rows.push(Row {
             bench: "startup".into(),
@@ -1498,12 +1591,12 @@ fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
             ),
             ralph: ms(t),
             reference: ms(t_true),
-            ratio: t.as_secs_f64() / t_true.as_secs_f64(),
+            ratio: median_ratio(&mut vs_true[i]),
             target: "(report)".into(),
             pass: None,
         });
         if let Some(j) = t_jq {
-            let ratio = t.as_secs_f64() / j.as_secs_f64();
+            let ratio = median_ratio(&mut vs_jq[i]);
             rows.push(Row {
                 bench: "startup".into(),
                 what: format!("`{name}` vs `jq -c . state.json` (reading the same state)"),

@@ -175,9 +175,10 @@ const MAX_DEPTH: usize = 128;
 /// `text`/`result` at 1 MiB, everything else, above all tool results, at
 /// 4 KiB) and what is cut is skipped with `memchr`, neither parsed nor
 /// allocated; containers ralph never reads (`tool_use_result`, the body of a
-/// `user` line) are replaced by `null`. The compacted line, a few KiB, is
-/// then decoded like a short one. The one difference to decoding the whole
-/// line: skipped bytes are not checked for valid escapes or UTF-8, which only
+/// `user` line) are replaced by `null`, and a `user` line is left for its
+/// newline once its `parent_tool_use_id` is read. The compacted line, a few
+/// KiB, is then decoded like a short one. The one difference to decoding the
+/// whole line: skipped bytes are not checked for valid JSON, which only
 /// matters for bytes ralph does not read.
 #[derive(Debug)]
 pub struct LineDecoder {
@@ -198,6 +199,8 @@ pub struct LineDecoder {
     skip_from: Option<usize>,
     /// `"type":"user"` seen at the top level: nothing below it is read.
     user_line: bool,
+    /// Everything ralph reads of this line is kept: skip to its end.
+    done: bool,
     overflow: bool,
 }
 
@@ -247,6 +250,7 @@ impl LineDecoder {
             string: None,
             skip_from: None,
             user_line: false,
+            done: false,
             overflow: false,
         }
     }
@@ -299,6 +303,7 @@ impl LineDecoder {
         self.string = None;
         self.skip_from = None;
         self.user_line = false;
+        self.done = false;
         self.overflow = false;
         event
     }
@@ -330,6 +335,12 @@ impl LineDecoder {
     fn scan(&mut self, bytes: &[u8]) -> (usize, bool) {
         let mut i = 0;
         while i < bytes.len() {
+            if self.done {
+                return match memchr::memchr(b'\n', &bytes[i..]) {
+                    Some(end) => (i + end + 1, true),
+                    None => (bytes.len(), false),
+                };
+            }
             if let Some(mut st) = self.string {
                 let (used, end) = self.scan_string(&mut st, &bytes[i..]);
                 i += used;
@@ -396,6 +407,14 @@ impl LineDecoder {
                     self.expect_key = false;
                 }
                 _ => {
+                    if self.user_line && self.depth == 1 && self.key_is(b"parent_tool_use_id") {
+                        // All a user line gives ralph; Claude Code puts it
+                        // before `tool_use_result`, a second copy of the
+                        // tool's output: no need to scan that.
+                        self.keep(b"}");
+                        self.done = true;
+                        continue;
+                    }
                     self.keep(b",");
                     self.expect_key = self.top() == Some(b'{');
                 }
@@ -1270,6 +1289,17 @@ mod tests {
             Some(StreamEvent::User {
                 parent_tool_use_id: Some("toolu_1".into())
             })
+        );
+        // Once parent_tool_use_id is read, the rest of a user line is not
+        // even looked at (Claude Code repeats the tool output there).
+        let line = format!(
+            r#"{{"type":"user","message":{{"content":"{big}"}},"parent_tool_use_id":"toolu_2","tool_use_result":{{"stdout":"{big}" [not json]}}"#
+        );
+        assert_eq!(
+            decode_chunked(line.as_bytes(), 1000),
+            vec![StreamEvent::User {
+                parent_tool_use_id: Some("toolu_2".into())
+            }]
         );
         // Key order does not matter for the result, only for the cost.
         let line = format!(
