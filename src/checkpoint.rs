@@ -191,7 +191,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
                     saved.commit_note = Some("nothing to commit".into());
                 }
                 CommitOutcome::Skipped { reason } => {
-                    saved.warnings.push(format!("no WIP commit: {reason}"));
+                    saved.warnings.push(reason.clone());
                     saved.commit_note = Some(reason);
                 }
             }

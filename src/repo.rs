@@ -732,6 +732,39 @@ fn bytes_to_path(bytes: &[u8]) -> PathBuf {
     PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
 }
 
+/// Remove the lock files a WIP commit takes (the index, HEAD, refs and
+/// their logs) after the supervisor that made it died inside it; only the
+/// caller knows that they are its own. Returns them as `.git/…` paths.
+pub fn remove_stale_commit_locks(root: &Path) -> Vec<String> {
+    let Ok(git) = Repository::discover(root) else {
+        return Vec::new();
+    };
+    let dir = git.path();
+    let mut found = vec![dir.join("index.lock"), dir.join("HEAD.lock")];
+    let mut stack = vec![dir.join("refs"), dir.join("logs")];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "lock") {
+                found.push(path);
+            }
+        }
+    }
+    let shown = |p: &Path| {
+        p.strip_prefix(git.workdir().unwrap_or(dir))
+            .unwrap_or(p)
+            .display()
+            .to_string()
+    };
+    found
+        .into_iter()
+        .filter(|p| fs::remove_file(p).is_ok())
+        .map(|p| shown(&p))
+        .collect()
+}
+
 fn is_unborn(e: &git2::Error) -> bool {
     matches!(e.code(), ErrorCode::UnbornBranch | ErrorCode::NotFound)
 }

@@ -317,6 +317,10 @@ pub struct LockInfo {
     pub run_id: String,
     pub agent_pgid: Option<i32>,
     pub started_at: String,
+    /// Inside a checkpoint (handoff, WIP commit): a supervisor that dies
+    /// now may leave git's lock files behind.
+    #[serde(default)]
+    pub committing: bool,
 }
 
 /// The held lock: an exclusive `flock` on `.ralph/lock`, released by the
@@ -326,6 +330,8 @@ pub struct Lock {
     pub info: LockInfo,
     /// The previous holder died with this agent process group recorded.
     pub stale_agent_pgid: Option<i32>,
+    /// The previous holder died in the middle of a checkpoint.
+    pub stale_committing: bool,
 }
 
 impl Lock {
@@ -347,7 +353,7 @@ impl Lock {
                 return Err(Error::Locked { pid });
             }
         };
-        let stale = read_lock(layout).and_then(|i| i.agent_pgid);
+        let stale = read_lock(layout).unwrap_or_default();
         let mut lock = Lock {
             file,
             info: LockInfo {
@@ -355,8 +361,10 @@ impl Lock {
                 run_id: run_id.to_string(),
                 agent_pgid: None,
                 started_at: now_rfc3339(),
+                committing: false,
             },
-            stale_agent_pgid: stale,
+            stale_agent_pgid: stale.agent_pgid,
+            stale_committing: stale.committing,
         };
         lock.write()?;
         Ok(lock)
@@ -364,6 +372,11 @@ impl Lock {
 
     pub fn set_agent(&mut self, pgid: Option<i32>) -> Result<()> {
         self.info.agent_pgid = pgid;
+        self.write()
+    }
+
+    pub fn set_committing(&mut self, committing: bool) -> Result<()> {
+        self.info.committing = committing;
         self.write()
     }
 
@@ -502,6 +515,7 @@ mod tests {
         layout.ensure().unwrap();
         let mut a = Lock::acquire(&layout, "run-a").unwrap();
         a.set_agent(Some(4242)).unwrap();
+        a.set_committing(true).unwrap();
         assert_eq!(running_supervisor(&layout).unwrap().run_id, "run-a");
         let e = Lock::acquire(&layout, "run-b").err().unwrap();
         assert!(matches!(e, Error::Locked { pid } if pid == std::process::id() as i32));
@@ -513,5 +527,6 @@ mod tests {
             Some(4242),
             "the dead holder's agent is reported"
         );
+        assert!(b.stale_committing, "and that it died in a checkpoint");
     }
 }

@@ -245,6 +245,20 @@ impl Supervisor {
             );
             agent::kill_session(pgid);
         }
+        if lock.stale_committing {
+            // It died inside a WIP commit: the git lock files it held would
+            // skip every checkpoint from now on ("another git process is
+            // running"). They are its own, not another git's.
+            let removed = repo::remove_stale_commit_locks(root);
+            if !removed.is_empty() {
+                bus.emit(Event::Warning {
+                    message: format!(
+                        "the previous supervisor died during a WIP commit; removed the git lock files it left: {}",
+                        removed.join(", ")
+                    ),
+                });
+            }
+        }
         let state = previous.unwrap_or_else(|| RunState {
             run_id: run_id.clone(),
             started_at: now_rfc3339(),
@@ -270,6 +284,11 @@ impl Supervisor {
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
         sup.lock.set_agent(None)?;
+        // A state that cannot be written now (a read-only or full `.ralph/`)
+        // is an error before any agent starts; later failures are warnings,
+        // so that a disk filling up overnight does not stop the work.
+        let state_path = sup.layout.state();
+        sup.state.save(&state_path)?;
         Ok(sup)
     }
 
@@ -1199,7 +1218,11 @@ impl Supervisor {
             files_touched: it.files_touched.clone(),
             notes_path: it.notes_path.clone(),
         };
+        // Recorded in the lock: should ralph die inside the commit, the next
+        // run knows that git's lock files are its own (state::LockInfo).
+        let _ = self.lock.set_committing(true);
         let saved = checkpoint::perform(&self.root, &self.config, &self.templates, &moment);
+        let _ = self.lock.set_committing(false);
         for w in &saved.warnings {
             self.bus.emit(Event::Warning { message: w.clone() });
         }

@@ -629,6 +629,47 @@ result = "<promise>COMPLETE</promise>"
     assert_nothing_left(&p);
 }
 
+/// What a supervisor killed inside `git commit` leaves: its lock record
+/// says it was committing, and git's lock files are still there. The next
+/// run removes them (they are its own) and can commit again; without that
+/// record an index.lock is another git's and is left alone.
+#[test]
+fn git_locks_of_a_supervisor_killed_mid_commit_are_removed_by_the_next_run() {
+    const CHECKPOINT: &str = "[[step]]\ncontext = 146000\ntext = \"Writing.\"\npath = \"work.txt\"\ncontent = \"x\\n\"\n";
+    for committing in [true, false] {
+        let p = Project::new(PLAN, CHECKPOINT, "");
+        p.write(
+            ".ralph/lock",
+            &format!(
+                r#"{{"pid":999999999,"run_id":"dead","agent_pgid":null,"started_at":"2026-01-01T00:00:00Z","committing":{committing}}}"#
+            ),
+        );
+        p.write(".git/index.lock", "");
+        let run = p.run(&["--max-iterations", "1"], LIMIT);
+        assert_eq!(run.code, Some(4), "{}", run.describe());
+        let commit = run.of("checkpoint")[0]["commit"].clone();
+        if committing {
+            assert_eq!(
+                commit.as_str().map(str::len),
+                Some(40),
+                "{}",
+                run.describe()
+            );
+            assert_eq!(
+                run.of("warning")[0]["message"],
+                "the previous supervisor died during a WIP commit; removed the git lock files it left: .git/index.lock"
+            );
+            assert!(!p.path(".git/index.lock").exists());
+        } else {
+            assert_eq!(commit, Value::Null);
+            assert!(
+                p.path(".git/index.lock").exists(),
+                "another git's lock is kept"
+            );
+        }
+    }
+}
+
 // ------------------------------------------------------------ agent faults
 
 /// One row of the agent-fault table in docs/reliability.md.
@@ -1088,46 +1129,95 @@ fn skip(why: &str) {
     figure(format!("SKIPPED: {why}"));
 }
 
-#[test]
-fn read_only_ralph_dir_is_a_clear_error_and_changes_nothing() {
+/// A project after one checkpointed run, with a change by hand since.
+fn project_with_state() -> (Project, String, Vec<String>) {
     let p = Project::new(PLAN, QUICK_L2, "");
     let first = p.run(&["--max-iterations", "1"], LIMIT);
     assert_eq!(first.code, Some(4), "{}", first.describe());
-    let state_before = p.read(".ralph/state.json");
-    let log_before = p.log();
     p.write("work.txt", "edited by hand\n");
-    // As root permission bits do not stop a write: a read-only bind mount
-    // does. Otherwise, take the write bit away.
-    let cmd = if is_root() {
-        match in_private_mount(
-            &p,
-            "mount --bind .ralph .ralph && mount -o remount,bind,ro .ralph",
-            &[],
-            "",
-        ) {
-            Some(c) => c,
-            None => return skip("read-only .ralph/ needs unshare --mount as root"),
-        }
-    } else {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(p.path(".ralph"), std::fs::Permissions::from_mode(0o500)).unwrap();
-        run_cmd(&p, &[])
-    };
+    let state = p.read(".ralph/state.json");
+    let log = p.log();
+    (p, state, log)
+}
+
+/// ralph refused to start: exit 1 with `says`, no agent, nothing changed.
+fn refused_and_nothing_changed(p: &Project, cmd: Command, says: &str, state: &str, log: &[String]) {
     let m = measured(cmd, LIMIT);
     let run = &m.run;
     assert_eq!(run.code, Some(1), "{}", run.describe());
-    assert!(run.stderr.starts_with("error: cannot "), "{}", run.stderr);
-    assert!(run.stderr.contains(".ralph/"), "{}", run.stderr);
+    assert!(run.stderr.starts_with(says), "{}", run.stderr);
     assert!(run.of("iteration_started").is_empty(), "no agent started");
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(p.path(".ralph"), std::fs::Permissions::from_mode(0o700));
-    assert_eq!(p.read(".ralph/state.json"), state_before);
-    assert_eq!(p.log(), log_before);
+    if is_root() {
+        // Back from `nobody` (git refuses a repository someone else owns).
+        let _ = Command::new("chown")
+            .args(["-R", "0:0"])
+            .arg(p.root())
+            .status();
+    }
+    assert_eq!(p.read(".ralph/state.json"), state);
+    assert_eq!(p.log(), log);
     assert_eq!(p.read("work.txt"), "edited by hand\n");
     figure(format!(
         "read-only .ralph/: exit 1, {}",
-        run.stderr.lines().next().unwrap()
+        run.stderr.lines().collect::<Vec<_>>().join(" / ")
     ));
+}
+
+/// `.ralph/` on a read-only mount (root ignores permission bits, a
+/// read-only mount it cannot).
+#[test]
+fn read_only_ralph_mount_is_a_clear_error_and_changes_nothing() {
+    let (p, state, log) = project_with_state();
+    let Some(cmd) = in_private_mount(
+        &p,
+        "mount --bind .ralph .ralph && mount -o remount,bind,ro .ralph",
+        &[],
+        "",
+    ) else {
+        return skip("a read-only mount needs unshare --mount (root)");
+    };
+    let says = format!("error: cannot open {}/.ralph/lock\n", p.root().display());
+    refused_and_nothing_changed(&p, cmd, &says, &state, &log);
+}
+
+/// `.ralph/` without write permission, for a user that is not root (as
+/// root: the project is handed to `nobody` and ralph runs as `nobody`).
+#[test]
+fn unwritable_ralph_dir_is_a_clear_error_and_changes_nothing() {
+    let (p, state, log) = project_with_state();
+    let cmd = if is_root() {
+        let chown = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(p.root())
+            .status();
+        let setpriv = Command::new("setpriv").arg("--version").output();
+        if !chown.is_ok_and(|s| s.success()) || !setpriv.is_ok_and(|o| o.status.success()) {
+            return skip("running as another user needs chown and setpriv");
+        }
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "run",
+            "--json",
+        ])
+        .current_dir(p.root())
+        .env("RALPH_LOG", "off");
+        c
+    } else {
+        run_cmd(&p, &[])
+    };
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p.path(".ralph"), std::fs::Permissions::from_mode(0o500)).unwrap();
+    let says = format!(
+        "error: cannot write {}/.ralph/state.json\ncaused by: Permission denied (os error 13)\nhint: check the permissions",
+        p.root().display()
+    );
+    refused_and_nothing_changed(&p, cmd, &says, &state, &log);
 }
 
 /// `.ralph/` on a 512 KiB file system that the agent fills up in its
