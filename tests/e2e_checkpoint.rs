@@ -385,11 +385,7 @@ result = "<promise>COMPLETE</promise>"
 "#;
     let p = Project::new("- [x] all\n", scenario, "");
     let child = p.spawn_run(&[]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !p.path(".ralph/messages.jsonl").exists() {
-        assert!(Instant::now() < deadline, "the run never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for_file(&p, ".ralph/messages.jsonl", Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(300));
     let asked = Instant::now();
     let out = p

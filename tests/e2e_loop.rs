@@ -158,16 +158,7 @@ fn second_instance_is_refused_while_one_runs() {
     let p = Project::new("- [x] done\n", scenario, "");
     let first = p.spawn_run(&[]);
     // Wait until the first one holds the lock and runs its agent.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !p.path(".ralph/state.json").exists()
-        || !p.read(".ralph/events.jsonl").contains("iteration_started")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "first run never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for_event(&p, "iteration_started", Duration::from_secs(20));
     let second = p.ralph().arg("run").output().unwrap();
     assert_eq!(second.status.code(), Some(2));
     let err = String::from_utf8_lossy(&second.stderr);

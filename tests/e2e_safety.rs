@@ -7,7 +7,7 @@ mod common;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Project, Run, processes_matching};
+use common::{Project, Run, processes_matching, wait_for_event, wait_for_file, wait_for_process};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -69,43 +69,11 @@ fn pid(child: &Child) -> Pid {
     Pid::from_raw(child.id() as i32)
 }
 
-/// Poll `.ralph/events.jsonl` until an event of `kind` shows up.
-fn wait_for_event(p: &Project, kind: &str, within: Duration) {
-    let needle = format!("\"event\":\"{kind}\"");
-    let deadline = Instant::now() + within;
-    while !std::fs::read_to_string(p.path(".ralph/events.jsonl")).is_ok_and(|l| l.contains(&needle))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no {kind} event within {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Poll until a process whose command line contains `needle` runs.
-fn wait_for_process(needle: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    while processes_matching(needle).is_empty() {
-        assert!(Instant::now() < deadline, "`{needle}` never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn reason(run: &Run) -> String {
     run.ended()["reason"]
         .as_str()
         .unwrap_or_default()
         .to_string()
-}
-
-/// Poll until the file at `rel` exists.
-fn wait_for_file(p: &Project, rel: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    while !p.path(rel).exists() {
-        assert!(Instant::now() < deadline, "{rel} never appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// `ralph run` (human output) with a pseudo-terminal as its controlling

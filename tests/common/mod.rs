@@ -232,3 +232,34 @@ pub fn processes_matching(needle: &str) -> Vec<i32> {
         })
         .collect()
 }
+
+/// Poll `cond` every 20 ms until it holds; fail naming `what` after `within`.
+pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Poll `.ralph/events.jsonl` until an event of `kind` shows up.
+pub fn wait_for_event(p: &Project, kind: &str, within: Duration) {
+    let needle = format!("\"event\":\"{kind}\"");
+    wait_until(&format!("no {kind} event"), within, || {
+        std::fs::read_to_string(p.path(".ralph/events.jsonl")).is_ok_and(|l| l.contains(&needle))
+    });
+}
+
+/// Poll until the file at `rel` exists.
+pub fn wait_for_file(p: &Project, rel: &str, within: Duration) {
+    wait_until(&format!("{rel} never appeared"), within, || {
+        p.path(rel).exists()
+    });
+}
+
+/// Poll until a process whose command line contains `needle` runs.
+pub fn wait_for_process(needle: &str, within: Duration) {
+    wait_until(&format!("`{needle}` never started"), within, || {
+        !processes_matching(needle).is_empty()
+    });
+}
