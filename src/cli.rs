@@ -42,6 +42,8 @@ pub enum Command {
     Init(InitArgs),
     /// Print the PROMPT.md the next iteration would get (writes nothing)
     Prompt(PromptArgs),
+    /// The morning report of the latest run (or RUN, or --all): an HTML page with charts, and a summary
+    Report(ReportArgs),
     /// Check the setup (config, plan, templates, agent, git, permissions) and explain each problem; exit 1 on any
     Doctor(JsonArgs),
     /// Print a shell completion script, e.g. `ralph completions bash > /etc/bash_completion.d/ralph`
@@ -117,6 +119,22 @@ pub struct InitArgs {
     #[arg(long)]
     pub force: bool,
     /// Print what was written as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run id (as in `ralph status`; default: the latest run)
+    #[arg(value_name = "RUN")]
+    pub run: Option<String>,
+    /// Every run recorded in .ralph/, one after another
+    #[arg(long)]
+    pub all: bool,
+    /// Where to write the HTML page [default: .ralph/report.html]
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print the report's figures as JSON (documented in docs/events.md) instead of the summary
     #[arg(long)]
     pub json: bool,
 }
@@ -201,6 +219,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 ..RunArgs::default()
             },
         ),
+        Command::Report(args) => commands::report(&root, &args),
         Command::Doctor(args) => commands::doctor(&root, args.json),
         Command::Completions(args) => commands::completions(args.shell),
         Command::Man => commands::man(),

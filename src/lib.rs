@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod hooks;
 pub mod limits;
+pub mod morning;
 pub mod plan;
 pub mod prompt;
 pub mod repo;

@@ -119,6 +119,13 @@ pub struct IterationRecord {
     pub error: Option<String>,
     pub error_hash: Option<String>,
     pub commit: Option<String>,
+    /// The plan item the iteration worked on: the first open one at its start.
+    pub item: Option<String>,
+    /// Plan items the iteration checked off.
+    pub items_checked: Vec<String>,
+    /// Plan items done and open when it ended (plan progress over time).
+    pub items_done: usize,
+    pub items_open: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

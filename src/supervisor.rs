@@ -189,6 +189,7 @@ struct Iteration {
     promise: bool,
     stderr_tail: String,
     seconds: f64,
+    started_at: String,
 }
 
 /// The stop sequence: where it stands and when the next step is due.
@@ -365,12 +366,24 @@ impl Supervisor {
         self.state.waiting_until = None;
         self.state.supervisor_pid = None;
         self.save();
+        // The morning report (src/morning), for the user and the hooks.
+        let report = crate::morning::write_after_run(&self.layout, &self.config, &self.state)
+            .map_or_else(
+                |e| {
+                    self.bus.emit(Event::Warning {
+                        message: format!("cannot write the report: {e}"),
+                    });
+                    String::new()
+                },
+                |p| p.display().to_string(),
+            );
         self.run_hooks(
             "on_exit",
             &self.config.hooks.on_exit.clone(),
             vec![
                 ("RALPH_OUTCOME", status.to_string()),
                 ("RALPH_EXIT_CODE", exit_code.to_string()),
+                ("RALPH_REPORT", report),
             ],
         );
         self.bus.emit(Event::RunEnded {
@@ -480,6 +493,7 @@ impl Supervisor {
     async fn run_iteration(&mut self, number: u32, plan: &Plan) -> Result<Iteration> {
         let mut it = Iteration {
             number,
+            started_at: now_rfc3339(),
             ..Iteration::default()
         };
         let prompt_text =
@@ -1055,7 +1069,7 @@ impl Supervisor {
         };
         self.state.history.push(IterationRecord {
             iteration: it.number,
-            started_at: String::new(),
+            started_at: it.started_at.clone(),
             ended_at: now_rfc3339(),
             outcome: outcome_label.clone(),
             exit_code: it.exit_code,
@@ -1064,6 +1078,10 @@ impl Supervisor {
             error: error.clone(),
             error_hash,
             commit,
+            item: plan_before.open().next().map(|i| i.text.clone()),
+            items_checked: newly_done,
+            items_done: plan_after.done_count(),
+            items_open: plan_after.open_count(),
         });
         self.bus.emit(Event::IterationEnded {
             iteration: it.number,

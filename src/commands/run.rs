@@ -2,6 +2,7 @@
 //! `--dry-run` preview, and the start of the supervisor.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
 use super::prompt::NextIteration;
@@ -76,11 +77,22 @@ pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
         .enable_all()
         .build()
         .map_err(|e| Error::wrap("cannot start the async runtime", e))?;
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         let supervisor = Supervisor::new(root, config, opts, bus)?;
         let outcome = supervisor.run().await?;
-        Ok(outcome.exit_code())
-    })
+        Ok::<_, Error>(outcome.exit_code())
+    })?;
+    // Written by the supervisor as the run ended (`crate::morning`).
+    let report = crate::morning::default_path(&crate::state::Layout::new(root));
+    if report.exists() {
+        // A closed terminal must not fail a run that is over.
+        let _ = writeln!(
+            std::io::stderr(),
+            "report: {} (`ralph report` for a summary)",
+            report.display()
+        );
+    }
+    Ok(code)
 }
 
 /// `ralph run --dry-run`: everything is loaded and checked, nothing written.

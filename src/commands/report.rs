@@ -1,0 +1,46 @@
+//! `ralph report [RUN]`: the morning report of the latest run (or one, or
+//! all): the HTML page written to a file, a short summary (or `--json`)
+//! on stdout. The figures are built by `crate::morning`.
+
+use std::path::Path;
+
+use crate::cli::ReportArgs;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::morning::{self, Which};
+use crate::state::Layout;
+
+pub fn report(root: &Path, args: &ReportArgs) -> Result<i32> {
+    let layout = Layout::new(root);
+    let which = match (&args.run, args.all) {
+        (Some(_), true) => return Err(Error::usage("give a RUN or --all, not both")),
+        (Some(id), false) => Which::Run(id.clone()),
+        (None, true) => Which::All,
+        (None, false) => Which::Latest,
+    };
+    // The thresholds and budgets drawn on the charts; a broken config must
+    // not keep the user from seeing what happened.
+    let config = Config::load(root).ok();
+    let runs = morning::reports(&layout, config.as_ref(), &which)?;
+    let path = match &args.html {
+        Some(p) => std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or(p.clone()),
+        None => morning::default_path(&layout),
+    };
+    morning::write_html(root, &path, &runs)?;
+    let out = if args.json {
+        let json = match runs.as_slice() {
+            [one] if !args.all => serde_json::to_string(one),
+            all => serde_json::to_string(all),
+        };
+        json.map_err(|e| Error::wrap("cannot serialize the report", e))? + "\n"
+    } else {
+        let tz = jiff::tz::TimeZone::system();
+        let mut text: Vec<String> = runs.iter().map(|r| morning::text::render(r, &tz)).collect();
+        text.push(format!("report: {}\n", path.display()));
+        text.join("\n")
+    };
+    super::print(&out)?;
+    Ok(0)
+}

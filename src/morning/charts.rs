@@ -1,0 +1,424 @@
+//! The report's charts as inline SVG: the context of one iteration, the
+//! timeline of the night, cost per iteration and cumulative, plan progress.
+
+use super::model::{IterationRow, MarkKind, RunReport};
+use super::svg::{Scale, Shape, Svg, thin, ticks, time_ticks};
+use crate::config::format_duration;
+use crate::report::tokens_short;
+
+/// Turns clock offsets (seconds since the run's start) into local times.
+pub struct Clock {
+    start: Option<jiff::Timestamp>,
+    tz: jiff::tz::TimeZone,
+    format: &'static str,
+}
+
+impl Clock {
+    /// A clock for a run `span` seconds long: a short one shows seconds.
+    pub fn new(start: Option<&str>, tz: jiff::tz::TimeZone, span: f64) -> Clock {
+        Clock {
+            start: start.and_then(|s| s.parse().ok()),
+            tz,
+            format: if span < 600.0 { "%H:%M:%S" } else { "%H:%M" },
+        }
+    }
+
+    /// The local time `offset` seconds after the start, or `+1h05m` without one.
+    pub fn label(&self, offset: f64) -> String {
+        let at = self.start.and_then(|s| {
+            s.checked_add(jiff::SignedDuration::from_secs_f64(offset))
+                .ok()
+        });
+        match at {
+            Some(t) => t
+                .to_zoned(self.tz.clone())
+                .strftime(self.format)
+                .to_string(),
+            None => format!("+{}", duration(offset)),
+        }
+    }
+}
+
+pub fn duration(secs: f64) -> String {
+    format_duration(std::time::Duration::from_secs_f64(secs.max(0.0)))
+}
+
+/// The CSS class of an iteration's outcome: its colour in every chart.
+pub fn outcome_class(outcome: &str) -> &'static str {
+    if outcome.starts_with("checkpoint") {
+        "o-cp"
+    } else if outcome == "usage limit" {
+        "o-limit"
+    } else if outcome == "failed" || outcome.starts_with("agent did not start") {
+        "o-fail"
+    } else if outcome == "promise" {
+        "o-promise"
+    } else {
+        "o-done"
+    }
+}
+
+/// Runs up to this many iterations get a point per turn in each chart.
+const DOTS_UP_TO: usize = 100;
+
+const PAD_L: f64 = 46.0;
+const PAD_R: f64 = 56.0;
+const PAD_T: f64 = 14.0;
+const PAD_B: f64 = 26.0;
+
+fn mark_style(kind: MarkKind) -> (Shape, &'static str) {
+    match kind {
+        MarkKind::Nudge => (Shape::Triangle, "m-nudge"),
+        MarkKind::Stop => (Shape::Square, "m-stop"),
+        MarkKind::Checkpoint => (Shape::Diamond, "m-cp"),
+        MarkKind::Compaction => (Shape::Circle, "m-compact"),
+    }
+}
+
+/// Tokens over the iteration's time, one point per turn, with the L1/L2/L3
+/// lines and a marker where ralph nudged, stopped or checkpointed.
+pub fn context_chart(row: &IterationRow, report: &RunReport) -> String {
+    let (w, h) = (380.0, 170.0);
+    let mut svg = Svg::new(
+        w as u32,
+        h as u32,
+        "chart ctx",
+        &format!("context of iteration {}", row.iteration),
+    );
+    let usable = row.usable_tokens.max(1);
+    let top = (usable as f64).max(row.peak_tokens as f64) * 1.04;
+    let end = row
+        .readings
+        .iter()
+        .map(|r| r.at)
+        .chain(row.marks.iter().map(|m| m.at))
+        .fold(row.seconds, f64::max)
+        .max(1.0);
+    let x = Scale::new((0.0, end), (PAD_L, w - PAD_R));
+    let y = Scale::new((0.0, top), (h - PAD_B, PAD_T));
+    for t in ticks(top, 4) {
+        svg.line((PAD_L, y.at(t)), (w - PAD_R, y.at(t)), "grid");
+        svg.text(
+            (PAD_L - 6.0, y.at(t) + 4.0),
+            "end",
+            "ax",
+            &tokens_short(t as u64),
+        );
+    }
+    for t in time_ticks(end, 5) {
+        svg.text((x.at(t), h - 8.0), "middle", "ax", &duration(t));
+    }
+    let th = &report.thresholds;
+    for (name, pct, class) in [
+        ("L1", th.warn, "th th1"),
+        ("L2", th.checkpoint, "th th2"),
+        ("L3", th.emergency, "th th3"),
+    ] {
+        let v = usable as f64 * pct / 100.0;
+        svg.line((PAD_L, y.at(v)), (w - PAD_R, y.at(v)), class);
+        svg.text(
+            (w - PAD_R + 4.0, y.at(v) + 4.0),
+            "start",
+            "thl",
+            &format!("{name} {pct:.0}%"),
+        );
+    }
+    let readings = thin(&row.readings, 240, |r| r.tokens as f64);
+    if !readings.is_empty() {
+        let mut line: Vec<(f64, f64)> = vec![(x.at(0.0), y.at(0.0))];
+        line.extend(readings.iter().map(|r| (x.at(r.at), y.at(r.tokens as f64))));
+        let mut area = line.clone();
+        area.push((line[line.len() - 1].0, y.at(0.0)));
+        svg.polygon(&area, "area");
+        svg.polyline(&line, "tokens");
+        // Every turn a point with its figures, unless the night is long:
+        // then the line alone keeps the page a few megabytes.
+        let dots = if report.iterations.len() <= DOTS_UP_TO {
+            readings.as_slice()
+        } else {
+            &[]
+        };
+        for r in dots {
+            svg.dot(
+                (x.at(r.at), y.at(r.tokens as f64)),
+                "pt",
+                &format!(
+                    "{} tokens, {:.1}% at {}",
+                    r.tokens,
+                    r.percent,
+                    duration(r.at)
+                ),
+            );
+        }
+    } else {
+        svg.text(
+            ((PAD_L + w - PAD_R) / 2.0, h / 2.0),
+            "middle",
+            "none",
+            "no context readings recorded",
+        );
+    }
+    for m in &row.marks {
+        let (shape, class) = mark_style(m.kind);
+        svg.line(
+            (x.at(m.at), PAD_T),
+            (x.at(m.at), h - PAD_B),
+            &format!("mk {class}"),
+        );
+        svg.marker((x.at(m.at), PAD_T + 2.0), shape, class, &m.label);
+    }
+    svg.line((PAD_L, h - PAD_B), (w - PAD_R, h - PAD_B), "axis");
+    svg.finish()
+}
+
+/// The night: iterations as bars, checkpoints, usage-limit waits, breaker
+/// changes and the duration budget against the clock.
+pub fn timeline(report: &RunReport, clock: &Clock) -> String {
+    let (w, h) = (1100.0, 150.0);
+    let mut svg = Svg::new(w as u32, h as u32, "chart timeline", "timeline of the run");
+    let span = report
+        .iterations
+        .iter()
+        .filter_map(|r| r.end_offset)
+        .chain(
+            report
+                .waits
+                .iter()
+                .filter_map(|w| w.offset.map(|o| o + w.seconds as f64)),
+        )
+        .fold(report.seconds, f64::max)
+        .max(1.0);
+    let x = Scale::new((0.0, span), (PAD_L + 44.0, w - 20.0));
+    let rows = [("iterations", 22.0), ("limits", 62.0), ("breaker", 92.0)];
+    for (name, ry) in rows {
+        svg.text((PAD_L + 36.0, ry + 14.0), "end", "ax", name);
+        svg.line((x.at(0.0), ry + 26.0), (w - 20.0, ry + 26.0), "grid");
+    }
+    for t in time_ticks(span, 10) {
+        svg.line((x.at(t), 18.0), (x.at(t), h - 28.0), "grid");
+        svg.text((x.at(t), h - 10.0), "middle", "ax", &clock.label(t));
+    }
+    let bar_y = rows[0].1;
+    for r in &report.iterations {
+        let (Some(s), Some(e)) = (r.start_offset, r.end_offset) else {
+            continue;
+        };
+        let tip = format!(
+            "iteration {}: {} · {} · peak {:.1}% · ${:.2}{}",
+            r.iteration,
+            r.outcome,
+            duration(e - s),
+            r.peak_percent,
+            r.cost_usd,
+            r.item
+                .as_deref()
+                .map(|i| format!(" · {i}"))
+                .unwrap_or_default()
+        );
+        let class = format!("bar {}", outcome_class(&r.outcome));
+        svg.rect((x.at(s), bar_y), (x.at(e) - x.at(s), 26.0), &class, &tip);
+        if x.at(e) - x.at(s) > 22.0 {
+            svg.text(
+                ((x.at(s) + x.at(e)) / 2.0, bar_y + 17.0),
+                "middle",
+                "barl",
+                &r.iteration.to_string(),
+            );
+        }
+        if let Some(level) = r.level.filter(|_| r.trigger.is_some()) {
+            svg.marker(
+                (x.at(e), bar_y - 3.0),
+                Shape::Diamond,
+                "m-cp",
+                &format!(
+                    "checkpoint after iteration {} ({}, {level}){}",
+                    r.iteration,
+                    r.trigger.as_deref().unwrap_or(""),
+                    r.commit
+                        .as_deref()
+                        .map(|c| format!(", commit {}", short(c)))
+                        .unwrap_or_default()
+                ),
+            );
+        }
+    }
+    for wt in &report.waits {
+        let Some(o) = wt.offset else { continue };
+        let tip = format!(
+            "waited {} for the usage limit ({}), until {}",
+            duration(wt.seconds as f64),
+            wt.source,
+            wt.until
+        );
+        let x0 = x.at(o);
+        svg.rect(
+            (x0, rows[1].1 + 4.0),
+            (x.at(o + wt.seconds as f64) - x0, 18.0),
+            "wait",
+            &tip,
+        );
+    }
+    for b in &report.breaker {
+        let Some(o) = b.offset else { continue };
+        let class = if b.status == "open" { "m-stop" } else { "m-ok" };
+        let tip = format!("breaker {}: {}", b.status, b.message);
+        svg.marker((x.at(o), rows[2].1 + 13.0), Shape::Triangle, class, &tip);
+    }
+    if let Some(max) = report.budgets.max_duration_secs.filter(|m| *m <= span) {
+        svg.line((x.at(max), 14.0), (x.at(max), h - 28.0), "budget");
+        svg.text((x.at(max) - 4.0, 12.0), "end", "thl", "max_duration");
+    }
+    svg.finish()
+}
+
+/// Cost of each iteration (bars) and the running total (line, right axis),
+/// with the cost budget when there is one.
+pub fn cost_chart(report: &RunReport) -> String {
+    let (w, h) = (540.0, 220.0);
+    let mut svg = Svg::new(
+        w as u32,
+        h as u32,
+        "chart cost",
+        "cost per iteration and cumulative",
+    );
+    let rows = &report.iterations;
+    let n = rows.len().max(1) as f64;
+    let x = Scale::new((0.0, n), (PAD_L, w - PAD_R));
+    let each_max = rows
+        .iter()
+        .map(|r| r.cost_usd)
+        .fold(0.0, f64::max)
+        .max(0.01)
+        * 1.1;
+    let total_max = report
+        .budgets
+        .max_cost_usd
+        .unwrap_or(0.0)
+        .max(report.cost_usd)
+        .max(0.01)
+        * 1.05;
+    let y = Scale::new((0.0, each_max), (h - PAD_B, PAD_T));
+    let y2 = Scale::new((0.0, total_max), (h - PAD_B, PAD_T));
+    for t in ticks(each_max, 4) {
+        svg.line((PAD_L, y.at(t)), (w - PAD_R, y.at(t)), "grid");
+        svg.text((PAD_L - 6.0, y.at(t) + 4.0), "end", "ax", &money(t));
+    }
+    for t in ticks(total_max, 4) {
+        svg.text(
+            (w - PAD_R + 6.0, y2.at(t) + 4.0),
+            "start",
+            "ax cum",
+            &money(t),
+        );
+    }
+    let bw = ((w - PAD_L - PAD_R) / n * 0.7).max(0.5);
+    let mut line = vec![(x.at(0.0), y2.at(0.0))];
+    for (i, r) in rows.iter().enumerate() {
+        let cx = x.at(i as f64 + 0.5);
+        svg.rect(
+            (cx - bw / 2.0, y.at(r.cost_usd)),
+            (bw, y.at(0.0) - y.at(r.cost_usd)),
+            &format!("bar {}", outcome_class(&r.outcome)),
+            &format!(
+                "iteration {}: ${:.2} (total ${:.2})",
+                r.iteration, r.cost_usd, r.cumulative_cost_usd
+            ),
+        );
+        line.push((x.at(i as f64 + 1.0), y2.at(r.cumulative_cost_usd)));
+    }
+    svg.polyline(&line, "cumline");
+    if let Some(max) = report.budgets.max_cost_usd {
+        svg.line((PAD_L, y2.at(max)), (w - PAD_R, y2.at(max)), "budget");
+        svg.text(
+            (w - PAD_R - 4.0, y2.at(max) - 4.0),
+            "end",
+            "thl",
+            &format!("budget {}", money(max)),
+        );
+    }
+    iteration_axis(&mut svg, &x, rows, h);
+    svg.finish()
+}
+
+/// Plan items done after each iteration, against the clock.
+pub fn plan_chart(report: &RunReport, clock: &Clock) -> Option<String> {
+    let points: Vec<(f64, usize, usize)> = report
+        .iterations
+        .iter()
+        .filter_map(|r| Some((r.end_offset?, r.items_done?, r.items_open?)))
+        .collect();
+    let first = report.iterations.first()?;
+    let (_, done0, _) = *points.first()?;
+    let (w, h) = (540.0, 220.0);
+    let mut svg = Svg::new(w as u32, h as u32, "chart plan", "plan progress over time");
+    let total = points.iter().map(|p| p.1 + p.2).max().unwrap_or(1).max(1) as f64;
+    let span = points
+        .iter()
+        .map(|p| p.0)
+        .fold(report.seconds, f64::max)
+        .max(1.0);
+    let x = Scale::new((0.0, span), (PAD_L, w - PAD_R));
+    let y = Scale::new((0.0, total * 1.08), (h - PAD_B, PAD_T));
+    for t in ticks(total, 4).into_iter().filter(|t| t.fract() == 0.0) {
+        svg.line((PAD_L, y.at(t)), (w - PAD_R, y.at(t)), "grid");
+        svg.text((PAD_L - 6.0, y.at(t) + 4.0), "end", "ax", &format!("{t}"));
+    }
+    for t in time_ticks(span, 5) {
+        svg.text((x.at(t), h - 8.0), "middle", "ax", &clock.label(t));
+    }
+    svg.line((PAD_L, y.at(total)), (w - PAD_R, y.at(total)), "th th2");
+    svg.text(
+        (w - PAD_R + 4.0, y.at(total) + 4.0),
+        "start",
+        "thl",
+        &format!("{total} items"),
+    );
+    // Before the first iteration: what it found done.
+    let start_done = done0.saturating_sub(first.items_checked.len());
+    let mut line = vec![(x.at(0.0), y.at(start_done as f64))];
+    let mut last = start_done as f64;
+    for (t, done, open) in &points {
+        line.push((x.at(*t), y.at(last)));
+        line.push((x.at(*t), y.at(*done as f64)));
+        last = *done as f64;
+        svg.dot(
+            (x.at(*t), y.at(*done as f64)),
+            "pt",
+            &format!("{} done, {} open at {}", done, open, clock.label(*t)),
+        );
+    }
+    line.push((x.at(span), y.at(last)));
+    let mut area = line.clone();
+    area.push((x.at(span), y.at(0.0)));
+    area.push((x.at(0.0), y.at(0.0)));
+    svg.polygon(&area, "area plan");
+    svg.polyline(&line, "tokens plan");
+    svg.line((PAD_L, h - PAD_B), (w - PAD_R, h - PAD_B), "axis");
+    Some(svg.finish())
+}
+
+fn iteration_axis(svg: &mut Svg, x: &Scale, rows: &[IterationRow], h: f64) {
+    let step = (rows.len() / 10).max(1);
+    for (i, r) in rows.iter().enumerate().filter(|(i, _)| i % step == 0) {
+        svg.text(
+            (x.at(i as f64 + 0.5), h - 8.0),
+            "middle",
+            "ax",
+            &r.iteration.to_string(),
+        );
+    }
+    svg.line((x.at(0.0), h - PAD_B), (x.at(x.max()), h - PAD_B), "axis");
+}
+
+pub fn money(v: f64) -> String {
+    if v >= 100.0 {
+        format!("${v:.0}")
+    } else {
+        format!("${v:.2}")
+    }
+}
+
+/// A commit id as people quote it.
+pub fn short(commit: &str) -> &str {
+    commit.get(..8).unwrap_or(commit)
+}

@@ -1,0 +1,148 @@
+//! The morning report (`ralph report`): what happened in a run, as one
+//! self-contained HTML page with charts, a short text summary and JSON, all
+//! built from what the run recorded (`.ralph/events.jsonl`,
+//! `.ralph/state.json`). Not the live terminal view; that is `report`.
+
+pub mod charts;
+pub mod html;
+pub mod model;
+pub mod svg;
+pub mod text;
+
+use std::path::{Component, Path, PathBuf};
+
+pub use model::{Budgets, RunReport};
+
+use crate::config::Config;
+use crate::context::Thresholds;
+use crate::error::{Error, Result};
+use crate::events::{Record, read_log};
+use crate::state::{Layout, RunState, now_rfc3339};
+
+/// Which runs to report on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Which {
+    Latest,
+    Run(String),
+    All,
+}
+
+/// `.ralph/report.html`.
+pub fn default_path(layout: &Layout) -> PathBuf {
+    layout.dir.join("report.html")
+}
+
+/// The reports of the runs asked for, from the project's recorded files.
+/// `config` supplies the thresholds and budgets (defaults without one).
+pub fn reports(layout: &Layout, config: Option<&Config>, which: &Which) -> Result<Vec<RunReport>> {
+    let records = read_log(&layout.events());
+    let state = RunState::load(&layout.state())?;
+    let mut ids = model::run_ids(&records);
+    if let Some(s) = state.as_ref().filter(|s| !s.run_id.is_empty())
+        && !ids.contains(&s.run_id)
+    {
+        ids.push(s.run_id.clone());
+    }
+    let chosen: Vec<String> = match which {
+        Which::All => ids,
+        Which::Latest => ids.last().cloned().into_iter().collect(),
+        Which::Run(id) if ids.contains(id) => vec![id.clone()],
+        Which::Run(id) => {
+            return Err(
+                Error::usage(format!("no run {id} is recorded in .ralph/")).with_hint(
+                    if ids.is_empty() {
+                        "start one with `ralph run`".to_string()
+                    } else {
+                        format!("recorded runs: {}", ids.join(", "))
+                    },
+                ),
+            );
+        }
+    };
+    if chosen.is_empty() {
+        return Err(Error::usage("no ralph run is recorded here yet")
+            .with_hint("start one with `ralph run` (or `ralph demo` to see a report)"));
+    }
+    Ok(chosen
+        .iter()
+        .map(|id| build(id, &records, state.as_ref(), config))
+        .collect())
+}
+
+fn build(
+    id: &str,
+    records: &[Record],
+    state: Option<&RunState>,
+    config: Option<&Config>,
+) -> RunReport {
+    let thresholds = config.map_or(Thresholds::DEFAULT, Config::thresholds);
+    let budgets = Budgets {
+        max_iterations: None,
+        max_cost_usd: config.and_then(|c| c.loop_.max_cost_usd),
+        max_duration_secs: config.and_then(|c| c.loop_.max_duration.map(|d| d.0.as_secs_f64())),
+    };
+    model::build(id, records, state, thresholds, budgets)
+}
+
+/// Write the page for `runs` to `path` (atomically, user-only: it quotes
+/// the agent). Handoff links are relative to where the page lands.
+pub fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let root_href = relative(&parent, root);
+    let page = html::Page {
+        root_href: &root_href,
+        tz: jiff::tz::TimeZone::system(),
+        generated_at: &now_rfc3339(),
+    };
+    let text = html::render(runs, &page);
+    crate::state::write_atomic(path, crate::secrets::redact(&text).as_bytes())
+}
+
+/// The way from directory `from` to directory `to`, as a URL prefix
+/// ending in `/` (`../` from `.ralph/` to the project).
+fn relative(from: &Path, to: &Path) -> String {
+    let (Ok(from), Ok(to)) = (from.canonicalize(), to.canonicalize()) else {
+        return format!("file://{}/", to.display());
+    };
+    let a: Vec<Component> = from.components().collect();
+    let b: Vec<Component> = to.components().collect();
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut out = "../".repeat(a.len() - common);
+    for c in &b[common..] {
+        out.push_str(&c.as_os_str().to_string_lossy());
+        out.push('/');
+    }
+    out
+}
+
+/// At the end of `ralph run`: the page of the run that just ended, at
+/// [`default_path`]. Returns its path for the user and the `on_exit`
+/// hooks. On failure no stale page from an earlier run is left behind.
+pub fn write_after_run(layout: &Layout, config: &Config, state: &RunState) -> Result<PathBuf> {
+    let path = default_path(layout);
+    let records = read_log(&layout.events());
+    let report = build(&state.run_id, &records, Some(state), Some(config));
+    write_html(&layout.root, &path, &[report]).inspect_err(|_| {
+        let _ = std::fs::remove_file(&path);
+    })?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_between_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".ralph")).unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        assert_eq!(relative(&root.join(".ralph"), root), "../");
+        assert_eq!(relative(root, root), "");
+        assert_eq!(relative(&root.join("a/b"), root), "../../");
+    }
+}

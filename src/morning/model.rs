@@ -1,0 +1,557 @@
+//! The figures of one run, gathered from what ralph recorded: the event log
+//! (every event has a time; `context` events carry the per-turn readings)
+//! and, for the run `.ralph/state.json` holds, its iteration history (plan
+//! item, items checked, commits). Pure: records in, [`RunReport`] out.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::context::{Level, Thresholds};
+use crate::events::{Event, Record};
+use crate::state::RunState;
+
+/// Everything the report shows about one run (also its `--json` form).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    pub run_id: String,
+    pub objective: Option<String>,
+    pub plan: Option<String>,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    /// Wall time from the first start to the end (or the last event).
+    pub seconds: f64,
+    /// `completed`, `breaker_open`, …, or `running` while it goes on.
+    pub outcome: String,
+    pub reason: Option<String>,
+    pub exit_code: Option<i32>,
+    /// Supervisor starts: 1, plus one per `ralph run` that continued it.
+    pub sessions: u32,
+    pub cost_usd: f64,
+    pub items_done: Option<usize>,
+    pub items_open: Option<usize>,
+    /// The WIP commits ralph made, oldest first.
+    pub commits: Vec<String>,
+    pub thresholds: Thresholds,
+    pub budgets: Budgets,
+    pub iterations: Vec<IterationRow>,
+    pub waits: Vec<Wait>,
+    pub breaker: Vec<BreakerChange>,
+    pub metrics: Metrics,
+}
+
+/// The limits the run was held to, as far as they are known.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Budgets {
+    pub max_iterations: Option<u32>,
+    pub max_cost_usd: Option<f64>,
+    pub max_duration_secs: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IterationRow {
+    pub iteration: u32,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    /// Seconds from the run's start to this iteration's start and end.
+    pub start_offset: Option<f64>,
+    pub end_offset: Option<f64>,
+    pub seconds: f64,
+    pub item: Option<String>,
+    pub items_checked: Vec<String>,
+    pub items_done: Option<usize>,
+    pub items_open: Option<usize>,
+    pub outcome: String,
+    pub progress: bool,
+    pub error: Option<String>,
+    pub cost_usd: f64,
+    pub cumulative_cost_usd: f64,
+    pub peak_percent: f64,
+    pub peak_tokens: u64,
+    /// The usable window (tokens) its readings are a percentage of.
+    pub usable_tokens: u64,
+    /// Why ralph checkpointed it (`context`, `manual`, `budget`, …).
+    pub trigger: Option<String>,
+    pub level: Option<Level>,
+    pub handoff: Option<String>,
+    pub commit: Option<String>,
+    /// The handoff it resumed from.
+    pub resumed_from: Option<String>,
+    pub readings: Vec<Reading>,
+    pub marks: Vec<Mark>,
+}
+
+impl IterationRow {
+    /// A resume that checked off the item it started on.
+    pub fn completed_its_item(&self) -> bool {
+        self.item
+            .as_ref()
+            .is_some_and(|i| self.items_checked.contains(i))
+    }
+}
+
+/// One per-turn context reading.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Reading {
+    /// Seconds since the iteration started.
+    pub at: f64,
+    pub tokens: u64,
+    pub percent: f64,
+}
+
+/// Something ralph did or saw during an iteration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mark {
+    /// Seconds since the iteration started.
+    pub at: f64,
+    pub kind: MarkKind,
+    pub label: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkKind {
+    /// Asked the agent for its handoff.
+    Nudge,
+    /// Signalled the agent to stop.
+    Stop,
+    /// Saved the work: handoff and WIP commit.
+    Checkpoint,
+    /// The agent's CLI compacted its context.
+    Compaction,
+}
+
+/// A wait for a usage limit to reset.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Wait {
+    pub at: String,
+    pub offset: Option<f64>,
+    pub seconds: u64,
+    pub until: String,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BreakerChange {
+    pub at: String,
+    pub offset: Option<f64>,
+    pub status: String,
+    pub rule: Option<String>,
+    pub message: String,
+}
+
+/// The figures that say how well the loop worked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    pub checkpoints: u32,
+    pub checkpoints_by_level: BTreeMap<String, u32>,
+    pub checkpoints_by_trigger: BTreeMap<String, u32>,
+    pub nudges: u32,
+    pub stops: u32,
+    pub compactions: u32,
+    /// Tokens the agent's CLI dropped when it compacted.
+    pub context_lost_tokens: u64,
+    pub resumes: u32,
+    /// Resumes that checked off the item they started on (`None` when the
+    /// run did not record items).
+    pub resumes_completed: Option<u32>,
+    pub items_checked: usize,
+    pub items_per_iteration: f64,
+    pub peak_percent_max: f64,
+    pub peak_percent_median: f64,
+    pub peak_tokens_max: u64,
+    pub breaker_trips: u32,
+    pub limit_waits: u32,
+    pub waited_seconds: u64,
+}
+
+/// The run ids in the log, oldest first (a continued run appears once).
+pub fn run_ids(records: &[Record]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for r in records {
+        if let Event::RunStarted { run_id, .. } = &r.event
+            && !ids.contains(run_id)
+        {
+            ids.push(run_id.clone());
+        }
+    }
+    ids
+}
+
+fn parse(ts: &str) -> Option<jiff::Timestamp> {
+    ts.parse().ok()
+}
+
+fn secs(from: Option<jiff::Timestamp>, to: &str) -> Option<f64> {
+    between(from, parse(to))
+}
+
+fn between(from: Option<jiff::Timestamp>, to: Option<jiff::Timestamp>) -> Option<f64> {
+    Some(to?.duration_since(from?).as_secs_f64().max(0.0))
+}
+
+/// Build the report of `run_id` from the log, with the state's history when
+/// the state is that run's.
+pub fn build(
+    run_id: &str,
+    records: &[Record],
+    state: Option<&RunState>,
+    thresholds: Thresholds,
+    budgets: Budgets,
+) -> RunReport {
+    let state = state.filter(|s| s.run_id == run_id);
+    let mut report = RunReport {
+        run_id: run_id.to_string(),
+        objective: state.map(|s| s.objective.clone()).filter(|o| !o.is_empty()),
+        plan: None,
+        started_at: state
+            .map(|s| s.started_at.clone())
+            .filter(|s| !s.is_empty()),
+        ended_at: None,
+        seconds: 0.0,
+        outcome: "unknown".into(),
+        reason: None,
+        exit_code: None,
+        sessions: 0,
+        cost_usd: 0.0,
+        items_done: None,
+        items_open: None,
+        commits: Vec::new(),
+        thresholds,
+        budgets,
+        iterations: Vec::new(),
+        waits: Vec::new(),
+        breaker: Vec::new(),
+        metrics: Metrics::default(),
+    };
+    let mut rows: BTreeMap<u32, IterationRow> = BTreeMap::new();
+    let mut starts: BTreeMap<u32, jiff::Timestamp> = BTreeMap::new();
+    let mut current: Option<&str> = None;
+    let mut last_ts: Option<String> = None;
+    for r in records {
+        if let Event::RunStarted { run_id: id, .. } = &r.event {
+            current = Some(id);
+        }
+        if current != Some(run_id) {
+            continue;
+        }
+        last_ts = Some(r.ts.clone());
+        let ts = parse(&r.ts);
+        let at = |n: u32, starts: &BTreeMap<u32, jiff::Timestamp>| {
+            between(starts.get(&n).copied(), ts).unwrap_or(0.0)
+        };
+        match &r.event {
+            Event::RunStarted {
+                plan,
+                max_iterations,
+                ..
+            } => {
+                report.sessions += 1;
+                report.started_at.get_or_insert(r.ts.clone());
+                report.plan = Some(plan.clone());
+                report.budgets.max_iterations.get_or_insert(*max_iterations);
+                // A continued run: it is running again until it ends again.
+                report.outcome = "running".into();
+                report.reason = None;
+                report.exit_code = None;
+            }
+            Event::IterationStarted {
+                iteration,
+                resume_from,
+                ..
+            } => {
+                if let Some(t) = ts {
+                    starts.insert(*iteration, t);
+                }
+                let row = row(&mut rows, *iteration);
+                row.started_at = Some(r.ts.clone());
+                row.resumed_from.clone_from(resume_from);
+            }
+            Event::Context {
+                iteration, reading, ..
+            } => {
+                let at = at(*iteration, &starts);
+                let row = row(&mut rows, *iteration);
+                row.usable_tokens = reading.usable;
+                row.readings.push(Reading {
+                    at,
+                    tokens: reading.tokens,
+                    percent: reading.percent,
+                });
+            }
+            Event::Compacted {
+                iteration,
+                pre_tokens,
+                post_tokens,
+            } => {
+                report.metrics.compactions += 1;
+                report.metrics.context_lost_tokens += pre_tokens.saturating_sub(*post_tokens);
+                let at = at(*iteration, &starts);
+                row(&mut rows, *iteration).marks.push(Mark {
+                    at,
+                    kind: MarkKind::Compaction,
+                    label: format!(
+                        "the agent compacted its context: {pre_tokens} → {post_tokens} tokens"
+                    ),
+                });
+            }
+            Event::CheckpointRequested {
+                iteration,
+                trigger,
+                level,
+                percent,
+                ..
+            } => {
+                report.metrics.nudges += 1;
+                let at = at(*iteration, &starts);
+                row(&mut rows, *iteration).marks.push(Mark {
+                    at,
+                    kind: MarkKind::Nudge,
+                    label: format!("asked for a handoff ({trigger}, {level} at {percent:.1}%)"),
+                });
+            }
+            Event::AgentSignalled {
+                iteration,
+                signal,
+                reason,
+            } => {
+                report.metrics.stops += 1;
+                let at = at(*iteration, &starts);
+                row(&mut rows, *iteration).marks.push(Mark {
+                    at,
+                    kind: MarkKind::Stop,
+                    label: format!("sent {signal}: {reason}"),
+                });
+            }
+            Event::Checkpoint {
+                iteration,
+                trigger,
+                level,
+                percent,
+                commit,
+                handoff,
+                ..
+            } => {
+                let at = at(*iteration, &starts);
+                let row = row(&mut rows, *iteration);
+                row.trigger = Some(trigger.clone());
+                row.level = Some(*level);
+                row.handoff.clone_from(handoff);
+                row.commit.clone_from(commit);
+                row.marks.push(Mark {
+                    at,
+                    kind: MarkKind::Checkpoint,
+                    label: format!("checkpoint ({trigger}, {level} at {percent:.1}%)"),
+                });
+            }
+            Event::IterationEnded {
+                iteration,
+                outcome,
+                progress,
+                cost_usd,
+                peak_percent,
+                seconds,
+                error,
+                ..
+            } => {
+                let row = row(&mut rows, *iteration);
+                row.ended_at = Some(r.ts.clone());
+                row.outcome.clone_from(outcome);
+                row.progress = *progress;
+                row.cost_usd = *cost_usd;
+                row.peak_percent = *peak_percent;
+                row.seconds = *seconds;
+                row.error.clone_from(error);
+            }
+            Event::Breaker {
+                status,
+                rule,
+                message,
+            } => report.breaker.push(BreakerChange {
+                at: r.ts.clone(),
+                offset: None,
+                status: status.clone(),
+                rule: rule.clone(),
+                message: message.clone(),
+            }),
+            Event::LimitWait {
+                until,
+                seconds,
+                source,
+                ..
+            } => report.waits.push(Wait {
+                at: r.ts.clone(),
+                offset: None,
+                seconds: *seconds,
+                until: until.clone(),
+                source: source.clone(),
+            }),
+            Event::RunEnded {
+                outcome,
+                exit_code,
+                reason,
+                ..
+            } => {
+                report.outcome.clone_from(outcome);
+                report.exit_code = Some(*exit_code);
+                report.reason = Some(reason.clone());
+                report.ended_at = Some(r.ts.clone());
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = state {
+        merge_state(&mut report, &mut rows, s);
+    }
+    if report.ended_at.is_none() {
+        report.ended_at = last_ts.or_else(|| state.map(|s| s.updated_at.clone()));
+    }
+    finish(&mut report, rows);
+    report
+}
+
+fn row(rows: &mut BTreeMap<u32, IterationRow>, n: u32) -> &mut IterationRow {
+    rows.entry(n).or_insert_with(|| IterationRow {
+        iteration: n,
+        ..IterationRow::default()
+    })
+}
+
+/// What only the state records: items, commits, peaks; and how the run
+/// stands when its log says nothing (yet) about its end.
+fn merge_state(report: &mut RunReport, rows: &mut BTreeMap<u32, IterationRow>, s: &RunState) {
+    for h in &s.history {
+        let row = row(rows, h.iteration);
+        if row.started_at.is_none() && !h.started_at.is_empty() {
+            row.started_at = Some(h.started_at.clone());
+        }
+        if row.ended_at.is_none() && !h.ended_at.is_empty() {
+            row.ended_at = Some(h.ended_at.clone());
+        }
+        if row.outcome.is_empty() {
+            row.outcome.clone_from(&h.outcome);
+            row.cost_usd = h.cost_usd;
+            row.progress = h.progress;
+        }
+        row.item.clone_from(&h.item);
+        row.items_checked.clone_from(&h.items_checked);
+        if !h.started_at.is_empty() {
+            // Records from before these fields existed have empty items.
+            row.items_done = Some(h.items_done);
+            row.items_open = Some(h.items_open);
+        }
+        if row.commit.is_none() {
+            row.commit.clone_from(&h.commit);
+        }
+    }
+    for h in &s.context_history {
+        let row = row(rows, h.iteration);
+        row.peak_tokens = h.peak_tokens;
+        if row.peak_percent == 0.0 {
+            row.peak_percent = h.peak_percent;
+        }
+        if h.checkpoint {
+            row.level = row.level.or(h.level);
+            if row.handoff.is_none() {
+                row.handoff.clone_from(&h.handoff);
+            }
+        }
+    }
+    report.items_done = Some(s.completed_items.len());
+    report.items_open = Some(s.todo_items.len());
+    if report.outcome == "running" || report.outcome == "unknown" {
+        report.outcome.clone_from(&s.status);
+        report.reason.clone_from(&s.exit_reason);
+    }
+}
+
+/// Offsets, running totals, metrics.
+fn finish(report: &mut RunReport, rows: BTreeMap<u32, IterationRow>) {
+    let start = report.started_at.as_deref().and_then(parse);
+    report.seconds = report
+        .ended_at
+        .as_deref()
+        .and_then(|e| secs(start, e))
+        .unwrap_or(0.0);
+    let mut total = 0.0;
+    for mut row in rows.into_values() {
+        total += row.cost_usd;
+        row.cumulative_cost_usd = total;
+        row.start_offset = row.started_at.as_deref().and_then(|t| secs(start, t));
+        row.end_offset = row.ended_at.as_deref().and_then(|t| secs(start, t));
+        if row.peak_tokens == 0 {
+            row.peak_tokens = row.readings.iter().map(|r| r.tokens).max().unwrap_or(0);
+        }
+        if let Some(c) = &row.commit {
+            report.commits.push(c.clone());
+        }
+        report.iterations.push(row);
+    }
+    report.cost_usd = total;
+    for w in &mut report.waits {
+        w.offset = secs(start, &w.at);
+    }
+    for b in &mut report.breaker {
+        b.offset = secs(start, &b.at);
+    }
+    if report.items_done.is_none() {
+        let last = report
+            .iterations
+            .iter()
+            .rev()
+            .find(|r| r.items_done.is_some());
+        report.items_done = last.and_then(|r| r.items_done);
+        report.items_open = last.and_then(|r| r.items_open);
+    }
+    report.metrics = metrics(report);
+}
+
+fn metrics(report: &RunReport) -> Metrics {
+    let rows = &report.iterations;
+    let mut m = Metrics {
+        nudges: report.metrics.nudges,
+        stops: report.metrics.stops,
+        compactions: report.metrics.compactions,
+        context_lost_tokens: report.metrics.context_lost_tokens,
+        ..Metrics::default()
+    };
+    for r in rows {
+        if let Some(level) = r
+            .level
+            .filter(|_| r.trigger.is_some() || r.handoff.is_some())
+        {
+            m.checkpoints += 1;
+            *m.checkpoints_by_level
+                .entry(level.name().to_string())
+                .or_default() += 1;
+            let trigger = r.trigger.clone().unwrap_or_else(|| "context".into());
+            *m.checkpoints_by_trigger.entry(trigger).or_default() += 1;
+        }
+    }
+    let resumes: Vec<&IterationRow> = rows.iter().filter(|r| r.resumed_from.is_some()).collect();
+    m.resumes = resumes.len() as u32;
+    let items_known = rows.iter().any(|r| r.item.is_some());
+    m.resumes_completed =
+        items_known.then(|| resumes.iter().filter(|r| r.completed_its_item()).count() as u32);
+    m.items_checked = rows.iter().map(|r| r.items_checked.len()).sum();
+    if !rows.is_empty() {
+        m.items_per_iteration = m.items_checked as f64 / rows.len() as f64;
+    }
+    let mut peaks: Vec<f64> = rows.iter().map(|r| r.peak_percent).collect();
+    peaks.sort_by(f64::total_cmp);
+    m.peak_percent_max = peaks.last().copied().unwrap_or(0.0);
+    m.peak_percent_median = median(&peaks);
+    m.peak_tokens_max = rows.iter().map(|r| r.peak_tokens).max().unwrap_or(0);
+    m.breaker_trips = report.breaker.iter().filter(|b| b.status == "open").count() as u32;
+    m.limit_waits = report.waits.len() as u32;
+    m.waited_seconds = report.waits.iter().map(|w| w.seconds).sum();
+    m
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
