@@ -119,13 +119,23 @@ pub struct IterationRecord {
     pub error: Option<String>,
     pub error_hash: Option<String>,
     pub commit: Option<String>,
+    // Recorded for the morning report (`crate::morning`); left out when
+    // empty so that records and outputs without them read as before.
     /// The plan item the iteration worked on: the first open one at its start.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub item: Option<String>,
     /// Plan items the iteration checked off.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items_checked: Vec<String>,
     /// Plan items done and open when it ended (plan progress over time).
+    #[serde(skip_serializing_if = "is_zero")]
     pub items_done: usize,
+    #[serde(skip_serializing_if = "is_zero")]
     pub items_open: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

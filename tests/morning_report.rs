@@ -12,16 +12,21 @@ use common::Project;
 
 const DEMO_PLAN: &str = include_str!("../examples/demo/fix_plan.md");
 const DEMO_SCENARIO: &str = include_str!("../examples/demo/scenario.toml");
+/// The demo as a fuller night: a compaction, a checkpoint, a usage limit.
+const NIGHT_SCENARIO: &str = include_str!("fixtures/report/night.toml");
+const NIGHT_CONFIG: &str =
+    "[loop]\nmax_iterations = 6\nmax_cost_usd = 2.0\n\n[rate_limit]\nmax_wait = \"1m\"\n";
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// The bundled demo with quicker steps, and an `on_exit` hook that keeps
-/// what it was told in `RALPH_REPORT`.
+/// The demo's plan through [`NIGHT_SCENARIO`], with an `on_exit` hook that
+/// keeps what it was told in `RALPH_REPORT`.
 fn demo_run() -> Project {
-    let scenario = DEMO_SCENARIO.replace("step_delay_ms = 500", "step_delay_ms = 150");
     let p = Project::new(
         DEMO_PLAN,
-        &scenario,
-        "[loop]\nmax_iterations = 6\n\n[hooks]\non_exit = [\"printf %s \\\"$RALPH_REPORT\\\" > hook-report.txt\"]\n",
+        NIGHT_SCENARIO,
+        &format!(
+            "{NIGHT_CONFIG}\n[hooks]\non_exit = [\"printf %s \\\"$RALPH_REPORT\\\" > hook-report.txt\"]\n"
+        ),
     );
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
@@ -74,7 +79,7 @@ fn the_page_is_well_formed_and_names_every_iteration_checkpoint_and_commit() {
     assert!(elements > 200, "only {elements} elements");
     let state = p.state();
     let history = state["history"].as_array().unwrap();
-    assert_eq!(history.len(), 3);
+    assert_eq!(history.len(), 4);
     for h in history {
         let n = h["iteration"].as_u64().unwrap();
         assert!(html.contains(&format!(r#"id="ctx-{n}""#)), "iteration {n}");
@@ -263,12 +268,12 @@ fn a_real_browser_renders_the_page_without_console_errors() {
         &bin,
         &[
             &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,1480",
+            "--window-size=1280,2400",
         ],
         &page,
     );
     let (w, h, pixels) = decode_png(&shot);
-    assert_eq!((w, h), (1280, 1480));
+    assert_eq!((w, h), (1280, 2400));
     let colours: std::collections::HashSet<[u8; 3]> = pixels.iter().copied().collect();
     assert!(colours.len() > 50, "only {} colours: blank?", colours.len());
     let background = most_common(&pixels);
@@ -291,9 +296,29 @@ fn a_real_browser_renders_the_page_without_console_errors() {
         .filter(|[r, g, b]| *b > 150 && *b > r + 80 && *b > g + 20)
         .count();
     assert!(blue > 2_000, "no blue chart ({blue} px)");
+    // The README's picture: `RALPH_UPDATE_SCREENSHOT=1 cargo test --test
+    // morning_report a_real_browser`, cut below the page's content.
     if std::env::var_os("RALPH_UPDATE_SCREENSHOT").is_some() {
+        let last = pixels
+            .chunks(w as usize)
+            .enumerate()
+            .rfind(|(_, r)| r.iter().any(|p| *p != background));
+        let keep = (last.map_or(h, |(y, _)| y as u32) + 24).min(h);
         let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/report.png");
-        std::fs::copy(&shot, docs).unwrap();
+        let file = std::io::BufWriter::new(std::fs::File::create(docs).unwrap());
+        let mut encoder = png::Encoder::new(file, w, keep);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_compression(png::Compression::High);
+        let bytes: Vec<u8> = pixels[..(w * keep) as usize]
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        encoder
+            .write_header()
+            .unwrap()
+            .write_image_data(&bytes)
+            .unwrap();
     }
     let _ = std::fs::remove_file(shot);
 }
@@ -322,15 +347,10 @@ fn most_common(pixels: &[[u8; 3]]) -> [u8; 3] {
 
 // ---- text, JSON and a chart, from a recorded run ----
 
-/// A project holding the `.ralph/` of a recorded demo run
-/// (tests/fixtures/report/: its events.jsonl and state.json, copied from
-/// a `ralph demo` run).
+/// A project holding the `.ralph/` of a recorded run (tests/fixtures/report/:
+/// the events.jsonl and state.json of a run of [`demo_run`]'s project).
 fn recorded() -> Project {
-    let p = Project::new(
-        DEMO_PLAN,
-        DEMO_SCENARIO,
-        "[loop]\nmax_iterations = 6\nmax_cost_usd = 2.5\n",
-    );
+    let p = Project::new(DEMO_PLAN, NIGHT_SCENARIO, NIGHT_CONFIG);
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
     for name in ["events.jsonl", "state.json"] {
         p.write(

@@ -39,8 +39,13 @@ impl Clock {
     }
 }
 
+/// `1h05m`, `4m10s`, `12s`; `0.8s` below ten seconds.
 pub fn duration(secs: f64) -> String {
-    format_duration(std::time::Duration::from_secs_f64(secs.max(0.0)))
+    let secs = secs.max(0.0);
+    if secs < 10.0 && (secs * 10.0).round() % 10.0 != 0.0 {
+        return format!("{secs:.1}s");
+    }
+    format_duration(std::time::Duration::from_secs_f64(secs))
 }
 
 /// The CSS class of an iteration's outcome: its colour in every chart.

@@ -235,20 +235,13 @@ fn metrics(out: &mut String, r: &RunReport) {
             format!("{:.2} ({} checked)", m.items_per_iteration, m.items_checked),
         ),
         (
-            "Context peaks",
-            format!(
-                "max {:.1}% · median {:.1}%",
-                m.peak_percent_max, m.peak_percent_median
-            ),
+            "Context peaks: max · median",
+            format!("{:.1}% · {:.1}%", m.peak_percent_max, m.peak_percent_median),
         ),
+        ("Breaker trips", m.breaker_trips.to_string()),
         (
-            "Breaker trips · usage-limit waits",
-            format!(
-                "{} · {} ({})",
-                m.breaker_trips,
-                m.limit_waits,
-                duration(m.waited_seconds as f64)
-            ),
+            "Usage-limit waits",
+            format!("{} ({})", m.limit_waits, duration(m.waited_seconds as f64)),
         ),
     ];
     out.push_str("<dl>");

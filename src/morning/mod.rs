@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
 use crate::events::{Record, read_log};
-use crate::state::{Layout, RunState, now_rfc3339};
+use crate::state::{Layout, RunState};
 
 /// Which runs to report on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,7 @@ pub fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result<()> {
     let page = html::Page {
         root_href: &root_href,
         tz: jiff::tz::TimeZone::system(),
-        generated_at: &now_rfc3339(),
+        generated_at: &jiff::Zoned::now().strftime("%Y-%m-%d %H:%M %Z").to_string(),
     };
     let text = html::render(runs, &page);
     crate::state::write_atomic(path, crate::secrets::redact(&text).as_bytes())

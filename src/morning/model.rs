@@ -400,8 +400,15 @@ pub fn build(
             _ => {}
         }
     }
-    if let Some(s) = state {
-        merge_state(&mut report, &mut rows, s);
+    match state {
+        Some(s) => merge_state(&mut report, &mut rows, s),
+        // Not the state's run, and no end in the log: it cannot still be
+        // going, so its supervisor died (or its log was cut).
+        None if report.outcome == "running" => {
+            report.outcome = "interrupted".into();
+            report.reason = Some("the log ends before the run did".into());
+        }
+        None => {}
     }
     if report.ended_at.is_none() {
         report.ended_at = last_ts.or_else(|| state.map(|s| s.updated_at.clone()));
@@ -435,8 +442,8 @@ fn merge_state(report: &mut RunReport, rows: &mut BTreeMap<u32, IterationRow>, s
         }
         row.item.clone_from(&h.item);
         row.items_checked.clone_from(&h.items_checked);
-        if !h.started_at.is_empty() {
-            // Records from before these fields existed have empty items.
+        if h.items_done + h.items_open > 0 {
+            // Records from before these fields existed have none.
             row.items_done = Some(h.items_done);
             row.items_open = Some(h.items_open);
         }
@@ -553,5 +560,257 @@ fn median(sorted: &[f64]) -> f64 {
         0 => 0.0,
         n if n % 2 == 1 => sorted[n / 2],
         n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::MeterReading;
+    use crate::state::IterationRecord;
+
+    fn rec(secs: i64, event: Event) -> Record {
+        let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
+        Record {
+            ts: (t0 + jiff::SignedDuration::from_secs(secs)).to_string(),
+            event,
+        }
+    }
+
+    fn started(run_id: &str, secs: i64) -> Record {
+        rec(
+            secs,
+            Event::RunStarted {
+                run_id: run_id.into(),
+                resumed: false,
+                first_iteration: 1,
+                max_iterations: 5,
+                plan: "fix_plan.md".into(),
+                pid: 1,
+            },
+        )
+    }
+
+    fn iteration(n: u32, secs: i64, resume: Option<&str>) -> Record {
+        rec(
+            secs,
+            Event::IterationStarted {
+                iteration: n,
+                command: vec![],
+                transcript: String::new(),
+                resume_from: resume.map(str::to_string),
+            },
+        )
+    }
+
+    fn ended(n: u32, secs: i64, outcome: &str, cost: f64, peak: f64) -> Record {
+        rec(
+            secs,
+            Event::IterationEnded {
+                iteration: n,
+                outcome: outcome.into(),
+                progress: true,
+                cost_usd: cost,
+                peak_percent: peak,
+                seconds: 50.0,
+                error: None,
+                invalid_lines: 0,
+                skipped_lines: 0,
+            },
+        )
+    }
+
+    fn context(n: u32, secs: i64, tokens: u64) -> Record {
+        rec(
+            secs,
+            Event::Context {
+                iteration: n,
+                reading: MeterReading {
+                    tokens,
+                    usable: 167_000,
+                    window: 200_000,
+                    percent: tokens as f64 / 1670.0,
+                    level: Level::L0,
+                    peak_percent: 0.0,
+                    rate_per_min: None,
+                    eta_to_checkpoint_secs: None,
+                },
+                tool: None,
+            },
+        )
+    }
+
+    /// Two runs in one log; the second is the state's: a compaction, a
+    /// checkpoint with its nudge and stop, a resume that finished its item,
+    /// a breaker trip and a usage-limit wait.
+    fn night() -> (Vec<Record>, RunState) {
+        let records = vec![
+            started("old", 0),
+            iteration(1, 1, None),
+            ended(1, 9, "done", 0.5, 10.0),
+            started("new", 100),
+            iteration(1, 110, None),
+            context(1, 120, 90_000),
+            rec(
+                125,
+                Event::Compacted {
+                    iteration: 1,
+                    pre_tokens: 150_000,
+                    post_tokens: 40_000,
+                },
+            ),
+            context(1, 130, 145_000),
+            rec(
+                131,
+                Event::CheckpointRequested {
+                    iteration: 1,
+                    trigger: "context".into(),
+                    level: Level::L2,
+                    percent: 86.8,
+                    notes_path: None,
+                },
+            ),
+            rec(
+                150,
+                Event::AgentSignalled {
+                    iteration: 1,
+                    signal: "SIGINT".into(),
+                    reason: "grace period over".into(),
+                },
+            ),
+            rec(
+                155,
+                Event::Checkpoint {
+                    iteration: 1,
+                    trigger: "context".into(),
+                    level: Level::L2,
+                    percent: 86.8,
+                    tokens: 145_000,
+                    commit: Some("abcdef0123456789".into()),
+                    commit_note: None,
+                    handoff: Some(".ralph/handoffs/h1.md".into()),
+                },
+            ),
+            ended(1, 156, "checkpoint (context, L2)", 1.0, 86.8),
+            iteration(2, 160, Some(".ralph/handoffs/h1.md")),
+            context(2, 170, 30_000),
+            ended(2, 200, "done", 0.25, 18.0),
+            rec(
+                201,
+                Event::Breaker {
+                    status: "open".into(),
+                    rule: Some("no_progress".into()),
+                    message: "no progress".into(),
+                },
+            ),
+            rec(
+                202,
+                Event::LimitWait {
+                    until: "2026-11-20T23:00:00Z".into(),
+                    seconds: 300,
+                    source: "rate_limit_event".into(),
+                    detail: String::new(),
+                },
+            ),
+            rec(
+                600,
+                Event::RunEnded {
+                    outcome: "breaker_open".into(),
+                    exit_code: 3,
+                    reason: "circuit breaker opened".into(),
+                    iterations: 2,
+                    cost_usd: 1.25,
+                },
+            ),
+        ];
+        let record = |n: u32, item: &str, checked: &[&str], done: usize| IterationRecord {
+            iteration: n,
+            started_at: "2026-11-20T22:01:50Z".into(),
+            item: Some(item.into()),
+            items_checked: checked.iter().map(|s| s.to_string()).collect(),
+            items_done: done,
+            items_open: 3 - done,
+            ..IterationRecord::default()
+        };
+        let state = RunState {
+            run_id: "new".into(),
+            status: "breaker_open".into(),
+            history: vec![record(1, "a", &[], 0), record(2, "a", &["a"], 1)],
+            completed_items: vec!["a".into()],
+            todo_items: vec!["b".into(), "c".into()],
+            ..RunState::default()
+        };
+        (records, state)
+    }
+
+    fn report(records: &[Record], state: Option<&RunState>, id: &str) -> RunReport {
+        build(id, records, state, Thresholds::DEFAULT, Budgets::default())
+    }
+
+    #[test]
+    fn lists_each_run_once() {
+        let (mut records, _) = night();
+        records.push(started("new", 700));
+        assert_eq!(run_ids(&records), ["old", "new"]);
+    }
+
+    #[test]
+    fn gathers_a_run_from_its_events_and_the_state() {
+        let (records, state) = night();
+        let r = report(&records, Some(&state), "new");
+        assert_eq!(r.outcome, "breaker_open");
+        assert_eq!(r.exit_code, Some(3));
+        assert_eq!(r.seconds, 500.0);
+        assert_eq!(r.iterations.len(), 2, "only this run's iterations");
+        assert_eq!(r.cost_usd, 1.25);
+        assert_eq!((r.items_done, r.items_open), (Some(1), Some(2)));
+        assert_eq!(r.commits, ["abcdef0123456789"]);
+        let first = &r.iterations[0];
+        assert_eq!(first.start_offset, Some(10.0));
+        assert_eq!(first.readings.len(), 2);
+        assert_eq!(first.readings[1].at, 20.0);
+        assert_eq!(first.peak_tokens, 145_000);
+        assert_eq!(first.handoff.as_deref(), Some(".ralph/handoffs/h1.md"));
+        let kinds: Vec<MarkKind> = first.marks.iter().map(|m| m.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                MarkKind::Compaction,
+                MarkKind::Nudge,
+                MarkKind::Stop,
+                MarkKind::Checkpoint
+            ]
+        );
+        assert_eq!(r.iterations[1].cumulative_cost_usd, 1.25);
+        assert_eq!(r.iterations[1].item.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn metrics_of_the_night() {
+        let (records, state) = night();
+        let m = report(&records, Some(&state), "new").metrics;
+        assert_eq!(m.checkpoints, 1);
+        assert_eq!(m.checkpoints_by_level.get("L2"), Some(&1));
+        assert_eq!((m.nudges, m.stops), (1, 1));
+        assert_eq!((m.compactions, m.context_lost_tokens), (1, 110_000));
+        assert_eq!((m.resumes, m.resumes_completed), (1, Some(1)));
+        assert_eq!(m.items_checked, 1);
+        assert_eq!(m.items_per_iteration, 0.5);
+        assert_eq!((m.peak_percent_max, m.peak_percent_median), (86.8, 52.4));
+        assert_eq!(
+            (m.breaker_trips, m.limit_waits, m.waited_seconds),
+            (1, 1, 300)
+        );
+    }
+
+    #[test]
+    fn without_the_state_items_are_unknown() {
+        let (records, _) = night();
+        let r = report(&records, None, "new");
+        assert_eq!(r.items_done, None);
+        assert_eq!(r.metrics.resumes_completed, None);
+        let old = report(&records, None, "old");
+        assert_eq!(old.iterations.len(), 1);
+        assert_eq!(old.outcome, "interrupted", "no end recorded");
     }
 }
