@@ -163,7 +163,10 @@ fn chromium() -> Option<PathBuf> {
             std::env::var_os("RALPH_REQUIRE_BROWSER").is_none(),
             "RALPH_REQUIRE_BROWSER is set but chromium is not installed"
         );
-        eprintln!(
+        // Straight to stderr: libtest captures eprintln! of passing tests.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
             "skipped: the browser test: chromium is not installed (apt-get install chromium)"
         );
     }
