@@ -68,6 +68,18 @@ fn run_writes_the_report_and_tells_the_user_and_the_hooks() {
         stderr.contains(&format!("report: {}", page.display())),
         "{stderr}"
     );
+    // The first run's items survive the second run's state.json: each run
+    // keeps its state beside its transcripts.
+    let all: serde_json::Value = serde_json::from_str(&report(&p, &["--all", "--json"])).unwrap();
+    let runs = all.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["outcome"], "completed");
+    assert_eq!(runs[0]["items_done"], 3, "{}", runs[0]);
+    assert_eq!(
+        runs[0]["iterations"][0]["item"],
+        "parser: split a CSV line into fields"
+    );
+    assert_eq!(runs[1]["outcome"], "iteration_limit");
 }
 
 #[test]

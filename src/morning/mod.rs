@@ -65,8 +65,23 @@ pub fn reports(layout: &Layout, config: Option<&Config>, which: &Which) -> Resul
     }
     Ok(chosen
         .iter()
-        .map(|id| build(id, &records, state.as_ref(), config))
+        .map(|id| {
+            let own = state
+                .clone()
+                .filter(|s| &s.run_id == id)
+                .or_else(|| kept_state(layout, id));
+            build(id, &records, own.as_ref(), config)
+        })
         .collect())
+}
+
+/// The state a run had when it ended, kept beside its transcripts by
+/// [`write_after_run`]: `.ralph/state.json` moves on to the next run, and
+/// only the state has the plan items.
+fn kept_state(layout: &Layout, run_id: &str) -> Option<RunState> {
+    RunState::load(&layout.run_dir(run_id).join("state.json"))
+        .ok()
+        .flatten()
 }
 
 fn build(
@@ -123,6 +138,16 @@ fn relative(from: &Path, to: &Path) -> String {
 /// hooks. On failure no stale page from an earlier run is left behind.
 pub fn write_after_run(layout: &Layout, config: &Config, state: &RunState) -> Result<PathBuf> {
     let path = default_path(layout);
+    let kept = layout.run_dir(&state.run_id);
+    if kept.is_dir() {
+        // As state.json itself is written: no secrets in it.
+        let json = serde_json::to_string(state)
+            .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
+        crate::state::write_atomic(
+            &kept.join("state.json"),
+            crate::secrets::redact(&json).as_bytes(),
+        )?;
+    }
     let records = read_log(&layout.events());
     let report = build(&state.run_id, &records, Some(state), Some(config));
     write_html(&layout.root, &path, &[report]).inspect_err(|_| {
