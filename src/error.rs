@@ -143,6 +143,27 @@ impl From<git2::Error> for Error {
     }
 }
 
+/// `ralph sim`'s errors keep their kind: a bad `RALPH_ITERATION` is usage, a bad
+/// scenario is config (with its hint), and what the system refused is IO.
+impl From<ralph_sim::Error> for Error {
+    fn from(e: ralph_sim::Error) -> Self {
+        match e {
+            ralph_sim::Error::Usage(message) => Error::usage(message),
+            ralph_sim::Error::Config { message, hint } => Error::config(message).with_hint(hint),
+            ralph_sim::Error::Io {
+                action,
+                path: Some(path),
+                source,
+            } => Error::io(action, path, source),
+            ralph_sim::Error::Io {
+                action,
+                path: None,
+                source,
+            } => Error::wrap(action, source),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
