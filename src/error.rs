@@ -184,6 +184,50 @@ mod tests {
     }
 
     #[test]
+    fn sim_errors_keep_their_kind_message_and_hint() {
+        let usage: Error = ralph_sim::Error::Usage("RALPH_ITERATION must be …".into()).into();
+        assert_eq!(usage.exit_code(), 2);
+        assert_eq!(usage.render(), "error: RALPH_ITERATION must be …\n");
+
+        let config: Error = ralph_sim::Error::Config {
+            message: "invalid scenario s.toml: x".into(),
+            hint: "the scenario format is described in docs/sim.md",
+        }
+        .into();
+        assert_eq!(config.exit_code(), 2);
+        assert_eq!(
+            config.render(),
+            "error: invalid scenario s.toml: x\nhint: the scenario format is described in docs/sim.md\n"
+        );
+
+        let denied = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let io: Error = ralph_sim::Error::Io {
+            action: "cannot read scenario",
+            path: Some("/p/s.toml".into()),
+            source: denied,
+        }
+        .into();
+        assert_eq!(io.exit_code(), 1);
+        assert_eq!(
+            io.render(),
+            "error: cannot read scenario /p/s.toml\ncaused by: denied\nhint: check the permissions of the file and its directory\n"
+        );
+
+        let errno = std::io::Error::other(nix::errno::Errno::EMFILE);
+        let io: Error = ralph_sim::Error::Io {
+            action: "cannot create the signal pipe",
+            path: None,
+            source: errno,
+        }
+        .into();
+        assert_eq!(io.exit_code(), 1);
+        assert_eq!(
+            io.render(),
+            "error: cannot create the signal pipe\ncaused by: EMFILE: Too many open files\n"
+        );
+    }
+
+    #[test]
     fn config_errors_exit_2() {
         let e = Error::config("unknown key `foo`").with_hint("see ralph.toml docs");
         assert_eq!(e.exit_code(), 2);
