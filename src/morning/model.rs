@@ -82,6 +82,10 @@ pub struct IterationRow {
 }
 
 impl IterationRow {
+    fn mark(&mut self, at: f64, kind: MarkKind, label: String) {
+        self.marks.push(Mark { at, kind, label });
+    }
+
     /// A resume that checked off the item it started on.
     pub fn completed_its_item(&self) -> bool {
         self.item
@@ -237,9 +241,6 @@ pub fn build(
         }
         last_ts = Some(r.ts.clone());
         let ts = parse(&r.ts);
-        let at = |n: u32, starts: &BTreeMap<u32, jiff::Timestamp>| {
-            between(starts.get(&n).copied(), ts).unwrap_or(0.0)
-        };
         match &r.event {
             Event::RunStarted {
                 plan,
@@ -270,8 +271,7 @@ pub fn build(
             Event::Context {
                 iteration, reading, ..
             } => {
-                let at = at(*iteration, &starts);
-                let row = row(&mut rows, *iteration);
+                let (row, at) = row_at(&mut rows, &starts, *iteration, ts);
                 row.usable_tokens = reading.usable;
                 row.readings.push(Reading {
                     at,
@@ -286,14 +286,12 @@ pub fn build(
             } => {
                 report.metrics.compactions += 1;
                 report.metrics.context_lost_tokens += pre_tokens.saturating_sub(*post_tokens);
-                let at = at(*iteration, &starts);
-                row(&mut rows, *iteration).marks.push(Mark {
+                let (row, at) = row_at(&mut rows, &starts, *iteration, ts);
+                row.mark(
                     at,
-                    kind: MarkKind::Compaction,
-                    label: format!(
-                        "the agent compacted its context: {pre_tokens} → {post_tokens} tokens"
-                    ),
-                });
+                    MarkKind::Compaction,
+                    format!("the agent compacted its context: {pre_tokens} → {post_tokens} tokens"),
+                );
             }
             Event::CheckpointRequested {
                 iteration,
@@ -303,12 +301,12 @@ pub fn build(
                 ..
             } => {
                 report.metrics.nudges += 1;
-                let at = at(*iteration, &starts);
-                row(&mut rows, *iteration).marks.push(Mark {
+                let (row, at) = row_at(&mut rows, &starts, *iteration, ts);
+                row.mark(
                     at,
-                    kind: MarkKind::Nudge,
-                    label: format!("asked for a handoff ({trigger}, {level} at {percent:.1}%)"),
-                });
+                    MarkKind::Nudge,
+                    format!("asked for a handoff ({trigger}, {level} at {percent:.1}%)"),
+                );
             }
             Event::AgentSignalled {
                 iteration,
@@ -316,12 +314,8 @@ pub fn build(
                 reason,
             } => {
                 report.metrics.stops += 1;
-                let at = at(*iteration, &starts);
-                row(&mut rows, *iteration).marks.push(Mark {
-                    at,
-                    kind: MarkKind::Stop,
-                    label: format!("sent {signal}: {reason}"),
-                });
+                let (row, at) = row_at(&mut rows, &starts, *iteration, ts);
+                row.mark(at, MarkKind::Stop, format!("sent {signal}: {reason}"));
             }
             Event::Checkpoint {
                 iteration,
@@ -332,17 +326,16 @@ pub fn build(
                 handoff,
                 ..
             } => {
-                let at = at(*iteration, &starts);
-                let row = row(&mut rows, *iteration);
+                let (row, at) = row_at(&mut rows, &starts, *iteration, ts);
                 row.trigger = Some(trigger.clone());
                 row.level = Some(*level);
                 row.handoff.clone_from(handoff);
                 row.commit.clone_from(commit);
-                row.marks.push(Mark {
+                row.mark(
                     at,
-                    kind: MarkKind::Checkpoint,
-                    label: format!("checkpoint ({trigger}, {level} at {percent:.1}%)"),
-                });
+                    MarkKind::Checkpoint,
+                    format!("checkpoint ({trigger}, {level} at {percent:.1}%)"),
+                );
             }
             Event::IterationEnded {
                 iteration,
@@ -415,6 +408,17 @@ pub fn build(
     }
     finish(&mut report, rows);
     report
+}
+
+/// Iteration `n`'s row, and `ts` as seconds since the iteration started.
+fn row_at<'a>(
+    rows: &'a mut BTreeMap<u32, IterationRow>,
+    starts: &BTreeMap<u32, jiff::Timestamp>,
+    n: u32,
+    ts: Option<jiff::Timestamp>,
+) -> (&'a mut IterationRow, f64) {
+    let at = between(starts.get(&n).copied(), ts).unwrap_or(0.0);
+    (row(rows, n), at)
 }
 
 fn row(rows: &mut BTreeMap<u32, IterationRow>, n: u32) -> &mut IterationRow {
