@@ -94,7 +94,11 @@ fn the_page_is_well_formed_and_names_every_iteration_checkpoint_and_commit() {
     assert_eq!(history.len(), 4);
     for h in history {
         let n = h["iteration"].as_u64().unwrap();
-        assert!(html.contains(&format!(r#"id="ctx-{n}""#)), "iteration {n}");
+        let run = state["run_id"].as_str().unwrap();
+        assert!(
+            html.contains(&format!(r#"id="ctx-{run}-{n}""#)),
+            "iteration {n}"
+        );
         assert!(
             !h["started_at"].as_str().unwrap().is_empty(),
             "started_at recorded"

@@ -85,10 +85,12 @@ pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
     // Written by the supervisor as the run ended (`crate::morning`).
     let report = crate::morning::default_path(&crate::state::Layout::new(root));
     if report.exists() {
-        // A closed terminal must not fail a run that is over.
+        // The last of the display's timestamped lines. A closed terminal
+        // must not fail a run that is over.
         let _ = writeln!(
             std::io::stderr(),
-            "report: {} (`ralph report` for a summary)",
+            "[{}] report: {} (`ralph report` for a summary)",
+            jiff::Zoned::now().strftime("%H:%M:%S"),
             report.display()
         );
     }

@@ -272,8 +272,8 @@ fn contexts(out: &mut String, r: &RunReport) {
     for row in &r.iterations {
         let _ = write!(
             out,
-            r#"<figure id="ctx-{}"><figcaption><b>#{}</b> <span class="pill {}">{}</span> peak {:.1}%<span class="item">{}</span></figcaption>"#,
-            row.iteration,
+            r#"<figure id="{}"><figcaption><b>#{}</b> <span class="pill {}">{}</span> peak {:.1}%<span class="item">{}</span></figcaption>"#,
+            anchor(r, row),
             row.iteration,
             outcome_class(&row.outcome),
             esc(&row.outcome),
@@ -298,12 +298,17 @@ fn table(out: &mut String, r: &RunReport, page: &Page) {
     ));
     let clock = Clock::new(r.started_at.as_deref(), page.tz.clone(), r.seconds);
     for row in &r.iterations {
-        cells(out, row, &clock, page);
+        cells(out, &anchor(r, row), row, &clock, page);
     }
     out.push_str("</tbody></table></section>\n");
 }
 
-fn cells(out: &mut String, row: &IterationRow, clock: &Clock, page: &Page) {
+/// The id of an iteration's chart, unique on a page of several runs.
+fn anchor(r: &RunReport, row: &IterationRow) -> String {
+    esc(&format!("ctx-{}-{}", r.run_id, row.iteration))
+}
+
+fn cells(out: &mut String, anchor: &str, row: &IterationRow, clock: &Clock, page: &Page) {
     let checked = if row.items_checked.is_empty() {
         String::new()
     } else {
@@ -329,7 +334,7 @@ fn cells(out: &mut String, row: &IterationRow, clock: &Clock, page: &Page) {
     let _ = write!(
         out,
         concat!(
-            r##"<tr><td><a href="#ctx-{n}">{n}</a></td><td class="item">{}{}</td>"##,
+            r##"<tr><td><a href="#{anchor}">{n}</a></td><td class="item">{}{}</td>"##,
             r#"<td><span class="pill {}">{}</span></td><td>{}</td><td>{}</td>"#,
             r#"<td class="num">{:.1}%</td><td>{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>"#
         ),
@@ -345,5 +350,6 @@ fn cells(out: &mut String, row: &IterationRow, clock: &Clock, page: &Page) {
         handoff,
         commit,
         n = row.iteration,
+        anchor = anchor,
     );
 }
