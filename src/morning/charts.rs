@@ -41,11 +41,11 @@ impl Clock {
 
 /// `1h05m`, `4m10s`, `12s`; `0.8s` below ten seconds.
 pub fn duration(secs: f64) -> String {
-    let secs = secs.max(0.0);
-    if secs < 10.0 && (secs * 10.0).round() % 10.0 != 0.0 {
-        return format!("{secs:.1}s");
+    let tenths = (secs.max(0.0) * 10.0).round() / 10.0;
+    match tenths {
+        t if t < 10.0 && t.fract() != 0.0 => format!("{t:.1}s"),
+        t => format_duration(std::time::Duration::from_secs_f64(t)),
     }
-    format_duration(std::time::Duration::from_secs_f64(secs))
 }
 
 /// The CSS class of an iteration's outcome: its colour in every chart.
@@ -426,4 +426,25 @@ pub fn money(v: f64) -> String {
 /// A commit id as people quote it.
 pub fn short(commit: &str) -> &str {
     commit.get(..8).unwrap_or(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_round_to_tenths_below_ten_seconds() {
+        assert_eq!(duration(0.98), "1s");
+        assert_eq!(duration(0.74), "0.7s");
+        assert_eq!(duration(0.0), "0s");
+        assert_eq!(duration(72.4), "1m12s");
+    }
+
+    #[test]
+    fn outcomes_have_their_colour() {
+        assert_eq!(outcome_class("checkpoint (context, L2)"), "o-cp");
+        assert_eq!(outcome_class("usage limit"), "o-limit");
+        assert_eq!(outcome_class("agent did not start: x"), "o-fail");
+        assert_eq!(outcome_class("done"), "o-done");
+    }
 }
