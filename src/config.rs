@@ -393,7 +393,7 @@ impl Config {
         }
         // Rendered now with sample values, so that an undefined variable is
         // an error here and not a silently replaced message at 3 a.m.
-        if let Err(e) = crate::prompt::render_str(
+        if let Err(e) = crate::templates::render_str(
             &self.git.commit_message,
             "git.commit_message",
             commit_message_context(1, "L2", 85.0, "context", Some("item"), "title"),
