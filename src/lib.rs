@@ -2,6 +2,7 @@
 //! context window live and checkpoints before it fills. See ARCHITECTURE.md.
 
 pub mod agent;
+pub mod app;
 pub mod breaker;
 pub mod checkpoint;
 pub mod cli;
