@@ -20,6 +20,7 @@ pub mod repo;
 pub mod report;
 pub mod secrets;
 pub mod sim;
+pub mod span;
 pub mod state;
 pub mod stream;
 pub mod supervisor;
