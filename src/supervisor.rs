@@ -25,7 +25,8 @@ use crate::plan::Plan;
 use crate::prompt::{self, Templates};
 use crate::repo::{self, OwnPaths};
 use crate::state::{
-    ContextCheckpoint, HistoryEntry, IterationRecord, Layout, Lock, RunState, now_rfc3339,
+    ContextCheckpoint, HistoryEntry, IterationRecord, Layout, Lock, RunState, RunStatus, Trigger,
+    now_rfc3339,
 };
 use crate::stream::{ResultMessage, StreamEvent, ToolCall};
 
@@ -76,14 +77,14 @@ impl Outcome {
         }
     }
 
-    pub fn status(self) -> &'static str {
+    pub fn status(self) -> RunStatus {
         match self {
-            Outcome::Completed => "completed",
-            Outcome::BreakerOpen => "breaker_open",
-            Outcome::IterationLimit => "iteration_limit",
-            Outcome::BudgetSpent => "budget_spent",
-            Outcome::Stopped => "stopped",
-            Outcome::Interrupted => "interrupted",
+            Outcome::Completed => RunStatus::Completed,
+            Outcome::BreakerOpen => RunStatus::BreakerOpen,
+            Outcome::IterationLimit => RunStatus::IterationLimit,
+            Outcome::BudgetSpent => RunStatus::BudgetSpent,
+            Outcome::Stopped => RunStatus::Stopped,
+            Outcome::Interrupted => RunStatus::Interrupted,
         }
     }
 }
@@ -169,7 +170,7 @@ struct Iteration {
     number: u32,
     result: Option<ResultMessage>,
     cost_usd: f64,
-    checkpoint: Option<(String, Level, f64)>,
+    checkpoint: Option<(Trigger, Level, f64)>,
     stop_reason: Option<String>,
     notes_path: Option<PathBuf>,
     limit: Option<LimitHit>,
@@ -316,7 +317,7 @@ impl Supervisor {
         agent::become_subreaper();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
-        self.state.status = "running".into();
+        self.state.status = RunStatus::Running;
         self.state.exit_reason = None;
         self.state.supervisor_pid = Some(std::process::id());
         self.state.max_iterations = self.config.loop_.max_iterations;
@@ -351,7 +352,7 @@ impl Supervisor {
             Err(e) => {
                 // ralph's own failure (a template, the disk): the state and
                 // the last event say so, with the code the process exits with.
-                self.finish_as("failed", e.exit_code(), format!("failed: {e}"));
+                self.finish_as(RunStatus::Failed, e.exit_code(), format!("failed: {e}"));
                 return Err(e);
             }
         };
@@ -359,8 +360,9 @@ impl Supervisor {
         Ok(outcome)
     }
 
-    fn finish_as(&mut self, status: &str, exit_code: i32, reason: String) {
-        self.state.status = status.into();
+    fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
+        let name = status.name().to_string();
+        self.state.status = status;
         self.state.exit_reason = Some(reason.clone());
         self.state.waiting_until = None;
         self.state.supervisor_pid = None;
@@ -369,12 +371,12 @@ impl Supervisor {
             "on_exit",
             &self.config.hooks.on_exit.clone(),
             vec![
-                ("RALPH_OUTCOME", status.to_string()),
+                ("RALPH_OUTCOME", name.clone()),
                 ("RALPH_EXIT_CODE", exit_code.to_string()),
             ],
         );
         self.bus.emit(Event::RunEnded {
-            outcome: status.into(),
+            outcome: name,
             exit_code,
             reason,
             iterations: self.state.iteration,
@@ -501,7 +503,7 @@ impl Supervisor {
             .active
             .then(|| self.state.context_checkpoint.handoff_file.clone())
             .flatten();
-        self.state.status = "running".into();
+        self.state.status = RunStatus::Running;
         self.save();
         self.bus.emit(Event::IterationStarted {
             iteration: number,
@@ -591,9 +593,9 @@ impl Supervisor {
                                     .map(|b| b + ": finishing the iteration")
                             };
                             if let Some(why) = why {
-                                let trigger = if why.contains("budget") || why.contains("deadline") || why.contains("max_duration") { "budget" } else {
+                                let trigger = if why.contains("budget") || why.contains("deadline") || why.contains("max_duration") { Trigger::Budget } else {
                                     it.timed_out = Some(why.clone());
-                                    "timeout"
+                                    Trigger::Timeout
                                 };
                                 let handoff = self.config.context.agent_handoff;
                                 self.begin_checkpoint(&mut it, &meter, &mut agent, &mut stop, trigger, &why, handoff).await;
@@ -652,7 +654,7 @@ impl Supervisor {
         if it.checkpoint.is_none() && meter.peak_level() >= Level::L2 {
             // The level was crossed in the very last lines (or after the
             // agent had already exited): still save the work.
-            it.checkpoint = Some(("context".into(), meter.peak_level(), meter.peak_percent()));
+            it.checkpoint = Some((Trigger::Context, meter.peak_level(), meter.peak_percent()));
         }
     }
 
@@ -781,7 +783,7 @@ impl Supervisor {
                             meter.percent()
                         );
                         let handoff = self.config.context.agent_handoff && to == Level::L2;
-                        self.begin_checkpoint(it, meter, a, stop, "context", &why, handoff)
+                        self.begin_checkpoint(it, meter, a, stop, Trigger::Context, &why, handoff)
                             .await;
                     } else if to == Level::L3 && matches!(stop, Stop::Asked(_)) {
                         if let Some(cp) = it.checkpoint.as_mut() {
@@ -840,7 +842,7 @@ impl Supervisor {
                         meter,
                         agent,
                         stop,
-                        "signal",
+                        Trigger::Signal,
                         "interrupted (SIGINT/SIGTERM)",
                         false,
                     )
@@ -858,7 +860,7 @@ impl Supervisor {
             Request::Checkpoint(reason) => {
                 let why = format!("checkpoint requested by hand ({reason})");
                 let handoff = self.config.context.agent_handoff;
-                self.begin_checkpoint(it, meter, agent, stop, "manual", &why, handoff)
+                self.begin_checkpoint(it, meter, agent, stop, Trigger::Manual, &why, handoff)
                     .await;
             }
             Request::Stop => {
@@ -869,7 +871,7 @@ impl Supervisor {
                     meter,
                     agent,
                     stop,
-                    "stop",
+                    Trigger::Stop,
                     "stop requested (ralph stop)",
                     handoff,
                 )
@@ -887,18 +889,14 @@ impl Supervisor {
         meter: &ContextMeter,
         agent: &mut Agent,
         stop: &mut Stop,
-        trigger: &str,
+        trigger: Trigger,
         why: &str,
         handoff: bool,
     ) {
         if it.checkpoint.is_some() {
             return;
         }
-        it.checkpoint = Some((
-            trigger.to_string(),
-            meter.level().max(Level::L2),
-            meter.percent(),
-        ));
+        it.checkpoint = Some((trigger, meter.level().max(Level::L2), meter.percent()));
         it.stop_reason = Some(why.to_string());
         it.text_at_checkpoint.clone_from(&it.last_text);
         let mut notes = None;
@@ -916,7 +914,7 @@ impl Supervisor {
                     usable => meter.usable(),
                     notes_path => path.display().to_string(),
                     grace => format_duration(self.config.context.grace.0),
-                    trigger => trigger,
+                    trigger => trigger.name(),
                     reason => why,
                 },
             );
@@ -932,7 +930,7 @@ impl Supervisor {
         agent.close_stdin();
         self.bus.emit(Event::CheckpointRequested {
             iteration: it.number,
-            trigger: trigger.to_string(),
+            trigger,
             level: meter.level().max(Level::L2),
             percent: crate::context::round1(meter.percent()),
             notes_path: notes.as_ref().map(|p| p.display().to_string()),
@@ -988,10 +986,10 @@ impl Supervisor {
 
         // A usage limit with work in the tree: save it before waiting.
         if rate_limited && it.checkpoint.is_none() && tree_progress {
-            it.checkpoint = Some(("rate_limit".into(), Level::L2, 0.0));
+            it.checkpoint = Some((Trigger::RateLimit, Level::L2, 0.0));
         }
-        if let Some((trigger, level, percent)) = it.checkpoint.clone() {
-            self.save_checkpoint(&it, &trigger, level, percent);
+        if let Some((trigger, level, percent)) = it.checkpoint {
+            self.save_checkpoint(&it, trigger, level, percent);
         }
 
         let outcome_label = if let Some(e) = &it.spawn_error {
@@ -1018,7 +1016,7 @@ impl Supervisor {
             rate_limited,
             cut_short: self.interrupts > 0
                 || self.stop_requested
-                || it.checkpoint.as_ref().is_some_and(|c| c.0 == "budget"),
+                || it.checkpoint.is_some_and(|c| c.0 == Trigger::Budget),
         };
         let was = self.state.breaker.status;
         let trip = self
@@ -1185,7 +1183,7 @@ impl Supervisor {
         })
     }
 
-    fn save_checkpoint(&mut self, it: &Iteration, trigger: &str, level: Level, percent: f64) {
+    fn save_checkpoint(&mut self, it: &Iteration, trigger: Trigger, level: Level, percent: f64) {
         self.reuse_snapshot = None;
         let entry = self
             .state
@@ -1199,7 +1197,7 @@ impl Supervisor {
             .unwrap_or_else(|| format!("{trigger} checkpoint"));
         let moment = Moment {
             iteration: it.number,
-            trigger: trigger.to_string(),
+            trigger,
             level,
             percent: if percent > 0.0 {
                 percent
@@ -1240,7 +1238,7 @@ impl Supervisor {
                 .as_deref()
                 .or(it.last_text.as_deref())
                 .map(first_line),
-            trigger: Some(trigger.to_string()),
+            trigger: Some(trigger),
             commit: saved.commit.clone(),
         };
         if let Some(h) = self.state.context_history.last_mut() {
@@ -1257,7 +1255,7 @@ impl Supervisor {
         self.save();
         self.bus.emit(Event::Checkpoint {
             iteration: it.number,
-            trigger: trigger.to_string(),
+            trigger,
             level,
             percent: crate::context::round1(moment.percent),
             tokens: moment.tokens,
@@ -1273,7 +1271,7 @@ impl Supervisor {
                 ("RALPH_PERCENT", format!("{:.0}", moment.percent)),
                 ("RALPH_HANDOFF", saved.handoff.unwrap_or_default()),
                 ("RALPH_COMMIT", saved.commit.unwrap_or_default()),
-                ("RALPH_TRIGGER", trigger.to_string()),
+                ("RALPH_TRIGGER", trigger.name().to_string()),
             ],
         );
     }
@@ -1309,7 +1307,7 @@ impl Supervisor {
                     number: self.state.iteration,
                     ..Iteration::default()
                 };
-                self.save_checkpoint(&it, "manual", Level::L2, 0.0);
+                self.save_checkpoint(&it, Trigger::Manual, Level::L2, 0.0);
             }
         }
         None
@@ -1385,7 +1383,7 @@ impl Supervisor {
         }
         let until = now + jiff::SignedDuration::try_from(wait).unwrap_or_default();
         self.reuse_snapshot = None;
-        self.state.status = "waiting".into();
+        self.state.status = RunStatus::Waiting;
         self.state.waiting_until = Some(until.to_string());
         self.save();
         self.bus.emit(Event::LimitWait {
@@ -1407,7 +1405,7 @@ impl Supervisor {
             }
         }
         self.state.waiting_until = None;
-        self.state.status = "running".into();
+        self.state.status = RunStatus::Running;
         self.save();
         None
     }
