@@ -28,6 +28,7 @@
 
 mod budget;
 mod driver;
+mod facts;
 mod iteration;
 mod limit_wait;
 mod record;
@@ -38,20 +39,20 @@ mod verdict;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
 use tokio::time::sleep_until;
 
 use self::budget::Budgets;
 use self::driver::Driver;
-use self::iteration::{CheckpointMark, Facts, IterationLimits, IterationMachine, rel};
+use self::facts::{CheckpointMark, Facts, rel};
+use self::iteration::{IterationLimits, IterationMachine};
 use self::limit_wait::{LimitBackoff, LimitPlan};
 use self::signals::{Request, Signals};
 pub use self::verdict::Outcome;
 use self::verdict::{Measured, Next, RunFlags};
 use crate::agent::{self, Agent, AgentCommand};
-use crate::checkpoint::{self, Moment};
+use crate::checkpoint;
 use crate::config::Config;
-use crate::context::{ContextMeter, Level};
+use crate::context::Level;
 use crate::error::Result;
 use crate::events::{Bus, Event, EventLog};
 use crate::hooks;
@@ -181,12 +182,7 @@ impl Supervisor {
             state,
             lock,
             signals,
-            budgets: Budgets {
-                max_cost: config.loop_.max_cost_usd,
-                max_duration: config.loop_.max_duration.map(|d| d.0),
-                deadline: opts.deadline,
-                started: Instant::now(),
-            },
+            budgets: Budgets::new(&config, opts.deadline, Instant::now()),
             started_here: 0,
             flags: RunFlags::default(),
             backoff: LimitBackoff::default(),
@@ -239,20 +235,7 @@ impl Supervisor {
         agent::become_subreaper();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
-        self.state.status = RunStatus::Running;
-        self.state.exit_reason = None;
-        self.state.supervisor_pid = Some(std::process::id());
-        self.state.max_iterations = self.config.loop_.max_iterations;
-        self.state.completion_promise = self.config.loop_.completion_promise.clone();
-        self.state.task_name = self
-            .config
-            .plan
-            .file_stem()
-            .map_or("plan".into(), |s| s.to_string_lossy().into_owned());
-        self.state.objective = plan
-            .title
-            .clone()
-            .unwrap_or_else(|| format!("work through {}", self.config.plan.display()));
+        record::start(&mut self.state, &self.config, &plan);
         self.bus.emit(Event::RunStarted {
             run_id: self.state.run_id.clone(),
             resumed,
@@ -310,7 +293,7 @@ impl Supervisor {
         loop {
             // A signal or `ralph stop` between two iterations must not
             // start another agent.
-            while let Some(request) = self.pending_request().await {
+            while let Some(request) = self.signals.pending().await {
                 if let Some(end) = self.on_request_between(request, "between iterations") {
                     return Ok(end);
                 }
@@ -378,15 +361,7 @@ impl Supervisor {
             transcript: rel(&self.root, &transcript),
             resume_from,
         });
-        let mut meter = ContextMeter::new(
-            self.config.agent.context_window,
-            self.config.agent.reserve_tokens,
-            self.config.thresholds(),
-        )
-        .with_known_windows(&self.state.known_windows);
-        if let Some(m) = &self.config.agent.model {
-            meter.set_model(m);
-        }
+        let meter = iteration::meter(&self.config, &self.state);
         let spawned = crate::state::create_dir_private(&run_dir)
             .and_then(|()| Agent::spawn(&cmd, &self.root, &transcript));
         let (mut agent, lines) = match spawned {
@@ -402,12 +377,7 @@ impl Supervisor {
             }
         };
         let _ = self.lock.set_agent(Some(agent.pid));
-        let (exit_tx, exited) = oneshot::channel();
-        let child = agent.take_child();
-        tokio::spawn(async move {
-            let mut child = child;
-            let _ = exit_tx.send(child.wait().await);
-        });
+        let exited = driver::watch_exit(&mut agent);
         // The prompt is the first user message; the resume block has now
         // been handed over.
         agent.send(&prompt_text).await;
@@ -415,19 +385,15 @@ impl Supervisor {
             self.state.context_checkpoint.active = false;
             self.save();
         }
-        let l = &self.config.loop_;
-        let limits = IterationLimits {
+        let tz = jiff::tz::TimeZone::system();
+        let limits = IterationLimits::new(
+            &self.config,
             number,
-            root: self.root.clone(),
-            iteration_timeout: l.iteration_timeout.0,
-            idle_timeout: l.idle_timeout.0,
-            grace: self.config.context.grace.0,
-            agent_handoff: self.config.context.agent_handoff,
-            promise: l.completion_promise.clone(),
-            budgets: self.budgets.clone(),
-            cost_before: self.state.cost_usd,
-            tz: jiff::tz::TimeZone::system(),
-        };
+            &self.root,
+            &self.budgets,
+            &self.state,
+            tz,
+        );
         let machine = IterationMachine::new(limits, meter, self.flags.signals, &Now::read());
         let driver = Driver::new(
             &mut self.bus,
@@ -475,21 +441,6 @@ impl Supervisor {
             &Now::read(),
             &mut events,
         );
-        events.push(Event::IterationEnded {
-            iteration: facts.number,
-            outcome: verdict.outcome.to_string(),
-            progress: verdict.progress,
-            cost_usd: facts.cost_usd,
-            peak_percent: self
-                .state
-                .context_history
-                .last()
-                .map_or(0.0, |h| h.peak_percent),
-            seconds: facts.seconds,
-            error: verdict.error.clone(),
-            invalid_lines: facts.invalid_lines,
-            skipped_lines: facts.skipped_lines,
-        });
         self.emit_all(events);
         self.save();
         self.run_hooks(
@@ -520,36 +471,8 @@ impl Supervisor {
 
     fn save_checkpoint(&mut self, facts: &Facts, mark: CheckpointMark) {
         self.tree_touched();
-        let entry = self
-            .state
-            .context_history
-            .last()
-            .cloned()
-            .unwrap_or_default();
-        let moment = Moment {
-            iteration: facts.number,
-            trigger: mark.trigger,
-            level: mark.level,
-            percent: if mark.percent > 0.0 {
-                mark.percent
-            } else {
-                entry.peak_percent
-            },
-            tokens: entry.peak_tokens,
-            usable: self
-                .state
-                .context_window
-                .saturating_sub(self.config.agent.reserve_tokens),
-            window: self.state.context_window,
-            reason: facts
-                .stop_reason
-                .clone()
-                .unwrap_or_else(|| format!("{} checkpoint", mark.trigger)),
-            last_text: facts.text_at_checkpoint.clone().or(facts.last_text.clone()),
-            last_tools: facts.tool_calls.clone(),
-            files_touched: facts.files_touched.clone(),
-            notes_path: facts.notes_path.clone(),
-        };
+        let reserve = self.config.agent.reserve_tokens;
+        let moment = record::moment(&self.state, facts, mark, reserve);
         // Recorded in the lock: should ralph die inside the commit, the next
         // run knows that git's lock files are its own (state::LockInfo).
         let _ = self.lock.set_committing(true);
@@ -623,19 +546,6 @@ impl Supervisor {
             }
         }
         None
-    }
-
-    /// A request that arrived while the supervisor was busy between two
-    /// agents (hooks, the WIP commit, saving state), without waiting.
-    async fn pending_request(&mut self) -> Option<Request> {
-        // Hooks and git run synchronously, so the runtime has not yet seen a
-        // signal that came meanwhile: let it poll its driver first.
-        tokio::task::yield_now().await;
-        tokio::select! {
-            biased;
-            request = self.signals.next() => Some(request),
-            () = std::future::ready(()) => None,
-        }
     }
 
     /// Sleep until a usage limit resets (interruptible), or end the run

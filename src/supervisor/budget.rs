@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::Now;
-use crate::config::format_duration;
+use crate::config::{Config, format_duration};
 use crate::error::{Error, Result};
 
 /// Which budget is spent; shown as the run's end reason.
@@ -41,6 +41,19 @@ pub(super) struct Budgets {
 }
 
 impl Budgets {
+    pub(super) fn new(
+        config: &Config,
+        deadline: Option<jiff::Timestamp>,
+        started: Instant,
+    ) -> Budgets {
+        Budgets {
+            max_cost: config.loop_.max_cost_usd,
+            max_duration: config.loop_.max_duration.map(|d| d.0),
+            deadline,
+            started,
+        }
+    }
+
     /// The budget spent at `now`, with `cost` spent so far in the run.
     pub(super) fn spent(&self, now: &Now, cost: f64) -> Option<BudgetSpent> {
         if let Some(max) = self.max_cost
@@ -150,7 +163,7 @@ mod tests {
 
     #[test]
     fn each_budget_in_turn() {
-        let start = Instant::now();
+        let start = Now::read().mono;
         let b = budgets(start);
         let early = now(start, 60, "2026-11-22T05:00:00Z");
         assert_eq!(b.spent(&early, 4.99), None);

@@ -13,7 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::sleep_until;
 
 use super::Now;
-use super::iteration::{Effect, Facts, HandoffRequest, Input, IterationMachine};
+use super::facts::Facts;
+use super::iteration::{Effect, HandoffRequest, Input, IterationMachine};
 use super::signals::Signals;
 use crate::agent::{Agent, Line};
 use crate::config::format_duration;
@@ -24,6 +25,17 @@ use crate::prompt::{self, Templates};
 /// exited (nothing writes to the pipe any more: this only bounds a stuck
 /// reader).
 const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// Wait for the agent's exit in a task of its own (so that waiting never
+/// holds a borrow of the agent); the status arrives on the receiver.
+pub(super) fn watch_exit(agent: &mut Agent) -> oneshot::Receiver<std::io::Result<ExitStatus>> {
+    let (exit_tx, exited) = oneshot::channel();
+    let mut child = agent.take_child();
+    tokio::spawn(async move {
+        let _ = exit_tx.send(child.wait().await);
+    });
+    exited
+}
 
 /// What one iteration's driver works with.
 pub(super) struct Driver<'a> {

@@ -4,7 +4,6 @@
 //! the driver to carry out. What it learnt comes out as [`Facts`]. Pure:
 //! no runtime, no agent, no clock — time comes in as [`Now`].
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,15 +11,18 @@ use nix::sys::signal::Signal;
 
 use super::Now;
 use super::budget::Budgets;
+use super::facts::{CheckpointMark, Facts, MeterSummary};
+use super::facts::{first_line, rel};
 use super::signals::Request;
 use super::stop::{Overdue, SignalCount, StopSequence};
 use crate::checkpoint;
 use crate::completion;
+use crate::config::Config;
 use crate::context::{Change, ContextMeter, Level, round1};
 use crate::events::Event;
-use crate::limits::{self, LimitHit};
-use crate::state::Trigger;
-use crate::stream::{ResultMessage, StreamEvent, ToolCall};
+use crate::limits;
+use crate::state::{RunState, Trigger};
+use crate::stream::StreamEvent;
 
 /// How often, during an iteration, the display is redrawn and the budgets
 /// are checked: a fixed beat, not "a second after the last line", so that
@@ -76,58 +78,6 @@ pub(super) struct HandoffRequest {
     pub reason: String,
 }
 
-/// Why an iteration is checkpointed, and at what level of the context.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct CheckpointMark {
-    pub trigger: Trigger,
-    pub level: Level,
-    pub percent: f64,
-}
-
-/// The meter at the end of an iteration.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct MeterSummary {
-    pub window: u64,
-    pub known_windows: BTreeMap<String, u64>,
-    pub peak_percent: f64,
-    pub peak_level: Level,
-    pub peak_tokens: u64,
-}
-
-/// Facts gathered while one agent process ran.
-#[derive(Debug, Default)]
-pub(super) struct Facts {
-    pub number: u32,
-    pub result: Option<ResultMessage>,
-    pub cost_usd: f64,
-    pub checkpoint: Option<CheckpointMark>,
-    pub stop_reason: Option<String>,
-    pub notes_path: Option<PathBuf>,
-    pub limit: Option<LimitHit>,
-    pub timed_out: Option<String>,
-    pub exit_code: Option<i32>,
-    pub exit_signal: Option<i32>,
-    pub spawn_error: Option<String>,
-    pub invalid_lines: u64,
-    pub skipped_lines: u64,
-    pub last_text: Option<String>,
-    /// What the agent last said before the checkpoint began (afterwards it
-    /// talks about its handoff, not its work).
-    pub text_at_checkpoint: Option<String>,
-    pub tool_calls: Vec<ToolCall>,
-    pub files_touched: Vec<String>,
-    pub permission_denials: Vec<String>,
-    pub promise: bool,
-    pub stderr_tail: String,
-    pub seconds: f64,
-    /// Interrupts so far in the run, this iteration's included.
-    pub signals: SignalCount,
-    /// `ralph stop` arrived during the iteration.
-    pub stop_requested: bool,
-    /// `None` when the agent never started.
-    pub meter: Option<MeterSummary>,
-}
-
 /// What one iteration may do, fixed when it starts.
 #[derive(Debug, Clone)]
 pub(super) struct IterationLimits {
@@ -144,6 +94,45 @@ pub(super) struct IterationLimits {
     pub cost_before: f64,
     /// For reset times written as local times.
     pub tz: jiff::tz::TimeZone,
+}
+
+impl IterationLimits {
+    pub(super) fn new(
+        config: &Config,
+        number: u32,
+        root: &Path,
+        budgets: &Budgets,
+        state: &RunState,
+        tz: jiff::tz::TimeZone,
+    ) -> IterationLimits {
+        IterationLimits {
+            number,
+            root: root.to_path_buf(),
+            iteration_timeout: config.loop_.iteration_timeout.0,
+            idle_timeout: config.loop_.idle_timeout.0,
+            grace: config.context.grace.0,
+            agent_handoff: config.context.agent_handoff,
+            promise: config.loop_.completion_promise.clone(),
+            budgets: budgets.clone(),
+            cost_before: state.cost_usd,
+            tz,
+        }
+    }
+}
+
+/// The meter for the next agent: the configured window, and what earlier
+/// results told about the model's.
+pub(super) fn meter(config: &Config, state: &RunState) -> ContextMeter {
+    let mut meter = ContextMeter::new(
+        config.agent.context_window,
+        config.agent.reserve_tokens,
+        config.thresholds(),
+    )
+    .with_known_windows(&state.known_windows);
+    if let Some(m) = &config.agent.model {
+        meter.set_model(m);
+    }
+    meter
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -584,22 +573,4 @@ impl IterationMachine {
             },
         );
     }
-}
-
-/// The first non-blank line, trimmed, at most 120 characters.
-pub(super) fn first_line(s: &str) -> String {
-    let line = s
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    line.chars().take(120).collect()
-}
-
-/// `path` relative to `root` when it is inside it.
-pub(super) fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
 }

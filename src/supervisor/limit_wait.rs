@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn the_backoff_plan() {
-        let start = Instant::now();
+        let start = Now::read().mono;
         let now = Now {
             mono: start,
             wall: "2026-11-22T02:00:00Z".parse().unwrap(),
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn when_not_to_wait() {
-        let start = Instant::now();
+        let start = Now::read().mono;
         let now = Now {
             mono: start,
             wall: "2026-11-22T02:00:00Z".parse().unwrap(),

@@ -4,15 +4,15 @@
 //! this file are the only writers of the state during a run.
 
 use super::Now;
-use super::iteration::{CheckpointMark, Facts, first_line};
+use super::facts::{CheckpointMark, Facts, first_line};
 use super::verdict::Verdict;
 use crate::breaker::{self, Trip};
 use crate::checkpoint::{Moment, Saved};
-use crate::config::BreakerConfig;
+use crate::config::{BreakerConfig, Config};
 use crate::context::round1;
 use crate::events::Event;
 use crate::plan::Plan;
-use crate::state::{ContextCheckpoint, HistoryEntry, IterationRecord, RunState};
+use crate::state::{ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus};
 
 /// The meter's part, once the agent is gone.
 pub(super) fn meter(state: &mut RunState, facts: &Facts) {
@@ -114,11 +114,12 @@ pub(super) fn iteration(
     let commit = verdict
         .checkpoint
         .and_then(|_| state.context_checkpoint.commit.clone());
+    let outcome = verdict.outcome.to_string();
     state.history.push(IterationRecord {
         iteration: facts.number,
         started_at: String::new(),
         ended_at: now.wall.to_string(),
-        outcome: verdict.outcome.to_string(),
+        outcome: outcome.clone(),
         exit_code: facts.exit_code,
         progress: verdict.progress,
         cost_usd: facts.cost_usd,
@@ -126,5 +127,65 @@ pub(super) fn iteration(
         error_hash,
         commit,
     });
+    events.push(Event::IterationEnded {
+        iteration: facts.number,
+        outcome,
+        progress: verdict.progress,
+        cost_usd: facts.cost_usd,
+        peak_percent: state.context_history.last().map_or(0.0, |h| h.peak_percent),
+        seconds: facts.seconds,
+        error: verdict.error.clone(),
+        invalid_lines: facts.invalid_lines,
+        skipped_lines: facts.skipped_lines,
+    });
     trip
+}
+
+/// A run starts (or takes over): what the state says about it.
+pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan) {
+    state.status = RunStatus::Running;
+    state.exit_reason = None;
+    state.supervisor_pid = Some(std::process::id());
+    state.max_iterations = config.loop_.max_iterations;
+    state.completion_promise = config.loop_.completion_promise.clone();
+    state.task_name = config
+        .plan
+        .file_stem()
+        .map_or("plan".into(), |s| s.to_string_lossy().into_owned());
+    state.objective = plan
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("work through {}", config.plan.display()));
+}
+
+/// Everything known about the moment of a checkpoint, from the facts and
+/// the context history (its peak when the mark has no percent of its own).
+pub(super) fn moment(
+    state: &RunState,
+    facts: &Facts,
+    mark: CheckpointMark,
+    reserve: u64,
+) -> Moment {
+    let entry = state.context_history.last().cloned().unwrap_or_default();
+    Moment {
+        iteration: facts.number,
+        trigger: mark.trigger,
+        level: mark.level,
+        percent: if mark.percent > 0.0 {
+            mark.percent
+        } else {
+            entry.peak_percent
+        },
+        tokens: entry.peak_tokens,
+        usable: state.context_window.saturating_sub(reserve),
+        window: state.context_window,
+        reason: facts
+            .stop_reason
+            .clone()
+            .unwrap_or_else(|| format!("{} checkpoint", mark.trigger)),
+        last_text: facts.text_at_checkpoint.clone().or(facts.last_text.clone()),
+        last_tools: facts.tool_calls.clone(),
+        files_touched: facts.files_touched.clone(),
+        notes_path: facts.notes_path.clone(),
+    }
 }

@@ -56,4 +56,17 @@ impl Signals {
             _ = self.usr2.recv() => Request::Stop,
         }
     }
+
+    /// A request that arrived while the supervisor was busy between two
+    /// agents (hooks, the WIP commit, saving state), without waiting.
+    pub(super) async fn pending(&mut self) -> Option<Request> {
+        // Hooks and git run synchronously, so the runtime has not yet seen a
+        // signal that came meanwhile: let it poll its driver first.
+        tokio::task::yield_now().await;
+        tokio::select! {
+            biased;
+            request = self.next() => Some(request),
+            () = std::future::ready(()) => None,
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! documented order. Pure: everything comes in as values.
 
 use super::budget::BudgetSpent;
-use super::iteration::{CheckpointMark, Facts};
+use super::facts::{CheckpointMark, Facts};
 use super::stop::SignalCount;
 use crate::breaker::{self, Admission, BreakerState, Trip};
 use crate::config::format_duration;
