@@ -169,3 +169,129 @@ impl Overdue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::supervisor::Now;
+
+    const GRACE: Duration = Duration::from_secs(30);
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn escalation_from_running_to_sigkill() {
+        let t0 = Now::read().mono;
+        let mut stop = StopSequence::Running;
+        assert_eq!(stop.deadline(), None);
+        assert_eq!(stop.begin(t0, GRACE, true), None);
+        // (at, what is due then, the signal that step sends, the state after)
+        let steps = [
+            (t0 + GRACE, "grace period over", Signal::SIGINT),
+            (
+                t0 + GRACE + STOP_STEP,
+                "the agent did not exit",
+                Signal::SIGTERM,
+            ),
+            (
+                t0 + GRACE + STOP_STEP * 2,
+                "the agent did not exit",
+                Signal::SIGKILL,
+            ),
+        ];
+        for (at, reason, sig) in steps {
+            let before = at - Duration::from_millis(1);
+            assert_eq!(stop.deadline(), Some(at), "{sig:?}");
+            assert_eq!(stop.due(before), None, "not due a moment before");
+            assert_eq!(stop.due(at), Some(reason));
+            assert_eq!(stop.escalate(at), sig);
+        }
+        assert_eq!(stop, StopSequence::Killed);
+        assert_eq!((stop.deadline(), stop.due(t0 + secs(3600))), (None, None));
+        // Nothing is ever sent past SIGKILL but SIGKILL.
+        assert_eq!(stop.escalate(t0), Signal::SIGKILL);
+    }
+
+    #[test]
+    fn a_result_already_in_waits_otherwise_it_interrupts_now() {
+        let t0 = Now::read().mono;
+        // (a reason to wait, the signal sent at once, the state after)
+        let cases = [
+            (true, None, StopSequence::Asked { until: t0 + GRACE }),
+            (
+                false,
+                Some(Signal::SIGINT),
+                StopSequence::Interrupted {
+                    until: t0 + STOP_STEP,
+                },
+            ),
+        ];
+        for (wait, sent, after) in cases {
+            let mut stop = StopSequence::Running;
+            assert_eq!(stop.begin(t0, GRACE, wait), sent, "wait {wait}");
+            assert_eq!(stop, after, "wait {wait}");
+        }
+    }
+
+    #[test]
+    fn the_second_interrupt_kills_at_once_from_any_step() {
+        let t0 = Now::read().mono;
+        for mut stop in [
+            StopSequence::Running,
+            StopSequence::Asked { until: t0 },
+            StopSequence::Interrupted { until: t0 },
+            StopSequence::Terminated { until: t0 },
+        ] {
+            assert_eq!(stop.kill(), Signal::SIGKILL);
+            assert_eq!(stop, StopSequence::Killed);
+        }
+        let mut count = SignalCount::default();
+        assert!(!count.any());
+        assert_eq!(count.bump(), SignalCount::Once);
+        assert_eq!(count.bump(), SignalCount::Twice);
+        assert_eq!(count.bump(), SignalCount::Twice);
+        assert!(count.any());
+    }
+
+    #[test]
+    fn every_overdue_has_its_trigger_and_reason() {
+        let deadline: jiff::Timestamp = "2026-11-22T06:30:00Z".parse().unwrap();
+        let cases = [
+            (
+                Overdue::Iteration(secs(3600)),
+                Trigger::Timeout,
+                "iteration timeout (1h00m) reached",
+            ),
+            (
+                Overdue::Idle(secs(600)),
+                Trigger::Timeout,
+                "no output for 10m00s (loop.idle_timeout)",
+            ),
+            (
+                Overdue::Budget(BudgetSpent::Cost {
+                    spent: 5.5,
+                    max: 5.0,
+                }),
+                Trigger::Budget,
+                "cost budget spent: $5.50 of loop.max_cost_usd $5.00: finishing the iteration",
+            ),
+            (
+                Overdue::Budget(BudgetSpent::Duration(secs(7200))),
+                Trigger::Budget,
+                "loop.max_duration 2h00m reached: finishing the iteration",
+            ),
+            (
+                Overdue::Budget(BudgetSpent::Deadline(deadline)),
+                Trigger::Budget,
+                "deadline 2026-11-22T06:30:00Z reached: finishing the iteration",
+            ),
+        ];
+        for (overdue, trigger, reason) in cases {
+            assert_eq!(overdue.trigger(), trigger, "{reason}");
+            assert_eq!(overdue.is_timeout(), trigger == Trigger::Timeout);
+            assert_eq!(overdue.reason(), reason);
+        }
+    }
+}

@@ -358,3 +358,401 @@ pub(super) fn next(
         events,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    use crate::stream::ResultMessage;
+
+    fn result(is_error: bool, subtype: &str, text: &str) -> ResultMessage {
+        ResultMessage {
+            subtype: subtype.into(),
+            is_error,
+            text: (!text.is_empty()).then(|| text.to_string()),
+            ..ResultMessage::default()
+        }
+    }
+
+    fn limit() -> LimitHit {
+        LimitHit {
+            resets_at: None,
+            source: "rate_limit_event",
+            detail: "5-hour limit".into(),
+        }
+    }
+
+    fn mark(trigger: Trigger) -> Option<CheckpointMark> {
+        Some(CheckpointMark {
+            trigger,
+            level: Level::L2,
+            percent: 86.0,
+        })
+    }
+
+    #[test]
+    fn the_failure_judgement() {
+        let exited = |code, signal, stderr: &str| Facts {
+            exit_code: code,
+            exit_signal: signal,
+            stderr_tail: stderr.into(),
+            ..Facts::default()
+        };
+        let api_error = ResultMessage {
+            api_error_status: Some(529),
+            ..result(true, "error_during_execution", "overloaded")
+        };
+        let only_errors = ResultMessage {
+            errors: vec!["a".into(), "b".into()],
+            ..result(true, "error_max_turns", "")
+        };
+        // (the facts, whether ralph stopped the agent, the failure)
+        let cases: Vec<(Facts, bool, Option<&str>)> = vec![
+            (
+                Facts {
+                    spawn_error: Some("no such file".into()),
+                    ..Facts::default()
+                },
+                false,
+                Some("agent could not start: no such file"),
+            ),
+            // A usage limit is waited out, even with a timeout or an error.
+            (
+                Facts {
+                    limit: Some(limit()),
+                    timed_out: Some("no output".into()),
+                    result: Some(result(true, "success", "limit")),
+                    ..Facts::default()
+                },
+                false,
+                None,
+            ),
+            (
+                Facts {
+                    timed_out: Some("iteration timeout (1h00m) reached".into()),
+                    ..Facts::default()
+                },
+                true,
+                Some("iteration timeout (1h00m) reached"),
+            ),
+            (
+                Facts {
+                    result: Some(result(false, "success", "done")),
+                    ..Facts::default()
+                },
+                false,
+                None,
+            ),
+            (
+                Facts {
+                    result: Some(result(true, "success", "it broke")),
+                    ..Facts::default()
+                },
+                false,
+                Some("it broke"),
+            ),
+            (
+                Facts {
+                    result: Some(api_error.clone()),
+                    ..Facts::default()
+                },
+                false,
+                Some("API error 529: overloaded"),
+            ),
+            // Aborted by our own SIGINT: not the agent's failure.
+            (
+                Facts {
+                    result: Some(api_error),
+                    ..Facts::default()
+                },
+                true,
+                None,
+            ),
+            (
+                Facts {
+                    result: Some(only_errors),
+                    ..Facts::default()
+                },
+                false,
+                Some("a; b"),
+            ),
+            (
+                Facts {
+                    result: Some(result(true, "error_max_turns", "")),
+                    ..Facts::default()
+                },
+                false,
+                Some("error_max_turns"),
+            ),
+            (exited(Some(1), None, "x"), true, None),
+            (
+                exited(Some(0), None, ""),
+                false,
+                Some("agent exited without a result"),
+            ),
+            (
+                exited(Some(2), None, "first\nlast words\n"),
+                false,
+                Some("agent exited with code 2 without a result: last words"),
+            ),
+            (
+                exited(Some(2), None, " \n"),
+                false,
+                Some("agent exited with code 2 without a result"),
+            ),
+            (
+                exited(None, Some(9), ""),
+                false,
+                Some("agent was killed by signal 9"),
+            ),
+            (
+                exited(None, None, ""),
+                false,
+                Some("agent ended without a result"),
+            ),
+        ];
+        for (i, (facts, we_stopped, failure)) in cases.iter().enumerate() {
+            assert_eq!(
+                failure_of(facts, *we_stopped).as_deref(),
+                *failure,
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_judgement_of_an_iteration() {
+        let flags = RunFlags::default();
+        let tree = Measured {
+            tree_progress: true,
+            items_done: false,
+        };
+        let nothing = Measured::default();
+        // A timeout that made progress is no failure.
+        let timed_out = Facts {
+            timed_out: Some("no output".into()),
+            checkpoint: mark(Trigger::Timeout),
+            ..Facts::default()
+        };
+        let v = judge(&timed_out, &tree, &flags);
+        assert_eq!((v.error, v.progress), (None, true));
+        assert_eq!(v.outcome.to_string(), "checkpoint (timeout, L2)");
+        let v = judge(&timed_out, &nothing, &flags);
+        assert_eq!(v.error.as_deref(), Some("no output"));
+        assert!(v.breaker.failed);
+        // A usage limit with work in the tree is checkpointed before the wait.
+        let limited = Facts {
+            limit: Some(limit()),
+            ..Facts::default()
+        };
+        let v = judge(&limited, &tree, &flags);
+        assert_eq!(v.checkpoint.map(|c| c.trigger), Some(Trigger::RateLimit));
+        assert_eq!(v.outcome.to_string(), "usage limit");
+        assert!(v.breaker.rate_limited);
+        let v = judge(&limited, &nothing, &flags);
+        assert_eq!(v.checkpoint, None);
+        // Cut short: by the user, or by a budget.
+        let budget = Facts {
+            checkpoint: mark(Trigger::Budget),
+            ..Facts::default()
+        };
+        assert!(judge(&budget, &nothing, &flags).breaker.cut_short);
+        let stopped = RunFlags {
+            stop_requested: true,
+            ..flags
+        };
+        assert!(
+            judge(&Facts::default(), &nothing, &stopped)
+                .breaker
+                .cut_short
+        );
+        assert!(!judge(&Facts::default(), &nothing, &flags).breaker.cut_short);
+        // The outcome labels, most specific first.
+        let done = Facts {
+            result: Some(result(false, "success", "ok")),
+            ..Facts::default()
+        };
+        let promised = Facts {
+            promise: true,
+            ..Facts {
+                result: Some(result(false, "success", "ok")),
+                ..Facts::default()
+            }
+        };
+        let failed = Facts {
+            exit_code: Some(1),
+            ..Facts::default()
+        };
+        let not_started = Facts {
+            spawn_error: Some("cannot start".into()),
+            limit: Some(limit()),
+            ..Facts::default()
+        };
+        let labels = [
+            (not_started, "agent did not start: cannot start"),
+            (failed, "failed"),
+            (promised, "promise"),
+            (done, "done"),
+        ];
+        for (facts, label) in labels {
+            assert_eq!(judge(&facts, &nothing, &flags).outcome.to_string(), label);
+        }
+    }
+
+    fn trip() -> Trip {
+        Trip {
+            rule: "no_progress",
+            message: "3 iterations without progress".into(),
+            hint: "look at the plan".into(),
+        }
+    }
+
+    /// Every rule's own case, in the documented order.
+    fn all() -> Case {
+        Case {
+            signalled: true,
+            promise: Some((4, 0)),
+            require_plan_complete: false,
+            breaker: Some(BreakerEnd::Tripped(trip())),
+            stop_requested: true,
+            budget: Some(BudgetSpent::Cost {
+                spent: 5.0,
+                max: 5.0,
+            }),
+            limit: Some(limit()),
+            iteration_limit: Some(10),
+        }
+    }
+
+    #[test]
+    fn the_exit_rule_order() {
+        // Take away the rule that decided, and the next one decides.
+        let order: [(fn(&mut Case), Next); 8] = [
+            (
+                |c| c.signalled = false,
+                Next::End(Outcome::Interrupted, "interrupted by a signal".into()),
+            ),
+            (
+                |c| c.promise = None,
+                Next::End(
+                    Outcome::Completed,
+                    "the agent kept its promise in iteration 4".into(),
+                ),
+            ),
+            (
+                |c| c.breaker = None,
+                Next::End(
+                    Outcome::BreakerOpen,
+                    "circuit breaker opened (no_progress): 3 iterations without progress. look at the plan".into(),
+                ),
+            ),
+            (
+                |c| c.stop_requested = false,
+                Next::End(Outcome::Stopped, "stopped on request (ralph stop)".into()),
+            ),
+            (
+                |c| c.budget = None,
+                Next::End(
+                    Outcome::BudgetSpent,
+                    "cost budget spent: $5.00 of loop.max_cost_usd $5.00".into(),
+                ),
+            ),
+            (|c| c.limit = None, Next::WaitForLimit(limit())),
+            (
+                |c| c.iteration_limit = None,
+                Next::End(
+                    Outcome::IterationLimit,
+                    "iteration limit reached: 10 iterations (loop.max_iterations)".into(),
+                ),
+            ),
+            (|_| {}, Next::Continue),
+        ];
+        let mut case = all();
+        for (take_away, decided) in order {
+            let mut events = Vec::new();
+            assert_eq!(exit_rule(case.clone(), &mut events), decided);
+            take_away(&mut case);
+        }
+    }
+
+    #[test]
+    fn a_premature_promise_warns_and_the_rules_go_on() {
+        let case = Case {
+            promise: Some((4, 2)),
+            require_plan_complete: true,
+            ..all()
+        };
+        let case = Case {
+            signalled: false,
+            ..case
+        };
+        let mut events = Vec::new();
+        let next = exit_rule(case, &mut events);
+        assert!(matches!(next, Next::End(Outcome::BreakerOpen, _)));
+        assert!(matches!(
+            events.as_slice(),
+            [
+                Event::PrematurePromise {
+                    iteration: 4,
+                    open_items: 2
+                },
+                Event::Breaker { .. }
+            ]
+        ));
+        // Without require_plan_complete, the promise completes the run.
+        let case = Case {
+            signalled: false,
+            promise: Some((4, 2)),
+            ..all()
+        };
+        assert!(matches!(
+            exit_rule(case, &mut Vec::new()),
+            Next::End(Outcome::Completed, _)
+        ));
+    }
+
+    #[test]
+    fn the_gate_before_an_iteration() {
+        let breaker = BreakerState {
+            rule: Some("same_error".into()),
+            message: Some("the same error 5 times".into()),
+            ..BreakerState::default()
+        };
+        let flags = RunFlags::default();
+        let mut events = Vec::new();
+        let cooling = gate(
+            Admission::Wait(Duration::from_secs(90)),
+            &breaker,
+            &flags,
+            None,
+            0,
+            10,
+            &mut events,
+        );
+        assert_eq!(
+            cooling,
+            Next::End(
+                Outcome::BreakerOpen,
+                "circuit breaker is open (same_error): the same error 5 times; the cooldown ends in 1m30s. Fix the cause and run `ralph run --reset-breaker` to go on now".into()
+            )
+        );
+        assert!(events.is_empty());
+        // A trial iteration is announced, then the other rules hold.
+        let next = gate(
+            Admission::Trial,
+            &breaker,
+            &flags,
+            None,
+            10,
+            10,
+            &mut events,
+        );
+        assert!(matches!(next, Next::End(Outcome::IterationLimit, _)));
+        assert!(
+            matches!(events.as_slice(), [Event::Breaker { status, .. }] if status == "half-open")
+        );
+        let next = gate(Admission::Go, &breaker, &flags, None, 9, 10, &mut events);
+        assert_eq!(next, Next::Continue);
+    }
+}
