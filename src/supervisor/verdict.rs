@@ -625,10 +625,12 @@ mod tests {
         }
     }
 
+    type TakeAway = fn(&mut Case);
+
     #[test]
     fn the_exit_rule_order() {
         // Take away the rule that decided, and the next one decides.
-        let order: [(fn(&mut Case), Next); 8] = [
+        let order: [(TakeAway, Next); 8] = [
             (
                 |c| c.signalled = false,
                 Next::End(Outcome::Interrupted, "interrupted by a signal".into()),
