@@ -574,3 +574,401 @@ impl IterationMachine {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Thresholds;
+    use crate::stream::decode_line;
+
+    const GRACE: Duration = Duration::from_secs(30);
+
+    /// A machine for iteration 3 of a run in /repo: a window of 100k
+    /// tokens (L2 at 85k, L3 at 95k), a $10 budget, started at `t0`.
+    fn machine(agent_handoff: bool) -> (IterationMachine, Now) {
+        let t0 = Now::read();
+        let limits = IterationLimits {
+            number: 3,
+            root: PathBuf::from("/repo"),
+            iteration_timeout: Duration::from_secs(3600),
+            idle_timeout: Duration::from_secs(600),
+            grace: GRACE,
+            agent_handoff,
+            promise: "DONE".into(),
+            budgets: Budgets {
+                max_cost: Some(10.0),
+                max_duration: None,
+                deadline: None,
+                started: t0.mono,
+            },
+            cost_before: 0.0,
+            tz: jiff::tz::TimeZone::UTC,
+        };
+        let meter = ContextMeter::new(100_000, 0, Thresholds::DEFAULT);
+        let m = IterationMachine::new(limits, meter, SignalCount::None, &t0);
+        (m, t0)
+    }
+
+    fn after(t0: &Now, secs: u64) -> Now {
+        Now {
+            mono: t0.mono + Duration::from_secs(secs),
+            wall: t0.wall + jiff::SignedDuration::from_secs(secs as i64),
+        }
+    }
+
+    fn assistant(id: &str, tokens: u64, content: &str) -> StreamEvent {
+        decode_line(format!(
+            r#"{{"type":"assistant","message":{{"id":"{id}","model":"claude-sonnet-4-5","content":[{content}],"usage":{{"input_tokens":{tokens},"output_tokens":1}}}},"parent_tool_use_id":null}}"#
+        ).as_bytes())
+    }
+
+    fn at_tokens(id: &str, tokens: u64) -> StreamEvent {
+        assistant(id, tokens, r#"{"type":"text","text":"working"}"#)
+    }
+
+    fn result(text: &str, cost: f64) -> StreamEvent {
+        decode_line(format!(
+            r#"{{"type":"result","subtype":"success","is_error":false,"result":"{text}","total_cost_usd":{cost}}}"#
+        ).as_bytes())
+    }
+
+    /// Feed `input` at `now`; what the machine answered.
+    fn feed(m: &mut IterationMachine, input: Input, now: &Now) -> Vec<Effect> {
+        let mut out = Vec::new();
+        m.handle(input, now, &mut out);
+        out
+    }
+
+    fn line(m: &mut IterationMachine, event: StreamEvent, now: &Now) -> Vec<Effect> {
+        feed(m, Input::Line(event, now.mono), now)
+    }
+
+    /// The signals sent, with the reasons given.
+    fn signals(out: &[Effect]) -> Vec<(Signal, String)> {
+        let sent = out.iter().filter_map(|e| match e {
+            Effect::Signal(s) => Some(*s),
+            _ => None,
+        });
+        let why = out.iter().filter_map(|e| match e {
+            Effect::Emit(Event::AgentSignalled { reason, .. }) => Some(reason.clone()),
+            _ => None,
+        });
+        sent.zip(why).collect()
+    }
+
+    fn sig(s: Signal, why: &str) -> Vec<(Signal, String)> {
+        vec![(s, why.to_string())]
+    }
+
+    fn requested(out: &[Effect]) -> Option<(Trigger, Option<String>)> {
+        out.iter().find_map(|e| match e {
+            Effect::Emit(Event::CheckpointRequested {
+                trigger,
+                notes_path,
+                ..
+            }) => Some((*trigger, notes_path.clone())),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn l2_asks_for_notes_waits_the_grace_then_escalates() {
+        let (mut m, t0) = machine(true);
+        let t1 = after(&t0, 1);
+        let out = line(&mut m, at_tokens("a", 86_000), &t1);
+        let ask = out.iter().find_map(|e| match e {
+            Effect::AskHandoff(r) => Some(r.clone()),
+            _ => None,
+        });
+        let ask = ask.expect("a handoff request");
+        assert_eq!(ask.notes_path, checkpoint::notes_path(3));
+        assert_eq!(
+            (ask.trigger, ask.level, ask.percent),
+            (Trigger::Context, Level::L2, 86.0)
+        );
+        assert_eq!(
+            ask.reason,
+            "context reached L2 at 86.0% of the usable window"
+        );
+        // Nothing else happens to the agent until the request is out.
+        assert!(
+            !out.iter()
+                .any(|e| matches!(e, Effect::CloseStdin | Effect::Signal(_)))
+        );
+        let out = feed(&mut m, Input::HandoffSent(true), &t1);
+        assert!(matches!(out[0], Effect::CloseStdin));
+        let notes = checkpoint::notes_path(3).display().to_string();
+        assert_eq!(requested(&out), Some((Trigger::Context, Some(notes))));
+        assert_eq!(signals(&out), vec![]);
+        // The grace period, then SIGINT, SIGTERM, SIGKILL five seconds apart.
+        assert_eq!(m.next_wake(), t0.mono + Duration::from_secs(1)); // the beat
+        let out = feed(&mut m, Input::Wake, &after(&t0, 30));
+        assert_eq!(signals(&out), vec![]);
+        let steps = [
+            (31, Signal::SIGINT, "grace period over"),
+            (36, Signal::SIGTERM, "the agent did not exit"),
+            (41, Signal::SIGKILL, "the agent did not exit"),
+        ];
+        for (at, s, why) in steps {
+            let now = after(&t0, at);
+            let before = Now {
+                mono: now.mono - Duration::from_millis(1),
+                ..now.clone()
+            };
+            assert_eq!(signals(&feed(&mut m, Input::Wake, &before)), vec![]);
+            assert_eq!(signals(&feed(&mut m, Input::Wake, &now)), sig(s, why));
+        }
+        let facts = m.finish();
+        assert_eq!(facts.notes_path, Some(checkpoint::notes_path(3)));
+        assert_eq!(facts.stop_reason.as_deref(), Some(ask.reason.as_str()));
+    }
+
+    #[test]
+    fn l3_during_the_grace_period_interrupts_at_once() {
+        let (mut m, t0) = machine(true);
+        line(&mut m, at_tokens("a", 86_000), &after(&t0, 1));
+        feed(&mut m, Input::HandoffSent(true), &after(&t0, 1));
+        let out = line(&mut m, at_tokens("b", 96_000), &after(&t0, 5));
+        assert_eq!(
+            signals(&out),
+            sig(Signal::SIGINT, "context reached L3 during the grace period")
+        );
+        // L3 again after the interrupt does nothing more.
+        let out = line(&mut m, at_tokens("c", 97_000), &after(&t0, 6));
+        assert_eq!(signals(&out), vec![]);
+        let mark = m.finish().checkpoint.unwrap();
+        assert_eq!((mark.trigger, mark.level), (Trigger::Context, Level::L3));
+    }
+
+    #[test]
+    fn l3_at_once_skips_the_notes() {
+        let (mut m, t0) = machine(true);
+        let out = line(&mut m, at_tokens("a", 96_000), &after(&t0, 1));
+        assert!(!out.iter().any(|e| matches!(e, Effect::AskHandoff(_))));
+        assert_eq!(requested(&out), Some((Trigger::Context, None)));
+        assert_eq!(
+            signals(&out),
+            sig(
+                Signal::SIGINT,
+                "context reached L3 at 96.0% of the usable window"
+            )
+        );
+    }
+
+    #[test]
+    fn a_result_already_in_gets_the_grace_otherwise_interrupt_now() {
+        // (a result first, the signal sent when `ralph stop` arrives)
+        for with_result in [false, true] {
+            let (mut m, t0) = machine(false);
+            if with_result {
+                let out = line(&mut m, result("ok", 0.1), &after(&t0, 1));
+                assert!(matches!(out[0], Effect::CloseStdin));
+            }
+            let out = feed(&mut m, Input::Request(Request::Stop), &after(&t0, 2));
+            assert_eq!(requested(&out), Some((Trigger::Stop, None)));
+            let expect = if with_result {
+                vec![]
+            } else {
+                sig(Signal::SIGINT, "stop requested (ralph stop)")
+            };
+            assert_eq!(signals(&out), expect, "result in: {with_result}");
+            let facts = m.finish();
+            assert!(facts.stop_requested);
+            assert_eq!(facts.checkpoint.unwrap().trigger, Trigger::Stop);
+        }
+    }
+
+    #[test]
+    fn interrupts_first_gently_then_at_once() {
+        let (mut m, t0) = machine(true);
+        let out = feed(&mut m, Input::Request(Request::Interrupt), &after(&t0, 1));
+        // A signal asks for no notes, even with agent_handoff on.
+        assert_eq!(requested(&out), Some((Trigger::Signal, None)));
+        assert_eq!(
+            signals(&out),
+            sig(Signal::SIGINT, "interrupted (SIGINT/SIGTERM)")
+        );
+        let out = feed(&mut m, Input::Request(Request::Interrupt), &after(&t0, 2));
+        assert_eq!(signals(&out), sig(Signal::SIGKILL, "second interrupt"));
+        assert_eq!(m.finish().signals, SignalCount::Twice);
+        // During the grace period of a checkpoint: skip the rest of it.
+        let (mut m, t0) = machine(true);
+        feed(
+            &mut m,
+            Input::Request(Request::Checkpoint("lunch".into())),
+            &after(&t0, 1),
+        );
+        let out = feed(&mut m, Input::HandoffSent(true), &after(&t0, 1));
+        assert_eq!(signals(&out), vec![]);
+        let out = feed(&mut m, Input::Request(Request::Interrupt), &after(&t0, 2));
+        assert_eq!(
+            signals(&out),
+            sig(Signal::SIGINT, "interrupted during the grace period")
+        );
+        let facts = m.finish();
+        assert_eq!(facts.checkpoint.unwrap().trigger, Trigger::Manual);
+        assert_eq!(
+            facts.stop_reason.as_deref(),
+            Some("checkpoint requested by hand (lunch)")
+        );
+        // A handoff that could not be sent: no grace without a result.
+        let (mut m, t0) = machine(true);
+        feed(&mut m, Input::Request(Request::Stop), &after(&t0, 1));
+        let out = feed(&mut m, Input::HandoffSent(false), &after(&t0, 1));
+        assert_eq!(requested(&out), Some((Trigger::Stop, None)));
+        assert_eq!(signals(&out).len(), 1);
+    }
+
+    #[test]
+    fn the_idle_deadline_follows_the_lines_arrival() {
+        let (mut m, t0) = machine(false);
+        // Received at 100 s, handled at 105 s.
+        let arrived = after(&t0, 100).mono;
+        feed(
+            &mut m,
+            Input::Line(at_tokens("a", 1000), arrived),
+            &after(&t0, 105),
+        );
+        let out = feed(&mut m, Input::Wake, &after(&t0, 699));
+        assert_eq!(requested(&out), None);
+        let out = feed(&mut m, Input::Wake, &after(&t0, 700));
+        assert_eq!(requested(&out), Some((Trigger::Timeout, None)));
+        let why = "no output for 10m00s (loop.idle_timeout)";
+        assert_eq!(signals(&out), sig(Signal::SIGINT, why));
+        let facts = m.finish();
+        assert_eq!(facts.timed_out.as_deref(), Some(why));
+    }
+
+    #[test]
+    fn the_next_wake() {
+        let ms = |t0: &Now, n: u64| Now {
+            mono: t0.mono + Duration::from_millis(n),
+            wall: t0.wall,
+        };
+        let (mut m, t0) = machine(false);
+        assert_eq!(m.next_wake(), ms(&t0, 1000).mono, "the beat");
+        // The beat is fixed: a second after it was last seen, lines or not.
+        line(&mut m, at_tokens("a", 1000), &ms(&t0, 400));
+        assert_eq!(m.next_wake(), ms(&t0, 1000).mono);
+        let out = feed(&mut m, Input::Wake, &ms(&t0, 600_300));
+        assert!(matches!(out.as_slice(), [Effect::Tick]));
+        // Past the beat, the idle deadline (600 s after the last line)...
+        assert_eq!(m.next_wake(), ms(&t0, 600_400).mono);
+        // ...or the iteration timeout (3600 s after the start).
+        let (mut m, t0) = machine(false);
+        line(&mut m, at_tokens("a", 1000), &after(&t0, 3500));
+        feed(&mut m, Input::Wake, &ms(&t0, 3_599_500));
+        assert_eq!(m.next_wake(), after(&t0, 3600).mono);
+        // Stopping: the stop sequence's next step, no more the timeouts.
+        let (mut m, t0) = machine(false);
+        line(&mut m, result("ok", 0.1), &after(&t0, 3590));
+        feed(&mut m, Input::Request(Request::Stop), &after(&t0, 3590));
+        feed(&mut m, Input::Wake, &ms(&t0, 3_619_500));
+        assert_eq!(
+            m.next_wake(),
+            after(&t0, 3620).mono,
+            "the grace period's end"
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_finishes_the_iteration() {
+        let (mut m, t0) = machine(false);
+        // The result says what was spent; the iteration's stop reason says so.
+        line(&mut m, result("ok", 12.0), &after(&t0, 1));
+        let out = feed(&mut m, Input::Wake, &after(&t0, 1));
+        assert_eq!(requested(&out), Some((Trigger::Budget, None)));
+        // The result is in: the agent gets the grace period to exit.
+        assert_eq!(signals(&out), vec![]);
+        let facts = m.finish();
+        assert_eq!(facts.timed_out, None);
+        assert_eq!(
+            facts.stop_reason.as_deref(),
+            Some("cost budget spent: $12.00 of loop.max_cost_usd $10.00: finishing the iteration")
+        );
+    }
+
+    #[test]
+    fn after_the_exit_lines_count_but_nothing_is_acted_on() {
+        let (mut m, t0) = machine(true);
+        let exit = Input::Exited {
+            code: Some(0),
+            signal: None,
+        };
+        let out = feed(&mut m, exit, &after(&t0, 2));
+        assert!(matches!(
+            out.as_slice(),
+            [Effect::Emit(Event::AgentExited { iteration: 3, code: Some(0), seconds, .. })] if *seconds == 2.0
+        ));
+        let out = line(&mut m, at_tokens("a", 90_000), &after(&t0, 3));
+        assert!(matches!(
+            out[0],
+            Effect::Emit(Event::LevelChanged { to: Level::L2, .. })
+        ));
+        assert!(out.iter().all(|e| matches!(e, Effect::Emit(_))), "{out:?}");
+        let out = line(&mut m, result("ok", 0.5), &after(&t0, 3));
+        assert!(out.is_empty(), "no stdin to close: {out:?}");
+        for input in [
+            Input::Wake,
+            Input::Request(Request::Stop),
+            Input::HandoffSent(true),
+        ] {
+            assert!(feed(&mut m, input, &after(&t0, 100)).is_empty());
+        }
+        // L2 crossed late: the work is still saved.
+        let facts = m.finish();
+        let mark = facts.checkpoint.unwrap();
+        assert_eq!(
+            (mark.trigger, mark.level, mark.percent),
+            (Trigger::Context, Level::L2, 90.0)
+        );
+        assert_eq!(facts.stop_reason, None);
+        let meter = facts.meter.unwrap();
+        assert_eq!((meter.peak_tokens, meter.window), (90_000, 100_000));
+    }
+
+    #[test]
+    fn line_accounting() {
+        let (mut m, t0) = machine(false);
+        let edit = |id: &str, path: &str| {
+            assistant(
+                id,
+                1000,
+                &format!(
+                    r#"{{"type":"tool_use","id":"t{id}","name":"Edit","input":{{"file_path":"{path}"}}}}"#
+                ),
+            )
+        };
+        let out = line(&mut m, edit("a", "/repo/src/a.rs"), &after(&t0, 1));
+        assert!(matches!(
+            out.last(),
+            Some(Effect::Emit(Event::Context { tool: Some(t), .. })) if t == "Edit src/a.rs"
+        ));
+        line(&mut m, edit("b", "/elsewhere/b.rs"), &after(&t0, 2));
+        line(&mut m, edit("c", "/repo/src/a.rs"), &after(&t0, 3));
+        let mut warnings = 0;
+        for _ in 0..5 {
+            let out = line(&mut m, decode_line(b"{not json"), &after(&t0, 4));
+            warnings += out
+                .iter()
+                .filter(|e| matches!(e, Effect::Emit(Event::Warning { .. })))
+                .count();
+        }
+        line(&mut m, at_tokens("d", 2000), &after(&t0, 5));
+        line(
+            &mut m,
+            result("all done <promise>DONE</promise>", 0.25),
+            &after(&t0, 6),
+        );
+        let facts = m.finish();
+        assert_eq!(warnings, 3);
+        assert_eq!(facts.invalid_lines, 5);
+        // Most recent last, each once; paths inside the root made relative.
+        assert_eq!(facts.files_touched, ["/elsewhere/b.rs", "src/a.rs"]);
+        assert_eq!(facts.tool_calls.len(), 3);
+        assert_eq!(facts.last_text.as_deref(), Some("working"));
+        assert!(facts.promise);
+        assert_eq!(facts.cost_usd, 0.25);
+        assert_eq!(facts.checkpoint, None);
+    }
+}
