@@ -58,9 +58,10 @@ use crate::events::{Bus, Event, EventLog};
 use crate::hooks;
 use crate::limits::LimitHit;
 use crate::plan::Plan;
-use crate::prompt::{self, Templates};
+use crate::prompt;
 use crate::repo::{self, OwnPaths};
 use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
+use crate::templates::Templates;
 
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {

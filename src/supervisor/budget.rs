@@ -4,8 +4,9 @@
 use std::time::{Duration, Instant};
 
 use super::Now;
-use crate::config::{Config, format_duration};
+use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::span::format_duration;
 
 /// Which budget is spent; shown as the run's end reason.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,7 +19,7 @@ use super::signals::Signals;
 use crate::agent::{Agent, Line};
 use crate::config::format_duration;
 use crate::events::{Bus, Event};
-use crate::prompt::{self, Templates};
+use crate::templates::{self, Templates};
 
 /// How long the lines an agent left in its pipe may take to read once it
 /// exited (nothing writes to the pipe any more: this only bounds a stuck
@@ -163,7 +163,7 @@ impl<'a> Driver<'a> {
                 .join(r.notes_path.parent().unwrap_or(Path::new("."))),
         );
         let text = self.templates.render(
-            prompt::CHECKPOINT_REQUEST,
+            templates::CHECKPOINT_REQUEST,
             minijinja::context! {
                 percent => r.percent,
                 level => r.level.name(),

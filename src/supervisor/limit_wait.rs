@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use super::Now;
 use super::budget::Budgets;
-use crate::config::{RateLimitConfig, format_duration};
+use crate::config::RateLimitConfig;
 use crate::limits::LimitHit;
+use crate::span::format_duration;
 
 /// Added to a usage limit's reset time before going on.
 const LIMIT_MARGIN: Duration = Duration::from_secs(5);
@@ -102,7 +103,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::config::Span;
+    use crate::span::Span;
 
     const HOUR: Duration = Duration::from_secs(3600);
 

@@ -6,9 +6,9 @@
 use super::Now;
 use super::facts::{CheckpointMark, Facts, first_line};
 use super::verdict::Verdict;
-use crate::breaker::{self, Trip};
+use crate::breaker::{self, BreakerConfig, Trip};
 use crate::checkpoint::{Moment, Saved};
-use crate::config::{BreakerConfig, Config};
+use crate::config::Config;
 use crate::context::round1;
 use crate::events::Event;
 use crate::plan::Plan;
