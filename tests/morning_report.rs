@@ -489,7 +489,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
                 ts: at(start + 52),
                 event: Event::Checkpoint {
                     iteration: i,
-                    trigger: "context".into(),
+                    trigger: ralph::state::Trigger::Context,
                     level: Level::L2,
                     percent: 86.0,
                     tokens: 150_000,

@@ -16,7 +16,7 @@ pub use model::{Budgets, RunReport};
 use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
-use crate::events::{Record, read_log};
+use crate::events::{Bus, Event, Record, read_log};
 use crate::state::{Layout, RunState};
 
 /// Which runs to report on.
@@ -133,9 +133,24 @@ fn relative(from: &Path, to: &Path) -> String {
     out
 }
 
-/// At the end of `ralph run`: the page of the run that just ended, at
-/// [`default_path`]. Returns its path for the user and the `on_exit`
-/// hooks. On failure no stale page from an earlier run is left behind.
+/// At the end of `ralph run`: [`write_after_run`], its path for the
+/// `on_exit` hooks (empty, after a warning, when it cannot be written: the
+/// run's outcome does not depend on its report).
+pub fn after_run(layout: &Layout, config: &Config, state: &RunState, bus: &mut Bus) -> String {
+    match write_after_run(layout, config, state) {
+        Ok(path) => path.display().to_string(),
+        Err(e) => {
+            bus.emit(Event::Warning {
+                message: format!("cannot write the report: {e}"),
+            });
+            String::new()
+        }
+    }
+}
+
+/// The page of the run that just ended, at [`default_path`], and a copy of
+/// its state beside its transcripts. On failure no stale page from an
+/// earlier run is left behind.
 pub fn write_after_run(layout: &Layout, config: &Config, state: &RunState) -> Result<PathBuf> {
     let path = default_path(layout);
     let kept = layout.run_dir(&state.run_id);

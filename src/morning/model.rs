@@ -327,7 +327,7 @@ pub fn build(
                 ..
             } => {
                 let (row, at) = row_at(&mut rows, &starts, *iteration, ts);
-                row.trigger = Some(trigger.clone());
+                row.trigger = Some(trigger.to_string());
                 row.level = Some(*level);
                 row.handoff.clone_from(handoff);
                 row.commit.clone_from(commit);
@@ -471,7 +471,7 @@ fn merge_state(report: &mut RunReport, rows: &mut BTreeMap<u32, IterationRow>, s
     report.items_done = Some(s.completed_items.len());
     report.items_open = Some(s.todo_items.len());
     if report.outcome == "running" || report.outcome == "unknown" {
-        report.outcome.clone_from(&s.status);
+        report.outcome = s.status.to_string();
         report.reason.clone_from(&s.exit_reason);
     }
 }
@@ -668,7 +668,7 @@ mod tests {
                 131,
                 Event::CheckpointRequested {
                     iteration: 1,
-                    trigger: "context".into(),
+                    trigger: crate::state::Trigger::Context,
                     level: Level::L2,
                     percent: 86.8,
                     notes_path: None,
@@ -686,7 +686,7 @@ mod tests {
                 155,
                 Event::Checkpoint {
                     iteration: 1,
-                    trigger: "context".into(),
+                    trigger: crate::state::Trigger::Context,
                     level: Level::L2,
                     percent: 86.8,
                     tokens: 145_000,
