@@ -91,8 +91,33 @@ pub struct HooksConfig {
     pub on_checkpoint: Vec<String>,
     pub on_iteration_end: Vec<String>,
     pub on_exit: Vec<String>,
+    /// The context crossed up into L1, L2 or L3 (run in the background).
+    pub on_level: Vec<String>,
+    /// The circuit breaker opened, went half-open or closed.
+    pub on_breaker: Vec<String>,
+    /// A wait for a usage limit to reset begins.
+    pub on_limit_wait: Vec<String>,
     /// How long one hook may run before it is killed and logged.
     pub timeout: Span,
+    /// How many times a failed hook command is run again.
+    pub retries: u32,
+}
+
+/// The most `hooks.retries` may be: each retry can take `hooks.timeout`.
+pub const MAX_HOOK_RETRIES: u32 = 5;
+
+impl HooksConfig {
+    /// Each hook point's key with its commands.
+    pub fn points(&self) -> [(&'static str, &[String]); 6] {
+        [
+            ("on_checkpoint", &self.on_checkpoint),
+            ("on_iteration_end", &self.on_iteration_end),
+            ("on_exit", &self.on_exit),
+            ("on_level", &self.on_level),
+            ("on_breaker", &self.on_breaker),
+            ("on_limit_wait", &self.on_limit_wait),
+        ]
+    }
 }
 
 /// A duration written the human way in `ralph.toml` ("60s", "10m", "1h30m").
@@ -237,7 +262,11 @@ impl Default for HooksConfig {
             on_checkpoint: Vec::new(),
             on_iteration_end: Vec::new(),
             on_exit: Vec::new(),
+            on_level: Vec::new(),
+            on_breaker: Vec::new(),
+            on_limit_wait: Vec::new(),
             timeout: Span::secs(60),
+            retries: 0,
         }
     }
 }
@@ -382,6 +411,13 @@ impl Config {
                 return bad("breaker", key, "must be at least 1".into());
             }
         }
+        if self.hooks.retries > MAX_HOOK_RETRIES {
+            return bad(
+                "hooks",
+                "retries",
+                format!("{} is more than {MAX_HOOK_RETRIES}", self.hooks.retries),
+            );
+        }
         for (key, span) in [
             ("max_duration", self.loop_.max_duration),
             ("timeout", Some(self.hooks.timeout)),
@@ -413,17 +449,10 @@ impl Config {
             )
             .chain(
                 self.hooks
-                    .on_checkpoint
-                    .iter()
-                    .map(|s| ("hooks", "on_checkpoint", s)),
-            )
-            .chain(
-                self.hooks
-                    .on_iteration_end
-                    .iter()
-                    .map(|s| ("hooks", "on_iteration_end", s)),
-            )
-            .chain(self.hooks.on_exit.iter().map(|s| ("hooks", "on_exit", s)));
+                    .points()
+                    .into_iter()
+                    .flat_map(|(key, cmds)| cmds.iter().map(move |s| ("hooks", key, s))),
+            );
         for (section, key, text) in texts {
             if text.contains('\0') {
                 return bad(section, key, "contains a NUL character".into());

@@ -149,6 +149,7 @@ pub struct Supervisor {
     state: RunState,
     lock: Lock,
     signals: Signals,
+    hooks: hooks::Hooks,
     started: Instant,
     /// Iterations started by this invocation (the limit counts these).
     started_here: u32,
@@ -232,6 +233,7 @@ impl Supervisor {
         )?;
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
+        hooks::watch_interrupts();
         let run_id = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
         let lock = Lock::acquire(&layout, &run_id)?;
         crate::state::remove_dead_temp_files(&layout.dir);
@@ -273,6 +275,7 @@ impl Supervisor {
             state,
             lock,
             signals,
+            hooks: hooks::Hooks::new(&config.hooks, root),
             started: Instant::now(),
             started_here: 0,
             interrupts: 0,
@@ -340,11 +343,14 @@ impl Supervisor {
         });
         if self.opts.reset_breaker {
             self.state.breaker.reset(now_secs());
-            self.bus.emit(Event::Breaker {
-                status: "closed".into(),
-                rule: None,
-                message: "reset by hand (--reset-breaker)".into(),
-            });
+            self.emit_hooked(
+                Event::Breaker {
+                    status: "closed".into(),
+                    rule: None,
+                    message: "reset by hand (--reset-breaker)".into(),
+                },
+                None,
+            );
         }
         let (outcome, reason) = match self.iterations().await {
             Ok(end) => end,
@@ -365,21 +371,16 @@ impl Supervisor {
         self.state.waiting_until = None;
         self.state.supervisor_pid = None;
         self.save();
-        self.run_hooks(
-            "on_exit",
-            &self.config.hooks.on_exit.clone(),
-            vec![
-                ("RALPH_OUTCOME", status.to_string()),
-                ("RALPH_EXIT_CODE", exit_code.to_string()),
-            ],
+        self.emit_hooked(
+            Event::RunEnded {
+                outcome: status.into(),
+                exit_code,
+                reason,
+                iterations: self.state.iteration,
+                cost_usd: self.state.cost_usd,
+            },
+            None,
         );
-        self.bus.emit(Event::RunEnded {
-            outcome: status.into(),
-            exit_code,
-            reason,
-            iterations: self.state.iteration,
-            cost_usd: self.state.cost_usd,
-        });
     }
 
     /// A budget that is spent: cost, duration, deadline.
@@ -429,11 +430,14 @@ impl Supervisor {
             }
             match self.state.breaker.admit(&self.config.breaker, now_secs()) {
                 Admission::Go => {}
-                Admission::Trial => self.bus.emit(Event::Breaker {
-                    status: "half-open".into(),
-                    rule: self.state.breaker.rule.clone(),
-                    message: "cooldown over: one trial iteration".into(),
-                }),
+                Admission::Trial => self.emit_hooked(
+                    Event::Breaker {
+                        status: "half-open".into(),
+                        rule: self.state.breaker.rule.clone(),
+                        message: "cooldown over: one trial iteration".into(),
+                    },
+                    None,
+                ),
                 Admission::Wait(left) => {
                     let msg = format!(
                         "circuit breaker is open ({}): {}; the cooldown ends in {}. Fix the cause and run `ralph run --reset-breaker` to go on now",
@@ -577,6 +581,7 @@ impl Supervisor {
                 _ = sleep_until(wake.into()) => {
                     let now = Instant::now();
                     if now >= next_tick {
+                        self.hooks.report(&mut self.bus);
                         self.bus.tick();
                         next_tick = now + TICK;
                     }
@@ -767,13 +772,16 @@ impl Supervisor {
         }
         match change {
             Some(Change::Level { from, to }) => {
-                self.bus.emit(Event::LevelChanged {
-                    iteration: it.number,
-                    from,
-                    to,
-                    percent: crate::context::round1(meter.percent()),
-                    tokens: meter.tokens(),
-                });
+                self.emit_hooked(
+                    Event::LevelChanged {
+                        iteration: it.number,
+                        from,
+                        to,
+                        percent: crate::context::round1(meter.percent()),
+                        tokens: meter.tokens(),
+                    },
+                    None,
+                );
                 if let Some(a) = agent.as_mut() {
                     if to >= Level::L2 && it.checkpoint.is_none() {
                         let why = format!(
@@ -1027,11 +1035,14 @@ impl Supervisor {
             .record(&breaker_outcome, &self.config.breaker, now_secs());
         if was == breaker::Status::HalfOpen && self.state.breaker.status == breaker::Status::Closed
         {
-            self.bus.emit(Event::Breaker {
-                status: "closed".into(),
-                rule: None,
-                message: "the trial iteration made progress".into(),
-            });
+            self.emit_hooked(
+                Event::Breaker {
+                    status: "closed".into(),
+                    rule: None,
+                    message: "the trial iteration made progress".into(),
+                },
+                None,
+            );
         }
         self.state.no_change_count = self.state.breaker.no_progress;
         self.state.consecutive_failures = self.state.breaker.consecutive_failures;
@@ -1065,26 +1076,24 @@ impl Supervisor {
             error_hash,
             commit,
         });
-        self.bus.emit(Event::IterationEnded {
-            iteration: it.number,
-            outcome: outcome_label,
-            progress,
-            cost_usd: it.cost_usd,
-            peak_percent: self
-                .state
-                .context_history
-                .last()
-                .map_or(0.0, |h| h.peak_percent),
-            seconds: it.seconds,
-            error: error.clone(),
-            invalid_lines: it.invalid_lines,
-            skipped_lines: it.skipped_lines,
-        });
         self.save();
-        self.run_hooks(
-            "on_iteration_end",
-            &self.config.hooks.on_iteration_end.clone(),
-            vec![("RALPH_PROGRESS", progress.to_string())],
+        self.emit_hooked(
+            Event::IterationEnded {
+                iteration: it.number,
+                outcome: outcome_label,
+                progress,
+                cost_usd: it.cost_usd,
+                peak_percent: self
+                    .state
+                    .context_history
+                    .last()
+                    .map_or(0.0, |h| h.peak_percent),
+                seconds: it.seconds,
+                error: error.clone(),
+                invalid_lines: it.invalid_lines,
+                skipped_lines: it.skipped_lines,
+            },
+            None,
         );
 
         // The exit rules, most specific first.
@@ -1106,11 +1115,14 @@ impl Supervisor {
             }
         }
         if let Some(trip) = trip {
-            self.bus.emit(Event::Breaker {
-                status: "open".into(),
-                rule: Some(trip.rule.into()),
-                message: format!("{}; {}", trip.message, trip.hint),
-            });
+            self.emit_hooked(
+                Event::Breaker {
+                    status: "open".into(),
+                    rule: Some(trip.rule.into()),
+                    message: format!("{}; {}", trip.message, trip.hint),
+                },
+                None,
+            );
             return Some((
                 Outcome::BreakerOpen,
                 format!(
@@ -1255,43 +1267,38 @@ impl Supervisor {
             self.state.last_handoff.clone_from(&saved.handoff);
         }
         self.save();
-        self.bus.emit(Event::Checkpoint {
-            iteration: it.number,
-            trigger: trigger.to_string(),
-            level,
-            percent: crate::context::round1(moment.percent),
-            tokens: moment.tokens,
-            commit: saved.commit.clone(),
-            commit_note: saved.commit_note.clone(),
-            handoff: saved.handoff.clone(),
-        });
-        self.run_hooks(
-            "on_checkpoint",
-            &self.config.hooks.on_checkpoint.clone(),
-            vec![
-                ("RALPH_LEVEL", level.name().to_string()),
-                ("RALPH_PERCENT", format!("{:.0}", moment.percent)),
-                ("RALPH_HANDOFF", saved.handoff.unwrap_or_default()),
-                ("RALPH_COMMIT", saved.commit.unwrap_or_default()),
-                ("RALPH_TRIGGER", trigger.to_string()),
-            ],
+        self.emit_hooked(
+            Event::Checkpoint {
+                iteration: it.number,
+                trigger: trigger.to_string(),
+                level,
+                percent: crate::context::round1(moment.percent),
+                tokens: moment.tokens,
+                commit: saved.commit.clone(),
+                commit_note: saved.commit_note.clone(),
+                handoff: saved.handoff.clone(),
+            },
+            Some(moment.reason.clone()),
         );
     }
 
-    fn run_hooks(&mut self, hook: &str, commands: &[String], mut env: Vec<(&str, String)>) {
-        if commands.is_empty() {
-            return;
-        }
-        self.reuse_snapshot = None;
-        env.push(("RALPH_ITERATION", self.state.iteration.to_string()));
-        env.push(("RALPH_RUN_ID", self.state.run_id.clone()));
-        for run in hooks::run_all(commands, &self.root, &env, self.config.hooks.timeout.0) {
-            self.bus.emit(Event::Hook {
-                hook: hook.to_string(),
-                command: run.command,
-                ok: run.ok,
-                detail: run.detail,
-            });
+    /// Publish `event` and run the hooks of its point, if it has one
+    /// (src/hooks: env, stdin payload, retries, background `on_level`).
+    fn emit_hooked(&mut self, event: Event, reason: Option<String>) {
+        let state = &self.state;
+        let plan = self.root.join(&self.config.plan);
+        let facts = || hooks::Facts {
+            iteration: state.iteration,
+            run_id: state.run_id.clone(),
+            item: Plan::load(&plan)
+                .ok()
+                .and_then(|p| p.current().map(|i| i.text.clone())),
+            handoff: state.last_handoff.clone(),
+            reason,
+        };
+        if self.hooks.emit(&mut self.bus, event, facts) {
+            // A hook may have changed the tree.
+            self.reuse_snapshot = None;
         }
     }
 
@@ -1388,12 +1395,15 @@ impl Supervisor {
         self.state.status = "waiting".into();
         self.state.waiting_until = Some(until.to_string());
         self.save();
-        self.bus.emit(Event::LimitWait {
-            until: until.to_string(),
-            seconds: wait.as_secs(),
-            source: hit.source.into(),
-            detail: hit.detail.clone(),
-        });
+        self.emit_hooked(
+            Event::LimitWait {
+                until: until.to_string(),
+                seconds: wait.as_secs(),
+                source: hit.source.into(),
+                detail: hit.detail.clone(),
+            },
+            None,
+        );
         let end = tokio::time::Instant::now() + wait;
         loop {
             tokio::select! {
