@@ -668,6 +668,21 @@ on_checkpoint = ["echo hi"]
     }
 
     #[test]
+    fn new_hook_points_and_retries_are_validated() {
+        let c = parse("[hooks]\non_level = [\"a\"]\non_breaker = [\"b\"]\non_limit_wait = [\"c\"]\nretries = 5\n").unwrap();
+        assert_eq!(c.hooks.retries, 5);
+        assert_eq!(c.hooks.points()[3], ("on_level", &["a".to_string()][..]));
+        let e = parse("[hooks]\n\nretries = 6\n").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("`hooks.retries`"), "{e}");
+        assert!(e.to_string().contains(":3"), "{e}");
+        for key in ["on_level", "on_breaker", "on_limit_wait"] {
+            let e = parse(&format!("[hooks]\n{key} = [\"a\\u0000\"]\n")).unwrap_err();
+            assert!(e.to_string().contains(&format!("`hooks.{key}`")), "{e}");
+        }
+    }
+
+    #[test]
     fn zero_counts_and_bad_budgets_are_refused() {
         assert!(parse("[loop]\nmax_iterations = 0\n").is_err());
         assert!(parse("[breaker]\nsame_error = 0\n").is_err());

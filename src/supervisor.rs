@@ -624,6 +624,8 @@ impl Supervisor {
         // readers reach EOF and every line it wrote can be read: all of
         // them, up to the channel's end (an agent that printed thousands of
         // lines and exited at once has most of them still in the pipe).
+        // Running on_level hooks are ralph's children too: let them end.
+        self.hooks.settle(&mut self.bus);
         agent.end_leftovers();
         let drained = tokio::time::Instant::now() + DRAIN_LIMIT;
         while let Ok(Some((event, _))) = tokio::time::timeout_at(drained, lines.recv()).await {

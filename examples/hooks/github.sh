@@ -8,7 +8,8 @@
 #
 # Needs the GitHub CLI, logged in (`gh auth login`, or GH_TOKEN). The issue
 # is looked up in the repository of the working directory (GH_REPO=owner/name
-# picks another). At a checkpoint the comment holds the handoff.
+# picks another). The comment (comment-body.sh, next to this script) holds
+# the handoff at a checkpoint.
 # RALPH_HOOK_DRY_RUN=1 prints the command instead of running it.
 set -eu
 
@@ -19,21 +20,7 @@ if [ -z "$issue" ]; then
     exit 0
 fi
 
-body="**ralph** \`${RALPH_HOOK:-hook}\`, iteration ${RALPH_ITERATION:-?}: ${RALPH_REASON:-}"
-if [ "${RALPH_HOOK:-}" = on_checkpoint ]; then
-    body="$body
-
-WIP commit: ${RALPH_COMMIT:-none}"
-    if [ -n "${RALPH_HANDOFF:-}" ] && [ -f "$RALPH_HANDOFF" ]; then
-        body="$body
-
-<details><summary>Handoff $RALPH_HANDOFF</summary>
-
-$(cat "$RALPH_HANDOFF")
-
-</details>"
-    fi
-fi
+body=$(sh "$(dirname "$0")/comment-body.sh" --details)
 
 if [ "${RALPH_HOOK_DRY_RUN:-}" = 1 ]; then
     printf "gh issue comment %s --body-file - <<'RALPH_BODY'\n%s\nRALPH_BODY\n" "$issue" "$body"

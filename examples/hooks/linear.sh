@@ -8,7 +8,8 @@
 #   on_exit = ["sh examples/hooks/linear.sh"]
 #
 # Needs LINEAR_API_KEY (a personal API key: Linear → Settings → Security &
-# access). At a checkpoint the comment holds the handoff.
+# access). The comment (comment-body.sh, next to this script) holds the
+# handoff at a checkpoint.
 # RALPH_HOOK_DRY_RUN=1 prints the request instead of sending it (the key is
 # shown as $LINEAR_API_KEY, never its value).
 set -eu
@@ -21,17 +22,7 @@ if [ -z "$issue" ]; then
     exit 0
 fi
 
-body="**ralph** \`${RALPH_HOOK:-hook}\`, iteration ${RALPH_ITERATION:-?}: ${RALPH_REASON:-}"
-if [ "${RALPH_HOOK:-}" = on_checkpoint ]; then
-    body="$body
-
-WIP commit: ${RALPH_COMMIT:-none}"
-    if [ -n "${RALPH_HANDOFF:-}" ] && [ -f "$RALPH_HANDOFF" ]; then
-        body="$body
-
-$(cat "$RALPH_HANDOFF")"
-    fi
-fi
+body=$(sh "$(dirname "$0")/comment-body.sh")
 
 # A JSON string: backslashes, quotes and tabs escaped, lines joined with \n,
 # other control characters dropped.

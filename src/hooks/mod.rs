@@ -87,6 +87,28 @@ struct Worker {
     thread: std::thread::JoinHandle<()>,
 }
 
+impl Worker {
+    /// Queue `job` and wait until it (and every job before it) is done.
+    fn run(&self, mut job: Job) {
+        let (done, finished) = mpsc::channel();
+        job.done = Some(done);
+        if self.jobs.send(job).is_ok() {
+            let _ = finished.recv();
+        }
+    }
+
+    /// Wait until every queued job is done.
+    fn settle(&self) {
+        self.run(Job {
+            point: Point::Exit,
+            commands: Vec::new(),
+            env: Vec::new(),
+            payload: Vec::new(),
+            done: None,
+        });
+    }
+}
+
 /// The commands of one point fired by one event.
 struct Job {
     point: Point,
@@ -142,30 +164,23 @@ impl Hooks {
             bus.publish(&record);
         }
         let commands = point.map_or(&[][..], |p| self.commands(p)).to_vec();
-        let mut ran = false;
-        if let (Some(w), Some(point)) = (&self.worker, point)
-            && (last || !commands.is_empty())
-        {
-            ran = !commands.is_empty();
-            let mut job = Job {
-                point,
-                env: if ran {
-                    env(point, &record.event, facts())
+        let ran = !commands.is_empty();
+        if let (Some(w), Some(point)) = (&self.worker, point) {
+            if ran {
+                let job = Job {
+                    point,
+                    env: env(point, &record.event, facts()),
+                    payload: payload(&record),
+                    commands,
+                    done: None,
+                };
+                if point == Point::Level {
+                    let _ = w.jobs.send(job);
                 } else {
-                    Vec::new()
-                },
-                payload: payload(&record),
-                commands,
-                done: None,
-            };
-            if point == Point::Level {
-                let _ = w.jobs.send(job);
-            } else {
-                let (done, finished) = mpsc::channel();
-                job.done = Some(done);
-                if w.jobs.send(job).is_ok() {
-                    let _ = finished.recv();
+                    w.run(job);
                 }
+            } else if last {
+                w.settle();
             }
         }
         self.report(bus);
@@ -173,6 +188,16 @@ impl Hooks {
             bus.publish(&record);
         }
         ran
+    }
+
+    /// Wait for the hooks still running in the background, and publish
+    /// their reports. Before the agent's leftovers are ended: those are
+    /// every child of ralph, a running hook's shell too.
+    pub fn settle(&mut self, bus: &mut Bus) {
+        if let Some(w) = &self.worker {
+            w.settle();
+        }
+        self.report(bus);
     }
 
     /// Publish the reports of hooks that finished in the background.

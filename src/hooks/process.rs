@@ -283,26 +283,38 @@ mod tests {
         false
     }
 
-    /// Live (not zombie) processes whose command line is exactly `cmdline`.
-    fn alive(cmdline: &str) -> usize {
-        std::fs::read_dir("/proc")
+    /// The pids a hook wrote to `file` in `dir`, one a line.
+    fn pids(dir: &Path, file: &str) -> Vec<u32> {
+        std::fs::read_to_string(dir.join(file))
             .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let zombie = stat
-                    .rsplit_once(')')
-                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-                !zombie && String::from_utf8_lossy(&cmd).replace('\0', " ").trim() == cmdline
-            })
-            .count()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect()
     }
 
-    fn run_sh(command: &str, stdin: &[u8], timeout: Duration) -> (Finished, Duration) {
-        let dir = tempfile::tempdir().unwrap();
+    /// The process is gone (no such pid, or dead and waiting for its
+    /// reaper) or goes within a second: SIGKILL takes effect when the
+    /// process is next scheduled.
+    fn gone(pid: u32) -> bool {
+        let dead = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while !dead() {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    fn run_sh(dir: &Path, command: &str, stdin: &[u8], timeout: Duration) -> (Finished, Duration) {
         let started = Instant::now();
-        let f = run(command, dir.path(), &[], stdin, timeout, &never);
+        let f = run(command, dir, &[], stdin, timeout, &never);
         (f, started.elapsed())
     }
 
@@ -310,7 +322,9 @@ mod tests {
     fn a_big_stderr_is_drained_while_the_hook_runs() {
         // 200 KB is more than a pipe holds: unread, the hook would block
         // until its timeout.
+        let dir = tempfile::tempdir().unwrap();
         let (f, took) = run_sh(
+            dir.path(),
             "head -c 200000 /dev/zero | tr '\\0' x >&2; echo last words >&2; echo out",
             b"",
             Duration::from_secs(20),
@@ -324,25 +338,33 @@ mod tests {
 
     #[test]
     fn a_background_child_neither_blocks_nor_outlives_the_hook() {
-        let (f, took) = run_sh("sleep 617 & echo started", b"", Duration::from_secs(30));
+        let dir = tempfile::tempdir().unwrap();
+        let (f, took) = run_sh(
+            dir.path(),
+            "sleep 600 & echo $! > bg.pid; echo started",
+            b"",
+            Duration::from_secs(30),
+        );
         assert!(matches!(f.end, End::Exited(s) if s.success()), "{f:?}");
         assert!(took < Duration::from_secs(3), "{took:?}");
         assert_eq!(f.stdout, b"started\n");
-        assert_eq!(alive("sleep 617"), 0);
+        assert!(gone(pids(dir.path(), "bg.pid")[0]));
     }
 
     #[test]
     fn the_timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
         let (f, took) = run_sh(
-            "sleep 618 & sleep 619 & sleep 620",
+            dir.path(),
+            "echo $$ > group.pid; sleep 600 & echo $! >> group.pid; sleep 600 & echo $! >> group.pid; sleep 600",
             b"",
             Duration::from_millis(300),
         );
         assert!(matches!(f.end, End::TimedOut), "{f:?}");
         assert!(took < Duration::from_secs(3), "{took:?}");
-        for cmd in ["sleep 618", "sleep 619", "sleep 620"] {
-            assert_eq!(alive(cmd), 0, "{cmd} left running");
-        }
+        let group = pids(dir.path(), "group.pid");
+        assert_eq!(group.len(), 3);
+        assert!(group.into_iter().all(gone));
     }
 
     #[test]
@@ -356,7 +378,7 @@ mod tests {
         });
         let started = Instant::now();
         let f = run(
-            "sleep 621 & sleep 622",
+            "sleep 600 & echo $! > bg.pid; sleep 600",
             dir.path(),
             &[],
             b"",
@@ -365,19 +387,30 @@ mod tests {
         );
         assert!(matches!(f.end, End::Interrupted), "{f:?}");
         assert!(started.elapsed() < Duration::from_secs(1), "{f:?}");
-        assert_eq!(alive("sleep 621") + alive("sleep 622"), 0);
+        assert!(gone(pids(dir.path(), "bg.pid")[0]));
     }
 
     #[test]
     fn stdin_gets_the_payload_and_a_hook_that_ignores_it_does_not_block() {
         let payload = format!("{{\"event\":\"x\",\"pad\":\"{}\"}}\n", "p".repeat(300_000));
-        let (f, _) = run_sh("wc -c", payload.as_bytes(), Duration::from_secs(20));
+        let dir = tempfile::tempdir().unwrap();
+        let (f, _) = run_sh(
+            dir.path(),
+            "wc -c",
+            payload.as_bytes(),
+            Duration::from_secs(20),
+        );
         assert!(matches!(f.end, End::Exited(s) if s.success()), "{f:?}");
         assert_eq!(
             String::from_utf8_lossy(&f.stdout).trim(),
             payload.len().to_string()
         );
-        let (f, took) = run_sh("exit 0", payload.as_bytes(), Duration::from_secs(20));
+        let (f, took) = run_sh(
+            dir.path(),
+            "exit 0",
+            payload.as_bytes(),
+            Duration::from_secs(20),
+        );
         assert!(matches!(f.end, End::Exited(s) if s.success()), "{f:?}");
         assert!(took < Duration::from_secs(3), "{took:?}");
     }
