@@ -6,10 +6,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use ralph_sim::SimArgs;
 
 use crate::commands;
 use crate::error::{Error, Result};
-use crate::sim::SimArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -205,6 +205,6 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Completions(args) => commands::completions(args.shell),
         Command::Man => commands::man(),
         Command::Demo(args) => commands::demo(args.path),
-        Command::Sim(args) => crate::sim::run(&args),
+        Command::Sim(args) => Ok(ralph_sim::run(&args)?),
     }
 }

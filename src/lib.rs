@@ -18,7 +18,6 @@ pub mod prompt;
 pub mod repo;
 pub mod report;
 pub mod secrets;
-pub mod sim;
 pub mod state;
 pub mod stream;
 pub mod supervisor;
