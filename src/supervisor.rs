@@ -343,14 +343,11 @@ impl Supervisor {
         });
         if self.opts.reset_breaker {
             self.state.breaker.reset(now_secs());
-            self.emit_hooked(
-                Event::Breaker {
-                    status: "closed".into(),
-                    rule: None,
-                    message: "reset by hand (--reset-breaker)".into(),
-                },
-                None,
-            );
+            self.emit_hooked(Event::Breaker {
+                status: "closed".into(),
+                rule: None,
+                message: "reset by hand (--reset-breaker)".into(),
+            });
         }
         let (outcome, reason) = match self.iterations().await {
             Ok(end) => end,
@@ -371,16 +368,13 @@ impl Supervisor {
         self.state.waiting_until = None;
         self.state.supervisor_pid = None;
         self.save();
-        self.emit_hooked(
-            Event::RunEnded {
-                outcome: status.into(),
-                exit_code,
-                reason,
-                iterations: self.state.iteration,
-                cost_usd: self.state.cost_usd,
-            },
-            None,
-        );
+        self.emit_hooked(Event::RunEnded {
+            outcome: status.into(),
+            exit_code,
+            reason,
+            iterations: self.state.iteration,
+            cost_usd: self.state.cost_usd,
+        });
     }
 
     /// A budget that is spent: cost, duration, deadline.
@@ -430,14 +424,11 @@ impl Supervisor {
             }
             match self.state.breaker.admit(&self.config.breaker, now_secs()) {
                 Admission::Go => {}
-                Admission::Trial => self.emit_hooked(
-                    Event::Breaker {
-                        status: "half-open".into(),
-                        rule: self.state.breaker.rule.clone(),
-                        message: "cooldown over: one trial iteration".into(),
-                    },
-                    None,
-                ),
+                Admission::Trial => self.emit_hooked(Event::Breaker {
+                    status: "half-open".into(),
+                    rule: self.state.breaker.rule.clone(),
+                    message: "cooldown over: one trial iteration".into(),
+                }),
                 Admission::Wait(left) => {
                     let msg = format!(
                         "circuit breaker is open ({}): {}; the cooldown ends in {}. Fix the cause and run `ralph run --reset-breaker` to go on now",
@@ -774,16 +765,13 @@ impl Supervisor {
         }
         match change {
             Some(Change::Level { from, to }) => {
-                self.emit_hooked(
-                    Event::LevelChanged {
-                        iteration: it.number,
-                        from,
-                        to,
-                        percent: crate::context::round1(meter.percent()),
-                        tokens: meter.tokens(),
-                    },
-                    None,
-                );
+                self.emit_hooked(Event::LevelChanged {
+                    iteration: it.number,
+                    from,
+                    to,
+                    percent: crate::context::round1(meter.percent()),
+                    tokens: meter.tokens(),
+                });
                 if let Some(a) = agent.as_mut() {
                     if to >= Level::L2 && it.checkpoint.is_none() {
                         let why = format!(
@@ -1037,14 +1025,11 @@ impl Supervisor {
             .record(&breaker_outcome, &self.config.breaker, now_secs());
         if was == breaker::Status::HalfOpen && self.state.breaker.status == breaker::Status::Closed
         {
-            self.emit_hooked(
-                Event::Breaker {
-                    status: "closed".into(),
-                    rule: None,
-                    message: "the trial iteration made progress".into(),
-                },
-                None,
-            );
+            self.emit_hooked(Event::Breaker {
+                status: "closed".into(),
+                rule: None,
+                message: "the trial iteration made progress".into(),
+            });
         }
         self.state.no_change_count = self.state.breaker.no_progress;
         self.state.consecutive_failures = self.state.breaker.consecutive_failures;
@@ -1079,24 +1064,21 @@ impl Supervisor {
             commit,
         });
         self.save();
-        self.emit_hooked(
-            Event::IterationEnded {
-                iteration: it.number,
-                outcome: outcome_label,
-                progress,
-                cost_usd: it.cost_usd,
-                peak_percent: self
-                    .state
-                    .context_history
-                    .last()
-                    .map_or(0.0, |h| h.peak_percent),
-                seconds: it.seconds,
-                error: error.clone(),
-                invalid_lines: it.invalid_lines,
-                skipped_lines: it.skipped_lines,
-            },
-            None,
-        );
+        self.emit_hooked(Event::IterationEnded {
+            iteration: it.number,
+            outcome: outcome_label,
+            progress,
+            cost_usd: it.cost_usd,
+            peak_percent: self
+                .state
+                .context_history
+                .last()
+                .map_or(0.0, |h| h.peak_percent),
+            seconds: it.seconds,
+            error: error.clone(),
+            invalid_lines: it.invalid_lines,
+            skipped_lines: it.skipped_lines,
+        });
 
         // The exit rules, most specific first.
         if self.interrupts > 0 {
@@ -1117,14 +1099,11 @@ impl Supervisor {
             }
         }
         if let Some(trip) = trip {
-            self.emit_hooked(
-                Event::Breaker {
-                    status: "open".into(),
-                    rule: Some(trip.rule.into()),
-                    message: format!("{}; {}", trip.message, trip.hint),
-                },
-                None,
-            );
+            self.emit_hooked(Event::Breaker {
+                status: "open".into(),
+                rule: Some(trip.rule.into()),
+                message: format!("{}; {}", trip.message, trip.hint),
+            });
             return Some((
                 Outcome::BreakerOpen,
                 format!(
@@ -1269,7 +1248,7 @@ impl Supervisor {
             self.state.last_handoff.clone_from(&saved.handoff);
         }
         self.save();
-        self.emit_hooked(
+        self.emit_hooked_because(
             Event::Checkpoint {
                 iteration: it.number,
                 trigger: trigger.to_string(),
@@ -1286,7 +1265,12 @@ impl Supervisor {
 
     /// Publish `event` and run the hooks of its point, if it has one
     /// (src/hooks: env, stdin payload, retries, background `on_level`).
-    fn emit_hooked(&mut self, event: Event, reason: Option<String>) {
+    fn emit_hooked(&mut self, event: Event) {
+        self.emit_hooked_because(event, None);
+    }
+
+    /// [`Self::emit_hooked`], with the reason the hooks get as `RALPH_REASON`.
+    fn emit_hooked_because(&mut self, event: Event, reason: Option<String>) {
         let state = &self.state;
         let plan = self.root.join(&self.config.plan);
         let facts = || hooks::Facts {
@@ -1397,15 +1381,12 @@ impl Supervisor {
         self.state.status = "waiting".into();
         self.state.waiting_until = Some(until.to_string());
         self.save();
-        self.emit_hooked(
-            Event::LimitWait {
-                until: until.to_string(),
-                seconds: wait.as_secs(),
-                source: hit.source.into(),
-                detail: hit.detail.clone(),
-            },
-            None,
-        );
+        self.emit_hooked(Event::LimitWait {
+            until: until.to_string(),
+            seconds: wait.as_secs(),
+            source: hit.source.into(),
+            detail: hit.detail.clone(),
+        });
         let end = tokio::time::Instant::now() + wait;
         loop {
             tokio::select! {
