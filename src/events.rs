@@ -259,11 +259,11 @@ impl Bus {
         self.sinks.push(sink);
     }
     pub fn emit(&mut self, event: Event) {
-        tracing::trace!(?event, "event");
         self.publish(&Record::new(event));
     }
     /// Hand a record made by [`Record::new`] to every sink.
     pub fn publish(&mut self, record: &Record) {
+        tracing::trace!(event = ?record.event, "event");
         for s in &mut self.sinks {
             s.event(record);
         }
