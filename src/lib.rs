@@ -2,6 +2,7 @@
 //! context window live and checkpoints before it fills. See ARCHITECTURE.md.
 
 pub mod agent;
+pub mod app;
 pub mod breaker;
 pub mod checkpoint;
 pub mod cli;
@@ -18,8 +19,10 @@ pub mod prompt;
 pub mod repo;
 pub mod report;
 pub mod secrets;
+pub mod span;
 pub mod state;
 pub mod stream;
 pub mod supervisor;
+pub mod templates;
 
 pub use error::{Error, Result};
