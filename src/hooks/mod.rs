@@ -451,6 +451,7 @@ fn describe(f: &process::Finished, timeout: Duration) -> (bool, String) {
             "ended: ralph got a signal (SIGINT/SIGTERM) while it ran".into(),
         ),
         End::CannotStart(e) => (false, format!("cannot start: {e}")),
+        End::Lost(e) => (false, format!("lost track of it: {e}")),
     }
 }
 

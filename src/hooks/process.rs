@@ -61,6 +61,8 @@ pub enum End {
     /// ralph got SIGINT/SIGTERM while it ran.
     Interrupted,
     CannotStart(std::io::Error),
+    /// Waiting for it failed (someone else reaped it).
+    Lost(std::io::Error),
 }
 
 /// What became of one run of a command.
@@ -111,7 +113,7 @@ pub fn run(
         match child.try_wait() {
             Ok(Some(status)) => break End::Exited(status),
             Ok(None) => {}
-            Err(e) => break End::CannotStart(e),
+            Err(e) => break End::Lost(e),
         }
         if interrupted() {
             break End::Interrupted;
