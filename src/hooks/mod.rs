@@ -247,7 +247,7 @@ fn env(point: Point, event: &Event, facts: Facts) -> Vec<(String, String)> {
                 ("RALPH_LEVEL", level.name().to_string()),
                 ("RALPH_PERCENT", format!("{percent:.0}")),
                 ("RALPH_COMMIT", commit.clone().unwrap_or_default()),
-                ("RALPH_TRIGGER", trigger.clone()),
+                ("RALPH_TRIGGER", trigger.to_string()),
             ]);
             format!("{trigger} checkpoint at {level} ({percent:.0}%)")
         }
@@ -655,7 +655,7 @@ mod tests {
         };
         let cp = Event::Checkpoint {
             iteration: 4,
-            trigger: "context".into(),
+            trigger: crate::state::Trigger::Context,
             level: Level::L2,
             percent: 87.4,
             tokens: 146000,
