@@ -123,6 +123,7 @@ pub fn describe(event: &Event) -> Option<String> {
             command,
             ok,
             detail,
+            ..
         } => format!(
             "hook {hook} `{command}` {}{}",
             if *ok { "ran" } else { "FAILED" },
@@ -188,6 +189,7 @@ pub fn describe(event: &Event) -> Option<String> {
             reason,
             iterations,
             cost_usd,
+            ..
         } => format!(
             "run ended: {outcome} (exit {exit_code}) after {iterations} iteration(s), ${cost_usd:.2}: {reason}"
         ),
@@ -373,6 +375,12 @@ impl Sink for Terminal {
         }
         if let Some(text) = describe(&record.event) {
             self.line(&text);
+        }
+        if let Event::RunEnded {
+            report: Some(path), ..
+        } = &record.event
+        {
+            self.line(&format!("report: {path} (`ralph report` for a summary)"));
         }
         self.redraw();
     }

@@ -57,6 +57,14 @@ fn run_writes_the_report_and_tells_the_user_and_the_hooks() {
     assert!(page.exists(), "ralph run wrote no report");
     let told = p.read("hook-report.txt");
     assert_eq!(Path::new(&told), page, "RALPH_REPORT");
+    let log = p.read(".ralph/events.jsonl");
+    let ended: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(ended["event"], "run_ended");
+    assert_eq!(
+        ended["report"],
+        page.display().to_string(),
+        "run_ended names it"
+    );
     // `ralph run` says where it is (the harness runs with --json: stderr).
     let out = p
         .ralph()

@@ -2,7 +2,6 @@
 //! `--dry-run` preview, and the start of the supervisor.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use super::prompt::NextIteration;
@@ -77,24 +76,11 @@ pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
         .enable_all()
         .build()
         .map_err(|e| Error::wrap("cannot start the async runtime", e))?;
-    let code = runtime.block_on(async move {
+    runtime.block_on(async move {
         let supervisor = Supervisor::new(root, config, opts, bus)?;
         let outcome = supervisor.run().await?;
-        Ok::<_, Error>(outcome.exit_code())
-    })?;
-    // Written by the supervisor as the run ended (`crate::morning`).
-    let report = crate::morning::default_path(&crate::state::Layout::new(root));
-    if report.exists() {
-        // The last of the display's timestamped lines. A closed terminal
-        // must not fail a run that is over.
-        let _ = writeln!(
-            std::io::stderr(),
-            "[{}] report: {} (`ralph report` for a summary)",
-            jiff::Zoned::now().strftime("%H:%M:%S"),
-            report.display()
-        );
-    }
-    Ok(code)
+        Ok(outcome.exit_code())
+    })
 }
 
 /// `ralph run --dry-run`: everything is loaded and checked, nothing written.

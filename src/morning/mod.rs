@@ -133,17 +133,23 @@ fn relative(from: &Path, to: &Path) -> String {
     out
 }
 
-/// At the end of `ralph run`: [`write_after_run`], its path for the
-/// `on_exit` hooks (empty, after a warning, when it cannot be written: the
-/// run's outcome does not depend on its report).
-pub fn after_run(layout: &Layout, config: &Config, state: &RunState, bus: &mut Bus) -> String {
+/// At the end of `ralph run`: [`write_after_run`], and its path for
+/// `run_ended` (so the display, `--json` and the `on_exit` hooks get it);
+/// `None` after a warning when it cannot be written: the run's outcome
+/// does not depend on its report.
+pub fn after_run(
+    layout: &Layout,
+    config: &Config,
+    state: &RunState,
+    bus: &mut Bus,
+) -> Option<String> {
     match write_after_run(layout, config, state) {
-        Ok(path) => path.display().to_string(),
+        Ok(path) => Some(path.display().to_string()),
         Err(e) => {
             bus.emit(Event::Warning {
                 message: format!("cannot write the report: {e}"),
             });
-            String::new()
+            None
         }
     }
 }

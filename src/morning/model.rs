@@ -724,6 +724,7 @@ mod tests {
                     reason: "circuit breaker opened".into(),
                     iterations: 2,
                     cost_usd: 1.25,
+                    report: None,
                 },
             ),
         ];
