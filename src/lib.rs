@@ -9,6 +9,7 @@ pub mod commands;
 pub mod completion;
 pub mod config;
 pub mod context;
+pub mod decisions;
 pub mod error;
 pub mod events;
 pub mod hooks;
