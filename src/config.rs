@@ -24,6 +24,8 @@ pub struct Config {
     pub git: GitConfig,
     pub rate_limit: RateLimitConfig,
     pub hooks: HooksConfig,
+    pub prompt: crate::prompt_budget::PromptConfig,
+    pub handoff: crate::prompt_budget::HandoffConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -157,6 +159,8 @@ impl Default for Config {
             git: GitConfig::default(),
             rate_limit: RateLimitConfig::default(),
             hooks: HooksConfig::default(),
+            prompt: Default::default(),
+            handoff: Default::default(),
         }
     }
 }
@@ -435,6 +439,18 @@ impl Config {
                 "env",
                 format!("`{name}` is not an environment variable name"),
             );
+        }
+        for (section, max) in [
+            ("prompt", self.prompt.max_tokens),
+            ("handoff", self.handoff.max_tokens),
+        ] {
+            if max < crate::prompt_budget::MIN_TOKENS {
+                return bad(
+                    section,
+                    "max_tokens",
+                    format!("{max} is below {}", crate::prompt_budget::MIN_TOKENS),
+                );
+            }
         }
         if self.plan.as_os_str().is_empty() {
             return bad("", "plan", "must name the plan file".into());

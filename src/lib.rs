@@ -16,6 +16,7 @@ pub mod hooks;
 pub mod limits;
 pub mod plan;
 pub mod prompt;
+pub mod prompt_budget;
 pub mod repo;
 pub mod report;
 pub mod secrets;
@@ -23,6 +24,7 @@ pub mod sim;
 pub mod state;
 pub mod stream;
 pub mod supervisor;
+pub mod tiers;
 pub mod tokens;
 
 pub use error::{Error, Result};

@@ -224,6 +224,7 @@ impl Supervisor {
         // counted or written.
         let first = previous.as_ref().map_or(1, |s| s.iteration + 1);
         prompt::render_prompt(
+            root,
             &templates,
             &config,
             previous.as_ref().unwrap_or(&RunState::default()),
@@ -482,8 +483,14 @@ impl Supervisor {
             number,
             ..Iteration::default()
         };
-        let prompt_text =
-            prompt::render_prompt(&self.templates, &self.config, &self.state, plan, number)?;
+        let prompt_text = prompt::render_prompt(
+            &self.root,
+            &self.templates,
+            &self.config,
+            &self.state,
+            plan,
+            number,
+        )?;
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words.
         let saved_prompt = crate::secrets::redact(&prompt_text);

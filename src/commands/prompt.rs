@@ -9,7 +9,8 @@ use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::prompt::{self, Templates};
+use crate::prompt::Templates;
+use crate::prompt_budget::{self, Stats};
 use crate::state::{Layout, RunState};
 
 pub struct NextIteration {
@@ -18,6 +19,8 @@ pub struct NextIteration {
     /// The PROMPT.md text, sent as the first stream-json user message.
     pub prompt: String,
     pub command: AgentCommand,
+    /// What the prompt and the handoff it names cost against their budgets.
+    pub stats: Stats,
 }
 
 impl NextIteration {
@@ -31,20 +34,28 @@ impl NextIteration {
             _ => RunState::default(),
         };
         let iteration = state.iteration + 1;
-        let prompt = prompt::render_prompt(&templates, config, &state, &plan, iteration)?;
+        let fitted =
+            prompt_budget::render_prompt(root, &templates, config, &state, &plan, iteration)?;
+        let stats = Stats::new(root, config, &state, &plan, &fitted, iteration);
         Ok(NextIteration {
             iteration,
             plan,
-            prompt,
+            prompt: fitted.text,
             command: AgentCommand::from_config(config, iteration),
+            stats,
         })
     }
 }
 
-/// `ralph prompt [PLAN] [--fresh]`: the PROMPT.md the next iteration would get.
-pub fn prompt(root: &Path, args: &RunArgs) -> Result<i32> {
+/// `ralph prompt [PLAN] [--fresh] [--stats] [--json]`: the PROMPT.md the
+/// next iteration would get, or what its sections cost (`--stats`, `--json`).
+pub fn prompt(root: &Path, args: &RunArgs, stats: bool, json: bool) -> Result<i32> {
     let config = super::load_config(root, args)?;
     let next = NextIteration::preview(root, &config, args.fresh)?;
-    super::print(&next.prompt)?;
+    if stats || json {
+        super::print(&super::Report::render(&next.stats, json))?;
+    } else {
+        super::print(&next.prompt)?;
+    }
     Ok(0)
 }
