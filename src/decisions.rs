@@ -231,6 +231,15 @@ pub fn record(
     Ok(added)
 }
 
+/// After an iteration without a checkpoint: log the plan's new `Decision:`
+/// lines; a warning when the log cannot be written.
+pub fn record_from_plan(root: &Path, plan: &Path, iteration: u32) -> Option<String> {
+    let text = std::fs::read_to_string(root.join(plan)).ok()?;
+    record(root, iteration, None, &text)
+        .err()
+        .map(|e| format!("cannot write the decision log: {e}"))
+}
+
 /// One entry as the log holds it.
 fn entry(d: &Decision) -> String {
     let sup = d

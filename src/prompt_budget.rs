@@ -217,6 +217,9 @@ pub struct Stats {
     pub detail: Detail,
     pub open_items: usize,
     pub open_items_shown: usize,
+    pub done_items_shown: usize,
+    pub iterations_in_detail: usize,
+    pub decisions_shown: usize,
     /// The handoff the prompt's resume block names, if any.
     pub handoff: Option<DocStats>,
 }
@@ -250,6 +253,10 @@ impl Stats {
             detail: fitted.detail,
             open_items: shown.open_count,
             open_items_shown: shown.full.len() + shown.others.len(),
+            done_items_shown: shown.done_recent.len(),
+            iterations_in_detail: HistoryTiers::new(state, &fitted.detail).recent.len(),
+            decisions_shown: decisions::view(&decisions::load(root), fitted.detail.decisions)
+                .map_or(0, |v| v.latest.len()),
             handoff,
         }
     }
@@ -263,10 +270,13 @@ impl crate::commands::Report for Stats {
             &format!("prompt of iteration {}", self.iteration),
             &self.prompt,
         );
-        let d = &self.detail;
         out.push_str(&format!(
-            "  shows {} of {} open items, the last {} done, {} earlier iterations in detail, {} decisions\n",
-            self.open_items_shown, self.open_items, d.done_recent, d.history, d.decisions
+            "  shows {} of {} open items, {} done items, {} earlier iterations in detail, {} decisions\n",
+            self.open_items_shown,
+            self.open_items,
+            self.done_items_shown,
+            self.iterations_in_detail,
+            self.decisions_shown
         ));
         match &self.handoff {
             Some(h) => doc(&mut out, "handoff", h),

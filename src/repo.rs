@@ -27,6 +27,8 @@ use crate::{Error, Result};
 pub const RALPH_DIR: &str = ".ralph";
 /// Handoff documents live here and, unlike the rest of `.ralph/`, are committed.
 pub const HANDOFFS_DIR: &str = ".ralph/handoffs";
+/// The decision log: committed too (`decisions::FILE`).
+const DECISIONS_FILE: &str = crate::decisions::FILE;
 
 /// Signature used when neither the environment nor git config names anyone:
 /// CI machines and fresh containers often have no identity, and a checkpoint
@@ -434,6 +436,12 @@ impl Repo {
             }
             staged += 1;
         }
+        // A `.ralph/.gitignore` older than the decision log ignores it:
+        // stage it by name (as `git add -f` would).
+        let decisions = bytes_to_path(&own.decisions);
+        if self.workdir().join(&decisions).is_file() {
+            index.add_path(&decisions)?;
+        }
         Ok(staged)
     }
 
@@ -613,6 +621,7 @@ fn commits_changed_work(
     let own = Own {
         paths: own_paths.iter().map(|p| p.as_bytes().to_vec()).collect(),
         handoffs: Vec::new(),
+        decisions: Vec::new(),
     };
     let changed = diff.deltas().any(|delta| {
         [delta.old_file().path_bytes(), delta.new_file().path_bytes()]
@@ -629,6 +638,8 @@ struct Own {
     paths: Vec<Vec<u8>>,
     /// `.ralph/handoffs`, the committed part of `.ralph/`.
     handoffs: Vec<u8>,
+    /// `.ralph/decisions.md`, committed as well.
+    decisions: Vec<u8>,
 }
 
 impl Own {
@@ -641,6 +652,7 @@ impl Own {
         Own {
             paths,
             handoffs: join(HANDOFFS_DIR.as_bytes()),
+            decisions: join(DECISIONS_FILE.as_bytes()),
         }
     }
 
@@ -653,9 +665,12 @@ impl Own {
         self.paths.iter().any(|own| is_under(path, own))
     }
 
-    /// Runtime files, never committed: `.ralph/` except its handoffs.
+    /// Runtime files, never committed: `.ralph/` except its handoffs and
+    /// decision log.
     fn is_runtime(&self, path: &[u8]) -> bool {
-        is_under(path, self.ralph_dir()) && !is_under(path, &self.handoffs)
+        is_under(path, self.ralph_dir())
+            && !is_under(path, &self.handoffs)
+            && path != self.decisions.as_slice()
     }
 
     fn paths(&self) -> Vec<String> {
@@ -1320,6 +1335,26 @@ mod tests {
         assert_eq!(repo.commits_since(None), 3);
         assert_eq!(repo.commits_since(Some("not-a-commit")), 0);
         assert_eq!(repo.commits_since(Some(&"1".repeat(40))), 0);
+    }
+
+    #[test]
+    fn wip_commit_includes_the_decision_log_even_where_ralph_dir_is_ignored() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        // The `.ralph/.gitignore` of a project set up before the log existed.
+        write(
+            root,
+            ".ralph/.gitignore",
+            "*\n!.gitignore\n!handoffs/\n!handoffs/**\n",
+        );
+        commit_all(&git, "ralph dir");
+        write(root, ".ralph/decisions.md", "# Decisions\n");
+        write(root, ".ralph/state.json", "{}");
+        write(root, "a.txt", "alpha changed\n");
+        committed(open(root).wip_commit("ralph: checkpoint", &own()));
+        let tree = head_files(&git);
+        assert_eq!(tree[".ralph/decisions.md"], b"# Decisions\n");
+        assert!(!tree.contains_key(".ralph/state.json"));
     }
 
     #[test]

@@ -999,6 +999,10 @@ impl Supervisor {
         }
         if let Some((trigger, level, percent)) = it.checkpoint.clone() {
             self.save_checkpoint(&it, &trigger, level, percent);
+        } else if let Some(message) =
+            crate::decisions::record_from_plan(&self.root, &self.config.plan, it.number)
+        {
+            self.bus.emit(Event::Warning { message });
         }
 
         let outcome_label = if let Some(e) = &it.spawn_error {
