@@ -253,13 +253,15 @@ impl HistoryTiers {
     }
 }
 
-/// "checkpoint (context, L2)" → "checkpoint", "agent did not start: …" → "agent did not start".
+/// "checkpoint (context, L2)" → "checkpoint", "agent did not start: …" →
+/// "agent did not start", "usage limit" as it is.
 fn outcome_kind(outcome: &str) -> String {
-    let end = outcome.find([' ', ':']).map_or(outcome.len(), |i| {
-        // Keep multi-word kinds ("usage limit", "agent did not start").
-        outcome.find([':', '(']).unwrap_or(i)
-    });
-    outcome[..end].trim().to_string()
+    outcome
+        .split([':', '('])
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 /// A list capped at some length, the rest counted by directory.
