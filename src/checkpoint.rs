@@ -160,7 +160,9 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         // The latest touched files, so that `last` is still the latest.
         let shown = d.files.min(files_touched.len());
         let (older, touched) = files_touched.split_at(files_touched.len() - shown);
-        let listed = tiers::cap(&changes, d.changes, |c: &ChangeView| c.path.as_str());
+        let listed = tiers::cap_spread(&changes, d.changes, |c: &ChangeView| c.path.as_str());
+        // The stat of the files listed, when the list is cut.
+        let in_list = |p: &str| listed.more == 0 || listed.shown.iter().any(|c| c.path == p);
         let ctx = minijinja::context! {
         title => &saved.title,
         date => now.strftime("%Y-%m-%d").to_string(),
@@ -182,16 +184,14 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             name => &t.name, path => &t.path, summary => t.summary.as_deref().map(one_line),
         }).collect::<Vec<_>>(),
         files_touched => touched,
-        files_touched_more => older.len(),
-        files_touched_where => tiers::cap(older, 0, |p: &String| p.as_str()).more_where,
+        files_touched_more => tiers::cap(older, 0, |p: &String| p.as_str()).summary,
         agent_notes => &agent_notes,
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
         git_available => repo.is_some(),
         will_commit => will_commit,
         changes => listed.shown,
-        changes_more => listed.more,
-        changes_where => listed.more_where,
-        diff_stat => tiers::cap_stat(diff_stat.trim_end(), d.changes),
+        changes_more => listed.summary,
+        diff_stat => tiers::cap_stat(diff_stat.trim_end(), d.changes, in_list),
         commit_note => if will_commit { None } else if repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted") } else { None },
         plan => plan.view(),
         plan_tiers => PlanTiers::new(&plan, d),

@@ -144,8 +144,7 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
             current_item => cp.current_todo_item.as_deref().map(|t| tiers::cut_chars(t, 400)),
             progress => cp.progress_on_item.as_deref().map(|t| tiers::cut_chars(t, 300)),
             files => files.shown,
-            files_more => files.more,
-            files_where => files.more_where,
+            files_more => files.summary,
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
         }
     })

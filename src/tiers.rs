@@ -270,8 +270,8 @@ pub struct Capped<T> {
     pub shown: Vec<T>,
     /// How many were left out.
     pub more: usize,
-    /// "`build/out/` 9,990, `src/` 2": where the left-out ones are.
-    pub more_where: String,
+    /// "9,992 more (`build/out/` 9,990, `src/` 2)", or empty.
+    pub summary: String,
 }
 
 /// The first `n` of `items`; `path` names each for the directory summary.
@@ -280,8 +280,62 @@ pub fn cap<T: Clone>(items: &[T], n: usize, path: impl Fn(&T) -> &str) -> Capped
     let rest = &items[shown.len()..];
     Capped {
         more: rest.len(),
-        more_where: by_directory(rest.iter().map(path)),
+        summary: summary(rest.iter().map(path), rest.len()),
         shown,
+    }
+}
+
+/// At most `n` of `items`: whole directories, those with the fewest
+/// changes first (in the items' order), so ten thousand build outputs do
+/// not hide the three sources the agent wrote; they are counted by
+/// directory instead. When even the smallest directory does not fit, its
+/// first `n`.
+pub fn cap_spread<T: Clone>(items: &[T], n: usize, path: impl Fn(&T) -> &str) -> Capped<T> {
+    if items.len() <= n {
+        return cap(items, n, path);
+    }
+    let mut per_dir: BTreeMap<String, usize> = BTreeMap::new();
+    for item in items {
+        *per_dir.entry(directory(path(item))).or_default() += 1;
+    }
+    let mut sizes: Vec<(usize, String)> = per_dir.into_iter().map(|(d, c)| (c, d)).collect();
+    sizes.sort();
+    let mut listed: Vec<&str> = Vec::new();
+    let mut total = 0;
+    for (count, dir) in &sizes {
+        if total + count > n {
+            break;
+        }
+        total += count;
+        listed.push(dir);
+    }
+    if listed.is_empty() {
+        return cap(items, n, path);
+    }
+    let (shown, rest): (Vec<&T>, Vec<&T>) = items
+        .iter()
+        .partition(|i| listed.contains(&directory(path(i)).as_str()));
+    Capped {
+        shown: shown.into_iter().cloned().collect(),
+        more: rest.len(),
+        summary: summary(rest.iter().map(|i| path(i)), rest.len()),
+    }
+}
+
+fn summary<'a>(paths: impl Iterator<Item = &'a str>, n: usize) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    format!("{} more ({})", thousands(n), by_directory(paths))
+}
+
+/// The directory a path is counted in: two levels deep at most.
+fn directory(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.len() {
+        0 | 1 => "./".to_string(),
+        2 => format!("{}/", parts[0]),
+        _ => format!("{}/{}/", parts[0], parts[1]),
     }
 }
 
@@ -289,13 +343,7 @@ pub fn cap<T: Clone>(items: &[T], n: usize, path: impl Fn(&T) -> &str) -> Capped
 fn by_directory<'a>(paths: impl Iterator<Item = &'a str>) -> String {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for p in paths {
-        let parts: Vec<&str> = p.split('/').collect();
-        let dir = match parts.len() {
-            0 | 1 => "./".to_string(),
-            2 => format!("{}/", parts[0]),
-            _ => format!("{}/{}/", parts[0], parts[1]),
-        };
-        *counts.entry(dir).or_default() += 1;
+        *counts.entry(directory(p)).or_default() += 1;
     }
     let mut sorted: Vec<(String, usize)> = counts.into_iter().collect();
     sorted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -311,8 +359,9 @@ fn by_directory<'a>(paths: impl Iterator<Item = &'a str>) -> String {
     parts.join(", ")
 }
 
-/// A `git diff --stat` text cut to its first `n` file lines and its summary.
-pub fn cap_stat(stat: &str, n: usize) -> String {
+/// A `git diff --stat` text cut to the lines of the files `keep` accepts
+/// (at most `n`) and its summary line.
+pub fn cap_stat(stat: &str, n: usize, keep: impl Fn(&str) -> bool) -> String {
     let lines: Vec<&str> = stat.lines().collect();
     let Some((summary, files)) = lines.split_last() else {
         return String::new();
@@ -327,8 +376,13 @@ pub fn cap_stat(stat: &str, n: usize) -> String {
     } else {
         files
     };
-    let hidden = files.len().saturating_sub(n) + already.unwrap_or(0);
-    let mut out: Vec<String> = files.iter().take(n).map(|l| l.to_string()).collect();
+    let mut out: Vec<String> = files
+        .iter()
+        .filter(|l| keep(l.split(" | ").next().unwrap_or_default().trim()))
+        .take(n)
+        .map(|l| l.to_string())
+        .collect();
+    let hidden = files.len() - out.len() + already.unwrap_or(0);
     if hidden > 0 {
         out.push(format!(" ... and {hidden} more files"));
     }
@@ -516,7 +570,19 @@ mod tests {
         let c = cap(&paths, 3, |p| p.as_str());
         assert_eq!(c.shown.len(), 3);
         assert_eq!(c.more, 9_999);
-        assert_eq!(c.more_where, "`build/out/` 9,997, `./` 1, `src/` 1");
+        assert_eq!(
+            c.summary,
+            "9,999 more (`build/out/` 9,997, `./` 1, `src/` 1)"
+        );
+        let spread = cap_spread(&paths, 3, |p| p.as_str());
+        assert_eq!(spread.shown, ["src/main.rs", "README.md"]);
+        assert_eq!(spread.summary, "10,000 more (`build/out/` 10,000)");
+        let one_dir = cap_spread(&paths[..10], 3, |p| p.as_str());
+        assert_eq!(
+            one_dir.shown,
+            ["build/out/f0.o", "build/out/f1.o", "build/out/f2.o"]
+        );
+        assert_eq!(cap(&paths[..2], 3, |p| p.as_str()).summary, "");
         assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(thousands(999), "999");
     }
@@ -524,14 +590,19 @@ mod tests {
     #[test]
     fn cap_stat_keeps_the_summary_and_counts_hidden_lines() {
         let stat = " a | 1 +\n b | 1 +\n c | 1 +\n ... and 7 more files\n 10 files changed, 10 insertions(+)";
+        let all = |_: &str| true;
         assert_eq!(
-            cap_stat(stat, 1),
+            cap_stat(stat, 1, all),
             " a | 1 +\n ... and 9 more files\n 10 files changed, 10 insertions(+)"
         );
         assert_eq!(
-            cap_stat(" a | 1 +\n 1 file changed", 5),
+            cap_stat(stat, 5, |p| p == "c"),
+            " c | 1 +\n ... and 9 more files\n 10 files changed, 10 insertions(+)"
+        );
+        assert_eq!(
+            cap_stat(" a | 1 +\n 1 file changed", 5, all),
             " a | 1 +\n 1 file changed"
         );
-        assert_eq!(cap_stat("", 5), "");
+        assert_eq!(cap_stat("", 5, all), "");
     }
 }

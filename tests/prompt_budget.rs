@@ -111,7 +111,10 @@ fn a_3000_item_plan_with_1000_iterations_fits_the_default_budget() {
     assert!(f.text.contains("- [x] … "), "done items are collapsed");
     assert!(f.text.contains("- iterations 1–990 (990 in all): "));
     assert!(f.text.contains("- iteration 1000: "));
-    assert!(f.text.contains("## Decisions (`.ralph/decisions.md`, 8 so far)"));
+    assert!(
+        f.text
+            .contains("## Decisions (`.ralph/decisions.md`, 8 so far)")
+    );
 }
 
 #[test]
@@ -132,7 +135,15 @@ fn the_tiered_prompt() {
     let mut config = Config::default();
     config.prompt.max_tokens = 1_800;
     let templates = Templates::load(dir.path()).unwrap();
-    let f = render_prompt(dir.path(), &templates, &config, &state(50, 14, 1), &plan, 51).unwrap();
+    let f = render_prompt(
+        dir.path(),
+        &templates,
+        &config,
+        &state(50, 14, 1),
+        &plan,
+        51,
+    )
+    .unwrap();
     assert!(f.fits, "{}", f.tokens);
     insta::assert_snapshot!("tiered_prompt", f.text);
 }
@@ -152,7 +163,10 @@ fn plan_text(items: &[(bool, String, Option<String>)], repeat: usize) -> String 
         for (k, (done, t, notes)) in items.iter().enumerate() {
             let t = t.trim();
             let t = if t.is_empty() { "x" } else { t };
-            text.push_str(&format!("- [{}] {t} #{n}.{k}\n", if *done { "x" } else { " " }));
+            text.push_str(&format!(
+                "- [{}] {t} #{n}.{k}\n",
+                if *done { "x" } else { " " }
+            ));
             if let Some(notes) = notes {
                 for line in notes.lines() {
                     text.push_str(&format!("  {line}\n"));
