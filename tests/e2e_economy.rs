@@ -171,3 +171,102 @@ fn a_10000_file_change_gives_a_capped_handoff_within_budget() {
     }
     insta::assert_snapshot!("capped_handoff", s);
 }
+
+#[test]
+fn prompt_stats_count_each_section_against_the_budget() {
+    let mut plan = "# Big\n\n".to_string();
+    for i in 0..3000 {
+        plan.push_str(&format!("- [ ] item {i}: handle case {i} of the grammar\n"));
+    }
+    let p = Project::new(&plan, "[[step]]\ntext = \"x\"\n", "");
+    let out = p
+        .ralph()
+        .args(["prompt", "--stats", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["prompt"]["budget"], 8000);
+    assert_eq!(v["prompt"]["fits"], true);
+    let tokens = v["prompt"]["tokens"].as_u64().unwrap();
+    assert!(tokens <= 8000 && tokens > 7000, "{v}");
+    let sections = v["prompt"]["sections"].as_array().unwrap();
+    let sum: u64 = sections.iter().map(|s| s["tokens"].as_u64().unwrap()).sum();
+    assert!(
+        sum.abs_diff(tokens) <= sections.len() as u64,
+        "{sum} vs {tokens}"
+    );
+    assert!(
+        sections[1]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("Plan (`fix_plan.md`): 0 done, 3000 open"),
+        "{v}"
+    );
+    assert_eq!(v["open_items"], 3000);
+    assert!(v["open_items_shown"].as_u64().unwrap() < 3000);
+    assert_eq!(v["handoff"], serde_json::Value::Null);
+    // The same, for people.
+    let out = p.ralph().args(["prompt", "--stats"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("prompt of iteration 1 (PROMPT.md): "),
+        "{text}"
+    );
+    assert!(
+        text.contains("of 8,000 tokens") && text.contains("within budget"),
+        "{text}"
+    );
+    assert!(text.contains("handoff: none"), "{text}");
+}
+
+#[test]
+fn doctor_warns_when_the_first_prompt_cannot_fit_the_budget() {
+    let mut plan = "# Big notes\n\n- [ ] first\n".to_string();
+    for i in 0..400 {
+        plan.push_str(&format!(
+            "  note line {i}: a long explanation of the first item\n"
+        ));
+    }
+    let p = Project::new(
+        &plan,
+        "[[step]]\ntext = \"x\"\n",
+        "[prompt]\nmax_tokens = 700\n",
+    );
+    let out = p.ralph().args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "prompt budget")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(check["verdict"], "warning", "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("over [prompt] max_tokens (700)"),
+        "{detail}"
+    );
+    assert!(detail.contains("Plan (`fix_plan.md`)"), "{detail}");
+    assert!(
+        check["fix"].as_str().unwrap().contains("fix_plan.md"),
+        "{check}"
+    );
+    // Within budget, the same check is fine.
+    p.write("ralph.toml", &common::config(""));
+    let out = p.ralph().args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "prompt budget")
+        .unwrap()
+        .clone();
+    assert_eq!(check["verdict"], "ok", "{check}");
+}
