@@ -342,6 +342,29 @@ mod tests {
     }
 
     #[test]
+    fn budgets_are_config_keys_with_defaults_and_a_floor() {
+        let c = Config::parse("", Path::new("ralph.toml")).unwrap();
+        assert_eq!(c.prompt.max_tokens, PROMPT_MAX_TOKENS);
+        assert_eq!(c.handoff.max_tokens, HANDOFF_MAX_TOKENS);
+        let c = Config::parse("[prompt]\nmax_tokens = 12000\n", Path::new("ralph.toml")).unwrap();
+        assert_eq!(c.prompt.max_tokens, 12_000);
+        let e = Config::parse(
+            "[loop]\n\n[handoff]\nmax_tokens = 100\n",
+            Path::new("ralph.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`handoff.max_tokens` in ralph.toml:4: 100 is below 500"),
+            "{e}"
+        );
+        let e = Config::parse("[prompt]\nmax_token = 1\n", Path::new("ralph.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ralph.toml:2"), "{e}");
+    }
+
+    #[test]
     fn sections_split_at_headings_outside_fences() {
         let s = sections("# Title\nintro\n## One\ntext\n```\n## not a heading\n```\n## Two\n");
         let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();

@@ -170,6 +170,25 @@ fn a_10000_file_change_gives_a_capped_handoff_within_budget() {
             .into_owned();
     }
     insta::assert_snapshot!("capped_handoff", s);
+
+    // The next prompt points at that handoff: `--stats` counts it too.
+    let out = p
+        .ralph()
+        .args(["prompt", "--stats", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let h = &v["handoff"];
+    assert_eq!(h["budget"], 4000, "{v}");
+    assert_eq!(h["fits"], true, "{v}");
+    assert_eq!(h["tokens"].as_u64().unwrap() as usize, tokens);
+    let names: Vec<&str> = h["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"Repository"), "{names:?}");
 }
 
 #[test]
