@@ -75,11 +75,11 @@ pub fn parse(text: &str) -> Vec<Decision> {
                 text: String::new(),
                 supersedes: c.get(4).and_then(|m| m.as_str().parse().ok()),
             });
-        } else if let Some(d) = out.last_mut() {
-            if !d.text.is_empty() || !line.trim().is_empty() {
-                d.text.push_str(line);
-                d.text.push('\n');
-            }
+        } else if let Some(d) = out.last_mut()
+            && (!d.text.is_empty() || !line.trim().is_empty())
+        {
+            d.text.push_str(line);
+            d.text.push('\n');
         }
     }
     for d in &mut out {
@@ -225,8 +225,8 @@ pub fn record(
     for d in &added {
         text.push_str(&entry(d));
     }
-    std::fs::create_dir_all(root.join(crate::repo::RALPH_DIR))
-        .map_err(|e| crate::error::Error::io("cannot create", &root.join(".ralph"), e))?;
+    let dir = root.join(crate::repo::RALPH_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| crate::error::Error::io("cannot create", dir, e))?;
     crate::state::write_atomic(&path, text.as_bytes())?;
     Ok(added)
 }

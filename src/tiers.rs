@@ -234,7 +234,7 @@ impl HistoryTiers {
                     None => kinds.push((kind, 1)),
                 }
             }
-            kinds.sort_by(|a, b| b.1.cmp(&a.1));
+            kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
             let peak = old
                 .iter()
                 .filter_map(|h| peaks.get(&h.iteration).map(|c| c.0))
@@ -395,7 +395,7 @@ pub fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -197,7 +197,7 @@ fn check_budget(c: &mut Checks, root: &Path, config: &Config) {
         );
     }
     let mut sections = p.sections.clone();
-    sections.sort_by(|a, b| b.tokens.cmp(&a.tokens));
+    sections.sort_by_key(|s| std::cmp::Reverse(s.tokens));
     let largest: Vec<String> = sections
         .iter()
         .take(2)
