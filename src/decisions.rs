@@ -225,8 +225,10 @@ pub fn record(
     for d in &added {
         text.push_str(&entry(d));
     }
-    let dir = root.join(crate::repo::RALPH_DIR);
-    std::fs::create_dir_all(&dir).map_err(|e| crate::error::Error::io("cannot create", dir, e))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| crate::error::Error::io("cannot create", dir, e))?;
+    }
     crate::state::write_atomic(&path, text.as_bytes())?;
     Ok(added)
 }

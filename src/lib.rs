@@ -2,7 +2,9 @@
 //! context window live and checkpoints before it fills. See ARCHITECTURE.md.
 
 pub mod agent;
+pub mod app;
 pub mod breaker;
+pub mod budget;
 pub mod checkpoint;
 pub mod cli;
 pub mod commands;
@@ -20,10 +22,11 @@ pub mod prompt_budget;
 pub mod repo;
 pub mod report;
 pub mod secrets;
-pub mod sim;
+pub mod span;
 pub mod state;
 pub mod stream;
 pub mod supervisor;
+pub mod templates;
 pub mod tiers;
 pub mod tokens;
 

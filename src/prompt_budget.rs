@@ -6,58 +6,17 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::config::Config;
 use crate::context::Level;
 use crate::decisions;
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::prompt::{PROMPT, Templates};
 use crate::state::{FileInProgress, RunState};
+use crate::templates::{PROMPT, Templates};
 use crate::tiers::{self, Detail, HistoryTiers, PlanTiers};
 use crate::tokens;
-
-/// Default `[prompt] max_tokens`: about 5% of the usable window of a 200k
-/// model (200,000 − 33,000 reserve): a prompt is paid for in every
-/// iteration and comes out of the agent's working room, yet leaves space
-/// for a long open list, ten iterations of history and the decisions.
-pub const PROMPT_MAX_TOKENS: usize = 8_000;
-/// Default `[handoff] max_tokens`: the next iteration reads the handoff
-/// first, so prompt and handoff together stay under 8% of the window.
-pub const HANDOFF_MAX_TOKENS: usize = 4_000;
-/// Budgets below this cannot hold a prompt's fixed text and current item.
-pub const MIN_TOKENS: usize = 500;
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct PromptConfig {
-    /// Most tokens (estimated) of the PROMPT.md ralph renders.
-    pub max_tokens: usize,
-}
-
-impl Default for PromptConfig {
-    fn default() -> Self {
-        PromptConfig {
-            max_tokens: PROMPT_MAX_TOKENS,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct HandoffConfig {
-    /// Most tokens (estimated) of a handoff document.
-    pub max_tokens: usize,
-}
-
-impl Default for HandoffConfig {
-    fn default() -> Self {
-        HandoffConfig {
-            max_tokens: HANDOFF_MAX_TOKENS,
-        }
-    }
-}
 
 /// A document rendered within (or as close as it gets to) its budget.
 #[derive(Debug, Clone)]
@@ -261,64 +220,10 @@ impl Stats {
     }
 }
 
-impl crate::commands::Report for Stats {
-    fn human(&self) -> String {
-        let mut out = String::new();
-        doc(
-            &mut out,
-            &format!("prompt of iteration {}", self.iteration),
-            &self.prompt,
-        );
-        out.push_str(&format!(
-            "  shows {} of {} open items, {} done items, {} earlier iterations in detail, {} decisions\n",
-            self.open_items_shown,
-            self.open_items,
-            self.done_items_shown,
-            self.iterations_in_detail,
-            self.decisions_shown
-        ));
-        match &self.handoff {
-            Some(h) => doc(&mut out, "handoff", h),
-            None => out.push_str("handoff: none (no checkpoint to resume from)\n"),
-        }
-        out
-    }
-}
-
-fn doc(out: &mut String, what: &str, d: &DocStats) {
-    let verdict = if d.fits {
-        "within budget"
-    } else {
-        "OVER BUDGET"
-    };
-    out.push_str(&format!(
-        "{what} ({}): {} of {} tokens ({}%), {} bytes; {verdict}\n",
-        d.file,
-        tiers::thousands(d.tokens),
-        tiers::thousands(d.budget),
-        d.tokens * 100 / d.budget.max(1),
-        tiers::thousands(d.bytes),
-    ));
-    let width = d
-        .sections
-        .iter()
-        .map(|s| s.name.chars().count())
-        .max()
-        .unwrap_or(0);
-    for s in &d.sections {
-        let pad = width - s.name.chars().count();
-        out.push_str(&format!(
-            "  {}{:pad$}  {:>7}\n",
-            s.name,
-            "",
-            tiers::thousands(s.tokens)
-        ));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::{HANDOFF_MAX_TOKENS, PROMPT_MAX_TOKENS};
 
     #[test]
     fn fit_drops_one_liners_until_the_text_fits() {
@@ -338,7 +243,7 @@ mod tests {
     fn fit_says_when_nothing_fits() {
         let f = fit(10, &[], |_| Ok("word ".repeat(100))).unwrap();
         assert!(!f.fits);
-        assert_eq!(f.detail.history, 0);
+        assert_eq!(f.detail.iterations, 0);
     }
 
     #[test]

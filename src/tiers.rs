@@ -32,7 +32,7 @@ pub struct Detail {
     /// Done items shown (the last ones); the rest are a count.
     pub done_recent: usize,
     /// Earlier iterations shown in detail (the latest); the rest are one line.
-    pub history: usize,
+    pub iterations: usize,
     /// Files listed (in progress, touched); the rest are counted by directory.
     pub files: usize,
     /// Changed files listed in a handoff and lines of its diff stat.
@@ -46,7 +46,7 @@ impl Detail {
     pub const MOST: Detail = Detail {
         open_lines: usize::MAX,
         done_recent: 3,
-        history: 10,
+        iterations: 10,
         files: 10,
         changes: 40,
         decisions: 5,
@@ -84,11 +84,11 @@ impl Detail {
 type Field = fn(&mut Detail) -> &mut usize;
 const STEPS: [(Field, usize); 9] = [
     (|d| &mut d.changes, 10),
-    (|d| &mut d.history, 3),
+    (|d| &mut d.iterations, 3),
     (|d| &mut d.files, 3),
     (|d| &mut d.done_recent, 1),
     (|d| &mut d.decisions, 2),
-    (|d| &mut d.history, 0),
+    (|d| &mut d.iterations, 0),
     (|d| &mut d.changes, 1),
     (|d| &mut d.files, 1),
     (|d| &mut d.decisions, 1),
@@ -205,7 +205,7 @@ pub struct HistoryTiers {
 impl HistoryTiers {
     pub fn new(state: &RunState, detail: &Detail) -> HistoryTiers {
         let all = &state.history;
-        let split = all.len() - detail.history.min(all.len());
+        let split = all.len() - detail.iterations.min(all.len());
         let peaks: BTreeMap<u32, (f64, bool, Option<Level>)> = state
             .context_history
             .iter()
@@ -508,7 +508,7 @@ mod tests {
             Detail {
                 open_lines: 0,
                 done_recent: 1,
-                history: 0,
+                iterations: 0,
                 files: 1,
                 changes: 1,
                 decisions: 1,
@@ -541,7 +541,7 @@ mod tests {
         let h = HistoryTiers::new(
             &s,
             &Detail {
-                history: 2,
+                iterations: 2,
                 ..Detail::MOST
             },
         );

@@ -10,8 +10,9 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::prompt::Templates;
-use crate::prompt_budget::{self, Stats};
+use crate::prompt_budget::{self, DocStats, Stats};
 use crate::state::{Layout, RunState};
+use crate::tiers;
 
 pub struct NextIteration {
     pub iteration: u32,
@@ -58,4 +59,59 @@ pub fn prompt(root: &Path, args: &RunArgs, stats: bool, json: bool) -> Result<i3
         super::print(&next.prompt)?;
     }
     Ok(0)
+}
+
+impl super::Report for Stats {
+    fn human(&self) -> String {
+        let mut out = String::new();
+        doc(
+            &mut out,
+            &format!("prompt of iteration {}", self.iteration),
+            &self.prompt,
+        );
+        out.push_str(&format!(
+            "  shows {} of {} open items, {} done items, {} earlier iterations in detail, {} decisions\n",
+            self.open_items_shown,
+            self.open_items,
+            self.done_items_shown,
+            self.iterations_in_detail,
+            self.decisions_shown
+        ));
+        match &self.handoff {
+            Some(h) => doc(&mut out, "handoff", h),
+            None => out.push_str("handoff: none (no checkpoint to resume from)\n"),
+        }
+        out
+    }
+}
+
+fn doc(out: &mut String, what: &str, d: &DocStats) {
+    let verdict = if d.fits {
+        "within budget"
+    } else {
+        "OVER BUDGET"
+    };
+    out.push_str(&format!(
+        "{what} ({}): {} of {} tokens ({}%), {} bytes; {verdict}\n",
+        d.file,
+        tiers::thousands(d.tokens),
+        tiers::thousands(d.budget),
+        d.tokens * 100 / d.budget.max(1),
+        tiers::thousands(d.bytes),
+    ));
+    let width = d
+        .sections
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    for s in &d.sections {
+        let pad = width - s.name.chars().count();
+        out.push_str(&format!(
+            "  {}{:pad$}  {:>7}\n",
+            s.name,
+            "",
+            tiers::thousands(s.tokens)
+        ));
+    }
 }
