@@ -208,7 +208,11 @@ impl Stats {
                 &fitted.text,
                 config.prompt.max_tokens,
             ),
-            detail: fitted.detail,
+            // "All" is the number shown, not usize::MAX.
+            detail: Detail {
+                open_lines: shown.others.len(),
+                ..fitted.detail
+            },
             open_items: shown.open_count,
             open_items_shown: shown.full.len() + shown.others.len(),
             done_items_shown: shown.done_recent.len(),
