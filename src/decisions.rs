@@ -150,13 +150,14 @@ pub fn from_plan(plan_text: &str) -> Vec<String> {
         .collect()
 }
 
-/// "None", "n/a", "-": a section the agent filled to say there was nothing.
+/// "None", "n/a", "-", "none beyond what the plan says", "no new
+/// decisions": a section the agent filled to say there was nothing.
 fn is_nothing(text: &str) -> bool {
     let t = text.trim().trim_end_matches('.').to_lowercase();
-    matches!(
-        t.as_str(),
-        "" | "-" | "none" | "n/a" | "na" | "nothing" | "none yet" | "no decisions"
-    )
+    matches!(t.as_str(), "" | "-" | "n/a" | "na")
+        || t.starts_with("none")
+        || t.starts_with("nothing")
+        || (t.starts_with("no ") && t.contains("decision"))
 }
 
 /// Same decision, whatever the case, spacing or final period.
@@ -327,6 +328,13 @@ mod tests {
         );
         assert!(from_notes("## Decisions\n- none\n\n## Next\n- x\n").is_empty());
         assert!(from_notes("## Decisions\nNone.\n").is_empty());
+        // What `ralph sim` writes when a scenario gives no notes.
+        assert!(from_notes("## Decisions\n- none beyond what the plan says\n").is_empty());
+        assert!(from_notes("## Decisions\n- No new decisions this time.\n").is_empty());
+        assert_eq!(
+            from_notes("## Decisions\n- No dependency on serde\n"),
+            ["No dependency on serde"]
+        );
     }
 
     #[test]

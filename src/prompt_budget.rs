@@ -68,6 +68,7 @@ pub fn render_prompt(
         .unwrap_or_else(|| format!("work through {}", config.plan.display()));
     let costs = PlanTiers::open_line_costs(plan);
     fit(config.prompt.max_tokens, &costs, |d| {
+        let history = HistoryTiers::new(state, d);
         templates.render(
             PROMPT,
             minijinja::context! {
@@ -78,8 +79,8 @@ pub fn render_prompt(
                 plan => plan.view(),
                 plan_tiers => PlanTiers::new(plan, d),
                 promise => config.loop_.completion_promise.trim(),
-                history => HistoryTiers::new(state, d).recent,
-                history_older => HistoryTiers::new(state, d).older,
+                history => history.recent,
+                history_older => history.older,
                 resume => resume(state, iteration, d),
                 decisions => decisions::view(&log, d.decisions),
                 decisions_file => decisions::FILE,
