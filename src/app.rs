@@ -66,6 +66,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 fresh: args.fresh,
                 ..RunArgs::default()
             },
+            args.stats,
+            args.json,
         ),
         Command::Report(args) => commands::report(&root, &args),
         Command::Doctor(args) => commands::doctor(&root, args.json),

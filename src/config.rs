@@ -25,6 +25,8 @@ pub struct Config {
     pub git: GitConfig,
     pub rate_limit: RateLimitConfig,
     pub hooks: HooksConfig,
+    pub prompt: crate::budget::PromptConfig,
+    pub handoff: crate::budget::HandoffConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -124,6 +126,8 @@ impl Default for Config {
             git: GitConfig::default(),
             rate_limit: RateLimitConfig::default(),
             hooks: HooksConfig::default(),
+            prompt: Default::default(),
+            handoff: Default::default(),
         }
     }
 }
@@ -395,6 +399,18 @@ impl Config {
                 "env",
                 format!("`{name}` is not an environment variable name"),
             );
+        }
+        for (section, max) in [
+            ("prompt", self.prompt.max_tokens),
+            ("handoff", self.handoff.max_tokens),
+        ] {
+            if max < crate::budget::MIN_TOKENS {
+                return bad(
+                    section,
+                    "max_tokens",
+                    format!("{max} is below {}", crate::budget::MIN_TOKENS),
+                );
+            }
         }
         if self.plan.as_os_str().is_empty() {
             return bad("", "plan", "must name the plan file".into());

@@ -135,6 +135,7 @@ impl Supervisor {
         // counted or written.
         let first = previous.as_ref().map_or(1, |s| s.iteration + 1);
         prompt::render_prompt(
+            root,
             &templates,
             &config,
             previous.as_ref().unwrap_or(&RunState::default()),
@@ -288,7 +289,6 @@ impl Supervisor {
     }
 
     fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
-        let name = status.name().to_string();
         self.state.status = status;
         self.state.exit_reason = Some(reason.clone());
         self.state.waiting_until = None;
@@ -297,14 +297,7 @@ impl Supervisor {
         // The morning report (src/morning), for the user and the hooks.
         let report =
             crate::morning::after_run(&self.layout, &self.config, &self.state, &mut self.bus);
-        let ended = Event::RunEnded {
-            outcome: name,
-            exit_code,
-            reason,
-            iterations: self.state.iteration,
-            cost_usd: self.state.cost_usd,
-            report,
-        };
+        let ended = record::ended(&self.state, exit_code, reason, report);
         self.publish(ended, None);
     }
 
@@ -353,9 +346,14 @@ impl Supervisor {
 
     /// One agent process, from its prompt to its last line.
     async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
-        let started_at = now_rfc3339();
-        let prompt_text =
-            prompt::render_prompt(&self.templates, &self.config, &self.state, plan, number)?;
+        let prompt_text = prompt::render_prompt(
+            &self.root,
+            &self.templates,
+            &self.config,
+            &self.state,
+            plan,
+            number,
+        )?;
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words.
         let saved_prompt = crate::secrets::redact(&prompt_text);
@@ -390,7 +388,6 @@ impl Supervisor {
                 self.state.context_window = meter.window();
                 return Ok(Facts {
                     number,
-                    started_at,
                     spawn_error: Some(e.render().trim_end().replace('\n', "; ")),
                     signals: self.flags.signals,
                     ..Facts::default()
@@ -430,8 +427,7 @@ impl Supervisor {
             &mut self.signals,
             (&mut self.hooks, hook_facts),
         );
-        let mut facts = driver.drive(machine, &mut agent, lines, exited).await;
-        facts.started_at = started_at;
+        let facts = driver.drive(machine, &mut agent, lines, exited).await;
         let _ = self.lock.set_agent(None);
         record::meter(&mut self.state, &facts);
         Ok(facts)
@@ -459,6 +455,10 @@ impl Supervisor {
         let verdict = verdict::judge(&facts, &measured, &self.flags);
         if let Some(mark) = verdict.checkpoint {
             self.save_checkpoint(&facts, mark);
+        } else if let Some(message) =
+            crate::decisions::record_from_plan(&self.root, &self.config.plan, facts.number)
+        {
+            self.bus.emit(Event::Warning { message });
         }
         let mut events = Vec::new();
         let trip = record::iteration(

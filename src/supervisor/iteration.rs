@@ -167,6 +167,7 @@ impl IterationMachine {
             facts: Facts {
                 number: limits.number,
                 signals,
+                started_at: now.wall.to_string(),
                 ..Facts::default()
             },
             limits,

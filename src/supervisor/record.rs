@@ -117,7 +117,10 @@ pub(super) fn iteration(
     let outcome = verdict.outcome.to_string();
     state.history.push(IterationRecord {
         iteration: facts.number,
-        started_at: facts.started_at.clone(),
+        // An agent that could not start began and ended at once.
+        started_at: Some(&facts.started_at)
+            .filter(|s| !s.is_empty())
+            .map_or_else(|| now.wall.to_string(), Clone::clone),
         ended_at: now.wall.to_string(),
         outcome: outcome.clone(),
         exit_code: facts.exit_code,
@@ -191,5 +194,23 @@ pub(super) fn moment(
         last_tools: facts.tool_calls.clone(),
         files_touched: facts.files_touched.clone(),
         notes_path: facts.notes_path.clone(),
+    }
+}
+
+/// The run's last event, from the state it ends with; `report` is the
+/// morning report's page (`crate::morning`) when it was written.
+pub(super) fn ended(
+    state: &RunState,
+    exit_code: i32,
+    reason: String,
+    report: Option<String>,
+) -> Event {
+    Event::RunEnded {
+        outcome: state.status.name().to_string(),
+        exit_code,
+        reason,
+        iterations: state.iteration,
+        cost_usd: state.cost_usd,
+        report,
     }
 }
