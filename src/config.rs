@@ -25,8 +25,8 @@ pub struct Config {
     pub git: GitConfig,
     pub rate_limit: RateLimitConfig,
     pub hooks: HooksConfig,
-    pub prompt: crate::budget::PromptConfig,
-    pub handoff: crate::budget::HandoffConfig,
+    pub prompt: crate::token_budget::PromptConfig,
+    pub handoff: crate::token_budget::HandoffConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -404,11 +404,11 @@ impl Config {
             ("prompt", self.prompt.max_tokens),
             ("handoff", self.handoff.max_tokens),
         ] {
-            if max < crate::budget::MIN_TOKENS {
+            if max < crate::token_budget::MIN_TOKENS {
                 return bad(
                     section,
                     "max_tokens",
-                    format!("{max} is below {}", crate::budget::MIN_TOKENS),
+                    format!("{max} is below {}", crate::token_budget::MIN_TOKENS),
                 );
             }
         }

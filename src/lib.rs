@@ -4,7 +4,6 @@
 pub mod agent;
 pub mod app;
 pub mod breaker;
-pub mod budget;
 pub mod checkpoint;
 pub mod cli;
 pub mod commands;
@@ -28,6 +27,7 @@ pub mod stream;
 pub mod supervisor;
 pub mod templates;
 pub mod tiers;
+pub mod token_budget;
 pub mod tokens;
 
 pub use error::{Error, Result};

@@ -228,7 +228,7 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::{HANDOFF_MAX_TOKENS, PROMPT_MAX_TOKENS};
+    use crate::token_budget::{HANDOFF_MAX_TOKENS, PROMPT_MAX_TOKENS};
 
     #[test]
     fn fit_drops_one_liners_until_the_text_fits() {
