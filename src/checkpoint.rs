@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::context::Level;
 use crate::plan::{self, Plan};
 use crate::prompt::{self, Templates};
-use crate::repo::{CommitOutcome, OwnPaths, Repo};
+use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
 use crate::state::{FileInProgress, Layout};
 use crate::stream::ToolCall;
 
@@ -32,6 +32,9 @@ pub struct Moment {
     pub files_touched: Vec<String>,
     /// Where the agent was asked to write its notes (relative to the root).
     pub notes_path: Option<PathBuf>,
+    /// The stash entries (ids) when the iteration began; None when no
+    /// iteration was watched (`ralph checkpoint` without a run).
+    pub stash_before: Option<Vec<String>>,
 }
 
 /// What the checkpoint produced.
@@ -48,6 +51,11 @@ pub struct Saved {
     pub current_item: Option<String>,
     pub resume_summary: String,
     pub warnings: Vec<String>,
+    /// Stash entries the agent made during the iteration: work the WIP
+    /// commit does not hold.
+    pub stashed: Vec<StashEntry>,
+    /// Work the WIP commit left out (too big, binary, too many new files).
+    pub left_out: Vec<LeftOut>,
 }
 
 /// "Context Checkpoint L2 at 87% - parser": one predictable form for
@@ -104,6 +112,19 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         ),
         None => (Vec::new(), String::new()),
     };
+    if let (Some(r), Some(before)) = (&repo, &m.stash_before) {
+        saved.stashed = r.stashed_since(before);
+    }
+    let blocker = repo.as_ref().and_then(Repo::commit_blocker);
+    let will_commit = repo.is_some() && config.git.wip_commit && blocker.is_none();
+    if will_commit && let Some(r) = &repo {
+        saved.left_out = r.left_out(&own, &config.git.guard()).unwrap_or_else(|e| {
+            saved
+                .warnings
+                .push(format!("cannot check new files against [git] limits: {e}"));
+            Vec::new()
+        });
+    }
     let agent_notes = m
         .notes_path
         .as_ref()
@@ -125,7 +146,6 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     // 1. The handoff document, so that the WIP commit carries it.
     let now = jiff::Zoned::now();
     let handoff_rel = unique_handoff_name(&layout, &now, m.iteration);
-    let will_commit = repo.is_some() && config.git.wip_commit;
     let ctx = minijinja::context! {
         title => &saved.title,
         date => now.strftime("%Y-%m-%d").to_string(),
@@ -153,7 +173,9 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         will_commit => will_commit,
         changes => changes.iter().map(|c| ChangeView { kind: c.kind.clone(), path: crate::repo::display_path(c.path.as_bytes()) }).collect::<Vec<_>>(),
         diff_stat => diff_stat.trim_end(),
-        commit_note => if will_commit { None } else if repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted") } else { None },
+        commit_note => if will_commit { None } else if !config.git.wip_commit && repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted".to_string()) } else { blocker.clone().map(|b| format!("no WIP commit, the changes were left uncommitted: {b}")) },
+        stashed => &saved.stashed,
+        left_out => &saved.left_out,
         plan => plan.view(),
         plan_file => config.plan.display().to_string(),
         reload => plan::context_files(root, &plan_text),
@@ -185,7 +207,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         Some(r) => {
             let message = commit_message(config, m, &mut saved);
             let message = crate::secrets::redact(&message);
-            match r.wip_commit(&message, &own) {
+            match r.wip_commit_leaving_out(&message, &own, &saved.left_out) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
                     saved.commit_note = Some("nothing to commit".into());
@@ -215,7 +237,22 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             .map(|h| format!("Read {h} first."))
             .unwrap_or_default()
     );
+    if !saved.stashed.is_empty() {
+        saved.resume_summary.push_str(&format!(
+            " Part of its work is in the stash ({}): `git stash pop` gets it back.",
+            stash_names(&saved.stashed).join(", ")
+        ));
+    }
     saved
+}
+
+/// `stash@{0} (On main: baseline)`: how the prompt and the handoff name
+/// a stash entry.
+pub fn stash_names(stashed: &[StashEntry]) -> Vec<String> {
+    stashed
+        .iter()
+        .map(|e| format!("{} ({})", e.name, e.message))
+        .collect()
 }
 
 /// The files the agent changed that are work in progress: not the notes

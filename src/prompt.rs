@@ -28,6 +28,9 @@ pub fn render_prompt(
             progress => &cp.progress_on_item,
             files => &cp.files_in_progress,
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
+            commit_note => &cp.commit_note,
+            stashed => &cp.stashed,
+            left_out => &cp.left_out,
         }
     });
     let history: Vec<_> = state

@@ -66,8 +66,7 @@ impl Layout {
     }
 }
 
-pub const GITIGNORE: &str =
-    "# ralph's runtime files; handoffs are committed.\n*\n!.gitignore\n!handoffs/\n!handoffs/**\n";
+pub const GITIGNORE: &str = "# ralph's runtime files (this one too: `git clean -fd` keeps it); handoffs are committed.\n*\n!handoffs/\n!handoffs/**\n";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -92,6 +91,15 @@ pub struct ContextCheckpoint {
     /// What set it off: "context", "manual", "timeout", "budget", "signal", "rate_limit", "stop".
     pub trigger: Option<String>,
     pub commit: Option<String>,
+    /// Why there is no WIP commit, when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_note: Option<String>,
+    /// Stash entries the agent made during the iteration (`stash@{0} (…)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stashed: Vec<String>,
+    /// Paths the WIP commit left out, still in the work tree.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -368,6 +376,27 @@ impl Lock {
         };
         lock.write()?;
         Ok(lock)
+    }
+
+    /// Whether `.ralph/lock` is still the file this lock holds, checked on
+    /// every beat: `git clean -fdx` or `rm -rf .ralph` deletes it under a
+    /// live run, and a second `ralph run` would lock a new one. A deleted or
+    /// replaced lock is taken again (Ok(true)); Err(Locked) when another
+    /// supervisor holds the new one, so that this one stops.
+    pub fn revalidate(&mut self, layout: &Layout) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let held = self.file.metadata().ok();
+        let on_disk = std::fs::metadata(layout.lock()).ok();
+        if let (Some(held), Some(on_disk)) = (&held, &on_disk)
+            && (held.dev(), held.ino()) == (on_disk.dev(), on_disk.ino())
+        {
+            return Ok(false);
+        }
+        layout.ensure()?;
+        let taken = Lock::acquire(layout, &self.info.run_id)?;
+        self.file = taken.file;
+        self.write()?;
+        Ok(true)
     }
 
     pub fn set_agent(&mut self, pgid: Option<i32>) -> Result<()> {

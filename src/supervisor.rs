@@ -189,6 +189,8 @@ struct Iteration {
     promise: bool,
     stderr_tail: String,
     seconds: f64,
+    /// The stash entries (ids) when the iteration began.
+    stash_before: Vec<String>,
 }
 
 /// The stop sequence: where it stands and when the next step is due.
@@ -230,6 +232,7 @@ impl Supervisor {
             &plan,
             first,
         )?;
+        crate::ownership::claim_prompt_file(root, &config.prompt_file)?;
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
         let run_id = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
@@ -258,6 +261,10 @@ impl Supervisor {
                     ),
                 });
             }
+        }
+        for message in crate::ownership::at_start(root, &OwnPaths::new(config.prompt_file.clone()))
+        {
+            bus.emit(Event::Warning { message });
         }
         let state = previous.unwrap_or_else(|| RunState {
             run_id: run_id.clone(),
@@ -459,6 +466,9 @@ impl Supervisor {
                     ),
                 ));
             }
+            if let Some(message) = crate::ownership::keep_runtime(&self.layout, &mut self.lock)? {
+                self.bus.emit(Event::Warning { message });
+            }
             self.started_here += 1;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
@@ -487,7 +497,12 @@ impl Supervisor {
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words.
         let saved_prompt = crate::secrets::redact(&prompt_text);
-        if let Err(e) = std::fs::write(&prompt_path, saved_prompt.as_bytes()) {
+        it.stash_before = repo::stash_ids(&self.root);
+        if let Err(e) = crate::ownership::write_prompt_file(
+            &self.root,
+            &self.config.prompt_file,
+            saved_prompt.as_bytes(),
+        ) {
             self.bus.emit(Event::Warning {
                 message: format!("cannot write {}: {e}", prompt_path.display()),
             });
@@ -577,6 +592,10 @@ impl Supervisor {
                 _ = sleep_until(wake.into()) => {
                     let now = Instant::now();
                     if now >= next_tick {
+                        // Within a beat of a `git clean -fdx`, the lock is ours again.
+                        if let Ok(Some(message)) = crate::ownership::keep_runtime(&self.layout, &mut self.lock) {
+                            self.bus.emit(Event::Warning { message });
+                        }
                         self.bus.tick();
                         next_tick = now + TICK;
                     }
@@ -1217,6 +1236,7 @@ impl Supervisor {
             last_tools: it.tool_calls.clone(),
             files_touched: it.files_touched.clone(),
             notes_path: it.notes_path.clone(),
+            stash_before: Some(it.stash_before.clone()),
         };
         // Recorded in the lock: should ralph die inside the commit, the next
         // run knows that git's lock files are its own (state::LockInfo).
@@ -1242,6 +1262,9 @@ impl Supervisor {
                 .map(first_line),
             trigger: Some(trigger.to_string()),
             commit: saved.commit.clone(),
+            commit_note: saved.commit_note.clone(),
+            stashed: checkpoint::stash_names(&saved.stashed),
+            left_out: saved.left_out.iter().map(|l| l.path.clone()).collect(),
         };
         if let Some(h) = self.state.context_history.last_mut() {
             h.checkpoint = true;

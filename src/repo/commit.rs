@@ -14,7 +14,7 @@ use git2::{Config, DiffOptions, Repository, RepositoryState, Signature};
 use serde::Serialize;
 use tracing::{debug, trace};
 
-use super::{Own, OwnPaths, Repo, bytes_to_path, is_unborn};
+use super::{LeftOut, Own, OwnPaths, Repo, bytes_to_path, is_hidden_entry, is_unborn};
 
 /// Signature used when neither the environment nor git config names anyone:
 /// CI machines and fresh containers often have no identity, and a checkpoint
@@ -35,7 +35,10 @@ pub enum CommitOutcome {
 
 impl Repo {
     /// Why a WIP commit would not be safe right now, if it would not.
-    fn commit_blocker(&self) -> Option<String> {
+    pub fn commit_blocker(&self) -> Option<String> {
+        if let Some(reason) = self.index_format_blocker() {
+            return Some(reason);
+        }
         let lock = self.git.path().join("index.lock");
         if lock.exists() {
             return Some(format!(
@@ -63,13 +66,27 @@ impl Repo {
     /// current branch. Git hooks are not run: a checkpoint must not be blocked by
     /// a linter on half-finished work.
     pub fn wip_commit(&self, message: &str, own: &OwnPaths) -> CommitOutcome {
+        self.wip_commit_leaving_out(message, own, &[])
+    }
+
+    /// [`Repo::wip_commit`] without the files `left_out` names (a directory
+    /// entry leaves out everything under it); they stay in the work tree,
+    /// uncommitted and unstaged.
+    pub fn wip_commit_leaving_out(
+        &self,
+        message: &str,
+        own: &OwnPaths,
+        left_out: &[LeftOut],
+    ) -> CommitOutcome {
         if let Some(reason) = self.commit_blocker() {
             debug!(%reason, "WIP commit skipped");
             return CommitOutcome::Skipped {
                 reason: format!("no WIP commit: {reason}"),
             };
         }
-        match self.try_wip_commit(message, &self.own(own)) {
+        let mut own = self.own(own);
+        own.leave_out(left_out);
+        match self.try_wip_commit(message, &own) {
             Ok(outcome) => {
                 debug!(?outcome, "WIP commit");
                 outcome
@@ -141,7 +158,16 @@ impl Repo {
             else {
                 continue;
             };
-            if own.is_runtime(path) {
+            if own.is_runtime(path) || own.is_left_out(path) {
+                continue;
+            }
+            // What `git add -A` leaves alone: entries outside a sparse
+            // checkout (absent from the work tree, yet not deleted) and
+            // entries marked assume-unchanged.
+            if index
+                .get_path(&bytes_to_path(path), 0)
+                .is_some_and(|e| is_hidden_entry(&e))
+            {
                 continue;
             }
             // Untracked directories are listed file by file; one still ending in
