@@ -96,10 +96,10 @@ pub fn claim_prompt_file(root: &Path, prompt_file: &Path) -> Result<()> {
 /// What `ralph init` tells about ralph's files: a prompt file ralph did not
 /// write (it would refuse to start), and runtime paths it could not keep
 /// out of git.
-pub fn setup_warnings(root: &Path, config: &crate::config::Config) -> Vec<String> {
+pub fn setup_warnings(root: &Path, prompt_file: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    if prompt_owner(root, &config.prompt_file) == PromptOwner::Foreign {
-        let e = foreign_prompt_error(&config.prompt_file);
+    if prompt_owner(root, prompt_file) == PromptOwner::Foreign {
+        let e = foreign_prompt_error(prompt_file);
         out.push(format!("{e}; hint: {}", e.hint().unwrap_or_default()));
     }
     if let Err(e) = exclude_runtime_paths(root) {

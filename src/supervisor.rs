@@ -468,6 +468,7 @@ impl Supervisor {
             }
             if let Some(message) = crate::ownership::keep_runtime(&self.layout, &mut self.lock)? {
                 self.bus.emit(Event::Warning { message });
+                self.save();
             }
             self.started_here += 1;
             let number = self.state.iteration + 1;
@@ -595,6 +596,7 @@ impl Supervisor {
                         // Within a beat of a `git clean -fdx`, the lock is ours again.
                         if let Ok(Some(message)) = crate::ownership::keep_runtime(&self.layout, &mut self.lock) {
                             self.bus.emit(Event::Warning { message });
+                            self.save();
                         }
                         self.bus.tick();
                         next_tick = now + TICK;

@@ -220,6 +220,10 @@ result = "Cleaned up."
     wait_for_file(&p, "cleaned.flag", LIMIT);
     std::thread::sleep(Duration::from_millis(2500));
     let second = p.run(&["--max-iterations", "1"], LIMIT);
+    assert!(
+        p.path(".ralph/state.json").exists(),
+        "state saved again at once"
+    );
     let first = Run::wait(first, LIMIT);
     assert_eq!(
         second.code,
@@ -242,6 +246,11 @@ result = "Cleaned up."
         p.state()["status"],
         "iteration_limit",
         "state saved after the clean"
+    );
+    let log = p.read(".ralph/events.jsonl");
+    assert!(
+        log.contains("re-created") && log.contains("run_ended"),
+        "{log}"
     );
 
     let agent = tree_paths(&p, "HEAD");
