@@ -558,4 +558,24 @@ mod tests {
         );
         assert!(b.stale_committing, "and that it died in a checkpoint");
     }
+
+    #[test]
+    fn a_deleted_lock_is_taken_again_and_a_replaced_one_held_elsewhere_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        layout.ensure().unwrap();
+        let mut a = Lock::acquire(&layout, "run-a").unwrap();
+        assert!(!a.revalidate(&layout).unwrap(), "nothing to do");
+        // `git clean -fdx`: the whole directory goes.
+        std::fs::remove_dir_all(&layout.dir).unwrap();
+        assert!(running_supervisor(&layout).is_none());
+        assert!(a.revalidate(&layout).unwrap(), "re-created");
+        assert_eq!(running_supervisor(&layout).unwrap().run_id, "run-a");
+        assert!(layout.dir.join(".gitignore").exists());
+        // Deleted again, and a second supervisor locks a new file first.
+        std::fs::remove_file(layout.lock()).unwrap();
+        let _b = Lock::acquire(&layout, "run-b").unwrap();
+        let e = a.revalidate(&layout).err().unwrap();
+        assert!(matches!(e, Error::Locked { .. }), "{e}");
+    }
 }

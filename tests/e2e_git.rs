@@ -462,3 +462,27 @@ fn big_trees_warn_at_start_and_keep_outputs_out_of_wip_commits() {
         assert!(handoff.contains(out), "{out}: {handoff}");
     }
 }
+
+/// Issue 12's promise: whatever `git clean` variant the agent runs, its
+/// `git add -A` never stages what ralph writes (state, events, lock,
+/// transcripts, records), here after a run and a re-run between variants.
+#[test]
+fn no_git_clean_variant_lets_git_add_commit_ralphs_files() {
+    let p = project_with(&[], QUICK_L2, "");
+    for variant in [&["-fd"][..], &["-fdX"], &["-fdx"], &["-ffdx"], &["-fd", "-e", ".ralph"]] {
+        let run = p.run(&["--max-iterations", "1", "--fresh"], LIMIT);
+        assert_eq!(run.code, Some(4), "{variant:?}: {}", run.describe());
+        assert!(p.path(".ralph/events.jsonl").exists());
+        let mut args = vec!["clean"];
+        args.extend_from_slice(variant);
+        git(&p, &args);
+        git(&p, &["add", "-A"]);
+        let staged = git(&p, &["diff", "--cached", "--name-only"]);
+        let ralphs: Vec<&str> = staged
+            .lines()
+            .filter(|f| f.starts_with(".ralph/") && !f.starts_with(".ralph/handoffs/"))
+            .collect();
+        assert!(ralphs.is_empty(), "after git clean {variant:?}: {ralphs:?}");
+        git(&p, &["commit", "-qm", "agent", "--allow-empty"]);
+    }
+}

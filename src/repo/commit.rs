@@ -427,6 +427,41 @@ mod tests {
     }
 
     #[test]
+    fn skip_worktree_and_assume_unchanged_entries_are_left_alone() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let mut index = git.index().unwrap();
+        for (path, flag) in [("a.txt", 0), ("b.txt", 1)] {
+            let mut entry = index.get_path(Path::new(path), 0).unwrap();
+            if flag == 0 {
+                entry.flags_extended |= git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits();
+                entry.flags |= git2::IndexEntryFlag::EXTENDED.bits();
+            } else {
+                entry.flags |= git2::IndexEntryFlag::VALID.bits();
+            }
+            index.add(&entry).unwrap();
+        }
+        index.write().unwrap();
+        // Outside the sparse cone: absent, not deleted; assume-unchanged: edited.
+        fs::remove_file(root.join("a.txt")).unwrap();
+        write(root, "b.txt", "local tweak\n");
+        assert!(open(root).changes(&own()).unwrap().is_empty());
+        write(root, "c.txt", "work\n");
+        let (_, files) = committed(open(root).wip_commit("wip", &own()));
+        assert_eq!(files, 1);
+        let tree = head_files(&git);
+        assert_eq!(tree["a.txt"], b"alpha\n");
+        assert_eq!(tree["b.txt"], b"beta\n");
+        let mut index = git.index().unwrap();
+        index.read(true).unwrap();
+        let a = index.get_path(Path::new("a.txt"), 0).unwrap();
+        assert_ne!(
+            a.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits(),
+            0
+        );
+    }
+
+    #[test]
     fn wip_commit_includes_staged_and_unstaged_work() {
         let (dir, git) = init_repo();
         let root = dir.path();
