@@ -14,7 +14,8 @@ use common::{Project, Run, wait_for_file};
 const PLAN: &str = "# Ship the parser\n\n- [ ] parser\n- [ ] tests\n";
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// One iteration that writes `work.txt` and climbs past L2 at once.
+/// Iteration 1 writes `work.txt` and climbs past L2 at once; the later
+/// ones only look around.
 const QUICK_L2: &str = r#"
 [[iteration]]
 [[iteration.step]]
@@ -317,20 +318,7 @@ result = "Looked around."
 /// goes into a WIP commit.
 #[test]
 fn ralphs_own_log_is_not_progress_nor_committed() {
-    let scenario = r#"
-[[iteration]]
-[[iteration.step]]
-context = 146000
-text = "Writing."
-path = "work.txt"
-content = "work in progress\n"
-
-[[iteration]]
-[[iteration.step]]
-context = 20000
-result = "Nothing to do."
-"#;
-    let p = project_with(&[], scenario, "[breaker]\nno_progress = 2\n");
+    let p = project_with(&[], QUICK_L2, "[breaker]\nno_progress = 2\n");
     let log = std::fs::File::create(p.path("ralph.log")).unwrap();
     let out = p
         .ralph()
@@ -469,7 +457,13 @@ fn big_trees_warn_at_start_and_keep_outputs_out_of_wip_commits() {
 #[test]
 fn no_git_clean_variant_lets_git_add_commit_ralphs_files() {
     let p = project_with(&[], QUICK_L2, "");
-    for variant in [&["-fd"][..], &["-fdX"], &["-fdx"], &["-ffdx"], &["-fd", "-e", ".ralph"]] {
+    for variant in [
+        &["-fd"][..],
+        &["-fdX"],
+        &["-fdx"],
+        &["-ffdx"],
+        &["-fd", "-e", ".ralph"],
+    ] {
         let run = p.run(&["--max-iterations", "1", "--fresh"], LIMIT);
         assert_eq!(run.code, Some(4), "{variant:?}: {}", run.describe());
         assert!(p.path(".ralph/events.jsonl").exists());

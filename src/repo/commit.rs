@@ -158,7 +158,10 @@ impl Repo {
             else {
                 continue;
             };
-            if own.is_runtime(path) || own.is_left_out(path) {
+            // Only new files are ever left out: a tracked file's change under
+            // a left-out directory is still work to commit.
+            let new_file = delta.status() == git2::Delta::Untracked;
+            if own.is_runtime(path) || (new_file && own.is_left_out(path)) {
                 continue;
             }
             // What `git add -A` leaves alone: entries outside a sparse

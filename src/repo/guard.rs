@@ -175,6 +175,9 @@ mod tests {
     fn big_binary_and_too_many_new_files_are_left_out_and_not_committed() {
         let (dir, git) = init_repo();
         let root = dir.path();
+        // A tracked file under a left-out directory is still committed.
+        write(root, "build/config.mk", "CC = cc\n");
+        commit_all(&git, "build config");
         write(root, "a.txt", "changed\n");
         write(root, "src/new.rs", "fn main() {}\n");
         write(root, "huge.txt", &"x".repeat(2000));
@@ -182,6 +185,7 @@ mod tests {
         for i in 0..20 {
             write(root, &format!("build/out/{i}.o"), "object\n");
         }
+        write(root, "build/config.mk", "CC = clang\n");
         let repo = open(root);
         let left = repo.left_out(&own(), &GUARD).unwrap();
         let paths: Vec<&str> = left.iter().map(|l| l.path.as_str()).collect();
@@ -190,7 +194,11 @@ mod tests {
         committed(repo.wip_commit_leaving_out("wip", &own(), &left));
         let tree = head_files(&git);
         let committed: Vec<&str> = tree.keys().map(String::as_str).collect();
-        assert_eq!(committed, ["a.txt", "b.txt", "src/new.rs"]);
+        assert_eq!(
+            committed,
+            ["a.txt", "b.txt", "build/config.mk", "src/new.rs"]
+        );
+        assert_eq!(tree["build/config.mk"], b"CC = clang\n");
         assert!(root.join("build/out/3.o").exists() && root.join("huge.txt").exists());
     }
 
