@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::events::{Bus, Event};
 use crate::repo::{self, OwnPaths, Repo};
 use crate::state::{Layout, Lock};
 
@@ -108,18 +109,22 @@ pub fn setup_warnings(root: &Path, prompt_file: &Path) -> Vec<String> {
     out
 }
 
-/// Write the prompt file and record what was written, so that the next run
-/// knows the file is ralph's.
-pub fn write_prompt_file(root: &Path, prompt_file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    std::fs::write(root.join(prompt_file), bytes)?;
+/// Write the prompt file (`path`, under the root of `layout`) and record
+/// what was written, so that the next run knows the file is ralph's.
+pub fn write_prompt(layout: &Layout, path: &Path, text: &str) -> std::io::Result<()> {
+    let bytes = text.as_bytes();
+    std::fs::write(path, bytes)?;
     let record = PromptRecord {
-        path: prompt_file.to_path_buf(),
+        path: path
+            .strip_prefix(&layout.root)
+            .unwrap_or(path)
+            .to_path_buf(),
         sha256: sha256(bytes),
     };
     let json = serde_json::to_vec(&record).expect("the record serializes");
     // The record is a convenience: losing it (`git clean -fdx`) is covered
     // by the embedded template's marks, and by the next write.
-    let _ = crate::state::write_private(&Layout::new(root).dir.join(PROMPT_RECORD), &json);
+    let _ = crate::state::write_private(&layout.dir.join(PROMPT_RECORD), &json);
     Ok(())
 }
 
@@ -174,14 +179,14 @@ pub fn exclude_runtime_paths(root: &Path) -> Result<()> {
 /// What a run does before its first iteration about ralph's files: note
 /// where its own output goes, keep its runtime paths out of git, and warn
 /// about untracked files the first WIP commit would sweep in.
-pub fn at_start(root: &Path, own: &OwnPaths) -> Vec<String> {
+pub fn at_start(root: &Path, prompt_file: &Path, bus: &mut Bus) {
     repo::remember_output_files();
     let mut warnings = Vec::new();
     if let Err(e) = exclude_runtime_paths(root) {
         warnings.push(format!("cannot keep ralph's runtime files out of git: {e}"));
     }
     if let Ok(Some(repo)) = Repo::open(root)
-        && let Ok(groups) = repo.untracked_groups(own)
+        && let Ok(groups) = repo.untracked_groups(&OwnPaths::new(prompt_file))
         && !groups.is_empty()
     {
         let total: usize = groups.iter().map(|g| g.files).sum();
@@ -200,25 +205,29 @@ pub fn at_start(root: &Path, own: &OwnPaths) -> Vec<String> {
             if more > 0 { format!(" and {more} more") } else { String::new() }
         ));
     }
-    warnings
+    for message in warnings {
+        bus.emit(Event::Warning { message });
+    }
 }
 
 /// Re-create what a `git clean -fdx` or `rm -rf .ralph` took from under a
-/// live run (`.ralph/`, its `.gitignore`, the exclude lines, the lock);
-/// Some(warning) when something was re-created, Err(Locked) when another
-/// supervisor holds the lock now.
-pub fn keep_runtime(layout: &Layout, lock: &mut Lock) -> Result<Option<String>> {
+/// live run (`.ralph/`, its `.gitignore`, the exclude lines, the lock), with
+/// a warning; Err(Locked) when another supervisor holds the lock now. Run
+/// before each iteration and on the driver's one-second beat.
+pub fn keep_runtime(layout: &Layout, lock: &mut Lock, bus: &mut Bus) -> Result<()> {
     let had_dir = layout.dir.is_dir();
     if lock.revalidate(layout)? {
         exclude_runtime_paths(&layout.root)?;
-        return Ok(Some(format!(
-            "{} was deleted or replaced under the running supervisor (git clean -x? rm -rf?); ralph re-created {} and holds the lock again",
-            if had_dir { ".ralph/lock" } else { ".ralph/" },
-            if had_dir { "it" } else { "its runtime files" },
-        )));
+        bus.emit(Event::Warning {
+            message: format!(
+                "{} was deleted or replaced under the running supervisor (git clean -x? rm -rf?); ralph re-created {} and holds the lock again",
+                if had_dir { ".ralph/lock" } else { ".ralph/" },
+                if had_dir { "it" } else { "its runtime files" },
+            ),
+        });
+        return Ok(());
     }
-    layout.ensure()?;
-    Ok(None)
+    layout.ensure()
 }
 
 #[cfg(test)]
@@ -251,7 +260,7 @@ mod tests {
         assert_eq!(prompt_owner(root, prompt), PromptOwner::Foreign);
         assert!(claim_prompt_file(root, prompt).is_err());
         Layout::new(root).ensure().unwrap();
-        write_prompt_file(root, prompt, b"ralph's prompt\n").unwrap();
+        write_prompt(&Layout::new(root), &root.join(prompt), "ralph's prompt\n").unwrap();
         assert_eq!(prompt_owner(root, prompt), PromptOwner::Ralph);
         std::fs::write(root.join(prompt), "edited by hand\n").unwrap();
         assert_eq!(prompt_owner(root, prompt), PromptOwner::Foreign);

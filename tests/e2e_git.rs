@@ -221,10 +221,9 @@ result = "Cleaned up."
     wait_for_file(&p, "cleaned.flag", LIMIT);
     std::thread::sleep(Duration::from_millis(2500));
     let second = p.run(&["--max-iterations", "1"], LIMIT);
-    assert!(
-        p.path(".ralph/state.json").exists(),
-        "state saved again at once"
-    );
+    let status = p.ralph().arg("status").output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("running (supervisor pid"), "{status}");
     let first = Run::wait(first, LIMIT);
     assert_eq!(
         second.code,
