@@ -19,6 +19,7 @@ use super::signals::Signals;
 use crate::agent::{Agent, Line};
 use crate::config::format_duration;
 use crate::events::{Bus, Event};
+use crate::hooks::{self, Hooks};
 use crate::state::{Layout, Lock};
 use crate::templates::{self, Templates};
 
@@ -46,6 +47,10 @@ pub(super) struct Driver<'a> {
     pub signals: &'a mut Signals,
     /// Re-taken on the beat should a `git clean -fdx` delete it.
     pub lock: &'a mut Lock,
+    /// Every event goes through the hooks (a rising level fires
+    /// `on_level`), with what the run knows of this iteration.
+    hooks: &'a mut Hooks,
+    hook_facts: hooks::Facts,
     /// Effects still to carry out (kept to spare an allocation per line).
     queue: VecDeque<Effect>,
     out: Vec<Effect>,
@@ -58,6 +63,7 @@ impl<'a> Driver<'a> {
         root: &'a Path,
         signals: &'a mut Signals,
         lock: &'a mut Lock,
+        (hooks, hook_facts): (&'a mut Hooks, hooks::Facts),
     ) -> Driver<'a> {
         Driver {
             bus,
@@ -65,6 +71,8 @@ impl<'a> Driver<'a> {
             root,
             signals,
             lock,
+            hooks,
+            hook_facts,
             queue: VecDeque::new(),
             out: Vec::new(),
         }
@@ -107,6 +115,8 @@ impl<'a> Driver<'a> {
         // readers reach EOF and every line it wrote can be read: all of
         // them, up to the channel's end (an agent that printed thousands of
         // lines and exited at once has most of them still in the pipe).
+        // Running on_level hooks are ralph's children too: let them end.
+        self.hooks.settle(self.bus);
         agent.end_leftovers();
         let drained = tokio::time::Instant::now() + DRAIN_LIMIT;
         while let Ok(Some((event, at))) = tokio::time::timeout_at(drained, lines.recv()).await {
@@ -133,8 +143,12 @@ impl<'a> Driver<'a> {
         self.queue.extend(self.out.drain(..));
         while let Some(effect) = self.queue.pop_front() {
             match effect {
-                Effect::Emit(event) => self.bus.emit(event),
+                Effect::Emit(event) => {
+                    let facts = &self.hook_facts;
+                    self.hooks.emit(self.bus, event, || facts.clone());
+                }
                 Effect::Tick => {
+                    self.hooks.report(self.bus);
                     // Within a beat of a `git clean -fdx`, the lock is ours
                     // again; another holder is found before the next iteration.
                     let layout = Layout::new(self.root);
