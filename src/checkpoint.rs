@@ -169,33 +169,43 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         agent_notes => agent_notes,
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
         git_available => repo.is_some(),
-        will_commit => will_commit,
         changes => changes.iter().map(|c| ChangeView { kind: c.kind.clone(), path: crate::repo::display_path(c.path.as_bytes()) }).collect::<Vec<_>>(),
         diff_stat => diff_stat.trim_end(),
-        commit_note => if will_commit { None } else if !config.git.wip_commit && repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted".to_string()) } else { blocker.clone().map(|b| format!("no WIP commit, the changes were left uncommitted: {b}")) },
         stashed => &saved.stashed,
         left_out => &saved.left_out,
         plan => plan.view(),
         plan_file => config.plan.display().to_string(),
         reload => plan::context_files(root, &plan_text),
     };
-    match templates.render(prompt::HANDOFF, ctx) {
-        Ok(text) => {
-            let path = root.join(&handoff_rel);
-            match layout.ensure().and_then(|()| {
-                // Committed: the agent's notes and words must not carry a secret.
-                crate::state::write_private(&path, crate::secrets::redact(&text).as_bytes())
-            }) {
-                Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
-                Err(e) => saved
-                    .warnings
-                    .push(format!("cannot write the handoff: {e}")),
+    // Written again, with the truth, should the WIP commit it promises fail.
+    let write_handoff = |saved: &mut Saved, will_commit: bool, commit_note: Option<String>| {
+        let ctx = minijinja::context! { will_commit, commit_note, ..ctx.clone() };
+        match templates.render(prompt::HANDOFF, ctx) {
+            Ok(text) => {
+                let path = root.join(&handoff_rel);
+                match layout.ensure().and_then(|()| {
+                    // Committed: the agent's notes and words must not carry a secret.
+                    crate::state::write_private(&path, crate::secrets::redact(&text).as_bytes())
+                }) {
+                    Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
+                    Err(e) => saved
+                        .warnings
+                        .push(format!("cannot write the handoff: {e}")),
+                }
             }
+            Err(e) => saved
+                .warnings
+                .push(format!("cannot render the handoff: {e}")),
         }
-        Err(e) => saved
-            .warnings
-            .push(format!("cannot render the handoff: {e}")),
-    }
+    };
+    let note = if will_commit || repo.is_none() {
+        None
+    } else if !config.git.wip_commit {
+        Some("git.wip_commit is off: the changes were left uncommitted".to_string())
+    } else {
+        blocker.map(|b| format!("no WIP commit, the changes were left uncommitted: {b}"))
+    };
+    write_handoff(&mut saved, will_commit, note);
 
     // 2. The WIP commit of the tree as it stands (handoff included).
     match &repo {
@@ -212,6 +222,9 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
                     saved.commit_note = Some("nothing to commit".into());
                 }
                 CommitOutcome::Skipped { reason } => {
+                    if saved.handoff.is_some() {
+                        write_handoff(&mut saved, false, Some(reason.clone()));
+                    }
                     saved.warnings.push(reason.clone());
                     saved.commit_note = Some(reason);
                 }

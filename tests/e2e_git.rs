@@ -342,18 +342,24 @@ fn ralphs_own_log_is_not_progress_nor_committed() {
 /// committed; doctor names each condition that skips WIP commits.
 #[test]
 fn the_resume_prompt_tells_whether_the_work_is_committed() {
-    for (name, config, detach, git_repo) in [
-        ("wip_commit off", "[git]\nwip_commit = false\n", false, true),
-        ("detached HEAD", "", true, true),
-        ("outside git", "", false, false),
+    for (name, config, setup) in [
+        ("wip_commit off", "[git]\nwip_commit = false\n", "git"),
+        ("detached HEAD", "", "detach"),
+        ("outside git", "", "none"),
+        // The commit itself fails (after the handoff promised it).
+        ("branch ref locked", "", "lock"),
     ] {
-        let p = if git_repo {
-            project_with(&[], QUICK_L2, config)
-        } else {
+        let p = if setup == "none" {
             Project::bare(PLAN, QUICK_L2, config)
+        } else {
+            project_with(&[], QUICK_L2, config)
         };
-        if detach {
+        if setup == "detach" {
             git(&p, &["checkout", "-q", "--detach"]);
+        }
+        if setup == "lock" {
+            let branch = git(&p, &["symbolic-ref", "--short", "HEAD"]);
+            p.write(&format!(".git/refs/heads/{}.lock", branch.trim()), "");
         }
         let run = p.run(&["--max-iterations", "2"], LIMIT);
         assert_eq!(run.code, Some(4), "{name}: {}", run.describe());
