@@ -14,21 +14,27 @@ use common::{Project, Run, wait_for_file};
 const PLAN: &str = "# Ship the parser\n\n- [ ] parser\n- [ ] tests\n";
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// An iteration that only looks around (the last one of a scenario is
+/// played again for every later iteration).
+macro_rules! looking_around {
+    () => {
+        "\n[[iteration]]\n[[iteration.step]]\ncontext = 20000\nresult = \"Looked around.\"\n"
+    };
+}
+
 /// Iteration 1 writes `work.txt` and climbs past L2 at once; the later
 /// ones only look around.
-const QUICK_L2: &str = r#"
+const QUICK_L2: &str = concat!(
+    r#"
 [[iteration]]
 [[iteration.step]]
 context = 146000
 text = "Writing."
 path = "work.txt"
 content = "work in progress\n"
-
-[[iteration]]
-[[iteration.step]]
-context = 20000
-result = "Looked around."
-"#;
+"#,
+    looking_around!()
+);
 
 fn git(p: &Project, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -269,7 +275,8 @@ result = "Cleaned up."
 /// the handoff and the next prompt say where the work is.
 #[test]
 fn work_in_a_stash_is_named_in_the_handoff_and_the_resume_prompt() {
-    let scenario = r#"
+    let scenario = concat!(
+        r#"
 [[iteration]]
 [[iteration.step]]
 context = 60000
@@ -279,12 +286,9 @@ content = "def parse(s):\n    return s.split(',')\n"
 [[iteration.step]]
 context = 146000
 command = "git stash push -m baseline-check"
-
-[[iteration]]
-[[iteration.step]]
-context = 20000
-result = "Looked around."
-"#;
+"#,
+        looking_around!()
+    );
     let p = project_with(&[("lib.py", "# empty\n")], scenario, "");
     let run = p.run(&["--max-iterations", "2"], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
