@@ -68,6 +68,11 @@ pub struct ContextConfig {
 pub struct GitConfig {
     pub wip_commit: bool,
     pub commit_message: String,
+    /// How often, during an iteration, the work tree is recorded on a hidden
+    /// snapshot ref (`ralph recover`); "0s" turns snapshots off.
+    pub snapshot_interval: Span,
+    /// Snapshot refs of this many runs are kept; older runs' are deleted.
+    pub snapshot_keep_runs: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -149,6 +154,8 @@ impl Default for GitConfig {
             wip_commit: true,
             commit_message:
                 "ralph: checkpoint iter {{ iteration }} ({{ level }} at {{ percent }}%)".into(),
+            snapshot_interval: Span::secs(600),
+            snapshot_keep_runs: 5,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The project's git repository: opening it, its branch and HEAD, ralph's own
 //! paths, and the path helpers the parts below share; what the agent changed
-//! (`stat`), progress snapshots (`snapshot`) and WIP commits at checkpoints
-//! (`commit`), all through git2 (never the `git` CLI).
+//! (`stat`), progress snapshots (`snapshot`), WIP commits at checkpoints
+//! (`commit`) and the safety net's hidden snapshot refs (`safety_net`), all
+//! through git2 (never the `git` CLI).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -11,10 +12,12 @@ use tracing::{debug, trace};
 use crate::{Error, Result};
 
 mod commit;
+mod safety_net;
 mod snapshot;
 mod stat;
 
 pub use commit::{CommitOutcome, remove_stale_commit_locks, wip_commit_at};
+pub use safety_net::{Restored, SNAPSHOT_REFS, SnapshotInfo, SnapshotOutcome};
 pub use snapshot::{Snapshot, made_progress, snapshot};
 pub use stat::{FileChange, display_path};
 
