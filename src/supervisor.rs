@@ -33,7 +33,9 @@ mod iteration;
 mod limit_wait;
 mod record;
 mod signals;
+mod snapshots;
 mod stop;
+mod takeover;
 mod verdict;
 
 use std::path::{Path, PathBuf};
@@ -236,7 +238,7 @@ impl Supervisor {
         agent::become_subreaper();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
-        record::start(&mut self.state, &self.config, &plan);
+        let dead = record::start(&mut self.state, &self.config, &plan);
         self.bus.emit(Event::RunStarted {
             run_id: self.state.run_id.clone(),
             resumed,
@@ -245,6 +247,7 @@ impl Supervisor {
             plan: self.config.plan.display().to_string(),
             pid: std::process::id(),
         });
+        self.take_over(dead);
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
             self.bus.emit(Event::Breaker {
@@ -397,6 +400,7 @@ impl Supervisor {
         );
         let machine = IterationMachine::new(limits, meter, self.flags.signals, &Now::read());
         let driver = Driver::new(
+            self.safety_net(number),
             &mut self.bus,
             &self.templates,
             &self.root,

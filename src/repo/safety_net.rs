@@ -12,7 +12,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use git2::{DiffOptions, ErrorCode, ObjectType, Oid, Repository, Signature, TreeWalkMode};
+use git2::{DiffOptions, ErrorCode, Oid, Repository, Signature};
 use serde::Serialize;
 
 use super::{OwnPaths, Repo, bytes_to_path};
@@ -22,6 +22,7 @@ use crate::{Error, Result};
 /// branch list, `git log --all` aside, shows them.
 pub const SNAPSHOT_REFS: &str = "refs/ralph/snapshots/";
 const BASE: &str = "Ralph-Base: ";
+const SCRATCH_INDEX: &str = "ralph-snapshot.index";
 const PREVIOUS: &str = "Ralph-Previous: ";
 
 /// What [`Repo::record_snapshot`] did.
@@ -127,10 +128,9 @@ impl Repo {
     /// is only read.
     fn work_tree_as_tree(&self, own: &OwnPaths) -> std::result::Result<Oid, git2::Error> {
         let git = Repository::open(self.git.path())?;
-        let scratch = self
-            .git
-            .path()
-            .join(format!("ralph-snapshot-{}.index", std::process::id()));
+        // One name, not one per process: only the lock holder snapshots, and
+        // a supervisor killed mid-snapshot leaves no file for good.
+        let scratch = self.git.path().join(SCRATCH_INDEX);
         let copied = fs::copy(self.git.path().join("index"), &scratch);
         if let Err(e) = &copied
             && e.kind() != std::io::ErrorKind::NotFound
@@ -202,8 +202,9 @@ impl Repo {
     }
 
     /// Delete the snapshot refs of all but the newest `keep_runs` runs (run
-    /// ids sort by time). Returns the runs removed.
-    pub fn prune_snapshots(&self, keep_runs: usize) -> Vec<String> {
+    /// ids sort by time), `current` counted and always kept. Returns the
+    /// runs removed.
+    pub fn prune_snapshots(&self, keep_runs: usize, current: &str) -> Vec<String> {
         let Ok(refs) = self.git.references_glob(&format!("{SNAPSHOT_REFS}*")) else {
             return Vec::new();
         };
@@ -214,10 +215,14 @@ impl Repo {
                 Some((parse_ref(&name)?.0, name))
             })
             .collect();
-        let mut runs: Vec<String> = by_run.iter().map(|(run, _)| run.clone()).collect();
+        let mut runs: Vec<String> = by_run
+            .iter()
+            .map(|(run, _)| run.clone())
+            .filter(|run| run != current)
+            .collect();
         runs.sort_unstable_by(|a, b| b.cmp(a));
         runs.dedup();
-        let old: Vec<String> = runs.into_iter().skip(keep_runs).collect();
+        let old: Vec<String> = runs.into_iter().skip(keep_runs.saturating_sub(1)).collect();
         by_run.retain(|(run, _)| old.contains(run));
         for (_, name) in by_run {
             if let Ok(mut r) = self.git.find_reference(&name) {
@@ -254,8 +259,10 @@ impl Repo {
         })
     }
 
-    /// Write the snapshot's files into the work tree (only those that
-    /// differ; nothing is deleted, HEAD and the index are not touched).
+    /// Write the files the snapshot changed (against the commit it was taken
+    /// on) into the work tree, those that differ from it; nothing is
+    /// deleted, HEAD and the index are not touched. Files the agent did not
+    /// change keep whatever later commits made of them.
     /// Refuses when the tree has uncommitted changes, unless `force`.
     pub fn restore_snapshot(&self, spec: &str, force: bool, own: &OwnPaths) -> Result<Restored> {
         let snap = self.find_snapshot(spec)?;
@@ -282,24 +289,30 @@ impl Repo {
 
     fn write_tree_files(&self, commit: &str) -> std::result::Result<Vec<String>, git2::Error> {
         let commit = self.git.find_commit(Oid::from_str(commit)?)?;
-        let tree = commit.tree()?;
+        let base = trailer(&commit, BASE)
+            .map(|id| self.git.find_commit(id).and_then(|c| c.tree()))
+            .transpose()?;
+        let mut opts = DiffOptions::new();
+        opts.include_typechange(true);
+        let diff =
+            self.git
+                .diff_tree_to_tree(base.as_ref(), Some(&commit.tree()?), Some(&mut opts))?;
         let workdir = self.workdir().to_path_buf();
-        let mut entries: Vec<(String, Oid, i32)> = Vec::new();
-        tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
-            if entry.kind() == Some(ObjectType::Blob) {
-                let name = String::from_utf8_lossy(entry.name_bytes());
-                entries.push((format!("{dir}{name}"), entry.id(), entry.filemode()));
-            }
-            git2::TreeWalkResult::Ok
-        })?;
         let mut written = Vec::new();
-        for (rel, id, mode) in entries {
-            let blob = self.git.find_blob(id)?;
-            let path = workdir.join(bytes_to_path(rel.as_bytes()));
-            if write_entry(&path, blob.content(), mode)
+        for delta in diff.deltas() {
+            let file = delta.new_file();
+            let (Some(rel), true) = (file.path_bytes(), file.exists()) else {
+                continue;
+            };
+            if file.mode() == git2::FileMode::Commit {
+                continue;
+            }
+            let blob = self.git.find_blob(file.id())?;
+            let path = workdir.join(bytes_to_path(rel));
+            if write_entry(&path, blob.content(), i32::from(file.mode()))
                 .map_err(|e| git2::Error::from_str(&format!("{}: {e}", path.display())))?
             {
-                written.push(rel);
+                written.push(super::display_path(rel));
             }
         }
         Ok(written)
@@ -558,6 +571,30 @@ mod tests {
     }
 
     #[test]
+    fn restoring_brings_back_only_what_the_snapshot_changed() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        write(root, "a.txt", "the agent's edit\n");
+        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        // Later, b.txt is changed and committed; the agent's edit is lost.
+        write(root, "a.txt", "alpha\n");
+        write(root, "b.txt", "beta, committed later\n");
+        commit_all(&git, "later");
+        let Restored::WorkTree { files, .. } = repo.restore_snapshot(&id, false, &own()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(files, ["a.txt"]);
+        assert_eq!(
+            fs::read_to_string(root.join("b.txt")).unwrap(),
+            "beta, committed later\n",
+            "a file the snapshot did not change keeps its newer content"
+        );
+        assert!(!root.join(".git").join(SCRATCH_INDEX).exists());
+    }
+
+    #[test]
     fn a_snapshot_onto_a_new_branch_sits_on_the_commit_it_was_taken_on() {
         let (dir, git) = init_repo();
         let root = dir.path();
@@ -592,7 +629,11 @@ mod tests {
             write(root, "a.txt", &format!("v{n}\n"));
             written(repo.record_snapshot(run, 1, &own()).unwrap());
         }
-        assert_eq!(repo.prune_snapshots(2), vec!["20260101-010101".to_string()]);
+        // The current run counts among the kept ones, and is kept whatever its name.
+        assert_eq!(
+            repo.prune_snapshots(2, "20260103-010101"),
+            vec!["20260101-010101".to_string()]
+        );
         let runs: Vec<String> = repo
             .snapshots()
             .unwrap()
@@ -600,6 +641,11 @@ mod tests {
             .map(|s| s.run)
             .collect();
         assert_eq!(runs, ["20260103-010101", "20260102-010101"]);
-        assert!(repo.prune_snapshots(2).is_empty());
+        assert!(repo.prune_snapshots(2, "20260103-010101").is_empty());
+        assert_eq!(
+            repo.prune_snapshots(1, "20260102-010101"),
+            vec!["20260103-010101".to_string()]
+        );
+        assert_eq!(repo.snapshots().unwrap().len(), 1);
     }
 }

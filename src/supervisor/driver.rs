@@ -16,6 +16,7 @@ use super::Now;
 use super::facts::Facts;
 use super::iteration::{Effect, HandoffRequest, Input, IterationMachine};
 use super::signals::Signals;
+use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
 use crate::config::format_duration;
 use crate::events::{Bus, Event};
@@ -43,6 +44,7 @@ pub(super) struct Driver<'a> {
     pub templates: &'a Templates,
     pub root: &'a Path,
     pub signals: &'a mut Signals,
+    net: SafetyNet,
     /// Effects still to carry out (kept to spare an allocation per line).
     queue: VecDeque<Effect>,
     out: Vec<Effect>,
@@ -50,6 +52,7 @@ pub(super) struct Driver<'a> {
 
 impl<'a> Driver<'a> {
     pub(super) fn new(
+        net: SafetyNet,
         bus: &'a mut Bus,
         templates: &'a Templates,
         root: &'a Path,
@@ -60,6 +63,7 @@ impl<'a> Driver<'a> {
             templates,
             root,
             signals,
+            net,
             queue: VecDeque::new(),
             out: Vec::new(),
         }
@@ -127,6 +131,11 @@ impl<'a> Driver<'a> {
                 Effect::Emit(event) => self.bus.emit(event),
                 Effect::Tick => self.bus.tick(),
                 Effect::DetachDisplay => self.bus.detach(),
+                Effect::Snapshot(reason) => {
+                    if let Some(event) = self.net.record(reason) {
+                        self.bus.emit(event);
+                    }
+                }
                 Effect::CloseStdin => {
                     if let Some(a) = agent.as_deref_mut() {
                         a.close_stdin();

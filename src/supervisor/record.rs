@@ -21,6 +21,10 @@ pub(super) fn meter(state: &mut RunState, facts: &Facts) {
     };
     state.context_window = m.window;
     state.known_windows.clone_from(&m.known_windows);
+    // A dead supervisor may have recorded it before the takeover does.
+    state
+        .context_history
+        .retain(|h| h.iteration != facts.number);
     state.context_history.push(HistoryEntry {
         iteration: facts.number,
         peak_percent: round1(m.peak_percent),
@@ -141,8 +145,14 @@ pub(super) fn iteration(
     trip
 }
 
-/// A run starts (or takes over): what the state says about it.
-pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan) {
+/// A run starts (or takes over): what the state says about it. Returns the
+/// iteration a dead supervisor left unfinished: its state still says it
+/// was at work, and that iteration never reached the history.
+pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan) -> Option<u32> {
+    let dead = (state.status.is_active()
+        && state.iteration > 0
+        && state.history.last().map(|h| h.iteration) != Some(state.iteration))
+    .then_some(state.iteration);
     state.status = RunStatus::Running;
     state.exit_reason = None;
     state.supervisor_pid = Some(std::process::id());
@@ -156,6 +166,7 @@ pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan) {
         .title
         .clone()
         .unwrap_or_else(|| format!("work through {}", config.plan.display()));
+    dead
 }
 
 /// Everything known about the moment of a checkpoint, from the facts and
