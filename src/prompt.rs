@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::context::Level;
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::state::RunState;
+use crate::state::{RunState, Trigger};
 pub use crate::templates::{CHECKPOINT_REQUEST, EMBEDDED, HANDOFF, PROMPT, Templates, render_str};
 
 /// The PROMPT.md of iteration `iteration`: plan, progress so far, and the
@@ -28,6 +28,7 @@ pub fn render_prompt(
             progress => &cp.progress_on_item,
             files => &cp.files_in_progress,
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
+            trigger => cp.trigger.map(Trigger::name),
         }
     });
     let history: Vec<_> = state
