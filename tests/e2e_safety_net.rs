@@ -136,7 +136,8 @@ fn work_wiped_by_reset_and_clean_is_listed_and_restored_from_a_snapshot() {
     assert_eq!(snap["ref"], format!("refs/ralph/snapshots/{run_id}/1"));
     assert_eq!(snap["run"], run_id.as_str());
     assert_eq!(snap["iteration"], 1);
-    assert_eq!(snap["files_changed"], 3, "{snap}");
+    // The three files, and the prompt ralph wrote (a WIP commit takes it too).
+    assert_eq!(snap["files_changed"], 4, "{snap}");
     assert!(snap["time"].as_str().unwrap().ends_with('Z'));
     // The chain keeps the snapshot of the wiped tree too, newest first.
     assert!(snaps.len() >= 2, "{out}");
@@ -145,7 +146,7 @@ fn work_wiped_by_reset_and_clean_is_listed_and_restored_from_a_snapshot() {
     let id = snap["id"].as_str().unwrap();
     let (code, out, err) = recover(&p, &[id]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("restored 3 file(s)"), "{out}");
+    assert!(out.contains("restored 4 file(s)"), "{out}");
     assert_eq!(
         p.read("src/feature.rs"),
         "pub fn feature() -> u32 {\n    42\n}\n"
