@@ -111,7 +111,10 @@ fn work_wiped_by_reset_and_clean_is_listed_and_restored_from_a_snapshot() {
     let _ = child.stdout.take();
     let run = Run::wait(child, LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
-    assert!(!p.path("src/feature.rs").exists(), "the agent wiped its work");
+    assert!(
+        !p.path("src/feature.rs").exists(),
+        "the agent wiped its work"
+    );
     assert_eq!(p.read("tracked.txt"), "tracked, committed\n");
 
     // HEAD, the branch and the stash are as before.
@@ -276,7 +279,10 @@ fn a_killed_supervisors_iteration_is_taken_over_with_a_crash_handoff() {
     let commit = cp["commit"].as_str().expect("a WIP commit");
     let repo = p.repo();
     assert_eq!(
-        repo.find_commit(commit.parse().unwrap()).unwrap().parent_id(0).unwrap(),
+        repo.find_commit(commit.parse().unwrap())
+            .unwrap()
+            .parent_id(0)
+            .unwrap(),
         head
     );
     assert_eq!(
@@ -305,7 +311,10 @@ fn a_killed_supervisors_iteration_is_taken_over_with_a_crash_handoff() {
         "notes.txt",
         "echo 'grammar: todo' > notes.txt",
     ] {
-        assert!(text.contains(needle), "{needle:?} not in the handoff:\n{text}");
+        assert!(
+            text.contains(needle),
+            "{needle:?} not in the handoff:\n{text}"
+        );
     }
     let ended = run.of("iteration_ended");
     assert_eq!(ended[0]["iteration"], 1);
