@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{Project, Run};
@@ -240,14 +239,7 @@ fn a_killed_supervisors_iteration_is_taken_over_with_a_crash_handoff() {
     let messages = outside.path().join("messages.jsonl");
     let p = Project::new(PLAN, &crash_scenario(&messages.display().to_string()), "");
     let head = p.repo().head().unwrap().target().unwrap();
-    let mut first = p
-        .ralph()
-        .args(["run", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = p.spawn_unread_run();
     wait_for("the agent's command", LIMIT, || {
         p.path("notes.txt").exists()
             && std::fs::read_to_string(p.path(".ralph/events.jsonl"))

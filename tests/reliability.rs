@@ -441,14 +441,7 @@ impl Killer {
 
     fn kill_once(&mut self, p: &Project, moment: Moment) {
         let from = log_len(p);
-        let mut child = p
-            .ralph()
-            .args(["run", "--json"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = p.spawn_unread_run();
         let spawned = Instant::now();
         self.started(p, from, &mut child);
         match moment {
