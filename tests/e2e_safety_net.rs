@@ -60,7 +60,7 @@ content = "pub fn feature() -> u32 {\n    42\n}\n"
 [[step]]
 command = "mkdir -p assets && printf '\\000\\001\\002\\377binary\\n' > assets/blob.bin && printf 'tracked, edited\\n' > tracked.txt"
 [[step]]
-sleep_ms = 2500
+sleep_ms = 3500
 [[step]]
 text = "Starting over from a clean tree."
 command = "git reset --hard && git clean -fd"
