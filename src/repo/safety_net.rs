@@ -309,6 +309,14 @@ impl Repo {
             }
             let blob = self.git.find_blob(file.id())?;
             let path = workdir.join(bytes_to_path(rel));
+            // As `git checkout`: never write through a symlinked directory
+            // (it could point outside the work tree).
+            if beneath_symlink(&workdir, &path) {
+                return Err(git2::Error::from_str(&format!(
+                    "{}: a directory above it is a symbolic link; not written through",
+                    path.display()
+                )));
+            }
             if write_entry(&path, blob.content(), i32::from(file.mode()))
                 .map_err(|e| git2::Error::from_str(&format!("{}: {e}", path.display())))?
             {
@@ -403,6 +411,18 @@ fn write_entry(path: &Path, content: &[u8], mode: i32) -> std::io::Result<bool> 
     perms.set_mode(if executable { 0o755 } else { 0o644 });
     fs::set_permissions(path, perms)?;
     Ok(true)
+}
+
+/// Whether a directory between `workdir` and `path` is a symlink.
+fn beneath_symlink(workdir: &Path, path: &Path) -> bool {
+    path.strip_prefix(workdir).is_ok_and(|rel| {
+        rel.ancestors()
+            .skip(1)
+            .filter(|a| !a.as_os_str().is_empty())
+            .any(|a| {
+                fs::symlink_metadata(workdir.join(a)).is_ok_and(|m| m.file_type().is_symlink())
+            })
+    })
 }
 
 /// `refs/ralph/snapshots/<run>/<iteration>` → (run, iteration).
@@ -592,6 +612,21 @@ mod tests {
             "a file the snapshot did not change keeps its newer content"
         );
         assert!(!root.join(".git").join(SCRATCH_INDEX).exists());
+    }
+
+    #[test]
+    fn restoring_never_writes_through_a_symlinked_directory() {
+        let (dir, _git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        write(root, "src/lib.rs", "work\n");
+        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let outside = tempfile::tempdir().unwrap();
+        fs::remove_dir_all(root.join("src")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
+        let err = repo.restore_snapshot(&id, true, &own()).unwrap_err();
+        assert!(err.render().contains("symbolic link"), "{}", err.render());
+        assert!(!outside.path().join("lib.rs").exists());
     }
 
     #[test]
