@@ -205,6 +205,49 @@ fn snapshots_are_off_at_0s_and_old_runs_refs_are_pruned() {
     assert!(out.starts_with("no snapshots"), "{out}");
 }
 
+/// The agent writes a file and climbs past L2; it ignores the checkpoint
+/// request and SIGINT, so only the stop sequence's SIGTERM ends it.
+const CLIMB: &str = r#"
+on_message = "ignore"
+on_sigint = "ignore"
+[[step]]
+context = 30000
+path = "draft.rs"
+content = "// half a parser\n"
+[[step]]
+context = 150000
+text = "Nearly full."
+[[step]]
+hang = true
+"#;
+
+#[test]
+fn the_tree_is_snapshot_before_ralph_stops_the_agent() {
+    let p = Project::new(
+        PLAN,
+        CLIMB,
+        "[git]\nsnapshot_interval = \"10m\"\n[loop]\nmax_iterations = 1\n[context]\ngrace = \"1s\"\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let names: Vec<&str> = run
+        .events
+        .iter()
+        .filter_map(|e| e["event"].as_str())
+        .collect();
+    let snap = names.iter().position(|&n| n == "snapshot");
+    let asked = names.iter().position(|&n| n == "checkpoint_requested");
+    assert!(snap.is_some() && snap < asked, "{names:?}");
+    let event = run.of("snapshot")[0];
+    assert_eq!(event["reason"], "stop");
+    assert_eq!(run.of("snapshot").len(), 1, "no interval snapshot in 10m");
+    let commit = event["commit"].as_str().unwrap();
+    assert_eq!(
+        blob_in(&p.repo(), commit, "draft.rs").unwrap(),
+        b"// half a parser\n"
+    );
+}
+
 // ---------------------------------------------------- crash takeover (case 7)
 
 /// Iteration 1 writes a file, runs a command that writes another, and
