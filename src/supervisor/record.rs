@@ -200,3 +200,38 @@ pub(super) fn moment(
         notes_path: facts.notes_path.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::IterationRecord;
+
+    #[test]
+    fn a_dead_supervisors_unfinished_iteration_is_named() {
+        let at = |status: RunStatus, iteration: u32, recorded: &[u32]| RunState {
+            status,
+            iteration,
+            history: recorded
+                .iter()
+                .map(|&n| IterationRecord {
+                    iteration: n,
+                    ..IterationRecord::default()
+                })
+                .collect(),
+            ..RunState::default()
+        };
+        let dead = |mut state: RunState| {
+            let found = start(&mut state, &Config::default(), &Plan::default());
+            assert_eq!(state.status, RunStatus::Running);
+            found
+        };
+        assert_eq!(dead(at(RunStatus::Running, 3, &[1, 2])), Some(3));
+        assert_eq!(dead(at(RunStatus::Running, 1, &[])), Some(1));
+        // Recorded (killed after the history, or between iterations).
+        assert_eq!(dead(at(RunStatus::Running, 3, &[1, 2, 3])), None);
+        assert_eq!(dead(at(RunStatus::Waiting, 3, &[1, 2, 3])), None);
+        // Ended by ralph itself (a failure mid-iteration), or never started.
+        assert_eq!(dead(at(RunStatus::Failed, 3, &[1, 2])), None);
+        assert_eq!(dead(at(RunStatus::New, 0, &[])), None);
+    }
+}
