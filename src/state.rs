@@ -29,6 +29,9 @@ pub enum Trigger {
     Signal,
     Stop,
     RateLimit,
+    /// The supervisor died (`kill -9`, a crash) during the iteration; the
+    /// next run took it over.
+    Crash,
 }
 
 impl Trigger {
@@ -41,6 +44,7 @@ impl Trigger {
             Trigger::Signal => "signal",
             Trigger::Stop => "stop",
             Trigger::RateLimit => "rate_limit",
+            Trigger::Crash => "crash",
         }
     }
 }
@@ -576,6 +580,7 @@ mod tests {
             (Trigger::Signal, "signal"),
             (Trigger::Stop, "stop"),
             (Trigger::RateLimit, "rate_limit"),
+            (Trigger::Crash, "crash"),
         ];
         for (trigger, name) in triggers {
             assert_eq!(

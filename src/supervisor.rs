@@ -34,7 +34,9 @@ mod iteration;
 mod limit_wait;
 mod record;
 mod signals;
+mod snapshots;
 mod stop;
+mod takeover;
 mod verdict;
 mod waiting;
 
@@ -258,7 +260,7 @@ impl Supervisor {
         agent::become_subreaper();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
-        record::start(&mut self.state, &self.config, &plan);
+        let dead = record::start(&mut self.state, &self.config, &plan);
         self.bus.emit(Event::RunStarted {
             run_id: self.state.run_id.clone(),
             resumed,
@@ -267,6 +269,7 @@ impl Supervisor {
             plan: self.config.plan.display().to_string(),
             pid: std::process::id(),
         });
+        self.take_over(dead);
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
             let reset = Event::Breaker {
@@ -427,6 +430,7 @@ impl Supervisor {
             reason: None,
         };
         let driver = Driver::new(
+            self.safety_net(number),
             &mut self.bus,
             &self.templates,
             &self.root,
