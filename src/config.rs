@@ -25,8 +25,8 @@ pub struct Config {
     pub git: GitConfig,
     pub rate_limit: RateLimitConfig,
     pub hooks: HooksConfig,
-    pub prompt: crate::budget::PromptConfig,
-    pub handoff: crate::budget::HandoffConfig,
+    pub prompt: crate::token_budget::PromptConfig,
+    pub handoff: crate::token_budget::HandoffConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -70,6 +70,29 @@ pub struct ContextConfig {
 pub struct GitConfig {
     pub wip_commit: bool,
     pub commit_message: String,
+    /// New files larger than this many bytes stay out of WIP commits (0: no limit).
+    pub max_file_size: u64,
+    /// More new files than this in one WIP commit: the biggest new
+    /// directories stay out (0: no limit).
+    pub max_new_files: usize,
+    /// Whether new binary files go into WIP commits.
+    pub commit_binaries: bool,
+    /// How often, during an iteration, the work tree is recorded on a hidden
+    /// snapshot ref (`ralph recover`); "0s" turns snapshots off.
+    pub snapshot_interval: Span,
+    /// Snapshot refs of this many runs are kept; older runs' are deleted.
+    pub snapshot_keep_runs: usize,
+}
+
+impl GitConfig {
+    /// The limits a WIP commit applies to new files.
+    pub fn guard(&self) -> crate::repo::Guard {
+        crate::repo::Guard {
+            max_file_size: self.max_file_size,
+            max_new_files: self.max_new_files,
+            commit_binaries: self.commit_binaries,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -178,6 +201,11 @@ impl Default for GitConfig {
             wip_commit: true,
             commit_message:
                 "ralph: checkpoint iter {{ iteration }} ({{ level }} at {{ percent }}%)".into(),
+            max_file_size: 10_000_000,
+            max_new_files: 1000,
+            commit_binaries: false,
+            snapshot_interval: Span::secs(600),
+            snapshot_keep_runs: 5,
         }
     }
 }
@@ -404,11 +432,11 @@ impl Config {
             ("prompt", self.prompt.max_tokens),
             ("handoff", self.handoff.max_tokens),
         ] {
-            if max < crate::budget::MIN_TOKENS {
+            if max < crate::token_budget::MIN_TOKENS {
                 return bad(
                     section,
                     "max_tokens",
-                    format!("{max} is below {}", crate::budget::MIN_TOKENS),
+                    format!("{max} is below {}", crate::token_budget::MIN_TOKENS),
                 );
             }
         }
@@ -418,6 +446,16 @@ impl Config {
         // The prompt file is rewritten every iteration: never over the plan,
         // the config or ralph's own files.
         let prompt = &self.prompt_file;
+        if !crate::ownership::inside_project(prompt) {
+            return bad(
+                "",
+                "prompt_file",
+                format!(
+                    "`{}` is inside .git/ or outside the project; name a file in the project",
+                    prompt.display()
+                ),
+            );
+        }
         if prompt.as_os_str().is_empty()
             || prompt.starts_with(crate::repo::RALPH_DIR)
             || *prompt == self.plan

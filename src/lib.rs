@@ -4,7 +4,6 @@
 pub mod agent;
 pub mod app;
 pub mod breaker;
-pub mod budget;
 pub mod checkpoint;
 pub mod cli;
 pub mod commands;
@@ -17,6 +16,7 @@ pub mod events;
 pub mod hooks;
 pub mod limits;
 pub mod morning;
+pub mod ownership;
 pub mod plan;
 pub mod prompt;
 pub mod prompt_budget;
@@ -29,6 +29,7 @@ pub mod stream;
 pub mod supervisor;
 pub mod templates;
 pub mod tiers;
+pub mod token_budget;
 pub mod tokens;
 
 pub use error::{Error, Result};

@@ -13,7 +13,7 @@ use crate::context::Level;
 use crate::decisions;
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::state::{FileInProgress, RunState};
+use crate::state::{FileInProgress, RunState, Trigger};
 use crate::templates::{PROMPT, Templates};
 use crate::tiers::{self, Detail, HistoryTiers, PlanTiers};
 use crate::tokens;
@@ -95,6 +95,7 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
     let files = tiers::cap(&cp.files_in_progress, d.files, |f: &FileInProgress| {
         f.path.as_str()
     });
+    let left_out = tiers::cap(&cp.left_out, d.files, |p: &String| p.as_str());
     cp.active.then(|| {
         minijinja::context! {
             iteration => state.context_history.iter().rev().find(|h| h.checkpoint).map_or(iteration.saturating_sub(1), |h| h.iteration),
@@ -106,6 +107,11 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
             files => files.shown,
             files_more => files.summary,
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
+            commit_note => &cp.commit_note,
+            trigger => cp.trigger.map(Trigger::name),
+            stashed => &cp.stashed,
+            left_out => left_out.shown,
+            left_out_more => left_out.summary,
         }
     })
 }
@@ -228,7 +234,7 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::{HANDOFF_MAX_TOKENS, PROMPT_MAX_TOKENS};
+    use crate::token_budget::{HANDOFF_MAX_TOKENS, PROMPT_MAX_TOKENS};
 
     #[test]
     fn fit_drops_one_liners_until_the_text_fits() {
