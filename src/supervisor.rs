@@ -351,6 +351,7 @@ impl Supervisor {
 
     /// One agent process, from its prompt to its last line.
     async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
+        let started_at = now_rfc3339();
         let prompt_text = prompt::render_prompt(
             &self.root,
             &self.templates,
@@ -393,6 +394,7 @@ impl Supervisor {
                 self.state.context_window = meter.window();
                 return Ok(Facts {
                     number,
+                    started_at,
                     spawn_error: Some(e.render().trim_end().replace('\n', "; ")),
                     signals: self.flags.signals,
                     ..Facts::default()
@@ -434,7 +436,8 @@ impl Supervisor {
             &mut self.lock,
             (&mut self.hooks, hook_facts),
         );
-        let facts = driver.drive(machine, &mut agent, lines, exited).await;
+        let mut facts = driver.drive(machine, &mut agent, lines, exited).await;
+        facts.started_at = started_at;
         let _ = self.lock.set_agent(None);
         record::meter(&mut self.state, &facts);
         Ok(facts)

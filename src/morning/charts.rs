@@ -54,7 +54,7 @@ pub fn outcome_class(outcome: &str) -> &'static str {
         "o-cp"
     } else if outcome == "usage limit" {
         "o-limit"
-    } else if outcome == "failed" || outcome.starts_with("agent did not start") {
+    } else if matches!(outcome, "failed" | "crash") || outcome.starts_with("agent did not start") {
         "o-fail"
     } else if outcome == "promise" {
         "o-promise"
@@ -445,6 +445,7 @@ mod tests {
         assert_eq!(outcome_class("checkpoint (context, L2)"), "o-cp");
         assert_eq!(outcome_class("usage limit"), "o-limit");
         assert_eq!(outcome_class("agent did not start: x"), "o-fail");
+        assert_eq!(outcome_class("crash"), "o-fail");
         assert_eq!(outcome_class("done"), "o-done");
     }
 }

@@ -175,7 +175,6 @@ impl IterationMachine {
             facts: Facts {
                 number: limits.number,
                 signals,
-                started_at: now.wall.to_string(),
                 ..Facts::default()
             },
             next_snapshot: limits.snapshot_every.map(|d| now.mono + d),

@@ -124,10 +124,7 @@ pub(super) fn iteration(
     let outcome = verdict.outcome.to_string();
     state.history.push(IterationRecord {
         iteration: facts.number,
-        // An agent that could not start began and ended at once.
-        started_at: Some(&facts.started_at)
-            .filter(|s| !s.is_empty())
-            .map_or_else(|| now.wall.to_string(), Clone::clone),
+        started_at: facts.started_at.clone(),
         ended_at: now.wall.to_string(),
         outcome: outcome.clone(),
         exit_code: facts.exit_code,
