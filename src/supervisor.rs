@@ -1064,6 +1064,7 @@ impl Supervisor {
             error: error.clone(),
             error_hash,
             commit,
+            ..IterationRecord::default()
         });
         self.bus.emit(Event::IterationEnded {
             iteration: it.number,

@@ -5,6 +5,7 @@ mod context;
 mod control;
 mod demo;
 mod doctor;
+mod estimate;
 mod generate;
 mod init;
 mod prompt;
