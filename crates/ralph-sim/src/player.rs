@@ -322,6 +322,10 @@ impl Sim<'_> {
             Event::Signal(sig) => self.on_signal(sig)?,
             Event::Message(text) => {
                 self.record_message(&text);
+                if self.running && !text.contains(self.cfg.comply_to.as_str()) {
+                    // A note, not a checkpoint request: read, and played past.
+                    return Ok(None);
+                }
                 if until.message {
                     return Ok(Some(Wake::Message(text)));
                 }
