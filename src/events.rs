@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Level, MeterReading};
 use crate::error::{Error, Result};
+use crate::state::Trigger;
 
 /// One thing that happened. Serialized with `"event": "<snake_case name>"`
 /// and a `ts` (RFC 3339) by [`Record`]; documented in docs/events.md.
@@ -58,7 +59,7 @@ pub enum Event {
     },
     CheckpointRequested {
         iteration: u32,
-        trigger: String,
+        trigger: Trigger,
         level: Level,
         percent: f64,
         notes_path: Option<String>,
@@ -76,7 +77,7 @@ pub enum Event {
     },
     Checkpoint {
         iteration: u32,
-        trigger: String,
+        trigger: Trigger,
         level: Level,
         percent: f64,
         tokens: u64,
