@@ -25,6 +25,9 @@ pub struct ItemAccount {
     pub tokens: u64,
     pub iterations: u32,
     pub checkpoints: u32,
+    /// Iterations in a row, up to the latest that worked on it, that ended
+    /// in a context checkpoint with it unfinished.
+    pub streak: u32,
     pub done: bool,
     /// The estimate made when it first became current.
     pub estimate: Option<u64>,
@@ -69,6 +72,22 @@ pub struct ShardRequest {
     pub reason: ShardReason,
     pub estimate: Option<u64>,
     pub percent: f64,
+}
+
+/// What the prompt template sees of a shard request: the item and why.
+pub fn shard_view(r: Option<&ShardRequest>, shard_percent: f64) -> Option<minijinja::Value> {
+    let r = r?;
+    let why = match r.reason {
+        ShardReason::TooLarge => format!(
+            "it is estimated at about {} tokens, {}% of the usable window, above the {shard_percent}% from which items are split",
+            r.estimate.unwrap_or(0),
+            r.percent
+        ),
+        ShardReason::Checkpointed => {
+            "the last two iterations were both checkpointed in the middle of it".to_string()
+        }
+    };
+    Some(minijinja::context! { item => &r.item, why => why, reason => r.reason.name() })
 }
 
 /// Work an iteration left uncommitted on an unfinished item, told to the
@@ -171,6 +190,10 @@ pub struct ItemsOutcome {
     pub checked: Vec<String>,
     /// Tokens consumed per item worked on.
     pub spent: Vec<(String, u64)>,
+    /// New checkbox items appeared: an item was split.
+    pub split: bool,
+    /// Estimates of the items worked on, as made at the start.
+    pub estimates: std::collections::BTreeMap<String, Estimate>,
 }
 
 impl ItemTracker {
@@ -258,6 +281,7 @@ impl ItemTracker {
             item: start_item,
             checked: self.checked,
             spent: self.spent,
+            ..ItemsOutcome::default()
         }
     }
 }
@@ -272,22 +296,22 @@ fn absolute(root: &Path, p: &Path) -> PathBuf {
 }
 
 /// Books an iteration into the run's item accounts: tokens spent, who was
-/// checkpointed, what got done or split, the first estimate of each item.
+/// cut off by a context checkpoint, what got done or split, the first
+/// estimate of each item.
 pub fn account(
     accounts: &mut Vec<ItemAccount>,
     outcome: &ItemsOutcome,
     checkpointed: bool,
     split_in: Option<u32>,
-    estimate_of: impl Fn(&str) -> Option<Estimate>,
 ) {
     for (item, used) in &outcome.spent {
         let i = match accounts.iter().position(|a| a.item == *item) {
             Some(i) => i,
             None => {
-                let e = estimate_of(item);
+                let e = outcome.estimates.get(item);
                 accounts.push(ItemAccount {
                     item: item.clone(),
-                    estimate: e.as_ref().map(|e| e.tokens),
+                    estimate: e.map(|e| e.tokens),
                     confidence: e.map(|e| e.confidence),
                     ..ItemAccount::default()
                 });
@@ -302,6 +326,9 @@ pub fn account(
         let last = outcome.spent.last().map(|(s, _)| s) == Some(item);
         if checkpointed && last && !a.done {
             a.checkpoints += 1;
+            a.streak += 1;
+        } else {
+            a.streak = 0;
         }
         if split_in.is_some() && outcome.item.as_deref() == Some(item) {
             a.split_in = split_in;
@@ -503,20 +530,27 @@ mod tests {
     #[test]
     fn accounts_sum_across_iterations_and_checkpoints() {
         let mut acc = Vec::new();
-        let estimate_of = |_: &str| Some(est(30_000, Confidence::Low));
+        let estimates: std::collections::BTreeMap<_, _> = ["big", "next"]
+            .map(|i| (i.to_string(), est(30_000, Confidence::Low)))
+            .into();
         let cut = ItemsOutcome {
             item: Some("big".into()),
-            checked: vec![],
             spent: vec![("big".into(), 120_000)],
+            estimates: estimates.clone(),
+            ..ItemsOutcome::default()
         };
-        account(&mut acc, &cut, true, None, estimate_of);
-        account(&mut acc, &cut, true, None, estimate_of);
+        account(&mut acc, &cut, true, None);
+        assert_eq!(acc[0].streak, 1);
+        account(&mut acc, &cut, true, None);
+        assert_eq!(acc[0].streak, 2);
         let done = ItemsOutcome {
             item: Some("big".into()),
             checked: vec!["big".into()],
             spent: vec![("big".into(), 20_000), ("next".into(), 5_000)],
+            estimates,
+            ..ItemsOutcome::default()
         };
-        account(&mut acc, &done, true, Some(3), estimate_of);
+        account(&mut acc, &done, true, Some(3));
         assert_eq!(acc.len(), 2);
         let big = &acc[0];
         assert_eq!(
@@ -524,11 +558,12 @@ mod tests {
                 big.tokens,
                 big.iterations,
                 big.checkpoints,
+                big.streak,
                 big.done,
                 big.estimate,
                 big.split_in
             ),
-            (260_000, 3, 2, true, Some(30_000), Some(3))
+            (260_000, 3, 2, 0, true, Some(30_000), Some(3))
         );
         assert_eq!(
             (acc[1].tokens, acc[1].checkpoints, acc[1].done),

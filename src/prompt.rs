@@ -65,6 +65,8 @@ pub fn render_prompt(
             promise => config.loop_.completion_promise.trim(),
             history => history,
             resume => resume,
+            shard => crate::items::shard_view(state.shard_request.as_ref(), config.context.shard_percent),
+            carry_over => &state.carry_over,
         },
     )
 }

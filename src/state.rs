@@ -30,6 +30,8 @@ pub enum Trigger {
     Signal,
     Stop,
     RateLimit,
+    /// An item was checked off and the next one would not fit.
+    Boundary,
 }
 
 impl Trigger {
@@ -42,6 +44,7 @@ impl Trigger {
             Trigger::Signal => "signal",
             Trigger::Stop => "stop",
             Trigger::RateLimit => "rate_limit",
+            Trigger::Boundary => "boundary",
         }
     }
 }

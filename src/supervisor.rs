@@ -32,6 +32,7 @@ mod facts;
 mod iteration;
 mod limit_wait;
 mod record;
+mod seams;
 mod signals;
 mod stop;
 mod verdict;
@@ -335,6 +336,7 @@ impl Supervisor {
 
     /// One agent process, from its prompt to its last line.
     async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
+        let seams = self.prepare_seams(number, plan);
         let prompt_text =
             prompt::render_prompt(&self.templates, &self.config, &self.state, plan, number)?;
         let prompt_path = self.root.join(&self.config.prompt_file);
@@ -396,6 +398,7 @@ impl Supervisor {
             tz,
         );
         let machine = IterationMachine::new(limits, meter, self.flags.signals, &Now::read());
+        let machine = machine.with_seams(seams);
         let driver = Driver::new(
             &mut self.bus,
             &self.templates,
@@ -442,6 +445,7 @@ impl Supervisor {
             &Now::read(),
             &mut events,
         );
+        self.after_seams(&facts);
         self.emit_all(events);
         self.save();
         self.run_hooks(

@@ -4,6 +4,8 @@
 //! the driver to carry out. What it learnt comes out as [`Facts`]. Pure:
 //! no runtime, no agent, no clock — time comes in as [`Now`].
 
+mod seams;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -21,8 +23,10 @@ use crate::config::Config;
 use crate::context::{Change, ContextMeter, Level, round1};
 use crate::events::Event;
 use crate::limits;
+use crate::plan::Plan;
 use crate::state::{RunState, Trigger};
 use crate::stream::StreamEvent;
+pub(super) use seams::{NudgeRequest, SeamWatch};
 
 /// How often, during an iteration, the display is redrawn and the budgets
 /// are checked: a fixed beat, not "a second after the last line", so that
@@ -48,6 +52,8 @@ pub(super) enum Input {
     /// The answer to [`Effect::AskHandoff`]: whether the request reached
     /// the agent's stdin.
     HandoffSent(bool),
+    /// The answer to [`Effect::ReadPlan`] (the plan after an edit, or at the end).
+    Plan(Plan),
 }
 
 /// What the driver is to do, in this order.
@@ -63,6 +69,10 @@ pub(super) enum Effect {
     DetachDisplay,
     /// Redraw the display.
     Tick,
+    /// Read the plan and answer with [`Input::Plan`].
+    ReadPlan(PathBuf),
+    /// Send the L1 nudge to the agent's stdin.
+    Nudge(NudgeRequest),
 }
 
 /// The values the checkpoint request template is rendered with.
@@ -154,6 +164,7 @@ pub(super) struct IterationMachine {
     beat: Instant,
     /// A checkpoint waiting for [`Input::HandoffSent`]: its reason.
     asking: Option<String>,
+    seams: Option<SeamWatch>,
 }
 
 impl IterationMachine {
@@ -177,6 +188,7 @@ impl IterationMachine {
             last_line: now.mono,
             beat: now.mono + TICK,
             asking: None,
+            seams: None,
         }
     }
 
@@ -201,6 +213,7 @@ impl IterationMachine {
                     seconds: self.facts.seconds,
                 }));
             }
+            Input::Plan(plan) => self.on_plan(&plan, now, out),
             // Once the agent is gone there is nothing left to act on.
             _ if self.phase == Phase::Draining => {}
             Input::Request(request) => self.on_request(request, now, out),
@@ -231,8 +244,10 @@ impl IterationMachine {
     }
 
     /// The facts of the iteration, once its last line is counted.
-    pub(super) fn finish(self) -> Facts {
+    pub(super) fn finish(mut self) -> Facts {
+        let items = self.seams_finish();
         let mut facts = self.facts;
+        facts.items = items;
         let m = &self.meter;
         if facts.checkpoint.is_none() && m.peak_level() >= Level::L2 {
             // The level was crossed in the very last lines (or after the
@@ -408,6 +423,7 @@ impl IterationMachine {
             ),
             None => {}
         }
+        self.seams_on_line(event, change, out);
         if self.meter.tokens() != before || tool_label.is_some() {
             self.emit(
                 out,

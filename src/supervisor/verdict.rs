@@ -116,7 +116,10 @@ pub(super) enum Next {
 }
 
 pub(super) fn judge(facts: &Facts, measured: &Measured, flags: &RunFlags) -> Verdict {
-    let progress = measured.tree_progress || measured.items_done;
+    // Splitting an item into sub-items is progress: the breaker must not
+    // open on the iteration that did what the shard request asked.
+    let split = facts.items.as_ref().is_some_and(|i| i.split);
+    let progress = measured.tree_progress || measured.items_done || split;
     let we_stopped = facts.checkpoint.is_some();
     // A timeout whose iteration made progress is not a failure.
     let error = failure_of(facts, we_stopped).filter(|_| !(facts.timed_out.is_some() && progress));

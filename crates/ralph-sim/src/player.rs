@@ -322,8 +322,9 @@ impl Sim<'_> {
             Event::Signal(sig) => self.on_signal(sig)?,
             Event::Message(text) => {
                 self.record_message(&text);
-                if self.running && !text.contains(self.cfg.comply_to.as_str()) {
-                    // A note, not a checkpoint request: read, and played past.
+                if self.running && notes_path(&text).is_none() {
+                    // A note, not a checkpoint request (which names where the
+                    // notes go): read, and played past, as a model goes on.
                     return Ok(None);
                 }
                 if until.message {

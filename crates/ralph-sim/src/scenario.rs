@@ -91,7 +91,6 @@ scenario_options! {
     on_sigint: OnSigint,
     on_sigterm: OnSigterm,
     on_message: OnMessage,
-    comply_to: String,
     comply_delay_ms: u64,
     handoff_notes: String,
     reply: String,

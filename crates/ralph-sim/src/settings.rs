@@ -21,9 +21,6 @@ pub(crate) struct Settings {
     pub(crate) on_sigint: OnSigint,
     pub(crate) on_sigterm: OnSigterm,
     pub(crate) on_message: OnMessage,
-    /// Only messages containing this are checkpoint requests; others are
-    /// notes the script plays on past (empty: every message).
-    pub(crate) comply_to: String,
     pub(crate) comply_delay: Duration,
     pub(crate) handoff_notes: Option<String>,
     pub(crate) reply: String,
@@ -52,7 +49,6 @@ impl Settings {
             on_sigint: options.on_sigint.unwrap_or_default(),
             on_sigterm: options.on_sigterm.unwrap_or_default(),
             on_message: options.on_message.unwrap_or_default(),
-            comply_to: options.comply_to.clone().unwrap_or_default(),
             comply_delay: Duration::from_millis(options.comply_delay_ms.unwrap_or(0)),
             handoff_notes: options.handoff_notes.clone(),
             reply: options
