@@ -81,7 +81,8 @@ impl ItemEstimate {
                 }
             ),
             Fit::FreshWindow => format!(
-                "does not fit in the {} left; it fits in a fresh window ({}), so hand off before starting it",
+                "needs about {}, more than the {} left; it fits in a fresh window ({}): best done in a fresh session",
+                tokens_short(e.needed()),
                 tokens_short(remaining),
                 tokens_short(fresh)
             ),
