@@ -987,4 +987,161 @@ mod tests {
         assert_eq!(facts.cost_usd, 0.25);
         assert_eq!(facts.checkpoint, None);
     }
+
+    // --- the seams of the work (issue 14) ---------------------------------------------
+
+    /// The machine with a plan to follow: "one", then "two" estimated at
+    /// `two` tokens (high confidence: 5% margin).
+    fn with_plan(two: Option<u64>, nudge: bool) -> (IterationMachine, Now) {
+        let (m, t0) = machine(true);
+        let plan = Plan::parse("- [ ] one\n- [ ] two\n");
+        let estimates = two
+            .map(|t| {
+                let e = crate::estimate::Estimate {
+                    tokens: t,
+                    confidence: crate::estimate::Confidence::High,
+                    basis: crate::estimate::Basis::Similar,
+                    similar: 3,
+                    named_tokens: 0,
+                    correction: 1.0,
+                };
+                ("two".to_string(), e)
+            })
+            .into_iter()
+            .collect();
+        let plan_path = PathBuf::from("/repo/fix_plan.md");
+        let seams = SeamWatch {
+            tracker: crate::items::ItemTracker::new(Path::new("/repo"), &plan_path, &plan),
+            plan_path,
+            initial: plan,
+            estimates,
+            checkpoint_percent: 85.0,
+            cap: None,
+            nudge,
+            nudged: false,
+            split: false,
+        };
+        (m.with_seams(seams), t0)
+    }
+
+    fn edit_plan(id: &str, tokens: u64) -> StreamEvent {
+        assistant(
+            id,
+            tokens,
+            r#"{"type":"tool_use","id":"t1","name":"Edit","input":{"file_path":"/repo/fix_plan.md","old_string":"- [ ] one","new_string":"- [x] one"}}"#,
+        )
+    }
+
+    fn tool_result() -> StreamEvent {
+        decode_line(br#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]},"parent_tool_use_id":null}"#)
+    }
+
+    #[test]
+    fn boundary_rule_in_the_machine() {
+        // (tokens when "one" is checked off, estimate of "two", boundary?)
+        // L2 is at 85k of the 100k window.
+        let table = [
+            (50_000, Some(40_000), true),  // needs 42k, 35k left
+            (30_000, Some(40_000), false), // 55k left
+            (50_000, None, false),         // unknown item: nothing to go by
+            (80_000, Some(4_000), false),  // small and fits, even past L1
+        ];
+        for (tokens, two, boundary) in table {
+            let (mut m, t0) = with_plan(two, false);
+            let t1 = after(&t0, 1);
+            line(&mut m, at_tokens("a", 10_000), &t1);
+            let out = line(&mut m, edit_plan("b", tokens), &t1);
+            assert!(
+                !out.iter().any(|e| matches!(e, Effect::ReadPlan(_))),
+                "not before the result"
+            );
+            let out = line(&mut m, tool_result(), &t1);
+            let Some(Effect::ReadPlan(path)) =
+                out.into_iter().find(|e| matches!(e, Effect::ReadPlan(_)))
+            else {
+                panic!("the plan is re-read once the edit's result is in");
+            };
+            assert_eq!(path, PathBuf::from("/repo/fix_plan.md"));
+            let done = Plan::parse("- [x] one\n- [ ] two\n");
+            let out = feed(&mut m, Input::Plan(done), &t1);
+            let checked = out
+                .iter()
+                .any(|e| matches!(e, Effect::Emit(Event::ItemChecked { .. })));
+            assert!(checked, "{tokens}");
+            let ask = out.iter().find_map(|e| match e {
+                Effect::AskHandoff(r) => Some(r.trigger),
+                _ => None,
+            });
+            assert_eq!(
+                ask,
+                boundary.then_some(Trigger::Boundary),
+                "{tokens} {two:?}"
+            );
+            let facts = m.finish();
+            let items = facts.items.expect("items followed");
+            assert_eq!(items.checked, ["one"]);
+            assert_eq!(items.spent[0], ("one".to_string(), tokens - 10_000));
+            assert_eq!(
+                facts.checkpoint.map(|c| c.trigger),
+                boundary.then_some(Trigger::Boundary)
+            );
+        }
+    }
+
+    #[test]
+    fn the_l1_nudge_is_sent_once_and_only_when_wanted() {
+        let nudges = |out: &[Effect]| out.iter().filter(|e| matches!(e, Effect::Nudge(_))).count();
+        let (mut m, t0) = with_plan(None, true);
+        let t1 = after(&t0, 1);
+        assert_eq!(nudges(&line(&mut m, at_tokens("a", 60_000), &t1)), 0);
+        let out = line(&mut m, at_tokens("b", 72_000), &t1);
+        assert_eq!(nudges(&out), 1);
+        assert!(
+            out.iter().any(
+                |e| matches!(e, Effect::Emit(Event::Nudged { item: Some(i), .. }) if i == "one")
+            )
+        );
+        assert_eq!(nudges(&line(&mut m, at_tokens("c", 75_000), &t1)), 0);
+        // Down (a compaction) and up again: still once.
+        let compact = decode_line(br#"{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":75000,"post_tokens":20000}}"#);
+        line(&mut m, compact, &t1);
+        assert_eq!(nudges(&line(&mut m, at_tokens("d", 72_000), &t1)), 0);
+
+        // Off.
+        let (mut m, t0) = with_plan(None, false);
+        assert_eq!(
+            nudges(&line(&mut m, at_tokens("a", 72_000), &after(&t0, 1))),
+            0
+        );
+        // Already checkpointing (straight to L2): no nudge on the way.
+        let (mut m, t0) = with_plan(None, true);
+        assert_eq!(
+            nudges(&line(&mut m, at_tokens("a", 86_000), &after(&t0, 1))),
+            0
+        );
+    }
+
+    #[test]
+    fn new_checkbox_items_are_a_split_and_draining_is_booked_without_acting() {
+        let (mut m, t0) = with_plan(Some(90_000), false);
+        let t1 = after(&t0, 1);
+        line(&mut m, at_tokens("a", 10_000), &t1);
+        line(&mut m, at_tokens("b", 60_000), &t1);
+        feed(
+            &mut m,
+            Input::Exited {
+                code: Some(0),
+                signal: None,
+            },
+            &t1,
+        );
+        // After the exit the final plan is still booked, but nothing is asked.
+        let split = Plan::parse("- [x] one\n- [ ] two\n  - [ ] two, part 1\n  - [ ] two, part 2\n");
+        let out = feed(&mut m, Input::Plan(split), &t1);
+        assert!(!out.iter().any(|e| matches!(e, Effect::AskHandoff(_))));
+        let items = m.finish().items.unwrap();
+        assert!(items.split);
+        assert_eq!(items.checked, ["one"]);
+        assert_eq!(items.item.as_deref(), Some("one"));
+    }
 }

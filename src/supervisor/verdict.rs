@@ -631,6 +631,34 @@ mod tests {
     type TakeAway = fn(&mut Case);
 
     #[test]
+    fn an_iteration_that_split_its_item_made_progress() {
+        let flags = RunFlags::default();
+        // (split, tree changed, items done) → progress
+        let table = [
+            (true, false, false, true),
+            (false, false, false, false),
+            (false, true, false, true),
+            (false, false, true, true),
+        ];
+        for (split, tree_progress, items_done, progress) in table {
+            let facts = Facts {
+                items: Some(crate::items::ItemsOutcome {
+                    split,
+                    ..Default::default()
+                }),
+                ..Facts::default()
+            };
+            let measured = Measured {
+                tree_progress,
+                items_done,
+            };
+            let v = judge(&facts, &measured, &flags);
+            assert_eq!(v.progress, progress, "{split} {tree_progress} {items_done}");
+            assert_eq!(v.breaker.progress, progress);
+        }
+    }
+
+    #[test]
     fn the_exit_rule_order() {
         // Take away the rule that decided, and the next one decides.
         let order: [(TakeAway, Next); 8] = [
