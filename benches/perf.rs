@@ -108,8 +108,9 @@ pub struct Opts {
     pub verbose: bool,
 }
 
-pub const BENCHES: [&str; 7] = [
+pub const BENCHES: [&str; 8] = [
     "decode",
+    "estimate",
     "stream",
     "memory",
     "reaction",
@@ -242,6 +243,9 @@ pub fn run(opts: &Opts) -> Vec<Row> {
     let mut rows = Vec::new();
     if opts.wants("decode") {
         rows.extend(bench_decode(opts, &s));
+    }
+    if opts.wants("estimate") {
+        rows.extend(bench_estimate(opts, &s));
     }
     if opts.wants("stream") || opts.wants("memory") {
         rows.extend(bench_stream(opts, &s));
@@ -893,6 +897,123 @@ fn bench_decode(opts: &Opts, s: &Sizes) -> Vec<Row> {
             reference: rate(c),
             ratio: c.as_secs_f64() / b.as_secs_f64(),
             target: "(diagnostic, × faster)".into(),
+            pass: None,
+        },
+    ]
+}
+
+// ---------------------------------------------------------------- estimate
+
+/// What following the plan's items (issue 14) adds to each line: the
+/// per-line work of an iteration — decode, meter — with and without the
+/// item tracker; and estimating a plan's open items once per iteration.
+fn bench_estimate(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    use ralph::context::{ContextMeter, Thresholds};
+    use ralph::estimate::{Inputs, Sample, estimate};
+    use ralph::items::ItemTracker;
+    use ralph::plan::Plan;
+    use ralph::stream::{StreamEvent, decode_line};
+
+    let size = s.transcript.min(64 << 20);
+    let path = opts.dir.join("estimate.jsonl");
+    let stats = write_transcript(&path, size, 2);
+    let bytes = fs::read(&path).unwrap();
+    let _ = fs::remove_file(&path);
+    let plan = Plan::parse(
+        &(0..200)
+            .map(|i| format!("- [ ] item {i}: parser for format {i}\n"))
+            .collect::<String>(),
+    );
+    let root = Path::new("/repo");
+    let lines = || bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+    let plain = || {
+        let t = Instant::now();
+        let mut meter = ContextMeter::new(0, 33_000, Thresholds::DEFAULT);
+        for l in lines() {
+            meter.observe(&decode_line(l), Duration::ZERO);
+        }
+        std::hint::black_box(meter.tokens());
+        t.elapsed()
+    };
+    let tracked = || {
+        let t = Instant::now();
+        let mut meter = ContextMeter::new(0, 33_000, Thresholds::DEFAULT);
+        let mut tracker = ItemTracker::new(root, Path::new("fix_plan.md"), &plan);
+        for l in lines() {
+            let event = decode_line(l);
+            meter.observe(&event, Duration::ZERO);
+            match &event {
+                StreamEvent::Assistant(m) if m.is_main_thread() && !m.is_synthetic() => {
+                    tracker.on_tokens(meter.tokens());
+                    for call in &m.tool_calls {
+                        tracker.on_tool_call(call);
+                    }
+                }
+                StreamEvent::User { .. } => {
+                    std::hint::black_box(tracker.take_reread());
+                }
+                _ => {}
+            }
+        }
+        std::hint::black_box(tracker.current());
+        t.elapsed()
+    };
+    let mut ratios = Vec::new();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..s.repeats.max(3) {
+        let (x, y) = (plain(), tracked());
+        ratios.push(y.as_secs_f64() / x.as_secs_f64());
+        a.push(x);
+        b.push(y);
+    }
+    let (a, b) = (median(&mut a), median(&mut b));
+    let per_line = |d: Duration| format!("{:.0} ns/line", d.as_nanos() as f64 / stats.lines as f64);
+    // Estimating every open item of a 200-item plan against 1,000 finished
+    // ones, as `prepare_seams` does once per iteration, against the lines
+    // of one iteration (the transcript above).
+    let history: Vec<Sample> = (0..1_000)
+        .map(|i| Sample {
+            item: format!("item {i}: writer for format {}", i % 50),
+            tokens: 20_000 + i * 37,
+            estimate: Some(30_000),
+        })
+        .collect();
+    let t = Instant::now();
+    for item in plan.open() {
+        std::hint::black_box(estimate(&Inputs {
+            item: &item.text,
+            history: &history,
+            named_bytes: 0,
+            prior_tokens: 33_400,
+        }));
+    }
+    let once = t.elapsed();
+    opts.say(&format!(
+        "estimate: {} lines, tracker ratio {:.3}, 200 estimates in {}",
+        stats.lines,
+        median_ratio(&mut ratios),
+        ms(once)
+    ));
+    vec![
+        Row {
+            bench: "estimate".into(),
+            what: format!(
+                "per line of {:.0} MiB: decode + meter + item tracker vs decode + meter",
+                mib(stats.bytes)
+            ),
+            ralph: per_line(b),
+            reference: per_line(a),
+            ratio: median_ratio(&mut ratios),
+            target: "≤ 1.05".into(),
+            pass: Some(median_ratio(&mut ratios) <= 1.05),
+        },
+        Row {
+            bench: "estimate".into(),
+            what: "estimating 200 open items (1,000 finished) once vs that iteration's lines".into(),
+            ralph: ms(once),
+            reference: ms(a),
+            ratio: once.as_secs_f64() / a.as_secs_f64(),
+            target: "(diagnostic)".into(),
             pass: None,
         },
     ]
