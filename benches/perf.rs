@@ -1636,6 +1636,7 @@ fn big_state(n: u32) -> ralph::state::RunState {
             error: (i % 10 == 0).then(|| "API error 529: overloaded".to_string()),
             error_hash: (i % 10 == 0).then(|| "e3b0c44298fc1c149afbf4c8996fb924".to_string()),
             commit: (i % 4 == 0).then(|| "0123456789abcdef0123456789abcdef01234567".to_string()),
+            ..IterationRecord::default()
         });
         s.completed_items.push(format!("item {i}"));
     }
