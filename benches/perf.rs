@@ -1009,7 +1009,8 @@ fn bench_estimate(opts: &Opts, s: &Sizes) -> Vec<Row> {
         },
         Row {
             bench: "estimate".into(),
-            what: "estimating 200 open items (1,000 finished) once vs that iteration's lines".into(),
+            what: "estimating 200 open items (1,000 finished) once vs that iteration's lines"
+                .into(),
             ralph: ms(once),
             reference: ms(a),
             ratio: once.as_secs_f64() / a.as_secs_f64(),
