@@ -82,6 +82,19 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// An estimate of `tokens` from nothing but a prior (for tables in tests).
+    #[cfg(test)]
+    pub fn known(tokens: u64, confidence: Confidence) -> Estimate {
+        Estimate {
+            tokens,
+            confidence,
+            basis: Basis::Prior,
+            similar: 0,
+            named_tokens: 0,
+            correction: 1.0,
+        }
+    }
+
     /// Tokens to have in hand before starting the item.
     pub fn needed(&self) -> u64 {
         (self.tokens as f64 * self.confidence.margin()).ceil() as u64
@@ -370,14 +383,7 @@ mod tests {
 
     #[test]
     fn fit_in_this_window_a_fresh_one_or_neither() {
-        let e = |tokens, confidence| Estimate {
-            tokens,
-            confidence,
-            basis: Basis::Prior,
-            similar: 0,
-            named_tokens: 0,
-            correction: 1.0,
-        };
+        let e = Estimate::known;
         // (estimate, confidence, remaining, fresh, shard_at, fit)
         let table = [
             (

@@ -402,17 +402,9 @@ pub fn estimate_item(root: &Path, item: &str, history: &[Sample], prior_tokens: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::Basis;
 
     fn est(tokens: u64, confidence: Confidence) -> Estimate {
-        Estimate {
-            tokens,
-            confidence,
-            basis: Basis::Prior,
-            similar: 0,
-            named_tokens: 0,
-            correction: 1.0,
-        }
+        Estimate::known(tokens, confidence)
     }
 
     #[test]

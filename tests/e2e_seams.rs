@@ -159,12 +159,8 @@ fn a_small_next_item_is_let_finish_past_l1() {
     assert_eq!(run.of("item_checked").len(), 1, "{}", run.describe());
 }
 
-/// Iterations 1 and 2 climb past L2 on the huge item without finishing it;
-/// iteration 3 splits it; iteration 4 finishes.
-const SHARD: &str = r##"
-record_messages = ".ralph/messages.jsonl"
-step_delay_ms = 200
-
+/// One iteration climbing past L2 on the huge item without finishing it.
+const CLIMB_ON_HUGE: &str = r##"
 [[iteration]]
 [[iteration.step]]
 context = 80000
@@ -175,18 +171,10 @@ text = "Still reading."
 [[iteration.step]]
 context = 150000
 text = "never"
+"##;
 
-[[iteration]]
-[[iteration.step]]
-context = 80000
-text = "Reading everything again."
-[[iteration.step]]
-context = 146000
-text = "Still reading."
-[[iteration.step]]
-context = 150000
-text = "never"
-
+/// Iteration 3 splits the huge item; iteration 4 finishes.
+const SPLIT_THEN_FINISH: &str = r##"
 [[iteration]]
 [[iteration.step]]
 context = 30000
@@ -206,9 +194,13 @@ result = "<promise>COMPLETE</promise>"
 
 #[test]
 fn an_item_checkpointed_twice_is_asked_to_be_split_and_the_run_goes_on() {
+    // Iterations 1 and 2 climb past L2 on the huge item; 3 splits it; 4 finishes.
+    let scenario = format!(
+        "record_messages = \".ralph/messages.jsonl\"\nstep_delay_ms = 200\n{CLIMB_ON_HUGE}{CLIMB_ON_HUGE}{SPLIT_THEN_FINISH}"
+    );
     let p = Project::new(
         "- [ ] huge item\n- [ ] small item\n",
-        SHARD,
+        &scenario,
         "[context]\ngrace = \"20s\"\nnudge_at_l1 = false\n[breaker]\nno_progress = 3\n",
     );
     let run = p.run(&[], LIMIT);

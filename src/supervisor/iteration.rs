@@ -997,15 +997,8 @@ mod tests {
         let plan = Plan::parse("- [ ] one\n- [ ] two\n");
         let estimates = two
             .map(|t| {
-                let e = crate::estimate::Estimate {
-                    tokens: t,
-                    confidence: crate::estimate::Confidence::High,
-                    basis: crate::estimate::Basis::Similar,
-                    similar: 3,
-                    named_tokens: 0,
-                    correction: 1.0,
-                };
-                ("two".to_string(), e)
+                let high = crate::estimate::Confidence::High;
+                ("two".to_string(), crate::estimate::Estimate::known(t, high))
             })
             .into_iter()
             .collect();
