@@ -102,6 +102,7 @@ pub struct Supervisor {
     state: RunState,
     lock: Lock,
     signals: Signals,
+    hooks: hooks::Hooks,
     budgets: Budgets,
     /// Iterations started by this invocation (the limit counts these).
     started_here: u32,
@@ -143,6 +144,7 @@ impl Supervisor {
         )?;
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
+        hooks::watch_interrupts();
         let run_id = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
         let lock = Lock::acquire(&layout, &run_id)?;
         crate::state::remove_dead_temp_files(&layout.dir);
@@ -184,6 +186,7 @@ impl Supervisor {
             state,
             lock,
             signals,
+            hooks: hooks::Hooks::new(&config.hooks, root),
             budgets: Budgets::new(&config, opts.deadline, Instant::now()),
             started_here: 0,
             flags: RunFlags::default(),
@@ -212,7 +215,24 @@ impl Supervisor {
 
     fn emit_all(&mut self, events: Vec<Event>) {
         for e in events {
-            self.bus.emit(e);
+            self.publish(e, None);
+        }
+    }
+
+    /// Publish `event` and run the hooks of its `[hooks]` point, if it has
+    /// one, with `reason` as `RALPH_REASON` (src/hooks: env, stdin payload,
+    /// retries).
+    fn publish(&mut self, event: Event, reason: Option<String>) {
+        let facts = hooks::Facts {
+            iteration: self.state.iteration,
+            run_id: self.state.run_id.clone(),
+            item: self.plan().current().map(|i| i.text.clone()),
+            handoff: self.state.last_handoff.clone(),
+            reason,
+        };
+        if self.hooks.emit(&mut self.bus, event, || facts) {
+            // A hook may have changed the tree.
+            self.tree_touched();
         }
     }
 
@@ -248,11 +268,12 @@ impl Supervisor {
         });
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
-            self.bus.emit(Event::Breaker {
+            let reset = Event::Breaker {
                 status: "closed".into(),
                 rule: None,
                 message: "reset by hand (--reset-breaker)".into(),
-            });
+            };
+            self.publish(reset, None);
         }
         let (outcome, reason) = match self.iterations().await {
             Ok(end) => end,
@@ -274,21 +295,14 @@ impl Supervisor {
         self.state.waiting_until = None;
         self.state.supervisor_pid = None;
         self.save();
-        self.run_hooks(
-            "on_exit",
-            &self.config.hooks.on_exit.clone(),
-            vec![
-                ("RALPH_OUTCOME", name.clone()),
-                ("RALPH_EXIT_CODE", exit_code.to_string()),
-            ],
-        );
-        self.bus.emit(Event::RunEnded {
+        let ended = Event::RunEnded {
             outcome: name,
             exit_code,
             reason,
             iterations: self.state.iteration,
             cost_usd: self.state.cost_usd,
-        });
+        };
+        self.publish(ended, None);
     }
 
     async fn iterations(&mut self) -> Result<(Outcome, String)> {
@@ -399,11 +413,19 @@ impl Supervisor {
         );
         let machine = IterationMachine::new(limits, meter, self.flags.signals, &Now::read());
         let machine = machine.with_seams(seams);
+        let hook_facts = hooks::Facts {
+            iteration: number,
+            run_id: self.state.run_id.clone(),
+            item: plan.current().map(|i| i.text.clone()),
+            handoff: self.state.last_handoff.clone(),
+            reason: None,
+        };
         let driver = Driver::new(
             &mut self.bus,
             &self.templates,
             &self.root,
             &mut self.signals,
+            (&mut self.hooks, hook_facts),
         );
         let facts = driver.drive(machine, &mut agent, lines, exited).await;
         let _ = self.lock.set_agent(None);
@@ -446,13 +468,10 @@ impl Supervisor {
             &mut events,
         );
         self.after_seams(&facts);
-        self.emit_all(events);
+        // Saved first: on_iteration_end hooks read the state of the
+        // iteration that ended.
         self.save();
-        self.run_hooks(
-            "on_iteration_end",
-            &self.config.hooks.on_iteration_end.clone(),
-            vec![("RALPH_PROGRESS", verdict.progress.to_string())],
-        );
+        self.emit_all(events);
         let mut events = Vec::new();
         let next = verdict::next(
             &facts,
@@ -488,7 +507,7 @@ impl Supervisor {
         }
         record::checkpoint(&mut self.state, facts, mark, &moment, &saved, now_rfc3339());
         self.save();
-        self.bus.emit(Event::Checkpoint {
+        let done = Event::Checkpoint {
             iteration: facts.number,
             trigger: mark.trigger,
             level: mark.level,
@@ -497,35 +516,8 @@ impl Supervisor {
             commit: saved.commit.clone(),
             commit_note: saved.commit_note.clone(),
             handoff: saved.handoff.clone(),
-        });
-        self.run_hooks(
-            "on_checkpoint",
-            &self.config.hooks.on_checkpoint.clone(),
-            vec![
-                ("RALPH_LEVEL", mark.level.name().to_string()),
-                ("RALPH_PERCENT", format!("{:.0}", moment.percent)),
-                ("RALPH_HANDOFF", saved.handoff.unwrap_or_default()),
-                ("RALPH_COMMIT", saved.commit.unwrap_or_default()),
-                ("RALPH_TRIGGER", mark.trigger.name().to_string()),
-            ],
-        );
-    }
-
-    fn run_hooks(&mut self, hook: &str, commands: &[String], mut env: Vec<(&str, String)>) {
-        if commands.is_empty() {
-            return;
-        }
-        self.tree_touched();
-        env.push(("RALPH_ITERATION", self.state.iteration.to_string()));
-        env.push(("RALPH_RUN_ID", self.state.run_id.clone()));
-        for run in hooks::run_all(commands, &self.root, &env, self.config.hooks.timeout.0) {
-            self.bus.emit(Event::Hook {
-                hook: hook.to_string(),
-                command: run.command,
-                ok: run.ok,
-                detail: run.detail,
-            });
-        }
+        };
+        self.publish(done, Some(moment.reason.clone()));
     }
 
     /// A request that arrives while no agent runs. `Some` ends the run.
@@ -569,12 +561,13 @@ impl Supervisor {
         self.state.status = RunStatus::Waiting;
         self.state.waiting_until = Some(until.to_string());
         self.save();
-        self.bus.emit(Event::LimitWait {
+        let waiting = Event::LimitWait {
             until: until.to_string(),
             seconds: wait.as_secs(),
             source: hit.source.into(),
             detail: hit.detail.clone(),
-        });
+        };
+        self.publish(waiting, None);
         let end = tokio::time::Instant::now() + wait;
         loop {
             tokio::select! {

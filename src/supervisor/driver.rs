@@ -19,6 +19,7 @@ use super::signals::Signals;
 use crate::agent::{Agent, Line};
 use crate::config::format_duration;
 use crate::events::{Bus, Event};
+use crate::hooks::{self, Hooks};
 use crate::templates::{self, Templates};
 
 /// How long the lines an agent left in its pipe may take to read once it
@@ -43,6 +44,10 @@ pub(super) struct Driver<'a> {
     pub templates: &'a Templates,
     pub root: &'a Path,
     pub signals: &'a mut Signals,
+    /// Every event goes through the hooks (a rising level fires
+    /// `on_level`), with what the run knows of this iteration.
+    hooks: &'a mut Hooks,
+    hook_facts: hooks::Facts,
     /// Effects still to carry out (kept to spare an allocation per line).
     queue: VecDeque<Effect>,
     out: Vec<Effect>,
@@ -54,12 +59,15 @@ impl<'a> Driver<'a> {
         templates: &'a Templates,
         root: &'a Path,
         signals: &'a mut Signals,
+        (hooks, hook_facts): (&'a mut Hooks, hooks::Facts),
     ) -> Driver<'a> {
         Driver {
             bus,
             templates,
             root,
             signals,
+            hooks,
+            hook_facts,
             queue: VecDeque::new(),
             out: Vec::new(),
         }
@@ -99,6 +107,8 @@ impl<'a> Driver<'a> {
         // readers reach EOF and every line it wrote can be read: all of
         // them, up to the channel's end (an agent that printed thousands of
         // lines and exited at once has most of them still in the pipe).
+        // Running on_level hooks are ralph's children too: let them end.
+        self.hooks.settle(self.bus);
         agent.end_leftovers();
         let drained = tokio::time::Instant::now() + DRAIN_LIMIT;
         while let Ok(Some((event, at))) = tokio::time::timeout_at(drained, lines.recv()).await {
@@ -132,8 +142,14 @@ impl<'a> Driver<'a> {
         self.queue.extend(self.out.drain(..));
         while let Some(effect) = self.queue.pop_front() {
             match effect {
-                Effect::Emit(event) => self.bus.emit(event),
-                Effect::Tick => self.bus.tick(),
+                Effect::Emit(event) => {
+                    let facts = &self.hook_facts;
+                    self.hooks.emit(self.bus, event, || facts.clone());
+                }
+                Effect::Tick => {
+                    self.hooks.report(self.bus);
+                    self.bus.tick();
+                }
                 Effect::DetachDisplay => self.bus.detach(),
                 Effect::CloseStdin => {
                     if let Some(a) = agent.as_deref_mut() {

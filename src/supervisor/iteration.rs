@@ -451,6 +451,7 @@ impl IterationMachine {
                     let why = "interrupted (SIGINT/SIGTERM)".to_string();
                     self.begin_checkpoint(Trigger::Signal, why, false, now, out);
                 }
+                // The second (bump never gives None).
                 SignalCount::None | SignalCount::Twice => {
                     let sig = self.stop.kill();
                     self.signal(sig, "second interrupt", out);

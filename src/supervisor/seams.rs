@@ -22,7 +22,7 @@ impl Supervisor {
     /// Estimate the open items, decide on a split, and give the machine
     /// what it needs to follow the items live.
     pub(super) fn prepare_seams(&mut self, number: u32, plan: &Plan) -> SeamWatch {
-        let c = &self.config.context;
+        let c = self.config.context.clone();
         let usable = iteration::meter(&self.config, &self.state).usable();
         let ledger = items::read_ledger(&items::ledger_path(&self.layout.dir));
         let history = items::history(ledger, &self.state.items);
@@ -36,7 +36,7 @@ impl Supervisor {
             .collect();
         let current = plan.current().map(|i| i.text.clone());
         let shard_at = (usable as f64 * c.shard_percent / 100.0) as u64;
-        self.state.shard_request = current.and_then(|item| {
+        let request = current.and_then(|item| {
             let e = estimates.get(&item);
             let streak = self
                 .state
@@ -48,13 +48,6 @@ impl Supervisor {
             let percent = crate::context::round1(
                 e.map_or(0.0, |e| e.tokens as f64 * 100.0 / usable.max(1) as f64),
             );
-            self.bus.emit(Event::ShardSuggested {
-                iteration: number,
-                item: item.clone(),
-                reason: reason.name().into(),
-                estimate: e.map(|e| e.tokens),
-                percent,
-            });
             Some(ShardRequest {
                 item,
                 reason,
@@ -62,6 +55,17 @@ impl Supervisor {
                 percent,
             })
         });
+        if let Some(r) = &request {
+            let event = Event::ShardSuggested {
+                iteration: number,
+                item: r.item.clone(),
+                reason: r.reason.name().into(),
+                estimate: r.estimate,
+                percent: r.percent,
+            };
+            self.publish(event, None);
+        }
+        self.state.shard_request = request;
         let plan_path = self.root.join(&self.config.plan);
         SeamWatch {
             tracker: ItemTracker::new(&self.root, &plan_path, plan),
