@@ -337,3 +337,76 @@ fn context_estimate_says_whether_an_item_fits() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no open item"));
 }
+
+#[test]
+fn checkpoint_tokens_caps_the_window() {
+    // A 1M window: 85% would be ~822k tokens; the cap says 200k.
+    let scenario = r#"
+model = "claude-sonnet-4-5[1m]"
+step_delay_ms = 200
+[[step]]
+context = 150000
+text = "Working."
+[[step]]
+context = 210000
+text = "Past the cap."
+[[step]]
+context = 220000
+text = "never"
+path = "never.txt"
+content = "x"
+"#;
+    let p = Project::new(
+        "- [ ] item\n",
+        scenario,
+        "[context]\ncheckpoint_tokens = 200000\nnudge_at_l1 = false\n[loop]\nmax_iterations = 1\n",
+    );
+    let run = p.run(&[], LIMIT);
+    let cp = run.of("checkpoint");
+    assert_eq!(cp.len(), 1, "{}", run.describe());
+    assert_eq!(cp[0]["trigger"], "context");
+    assert_eq!(cp[0]["level"], "L2");
+    assert!(
+        cp[0]["percent"].as_f64().unwrap() < 25.0,
+        "{}",
+        run.describe()
+    );
+    assert!(!p.path("never.txt").exists());
+}
+
+#[test]
+fn uncommitted_work_on_an_unfinished_item_is_carried_over() {
+    let scenario = r#"
+record_messages = ".ralph/messages.jsonl"
+
+[[iteration]]
+[[iteration.step]]
+context = 40000
+text = "Half of the parser."
+path = "parser.py"
+content = "def parse(s):\n    pass\n"
+
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[iteration.step]]
+result = "<promise>COMPLETE</promise>"
+"#;
+    let p = Project::new("- [ ] parser\n", scenario, "");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let m = messages(&p);
+    let first = &texts_of(&m, 1)[0];
+    assert!(!first.contains("Left over"), "{first}");
+    let second = &texts_of(&m, 2)[0];
+    assert!(second.contains("## Left over from iteration 1"), "{second}");
+    assert!(second.contains("**parser** unfinished"), "{second}");
+    assert!(second.contains("- `?? parser.py`"), "{second}");
+    assert!(
+        p.state().get("carry_over").is_none(),
+        "handed over and cleared"
+    );
+}

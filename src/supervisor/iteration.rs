@@ -138,7 +138,8 @@ pub(super) fn meter(config: &Config, state: &RunState) -> ContextMeter {
         config.agent.reserve_tokens,
         config.thresholds(),
     )
-    .with_known_windows(&state.known_windows);
+    .with_known_windows(&state.known_windows)
+    .with_checkpoint_cap(config.context.checkpoint_tokens);
     if let Some(m) = &config.agent.model {
         meter.set_model(m);
     }
