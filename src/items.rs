@@ -225,11 +225,18 @@ impl ItemTracker {
     /// its result is in.
     pub fn on_tool_call(&mut self, call: &ToolCall) {
         let writes = matches!(call.name.as_str(), "Write" | "Edit" | "MultiEdit");
+        // The file name first: most edits are of other files, and this
+        // check allocates nothing.
+        let named = |p: &str| {
+            self.plan_path
+                .file_name()
+                .is_some_and(|n| p.ends_with(n.to_str().unwrap_or("\0")))
+        };
         if writes
             && call
                 .path
                 .as_deref()
-                .is_some_and(|p| absolute(&self.root, Path::new(p)) == self.plan_path)
+                .is_some_and(|p| named(p) && absolute(&self.root, Path::new(p)) == self.plan_path)
         {
             self.plan_written = true;
         }
