@@ -135,6 +135,30 @@ pub fn shard_reason(
     }
 }
 
+/// The split the next prompt asks for, if any: the shard rule applied to
+/// the current item, its estimate and its account.
+pub fn shard_request(
+    item: &str,
+    estimate: Option<&Estimate>,
+    accounts: &[ItemAccount],
+    usable: u64,
+    shard_percent: f64,
+) -> Option<ShardRequest> {
+    let streak = accounts
+        .iter()
+        .find(|a| a.item == item && !a.done)
+        .map_or(0, |a| a.streak);
+    let shard_at = (usable as f64 * shard_percent / 100.0) as u64;
+    let reason = shard_reason(estimate, shard_at, streak)?;
+    let tokens = estimate.map(|e| e.tokens);
+    Some(ShardRequest {
+        item: item.to_string(),
+        reason,
+        estimate: tokens,
+        percent: crate::context::round1(tokens.unwrap_or(0) as f64 * 100.0 / usable.max(1) as f64),
+    })
+}
+
 /// How many of the latest iterations, in a row, worked on `item` and ended
 /// in a checkpoint. `iterations`: (item, checkpointed), oldest first.
 pub fn checkpoint_streak<'a>(
@@ -482,6 +506,26 @@ mod tests {
         assert_eq!(checkpoint_streak(it[..3].iter().copied(), "b"), 1);
         assert_eq!(checkpoint_streak(it[..2].iter().copied(), "b"), 0);
         assert_eq!(checkpoint_streak(it.iter().copied(), "a"), 0);
+    }
+
+    #[test]
+    fn shard_request_of_an_item() {
+        let big = est(120_000, Confidence::Low);
+        let cut = ItemAccount {
+            item: "a".into(),
+            streak: 2,
+            ..ItemAccount::default()
+        };
+        let r = shard_request("a", Some(&big), &[], 167_000, 60.0).unwrap();
+        assert_eq!(
+            (r.reason, r.estimate, r.percent),
+            (ShardReason::TooLarge, Some(120_000), 71.9)
+        );
+        let r = shard_request("a", None, std::slice::from_ref(&cut), 167_000, 60.0).unwrap();
+        assert_eq!((r.reason, r.estimate), (ShardReason::Checkpointed, None));
+        let done = ItemAccount { done: true, ..cut };
+        assert_eq!(shard_request("a", None, &[done], 167_000, 60.0), None);
+        assert_eq!(shard_request("a", Some(&big), &[], 167_000, 80.0), None);
     }
 
     fn call(name: &str, path: &str) -> ToolCall {

@@ -410,3 +410,28 @@ result = "<promise>COMPLETE</promise>"
         "handed over and cleared"
     );
 }
+
+#[test]
+fn the_prompt_preview_carries_the_shard_request_of_a_too_large_item() {
+    let p = Project::new(
+        "- [ ] port everything in `specs/huge.md`\n- [ ] small\n",
+        BOUNDARY,
+        "",
+    );
+    p.write("specs/huge.md", &"x".repeat(600_000));
+    let out = p.ralph().arg("prompt").output().unwrap();
+    let prompt = String::from_utf8(out.stdout).unwrap();
+    assert!(prompt.contains("## Split this item first"), "{prompt}");
+    assert!(
+        prompt.contains("above the 60% from which items are split"),
+        "{prompt}"
+    );
+
+    let small = Project::new("- [ ] small\n", BOUNDARY, "");
+    let out = small.ralph().arg("prompt").output().unwrap();
+    assert!(
+        !String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("Split this item")
+    );
+}

@@ -11,8 +11,8 @@ use super::Report;
 use crate::config::Config;
 use crate::context::window_for_model;
 use crate::error::{Error, Result};
-use crate::estimate::{Basis, Confidence, Fit, fit};
-use crate::items::{self, checkpoint_at};
+use crate::estimate::{Basis, Confidence, Estimate, Fit, fit};
+use crate::items::{self, ShardRequest, checkpoint_at};
 use crate::plan::Plan;
 use crate::report::tokens_short;
 use crate::state::{Layout, RunState};
@@ -58,12 +58,7 @@ impl ItemEstimate {
     ) -> ItemEstimate {
         let usable = usable(config, state);
         let c = &config.context;
-        let history = items::history(
-            items::read_ledger(&items::ledger_path(&Layout::new(root).dir)),
-            &state.items,
-        );
-        let prior = (usable as f64 * c.estimate_prior_percent / 100.0) as u64;
-        let e = items::estimate_item(root, item, &history, prior);
+        let e = estimate_of(root, config, state, item, usable);
         let at = checkpoint_at(usable, c.checkpoint_percent, c.checkpoint_tokens);
         let fresh = at.saturating_sub(SESSION_BASE);
         let remaining = occupancy.map_or(fresh, |o| at.saturating_sub(o));
@@ -140,6 +135,42 @@ impl Report for ItemEstimate {
     fn human(&self) -> String {
         format!("item      {}\n{}", self.item, self.lines())
     }
+}
+
+/// `item`'s estimate against this run's and earlier runs' finished items.
+fn estimate_of(
+    root: &Path,
+    config: &Config,
+    state: &RunState,
+    item: &str,
+    usable: u64,
+) -> Estimate {
+    let history = items::history(
+        items::read_ledger(&items::ledger_path(&Layout::new(root).dir)),
+        &state.items,
+    );
+    let prior = (usable as f64 * config.context.estimate_prior_percent / 100.0) as u64;
+    items::estimate_item(root, item, &history, prior)
+}
+
+/// The split the next iteration's prompt asks for, decided as the loop
+/// decides it (for `ralph prompt` and `ralph run --dry-run`).
+pub fn next_shard(
+    root: &Path,
+    config: &Config,
+    state: &RunState,
+    plan: &Plan,
+) -> Option<ShardRequest> {
+    let item = &plan.current()?.text;
+    let usable = usable(config, state);
+    let e = estimate_of(root, config, state, item, usable);
+    items::shard_request(
+        item,
+        Some(&e),
+        &state.items,
+        usable,
+        config.context.shard_percent,
+    )
 }
 
 /// The usable window of the run (its known window, else the configured or

@@ -11,7 +11,7 @@ use super::Supervisor;
 use super::facts::Facts;
 use super::iteration::{self, SeamWatch};
 use crate::events::Event;
-use crate::items::{self, CarryOver, ItemTracker, ShardRequest};
+use crate::items::{self, CarryOver, ItemTracker};
 use crate::plan::Plan;
 use crate::repo::Repo;
 
@@ -35,25 +35,14 @@ impl Supervisor {
             })
             .collect();
         let current = plan.current().map(|i| i.text.clone());
-        let shard_at = (usable as f64 * c.shard_percent / 100.0) as u64;
         let request = current.and_then(|item| {
-            let e = estimates.get(&item);
-            let streak = self
-                .state
-                .items
-                .iter()
-                .find(|a| a.item == item && !a.done)
-                .map_or(0, |a| a.streak);
-            let reason = items::shard_reason(e, shard_at, streak)?;
-            let percent = crate::context::round1(
-                e.map_or(0.0, |e| e.tokens as f64 * 100.0 / usable.max(1) as f64),
-            );
-            Some(ShardRequest {
-                item,
-                reason,
-                estimate: e.map(|e| e.tokens),
-                percent,
-            })
+            items::shard_request(
+                &item,
+                estimates.get(&item),
+                &self.state.items,
+                usable,
+                c.shard_percent,
+            )
         });
         if let Some(r) = &request {
             let event = Event::ShardSuggested {
@@ -83,6 +72,8 @@ impl Supervisor {
     /// After the iteration is recorded: finished items go to the ledger,
     /// and work left uncommitted on an unfinished item is carried over.
     pub(super) fn after_seams(&mut self, facts: &Facts) {
+        // Handed over with the prompt; the next iteration decides anew.
+        self.state.shard_request = None;
         let Some(outcome) = &facts.items else {
             return;
         };
