@@ -1,6 +1,7 @@
 //! The plan file (`fix_plan.md`): markdown checkbox items, open and done,
 //! and the specs it names (for the handoff's "context to reload").
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -23,15 +24,31 @@ pub struct Plan {
     /// The first `# heading`, if any: the run's objective.
     pub title: Option<String>,
     pub items: Vec<Item>,
+    /// The indented lines under an item (its notes), by index in `items`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<usize, String>,
 }
 
 impl Plan {
     pub fn parse(text: &str) -> Plan {
         let mut plan = Plan::default();
         let mut in_fence = false;
+        // The indentation of the last item while the lines below it are its notes.
+        let mut under: Option<usize> = None;
         for (i, line) in text.lines().enumerate() {
             let t = line.trim_start();
-            if t.starts_with("```") || t.starts_with("~~~") {
+            let indent = line.len() - t.len();
+            let fence = t.starts_with("```") || t.starts_with("~~~");
+            if under.is_some_and(|at| indent > at || t.is_empty())
+                && (in_fence || fence || checkbox(t).is_none())
+            {
+                let note = plan.notes.entry(plan.items.len() - 1).or_default();
+                note.push_str(line.trim_end());
+                note.push('\n');
+            } else if !t.is_empty() {
+                under = None;
+            }
+            if fence {
                 in_fence = !in_fence;
                 continue;
             }
@@ -50,9 +67,19 @@ impl Plan {
                     done,
                     line: i + 1,
                 });
+                under = Some(indent);
             }
         }
+        for note in plan.notes.values_mut() {
+            note.truncate(note.trim_end().len());
+        }
+        plan.notes.retain(|_, n| !n.is_empty());
         plan
+    }
+
+    /// The notes under item `index` (its indented lines), if any.
+    pub fn notes_of(&self, index: usize) -> Option<&str> {
+        self.notes.get(&index).map(String::as_str)
     }
 
     /// Read and parse the plan; missing, binary or huge files are errors.
@@ -231,6 +258,21 @@ mod tests {
         );
         assert_eq!(p.current().unwrap().text, "parser");
         assert_eq!((p.open_count(), p.done_count()), (2, 2));
+    }
+
+    #[test]
+    fn indented_lines_are_the_notes_of_the_item_above() {
+        let p = Plan::parse(
+            "- [ ] parser\n  Decision: use nom\n\n  ```\n  - [ ] not an item\n  ```\n  - [ ] nested\n    its note\n- [x] done\nplain paragraph\n  not a note\n",
+        );
+        let texts: Vec<&str> = p.items.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["parser", "nested", "done"]);
+        assert_eq!(
+            p.notes_of(0),
+            Some("  Decision: use nom\n\n  ```\n  - [ ] not an item\n  ```")
+        );
+        assert_eq!(p.notes_of(1), Some("    its note"));
+        assert_eq!(p.notes_of(2), None);
     }
 
     #[test]

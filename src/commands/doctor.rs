@@ -107,6 +107,7 @@ impl DoctorReport {
         check_agent(&mut c, root, &config);
         check_sandbox(&mut c, &config);
         check_git(&mut c, root);
+        check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
         let count = |v| c.0.iter().filter(|k| k.verdict == v).count();
         let (problems, warnings) = (count(Verdict::Problem), count(Verdict::Warning));
@@ -177,6 +178,43 @@ fn check_templates(c: &mut Checks, root: &Path, config: &Config, plan_ok: bool) 
         ),
         Err(e) => c.error("templates", &e, "fix the template"),
     }
+    check_budget(c, root, config);
+}
+
+/// The first prompt of a new run (no history, no resume block yet) must
+/// fit `[prompt] max_tokens` once every list is cut to its floor: what is
+/// left over is the template's own text and the plan's first items.
+fn check_budget(c: &mut Checks, root: &Path, config: &Config) {
+    let Ok(next) = NextIteration::preview(root, config, true) else {
+        return;
+    };
+    let p = &next.stats.prompt;
+    let tokens = crate::tiers::thousands(p.tokens);
+    let budget = crate::tiers::thousands(p.budget);
+    if p.fits {
+        return c.ok(
+            "prompt budget",
+            format!("the first prompt is {tokens} of {budget} tokens (`ralph prompt --stats`)"),
+        );
+    }
+    let mut sections = p.sections.clone();
+    sections.sort_by_key(|s| std::cmp::Reverse(s.tokens));
+    let largest: Vec<String> = sections
+        .iter()
+        .take(2)
+        .map(|s| format!("{} {}", s.name, crate::tiers::thousands(s.tokens)))
+        .collect();
+    c.warn(
+        "prompt budget",
+        format!(
+            "the first prompt needs {tokens} tokens even with every list cut short, over [prompt] max_tokens ({budget}); largest sections: {}",
+            largest.join(", ")
+        ),
+        format!(
+            "shorten the notes under the first open items of {} or the text of prompts/PROMPT.md.j2 (`ralph prompt --stats` shows each section), or raise [prompt] max_tokens",
+            config.plan.display()
+        ),
+    );
 }
 
 /// The program `agent.command` names, as ralph would start it.
@@ -381,6 +419,27 @@ fn check_git(c: &mut Checks, root: &Path) {
             "no git user.name/user.email: ralph's WIP commits fall back to `ralph <ralph@localhost>`",
             "`git config user.name \"Your Name\"` and `git config user.email you@example.com` (in CI: GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL)",
         ),
+    }
+}
+
+/// The prompt file ralph may not overwrite, and each condition that would
+/// skip every WIP commit of the night.
+fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
+    if crate::ownership::prompt_owner(root, &config.prompt_file)
+        == crate::ownership::PromptOwner::Foreign
+    {
+        let e = crate::ownership::foreign_prompt_error(&config.prompt_file);
+        c.error("prompt file", &e, "");
+    }
+    let Ok(Some(repo)) = crate::repo::Repo::open(root) else {
+        return;
+    };
+    for b in repo.commit_blockers() {
+        c.problem(
+            "WIP commits",
+            format!("every WIP commit will be skipped: {}", b.what),
+            b.fix,
+        );
     }
 }
 

@@ -20,6 +20,7 @@ use crate::agent::{Agent, Line};
 use crate::config::format_duration;
 use crate::events::{Bus, Event};
 use crate::hooks::{self, Hooks};
+use crate::state::{Layout, Lock};
 use crate::templates::{self, Templates};
 
 /// How long the lines an agent left in its pipe may take to read once it
@@ -44,6 +45,8 @@ pub(super) struct Driver<'a> {
     pub templates: &'a Templates,
     pub root: &'a Path,
     pub signals: &'a mut Signals,
+    /// Re-taken on the beat should a `git clean -fdx` delete it.
+    pub lock: &'a mut Lock,
     /// Every event goes through the hooks (a rising level fires
     /// `on_level`), with what the run knows of this iteration.
     hooks: &'a mut Hooks,
@@ -59,6 +62,7 @@ impl<'a> Driver<'a> {
         templates: &'a Templates,
         root: &'a Path,
         signals: &'a mut Signals,
+        lock: &'a mut Lock,
         (hooks, hook_facts): (&'a mut Hooks, hooks::Facts),
     ) -> Driver<'a> {
         Driver {
@@ -66,6 +70,7 @@ impl<'a> Driver<'a> {
             templates,
             root,
             signals,
+            lock,
             hooks,
             hook_facts,
             queue: VecDeque::new(),
@@ -81,6 +86,9 @@ impl<'a> Driver<'a> {
         mut lines: mpsc::Receiver<Line>,
         mut exited: oneshot::Receiver<std::io::Result<ExitStatus>>,
     ) -> Facts {
+        // Before the agent's first answer (an API round trip away): stash
+        // entries after this are its own.
+        let stash_before = crate::repo::stash_ids(self.root);
         let mut lines_open = true;
         let status = loop {
             let input = tokio::select! {
@@ -127,6 +135,7 @@ impl<'a> Driver<'a> {
         // Read once the stderr reader has seen the end, not before: the
         // agent's last words on stderr explain why it failed.
         facts.stderr_tail = agent.stderr_tail();
+        facts.stash_before = Some(stash_before);
         facts
     }
 
@@ -148,6 +157,10 @@ impl<'a> Driver<'a> {
                 }
                 Effect::Tick => {
                     self.hooks.report(self.bus);
+                    // Within a beat of a `git clean -fdx`, the lock is ours
+                    // again; another holder is found before the next iteration.
+                    let layout = Layout::new(self.root);
+                    let _ = crate::ownership::keep_runtime(&layout, self.lock, self.bus);
                     self.bus.tick();
                 }
                 Effect::DetachDisplay => self.bus.detach(),
