@@ -72,6 +72,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Doctor(args) => commands::doctor(&root, args.json),
         Command::Completions(args) => commands::completions(args.shell),
         Command::Man => commands::man(),
+        Command::Recover(args) => commands::recover(&root, &args),
         Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => Ok(ralph_sim::run(&args)?),
     }

@@ -44,10 +44,27 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff), e.g. `ralph man > ralph.1`
     Man,
+    /// List the work-tree snapshots ralph took during iterations, or restore one (into the work tree or onto a new branch)
+    Recover(RecoverArgs),
     /// Run the bundled demo in a fresh directory, with `ralph sim` as the agent
     Demo(DemoArgs),
     /// A simulated agent speaking the `claude -p --output-format stream-json` protocol (for demos, tests, CI)
     Sim(SimArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// The snapshot to restore: its id from the listing, or RUN/ITERATION for that iteration's newest (none: list them)
+    pub snapshot: Option<String>,
+    /// Restore onto a new branch NAME (one commit on top of the commit the snapshot was taken on) instead of the work tree
+    #[arg(long, value_name = "NAME", requires = "snapshot")]
+    pub branch: Option<String>,
+    /// Overwrite files in a work tree that has uncommitted changes
+    #[arg(long, requires = "snapshot", conflicts_with = "branch")]
+    pub force: bool,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args, Default)]

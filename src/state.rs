@@ -32,6 +32,9 @@ pub enum Trigger {
     RateLimit,
     /// An item was checked off and the next one would not fit.
     Boundary,
+    /// The supervisor died (`kill -9`, a crash) during the iteration; the
+    /// next run took it over.
+    Crash,
 }
 
 impl Trigger {
@@ -45,6 +48,7 @@ impl Trigger {
             Trigger::Stop => "stop",
             Trigger::RateLimit => "rate_limit",
             Trigger::Boundary => "boundary",
+            Trigger::Crash => "crash",
         }
     }
 }
@@ -252,19 +256,15 @@ pub struct IterationRecord {
     #[serde(skip_serializing_if = "is_zero")]
     pub items_open: usize,
     /// Context tokens `item` consumed in this iteration.
-    #[serde(skip_serializing_if = "is_zero_u64")]
+    #[serde(skip_serializing_if = "is_zero")]
     pub item_tokens: u64,
     /// The iteration split its item into sub-items.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub split: bool,
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-fn is_zero_u64(n: &u64) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -619,6 +619,7 @@ mod tests {
             (Trigger::Signal, "signal"),
             (Trigger::Stop, "stop"),
             (Trigger::RateLimit, "rate_limit"),
+            (Trigger::Crash, "crash"),
         ];
         for (trigger, name) in triggers {
             assert_eq!(

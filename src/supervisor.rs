@@ -35,7 +35,9 @@ mod limit_wait;
 mod record;
 mod seams;
 mod signals;
+mod snapshots;
 mod stop;
+mod takeover;
 mod verdict;
 mod waiting;
 
@@ -259,7 +261,7 @@ impl Supervisor {
         agent::become_subreaper();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
-        record::start(&mut self.state, &self.config, &plan);
+        let dead = record::start(&mut self.state, &self.config, &plan);
         self.bus.emit(Event::RunStarted {
             run_id: self.state.run_id.clone(),
             resumed,
@@ -268,6 +270,7 @@ impl Supervisor {
             plan: self.config.plan.display().to_string(),
             pid: std::process::id(),
         });
+        self.take_over(dead);
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
             let reset = Event::Breaker {
@@ -430,6 +433,7 @@ impl Supervisor {
             reason: None,
         };
         let driver = Driver::new(
+            self.safety_net(number),
             &mut self.bus,
             &self.templates,
             &self.root,

@@ -34,9 +34,10 @@ const PURE: [&str; 8] = [
 /// the event bus, processes, the loop.
 const RUNTIME: [&str; 5] = ["config", "state", "events", "agent", "supervisor"];
 /// The supervisor's pure files: time comes in as a value, no IO, no tokio.
-const PURE_SUPERVISOR: [&str; 6] = [
+const PURE_SUPERVISOR: [&str; 7] = [
     "src/supervisor/iteration.rs",
     "src/supervisor/iteration/seams.rs",
+    "src/supervisor/iteration/setup.rs",
     "src/supervisor/stop.rs",
     "src/supervisor/verdict.rs",
     "src/supervisor/budget.rs",

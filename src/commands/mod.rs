@@ -9,6 +9,7 @@ mod estimate;
 mod generate;
 mod init;
 mod prompt;
+mod recover;
 mod run;
 mod status;
 
@@ -25,6 +26,7 @@ pub use doctor::doctor;
 pub use generate::{completions, man};
 pub use init::init;
 pub use prompt::prompt;
+pub use recover::recover;
 pub use run::{load_config, run};
 pub use status::status;
 
