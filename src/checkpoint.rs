@@ -9,17 +9,19 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::context::Level;
+use crate::error::Result;
 use crate::plan::{self, Plan};
 use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, OwnPaths, Repo};
-use crate::state::{FileInProgress, Layout};
+use crate::state::{FileInProgress, Layout, RunState};
 use crate::stream::ToolCall;
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
 pub struct Moment {
     pub iteration: u32,
-    /// context, manual, timeout, budget, signal, stop, rate_limit
+    /// context, manual, timeout, budget, signal, stop, rate_limit, compact
+    /// (Claude Code's PreCompact hook)
     pub trigger: String,
     pub level: Level,
     pub percent: f64,
@@ -216,6 +218,31 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             .unwrap_or_default()
     );
     saved
+}
+
+/// A checkpoint with no supervisor running (`ralph checkpoint` without a
+/// run, Claude Code's PreCompact hook): perform it and record its handoff
+/// and commit in the state.
+pub fn perform_standalone(
+    root: &Path,
+    moment: impl FnOnce(&Config, &RunState) -> Moment,
+) -> Result<Saved> {
+    let config = Config::load(root)?;
+    crate::secrets::remember(&config.agent.env);
+    let templates = Templates::load(root)?;
+    let layout = Layout::new(root);
+    layout.ensure()?;
+    let mut state = RunState::load(&layout.state())?.unwrap_or_default();
+    let saved = perform(root, &config, &templates, &moment(&config, &state));
+    state.last_handoff.clone_from(&saved.handoff);
+    if saved.commit.is_some() {
+        state.last_commit.clone_from(&saved.commit);
+    }
+    if state.run_id.is_empty() {
+        state.run_id = "manual".into();
+    }
+    state.save(&layout.state())?;
+    Ok(saved)
 }
 
 /// The files the agent changed that are work in progress: not the notes

@@ -52,6 +52,13 @@ pub enum Command {
     Demo(DemoArgs),
     /// A simulated agent speaking the `claude -p --output-format stream-json` protocol (for demos, tests, CI)
     Sim(SimArgs),
+    /// Claude Code's `statusLine` command: context bar, percent, tokens, level and plan item of the session on stdin
+    Statusline,
+    /// Claude Code's hooks (`ralph init --claude` installs them); always exit 0
+    Hook {
+        #[command(subcommand)]
+        event: commands::HookEvent,
+    },
 }
 
 #[derive(Debug, Args, Default)]
@@ -119,6 +126,9 @@ pub struct InitArgs {
     /// Print what was written as one JSON object
     #[arg(long)]
     pub json: bool,
+    /// Only add ralph's status line and hooks to .claude/settings.json (merged, shown as a diff)
+    #[arg(long)]
+    pub claude: bool,
 }
 
 #[derive(Debug, Args)]
@@ -192,6 +202,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Stop => commands::stop(&root),
         Command::Context(args) => commands::context(&root, args.json, args.watch),
         Command::Status(args) => commands::status(&root, args.json),
+        Command::Init(args) if args.claude => commands::init_claude(&root, args.json),
         Command::Init(args) => commands::init(&root, args.force, args.json),
         Command::Prompt(args) => commands::prompt(
             &root,
@@ -206,5 +217,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Man => commands::man(),
         Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => crate::sim::run(&args),
+        Command::Statusline => commands::statusline(&root),
+        Command::Hook { event } => commands::hook(&root, event),
     }
 }
