@@ -6,6 +6,8 @@
 //! Needs the CLI like `tests/real_claude.rs` (skipped without it unless
 //! `RALPH_E2E_REQUIRE=1`; `RALPH_E2E_KEEP=1` keeps each test's directory).
 
+// The harness of tests/real_claude.rs, shared: this file uses part of it.
+#[allow(dead_code)]
 mod real_claude {
     pub mod harness;
     pub mod mock_api;
