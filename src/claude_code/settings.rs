@@ -472,6 +472,27 @@ mod tests {
         assert!(merge(Some(r#"{"hooks": {"PreCompact": {}}}"#), "ralph").is_err());
     }
 
+    /// Claude Code writes its settings as `JSON.stringify(v, null, 2)`,
+    /// the same form: the diff of a merge is only what it adds.
+    #[test]
+    fn a_file_in_claude_codes_own_form_changes_only_where_ralph_adds() {
+        let old = "{\n  \"model\": \"opus\",\n  \"hooks\": {\n    \"Stop\": [\n      {\n        \"hooks\": [\n          {\n            \"type\": \"command\",\n            \"command\": \"say done\"\n          }\n        ]\n      }\n    ]\n  },\n  \"env\": {}\n}\n";
+        let new = merge(Some(old), "ralph").unwrap().text.unwrap();
+        let d = diff(old, &new);
+        let changed = |sign: char| -> Vec<&str> {
+            d.lines()
+                .filter(|l| l.starts_with(sign) && !l.starts_with("---") && !l.starts_with("+++"))
+                .map(|l| &l[1..])
+                .collect()
+        };
+        let (removed, added) = (changed('-'), changed('+'));
+        // A removed line only comes back with a comma after it.
+        assert!(!removed.is_empty() && removed.len() <= 2, "{d}");
+        for line in removed {
+            assert!(added.contains(&format!("{line},").as_str()), "{line}\n{d}");
+        }
+    }
+
     #[test]
     fn the_file_keeps_its_indentation() {
         let old = "{\n    \"model\": \"opus\"\n}\n";

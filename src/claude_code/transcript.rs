@@ -99,7 +99,7 @@ impl Iterator for Backwards {
             {
                 let line = self.held.split_off(nl + 1);
                 self.held.pop();
-                return Some(Some(line));
+                return Some((line.len() <= MAX_LINE).then_some(line));
             }
             if self.held.len() > MAX_LINE {
                 self.held.clear();
@@ -111,7 +111,8 @@ impl Iterator for Backwards {
                     return None;
                 }
                 // The first line of the file (or of the scanned part).
-                return Some(Some(std::mem::take(&mut self.held)));
+                let line = std::mem::take(&mut self.held);
+                return Some((line.len() <= MAX_LINE).then_some(line));
             }
         }
     }
@@ -273,7 +274,7 @@ mod tests {
             "message": {"id": id, "type": "message", "role": "assistant", "model": model,
                 "content": serde_json::from_str::<serde_json::Value>(content).unwrap(),
                 "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
-                          "cache_read_input_tokens": tokens - 10, "output_tokens": 5}},
+                          "cache_read_input_tokens": tokens.saturating_sub(10), "output_tokens": 5}},
             "uuid": "u", "timestamp": "2026-01-01T00:00:00Z"
         })
         .to_string()
