@@ -224,3 +224,67 @@ fn compaction_runs_pre_compact_which_leaves_a_handoff_and_a_wip_commit() {
     assert!(context.contains(&handoffs[0]), "{context}");
     p.keep_if_asked();
 }
+
+/// (3) An automatic compaction: usage past the window. Claude Code 2.1.328
+/// does not compact before a request at its threshold here (its
+/// `autocompact_state` calls that "reactive mode"): it compacts when the
+/// API refuses the prompt as too long. Either way `ralph hook pre-compact`
+/// runs first (trigger `auto`) and saves the work, at ralph's L3.
+#[test]
+fn auto_compaction_past_the_threshold_runs_pre_compact() {
+    let _serial = harness::serial();
+    let Some(claude) = harness::claude("auto_compaction_past_the_threshold_runs_pre_compact")
+    else {
+        return;
+    };
+    let p = Project::new("auto-compact", &claude, &Setup::default());
+    let hello = p.path("hello.txt");
+    let api = p.serve(move |req| match req.main_seq {
+        // 190k of a 200k window: past ralph's L3 and Claude Code's ~167k.
+        Some(0) => Reply::turn(190_000)
+            .text("Writing hello.txt.")
+            .tool("Write", json!({"file_path": hello, "content": "hello\n"})),
+        // The next turn no longer fits: the API says so, and the CLI
+        // compacts in reaction (2.1.328 compacts on this answer, not
+        // before its request).
+        Some(1) => Reply::error(
+            400,
+            "invalid_request_error",
+            "prompt is too long: 203512 tokens > 200000 maximum",
+        ),
+        // The compaction's summary request.
+        Some(2) => Reply::turn(190_500).text("Summary: hello.txt was written."),
+        _ => Reply::turn(6_000).text("Done."),
+    });
+    ralph(&p, &["init", "--claude"]);
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "ralph init --claude"]);
+
+    let lines = claude_p(&p, &claude, &api, "Create hello.txt.", &[]);
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    let compacted = lines
+        .iter()
+        .find(|l| l["subtype"] == "compact_boundary")
+        .unwrap_or_else(|| {
+            let kinds: Vec<String> = lines
+                .iter()
+                .map(|l| format!("{}/{} {}", l["type"], l["subtype"], l["status"]))
+                .collect();
+            panic!("the CLI did not compact: {kinds:?}\n{}", diag())
+        });
+    assert_eq!(compacted["compact_metadata"]["trigger"], "auto");
+    let handoffs = p.handoffs();
+    assert_eq!(handoffs.len(), 1, "{}", diag());
+    let handoff = p.read(&handoffs[0]);
+    assert!(handoff.contains("(auto compaction)"), "{handoff}");
+    assert!(handoff.contains("level: L3"), "{handoff}");
+    assert!(handoff.contains("context_tokens: 190000"), "{handoff}");
+    assert!(
+        p.log()[0].starts_with("ralph: checkpoint iter 0 (L3 at "),
+        "{:?}",
+        p.log()
+    );
+    let committed = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(committed.contains("hello.txt"), "{committed}");
+    p.keep_if_asked();
+}

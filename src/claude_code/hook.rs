@@ -193,10 +193,16 @@ pub fn resume_block(root: &Path) -> Option<String> {
     let item = crate::plan::Plan::load(&root.join(&config.plan))
         .ok()
         .and_then(|p| p.current().map(|i| i.text.clone()));
+    let written = front_matter_value(&text, "date")
+        .map(|d| match front_matter_value(&text, "time") {
+            Some(t) => format!(" (written {d} {t})"),
+            None => format!(" (written {d})"),
+        })
+        .unwrap_or_default();
     let mut out = format!(
         "# Resume from a ralph checkpoint\n\n\
          This project's work was checkpointed by ralph: the work is committed and \
-         the handoff `{}` says where it stopped. Go on from there; do not restart from scratch.\n",
+         the handoff `{}`{written} says where it stopped. Go on from there; do not restart from scratch.\n",
         rel.display()
     );
     if let Some(item) = item {
@@ -219,6 +225,15 @@ pub fn resume_block(root: &Path) -> Option<String> {
     Some(out)
 }
 
+/// A plain `key: value` of the handoff's front matter, unquoted.
+fn front_matter_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let front = text.strip_prefix("---\n")?.split_once("\n---\n")?.0;
+    front
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(": "))
+        .map(|v| v.trim().trim_matches('"'))
+}
+
 /// The handoff without its YAML front matter (the body repeats what matters).
 fn strip_front_matter(text: &str) -> &str {
     text.strip_prefix("---\n")
@@ -231,9 +246,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn front_matter_is_dropped() {
+    fn front_matter_is_dropped_and_read() {
         assert_eq!(strip_front_matter("---\na: 1\n---\n# T\n"), "# T\n");
         assert_eq!(strip_front_matter("# T\n"), "# T\n");
+        let text = "---\ndate: 2026-11-23\ntime: \"16:12:03 UTC\"\n---\n# T\n";
+        assert_eq!(front_matter_value(text, "date"), Some("2026-11-23"));
+        assert_eq!(front_matter_value(text, "time"), Some("16:12:03 UTC"));
+        assert_eq!(front_matter_value("# T\n", "date"), None);
     }
 
     #[test]
