@@ -39,6 +39,43 @@ fn ralph(p: &Project, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `ralph statusline` with Claude Code's status line input for the
+/// project's newest session transcript (the CLI's own file).
+fn statusline(p: &Project) -> String {
+    let projects = p.home.join(".claude/projects");
+    let transcript = std::fs::read_dir(&projects)
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .map(|e| e.path())
+        .filter(|f| f.extension().is_some_and(|e| e == "jsonl"))
+        .max_by_key(|f| f.metadata().unwrap().modified().unwrap())
+        .expect("the CLI wrote a transcript");
+    let input = json!({
+        "session_id": "s", "transcript_path": transcript, "cwd": p.root,
+        "model": {"id": harness::MODEL, "display_name": "Sonnet 4.5"},
+        "workspace": {"current_dir": p.root, "project_dir": p.root},
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("statusline")
+        .current_dir(&p.root)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `claude -p PROMPT [args]` in the project, talking to the mock, with the
 /// built ralph first on the PATH. Returns its stream-json lines.
 fn claude_p(
@@ -176,12 +213,20 @@ fn compaction_runs_pre_compact_which_leaves_a_handoff_and_a_wip_commit() {
 
     claude_p(&p, &claude, &api, "Create hello.txt.", &[]);
     assert_eq!(p.read("hello.txt"), "hello\n");
+    // The status line reads the CLI's own transcript: the newest turn's 125k.
+    assert_eq!(
+        statusline(&p),
+        "[CTX: ███████░░░ 75% L1] 125k/167k · Create hello.txt saying hello\n"
+    );
     assert!(
         p.handoffs().is_empty(),
         "no checkpoint before the compaction"
     );
     let lines = claude_p(&p, &claude, &api, "/compact", &["--continue"]);
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    // After the compaction, what it kept.
+    let after = statusline(&p);
+    assert!(after.contains("(compacted)"), "{after}");
 
     // The CLI reports PreCompact hooks in its compaction message, not as
     // hook_response lines.
