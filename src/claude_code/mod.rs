@@ -21,10 +21,8 @@ use crate::context::ContextMeter;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct Input {
-    pub session_id: Option<String>,
     pub transcript_path: Option<PathBuf>,
     pub cwd: Option<PathBuf>,
-    pub hook_event_name: Option<String>,
     /// SessionStart: startup, resume, clear, compact.
     pub source: Option<String>,
     /// PreCompact: manual, auto.

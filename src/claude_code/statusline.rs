@@ -22,7 +22,6 @@ pub struct View {
     /// `None` before the session's first answer.
     pub tokens: Option<u64>,
     pub usable: u64,
-    pub window: u64,
     pub percent: f64,
     pub level: Level,
     /// The session was just compacted (the tokens are what it kept).
@@ -67,7 +66,6 @@ pub fn view(input: &Input, root: &Path) -> View {
     View {
         tokens,
         usable: meter.usable(),
-        window: meter.window(),
         percent: meter.percent(),
         level: meter.level(),
         compacted,
@@ -180,7 +178,6 @@ mod tests {
         let v = View {
             tokens: Some(10_000),
             usable: 167_000,
-            window: 200_000,
             percent: 6.0,
             level: Level::L0,
             compacted: false,

@@ -21,12 +21,12 @@ use crate::stream::{AssistantMessage, StreamEvent, ToolCall};
 /// what is held, so a long line costs O(n) copying, not O(n²).
 const CHUNK: usize = 64 << 10;
 /// How far back from the end a search looks before it gives up.
-pub const SCAN_LIMIT: u64 = 64 << 20;
+const SCAN_LIMIT: u64 = 64 << 20;
 /// Lines longer than this are skipped, not decoded.
 const MAX_LINE: usize = 16 << 20;
 
 /// The lines of a file, last first, read backwards in chunks.
-pub struct Backwards {
+struct Backwards {
     file: File,
     /// File offset of `held[0]`.
     start: u64,
@@ -38,7 +38,7 @@ pub struct Backwards {
 }
 
 impl Backwards {
-    pub fn open(path: &Path) -> std::io::Result<Backwards> {
+    fn open(path: &Path) -> std::io::Result<Backwards> {
         let mut file = File::open(path)?;
         let start = file.seek(SeekFrom::End(0))?;
         Ok(Backwards {
@@ -120,7 +120,7 @@ impl Iterator for Backwards {
 
 /// One entry of the transcript, as far as ralph reads it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Entry {
+enum Entry {
     /// A main-thread message of the model (not a sub-agent's, not synthetic).
     Assistant(AssistantMessage),
     Compacted {
@@ -152,7 +152,7 @@ struct CompactMetadata {
 }
 
 /// Decode one transcript line; `None` for what ralph does not read.
-pub fn decode(line: &[u8]) -> Option<Entry> {
+fn decode(line: &[u8]) -> Option<Entry> {
     // Most entries (attachments, tool results, request blobs) are neither:
     // a byte search is cheaper than parsing them.
     let assistant = memchr::memmem::find(line, b"\"assistant\"").is_some();
@@ -180,7 +180,7 @@ pub fn decode(line: &[u8]) -> Option<Entry> {
 }
 
 /// The entries ralph reads, newest first.
-pub fn entries_from_end(path: &Path) -> std::io::Result<impl Iterator<Item = Entry>> {
+fn entries_from_end(path: &Path) -> std::io::Result<impl Iterator<Item = Entry>> {
     Ok(Backwards::open(path)?.filter_map(|line| decode(&line?)))
 }
 
