@@ -178,6 +178,22 @@ fn statusline_never_fails() {
         assert_eq!(out.stdout.lines().count(), 1, "{input}: {}", out.stdout);
         assert!(out.stdout.starts_with("[CTX:"), "{input}: {}", out.stdout);
     }
+    // A broken ralph.toml: the defaults, and a word about it.
+    let (dir, input) = session(50_100, "claude-sonnet-4-5");
+    std::fs::write(
+        dir.path().join("ralph.toml"),
+        "[context]\nwarn_percent = \"x\"\n",
+    )
+    .unwrap();
+    let out = ralph(dir.path(), &["statusline"], &input, &[("NO_COLOR", "1")]);
+    assert_eq!(out.code, 0);
+    assert!(
+        out.stdout
+            .starts_with("[CTX: ███░░░░░░░ 30%] 50k/167k · writer"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains(" · ralph.toml: "), "{}", out.stdout);
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {

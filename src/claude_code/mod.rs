@@ -189,6 +189,20 @@ mod tests {
     }
 
     #[test]
+    fn the_window_is_the_config_s_then_claude_code_s_then_the_model_name_s() {
+        let input = |json: &str| Input::parse(json.as_bytes()).unwrap();
+        let reported =
+            input(r#"{"model":{"id":"m"},"context_window":{"context_window_size":1000000}}"#);
+        let by_name = input(r#"{"model":{"id":"claude-opus-4-6[1m]"}}"#);
+        let mut config = Config::default();
+        assert_eq!(meter(&config, &reported).window(), 1_000_000);
+        assert_eq!(meter(&config, &by_name).window(), 1_000_000);
+        assert_eq!(meter(&config, &Input::default()).window(), 200_000);
+        config.agent.context_window = 300_000;
+        assert_eq!(meter(&config, &reported).window(), 300_000);
+    }
+
+    #[test]
     fn the_project_is_found_above_the_directory() {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("ralph.toml"), "").unwrap();
