@@ -5,16 +5,8 @@
 use std::path::Path;
 
 use crate::claude_code::{self, hook::Outcome};
+use crate::cli::HookEvent;
 use crate::error::Result;
-
-/// Which hook Claude Code is running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
-pub enum HookEvent {
-    /// Before Claude Code compacts the conversation: handoff + WIP commit (trigger `compact`)
-    PreCompact,
-    /// When a session starts, resumes or was compacted: the latest handoff's resume block as context
-    SessionStart,
-}
 
 pub fn hook(root: &Path, event: HookEvent) -> Result<i32> {
     let input = match claude_code::read_input() {

@@ -26,7 +26,7 @@ pub use control::{checkpoint, stop};
 pub use demo::demo;
 pub use doctor::doctor;
 pub use generate::{completions, man};
-pub use hook::{HookEvent, hook};
+pub use hook::hook;
 pub use init::init;
 pub use prompt::prompt;
 pub use run::{load_config, run};
