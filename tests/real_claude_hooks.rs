@@ -39,6 +39,13 @@ fn ralph(p: &Project, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `ralph init --claude`, committed as a user would before working.
+fn install_committed(p: &Project) {
+    ralph(p, &["init", "--claude"]);
+    p.git(&["add", "-A"]);
+    p.git(&["commit", "-q", "-m", "ralph init --claude"]);
+}
+
 /// `ralph statusline` with Claude Code's status line input for the
 /// project's newest session transcript (the CLI's own file).
 fn statusline(p: &Project) -> String {
@@ -207,9 +214,7 @@ fn compaction_runs_pre_compact_which_leaves_a_handoff_and_a_wip_commit() {
             .tool("Write", json!({"file_path": hello, "content": "hello\n"})),
         _ => Reply::turn(125_000).text("hello.txt is written; next: check the item off."),
     });
-    ralph(&p, &["init", "--claude"]);
-    p.git(&["add", "-A"]);
-    p.git(&["commit", "-q", "-m", "ralph init --claude"]);
+    install_committed(&p);
 
     claude_p(&p, &claude, &api, "Create hello.txt.", &[]);
     assert_eq!(p.read("hello.txt"), "hello\n");
@@ -301,9 +306,7 @@ fn auto_compaction_past_the_threshold_runs_pre_compact() {
         Some(2) => Reply::turn(190_500).text("Summary: hello.txt was written."),
         _ => Reply::turn(6_000).text("Done."),
     });
-    ralph(&p, &["init", "--claude"]);
-    p.git(&["add", "-A"]);
-    p.git(&["commit", "-q", "-m", "ralph init --claude"]);
+    install_committed(&p);
 
     let lines = claude_p(&p, &claude, &api, "Create hello.txt.", &[]);
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
