@@ -1,148 +1,15 @@
 //! The project's `.claude/settings.json`: adding ralph's status line and
-//! its `PreCompact`/`SessionStart` hooks to what is there (keys, order and
-//! other hooks kept; an existing status line is never replaced), and
-//! telling whether they are installed.
+//! its `PreCompact`/`SessionStart` hooks to what is there, and telling
+//! whether they are installed. The file is edited as a concrete syntax tree
+//! (`jsonc-parser`): other keys, their order, the author's formatting and
+//! other hooks stay exactly as written; an existing status line is never
+//! replaced.
 
-use std::fmt;
-
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use jsonc_parser::ParseOptions;
+use jsonc_parser::cst::{CstInputValue, CstObject, CstObjectProp, CstRootNode};
 
 /// The file, relative to the project root.
 pub const PATH: &str = ".claude/settings.json";
-
-/// A JSON value that keeps object keys in the order they were written, so
-/// that a merge changes only what it adds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Json {
-    Null,
-    Bool(bool),
-    Number(serde_json::Number),
-    String(String),
-    Array(Vec<Json>),
-    Object(Vec<(String, Json)>),
-}
-
-impl Json {
-    fn get(&self, key: &str) -> Option<&Json> {
-        match self {
-            Json::Object(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    fn str(&self) -> Option<&str> {
-        match self {
-            Json::String(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    fn items(&self) -> &[Json] {
-        match self {
-            Json::Array(items) => items,
-            _ => &[],
-        }
-    }
-
-    /// The value at `key` of an object, inserted (last) as `default` when absent.
-    fn entry(&mut self, key: &str, default: Json) -> Option<&mut Json> {
-        let Json::Object(entries) = self else {
-            return None;
-        };
-        let i = match entries.iter().position(|(k, _)| k == key) {
-            Some(i) => i,
-            None => {
-                entries.push((key.to_string(), default));
-                entries.len() - 1
-            }
-        };
-        Some(&mut entries[i].1)
-    }
-}
-
-/// `Json::Object` from literal pairs.
-fn object(pairs: Vec<(&str, Json)>) -> Json {
-    Json::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
-}
-
-fn string(s: &str) -> Json {
-    Json::String(s.to_string())
-}
-
-impl<'de> Deserialize<'de> for Json {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Json, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Json;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("JSON")
-            }
-            fn visit_unit<E>(self) -> Result<Json, E> {
-                Ok(Json::Null)
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
-                Ok(Json::Bool(v))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
-                Ok(Json::Number(v.into()))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
-                Ok(Json::Number(v.into()))
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Json, E> {
-                serde_json::Number::from_f64(v)
-                    .map(Json::Number)
-                    .ok_or_else(|| E::custom("not a finite number"))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Json, E> {
-                Ok(Json::String(v.to_string()))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element()? {
-                    items.push(item);
-                }
-                Ok(Json::Array(items))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-                let mut entries: Vec<(String, Json)> = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Json>()? {
-                    // A repeated key: the last one wins, as in serde_json.
-                    entries.retain(|(old, _)| *old != k);
-                    entries.push((k, v));
-                }
-                Ok(Json::Object(entries))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl Serialize for Json {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Json::Null => s.serialize_unit(),
-            Json::Bool(b) => s.serialize_bool(*b),
-            Json::Number(n) => n.serialize(s),
-            Json::String(v) => s.serialize_str(v),
-            Json::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(item)?;
-                }
-                seq.end()
-            }
-            Json::Object(entries) => {
-                let mut map = s.serialize_map(Some(entries.len()))?;
-                for (k, v) in entries {
-                    map.serialize_entry(k, v)?;
-                }
-                map.end()
-            }
-        }
-    }
-}
 
 /// One thing ralph installs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,37 +69,43 @@ impl Part {
     }
 
     /// What is added to settings: the status line object, or a hook group.
-    fn entry(self, program: &str) -> Json {
+    fn entry(self, program: &str) -> CstInputValue {
         let command = string(&self.command(program));
+        let hook = |timeout: u32| {
+            object(vec![
+                ("type", string("command")),
+                ("command", command.clone()),
+                ("timeout", CstInputValue::Number(timeout.to_string())),
+            ])
+        };
         match self {
             Part::StatusLine => object(vec![
                 ("type", string("command")),
-                ("command", command),
-                ("padding", Json::Number(0.into())),
+                ("command", command.clone()),
+                ("padding", CstInputValue::Number("0".into())),
             ]),
             // A checkpoint commits the tree: give it time on a big repository.
-            Part::PreCompact => object(vec![(
-                "hooks",
-                Json::Array(vec![object(vec![
-                    ("type", string("command")),
-                    ("command", command),
-                    ("timeout", Json::Number(120.into())),
-                ])]),
-            )]),
+            Part::PreCompact => object(vec![("hooks", CstInputValue::Array(vec![hook(120)]))]),
             // Not `clear`: its point is a clean slate.
             Part::SessionStart => object(vec![
                 ("matcher", string("startup|resume|compact")),
-                (
-                    "hooks",
-                    Json::Array(vec![object(vec![
-                        ("type", string("command")),
-                        ("command", command),
-                        ("timeout", Json::Number(10.into())),
-                    ])]),
-                ),
+                ("hooks", CstInputValue::Array(vec![hook(10)])),
             ]),
         }
     }
+}
+
+fn object(pairs: Vec<(&str, CstInputValue)>) -> CstInputValue {
+    CstInputValue::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+fn string(s: &str) -> CstInputValue {
+    CstInputValue::String(s.to_string())
+}
+
+/// The string value of a property, if it is one.
+fn string_of(prop: Option<CstObjectProp>) -> Option<String> {
+    prop?.value()?.as_string_lit()?.decoded_value().ok()
 }
 
 /// Where a part stands in a settings file.
@@ -244,36 +117,37 @@ pub enum State {
     Other(String),
 }
 
-/// Where `part` stands in `settings`.
-pub fn state(settings: &Json, part: Part) -> State {
-    match part.event() {
-        None => match settings.get("statusLine") {
+/// Where `part` stands in the settings object.
+fn state(settings: &CstObject, part: Part) -> State {
+    let Some(event) = part.event() else {
+        return match settings.get("statusLine") {
             None => State::Missing,
             Some(line) => {
-                let command = line.get("command").and_then(Json::str).unwrap_or("");
-                if part.is(command) {
+                let command = string_of(line.object_value().and_then(|o| o.get("command")))
+                    .unwrap_or_default();
+                if part.is(&command) {
                     State::Installed
                 } else {
-                    State::Other(command.to_string())
+                    State::Other(command)
                 }
             }
-        },
-        Some(event) => {
-            let groups = settings
-                .get("hooks")
-                .and_then(|h| h.get(event))
-                .map_or(&[][..], Json::items);
-            let found = groups
-                .iter()
-                .flat_map(|g| g.get("hooks").map_or(&[][..], Json::items))
-                .filter_map(|h| h.get("command").and_then(Json::str))
-                .any(|c| part.is(c));
-            if found {
-                State::Installed
-            } else {
-                State::Missing
-            }
-        }
+        };
+    };
+    let groups = settings
+        .object_value("hooks")
+        .and_then(|h| h.array_value(event))
+        .map(|a| a.elements())
+        .unwrap_or_default();
+    let installed = groups
+        .iter()
+        .filter_map(|g| g.as_object()?.array_value("hooks"))
+        .flat_map(|hooks| hooks.elements())
+        .filter_map(|h| string_of(h.as_object()?.get("command")))
+        .any(|c| part.is(&c));
+    if installed {
+        State::Installed
+    } else {
+        State::Missing
     }
 }
 
@@ -288,17 +162,18 @@ pub struct Merge {
     pub left: Vec<String>,
 }
 
+/// The settings text as a tree whose root is an object (`{}` for no text).
+fn parse(text: Option<&str>) -> Result<(CstRootNode, CstObject), String> {
+    let text = text.filter(|t| !t.trim().is_empty()).unwrap_or("{}\n");
+    let root = CstRootNode::parse(text, &ParseOptions::default())
+        .map_err(|e| format!("it is not valid JSON: {e}"))?;
+    let settings = root.object_value().ok_or("it is not a JSON object")?;
+    Ok((root, settings))
+}
+
 /// Add what is missing of ralph's parts to the settings text (`None`: no file).
 pub fn merge(existing: Option<&str>, program: &str) -> Result<Merge, String> {
-    let mut settings: Json = match existing {
-        Some(text) if !text.trim().is_empty() => {
-            serde_json::from_str(text).map_err(|e| format!("it is not valid JSON: {e}"))?
-        }
-        _ => Json::Object(Vec::new()),
-    };
-    if !matches!(settings, Json::Object(_)) {
-        return Err("it is not a JSON object".into());
-    }
+    let (root, settings) = parse(existing)?;
     let mut m = Merge::default();
     for part in Part::ALL {
         match state(&settings, part) {
@@ -309,52 +184,35 @@ pub fn merge(existing: Option<&str>, program: &str) -> Result<Merge, String> {
                 part.command(program)
             )),
             State::Missing => {
-                add(&mut settings, part, program)?;
+                add(&settings, part, program)?;
                 m.added.push(part.name());
             }
         }
     }
     if !m.added.is_empty() {
-        m.text = Some(pretty(&settings, existing.map_or("", |t| t)));
+        let mut text = root.to_string();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        m.text = Some(text);
     }
     Ok(m)
 }
 
-fn add(settings: &mut Json, part: Part, program: &str) -> Result<(), String> {
+fn add(settings: &CstObject, part: Part, program: &str) -> Result<(), String> {
     let entry = part.entry(program);
     let Some(event) = part.event() else {
-        settings.entry("statusLine", entry);
+        settings.append("statusLine", entry);
         return Ok(());
     };
     let hooks = settings
-        .entry("hooks", Json::Object(Vec::new()))
-        .filter(|h| matches!(h, Json::Object(_)))
+        .object_value_or_create("hooks")
         .ok_or("its `hooks` is not an object")?;
-    match hooks.entry(event, Json::Array(Vec::new())) {
-        Some(Json::Array(groups)) => {
-            groups.push(entry);
-            Ok(())
-        }
-        _ => Err(format!("its `hooks.{event}` is not an array")),
-    }
-}
-
-/// Pretty JSON with the indentation the file already uses (default two spaces).
-fn pretty(settings: &Json, old: &str) -> String {
-    let indent: String = old
-        .lines()
-        .skip(1)
-        .map(|l| &l[..l.len() - l.trim_start().len()])
-        .find(|w| !w.is_empty())
-        .unwrap_or("  ")
-        .to_string();
-    let mut out = Vec::new();
-    let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
-    settings.serialize(&mut ser).expect("JSON serializes");
-    let mut text = String::from_utf8(out).expect("JSON is UTF-8");
-    text.push('\n');
-    text
+    hooks
+        .array_value_or_create(event)
+        .ok_or_else(|| format!("its `hooks.{event}` is not an array"))?
+        .append(entry);
+    Ok(())
 }
 
 /// A unified diff of the change, for people.
@@ -375,23 +233,15 @@ pub fn doctor(root: &std::path::Path) -> Option<(String, Option<String>)> {
         return None;
     }
     let fix = Some("`ralph init --claude` adds what is missing (and shows the diff)".to_string());
-    let text = match std::fs::read_to_string(root.join(PATH)) {
-        Ok(t) => t,
-        Err(_) => {
-            return Some((
-                format!("no {PATH}: ralph's status line and hooks are not installed"),
-                fix,
-            ));
-        }
+    let Ok(text) = std::fs::read_to_string(root.join(PATH)) else {
+        return Some((
+            format!("no {PATH}: ralph's status line and hooks are not installed"),
+            fix,
+        ));
     };
-    let settings: Json = match serde_json::from_str(&text) {
-        Ok(s) => s,
-        Err(e) => {
-            return Some((
-                format!("{PATH} is not valid JSON: {e}"),
-                Some(format!("fix {PATH}")),
-            ));
-        }
+    let settings = match parse(Some(&text)) {
+        Ok((_, settings)) => settings,
+        Err(why) => return Some((format!("{PATH}: {why}"), Some(format!("fix {PATH}")))),
     };
     let (mut installed, mut missing) = (Vec::new(), Vec::new());
     for part in Part::ALL {
@@ -421,16 +271,6 @@ pub fn doctor(root: &std::path::Path) -> Option<(String, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn order_and_unknown_keys_survive_a_round_trip() {
-        let text = "{\n  \"z\": 1,\n  \"a\": {\"y\": [true, null, 1.5], \"b\": \"x\"}\n}";
-        let v: Json = serde_json::from_str(text).unwrap();
-        assert_eq!(
-            serde_json::to_string(&v).unwrap(),
-            r#"{"z":1,"a":{"y":[true,null,1.5],"b":"x"}}"#
-        );
-    }
 
     #[test]
     fn ralph_commands_are_recognised_by_any_path() {
@@ -491,6 +331,20 @@ mod tests {
         for line in removed {
             assert!(added.contains(&format!("{line},").as_str()), "{line}\n{d}");
         }
+    }
+
+    #[test]
+    fn comments_and_packed_values_keep_their_text() {
+        let old = "{\n  // team settings\n  \"env\": {\"A\": \"1\"},\n  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"say done\"}]}]}\n}\n";
+        let new = merge(Some(old), "ralph").unwrap().text.unwrap();
+        for kept in [
+            "  // team settings",
+            "  \"env\": {\"A\": \"1\"},",
+            "\"command\": \"say done\"}]}]",
+        ] {
+            assert!(new.contains(kept), "{kept} in\n{new}");
+        }
+        assert_eq!(merge(Some(&new), "ralph").unwrap().text, None);
     }
 
     #[test]
