@@ -13,16 +13,14 @@ use crate::error::Result;
 use crate::plan::{self, Plan};
 use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, OwnPaths, Repo};
-use crate::state::{FileInProgress, Layout, RunState};
+use crate::state::{FileInProgress, Layout, RunState, Trigger};
 use crate::stream::ToolCall;
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
 pub struct Moment {
     pub iteration: u32,
-    /// context, manual, timeout, budget, signal, stop, rate_limit, compact
-    /// (Claude Code's PreCompact hook)
-    pub trigger: String,
+    pub trigger: Trigger,
     pub level: Level,
     pub percent: f64,
     pub tokens: u64,
@@ -134,7 +132,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         time => now.strftime("%H:%M:%S %Z").to_string(),
         branch => repo.as_ref().and_then(Repo::branch),
         iteration => m.iteration,
-        trigger => &m.trigger,
+        trigger => m.trigger.name(),
         level => m.level.name(),
         percent => crate::context::round1(m.percent),
         tokens => m.tokens,
@@ -264,7 +262,7 @@ fn commit_message(config: &Config, m: &Moment, saved: &mut Saved) -> String {
             m.iteration,
             m.level.name(),
             m.percent,
-            &m.trigger,
+            m.trigger.name(),
             saved.current_item.as_deref(),
             &saved.title,
         ),

@@ -123,6 +123,7 @@ pub fn describe(event: &Event) -> Option<String> {
             command,
             ok,
             detail,
+            ..
         } => format!(
             "hook {hook} `{command}` {}{}",
             if *ok { "ran" } else { "FAILED" },

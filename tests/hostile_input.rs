@@ -12,18 +12,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{BIN, Project};
+use common::{BIN, Project, QUICK_L2};
 
 const PLAN: &str = "# Hostile\n\n- [ ] work\n";
 const LIMIT: Duration = Duration::from_secs(60);
-
-const QUICK_L2: &str = r#"
-[[step]]
-context = 146000
-text = "Writing."
-path = "work.txt"
-content = "work in progress\n"
-"#;
 
 /// `ralph run` on a project whose ralph.toml is `toml`: exit code, stderr.
 fn run_with_config(toml: &str) -> (Option<i32>, String, bool) {

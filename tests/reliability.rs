@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Project, Run};
+use common::{BIN, Project, QUICK_L2, Run};
 use serde_json::Value;
 
 const PLAN: &str = "# Reliability\n\n- [ ] work\n";
@@ -1036,14 +1036,6 @@ fn stderr_flood_is_capped_on_disk_and_in_memory() {
 }
 
 // ------------------------------------------------------ repository states
-
-const QUICK_L2: &str = r#"
-[[step]]
-context = 146000
-text = "Writing."
-path = "work.txt"
-content = "work in progress\n"
-"#;
 
 #[test]
 fn empty_repository_gets_a_root_commit() {

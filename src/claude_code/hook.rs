@@ -10,7 +10,7 @@ use super::{Input, transcript};
 use crate::checkpoint::{self, Moment, Saved};
 use crate::config::Config;
 use crate::error::Result;
-use crate::state::{Layout, RunState};
+use crate::state::{Layout, RunState, Trigger};
 use crate::stream::StreamEvent;
 
 /// What a hook did, in one line for the person watching (or why it did nothing).
@@ -75,7 +75,7 @@ fn moment(
     }
     Moment {
         iteration: state.iteration,
-        trigger: "compact".into(),
+        trigger: Trigger::Compact,
         level: meter.level(),
         percent: meter.percent(),
         tokens: meter.tokens(),

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::checkpoint::{self, Moment};
 use crate::context::Level;
 use crate::error::{Error, Result};
-use crate::state::{self, Layout};
+use crate::state::{self, Layout, Trigger};
 
 /// What to write to `.ralph/control.json` for a running supervisor.
 fn send_to_supervisor(
@@ -42,7 +42,7 @@ pub fn checkpoint(root: &Path, reason: &str) -> Result<i32> {
     }
     let saved = checkpoint::perform_standalone(root, |_, state| Moment {
         iteration: state.iteration,
-        trigger: "manual".into(),
+        trigger: Trigger::Manual,
         level: Level::L2,
         percent: 0.0,
         tokens: 0,
