@@ -32,6 +32,8 @@ pub enum Trigger {
     /// The supervisor died (`kill -9`, a crash) during the iteration; the
     /// next run took it over.
     Crash,
+    /// Claude Code was about to compact an interactive session (`ralph hook pre-compact`).
+    Compact,
 }
 
 impl Trigger {
@@ -45,6 +47,7 @@ impl Trigger {
             Trigger::Stop => "stop",
             Trigger::RateLimit => "rate_limit",
             Trigger::Crash => "crash",
+            Trigger::Compact => "compact",
         }
     }
 }
