@@ -35,6 +35,8 @@ pub enum Trigger {
     /// The supervisor died (`kill -9`, a crash) during the iteration; the
     /// next run took it over.
     Crash,
+    /// Claude Code was about to compact an interactive session (`ralph hook pre-compact`).
+    Compact,
 }
 
 impl Trigger {
@@ -49,6 +51,7 @@ impl Trigger {
             Trigger::RateLimit => "rate_limit",
             Trigger::Boundary => "boundary",
             Trigger::Crash => "crash",
+            Trigger::Compact => "compact",
         }
     }
 }
