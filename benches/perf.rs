@@ -117,7 +117,7 @@ pub struct Opts {
     pub verbose: bool,
 }
 
-pub const BENCHES: [&str; 8] = [
+pub const BENCHES: [&str; 9] = [
     "decode",
     "estimate",
     "stream",
