@@ -47,6 +47,9 @@ pub struct Sizes {
     pub commit_trials: usize,
     pub history: u32,
     pub startup_trials: usize,
+    /// The Claude Code session transcript `ralph statusline` reads.
+    pub session_transcript: u64,
+    pub statusline_trials: usize,
 }
 
 impl Size {
@@ -65,6 +68,8 @@ impl Size {
                 commit_trials: 5,
                 history: 1_000,
                 startup_trials: 30,
+                session_transcript: 100 << 20,
+                statusline_trials: 50,
             },
             Size::Quick => Sizes {
                 transcript: 128 << 20,
@@ -79,6 +84,8 @@ impl Size {
                 commit_trials: 3,
                 history: 1_000,
                 startup_trials: 15,
+                session_transcript: 100 << 20,
+                statusline_trials: 30,
             },
             Size::Tiny => Sizes {
                 transcript: 4 << 20,
@@ -93,6 +100,8 @@ impl Size {
                 commit_trials: 1,
                 history: 50,
                 startup_trials: 2,
+                session_transcript: 4 << 20,
+                statusline_trials: 2,
             },
         }
     }
@@ -108,14 +117,16 @@ pub struct Opts {
     pub verbose: bool,
 }
 
-pub const BENCHES: [&str; 7] = [
+pub const BENCHES: [&str; 9] = [
     "decode",
+    "estimate",
     "stream",
     "memory",
     "reaction",
     "iteration",
     "checkpoint",
     "startup",
+    "statusline",
 ];
 
 impl Opts {
@@ -243,6 +254,9 @@ pub fn run(opts: &Opts) -> Vec<Row> {
     if opts.wants("decode") {
         rows.extend(bench_decode(opts, &s));
     }
+    if opts.wants("estimate") {
+        rows.extend(bench_estimate(opts, &s));
+    }
     if opts.wants("stream") || opts.wants("memory") {
         rows.extend(bench_stream(opts, &s));
     }
@@ -257,6 +271,9 @@ pub fn run(opts: &Opts) -> Vec<Row> {
     }
     if opts.wants("startup") {
         rows.extend(bench_startup(opts, &s));
+    }
+    if opts.wants("statusline") {
+        rows.extend(bench_statusline(opts, &s));
     }
     if !opts.keep {
         let _ = fs::remove_dir_all(&opts.dir);
@@ -898,6 +915,151 @@ fn bench_decode(opts: &Opts, s: &Sizes) -> Vec<Row> {
     ]
 }
 
+// ---------------------------------------------------------------- estimate
+
+/// What following the plan's items (issue 14) adds to each line: the
+/// per-line work of an iteration — decode, meter — with and without the
+/// item tracker; and estimating a plan's open items once per iteration.
+fn bench_estimate(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    use ralph::context::{ContextMeter, Thresholds};
+    use ralph::estimate::{Inputs, Sample, estimate};
+    use ralph::items::ItemTracker;
+    use ralph::plan::Plan;
+    use ralph::stream::{StreamEvent, decode_line};
+
+    let size = s.transcript.min(64 << 20);
+    let path = opts.dir.join("estimate.jsonl");
+    let stats = write_transcript(&path, size, 2);
+    let bytes = fs::read(&path).unwrap();
+    let _ = fs::remove_file(&path);
+    // The worst case for a per-line cost: many short lines, every turn a
+    // tool call with a path and its result.
+    let mut short = Vec::new();
+    let short_lines = (s.transcript >> 10).clamp(2_000, 400_000);
+    for msg in 0..short_lines / 2 {
+        let block = format!(
+            r#"{{"type":"tool_use","id":"toolu_{msg:020x}","name":"Edit","input":{{"file_path":"/home/user/project/src/module_{}.rs","old_string":"a","new_string":"b"}}}}"#,
+            msg % 300
+        );
+        short
+            .extend_from_slice(assistant_line(msg, 30_000 + msg % 80_000, &block, None).as_bytes());
+        short.extend_from_slice(format!("\n{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_{msg:020x}\",\"content\":\"ok\"}}]}},\"parent_tool_use_id\":null}}\n").as_bytes());
+    }
+    let plan = Plan::parse(
+        &(0..200)
+            .map(|i| format!("- [ ] item {i}: parser for format {i}\n"))
+            .collect::<String>(),
+    );
+    let root = Path::new("/repo");
+    let plain = |bytes: &[u8]| {
+        let t = Instant::now();
+        let mut meter = ContextMeter::new(0, 33_000, Thresholds::DEFAULT);
+        for l in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            meter.observe(&decode_line(l), Duration::ZERO);
+        }
+        std::hint::black_box(meter.tokens());
+        t.elapsed()
+    };
+    let tracked = |bytes: &[u8]| {
+        let t = Instant::now();
+        let mut meter = ContextMeter::new(0, 33_000, Thresholds::DEFAULT);
+        let mut tracker = ItemTracker::new(root, Path::new("fix_plan.md"), &plan);
+        for l in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let event = decode_line(l);
+            meter.observe(&event, Duration::ZERO);
+            match &event {
+                StreamEvent::Assistant(m) if m.is_main_thread() && !m.is_synthetic() => {
+                    tracker.on_tokens(meter.tokens());
+                    for call in &m.tool_calls {
+                        tracker.on_tool_call(call);
+                    }
+                }
+                StreamEvent::User { .. } => {
+                    std::hint::black_box(tracker.take_reread());
+                }
+                _ => {}
+            }
+        }
+        std::hint::black_box(tracker.current());
+        t.elapsed()
+    };
+    // Alternating sides, ratios taken pair by pair (see median_ratio).
+    let compare = |bytes: &[u8]| {
+        let mut ratios = Vec::new();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..s.repeats.max(5) {
+            let (x, y) = (plain(bytes), tracked(bytes));
+            ratios.push(y.as_secs_f64() / x.as_secs_f64());
+            a.push(x);
+            b.push(y);
+        }
+        (median(&mut a), median(&mut b), median_ratio(&mut ratios))
+    };
+    let (a, b, ratio) = compare(&bytes);
+    let (sa, sb, short_ratio) = compare(&short);
+    let per_line = |d: Duration, n: u64| format!("{:.0} ns/line", d.as_nanos() as f64 / n as f64);
+    // Estimating every open item of a 200-item plan against 1,000 finished
+    // ones, as `prepare_seams` does once per iteration, against the lines
+    // of one iteration (the transcript above).
+    let history: Vec<Sample> = (0..1_000)
+        .map(|i| Sample {
+            item: format!("item {i}: writer for format {}", i % 50),
+            tokens: 20_000 + i * 37,
+            estimate: Some(30_000),
+        })
+        .collect();
+    let t = Instant::now();
+    for item in plan.open() {
+        std::hint::black_box(estimate(&Inputs {
+            item: &item.text,
+            history: &history,
+            named_bytes: 0,
+            prior_tokens: 33_400,
+        }));
+    }
+    let once = t.elapsed();
+    opts.say(&format!(
+        "estimate: {} lines, tracker ratio {ratio:.3}; {short_lines} short lines, ratio {short_ratio:.3}; 200 estimates in {}",
+        stats.lines,
+        ms(once)
+    ));
+    vec![
+        Row {
+            bench: "estimate".into(),
+            what: format!(
+                "per line of {:.0} MiB: decode + meter + item tracker vs decode + meter",
+                mib(stats.bytes)
+            ),
+            ralph: per_line(b, stats.lines),
+            reference: per_line(a, stats.lines),
+            ratio,
+            target: "≤ 1.05".into(),
+            pass: Some(ratio <= 1.05),
+        },
+        Row {
+            bench: "estimate".into(),
+            what: format!(
+                "per line of {short_lines} short lines (an Edit and its result per turn): the same"
+            ),
+            ralph: per_line(sb, short_lines),
+            reference: per_line(sa, short_lines),
+            ratio: short_ratio,
+            target: "≤ 1.10".into(),
+            pass: Some(short_ratio <= 1.10),
+        },
+        Row {
+            bench: "estimate".into(),
+            what: "estimating 200 open items (1,000 finished) once vs that iteration's lines"
+                .into(),
+            ralph: ms(once),
+            reference: ms(a),
+            ratio: once.as_secs_f64() / a.as_secs_f64(),
+            target: "(diagnostic)".into(),
+            pass: None,
+        },
+    ]
+}
+
 // ---------------------------------------------------------------- 1+2. stream, memory
 
 /// The replaying agent: reads the prompt line, prints the file, exits.
@@ -1515,10 +1677,7 @@ fn big_state(n: u32) -> ralph::state::RunState {
             error: (i % 10 == 0).then(|| "API error 529: overloaded".to_string()),
             error_hash: (i % 10 == 0).then(|| "e3b0c44298fc1c149afbf4c8996fb924".to_string()),
             commit: (i % 4 == 0).then(|| "0123456789abcdef0123456789abcdef01234567".to_string()),
-            item: Some(format!("item {i}")),
-            items_checked: vec![format!("item {i}")],
-            items_done: i as usize,
-            items_open: 0,
+            ..IterationRecord::default()
         });
         s.completed_items.push(format!("item {i}"));
     }
@@ -1683,4 +1842,175 @@ fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
         pass: None,
     });
     rows
+}
+
+// ---------------------------------------------------------------- statusline
+
+/// A Claude Code session transcript (`~/.claude/projects/…/<id>.jsonl`) of
+/// about `size` bytes: user prompts, assistant turns with tool calls, tool
+/// results of every size, attachments, and a sub-agent's turns at the end
+/// (which must not count), as Claude Code writes it.
+fn session_transcript(path: &Path, size: u64, rng: &mut Rng) {
+    let pool = output_pool(rng);
+    let mut out = std::io::BufWriter::new(fs::File::create(path).unwrap());
+    let mut written = 0u64;
+    let mut n = 0u64;
+    let mut body_text = String::new();
+    let entry = |kind: &str, sidechain: bool, message: serde_json::Value| {
+        serde_json::json!({
+            "parentUuid": "00000000-0000-0000-0000-000000000000", "isSidechain": sidechain,
+            "userType": "external", "cwd": "/home/u/project", "sessionId": "bench",
+            "version": "2.1.328", "gitBranch": "main", "type": kind, "message": message,
+            "uuid": "00000000-0000-0000-0000-000000000001", "timestamp": "2026-11-23T10:00:00.000Z"
+        })
+        .to_string()
+    };
+    let assistant = |n: u64, tokens: u64, sidechain: bool, content: serde_json::Value| {
+        entry(
+            "assistant",
+            sidechain,
+            serde_json::json!({"id": format!("msg_{n:08}"), "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4-5", "content": content, "stop_reason": "tool_use",
+                "usage": {"input_tokens": 3, "cache_creation_input_tokens": 900,
+                          "cache_read_input_tokens": tokens, "output_tokens": 120}}),
+        )
+    };
+    while written < size {
+        n += 1;
+        let tokens = 20_000 + (n * 37) % 120_000;
+        body_text.clear();
+        let len = rng.log_uniform(200, 200_000) as usize;
+        body(rng, &pool, len, &mut body_text);
+        let lines = [
+            assistant(
+                n,
+                tokens,
+                false,
+                serde_json::json!([
+                {"type": "text", "text": "Next I'll run the tests."},
+                {"type": "tool_use", "id": format!("toolu_{n}"), "name": "Bash",
+                 "input": {"command": "cargo test", "description": "Run the tests"}}]),
+            ),
+            entry(
+                "user",
+                false,
+                serde_json::json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": format!("toolu_{n}"), "content": body_text}]}),
+            ),
+        ];
+        for l in lines {
+            written += l.len() as u64 + 1;
+            writeln!(out, "{l}").unwrap();
+        }
+    }
+    // The end: a sub-agent's bigger turns after the main thread's last one.
+    for i in 0..20 {
+        let l = assistant(
+            n + 1 + i,
+            150_000,
+            true,
+            serde_json::json!([{"type": "text", "text": "sub-agent"}]),
+        );
+        writeln!(out, "{l}").unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// `ralph statusline` on a 100 MiB session transcript: median under 10 ms,
+/// and as fast as on a tiny one (it reads from the end).
+fn bench_statusline(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let proj = opts.dir.join("statusline");
+    project(&proj, "claude", "");
+    let big = opts.dir.join("session-big.jsonl");
+    let small = opts.dir.join("session-small.jsonl");
+    let mut rng = Rng::new(17);
+    session_transcript(&big, s.session_transcript, &mut rng);
+    session_transcript(&small, 1, &mut rng);
+    let size = fs::metadata(&big).unwrap().len();
+    opts.say(&format!("statusline: transcript of {:.0} MiB", mib(size)));
+    let input = |t: &Path| {
+        let path = t.with_extension("input.json");
+        let json = serde_json::json!({
+            "session_id": "bench", "transcript_path": t, "cwd": &proj,
+            "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"},
+            "workspace": {"current_dir": &proj, "project_dir": &proj},
+        });
+        fs::write(&path, json.to_string()).unwrap();
+        path
+    };
+    let (big_in, small_in) = (input(&big), input(&small));
+    let time = |stdin: &Path| {
+        let mut cmd = ralph(&proj, &["statusline"]);
+        cmd.stdin(fs::File::open(stdin).unwrap());
+        let m = measure(&mut cmd);
+        assert!(m.status.success(), "ralph statusline: {:?}", m.status);
+        m
+    };
+    let (mut t_big, mut t_small, mut t_true) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut vs_small, mut vs_true, mut cpu_big) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..s.statusline_trials {
+        let tt = measure(&mut Command::new("true")).wall;
+        let ts = time(&small_in).wall;
+        let big = time(&big_in);
+        let tb = big.wall;
+        cpu_big.push(big.cpu);
+        vs_small.push(tb.as_secs_f64() / ts.as_secs_f64());
+        vs_true.push(tb.as_secs_f64() / tt.as_secs_f64());
+        t_big.push(tb);
+        t_small.push(ts);
+        t_true.push(tt);
+    }
+    let (tb, ts, tt) = (
+        median(&mut t_big),
+        median(&mut t_small),
+        median(&mut t_true),
+    );
+    let cpu = median(&mut cpu_big);
+    let limit = Duration::from_millis(10);
+    vec![
+        Row {
+            bench: "statusline".into(),
+            what: format!(
+                "`ralph statusline` on a {:.0} MiB session transcript (median of {}) vs the 10 ms budget",
+                mib(size),
+                s.statusline_trials
+            ),
+            ralph: ms(tb),
+            reference: ms(limit),
+            ratio: tb.as_secs_f64() / limit.as_secs_f64(),
+            target: "≤ 1×".into(),
+            pass: Some(tb <= limit),
+        },
+        Row {
+            bench: "statusline".into(),
+            what: format!(
+                "the same vs on a {:.1} KiB transcript (flat: it reads from the end)",
+                fs::metadata(&small).unwrap().len() as f64 / 1024.0
+            ),
+            ralph: ms(tb),
+            reference: ms(ts),
+            ratio: median_ratio(&mut vs_small),
+            target: "≤ 1.5×".into(),
+            pass: Some(median_ratio(&mut vs_small) <= 1.5),
+        },
+        Row {
+            bench: "statusline".into(),
+            what: "the same in CPU time (user + system; what load on the machine does not inflate)"
+                .into(),
+            ralph: ms(cpu),
+            reference: ms(limit),
+            ratio: cpu.as_secs_f64() / limit.as_secs_f64(),
+            target: "(diagnostic)".into(),
+            pass: None,
+        },
+        Row {
+            bench: "statusline".into(),
+            what: "the same vs starting `true`, for scale".into(),
+            ralph: ms(tb),
+            reference: ms(tt),
+            ratio: median_ratio(&mut vs_true),
+            target: "(report)".into(),
+            pass: None,
+        },
+    ]
 }

@@ -56,8 +56,9 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Run(args) => commands::run(&root, &args),
         Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason),
         Command::Stop => commands::stop(&root),
-        Command::Context(args) => commands::context(&root, args.json, args.watch),
+        Command::Context(args) => commands::context(&root, args.json, args.watch, args.estimate),
         Command::Status(args) => commands::status(&root, args.json),
+        Command::Init(args) if args.claude => commands::init_claude(&root, args.json),
         Command::Init(args) => commands::init(&root, args.force, args.json),
         Command::Prompt(args) => commands::prompt(
             &root,
@@ -76,5 +77,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Recover(args) => commands::recover(&root, &args),
         Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => Ok(ralph_sim::run(&args)?),
+        Command::Statusline => commands::statusline(&root),
+        Command::Hook { event } => commands::hook(&root, event),
     }
 }

@@ -52,6 +52,13 @@ pub enum Command {
     Demo(DemoArgs),
     /// A simulated agent speaking the `claude -p --output-format stream-json` protocol (for demos, tests, CI)
     Sim(SimArgs),
+    /// Claude Code's `statusLine` command: context bar, percent, tokens, level and plan item of the session on stdin
+    Statusline,
+    /// Claude Code's hooks (`ralph init --claude` installs them); always exit 0
+    Hook {
+        #[command(subcommand)]
+        event: HookEvent,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -122,8 +129,11 @@ pub struct ContextArgs {
     #[arg(long)]
     pub json: bool,
     /// Follow the run live until it ends (Ctrl-C to quit); off a terminal, a new report each time it changes
-    #[arg(long)]
+    #[arg(long, conflicts_with = "estimate")]
     pub watch: bool,
+    /// Estimate ITEM (default: the plan's current item): its context cost, confidence, and whether it fits in what is left, in a fresh window, or should be split
+    #[arg(long, value_name = "ITEM", num_args = 0..=1)]
+    pub estimate: Option<Option<String>>,
 }
 
 #[derive(Debug, Args)]
@@ -134,6 +144,9 @@ pub struct InitArgs {
     /// Print what was written as one JSON object
     #[arg(long)]
     pub json: bool,
+    /// Only add ralph's status line and hooks to .claude/settings.json (merged, shown as a diff)
+    #[arg(long)]
+    pub claude: bool,
 }
 
 #[derive(Debug, Args)]
@@ -179,4 +192,13 @@ pub struct DemoArgs {
     /// Where to create the demo project (default: a new temporary directory)
     #[arg(value_name = "DIR")]
     pub path: Option<PathBuf>,
+}
+
+/// Which hook Claude Code is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum HookEvent {
+    /// Before Claude Code compacts the conversation: handoff + WIP commit (trigger `compact`)
+    PreCompact,
+    /// When a session starts, resumes or was compacted: the latest handoff's resume block as context
+    SessionStart,
 }

@@ -33,6 +33,7 @@ mod facts;
 mod iteration;
 mod limit_wait;
 mod record;
+mod seams;
 mod signals;
 mod snapshots;
 mod stop;
@@ -352,6 +353,7 @@ impl Supervisor {
     /// One agent process, from its prompt to its last line.
     async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
         let started_at = now_rfc3339();
+        let seams = self.prepare_seams(number, plan);
         let prompt_text = prompt::render_prompt(
             &self.root,
             &self.templates,
@@ -420,6 +422,7 @@ impl Supervisor {
             tz,
         );
         let machine = IterationMachine::new(limits, meter, self.flags.signals, &Now::read());
+        let machine = machine.with_seams(seams);
         let hook_facts = hooks::Facts {
             iteration: number,
             run_id: self.state.run_id.clone(),
@@ -475,12 +478,13 @@ impl Supervisor {
             &mut self.state,
             &facts,
             &verdict,
-            (plan_before, &plan_after),
+            &plan_after,
             snap_before.as_ref().map(|s| s.changes_fingerprint.as_str()),
             &self.config.breaker,
             &Now::read(),
             &mut events,
         );
+        self.after_seams(&facts);
         // Saved first: on_iteration_end hooks read the state of the
         // iteration that ended.
         self.save();

@@ -5,11 +5,9 @@
 use std::path::Path;
 
 use crate::checkpoint::{self, Moment};
-use crate::config::Config;
 use crate::context::Level;
 use crate::error::{Error, Result};
-use crate::prompt::Templates;
-use crate::state::{self, Layout, RunState, Trigger};
+use crate::state::{self, Layout, Trigger};
 
 /// What to write to `.ralph/control.json` for a running supervisor.
 fn send_to_supervisor(
@@ -42,12 +40,7 @@ pub fn checkpoint(root: &Path, reason: &str) -> Result<i32> {
         );
         return Ok(0);
     }
-    let config = Config::load(root)?;
-    crate::secrets::remember(&config.agent.env);
-    let templates = Templates::load(root)?;
-    layout.ensure()?;
-    let mut state = RunState::load(&layout.state())?.unwrap_or_default();
-    let moment = Moment {
+    let saved = checkpoint::perform_standalone(root, |_, state| Moment {
         iteration: state.iteration,
         trigger: Trigger::Manual,
         level: Level::L2,
@@ -61,19 +54,10 @@ pub fn checkpoint(root: &Path, reason: &str) -> Result<i32> {
         files_touched: Vec::new(),
         notes_path: None,
         stash_before: None,
-    };
-    let saved = checkpoint::perform(root, &config, &templates, &moment);
+    })?;
     for w in &saved.warnings {
         eprintln!("warning: {w}");
     }
-    state.last_handoff.clone_from(&saved.handoff);
-    if saved.commit.is_some() {
-        state.last_commit.clone_from(&saved.commit);
-    }
-    if state.run_id.is_empty() {
-        state.run_id = "manual".into();
-    }
-    state.save(&layout.state())?;
     println!("no run in progress: checkpointed the tree as it stands");
     match (&saved.commit, &saved.commit_note) {
         (Some(c), _) => println!("  WIP commit {c}"),

@@ -30,10 +30,11 @@ impl NextIteration {
     pub fn preview(root: &Path, config: &Config, fresh: bool) -> Result<NextIteration> {
         let templates = Templates::load(root)?;
         let plan = Plan::load(&root.join(&config.plan))?;
-        let state = match RunState::load(&Layout::new(root).state())? {
+        let mut state = match RunState::load(&Layout::new(root).state())? {
             Some(s) if !fresh && !s.is_finished() => s,
             _ => RunState::default(),
         };
+        state.shard_request = super::estimate::next_shard(root, config, &state, &plan);
         let iteration = state.iteration + 1;
         let fitted =
             prompt_budget::render_prompt(root, &templates, config, &state, &plan, iteration)?;

@@ -67,8 +67,7 @@ impl Supervisor {
             &mut self.state,
             &facts,
             &verdict,
-            // What it started on is not known any more: no item recorded.
-            (&crate::plan::Plan::default(), &plan),
+            &plan,
             None,
             &self.config.breaker,
             &Now::read(),
