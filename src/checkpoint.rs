@@ -122,6 +122,14 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         })
         .collect();
 
+    let key_files = crate::secrets::key_files_among(changes.iter().map(|c| c.path.as_str()));
+    if config.git.wip_commit && !key_files.is_empty() {
+        saved.warnings.push(format!(
+            "key files left out of the WIP commit (commit them yourself if they hold no secret): {}",
+            key_files.join(", ")
+        ));
+    }
+
     // 1. The handoff document, so that the WIP commit carries it.
     let now = jiff::Zoned::now();
     let handoff_rel = unique_handoff_name(&layout, &now, m.iteration);
@@ -151,6 +159,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
         git_available => repo.is_some(),
         will_commit => will_commit,
+        left_uncommitted => &key_files,
         changes => changes.iter().map(|c| ChangeView { kind: c.kind.clone(), path: crate::repo::display_path(c.path.as_bytes()) }).collect::<Vec<_>>(),
         diff_stat => diff_stat.trim_end(),
         commit_note => if will_commit { None } else if repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted") } else { None },
@@ -163,7 +172,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             let path = root.join(&handoff_rel);
             match layout.ensure().and_then(|()| {
                 // Committed: the agent's notes and words must not carry a secret.
-                crate::state::write_private(&path, crate::secrets::redact(&text).as_bytes())
+                crate::state::write_private(&path, crate::secrets::scrub(&text).as_bytes())
             }) {
                 Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
                 Err(e) => saved
@@ -184,7 +193,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         }
         Some(r) => {
             let message = commit_message(config, m, &mut saved);
-            let message = crate::secrets::redact(&message);
+            let message = crate::secrets::scrub(&message);
             match r.wip_commit(&message, &own) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {

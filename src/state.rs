@@ -227,7 +227,7 @@ impl RunState {
         let json = serde_json::to_string_pretty(self)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
         // The state quotes the agent (last words, errors): no secrets in it.
-        write_atomic(path, crate::secrets::redact(&json).as_bytes())
+        write_atomic(path, crate::secrets::redact_json(&json).as_bytes())
     }
 
     pub fn is_finished(&self) -> bool {

@@ -486,7 +486,7 @@ impl Supervisor {
             prompt::render_prompt(&self.templates, &self.config, &self.state, plan, number)?;
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words.
-        let saved_prompt = crate::secrets::redact(&prompt_text);
+        let saved_prompt = crate::secrets::scrub(&prompt_text);
         if let Err(e) = std::fs::write(&prompt_path, saved_prompt.as_bytes()) {
             self.bus.emit(Event::Warning {
                 message: format!("cannot write {}: {e}", prompt_path.display()),

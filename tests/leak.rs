@@ -1,0 +1,229 @@
+//! Nothing leaked, nothing hangs (issue 13): secrets with hostile
+//! characters, token shapes and key files in what ralph commits, control
+//! characters on the terminal, tools that outlive a killed supervisor in
+//! sessions of their own, transcripts on a small disk, and edge inputs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::Project;
+
+const PLAN: &str = "# Leak\n\n- [ ] work\n";
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn toml_string(s: &str) -> String {
+    // A JSON string is a TOML basic string (same escapes).
+    serde_json::to_string(s).unwrap()
+}
+
+/// Every file under `dir`.
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// The text of every commit after the user's first: messages and the
+/// blobs each one added or changed.
+fn committed_texts(p: &Project) -> Vec<(String, String)> {
+    let repo = p.repo();
+    let mut walk = repo.revwalk().unwrap();
+    walk.push_head().unwrap();
+    let mut out = Vec::new();
+    for id in walk {
+        let commit = repo.find_commit(id.unwrap()).unwrap();
+        if commit.parent_count() == 0 {
+            continue;
+        }
+        out.push((
+            format!("message of {}", commit.id()),
+            commit.message().unwrap_or_default().to_string(),
+        ));
+        let parent = commit.parent(0).unwrap().tree().unwrap();
+        let diff = repo
+            .diff_tree_to_tree(Some(&parent), Some(&commit.tree().unwrap()), None)
+            .unwrap();
+        for d in diff.deltas() {
+            if let Ok(blob) = repo.find_blob(d.new_file().id()) {
+                let path = d.new_file().path().unwrap().display().to_string();
+                out.push((path, String::from_utf8_lossy(blob.content()).into_owned()));
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------- secrets
+
+/// One run with `secret` in the environment as `DEPLOY_API_TOKEN`, and an
+/// agent that repeats it everywhere it can: its text, a tool's output, its
+/// notes, an API error (state.json, events). Returns what ralph printed
+/// with `--json`.
+fn run_with_secret(secret: &str) -> (Project, String) {
+    let said = toml_string(&format!("The token is {secret} (from the env)."));
+    let scenario = format!(
+        r#"
+handoff_notes = {notes}
+[[iteration]]
+[[iteration.step]]
+context = 60000
+text = {said}
+command = "printf '%s' \"$DEPLOY_API_TOKEN\"; echo work >> work.txt"
+[[iteration.step]]
+context = 146000
+text = {said}
+[[iteration]]
+[[iteration.step]]
+context = 30000
+text = {said}
+[[iteration.step]]
+error = {said}
+"#,
+        notes = toml_string(&format!("## Done\n- used {secret}\n")),
+    );
+    // Failing hooks that print it: their stderr goes into warning events
+    // (events.jsonl, `--json`).
+    let p = Project::new(
+        PLAN,
+        &scenario,
+        "[loop]\nmax_iterations = 2\n[hooks]\non_checkpoint = [\"printf 'leaked %s' \\\"$DEPLOY_API_TOKEN\\\" >&2; exit 1\"]\non_exit = [\"printf 'leaked %s' \\\"$DEPLOY_API_TOKEN\\\" >&2; exit 1\"]\n",
+    );
+    let out = p
+        .ralph()
+        .args(["run", "--json"])
+        .env("DEPLOY_API_TOKEN", secret)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (p, stdout)
+}
+
+/// Where `secret` (plain or JSON-escaped) is found among what ralph wrote
+/// and committed; the agent's own transcripts and notes are its output,
+/// kept verbatim and user-only (docs/reliability.md).
+fn leaks_of(p: &Project, stdout: &str, secret: &str) -> Vec<String> {
+    let escaped = toml_string(secret);
+    let escaped = &escaped[1..escaped.len() - 1];
+    let holds = |text: &str| text.contains(secret) || text.contains(escaped);
+    let mut leaks = Vec::new();
+    if holds(stdout) {
+        leaks.push("--json output".to_string());
+    }
+    let mut files = Vec::new();
+    files_under(&p.path(".ralph"), &mut files);
+    files.push(p.path("PROMPT.md"));
+    for f in files {
+        let name = f.strip_prefix(p.root()).unwrap().display().to_string();
+        let agents_own = name.starts_with(".ralph/runs/") || name.starts_with(".ralph/notes/");
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        if !agents_own && holds(&text) {
+            leaks.push(name);
+        }
+    }
+    for (what, text) in committed_texts(p) {
+        if holds(&text) {
+            leaks.push(format!("commit: {what}"));
+        }
+    }
+    leaks
+}
+
+/// Item 1: a secret with a quote, a backslash and a newline (a password, a
+/// PEM line) was only redacted where it appeared unescaped, so it reached
+/// events.jsonl, state.json and `--json` output in its JSON form.
+#[test]
+fn secret_with_quotes_backslashes_and_newlines_is_redacted_everywhere() {
+    let secret = "pa\"ss\\word\nline two é";
+    let (p, stdout) = run_with_secret(secret);
+    assert_eq!(leaks_of(&p, &stdout, secret), Vec::<String>::new());
+    assert!(
+        stdout.contains("[redacted DEPLOY_API_TOKEN]"),
+        "the secret was there to redact: {stdout}"
+    );
+}
+
+/// The acceptance's property, end to end: any value of a credential-named
+/// variable (quotes, backslashes, newlines, non-ASCII) is found in no file
+/// under `.ralph/` that ralph writes, in no commit, in no `--json` output.
+/// A few generated hostile values (each case is a whole run); the
+/// redaction itself is property-tested over many more in `secrets`.
+#[test]
+fn any_credential_value_never_leaks_end_to_end() {
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config {
+        cases: 3,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    // At least 8 characters that are not all blank (shorter values are
+    // not treated as secrets, docs/reliability.md); no NUL (environment).
+    let values = "[a-zA-Z0-9\"'\\\\$`é€😀{}\\[\\]:,]{4}[\"\\\\\n\t]{1,3}[^\u{0}]{4,12}";
+    runner
+        .run(&values, |secret| {
+            let (p, stdout) = run_with_secret(&secret);
+            let leaks = leaks_of(&p, &stdout, &secret);
+            proptest::prop_assert!(leaks.is_empty(), "{:?} leaked to {:?}", secret, leaks);
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Item 2: a key the agent read from a `.env` file (not in ralph's
+/// environment) reached the committed handoff through "Last tool calls",
+/// and the `.env` itself went into the WIP commit when not ignored.
+#[test]
+fn token_shapes_and_key_files_stay_out_of_commits() {
+    const KEY: &str = "sk-proj-Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA";
+    let scenario = format!(
+        r#"
+[[step]]
+context = 60000
+text = "Calling the API with the key from .env."
+command = "curl -s -H 'Authorization: Bearer {KEY}' http://127.0.0.1:9/ || true; echo work >> work.txt"
+[[step]]
+context = 146000
+text = "Full."
+"#
+    );
+    let p = Project::new(PLAN, &scenario, "[loop]\nmax_iterations = 1\n");
+    p.write(".env", &format!("OPENAI_API_KEY={KEY}\n"));
+    p.write("deploy/server.pem", "-----BEGIN PRIVATE KEY-----\nMIIE\n");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let files = p.head_files();
+    assert!(files.contains(&"work.txt".to_string()), "{files:?}");
+    for key_file in [".env", "deploy/server.pem"] {
+        assert!(!files.iter().any(|f| f == key_file), "{key_file} committed");
+    }
+    let texts = committed_texts(&p);
+    for (what, text) in &texts {
+        assert!(!text.contains("sk-proj-"), "{what} holds the key:\n{text}");
+    }
+    let handoff = &texts
+        .iter()
+        .find(|(what, _)| what.starts_with(".ralph/handoffs/"))
+        .expect("a handoff was committed")
+        .1;
+    assert!(handoff.contains("Bearer [redacted API key]"), "{handoff}");
+    assert!(handoff.contains("Left uncommitted"), "{handoff}");
+    assert!(handoff.contains("- `.env`"), "{handoff}");
+    assert!(handoff.contains("- `deploy/server.pem`"), "{handoff}");
+    let warned = run.of("warning").iter().any(|w| {
+        let m = w["message"].as_str().unwrap();
+        m.starts_with("key files left out of the WIP commit") && m.contains(".env")
+    });
+    assert!(warned, "{}", run.describe());
+}
