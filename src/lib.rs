@@ -22,5 +22,6 @@ pub mod sim;
 pub mod state;
 pub mod stream;
 pub mod supervisor;
+pub mod text;
 
 pub use error::{Error, Result};

@@ -248,7 +248,8 @@ pub fn status_line(
         }
     }
     if let Some(t) = tool {
-        s.push_str(&format!(" · {t}"));
+        // The agent's own words: no escape sequence reaches the terminal.
+        s.push_str(&format!(" · {}", crate::text::printable(t)));
     }
     s.push_str(&format!(" · {}", format_duration(elapsed)));
     s
@@ -293,6 +294,8 @@ impl Terminal {
         if self.detached {
             return;
         }
+        // Lines quote the agent and hooks (errors, warnings, last words).
+        let text = &*crate::text::printable_lines(text);
         match &self.bar {
             Some(bar) => bar.println(text),
             None => {
@@ -415,6 +418,17 @@ mod tests {
             line,
             "iter 3 ▕█████████████████░░░▏ 85.0% 142k/167k L2 +4k/min · Write src/x.rs · 12m04s"
         );
+    }
+
+    #[test]
+    fn the_agents_escape_sequences_never_reach_the_status_line() {
+        let line = status_line(
+            1,
+            None,
+            Some("Bash echo \u{1b}[2J\u{1b}]0;title\u{7}\u{1b}]52;c;ZXZpbA==\u{7}\rok"),
+            Duration::from_secs(1),
+        );
+        assert_eq!(line, "iter 1 · Bash echo ok · 1s");
     }
 
     #[test]

@@ -227,3 +227,40 @@ text = "Full."
     });
     assert!(warned, "{}", run.describe());
 }
+
+// ---------------------------------------------------------------- terminal
+
+/// Item 4: a Bash command with escape sequences (clear screen, window
+/// title, an OSC 52 clipboard write) reached `ralph context` and the
+/// terminal raw.
+#[test]
+fn the_agents_escape_sequences_never_reach_the_terminal() {
+    let scenario = r#"
+[[step]]
+context = 60000
+text = "Clearing."
+command = "true '\u001b[2J\u001b]0;pwned\u0007\u001b]52;c;ZXZpbA==\u0007'"
+[[step]]
+result = "done"
+"#;
+    let p = Project::new(PLAN, scenario, "[loop]\nmax_iterations = 1\n");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let tool = run
+        .of("context")
+        .iter()
+        .find_map(|c| c["tool"].as_str().map(str::to_string))
+        .expect("the tool call was seen");
+    assert!(
+        tool.contains('\u{1b}'),
+        "the agent did send escapes: {tool:?}"
+    );
+    let out = p.ralph().arg("context").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("tool      Bash true"), "{text}");
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{text:?}"
+    );
+    assert!(!text.contains("52;c;"), "{text:?}");
+}

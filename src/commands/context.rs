@@ -350,7 +350,7 @@ impl Report for ContextReport {
                     );
                 }
                 if let Some(t) = &r.tool {
-                    let _ = writeln!(out, "tool      {t}");
+                    let _ = writeln!(out, "tool      {}", crate::text::printable(t));
                 }
                 if r.compactions > 0 {
                     let _ = writeln!(
@@ -365,7 +365,7 @@ impl Report for ContextReport {
             }
         }
         if let Some(item) = &self.plan_item {
-            let _ = writeln!(out, "plan item {item}");
+            let _ = writeln!(out, "plan item {}", crate::text::printable(item));
         }
         let _ = writeln!(out, "advice    {}", self.recommendation.message);
         if self.history.is_empty() {
