@@ -339,14 +339,33 @@ impl Config {
         if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
             return bad("agent", "command", "empty or unbalanced quotes".into());
         }
-        if self.agent.context_window != 0 && self.agent.context_window <= self.agent.reserve_tokens
-        {
+        // The reserve must leave a usable window, whether the window is set
+        // or detected (then it is at least the default a model name implies):
+        // without one every reading is thousands of percent.
+        let a = &self.agent;
+        let window = if a.context_window != 0 {
+            a.context_window
+        } else {
+            crate::context::DEFAULT_WINDOW
+        };
+        if window <= a.reserve_tokens {
+            let key = if a.context_window != 0 && line_of(text, "agent", "reserve_tokens").is_none()
+            {
+                "context_window"
+            } else {
+                "reserve_tokens"
+            };
+            let window = if a.context_window != 0 {
+                format!("agent.context_window ({window})")
+            } else {
+                format!("agent.context_window (not set: at least {window}, detected from the model)")
+            };
             return bad(
                 "agent",
-                "context_window",
+                key,
                 format!(
-                    "{} leaves no usable window after reserve_tokens ({})",
-                    self.agent.context_window, self.agent.reserve_tokens
+                    "agent.reserve_tokens ({}) must be below {window}, or no usable window is left",
+                    a.reserve_tokens
                 ),
             );
         }
@@ -636,6 +655,30 @@ on_checkpoint = ["echo hi"]
         assert!(e.to_string().contains("emergency_percent"));
         let e = parse("[context]\ncheckpoint_percent = 96\n").unwrap_err();
         assert!(e.to_string().contains("checkpoint_percent"));
+    }
+
+    #[test]
+    fn a_reserve_that_leaves_no_usable_window_is_refused_naming_both_keys() {
+        for (toml, key) in [
+            ("[agent]\ncontext_window = 32000\n", "agent.context_window"),
+            (
+                "[agent]\ncontext_window = 32000\nreserve_tokens = 40000\n",
+                "agent.reserve_tokens",
+            ),
+            // A detected window is at least 200,000.
+            ("[agent]\nreserve_tokens = 300000\n", "agent.reserve_tokens"),
+        ] {
+            let e = parse(toml).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let text = e.to_string();
+            assert!(text.starts_with(&format!("invalid value for `{key}`")), "{text}");
+            assert!(
+                text.contains("agent.reserve_tokens (") && text.contains("agent.context_window ("),
+                "{text}"
+            );
+        }
+        assert!(parse("[agent]\ncontext_window = 40000\nreserve_tokens = 8000\n").is_ok());
+        assert!(parse("[agent]\nreserve_tokens = 100000\n").is_ok());
     }
 
     #[test]
