@@ -358,7 +358,9 @@ impl Config {
             let window = if a.context_window != 0 {
                 format!("agent.context_window ({window})")
             } else {
-                format!("agent.context_window (not set: at least {window}, detected from the model)")
+                format!(
+                    "agent.context_window (not set: at least {window}, detected from the model)"
+                )
             };
             return bad(
                 "agent",
@@ -671,7 +673,10 @@ on_checkpoint = ["echo hi"]
             let e = parse(toml).unwrap_err();
             assert_eq!(e.exit_code(), 2);
             let text = e.to_string();
-            assert!(text.starts_with(&format!("invalid value for `{key}`")), "{text}");
+            assert!(
+                text.starts_with(&format!("invalid value for `{key}`")),
+                "{text}"
+            );
             assert!(
                 text.contains("agent.reserve_tokens (") && text.contains("agent.context_window ("),
                 "{text}"

@@ -264,3 +264,41 @@ result = "done"
     );
     assert!(!text.contains("52;c;"), "{text:?}");
 }
+
+// ---------------------------------------------------------------- edge inputs
+
+/// Item 9: a checkbox inside an HTML comment counted as open (the run
+/// could never complete) and `[-]`/`[~]` items disappeared from the
+/// prompt. Comments are not items; cancelled items are not work; both
+/// marks are shown.
+#[test]
+fn commented_and_cancelled_items_do_not_block_completion_and_are_shown() {
+    let plan = "# Edge\n\n- [x] shipped\n- [-] dropped idea\n<!--\n- [ ] example item\n-->\n";
+    let scenario =
+        "[[step]]\ncontext = 30000\nresult = \"All done. <promise>COMPLETE</promise>\"\n";
+    let p = Project::new(plan, scenario, "[loop]\nmax_iterations = 2\n");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let prompt = p.read("PROMPT.md");
+    assert!(prompt.contains("- [-] dropped idea"), "{prompt}");
+    assert!(!prompt.contains("example item"), "{prompt}");
+
+    let p = Project::new(
+        "- [~] halfway\n- [ ] next\n",
+        QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(p.read("PROMPT.md").contains("- [~] halfway"));
+    let handoff = std::fs::read_to_string(&p.handoffs()[0]).unwrap();
+    assert!(handoff.contains("- [~] halfway  ← current"), "{handoff}");
+}
+
+const QUICK_L2: &str = r#"
+[[step]]
+context = 146000
+text = "Writing."
+path = "work.txt"
+content = "work in progress\n"
+"#;
