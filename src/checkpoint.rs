@@ -134,7 +134,36 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     let now = jiff::Zoned::now();
     let handoff_rel = unique_handoff_name(&layout, &now, m.iteration);
     let will_commit = repo.is_some() && config.git.wip_commit;
+    let branch = repo.as_ref().and_then(Repo::branch);
+    let base_commit = repo.as_ref().and_then(Repo::head_id);
+    let front_matter = front_matter(&[
+        ("title", saved.title.as_str().into()),
+        ("date", now.strftime("%Y-%m-%d").to_string().into()),
+        ("time", now.strftime("%H:%M:%S %Z").to_string().into()),
+        ("branch", branch.as_deref().unwrap_or("none").into()),
+        ("iteration", m.iteration.into()),
+        ("trigger", m.trigger.as_str().into()),
+        ("level", m.level.name().into()),
+        ("context_percent", crate::context::round1(m.percent).into()),
+        ("context_tokens", m.tokens.into()),
+        ("context_usable", m.usable.into()),
+        ("context_window", m.window.into()),
+        (
+            "base_commit",
+            base_commit.as_deref().unwrap_or("none").into(),
+        ),
+        (
+            "wip_commit",
+            if will_commit {
+                "the commit that adds this file"
+            } else {
+                "none"
+            }
+            .into(),
+        ),
+    ]);
     let ctx = minijinja::context! {
+        front_matter => front_matter,
         title => &saved.title,
         date => now.strftime("%Y-%m-%d").to_string(),
         time => now.strftime("%H:%M:%S %Z").to_string(),
@@ -227,6 +256,32 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     saved
 }
 
+/// The handoff's YAML front matter, one `key: value` line each. A string
+/// is written plain when YAML reads it back as that same string (letters,
+/// digits, `._/+-` and inner spaces; not a number, bool or null), and as a
+/// JSON string otherwise, which YAML 1.2 reads as it is: a quote, a colon
+/// or a line break in a plan item or a branch name cannot break the
+/// document. The title and time are always quoted (the established form).
+fn front_matter(fields: &[(&str, serde_json::Value)]) -> String {
+    let plain = |key: &str, s: &str| {
+        !matches!(key, "title" | "time")
+            && s.trim() == s
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || " ._/+-".contains(c))
+            && s.parse::<f64>().is_err()
+            && !["true", "false", "yes", "no", "on", "off", "null"]
+                .contains(&s.to_ascii_lowercase().as_str())
+    };
+    fields
+        .iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) if plain(k, s) => format!("{k}: {s}\n"),
+            v => format!("{k}: {v}\n"),
+        })
+        .collect()
+}
+
 /// The files the agent changed that are work in progress: not the notes
 /// it wrote on ralph's request, nor anything else in ralph's `.ralph/`
 /// (the handoff carries the notes themselves).
@@ -300,6 +355,7 @@ fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn notes_and_runtime_files_are_not_work_in_progress() {
@@ -313,6 +369,30 @@ mod tests {
             work_files(&touched),
             ["src/parser.rs", ".ralphrc", "/elsewhere/x.rs"]
         );
+    }
+
+    #[test]
+    fn front_matter_is_yaml_whatever_the_values_hold() {
+        let title = "Context Checkpoint L2 at 87% - parse \"quoted\" key: value \\ # not a comment\n- [x] not a list";
+        let text = front_matter(&[
+            ("title", title.into()),
+            ("branch", "feat/é: x".into()),
+            ("iteration", 3.into()),
+            ("context_percent", 87.4.into()),
+            ("level", "L2".into()),
+            ("base_commit", "none".into()),
+            ("trigger", "true".into()),
+        ]);
+        assert!(
+            text.contains("\nlevel: L2\nbase_commit: none\ntrigger: \"true\"\n"),
+            "{text}"
+        );
+        let yaml: BTreeMap<String, serde_json::Value> = serde_norway::from_str(&text).unwrap();
+        assert_eq!(yaml["title"], title);
+        assert_eq!(yaml["branch"], "feat/é: x");
+        assert_eq!(yaml["iteration"], 3);
+        assert_eq!(yaml["context_percent"], 87.4);
+        assert_eq!(yaml["trigger"], "true");
     }
 
     #[test]

@@ -302,3 +302,30 @@ text = "Writing."
 path = "work.txt"
 content = "work in progress\n"
 "#;
+
+/// Item 11: the handoff's front matter broke on a `"` in a plan item.
+#[test]
+fn handoff_front_matter_is_yaml_with_quotes_in_the_plan_item() {
+    let item = r#"parse "quoted" keys: a\b # not a comment"#;
+    let p = Project::new(
+        &format!("- [ ] {item}\n"),
+        QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let handoff = std::fs::read_to_string(&p.handoffs()[0]).unwrap();
+    let yaml = handoff
+        .strip_prefix("---\n")
+        .and_then(|h| h.split_once("\n---\n"))
+        .expect("front matter")
+        .0;
+    let fields: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_norway::from_str(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(
+        fields["title"],
+        format!("Context Checkpoint L2 at 87% - {item}")
+    );
+    assert_eq!(fields["trigger"], "context");
+    assert_eq!(fields["iteration"], 1);
+}
