@@ -235,6 +235,52 @@ impl Agent {
     }
 }
 
+/// The program `agent.command` names, as ralph would start it (`ralph`
+/// is this binary; a path with a `/` is relative to the project root).
+pub fn resolve_program(program: &str, root: &Path) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        p.metadata().is_ok_and(|m| {
+            m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+        })
+    };
+    if program == "ralph" {
+        return std::env::current_exe().ok();
+    }
+    if program.contains('/') {
+        // The agent runs in the project root.
+        let p = root.join(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+/// What to do when the agent's program is not found.
+pub const NOT_FOUND_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set agent.command in ralph.toml to the agent to run";
+
+/// "`claud` (agent.command) is not on PATH".
+pub fn not_found(program: &str) -> String {
+    format!(
+        "`{program}` (agent.command) is not {}",
+        if program.contains('/') {
+            "an executable file"
+        } else {
+            "on PATH"
+        }
+    )
+}
+
+/// A mistyped `agent.command` is bad input (exit 2) before the first
+/// iteration, not a failure per iteration until the breaker opens.
+pub fn check_program(config: &Config, root: &Path) -> Result<()> {
+    let (program, _) = config.agent_program();
+    match resolve_program(&program, root) {
+        Some(_) => Ok(()),
+        None => Err(Error::config(not_found(&program)).with_hint(NOT_FOUND_HINT)),
+    }
+}
+
 /// A new file readable by the user only: the agent's output may quote
 /// anything it read.
 fn create_private(path: &Path) -> std::io::Result<File> {

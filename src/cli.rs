@@ -33,7 +33,7 @@ pub enum Command {
     /// Checkpoint now: the running supervisor does its L2 sequence, or without a run, WIP commit + handoff of the tree
     Checkpoint(CheckpointArgs),
     /// Ask the running supervisor to finish the current iteration through a checkpoint and exit (code 6)
-    Stop,
+    Stop(JsonArgs),
     /// How full the running iteration's context window is, its trend, advice, and the peak of every iteration
     Context(ContextArgs),
     /// Where the run stands: running, waiting, or how it ended; iteration, time, cost, breaker, last handoff and commit
@@ -92,6 +92,9 @@ pub struct CheckpointArgs {
     /// Why (recorded in the handoff and the events)
     #[arg(long, default_value = "manual")]
     pub reason: String,
+    /// Print what was done as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -188,8 +191,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
     }
     match cli.command {
         Command::Run(args) => commands::run(&root, &args),
-        Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason),
-        Command::Stop => commands::stop(&root),
+        Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason, args.json),
+        Command::Stop(args) => commands::stop(&root, args.json),
         Command::Context(args) => commands::context(&root, args.json, args.watch),
         Command::Status(args) => commands::status(&root, args.json),
         Command::Init(args) => commands::init(&root, args.force, args.json),

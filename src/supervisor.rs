@@ -207,6 +207,9 @@ impl Supervisor {
         let layout = Layout::new(root);
         crate::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
+        // Bad input is exit 2 before anything starts (issue 13).
+        templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
+        agent::check_program(&config, root)?;
         let plan = Plan::load(&root.join(&config.plan))?;
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {

@@ -329,3 +329,111 @@ fn handoff_front_matter_is_yaml_with_quotes_in_the_plan_item() {
     assert_eq!(fields["trigger"], "context");
     assert_eq!(fields["iteration"], 1);
 }
+
+/// Item 11: an undefined variable in checkpoint-request.md.j2 passed
+/// `doctor` and `--dry-run`, and at L2 ralph only warned and never asked
+/// for notes. Now every template is checked at the start.
+#[test]
+fn undefined_variable_in_the_checkpoint_request_is_bad_input_at_the_start() {
+    let p = Project::new(PLAN, QUICK_L2, "");
+    p.write(
+        "prompts/checkpoint-request.md.j2",
+        "Write your notes to {{ notes_path }}.\n{{ no_such_fact }}\n",
+    );
+    let says =
+        "error: template prompts/checkpoint-request.md.j2:2: undefined value in `no_such_fact`";
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    assert!(run.stderr.starts_with(says), "{}", run.stderr);
+    assert!(run.of("iteration_started").is_empty());
+    assert!(!p.path(".ralph").exists(), "nothing written");
+    let dry = p.ralph().args(["run", "--dry-run"]).output().unwrap();
+    assert_eq!(dry.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&dry.stderr).starts_with(says));
+    let doctor = p.ralph().args(["doctor", "--json"]).output().unwrap();
+    assert_eq!(doctor.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let templates = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "templates")
+        .unwrap()
+        .to_string();
+    assert!(templates.contains("no_such_fact"), "{templates}");
+}
+
+/// Item 11: `ralph checkpoint` with no run and nothing changed made a
+/// handoff-only commit every time.
+#[test]
+fn checkpoint_on_a_clean_tree_commits_nothing() {
+    let p = Project::new(PLAN, QUICK_L2, "");
+    let log = p.log();
+    for _ in 0..2 {
+        let out = p.ralph().args(["checkpoint", "--json"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["outcome"], "clean", "{report}");
+        assert_eq!(report["commit"], serde_json::Value::Null);
+    }
+    assert_eq!(p.log(), log, "no commit");
+    assert!(p.handoffs().is_empty());
+    // With work to save it checkpoints, and says so in JSON too.
+    p.write("draft.txt", "unsaved\n");
+    let out = p.ralph().args(["checkpoint", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["outcome"], "checkpointed", "{report}");
+    assert_eq!(report["commit"].as_str().map(str::len), Some(40));
+    assert_eq!(p.log().len(), log.len() + 1);
+}
+
+/// Item 11: `run --dry-run --json` printed text; `stop` had no `--json`.
+#[test]
+fn dry_run_and_stop_honour_json() {
+    let p = Project::new(PLAN, QUICK_L2, "");
+    let out = p
+        .ralph()
+        .args(["run", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(report["iteration"], 1);
+    assert_eq!(report["plan_open"], 1);
+    assert_eq!(report["command"][1], "sim");
+    assert!(report["prompt"].as_str().unwrap().contains("- [ ] work"));
+    let scenario = "[[step]]\ncontext = 30000\ntext = \"Long task.\"\n[[step]]\nsleep_ms = 20000\n";
+    let p = Project::new(PLAN, scenario, "");
+    let child = p.spawn_run(&[]);
+    common::wait_for_event(&p, "iteration_started", Duration::from_secs(20));
+    let out = p.ralph().args(["stop", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["supervisor_pid"].as_i64(), Some(child.id() as i64));
+    let run = common::Run::wait(child, LIMIT);
+    assert_eq!(run.code, Some(6), "{}", run.describe());
+}
+
+/// Item 11: a mistyped `agent.command` burned three iterations and opened
+/// the breaker; now it is exit 2 before the first (and `--dry-run` too).
+#[test]
+fn mistyped_agent_command_is_exit_2_before_the_first_iteration() {
+    let p = Project::new(PLAN, QUICK_L2, "");
+    p.write(
+        "ralph.toml",
+        "[agent]\ncommand = \"claud-typo-7d1e --verbose\"\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    assert!(
+        run.stderr
+            .starts_with("error: `claud-typo-7d1e` (agent.command) is not on PATH"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.of("iteration_started").is_empty());
+    let dry = p.ralph().args(["run", "--dry-run"]).output().unwrap();
+    assert_eq!(dry.status.code(), Some(2));
+}
