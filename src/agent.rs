@@ -300,6 +300,69 @@ fn kill_group(pgid: i32) {
     }
 }
 
+/// A session that a process of this run lives in, as recorded in the lock
+/// (`state::LockInfo::sessions`): Claude Code starts each Bash tool in a
+/// session of its own, out of reach of the agent's session and group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    pub sid: i32,
+    /// When the session's leader started (clock ticks since boot), if it
+    /// was alive when seen: a live leader with another start time is a
+    /// reused pid, someone else's session.
+    pub leader_start: Option<u64>,
+}
+
+/// The sessions of every descendant of this process (the agent, its tools,
+/// the orphans re-parented to ralph), other than ralph's own: one scan of
+/// `/proc`.
+pub fn descendant_sessions() -> Vec<SessionRecord> {
+    let me = std::process::id() as i32;
+    let procs = procs_with_stat();
+    let own_session = procs
+        .iter()
+        .find(|(pid, _)| *pid == me)
+        .map(|(_, p)| p.session);
+    let mut ours = vec![me];
+    let mut sessions: Vec<SessionRecord> = Vec::new();
+    // Parents before children is not guaranteed: repeat until nothing new.
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (pid, p) in &procs {
+            if !ours.contains(pid) && ours.contains(&p.ppid) {
+                ours.push(*pid);
+                grew = true;
+                if Some(p.session) != own_session && !sessions.iter().any(|s| s.sid == p.session) {
+                    let leader_start = procs
+                        .iter()
+                        .find(|(l, lp)| *l == p.session && !lp.zombie)
+                        .map(|(_, lp)| lp.start);
+                    sessions.push(SessionRecord {
+                        sid: p.session,
+                        leader_start,
+                    });
+                }
+            }
+        }
+    }
+    sessions.sort_by_key(|s| s.sid);
+    sessions
+}
+
+/// After a supervisor died: SIGKILL what is left in a session it recorded,
+/// unless its leader is alive and not the one recorded (a reused pid).
+pub fn kill_recorded_session(s: &SessionRecord) {
+    let leader = read_stat(s.sid).filter(|p| !p.zombie);
+    match (leader, s.leader_start) {
+        (None, _) => kill_session(s.sid),
+        (Some(p), Some(start)) if p.start == start => {
+            kill_group(s.sid);
+            kill_members(s.sid);
+        }
+        _ => {}
+    }
+}
+
 /// SIGKILL everything left in the session of an agent whose supervisor
 /// died: its process group and the tools it started in groups of their own.
 /// Nobody reaps them here (they were re-parented to init), so each pass only
@@ -310,14 +373,19 @@ fn kill_group(pgid: i32) {
 /// process with its pid means the number was reused, and that session is
 /// someone else's.
 pub fn kill_session(sid: i32) {
-    let leader_alive = std::fs::read_to_string(format!("/proc/{sid}/stat"))
-        .ok()
-        .and_then(|s| ProcStat::parse(&s))
-        .is_some_and(|p| !p.zombie);
+    let leader_alive = read_stat(sid).is_some_and(|p| !p.zombie);
     if sid <= 1 || leader_alive {
         return;
     }
     kill_group(sid);
+    kill_members(sid);
+}
+
+/// SIGKILL every live member of session `sid`, in passes while any is found.
+fn kill_members(sid: i32) {
+    if sid <= 1 {
+        return;
+    }
     for _ in 0..10 {
         // Zombies are dead already (and init may be slow to reap them).
         let left = procs_where(|p| p.session == sid && !p.zombie);
@@ -381,6 +449,8 @@ struct ProcStat {
     zombie: bool,
     ppid: i32,
     session: i32,
+    /// Start time, clock ticks after boot.
+    start: u64,
 }
 
 impl ProcStat {
@@ -390,26 +460,37 @@ impl ProcStat {
         let zombie = fields.next()? == "Z";
         let ppid = fields.next()?.parse().ok()?;
         let session = fields.nth(1)?.parse().ok()?;
+        // Field 22 of stat(5); `session` was field 6.
+        let start = fields.nth(15)?.parse().ok()?;
         Some(ProcStat {
             zombie,
             ppid,
             session,
+            start,
         })
     }
 }
 
-/// Pids whose `/proc/PID/stat` satisfies `test`.
-fn procs_where(test: impl Fn(&ProcStat) -> bool) -> Vec<i32> {
+fn read_stat(pid: i32) -> Option<ProcStat> {
+    ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Every process and its stat.
+fn procs_with_stat() -> Vec<(i32, ProcStat)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| ProcStat::parse(&s))
-                .is_some_and(|p| test(&p))
-        })
+        .filter_map(|pid| Some((pid, read_stat(pid)?)))
+        .collect()
+}
+
+/// Pids whose `/proc/PID/stat` satisfies `test`.
+fn procs_where(test: impl Fn(&ProcStat) -> bool) -> Vec<i32> {
+    procs_with_stat()
+        .into_iter()
+        .filter(|(_, p)| test(p))
+        .map(|(pid, _)| pid)
         .collect()
 }
 
@@ -540,10 +621,7 @@ mod tests {
     }
 
     fn alive(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| ProcStat::parse(&s))
-            .is_some_and(|p| !p.zombie)
+        read_stat(pid).is_some_and(|p| !p.zombie)
     }
 
     #[test]
@@ -573,6 +651,29 @@ mod tests {
         assert!(alive(pid), "a live session leader is not ours to kill");
         live.kill().unwrap();
         live.wait().unwrap();
+    }
+
+    #[test]
+    fn tools_in_sessions_of_their_own_are_recorded_and_ended_by_record() {
+        // A tool that made a session of its own, as Claude Code's Bash does.
+        let mut tool = session_leader("exec sleep 615");
+        let sid = tool.id() as i32;
+        let record = descendant_sessions()
+            .into_iter()
+            .find(|s| s.sid == sid)
+            .expect("the tool's session is seen");
+        assert!(record.leader_start.is_some());
+        // A record whose leader started at another time is a reused pid.
+        let other = SessionRecord {
+            sid,
+            leader_start: record.leader_start.map(|t| t + 1),
+        };
+        kill_recorded_session(&other);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(alive(sid), "someone else's session is spared");
+        kill_recorded_session(&record);
+        tool.wait().unwrap();
+        assert!(!alive(sid));
     }
 
     #[test]

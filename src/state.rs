@@ -321,6 +321,10 @@ pub struct LockInfo {
     /// now may leave git's lock files behind.
     #[serde(default)]
     pub committing: bool,
+    /// Every session a process of the run was seen in while the agent ran
+    /// (the tools' own sessions): a supervisor taking over ends them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<crate::agent::SessionRecord>,
 }
 
 /// The held lock: an exclusive `flock` on `.ralph/lock`, released by the
@@ -332,6 +336,8 @@ pub struct Lock {
     pub stale_agent_pgid: Option<i32>,
     /// The previous holder died in the middle of a checkpoint.
     pub stale_committing: bool,
+    /// The sessions the previous holder recorded.
+    pub stale_sessions: Vec<crate::agent::SessionRecord>,
 }
 
 impl Lock {
@@ -362,9 +368,11 @@ impl Lock {
                 agent_pgid: None,
                 started_at: now_rfc3339(),
                 committing: false,
+                sessions: Vec::new(),
             },
             stale_agent_pgid: stale.agent_pgid,
             stale_committing: stale.committing,
+            stale_sessions: stale.sessions,
         };
         lock.write()?;
         Ok(lock)
@@ -372,6 +380,26 @@ impl Lock {
 
     pub fn set_agent(&mut self, pgid: Option<i32>) -> Result<()> {
         self.info.agent_pgid = pgid;
+        if pgid.is_none() {
+            // The agent's leftovers were ended with it.
+            self.info.sessions.clear();
+        }
+        self.write()
+    }
+
+    /// Add the sessions seen now to those recorded (written only when
+    /// that adds one): a session stays recorded until the run ends, since
+    /// its leader may exit and leave members behind.
+    pub fn add_sessions(&mut self, seen: Vec<crate::agent::SessionRecord>) -> Result<()> {
+        let before = self.info.sessions.len();
+        for s in seen {
+            if !self.info.sessions.iter().any(|r| r.sid == s.sid) {
+                self.info.sessions.push(s);
+            }
+        }
+        if self.info.sessions.len() == before {
+            return Ok(());
+        }
         self.write()
     }
 

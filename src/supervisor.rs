@@ -248,6 +248,10 @@ impl Supervisor {
             );
             agent::kill_session(pgid);
         }
+        // The tools it started in sessions of their own, as it recorded them.
+        lock.stale_sessions
+            .iter()
+            .for_each(agent::kill_recorded_session);
         if lock.stale_committing {
             // It died inside a WIP commit: the git lock files it held would
             // skip every checkpoint from now on ("another git process is
@@ -582,6 +586,7 @@ impl Supervisor {
                     if now >= next_tick {
                         self.bus.tick();
                         next_tick = now + TICK;
+                        let _ = self.lock.add_sessions(agent::descendant_sessions());
                     }
                     match stop {
                         Stop::Running => {

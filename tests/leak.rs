@@ -437,3 +437,75 @@ fn mistyped_agent_command_is_exit_2_before_the_first_iteration() {
     let dry = p.ralph().args(["run", "--dry-run"]).output().unwrap();
     assert_eq!(dry.status.code(), Some(2));
 }
+
+// ---------------------------------------------------------------- processes
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+/// Item 6: Claude Code runs each Bash tool in a session of its own, so
+/// after `kill -9` of ralph the takeover (which ended only the agent's
+/// session) missed it: `sleep` outlived the restarted run. ralph records
+/// every descendant session in its lock while the agent runs.
+#[test]
+fn a_tool_in_its_own_session_is_ended_by_the_takeover_after_kill_9() {
+    let scenario = r#"
+[[iteration]]
+[[iteration.step]]
+context = 30000
+text = "Starting a server."
+command = "setsid sleep 619 >/dev/null 2>&1 < /dev/null &"
+[[iteration.step]]
+sleep_ms = 30000
+[[iteration]]
+[[iteration.step]]
+result = "<promise>COMPLETE</promise>"
+"#;
+    let p = Project::new("- [x] done\n", scenario, "");
+    let mut child = p.spawn_run(&[]);
+    let mut sleeper = None;
+    common::wait_until("the tool starts", Duration::from_secs(20), || {
+        sleeper = common::processes_matching("sleep 619")
+            .into_iter()
+            .find(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(b"sleep\0"))
+            });
+        sleeper.is_some()
+    });
+    let sleeper = sleeper.unwrap();
+    // In a session of its own, not the agent's.
+    let lock = ralph::state::read_lock(&ralph::state::Layout::new(p.root())).unwrap();
+    let session = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap();
+    let sid: i32 = session
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(Some(sid), lock.agent_pgid);
+    // Seen on the supervisor's one-second beat.
+    common::wait_until("the lock records it", Duration::from_secs(10), || {
+        ralph::state::read_lock(&ralph::state::Layout::new(p.root()))
+            .is_some_and(|l| l.sessions.iter().any(|s| s.sid == sid))
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        alive(sleeper),
+        "expected the tool to outlive ralph's SIGKILL"
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    common::wait_until("the tool is gone", Duration::from_secs(2), || {
+        !alive(sleeper)
+    });
+}
