@@ -42,6 +42,8 @@ pub struct AgentCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Bytes of the transcript written as they come (`runs.transcript_cap_mib`).
+    pub transcript_cap: u64,
 }
 
 impl AgentCommand {
@@ -63,7 +65,12 @@ impl AgentCommand {
         args.extend(config.agent.args.iter().cloned());
         let mut env = config.agent.env.clone();
         env.insert("RALPH_ITERATION".into(), iteration.to_string());
-        AgentCommand { program, args, env }
+        AgentCommand {
+            program,
+            args,
+            env,
+            transcript_cap: config.runs.transcript_cap_mib << 20,
+        }
     }
 
     /// The command line as a user would type it (for `--dry-run` and logs).
@@ -91,6 +98,8 @@ pub struct Agent {
     pub pid: i32,
     stdin: Option<ChildStdin>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
+    /// What the transcript writer has to report once the stdout reader is done.
+    transcript_notes: Arc<Mutex<Vec<String>>>,
     readers: Vec<std::thread::JoinHandle<()>>,
     pub started: Instant,
 }
@@ -146,9 +155,18 @@ impl Agent {
         let pid = child.id().map_or(0, |p| p as i32);
         let stdin = child.stdin.take();
         let (tx, rx) = mpsc::channel(1024);
+        let raw = crate::transcript::Writer::new(raw, cmd.transcript_cap);
+        let transcript_notes = Arc::new(Mutex::new(Vec::new()));
+        let notes = transcript_notes.clone();
+        let cap = cmd.transcript_cap;
         let stdout_reader = std::thread::Builder::new()
             .name("agent-stdout".into())
-            .spawn(move || read_stdout(out_r, raw, tx))
+            .spawn(move || {
+                let raw = read_stdout(out_r, raw, tx);
+                if let Ok(mut notes) = notes.lock() {
+                    notes.extend(transcript_notes_of(&raw, cap));
+                }
+            })
             .map_err(|e| Error::wrap("cannot start the stdout reader", e))?;
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         let tail = stderr_tail.clone();
@@ -163,6 +181,7 @@ impl Agent {
                 pid,
                 stdin,
                 stderr_tail,
+                transcript_notes,
                 readers: vec![stdout_reader, stderr_reader],
                 started: Instant::now(),
             },
@@ -208,6 +227,15 @@ impl Agent {
             .map(|t| t.clone())
             .unwrap_or_default();
         String::from_utf8_lossy(&tail).into_owned()
+    }
+
+    /// What became of the transcript (cut past its cap, a write that
+    /// failed), once [`Agent::join_readers`] returned.
+    pub fn transcript_notes(&self) -> Vec<String> {
+        self.transcript_notes
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default()
     }
 
     /// After the agent exited: end its process group and every orphan it
@@ -505,12 +533,15 @@ const PIPE_SIZE: i32 = 256 << 10;
 /// The stdout reader: decode each chunk's lines and hand them over, then
 /// append the chunk as read to the raw transcript (one write per read, no
 /// copy; the file is complete whenever the agent is quiet).
-fn read_stdout(pipe: std::io::PipeReader, mut raw: File, tx: mpsc::Sender<Line>) {
+fn read_stdout(
+    pipe: std::io::PipeReader,
+    mut raw: crate::transcript::Writer,
+    tx: mpsc::Sender<Line>,
+) -> crate::transcript::Writer {
     let _ = nix::fcntl::fcntl(&pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
     let mut pipe = pipe;
     let mut buf = vec![0u8; READ_CHUNK];
     let mut decoder = stream::LineDecoder::new();
-    let mut raw_ok = true;
     // The supervisor may stop listening: keep draining so the agent never
     // blocks on a full pipe, and keep saving the transcript.
     let send = |event| {
@@ -532,14 +563,31 @@ fn read_stdout(pipe: std::io::PipeReader, mut raw: File, tx: mpsc::Sender<Line>)
             }
             rest = &rest[used..];
         }
-        if raw_ok && raw.write_all(&buf[..n]).is_err() {
-            raw_ok = false;
-            tracing::warn!("cannot save the raw transcript (disk full?)");
-        }
+        raw.write(&buf[..n]);
     }
     if let Some(event) = decoder.finish() {
         send(event);
     }
+    raw
+}
+
+/// Warnings about a finished transcript.
+fn transcript_notes_of(raw: &crate::transcript::Writer, cap: u64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(e) = &raw.error {
+        notes.push(format!(
+            "cannot save the transcript, the rest of it is lost (disk full?): {e}"
+        ));
+    }
+    if raw.cut_strings > 0 {
+        notes.push(format!(
+            "the transcript passed runs.transcript_cap_mib ({} MiB): {} long strings after it were cut to {} bytes",
+            cap >> 20,
+            raw.cut_strings,
+            crate::transcript::ELIDED_STRING
+        ));
+    }
+    notes
 }
 
 fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<Vec<u8>>) {

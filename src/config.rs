@@ -24,6 +24,7 @@ pub struct Config {
     pub git: GitConfig,
     pub rate_limit: RateLimitConfig,
     pub hooks: HooksConfig,
+    pub runs: crate::transcript::RunsConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -157,6 +158,7 @@ impl Default for Config {
             git: GitConfig::default(),
             rate_limit: RateLimitConfig::default(),
             hooks: HooksConfig::default(),
+            runs: Default::default(),
         }
     }
 }
@@ -369,6 +371,13 @@ impl Config {
                     "agent.reserve_tokens ({}) must be below {window}, or no usable window is left",
                     a.reserve_tokens
                 ),
+            );
+        }
+        if self.runs.keep == 0 {
+            return bad(
+                "runs",
+                "keep",
+                "must be at least 1 (the current run)".into(),
             );
         }
         if self.loop_.max_iterations == 0 {

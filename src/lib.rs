@@ -23,5 +23,6 @@ pub mod state;
 pub mod stream;
 pub mod supervisor;
 pub mod text;
+pub mod transcript;
 
 pub use error::{Error, Result};

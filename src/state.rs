@@ -230,6 +230,20 @@ impl RunState {
         write_atomic(path, crate::secrets::redact_json(&json).as_bytes())
     }
 
+    /// The run's last save: atomic if it can be, else (a full disk has no
+    /// room for the temp file) written over the old file in place, padded
+    /// with spaces, so that the final state is the truth, not "running".
+    pub fn save_final(&mut self, path: &Path) -> Result<()> {
+        let atomic = self.save(path);
+        if atomic.is_ok() {
+            return atomic;
+        }
+        let json = serde_json::to_string(self)
+            .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
+        let json = crate::secrets::redact_json(&json);
+        write_in_place(path, json.as_bytes()).map_err(|_| atomic.unwrap_err())
+    }
+
     pub fn is_finished(&self) -> bool {
         self.status == "completed"
     }
@@ -262,6 +276,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::io("cannot write", path, e)
     })
+}
+
+/// Overwrite `path` from its start without truncating it first (no block
+/// is freed, so a full disk has room for as much as the old file held),
+/// padding with spaces over what was longer (JSON ignores them).
+fn write_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let f = OpenOptions::new().write(true).open(path)?;
+    overwrite_padded(&f, bytes.to_vec())?;
+    f.sync_all()
+}
+
+/// One positioned write of `bytes` at the start of `f`, padded with spaces
+/// over whatever was longer: never truncated first, so a reader always
+/// finds a whole record, and no block is given back to a full disk.
+fn overwrite_padded(f: &File, mut bytes: Vec<u8>) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let old = f.metadata()?.len() as usize;
+    if bytes.len() < old {
+        bytes.resize(old, b' ');
+    }
+    f.write_all_at(&bytes, 0)
 }
 
 /// Remove the temp files of [`write_atomic`] calls that a killed process
@@ -413,19 +448,10 @@ impl Lock {
     /// (`ralph stop`, a supervisor taking over after a `kill -9`) always
     /// finds a whole record, never an empty or half-written file.
     fn write(&mut self) -> Result<()> {
-        use std::os::unix::fs::FileExt;
-        let mut json = serde_json::to_vec(&self.info).expect("lock info serializes");
-        let f: &File = &self.file;
-        (|| {
-            let old = f.metadata()?.len() as usize;
-            if json.len() < old {
-                json.resize(old, b' ');
-            }
-            // No sync: the lock's content matters only while the processes
-            // it names live, and no power loss leaves them alive.
-            f.write_all_at(&json, 0)
-        })()
-        .map_err(|e| Error::io("cannot write", ".ralph/lock", e))
+        let json = serde_json::to_vec(&self.info).expect("lock info serializes");
+        // No sync: the lock's content matters only while the processes it
+        // names live, and no power loss leaves them alive.
+        overwrite_padded(&self.file, json).map_err(|e| Error::io("cannot write", ".ralph/lock", e))
     }
 }
 

@@ -271,6 +271,10 @@ impl Supervisor {
             started_at: now_rfc3339(),
             ..RunState::default()
         });
+        let runs = layout.dir.join("runs");
+        for message in crate::transcript::tidy(&runs, &state.run_id, &config.runs) {
+            bus.emit(Event::Warning { message });
+        }
         let mut sup = Supervisor {
             root: root.to_path_buf(),
             layout,
@@ -371,7 +375,12 @@ impl Supervisor {
         self.state.exit_reason = Some(reason.clone());
         self.state.waiting_until = None;
         self.state.supervisor_pid = None;
-        self.save();
+        let path = self.layout.state();
+        if let Err(e) = self.state.save_final(&path) {
+            self.bus.emit(Event::Warning {
+                message: format!("cannot save the final run state: {e}"),
+            });
+        }
         self.run_hooks(
             "on_exit",
             &self.config.hooks.on_exit.clone(),
@@ -637,6 +646,9 @@ impl Supervisor {
         // Read once the stderr reader has seen the end, not before: the
         // agent's last words on stderr explain why it failed.
         it.stderr_tail = agent.stderr_tail();
+        for message in agent.transcript_notes() {
+            self.bus.emit(Event::Warning { message });
+        }
         let _ = self.lock.set_agent(None);
         self.state.context_window = meter.window();
         self.state.known_windows.clone_from(meter.known_windows());

@@ -509,3 +509,69 @@ result = "<promise>COMPLETE</promise>"
         !alive(sleeper)
     });
 }
+
+// ---------------------------------------------------------------- disk
+
+/// Item 7: transcripts had no cap (1 GiB in two iterations is easy). Past
+/// `runs.transcript_cap_mib` long strings are cut, every line still JSON,
+/// and a warning says so.
+#[test]
+fn a_transcript_past_its_cap_keeps_every_line_with_long_strings_cut() {
+    let scenario = "[[step]]\ncontext = 30000\ntext = \"Reading.\"\n[[step]]\nbig_line_bytes = 3145728\n[[step]]\nbig_line_bytes = 3145728\n[[step]]\nresult = \"<promise>COMPLETE</promise>\"\n";
+    let p = Project::new("- [x] done\n", scenario, "[runs]\ntranscript_cap_mib = 1\n");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let run_id = p.state()["run_id"].as_str().unwrap().to_string();
+    let text = p.read(&format!(".ralph/runs/{run_id}/iter-001.jsonl"));
+    assert!(text.len() < 5 << 20, "{} bytes", text.len());
+    let mut kinds = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{e}: {}", &line[..200.min(line.len())]));
+        kinds.push(v["type"].as_str().unwrap_or("?").to_string());
+    }
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("result"),
+        "{kinds:?}"
+    );
+    assert!(text.contains(" bytes]"), "strings were cut");
+    assert!(
+        run.of("warning").iter().any(|w| w["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the transcript passed runs.transcript_cap_mib (1 MiB)")),
+        "{}",
+        run.describe()
+    );
+}
+
+/// Item 7: transcripts were never rotated. Only the last `runs.keep` runs
+/// stay, the earlier ones gzipped.
+#[test]
+fn only_the_last_runs_are_kept_and_earlier_transcripts_are_gzipped() {
+    let scenario = "[[step]]\ncontext = 30000\nresult = \"<promise>COMPLETE</promise>\"\n";
+    let p = Project::new("- [x] done\n", scenario, "[runs]\nkeep = 2\n");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let run = p.run(&["--fresh"], LIMIT);
+        assert_eq!(run.code, Some(0), "{}", run.describe());
+        ids.push(p.state()["run_id"].as_str().unwrap().to_string());
+        // Run ids are stamped to the second.
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    let mut left: Vec<String> = std::fs::read_dir(p.path(".ralph/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ids[1..], "the oldest run is gone");
+    assert!(
+        p.path(&format!(".ralph/runs/{}/iter-001.jsonl.gz", ids[1]))
+            .exists()
+    );
+    assert!(
+        p.path(&format!(".ralph/runs/{}/iter-001.jsonl", ids[2]))
+            .exists()
+    );
+}
