@@ -76,6 +76,9 @@ pub struct RunArgs {
     /// Override loop.max_iterations
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u32>,
+    /// Count max_iterations, max_duration and max_cost_usd from this invocation instead of the run's start
+    #[arg(long)]
+    pub budget_per_invocation: bool,
     /// Override loop.max_cost_usd
     #[arg(long, value_name = "USD")]
     pub max_cost: Option<f64>,

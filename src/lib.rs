@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod breaker;
+pub mod budgets;
 pub mod checkpoint;
 pub mod cli;
 pub mod commands;

@@ -51,6 +51,8 @@ pub struct RunOptions {
     pub reset_breaker: bool,
     /// Stop before this moment (`--deadline HH:MM`).
     pub deadline: Option<jiff::Timestamp>,
+    /// Count the budgets from this invocation, not the run's start.
+    pub budget_per_invocation: bool,
 }
 
 /// How a run ended; maps to the exit codes of DESIGN.md.
@@ -149,9 +151,8 @@ pub struct Supervisor {
     state: RunState,
     lock: Lock,
     signals: Signals,
-    started: Instant,
-    /// Iterations started by this invocation (the limit counts these).
-    started_here: u32,
+    /// Iterations, time and cost allowed (per run, or per invocation).
+    budgets: crate::budgets::Budgets,
     interrupts: u32,
     stop_requested: bool,
     limit_backoff: Duration,
@@ -275,6 +276,8 @@ impl Supervisor {
         for message in crate::transcript::tidy(&runs, &state.run_id, &config.runs) {
             bus.emit(Event::Warning { message });
         }
+        let budgets =
+            crate::budgets::Budgets::new(&config.loop_, &state, opts.budget_per_invocation);
         let mut sup = Supervisor {
             root: root.to_path_buf(),
             layout,
@@ -284,8 +287,7 @@ impl Supervisor {
             state,
             lock,
             signals,
-            started: Instant::now(),
-            started_here: 0,
+            budgets,
             interrupts: 0,
             stop_requested: false,
             limit_backoff: LIMIT_FALLBACK,
@@ -330,7 +332,7 @@ impl Supervisor {
         self.state.status = "running".into();
         self.state.exit_reason = None;
         self.state.supervisor_pid = Some(std::process::id());
-        self.state.max_iterations = self.config.loop_.max_iterations;
+        self.state.max_iterations = self.budgets.iteration_limit();
         self.state.completion_promise = self.config.loop_.completion_promise.clone();
         self.state.task_name = self
             .config
@@ -345,7 +347,7 @@ impl Supervisor {
             run_id: self.state.run_id.clone(),
             resumed,
             first_iteration: self.state.iteration + 1,
-            max_iterations: self.config.loop_.max_iterations,
+            max_iterations: self.budgets.iteration_limit(),
             plan: self.config.plan.display().to_string(),
             pid: std::process::id(),
         });
@@ -400,28 +402,16 @@ impl Supervisor {
 
     /// A budget that is spent: cost, duration, deadline.
     fn budget_spent(&self, extra_cost: f64) -> Option<String> {
-        let l = &self.config.loop_;
-        if let Some(max) = l.max_cost_usd
-            && self.state.cost_usd + extra_cost >= max
-        {
-            return Some(format!(
-                "cost budget spent: ${:.2} of loop.max_cost_usd ${max:.2}",
-                self.state.cost_usd + extra_cost
-            ));
-        }
-        self.time_spent_within(Duration::ZERO)
+        self.budgets
+            .cost_spent(self.state.cost_usd + extra_cost)
+            .or_else(|| self.time_spent_within(Duration::ZERO))
     }
 
     /// The time budget (max_duration, deadline) that is reached `within`
     /// from now.
     fn time_spent_within(&self, within: Duration) -> Option<String> {
-        if let Some(max) = self.config.loop_.max_duration
-            && self.started.elapsed() + within >= max.0
-        {
-            return Some(format!(
-                "loop.max_duration {} reached",
-                format_duration(max.0)
-            ));
+        if let Some(why) = self.budgets.duration_spent_within(within) {
+            return Some(why);
         }
         let then = jiff::SignedDuration::try_from(within)
             .ok()
@@ -466,16 +456,9 @@ impl Supervisor {
             if let Some(why) = self.budget_spent(0.0) {
                 return Ok((Outcome::BudgetSpent, why));
             }
-            if self.started_here >= self.config.loop_.max_iterations {
-                return Ok((
-                    Outcome::IterationLimit,
-                    format!(
-                        "iteration limit reached: {} iterations (loop.max_iterations)",
-                        self.started_here
-                    ),
-                ));
+            if let Some(why) = self.budgets.iterations_spent(self.state.iteration) {
+                return Ok((Outcome::IterationLimit, why));
             }
-            self.started_here += 1;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
             let plan_before = self.plan();

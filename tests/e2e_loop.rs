@@ -199,7 +199,9 @@ fn a_new_run_continues_the_old_one_unless_fresh() {
         "[loop]\nmax_iterations = 2\n[breaker]\nno_progress = 9\n",
     );
     assert_eq!(p.run(&[], LIMIT).code, Some(4));
-    let run = p.run(&[], LIMIT);
+    // Budgets count from the run's start (issue 13): two more iterations
+    // need the per-invocation count.
+    let run = p.run(&["--budget-per-invocation"], LIMIT);
     assert_eq!(run.code, Some(4));
     assert_eq!(run.of("run_started")[0]["first_iteration"], 3);
     assert_eq!(run.of("run_started")[0]["resumed"], true);

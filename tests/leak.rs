@@ -575,3 +575,39 @@ fn only_the_last_runs_are_kept_and_earlier_transcripts_are_gzipped() {
             .exists()
     );
 }
+
+/// Item 10: `max_iterations` and `max_duration` counted per invocation but
+/// `max_cost_usd` per run, and `ralph status` said "iteration 4 of at most
+/// 2". Every budget now counts from the run's start (or, with
+/// `--budget-per-invocation`, every one from this invocation).
+#[test]
+fn every_budget_counts_per_run_and_status_agrees() {
+    let scenario = "[[step]]\ncontext = 20000\ntext = \"hm\"\n[[step]]\nresult = \"still going\"\n";
+    let p = Project::new(
+        PLAN,
+        scenario,
+        "[loop]\nmax_iterations = 2\n[breaker]\nno_progress = 9\n",
+    );
+    assert_eq!(p.run(&[], LIMIT).code, Some(4));
+    // The run continues with its budget spent: nothing starts.
+    let again = p.run(&[], LIMIT);
+    assert_eq!(again.code, Some(4), "{}", again.describe());
+    assert!(again.of("iteration_started").is_empty());
+    assert_eq!(again.of("run_started")[0]["max_iterations"], 2);
+    let status = p.ralph().args(["status", "--json"]).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        (
+            status["iteration"].as_u64(),
+            status["max_iterations"].as_u64()
+        ),
+        (Some(2), Some(2))
+    );
+    // Per invocation: two more, and the status counts in the same sense.
+    let more = p.run(&["--budget-per-invocation"], LIMIT);
+    assert_eq!(more.code, Some(4));
+    assert_eq!(more.of("iteration_started").len(), 2);
+    let status = p.ralph().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("4 of at most 4"), "{text}");
+}

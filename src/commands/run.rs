@@ -70,6 +70,7 @@ pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
         fresh: args.fresh,
         reset_breaker: args.reset_breaker,
         deadline,
+        budget_per_invocation: args.budget_per_invocation,
     };
     if args.json {
         bus.add(Box::new(JsonLines::new(std::io::stdout())));
