@@ -53,7 +53,28 @@ pub struct Saved {
 /// "Context Checkpoint L2 at 87% - parser": one predictable form for
 /// commits and handoffs, so tools that index the repo find them.
 pub fn title(level: Level, percent: f64, item: Option<&str>) -> String {
-    let mut t = format!("Context Checkpoint {level} at {}%", percent.round() as i64);
+    titled("context", level, percent, item)
+}
+
+/// What set a checkpoint off, in a few words: "L2 at 87%" for the context,
+/// else the trigger, with the context's percent when there was a reading:
+/// "signal at 24%", "manual".
+pub fn label(trigger: &str, level: &str, percent: f64) -> String {
+    let percent = percent.round() as i64;
+    match trigger {
+        "context" => format!("{level} at {percent}%"),
+        _ if percent > 0 => format!("{trigger} at {percent}%"),
+        _ => trigger.to_string(),
+    }
+}
+
+/// The title by trigger: "Context Checkpoint L2 at 87% - parser" for the
+/// context, "Checkpoint (signal at 24%) - parser" for anything else.
+fn titled(trigger: &str, level: Level, percent: f64, item: Option<&str>) -> String {
+    let mut t = match trigger {
+        "context" => format!("Context Checkpoint {level} at {}%", percent.round() as i64),
+        _ => format!("Checkpoint ({})", label(trigger, level.name(), percent)),
+    };
     if let Some(item) = item {
         t.push_str(" - ");
         t.push_str(item);
@@ -80,7 +101,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     let plan_text = std::fs::read_to_string(&plan_path).unwrap_or_default();
     let plan = Plan::parse(&plan_text);
     saved.current_item = plan.current().map(|i| i.text.clone());
-    saved.title = title(m.level, m.percent, saved.current_item.as_deref());
+    saved.title = titled(
+        &m.trigger,
+        m.level,
+        m.percent,
+        saved.current_item.as_deref(),
+    );
     let own = OwnPaths {
         prompt_file: config.prompt_file.clone(),
     };
@@ -237,11 +263,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     }
 
     saved.resume_summary = format!(
-        "Iteration {} was checkpointed ({}, {} at {:.0}%){}. {}",
+        "Iteration {} was checkpointed ({}){}. {}",
         m.iteration,
-        m.trigger,
-        m.level,
-        m.percent,
+        match m.trigger.as_str() {
+            "context" => format!("context, {} at {:.0}%", m.level, m.percent),
+            trigger => label(trigger, m.level.name(), m.percent),
+        },
         saved
             .current_item
             .as_deref()
@@ -402,5 +429,19 @@ mod tests {
             "Context Checkpoint L2 at 87% - parser"
         );
         assert_eq!(title(Level::L3, 95.0, None), "Context Checkpoint L3 at 95%");
+    }
+
+    #[test]
+    fn checkpoints_not_set_off_by_the_context_are_labelled_by_their_trigger() {
+        assert_eq!(
+            titled("signal", Level::L2, 24.4, Some("parser")),
+            "Checkpoint (signal at 24%) - parser"
+        );
+        assert_eq!(
+            titled("manual", Level::L2, 0.0, None),
+            "Checkpoint (manual)"
+        );
+        assert_eq!(label("context", "L3", 95.2), "L3 at 95%");
+        assert_eq!(label("timeout", "L0", 40.0), "timeout at 40%");
     }
 }

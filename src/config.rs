@@ -218,8 +218,7 @@ impl Default for GitConfig {
     fn default() -> Self {
         GitConfig {
             wip_commit: true,
-            commit_message:
-                "ralph: checkpoint iter {{ iteration }} ({{ level }} at {{ percent }}%)".into(),
+            commit_message: "ralph: checkpoint iter {{ iteration }} ({{ label }})".into(),
         }
     }
 }
@@ -522,6 +521,7 @@ pub fn commit_message_context(
 ) -> minijinja::Value {
     minijinja::context! {
         iteration => iteration,
+        label => crate::checkpoint::label(trigger, level, percent),
         level => level,
         percent => percent.round() as i64,
         trigger => trigger,

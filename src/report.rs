@@ -103,6 +103,7 @@ pub fn describe(event: &Event) -> Option<String> {
         ),
         Event::Checkpoint {
             iteration,
+            trigger,
             level,
             percent,
             commit,
@@ -110,7 +111,11 @@ pub fn describe(event: &Event) -> Option<String> {
             handoff,
             ..
         } => format!(
-            "iteration {iteration}: checkpoint {level} at {percent:.1}%: {}; handoff {}",
+            "iteration {iteration}: checkpoint {}: {}; handoff {}",
+            match trigger.as_str() {
+                "context" => format!("{level} at {percent:.1}%"),
+                _ => crate::checkpoint::label(trigger, level.name(), *percent),
+            },
             match (commit, commit_note) {
                 (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),
                 (None, Some(n)) => format!("no commit ({n})"),

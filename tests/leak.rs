@@ -611,3 +611,21 @@ fn every_budget_counts_per_run_and_status_agrees() {
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("4 of at most 4"), "{text}");
 }
+
+/// Item 11: a manual checkpoint with no run was labelled "iter 0 (L2 at
+/// 0%)" and a signal's "L2 at 24%": they are labelled by their trigger.
+#[test]
+fn checkpoints_not_set_off_by_the_context_are_labelled_by_their_trigger() {
+    let p = Project::new(PLAN, QUICK_L2, "");
+    p.write("draft.txt", "unsaved\n");
+    let out = p.ralph().arg("checkpoint").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let subject = p.log()[0].clone();
+    assert_eq!(subject, "ralph: checkpoint iter 0 (manual)");
+    let handoff = std::fs::read_to_string(&p.handoffs()[0]).unwrap();
+    assert!(
+        handoff.contains("\n# Checkpoint (manual) - work\n"),
+        "{handoff}"
+    );
+    assert!(!handoff.contains("L2 at 0%"), "{handoff}");
+}
