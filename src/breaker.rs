@@ -9,7 +9,29 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::BreakerConfig;
+use crate::span::Span;
+
+/// `[breaker]` in ralph.toml: how many iterations of each kind open the
+/// breaker, and how long it stays open.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerConfig {
+    pub no_progress: u32,
+    pub same_error: u32,
+    pub consecutive_failures: u32,
+    pub cooldown: Span,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            no_progress: 3,
+            same_error: 5,
+            consecutive_failures: 3,
+            cooldown: Span::secs(30 * 60),
+        }
+    }
+}
 
 /// Iterations in a row in which the same tool was denied before the breaker opens.
 pub const PERMISSION_DENIAL_ITERATIONS: u32 = 2;
@@ -304,7 +326,6 @@ pub fn fingerprint(error: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Span;
 
     fn cfg() -> BreakerConfig {
         BreakerConfig {

@@ -1,15 +1,11 @@
-//! The command line: clap definitions, and dispatch of each subcommand to
-//! the module that implements it. Errors become `error:/caused by:/hint:`
-//! text and an exit code here, nowhere else.
+//! The command line's shape: the clap definitions of every subcommand and
+//! its arguments. Running them is `app`'s job.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands;
-use crate::error::{Error, Result};
-use crate::sim::SimArgs;
+use ralph_sim::SimArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -148,69 +144,4 @@ pub struct DemoArgs {
     /// Where to create the demo project (default: a new temporary directory)
     #[arg(value_name = "DIR")]
     pub path: Option<PathBuf>,
-}
-
-/// Parse arguments, run, print errors; returns the process exit code.
-pub fn main() -> i32 {
-    init_tracing();
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
-        }
-    };
-    match dispatch(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            // stderr may be gone (closed terminal): never panic on it.
-            let _ = std::io::stderr().write_all(e.render().as_bytes());
-            e.exit_code()
-        }
-    }
-}
-
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("RALPH_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-fn dispatch(cli: Cli) -> Result<i32> {
-    let root = match &cli.dir {
-        Some(d) => d.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Error::wrap("cannot read the current directory", e))?,
-    };
-    if !root.is_dir() {
-        return Err(Error::usage(format!(
-            "{} is not a directory",
-            root.display()
-        )));
-    }
-    match cli.command {
-        Command::Run(args) => commands::run(&root, &args),
-        Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason, args.json),
-        Command::Stop(args) => commands::stop(&root, args.json),
-        Command::Context(args) => commands::context(&root, args.json, args.watch),
-        Command::Status(args) => commands::status(&root, args.json),
-        Command::Init(args) => commands::init(&root, args.force, args.json),
-        Command::Prompt(args) => commands::prompt(
-            &root,
-            &RunArgs {
-                plan: args.plan,
-                fresh: args.fresh,
-                ..RunArgs::default()
-            },
-        ),
-        Command::Doctor(args) => commands::doctor(&root, args.json),
-        Command::Completions(args) => commands::completions(args.shell),
-        Command::Man => commands::man(),
-        Command::Demo(args) => commands::demo(args.path),
-        Command::Sim(args) => crate::sim::run(&args),
-    }
 }

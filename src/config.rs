@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
+pub use crate::breaker::BreakerConfig;
 use crate::error::{Error, Result};
+pub use crate::span::{Span, format_duration};
 
 pub const FILE_NAME: &str = "ralph.toml";
 
@@ -65,15 +66,6 @@ pub struct ContextConfig {
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct BreakerConfig {
-    pub no_progress: u32,
-    pub same_error: u32,
-    pub consecutive_failures: u32,
-    pub cooldown: Span,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
 pub struct GitConfig {
     pub wip_commit: bool,
     pub commit_message: String,
@@ -94,56 +86,6 @@ pub struct HooksConfig {
     pub on_exit: Vec<String>,
     /// How long one hook may run before it is killed and logged.
     pub timeout: Span,
-}
-
-/// A duration written the human way in `ralph.toml` ("60s", "10m", "1h30m").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Span(pub Duration);
-
-impl Span {
-    pub const fn secs(s: u64) -> Self {
-        Span(Duration::from_secs(s))
-    }
-
-    pub fn parse(text: &str) -> std::result::Result<Self, String> {
-        let d: jiff::SignedDuration = text.trim().parse().map_err(|_| {
-            format!("`{text}` is not a duration (write e.g. \"90s\", \"10m\", \"1h30m\")")
-        })?;
-        if d.is_negative() {
-            return Err(format!("`{text}` is negative"));
-        }
-        Ok(Span(d.unsigned_abs()))
-    }
-
-    pub fn display(&self) -> String {
-        format_duration(self.0)
-    }
-}
-
-/// "1h02m", "4m05s", "12s": short, for status lines and reports.
-pub fn format_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
-}
-
-impl<'de> Deserialize<'de> for Span {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        Span::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
-
-impl Serialize for Span {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(
-            &jiff::SignedDuration::try_from(self.0)
-                .map_or_else(|_| format!("{}s", self.0.as_secs()), |d| format!("{d:#}")),
-        )
-    }
 }
 
 impl Default for Config {
@@ -199,17 +141,6 @@ impl Default for ContextConfig {
             emergency_percent: t.emergency,
             grace: Span::secs(60),
             agent_handoff: true,
-        }
-    }
-}
-
-impl Default for BreakerConfig {
-    fn default() -> Self {
-        BreakerConfig {
-            no_progress: 3,
-            same_error: 5,
-            consecutive_failures: 3,
-            cooldown: Span::secs(30 * 60),
         }
     }
 }
@@ -422,7 +353,7 @@ impl Config {
         }
         // Rendered now with sample values, so that an undefined variable is
         // an error here and not a silently replaced message at 3 a.m.
-        if let Err(e) = crate::prompt::render_str(
+        if let Err(e) = crate::templates::render_str(
             &self.git.commit_message,
             "git.commit_message",
             commit_message_context(1, "L2", 85.0, "context", Some("item"), "title"),
@@ -581,6 +512,8 @@ fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn parse(text: &str) -> Result<Config> {
@@ -782,12 +715,5 @@ on_checkpoint = ["echo hi"]
                 Ok(())
             })
             .unwrap();
-    }
-
-    #[test]
-    fn span_formats() {
-        assert_eq!(format_duration(Duration::from_secs(5)), "5s");
-        assert_eq!(format_duration(Duration::from_secs(245)), "4m05s");
-        assert_eq!(format_duration(Duration::from_secs(3720)), "1h02m");
     }
 }

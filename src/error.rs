@@ -143,6 +143,27 @@ impl From<git2::Error> for Error {
     }
 }
 
+/// `ralph sim`'s errors keep their kind: a bad `RALPH_ITERATION` is usage, a bad
+/// scenario is config (with its hint), and what the system refused is IO.
+impl From<ralph_sim::Error> for Error {
+    fn from(e: ralph_sim::Error) -> Self {
+        match e {
+            ralph_sim::Error::Usage(message) => Error::usage(message),
+            ralph_sim::Error::Config { message, hint } => Error::config(message).with_hint(hint),
+            ralph_sim::Error::Io {
+                action,
+                path: Some(path),
+                source,
+            } => Error::io(action, path, source),
+            ralph_sim::Error::Io {
+                action,
+                path: None,
+                source,
+            } => Error::wrap(action, source),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +181,50 @@ mod tests {
             "error: cannot write /x/state.json\ncaused by: denied\nhint: check the permissions of the file and its directory\n"
         );
         assert_eq!(e.exit_code(), 1);
+    }
+
+    #[test]
+    fn sim_errors_keep_their_kind_message_and_hint() {
+        let usage: Error = ralph_sim::Error::Usage("RALPH_ITERATION must be …".into()).into();
+        assert_eq!(usage.exit_code(), 2);
+        assert_eq!(usage.render(), "error: RALPH_ITERATION must be …\n");
+
+        let config: Error = ralph_sim::Error::Config {
+            message: "invalid scenario s.toml: x".into(),
+            hint: "the scenario format is described in docs/sim.md",
+        }
+        .into();
+        assert_eq!(config.exit_code(), 2);
+        assert_eq!(
+            config.render(),
+            "error: invalid scenario s.toml: x\nhint: the scenario format is described in docs/sim.md\n"
+        );
+
+        let denied = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let io: Error = ralph_sim::Error::Io {
+            action: "cannot read scenario",
+            path: Some("/p/s.toml".into()),
+            source: denied,
+        }
+        .into();
+        assert_eq!(io.exit_code(), 1);
+        assert_eq!(
+            io.render(),
+            "error: cannot read scenario /p/s.toml\ncaused by: denied\nhint: check the permissions of the file and its directory\n"
+        );
+
+        let errno = std::io::Error::other(nix::errno::Errno::EMFILE);
+        let io: Error = ralph_sim::Error::Io {
+            action: "cannot create the signal pipe",
+            path: None,
+            source: errno,
+        }
+        .into();
+        assert_eq!(io.exit_code(), 1);
+        assert_eq!(
+            io.render(),
+            "error: cannot create the signal pipe\ncaused by: EMFILE: Too many open files\n"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! context window live and checkpoints before it fills. See ARCHITECTURE.md.
 
 pub mod agent;
+pub mod app;
 pub mod breaker;
 pub mod budgets;
 pub mod checkpoint;
@@ -19,10 +20,11 @@ pub mod prompt;
 pub mod repo;
 pub mod report;
 pub mod secrets;
-pub mod sim;
+pub mod span;
 pub mod state;
 pub mod stream;
 pub mod supervisor;
+pub mod templates;
 pub mod text;
 pub mod transcript;
 

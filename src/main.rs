@@ -1,5 +1,5 @@
-//! The `ralph` binary: everything lives in the library (see `cli`).
+//! The `ralph` binary: everything lives in the library (see `app`).
 
 fn main() {
-    std::process::exit(ralph::cli::main());
+    std::process::exit(ralph::app::main());
 }

@@ -1,0 +1,76 @@
+//! The program: parse the command line, set up tracing, dispatch each
+//! subcommand to the module that implements it. Errors become
+//! `error:/caused by:/hint:` text and an exit code here, nowhere else.
+
+use std::io::Write;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, RunArgs};
+use crate::commands;
+use crate::error::{Error, Result};
+
+/// Parse arguments, run, print errors; returns the process exit code.
+pub fn main() -> i32 {
+    init_tracing();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // stderr may be gone (closed terminal): never panic on it.
+            let _ = std::io::stderr().write_all(e.render().as_bytes());
+            e.exit_code()
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("RALPH_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    let root = match &cli.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Error::wrap("cannot read the current directory", e))?,
+    };
+    if !root.is_dir() {
+        return Err(Error::usage(format!(
+            "{} is not a directory",
+            root.display()
+        )));
+    }
+    match cli.command {
+        Command::Run(args) => commands::run(&root, &args),
+        Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason),
+        Command::Stop => commands::stop(&root),
+        Command::Context(args) => commands::context(&root, args.json, args.watch),
+        Command::Status(args) => commands::status(&root, args.json),
+        Command::Init(args) => commands::init(&root, args.force, args.json),
+        Command::Prompt(args) => commands::prompt(
+            &root,
+            &RunArgs {
+                plan: args.plan,
+                fresh: args.fresh,
+                ..RunArgs::default()
+            },
+        ),
+        Command::Doctor(args) => commands::doctor(&root, args.json),
+        Command::Completions(args) => commands::completions(args.shell),
+        Command::Man => commands::man(),
+        Command::Demo(args) => commands::demo(args.path),
+        Command::Sim(args) => Ok(ralph_sim::run(&args)?),
+    }
+}

@@ -1,0 +1,167 @@
+//! Templates: the embedded defaults (`prompts/*.j2`), the user's overrides
+//! in the project's `prompts/`, and rendering them with MiniJinja, strictly
+//! (an undefined variable is an error with file and line).
+
+use std::path::{Path, PathBuf};
+
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+pub const PROMPT: &str = "PROMPT.md.j2";
+pub const CHECKPOINT_REQUEST: &str = "checkpoint-request.md.j2";
+pub const HANDOFF: &str = "handoff.md.j2";
+
+/// The templates compiled into ralph, as `ralph init` writes them out.
+pub const EMBEDDED: [(&str, &str); 3] = [
+    (PROMPT, include_str!("../prompts/PROMPT.md.j2")),
+    (
+        CHECKPOINT_REQUEST,
+        include_str!("../prompts/checkpoint-request.md.j2"),
+    ),
+    (HANDOFF, include_str!("../prompts/handoff.md.j2")),
+];
+
+pub struct Templates {
+    env: Environment<'static>,
+    /// Where each template came from and its source, for error messages.
+    origins: Vec<Origin>,
+}
+
+impl Templates {
+    /// Load every template, preferring `<root>/prompts/<name>`; all are
+    /// parsed now so a syntax error stops the run before any agent starts.
+    pub fn load(root: &Path) -> Result<Templates> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_keep_trailing_newline(true);
+        let mut origins = Vec::new();
+        for (name, embedded) in EMBEDDED {
+            let path: PathBuf = root.join("prompts").join(name);
+            let (source, origin) = match std::fs::read_to_string(&path) {
+                Ok(text) => (text, format!("prompts/{name}")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    (embedded.to_string(), format!("embedded {name}"))
+                }
+                Err(e) => return Err(Error::io("cannot read template", &path, e)),
+            };
+            origins.push(Origin {
+                name: name.to_string(),
+                origin,
+                source: source.clone(),
+            });
+            env.add_template_owned(name, source)
+                .map_err(|e| template_error(&origins, name, &e))?;
+        }
+        Ok(Templates { env, origins })
+    }
+
+    pub fn render(&self, name: &str, ctx: impl Serialize) -> Result<String> {
+        let tmpl = self
+            .env
+            .get_template(name)
+            .map_err(|e| template_error(&self.origins, name, &e))?;
+        tmpl.render(ctx)
+            .map_err(|e| template_error(&self.origins, name, &e))
+    }
+}
+/// Render a one-off template string (e.g. `git.commit_message`).
+pub fn render_str(source: &str, what: &str, ctx: impl Serialize) -> Result<String> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.render_str(source, ctx).map_err(|e| Error::Template {
+        name: what.to_string(),
+        message: format!("{}{}", e.kind(), culprit(source, &e)),
+        hint: None,
+    })
+}
+
+/// A template and where it came from (`prompts/NAME` or embedded).
+struct Origin {
+    name: String,
+    origin: String,
+    source: String,
+}
+
+/// " in `nope.deeper`": the expression an error points at, since
+/// minijinja's "undefined value" does not say which.
+fn culprit(source: &str, e: &minijinja::Error) -> String {
+    e.range()
+        .and_then(|r| source.get(r))
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty() && s.len() <= 80 && !s.contains('\n'))
+        .map_or(String::new(), |s| format!(" in `{s}`"))
+}
+
+fn template_error(origins: &[Origin], name: &str, e: &minijinja::Error) -> Error {
+    let found = origins.iter().find(|o| o.name == name);
+    let origin = found.map_or(name.to_string(), |o| o.origin.clone());
+    let line = e.line().map_or(String::new(), |l| format!(":{l}"));
+    let detail = e.detail().map_or(String::new(), |d| format!(" ({d})"));
+    let culprit = found.map_or(String::new(), |o| culprit(&o.source, e));
+    Error::Template {
+        name: format!("{origin}{line}"),
+        message: format!("{}{culprit}{detail}", e.kind()),
+        hint: Some(if origin.starts_with("prompts/") {
+            format!("fix the template, or delete {origin} to use the embedded default")
+        } else {
+            "this is a bug in ralph's embedded template; please report it".into()
+        }),
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_templates_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        Templates::load(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn override_with_syntax_error_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("prompts")).unwrap();
+        std::fs::write(
+            dir.path().join("prompts").join(PROMPT),
+            "line one\n{% if %}\n",
+        )
+        .unwrap();
+        let e = Templates::load(dir.path()).err().unwrap();
+        let text = e.to_string();
+        assert!(text.contains("prompts/PROMPT.md.j2:2"), "{text}");
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn undefined_variable_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("prompts")).unwrap();
+        std::fs::write(
+            dir.path().join("prompts").join(PROMPT),
+            "ok\n\n{{ nope }}\n",
+        )
+        .unwrap();
+        let t = Templates::load(dir.path()).unwrap();
+        let e = t.render(PROMPT, minijinja::context! {}).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("prompts/PROMPT.md.j2:3"), "{text}");
+        assert!(text.contains("undefined"), "{text}");
+    }
+
+    #[test]
+    fn render_str_strict() {
+        assert_eq!(
+            render_str(
+                "iter {{ i }}",
+                "git.commit_message",
+                minijinja::context! { i => 3 }
+            )
+            .unwrap(),
+            "iter 3"
+        );
+        assert!(render_str("{{ x }}", "m", minijinja::context! {}).is_err());
+    }
+}
