@@ -56,24 +56,15 @@ pub fn title(level: Level, percent: f64, item: Option<&str>) -> String {
     titled("context", level, percent, item)
 }
 
-/// What set a checkpoint off, in a few words: "L2 at 87%" for the context,
-/// else the trigger, with the context's percent when there was a reading:
-/// "signal at 24%", "manual".
-pub fn label(trigger: &str, level: &str, percent: f64) -> String {
-    let percent = percent.round() as i64;
-    match trigger {
-        "context" => format!("{level} at {percent}%"),
-        _ if percent > 0 => format!("{trigger} at {percent}%"),
-        _ => trigger.to_string(),
-    }
-}
-
 /// The title by trigger: "Context Checkpoint L2 at 87% - parser" for the
 /// context, "Checkpoint (signal at 24%) - parser" for anything else.
 fn titled(trigger: &str, level: Level, percent: f64, item: Option<&str>) -> String {
     let mut t = match trigger {
         "context" => format!("Context Checkpoint {level} at {}%", percent.round() as i64),
-        _ => format!("Checkpoint ({})", label(trigger, level.name(), percent)),
+        _ => format!(
+            "Checkpoint ({})",
+            crate::config::checkpoint_label(trigger, level.name(), percent)
+        ),
     };
     if let Some(item) = item {
         t.push_str(" - ");
@@ -148,7 +139,11 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         })
         .collect();
 
-    let key_files = crate::secrets::key_files_among(changes.iter().map(|c| c.path.as_str()));
+    let key_files: Vec<String> = changes
+        .iter()
+        .filter(|c| crate::secrets::is_key_file(&c.path))
+        .map(|c| crate::repo::display_path(c.path.as_bytes()))
+        .collect();
     if config.git.wip_commit && !key_files.is_empty() {
         saved.warnings.push(format!(
             "key files left out of the WIP commit (commit them yourself if they hold no secret): {}",
@@ -267,7 +262,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         m.iteration,
         match m.trigger.as_str() {
             "context" => format!("context, {} at {:.0}%", m.level, m.percent),
-            trigger => label(trigger, m.level.name(), m.percent),
+            trigger => crate::config::checkpoint_label(trigger, m.level.name(), m.percent),
         },
         saved
             .current_item
@@ -441,7 +436,13 @@ mod tests {
             titled("manual", Level::L2, 0.0, None),
             "Checkpoint (manual)"
         );
-        assert_eq!(label("context", "L3", 95.2), "L3 at 95%");
-        assert_eq!(label("timeout", "L0", 40.0), "timeout at 40%");
+        assert_eq!(
+            crate::config::checkpoint_label("context", "L3", 95.2),
+            "L3 at 95%"
+        );
+        assert_eq!(
+            crate::config::checkpoint_label("timeout", "L0", 40.0),
+            "timeout at 40%"
+        );
     }
 }

@@ -16,6 +16,7 @@ pub mod events;
 pub mod hooks;
 pub mod limits;
 pub mod plan;
+pub mod procs;
 pub mod prompt;
 pub mod repo;
 pub mod report;

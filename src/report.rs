@@ -114,7 +114,7 @@ pub fn describe(event: &Event) -> Option<String> {
             "iteration {iteration}: checkpoint {}: {}; handoff {}",
             match trigger.as_str() {
                 "context" => format!("{level} at {percent:.1}%"),
-                _ => crate::checkpoint::label(trigger, level.name(), *percent),
+                _ => crate::config::checkpoint_label(trigger, level.name(), *percent),
             },
             match (commit, commit_note) {
                 (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),

@@ -241,15 +241,6 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
     out
 }
 
-/// The key files among these paths, for display.
-pub fn key_files_among<'p>(paths: impl IntoIterator<Item = &'p str>) -> Vec<String> {
-    paths
-        .into_iter()
-        .filter(|p| is_key_file(p))
-        .map(|p| crate::repo::display_path(p.as_bytes()))
-        .collect()
-}
-
 /// Files that hold keys by their name: a WIP commit never adds them, even
 /// when no `.gitignore` keeps them out (`repo`).
 pub fn is_key_file(path: &str) -> bool {

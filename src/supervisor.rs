@@ -252,7 +252,7 @@ impl Supervisor {
         // The tools it started in sessions of their own, as it recorded them.
         lock.stale_sessions
             .iter()
-            .for_each(agent::kill_recorded_session);
+            .for_each(crate::procs::kill_recorded_session);
         if lock.stale_committing {
             // It died inside a WIP commit: the git lock files it held would
             // skip every checkpoint from now on ("another git process is
@@ -578,7 +578,7 @@ impl Supervisor {
                     if now >= next_tick {
                         self.bus.tick();
                         next_tick = now + TICK;
-                        let _ = self.lock.add_sessions(agent::descendant_sessions());
+                        let _ = self.lock.add_sessions(crate::procs::descendant_sessions());
                     }
                     match stop {
                         Stop::Running => {

@@ -135,7 +135,6 @@ impl Report for DryRunReport {
 /// `ralph run --dry-run`: everything is loaded and checked, nothing written.
 fn dry_run(root: &Path, config: &Config, fresh: bool, json: bool) -> Result<i32> {
     let next = NextIteration::preview(root, config, fresh)?;
-    crate::agent::check_program(config, root)?;
     let report = DryRunReport {
         iteration: next.iteration,
         plan: config.plan.display().to_string(),
