@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Project, Run, processes_matching};
+use common::{Project, QUICK_L2, Run, processes_matching};
 
 const PLAN: &str = "# Ship the parser\n\nSee `specs/parser.md`.\n\n- [ ] parser\n- [ ] tests\n";
 const LIMIT: Duration = Duration::from_secs(60);
@@ -275,14 +275,6 @@ result = "<promise>COMPLETE</promise>"
     assert!(run.of("checkpoint").is_empty());
     assert_eq!(p.state()["context_history"][0]["peak_percent"], 25.1);
 }
-
-const QUICK_L2: &str = r#"
-[[step]]
-context = 146000
-text = "Writing."
-path = "work.txt"
-content = "work in progress\n"
-"#;
 
 fn assert_checkpoint_without_commit(p: &Project, why: &str) {
     let run = p.run(&["--max-iterations", "1"], LIMIT);

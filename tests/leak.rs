@@ -5,30 +5,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::Project;
+use common::{Project, QUICK_L2, files_under, toml_string};
 
 const PLAN: &str = "# Leak\n\n- [ ] work\n";
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn toml_string(s: &str) -> String {
-    // A JSON string is a TOML basic string (same escapes).
-    serde_json::to_string(s).unwrap()
-}
-
-/// Every file under `dir`.
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = e.path();
-        if path.is_dir() {
-            files_under(&path, out);
-        } else {
-            out.push(path);
-        }
-    }
-}
 
 /// The text of every commit after the user's first: messages and the
 /// blobs each one added or changed.
@@ -294,14 +276,6 @@ fn commented_and_cancelled_items_do_not_block_completion_and_are_shown() {
     let handoff = std::fs::read_to_string(&p.handoffs()[0]).unwrap();
     assert!(handoff.contains("- [~] halfway  ← current"), "{handoff}");
 }
-
-const QUICK_L2: &str = r#"
-[[step]]
-context = 146000
-text = "Writing."
-path = "work.txt"
-content = "work in progress\n"
-"#;
 
 /// Item 11: the handoff's front matter broke on a `"` in a plan item.
 #[test]

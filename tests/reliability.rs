@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Project, Run};
+use common::{BIN, Project, QUICK_L2, Run};
 use serde_json::Value;
 
 const PLAN: &str = "# Reliability\n\n- [ ] work\n";
@@ -456,7 +456,9 @@ impl Killer {
     /// commit.
     fn finish(&mut self, p: &Project) {
         let from = log_len(p);
-        let mut child = p.spawn_run(&["--max-iterations", "1"]);
+        // One more iteration, whatever the kills' runs spent (budgets count
+        // per run unless told otherwise).
+        let mut child = p.spawn_run(&["--budget-per-invocation", "--max-iterations", "1"]);
         self.started(p, from, &mut child);
         let run = Run::wait(child, LIMIT);
         assert_eq!(run.code, Some(4), "{}", run.describe());
@@ -1036,14 +1038,6 @@ fn stderr_flood_is_capped_on_disk_and_in_memory() {
 }
 
 // ------------------------------------------------------ repository states
-
-const QUICK_L2: &str = r#"
-[[step]]
-context = 146000
-text = "Writing."
-path = "work.txt"
-content = "work in progress\n"
-"#;
 
 #[test]
 fn empty_repository_gets_a_root_commit() {
