@@ -12,15 +12,14 @@ use crate::context::Level;
 use crate::plan::{self, Plan};
 use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, OwnPaths, Repo};
-use crate::state::{FileInProgress, Layout};
+use crate::state::{FileInProgress, Layout, Trigger};
 use crate::stream::ToolCall;
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
 pub struct Moment {
     pub iteration: u32,
-    /// context, manual, timeout, budget, signal, stop, rate_limit
-    pub trigger: String,
+    pub trigger: Trigger,
     pub level: Level,
     pub percent: f64,
     pub tokens: u64,
@@ -93,7 +92,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     let plan = Plan::parse(&plan_text);
     saved.current_item = plan.current().map(|i| i.text.clone());
     saved.title = titled(
-        &m.trigger,
+        m.trigger.name(),
         m.level,
         m.percent,
         saved.current_item.as_deref(),
@@ -163,7 +162,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         ("time", now.strftime("%H:%M:%S %Z").to_string().into()),
         ("branch", branch.as_deref().unwrap_or("none").into()),
         ("iteration", m.iteration.into()),
-        ("trigger", m.trigger.as_str().into()),
+        ("trigger", m.trigger.name().into()),
         ("level", m.level.name().into()),
         ("context_percent", crate::context::round1(m.percent).into()),
         ("context_tokens", m.tokens.into()),
@@ -190,7 +189,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         time => now.strftime("%H:%M:%S %Z").to_string(),
         branch => repo.as_ref().and_then(Repo::branch),
         iteration => m.iteration,
-        trigger => &m.trigger,
+        trigger => m.trigger.name(),
         level => m.level.name(),
         percent => crate::context::round1(m.percent),
         tokens => m.tokens,
@@ -260,7 +259,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     saved.resume_summary = format!(
         "Iteration {} was checkpointed ({}){}. {}",
         m.iteration,
-        match m.trigger.as_str() {
+        match m.trigger.name() {
             "context" => format!("context, {} at {:.0}%", m.level, m.percent),
             trigger => crate::config::checkpoint_label(trigger, m.level.name(), m.percent),
         },
@@ -323,7 +322,7 @@ fn commit_message(config: &Config, m: &Moment, saved: &mut Saved) -> String {
             m.iteration,
             m.level.name(),
             m.percent,
-            &m.trigger,
+            m.trigger.name(),
             saved.current_item.as_deref(),
             &saved.title,
         ),

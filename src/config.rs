@@ -84,8 +84,33 @@ pub struct HooksConfig {
     pub on_checkpoint: Vec<String>,
     pub on_iteration_end: Vec<String>,
     pub on_exit: Vec<String>,
+    /// The context crossed up into L1, L2 or L3 (run in the background).
+    pub on_level: Vec<String>,
+    /// The circuit breaker opened, went half-open or closed.
+    pub on_breaker: Vec<String>,
+    /// A wait for a usage limit to reset begins.
+    pub on_limit_wait: Vec<String>,
     /// How long one hook may run before it is killed and logged.
     pub timeout: Span,
+    /// How many times a failed hook command is run again.
+    pub retries: u32,
+}
+
+/// The most `hooks.retries` may be: each retry can take `hooks.timeout`.
+pub const MAX_HOOK_RETRIES: u32 = 5;
+
+impl HooksConfig {
+    /// Each hook point's key with its commands.
+    pub fn points(&self) -> [(&'static str, &[String]); 6] {
+        [
+            ("on_checkpoint", &self.on_checkpoint),
+            ("on_iteration_end", &self.on_iteration_end),
+            ("on_exit", &self.on_exit),
+            ("on_level", &self.on_level),
+            ("on_breaker", &self.on_breaker),
+            ("on_limit_wait", &self.on_limit_wait),
+        ]
+    }
 }
 
 impl Default for Config {
@@ -169,7 +194,11 @@ impl Default for HooksConfig {
             on_checkpoint: Vec::new(),
             on_iteration_end: Vec::new(),
             on_exit: Vec::new(),
+            on_level: Vec::new(),
+            on_breaker: Vec::new(),
+            on_limit_wait: Vec::new(),
             timeout: Span::secs(60),
+            retries: 0,
         }
     }
 }
@@ -342,6 +371,13 @@ impl Config {
                 return bad("breaker", key, "must be at least 1".into());
             }
         }
+        if self.hooks.retries > MAX_HOOK_RETRIES {
+            return bad(
+                "hooks",
+                "retries",
+                format!("{} is more than {MAX_HOOK_RETRIES}", self.hooks.retries),
+            );
+        }
         for (key, span) in [
             ("max_duration", self.loop_.max_duration),
             ("timeout", Some(self.hooks.timeout)),
@@ -373,17 +409,10 @@ impl Config {
             )
             .chain(
                 self.hooks
-                    .on_checkpoint
-                    .iter()
-                    .map(|s| ("hooks", "on_checkpoint", s)),
-            )
-            .chain(
-                self.hooks
-                    .on_iteration_end
-                    .iter()
-                    .map(|s| ("hooks", "on_iteration_end", s)),
-            )
-            .chain(self.hooks.on_exit.iter().map(|s| ("hooks", "on_exit", s)));
+                    .points()
+                    .into_iter()
+                    .flat_map(|(key, cmds)| cmds.iter().map(move |s| ("hooks", key, s))),
+            );
         for (section, key, text) in texts {
             if text.contains('\0') {
                 return bad(section, key, "contains a NUL character".into());
@@ -639,6 +668,21 @@ on_checkpoint = ["echo hi"]
         }
         assert!(parse("[agent]\ncontext_window = 40000\nreserve_tokens = 8000\n").is_ok());
         assert!(parse("[agent]\nreserve_tokens = 100000\n").is_ok());
+    }
+
+    #[test]
+    fn new_hook_points_and_retries_are_validated() {
+        let c = parse("[hooks]\non_level = [\"a\"]\non_breaker = [\"b\"]\non_limit_wait = [\"c\"]\nretries = 5\n").unwrap();
+        assert_eq!(c.hooks.retries, 5);
+        assert_eq!(c.hooks.points()[3], ("on_level", &["a".to_string()][..]));
+        let e = parse("[hooks]\n\nretries = 6\n").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("`hooks.retries`"), "{e}");
+        assert!(e.to_string().contains(":3"), "{e}");
+        for key in ["on_level", "on_breaker", "on_limit_wait"] {
+            let e = parse(&format!("[hooks]\n{key} = [\"a\\u0000\"]\n")).unwrap_err();
+            assert!(e.to_string().contains(&format!("`hooks.{key}`")), "{e}");
+        }
     }
 
     #[test]

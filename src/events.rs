@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Level, MeterReading};
 use crate::error::{Error, Result};
+use crate::state::Trigger;
 
 /// One thing that happened. Serialized with `"event": "<snake_case name>"`
 /// and a `ts` (RFC 3339) by [`Record`]; documented in docs/events.md.
@@ -58,7 +59,7 @@ pub enum Event {
     },
     CheckpointRequested {
         iteration: u32,
-        trigger: String,
+        trigger: Trigger,
         level: Level,
         percent: f64,
         notes_path: Option<String>,
@@ -76,7 +77,7 @@ pub enum Event {
     },
     Checkpoint {
         iteration: u32,
-        trigger: String,
+        trigger: Trigger,
         level: Level,
         percent: f64,
         tokens: u64,
@@ -89,6 +90,9 @@ pub enum Event {
         command: String,
         ok: bool,
         detail: String,
+        /// 1, then 2… when `hooks.retries` runs a failed command again.
+        #[serde(default = "first_attempt")]
+        attempt: u32,
     },
     PrematurePromise {
         iteration: u32,
@@ -128,12 +132,27 @@ pub enum Event {
     },
 }
 
+fn first_attempt() -> u32 {
+    1
+}
+
 /// An event with its time, as written to the log and to `--json` output.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     pub ts: String,
     #[serde(flatten)]
     pub event: Event,
+}
+
+impl Record {
+    /// `event` stamped now, with every known secret replaced: what the
+    /// sinks (and the hooks, on stdin) get.
+    pub fn new(event: Event) -> Record {
+        Record {
+            ts: crate::state::now_rfc3339(),
+            event: redacted(event),
+        }
+    }
 }
 
 /// A consumer of events: the event log, JSON output, the terminal.
@@ -241,13 +260,13 @@ impl Bus {
         self.sinks.push(sink);
     }
     pub fn emit(&mut self, event: Event) {
-        tracing::trace!(?event, "event");
-        let record = Record {
-            ts: crate::state::now_rfc3339(),
-            event: redacted(event),
-        };
+        self.publish(&Record::new(event));
+    }
+    /// Hand a record made by [`Record::new`] to every sink.
+    pub fn publish(&mut self, record: &Record) {
+        tracing::trace!(event = ?record.event, "event");
         for s in &mut self.sinks {
-            s.event(&record);
+            s.event(record);
         }
     }
     pub fn tick(&mut self) {

@@ -4,7 +4,6 @@
 pub mod agent;
 pub mod app;
 pub mod breaker;
-pub mod budgets;
 pub mod checkpoint;
 pub mod cli;
 pub mod commands;

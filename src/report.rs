@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::config::format_duration;
 use crate::context::{Level, MeterReading};
 use crate::events::{Event, Record, Sink};
+use crate::state::Trigger;
 
 /// One line for the log, or `None` for events only the status line shows.
 pub fn describe(event: &Event) -> Option<String> {
@@ -112,9 +113,9 @@ pub fn describe(event: &Event) -> Option<String> {
             ..
         } => format!(
             "iteration {iteration}: checkpoint {}: {}; handoff {}",
-            match trigger.as_str() {
-                "context" => format!("{level} at {percent:.1}%"),
-                _ => crate::config::checkpoint_label(trigger, level.name(), *percent),
+            match trigger {
+                Trigger::Context => format!("{level} at {percent:.1}%"),
+                _ => crate::config::checkpoint_label(trigger.name(), level.name(), *percent),
             },
             match (commit, commit_note) {
                 (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),
@@ -128,6 +129,7 @@ pub fn describe(event: &Event) -> Option<String> {
             command,
             ok,
             detail,
+            ..
         } => format!(
             "hook {hook} `{command}` {}{}",
             if *ok { "ran" } else { "FAILED" },

@@ -15,6 +15,113 @@ use crate::error::{Error, Result};
 
 pub const STATE_VERSION: u32 = 1;
 
+/// What set a checkpoint off. Written (state.json, events, `RALPH_TRIGGER`,
+/// the handoff) as its snake_case name. It lives here, with the state that
+/// keeps it, so that the checkpoint and the events need not import the
+/// supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Context,
+    Manual,
+    Timeout,
+    Budget,
+    Signal,
+    Stop,
+    RateLimit,
+}
+
+impl Trigger {
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Context => "context",
+            Trigger::Manual => "manual",
+            Trigger::Timeout => "timeout",
+            Trigger::Budget => "budget",
+            Trigger::Signal => "signal",
+            Trigger::Stop => "stop",
+            Trigger::RateLimit => "rate_limit",
+        }
+    }
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a run stands (`status` in state.json). The supervisor writes the
+/// named ones; `Other` keeps whatever another version of ralph wrote, word
+/// for word, rather than refusing its state file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    New,
+    Running,
+    Waiting,
+    Completed,
+    BreakerOpen,
+    IterationLimit,
+    BudgetSpent,
+    Stopped,
+    Interrupted,
+    Failed,
+    #[serde(untagged)]
+    Other(String),
+}
+
+impl RunStatus {
+    const NAMED: [RunStatus; 10] = [
+        RunStatus::New,
+        RunStatus::Running,
+        RunStatus::Waiting,
+        RunStatus::Completed,
+        RunStatus::BreakerOpen,
+        RunStatus::IterationLimit,
+        RunStatus::BudgetSpent,
+        RunStatus::Stopped,
+        RunStatus::Interrupted,
+        RunStatus::Failed,
+    ];
+
+    pub fn name(&self) -> &str {
+        match self {
+            RunStatus::New => "new",
+            RunStatus::Running => "running",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Completed => "completed",
+            RunStatus::BreakerOpen => "breaker_open",
+            RunStatus::IterationLimit => "iteration_limit",
+            RunStatus::BudgetSpent => "budget_spent",
+            RunStatus::Stopped => "stopped",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+            RunStatus::Other(s) => s,
+        }
+    }
+
+    /// A supervisor is (or was, if it died) at work on the run.
+    pub fn is_active(&self) -> bool {
+        matches!(self, RunStatus::Running | RunStatus::Waiting)
+    }
+}
+
+impl From<&str> for RunStatus {
+    fn from(name: &str) -> RunStatus {
+        RunStatus::NAMED
+            .into_iter()
+            .find(|s| s.name() == name)
+            .unwrap_or_else(|| RunStatus::Other(name.to_string()))
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where ralph keeps its runtime files under the project root.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -89,8 +196,8 @@ pub struct ContextCheckpoint {
     pub files_in_progress: Vec<FileInProgress>,
     pub current_todo_item: Option<String>,
     pub progress_on_item: Option<String>,
-    /// What set it off: "context", "manual", "timeout", "budget", "signal", "rate_limit", "stop".
-    pub trigger: Option<String>,
+    /// What set it off.
+    pub trigger: Option<Trigger>,
     pub commit: Option<String>,
 }
 
@@ -132,7 +239,7 @@ pub struct RunState {
     pub iteration: u32,
     pub started_at: String,
     pub updated_at: String,
-    pub status: String,
+    pub status: RunStatus,
     pub exit_reason: Option<String>,
     pub no_change_count: u32,
     pub last_diff_hash: Option<String>,
@@ -167,7 +274,7 @@ impl Default for RunState {
             iteration: 0,
             started_at: String::new(),
             updated_at: String::new(),
-            status: "new".into(),
+            status: RunStatus::New,
             exit_reason: None,
             no_change_count: 0,
             last_diff_hash: None,
@@ -245,7 +352,7 @@ impl RunState {
     }
 
     pub fn is_finished(&self) -> bool {
-        self.status == "completed"
+        self.status == RunStatus::Completed
     }
 }
 
@@ -473,6 +580,36 @@ pub fn running_supervisor(layout: &Layout) -> Option<LockInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statuses_and_triggers_are_written_as_their_names() {
+        for status in RunStatus::NAMED {
+            let json = serde_json::to_string(&status).unwrap();
+            assert_eq!(json, format!("\"{status}\""));
+            assert_eq!(serde_json::from_str::<RunStatus>(&json).unwrap(), status);
+            assert_eq!(RunStatus::from(status.name()), status);
+        }
+        // A word this version does not know is kept as it was written.
+        let other: RunStatus = serde_json::from_str("\"paused\"").unwrap();
+        assert_eq!(other, RunStatus::Other("paused".into()));
+        assert_eq!(serde_json::to_string(&other).unwrap(), "\"paused\"");
+        let triggers = [
+            (Trigger::Context, "context"),
+            (Trigger::Manual, "manual"),
+            (Trigger::Timeout, "timeout"),
+            (Trigger::Budget, "budget"),
+            (Trigger::Signal, "signal"),
+            (Trigger::Stop, "stop"),
+            (Trigger::RateLimit, "rate_limit"),
+        ];
+        for (trigger, name) in triggers {
+            assert_eq!(
+                serde_json::to_string(&trigger).unwrap(),
+                format!("\"{name}\"")
+            );
+            assert_eq!(trigger.to_string(), name);
+        }
+    }
 
     #[test]
     fn state_round_trips_with_design_field_names() {

@@ -7,15 +7,14 @@ mod common;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Project, Run, processes_matching, wait_for_event, wait_for_file, wait_for_process};
+use common::{
+    IDLE, Project, Run, processes_matching, wait_for_event, wait_for_file, wait_for_process,
+};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 const PLAN: &str = "# Ship the parser\n\n- [ ] parser\n- [ ] tests\n";
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// An iteration that does nothing to the tree or the plan.
-const IDLE: &str = "[[step]]\ncontext = 20000\ntext = \"Looking around.\"\n[[step]]\nresult = \"Nothing changed.\"\n";
 
 /// A second iteration that finishes the plan and keeps its promise; the
 /// first one (and only it) does nothing.

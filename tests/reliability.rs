@@ -1344,7 +1344,8 @@ text = "Still here."
     let state: ralph::state::RunState = serde_json::from_str(&p.read("state-on-full-disk.json"))
         .expect("the state on the full disk parses");
     assert_eq!(
-        state.status, "iteration_limit",
+        state.status.name(),
+        "iteration_limit",
         "the final state is the truth"
     );
     assert_eq!(state.iteration, 2);

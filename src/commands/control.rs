@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::context::Level;
 use crate::error::{Error, Result};
 use crate::prompt::Templates;
-use crate::state::{self, Layout, RunState};
+use crate::state::{self, Layout, RunState, Trigger};
 
 /// What to write to `.ralph/control.json` for a running supervisor.
 fn send_to_supervisor(
@@ -109,7 +109,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
     let mut state = RunState::load(&layout.state())?.unwrap_or_default();
     let moment = Moment {
         iteration: state.iteration,
-        trigger: "manual".into(),
+        trigger: Trigger::Manual,
         level: Level::L2,
         percent: 0.0,
         tokens: 0,

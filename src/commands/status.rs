@@ -12,7 +12,7 @@ use super::Report;
 use crate::breaker::{BreakerState, Status as BreakerStatus};
 use crate::config::{Config, format_duration};
 use crate::error::Result;
-use crate::state::{self, IterationRecord, Layout, RunState};
+use crate::state::{self, IterationRecord, Layout, RunState, RunStatus};
 
 /// The run's status, from the state file and the lock together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -35,10 +35,10 @@ impl Phase {
         let state = RunState::load(&layout.state())?;
         let status = match (&state, supervisor_pid) {
             (None, None) => "none",
-            (Some(s), Some(_)) if s.status == "waiting" => "waiting",
+            (Some(s), Some(_)) if s.status == RunStatus::Waiting => "waiting",
             (_, Some(_)) => "running",
-            (Some(s), None) if matches!(s.status.as_str(), "running" | "waiting") => "interrupted",
-            (Some(s), None) => s.status.as_str(),
+            (Some(s), None) if s.status.is_active() => "interrupted",
+            (Some(s), None) => s.status.name(),
         };
         let phase = Phase {
             status: status.to_string(),

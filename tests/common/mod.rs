@@ -11,6 +11,19 @@ use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ralph");
 
+/// A scenario: one iteration that jumps past L2 (87% of the usable window)
+/// while writing `work.txt`.
+pub const QUICK_L2: &str = r#"
+[[step]]
+context = 146000
+text = "Writing."
+path = "work.txt"
+content = "work in progress\n"
+"#;
+
+/// A scenario: one iteration that changes nothing.
+pub const IDLE: &str = "[[step]]\ncontext = 20000\ntext = \"Looking around.\"\n[[step]]\nresult = \"Nothing changed.\"\n";
+
 pub struct Project {
     pub dir: tempfile::TempDir,
 }
@@ -263,15 +276,6 @@ pub fn wait_for_process(needle: &str, within: Duration) {
         !processes_matching(needle).is_empty()
     });
 }
-
-/// One step to L2 that writes `work.txt`: the shortest checkpointed iteration.
-pub const QUICK_L2: &str = r#"
-[[step]]
-context = 146000
-text = "Writing."
-path = "work.txt"
-content = "work in progress\n"
-"#;
 
 /// `s` as a TOML basic string (a JSON string is one: the same escapes).
 pub fn toml_string(s: &str) -> String {

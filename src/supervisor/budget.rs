@@ -1,0 +1,327 @@
+//! The run's budgets: iterations, cost, duration and `--deadline`, and
+//! when one of them is spent. One rule for all of them: each counts from
+//! the start of the run (a `ralph run` that continues a run continues its
+//! budgets; the duration is wall time since the run's `started_at`), or,
+//! with `ralph run --budget-per-invocation`, each from the start of this
+//! invocation. Pure: the moment and the cost come in as values.
+
+use std::time::{Duration, Instant};
+
+use super::Now;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::span::format_duration;
+
+/// Which budget is spent; shown as the run's end reason.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum BudgetSpent {
+    Cost { spent: f64, max: f64 },
+    Duration(Duration),
+    Deadline(jiff::Timestamp),
+}
+
+impl std::fmt::Display for BudgetSpent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BudgetSpent::Cost { spent, max } => write!(
+                f,
+                "cost budget spent: ${spent:.2} of loop.max_cost_usd ${max:.2}"
+            ),
+            BudgetSpent::Duration(max) => {
+                write!(f, "loop.max_duration {} reached", format_duration(*max))
+            }
+            BudgetSpent::Deadline(t) => write!(f, "deadline {t} reached"),
+        }
+    }
+}
+
+/// The limits a run was started with.
+#[derive(Debug, Clone)]
+pub(super) struct Budgets {
+    pub max_cost: Option<f64>,
+    pub max_duration: Option<Duration>,
+    pub deadline: Option<jiff::Timestamp>,
+    /// When this invocation started (the duration counts from here, plus
+    /// `counted_from.elapsed`).
+    pub started: Instant,
+    pub counted_from: CountedFrom,
+}
+
+/// What the run had spent where the counting starts: nothing when the
+/// budgets are the run's (the default), the run's figures so far when
+/// they are this invocation's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct CountedFrom {
+    /// Iterations of the run before the count (the count's first is the next).
+    pub iteration: u32,
+    pub cost: f64,
+    /// Time of the run before this invocation that counts.
+    pub elapsed: Duration,
+}
+
+impl CountedFrom {
+    /// Per run: the iterations, cost and time the run has had so far all
+    /// count (`elapsed` is the wall time since it started, `run_age`).
+    /// Per invocation: the run's figures so far are the base.
+    pub(super) fn new(per_invocation: bool, iteration: u32, cost: f64, run_age: Duration) -> Self {
+        if per_invocation {
+            CountedFrom {
+                iteration,
+                cost,
+                elapsed: Duration::ZERO,
+            }
+        } else {
+            CountedFrom {
+                iteration: 0,
+                cost: 0.0,
+                elapsed: run_age,
+            }
+        }
+    }
+}
+
+impl Budgets {
+    pub(super) fn new(
+        config: &Config,
+        deadline: Option<jiff::Timestamp>,
+        started: Instant,
+        counted_from: CountedFrom,
+    ) -> Budgets {
+        Budgets {
+            max_cost: config.loop_.max_cost_usd,
+            max_duration: config.loop_.max_duration.map(|d| d.0),
+            deadline,
+            started,
+            counted_from,
+        }
+    }
+
+    /// Iterations the iteration limit counts when the run's latest is
+    /// `iteration`.
+    pub(super) fn iterations_counted(&self, iteration: u32) -> u32 {
+        iteration.saturating_sub(self.counted_from.iteration)
+    }
+
+    /// The number of the last iteration `max_iterations` allows, as the run
+    /// counts them: what `state.json` and `ralph status` show.
+    pub(super) fn iteration_limit(&self, max_iterations: u32) -> u32 {
+        self.counted_from.iteration.saturating_add(max_iterations)
+    }
+
+    /// The budget spent at `now`, with `cost` spent so far in the run.
+    pub(super) fn spent(&self, now: &Now, cost: f64) -> Option<BudgetSpent> {
+        let spent = cost - self.counted_from.cost;
+        if let Some(max) = self.max_cost
+            && spent >= max
+        {
+            return Some(BudgetSpent::Cost { spent, max });
+        }
+        self.time_spent_within(now, Duration::ZERO)
+    }
+
+    /// The time budget (max_duration, deadline) reached `within` from now.
+    pub(super) fn time_spent_within(&self, now: &Now, within: Duration) -> Option<BudgetSpent> {
+        if let Some(max) = self.max_duration
+            && self.counted_from.elapsed + now.mono.saturating_duration_since(self.started) + within
+                >= max
+        {
+            return Some(BudgetSpent::Duration(max));
+        }
+        let then = jiff::SignedDuration::try_from(within)
+            .ok()
+            .and_then(|d| now.wall.checked_add(d).ok());
+        if let Some(deadline) = self.deadline
+            && then.is_none_or(|t| t >= deadline)
+        {
+            return Some(BudgetSpent::Deadline(deadline));
+        }
+        None
+    }
+}
+
+/// Parse `--deadline HH:MM`: the next such local time after `now`.
+pub(super) fn parse_deadline(text: &str, now: &jiff::Zoned) -> Result<jiff::Timestamp> {
+    let bad = || {
+        Error::usage(format!("--deadline `{text}` is not a time of day"))
+            .with_hint("write it as HH:MM in local time, e.g. --deadline 07:30")
+    };
+    let time: jiff::civil::Time = text.trim().parse().map_err(|_| bad())?;
+    let today = now
+        .date()
+        .to_datetime(time)
+        .to_zoned(now.time_zone().clone())
+        .map_err(|_| bad())?;
+    let at = if today > *now {
+        today
+    } else {
+        today.tomorrow().map_err(|_| bad())?
+    };
+    Ok(at.timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::span::Span;
+
+    fn limits(counted_from: CountedFrom, start: &Now) -> Budgets {
+        let mut config = Config::default();
+        config.loop_.max_iterations = 2;
+        config.loop_.max_duration = Some(Span::secs(3600));
+        config.loop_.max_cost_usd = Some(1.0);
+        Budgets::new(&config, None, start.mono, counted_from)
+    }
+
+    #[test]
+    fn every_budget_counts_from_the_start_of_the_run() {
+        // A run continued after 2 iterations, $0.99 and 2 hours.
+        let now = Now::read();
+        let b = limits(
+            CountedFrom::new(false, 2, 0.99, Duration::from_secs(7200)),
+            &now,
+        );
+        assert_eq!(b.iteration_limit(2), 2);
+        assert_eq!(b.iterations_counted(2), 2);
+        assert_eq!(
+            b.spent(&now, 0.99),
+            Some(BudgetSpent::Duration(Duration::from_secs(3600)))
+        );
+        let fresh = limits(CountedFrom::new(false, 2, 0.99, Duration::ZERO), &now);
+        assert_eq!(fresh.spent(&now, 0.99), None);
+        assert!(matches!(
+            fresh.spent(&now, 1.0),
+            Some(BudgetSpent::Cost { .. })
+        ));
+    }
+
+    #[test]
+    fn or_every_budget_from_the_start_of_this_invocation() {
+        let now = Now::read();
+        let b = limits(
+            CountedFrom::new(true, 2, 0.99, Duration::from_secs(7200)),
+            &now,
+        );
+        assert_eq!(
+            b.iteration_limit(2),
+            4,
+            "run-wide: iteration 4 of at most 4"
+        );
+        assert_eq!(b.iterations_counted(3), 1);
+        assert_eq!(b.spent(&now, 1.98), None);
+        assert_eq!(
+            b.spent(&now, 1.99).map(|s| s.to_string()),
+            Some("cost budget spent: $1.00 of loop.max_cost_usd $1.00".into())
+        );
+        assert!(
+            b.time_spent_within(&now, Duration::from_secs(3599))
+                .is_none()
+        );
+        assert!(
+            b.time_spent_within(&now, Duration::from_secs(3600))
+                .is_some()
+        );
+    }
+
+    fn at(s: &str) -> jiff::Zoned {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn deadline_is_the_next_such_local_time() {
+        let evening = at("2026-11-21T22:00:00[Europe/Berlin]");
+        let t = parse_deadline("07:30", &evening).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T06:30:00Z");
+        let early = at("2026-11-22T05:00:00[Europe/Berlin]");
+        let t = parse_deadline(" 07:30 ", &early).unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T06:30:00Z");
+        // The very minute now is over: tomorrow's.
+        let now = at("2026-11-22T07:30:00[Europe/Berlin]");
+        let t = parse_deadline("07:30", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-23T06:30:00Z");
+    }
+
+    #[test]
+    fn deadline_across_a_clock_change() {
+        // The night the clocks go back: 07:30 is 8 hours of wall time away
+        // but 9 hours of real time.
+        let now = at("2026-10-24T23:30:00[Europe/Berlin]");
+        let t = parse_deadline("07:30", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-10-25T06:30:00Z");
+        assert_eq!(t.duration_since(now.timestamp()).as_hours(), 9);
+    }
+
+    #[test]
+    fn bad_deadlines_are_usage_errors_with_a_hint() {
+        let now = at("2026-11-21T22:00:00[UTC]");
+        for text in ["7pm", "25:00", "07:60", "", "tomorrow"] {
+            let err = parse_deadline(text, &now).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{text}");
+            assert!(err.render().contains("HH:MM"), "{text}");
+        }
+    }
+
+    fn budgets(start: Instant) -> Budgets {
+        Budgets {
+            max_cost: Some(5.0),
+            max_duration: Some(Duration::from_secs(3600)),
+            deadline: Some("2026-11-22T06:30:00Z".parse().unwrap()),
+            started: start,
+            counted_from: CountedFrom::default(),
+        }
+    }
+
+    fn now(start: Instant, after: u64, wall: &str) -> Now {
+        Now {
+            mono: start + Duration::from_secs(after),
+            wall: wall.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn each_budget_in_turn() {
+        let start = Now::read().mono;
+        let b = budgets(start);
+        let early = now(start, 60, "2026-11-22T05:00:00Z");
+        assert_eq!(b.spent(&early, 4.99), None);
+        // Cost first, shown with what was spent.
+        let cost = b.spent(&early, 5.0).unwrap();
+        assert_eq!(
+            cost.to_string(),
+            "cost budget spent: $5.00 of loop.max_cost_usd $5.00"
+        );
+        let late = now(start, 3600, "2026-11-22T05:00:00Z");
+        assert_eq!(
+            b.spent(&late, 0.0).unwrap().to_string(),
+            "loop.max_duration 1h00m reached"
+        );
+        let past = now(start, 60, "2026-11-22T06:30:00Z");
+        assert_eq!(
+            b.spent(&past, 0.0).unwrap().to_string(),
+            "deadline 2026-11-22T06:30:00Z reached"
+        );
+        // Reached within a wait: the wait would end after the deadline.
+        let hour = Duration::from_secs(3600);
+        assert_eq!(b.time_spent_within(&early, Duration::from_secs(60)), None);
+        assert!(matches!(
+            b.time_spent_within(&early, hour),
+            Some(BudgetSpent::Duration(_))
+        ));
+        let open = Budgets {
+            max_duration: None,
+            ..budgets(start)
+        };
+        assert!(matches!(
+            open.time_spent_within(&early, Duration::from_secs(5400)),
+            Some(BudgetSpent::Deadline(_))
+        ));
+        let none = Budgets {
+            max_cost: None,
+            max_duration: None,
+            deadline: None,
+            started: start,
+            counted_from: CountedFrom::default(),
+        };
+        assert_eq!(none.spent(&past, 1e9), None);
+        assert_eq!(none.time_spent_within(&past, Duration::MAX), None);
+    }
+}

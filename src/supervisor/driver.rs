@@ -1,0 +1,214 @@
+//! The async side of one iteration. It decides nothing: it waits for
+//! whatever comes first — the agent's exit, a line, a request, the
+//! machine's next wake, in that order of priority — hands it to the
+//! [`IterationMachine`] as an [`Input`], and carries out the [`Effect`]s
+//! that come back. After the exit it drains the lines left in the pipe.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::sleep_until;
+
+use super::Now;
+use super::facts::Facts;
+use super::iteration::{Effect, HandoffRequest, Input, IterationMachine};
+use super::signals::Signals;
+use crate::agent::{Agent, Line};
+use crate::config::format_duration;
+use crate::events::{Bus, Event};
+use crate::hooks::{self, Hooks};
+use crate::state::Lock;
+use crate::templates::{self, Templates};
+
+/// How long the lines an agent left in its pipe may take to read once it
+/// exited (nothing writes to the pipe any more: this only bounds a stuck
+/// reader).
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// Wait for the agent's exit in a task of its own (so that waiting never
+/// holds a borrow of the agent); the status arrives on the receiver.
+pub(super) fn watch_exit(agent: &mut Agent) -> oneshot::Receiver<std::io::Result<ExitStatus>> {
+    let (exit_tx, exited) = oneshot::channel();
+    let mut child = agent.take_child();
+    tokio::spawn(async move {
+        let _ = exit_tx.send(child.wait().await);
+    });
+    exited
+}
+
+/// What one iteration's driver works with.
+pub(super) struct Driver<'a> {
+    pub bus: &'a mut Bus,
+    pub templates: &'a Templates,
+    pub root: &'a Path,
+    pub signals: &'a mut Signals,
+    /// Every event goes through the hooks (a rising level fires
+    /// `on_level`), with what the run knows of this iteration.
+    hooks: &'a mut Hooks,
+    hook_facts: hooks::Facts,
+    /// Where the sessions of the agent's tools are recorded on each beat
+    /// (a takeover after a crash ends them).
+    lock: &'a mut Lock,
+    /// Effects still to carry out (kept to spare an allocation per line).
+    queue: VecDeque<Effect>,
+    out: Vec<Effect>,
+}
+
+impl<'a> Driver<'a> {
+    pub(super) fn new(
+        bus: &'a mut Bus,
+        templates: &'a Templates,
+        root: &'a Path,
+        signals: &'a mut Signals,
+        (hooks, hook_facts): (&'a mut Hooks, hooks::Facts),
+        lock: &'a mut Lock,
+    ) -> Driver<'a> {
+        Driver {
+            bus,
+            templates,
+            root,
+            signals,
+            hooks,
+            hook_facts,
+            lock,
+            queue: VecDeque::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Run the machine until the agent has exited and its lines are read.
+    pub(super) async fn drive(
+        mut self,
+        mut machine: IterationMachine,
+        agent: &mut Agent,
+        mut lines: mpsc::Receiver<Line>,
+        mut exited: oneshot::Receiver<std::io::Result<ExitStatus>>,
+    ) -> Facts {
+        let mut lines_open = true;
+        let status = loop {
+            let input = tokio::select! {
+                biased;
+                status = &mut exited => break status.ok().and_then(Result::ok),
+                line = lines.recv(), if lines_open => match line {
+                    Some((event, at)) => Input::Line(event, at),
+                    None => {
+                        lines_open = false;
+                        continue;
+                    }
+                },
+                request = self.signals.next() => Input::Request(request),
+                () = sleep_until(machine.next_wake().into()) => Input::Wake,
+            };
+            self.step(&mut machine, input, Some(agent)).await;
+        };
+        let exit = Input::Exited {
+            code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+        };
+        self.step(&mut machine, exit, None).await;
+        // Whatever the agent left behind ends with the iteration; then the
+        // readers reach EOF and every line it wrote can be read: all of
+        // them, up to the channel's end (an agent that printed thousands of
+        // lines and exited at once has most of them still in the pipe).
+        // Running on_level hooks are ralph's children too: let them end.
+        self.hooks.settle(self.bus);
+        agent.end_leftovers();
+        let drained = tokio::time::Instant::now() + DRAIN_LIMIT;
+        while let Ok(Some((event, at))) = tokio::time::timeout_at(drained, lines.recv()).await {
+            self.step(&mut machine, Input::Line(event, at), None).await;
+        }
+        agent.join_readers();
+        let mut facts = machine.finish();
+        // Read once the stderr reader has seen the end, not before: the
+        // agent's last words on stderr explain why it failed.
+        facts.stderr_tail = agent.stderr_tail();
+        for message in agent.transcript_notes() {
+            self.bus.emit(Event::Warning { message });
+        }
+        facts
+    }
+
+    /// Hand one input to the machine and carry out what it answers. An
+    /// agent of `None` has exited: effects on it are dropped.
+    async fn step(
+        &mut self,
+        machine: &mut IterationMachine,
+        input: Input,
+        mut agent: Option<&mut Agent>,
+    ) {
+        machine.handle(input, &Now::read(), &mut self.out);
+        self.queue.extend(self.out.drain(..));
+        while let Some(effect) = self.queue.pop_front() {
+            match effect {
+                Effect::Emit(event) => {
+                    let facts = &self.hook_facts;
+                    self.hooks.emit(self.bus, event, || facts.clone());
+                }
+                Effect::Tick => {
+                    self.hooks.report(self.bus);
+                    self.bus.tick();
+                    let _ = self.lock.add_sessions(crate::procs::descendant_sessions());
+                }
+                Effect::DetachDisplay => self.bus.detach(),
+                Effect::CloseStdin => {
+                    if let Some(a) = agent.as_deref_mut() {
+                        a.close_stdin();
+                    }
+                }
+                Effect::Signal(sig) => {
+                    if let Some(a) = agent.as_deref() {
+                        a.signal(sig);
+                    }
+                }
+                Effect::AskHandoff(request) => {
+                    let sent = match agent.as_deref_mut() {
+                        Some(a) => self.ask_handoff(a, &request).await,
+                        None => false,
+                    };
+                    // The answer's effects come before the rest of the queue.
+                    machine.handle(Input::HandoffSent(sent), &Now::read(), &mut self.out);
+                    for e in self.out.drain(..).rev() {
+                        self.queue.push_front(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Render the checkpoint request and write it to the agent's stdin.
+    async fn ask_handoff(&mut self, agent: &mut Agent, r: &HandoffRequest) -> bool {
+        if !agent.stdin_open() {
+            return false;
+        }
+        let _ = crate::state::create_dir_private(
+            &self
+                .root
+                .join(r.notes_path.parent().unwrap_or(Path::new("."))),
+        );
+        let text = self.templates.render(
+            templates::CHECKPOINT_REQUEST,
+            minijinja::context! {
+                percent => r.percent,
+                level => r.level.name(),
+                tokens => r.tokens,
+                usable => r.usable,
+                notes_path => r.notes_path.display().to_string(),
+                grace => format_duration(r.grace),
+                trigger => r.trigger.name(),
+                reason => &r.reason,
+            },
+        );
+        match text {
+            Ok(text) => agent.send(&text).await,
+            Err(e) => {
+                self.bus.emit(Event::Warning {
+                    message: format!("cannot render the checkpoint request: {e}"),
+                });
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The run's bookkeeping in [`RunState`]: what an iteration adds to the
+//! history, the error fingerprints, the context history and the checkpoint
+//! fields, and what the circuit breaker makes of it. The supervisor and
+//! this file are the only writers of the state during a run.
+
+use super::Now;
+use super::facts::{CheckpointMark, Facts, first_line};
+use super::verdict::Verdict;
+use crate::breaker::{self, BreakerConfig, Trip};
+use crate::checkpoint::{Moment, Saved};
+use crate::config::Config;
+use crate::context::round1;
+use crate::events::Event;
+use crate::plan::Plan;
+use crate::state::{ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus};
+
+/// The meter's part, once the agent is gone.
+pub(super) fn meter(state: &mut RunState, facts: &Facts) {
+    let Some(m) = &facts.meter else {
+        return;
+    };
+    state.context_window = m.window;
+    state.known_windows.clone_from(&m.known_windows);
+    state.context_history.push(HistoryEntry {
+        iteration: facts.number,
+        peak_percent: round1(m.peak_percent),
+        checkpoint: facts.checkpoint.is_some(),
+        level: Some(facts.checkpoint.map_or(m.peak_level, |c| c.level)),
+        handoff: None,
+        peak_tokens: m.peak_tokens,
+    });
+}
+
+/// A checkpoint was saved: where to resume from.
+pub(super) fn checkpoint(
+    state: &mut RunState,
+    facts: &Facts,
+    mark: CheckpointMark,
+    moment: &Moment,
+    saved: &Saved,
+    timestamp: String,
+) {
+    state.context_checkpoint = ContextCheckpoint {
+        active: true,
+        level: Some(mark.level),
+        percent_at_checkpoint: round1(moment.percent),
+        timestamp: Some(timestamp),
+        handoff_file: saved.handoff.clone(),
+        resume_summary: Some(saved.resume_summary.clone()),
+        files_in_progress: saved.files_in_progress.clone(),
+        current_todo_item: saved.current_item.clone(),
+        progress_on_item: facts
+            .text_at_checkpoint
+            .as_deref()
+            .or(facts.last_text.as_deref())
+            .map(first_line),
+        trigger: Some(mark.trigger),
+        commit: saved.commit.clone(),
+    };
+    if let Some(h) = state.context_history.last_mut() {
+        h.checkpoint = true;
+        h.level = Some(mark.level);
+        h.handoff.clone_from(&saved.handoff);
+    }
+    if saved.commit.is_some() {
+        state.last_commit.clone_from(&saved.commit);
+    }
+    if saved.handoff.is_some() {
+        state.last_handoff.clone_from(&saved.handoff);
+    }
+}
+
+/// What the iteration adds to the run: cost, plan, breaker, history. The
+/// breaker's trip, if it opened, is returned.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn iteration(
+    state: &mut RunState,
+    facts: &Facts,
+    verdict: &Verdict,
+    plan_after: &Plan,
+    diff_before: Option<&str>,
+    cfg: &BreakerConfig,
+    now: &Now,
+    events: &mut Vec<Event>,
+) -> Option<Trip> {
+    state.cost_usd += facts.cost_usd;
+    state.todo_items = plan_after.open().map(|i| i.text.clone()).collect();
+    state.completed_items = plan_after.done().map(|i| i.text.clone()).collect();
+    let was = state.breaker.status;
+    let trip = state
+        .breaker
+        .record(&verdict.breaker, cfg, now.wall.as_second());
+    if was == breaker::Status::HalfOpen && state.breaker.status == breaker::Status::Closed {
+        events.push(Event::Breaker {
+            status: "closed".into(),
+            rule: None,
+            message: "the trial iteration made progress".into(),
+        });
+    }
+    state.no_change_count = state.breaker.no_progress;
+    state.consecutive_failures = state.breaker.consecutive_failures;
+    let error_hash = verdict.error.as_deref().map(breaker::fingerprint);
+    if let Some(h) = &error_hash {
+        state.error_hashes.push(h.clone());
+        let excess = state
+            .error_hashes
+            .len()
+            .saturating_sub(breaker::KEEP_ERROR_HASHES);
+        state.error_hashes.drain(..excess);
+    }
+    if let Some(d) = diff_before {
+        state.last_diff_hash = Some(d.to_string());
+    }
+    let commit = verdict
+        .checkpoint
+        .and_then(|_| state.context_checkpoint.commit.clone());
+    let outcome = verdict.outcome.to_string();
+    state.history.push(IterationRecord {
+        iteration: facts.number,
+        started_at: String::new(),
+        ended_at: now.wall.to_string(),
+        outcome: outcome.clone(),
+        exit_code: facts.exit_code,
+        progress: verdict.progress,
+        cost_usd: facts.cost_usd,
+        error: verdict.error.clone(),
+        error_hash,
+        commit,
+    });
+    events.push(Event::IterationEnded {
+        iteration: facts.number,
+        outcome,
+        progress: verdict.progress,
+        cost_usd: facts.cost_usd,
+        peak_percent: state.context_history.last().map_or(0.0, |h| h.peak_percent),
+        seconds: facts.seconds,
+        error: verdict.error.clone(),
+        invalid_lines: facts.invalid_lines,
+        skipped_lines: facts.skipped_lines,
+    });
+    trip
+}
+
+/// A run starts (or takes over): what the state says about it.
+/// `max_iterations` is the run-wide limit (`Budgets::iteration_limit`).
+pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan, max_iterations: u32) {
+    state.status = RunStatus::Running;
+    state.exit_reason = None;
+    state.supervisor_pid = Some(std::process::id());
+    state.max_iterations = max_iterations;
+    state.completion_promise = config.loop_.completion_promise.clone();
+    state.task_name = config
+        .plan
+        .file_stem()
+        .map_or("plan".into(), |s| s.to_string_lossy().into_owned());
+    state.objective = plan
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("work through {}", config.plan.display()));
+}
+
+/// Everything known about the moment of a checkpoint, from the facts and
+/// the context history (its peak when the mark has no percent of its own).
+pub(super) fn moment(
+    state: &RunState,
+    facts: &Facts,
+    mark: CheckpointMark,
+    reserve: u64,
+) -> Moment {
+    let entry = state.context_history.last().cloned().unwrap_or_default();
+    Moment {
+        iteration: facts.number,
+        trigger: mark.trigger,
+        level: mark.level,
+        percent: if mark.percent > 0.0 {
+            mark.percent
+        } else {
+            entry.peak_percent
+        },
+        tokens: entry.peak_tokens,
+        usable: state.context_window.saturating_sub(reserve),
+        window: state.context_window,
+        reason: facts
+            .stop_reason
+            .clone()
+            .unwrap_or_else(|| format!("{} checkpoint", mark.trigger)),
+        last_text: facts.text_at_checkpoint.clone().or(facts.last_text.clone()),
+        last_tools: facts.tool_calls.clone(),
+        files_touched: facts.files_touched.clone(),
+        notes_path: facts.notes_path.clone(),
+    }
+}

@@ -1,0 +1,760 @@
+//! What an iteration amounts to, and whether the run goes on: the failure
+//! judgement, the iteration's outcome, and the exit rules in their one
+//! documented order. Pure: everything comes in as values.
+
+use super::budget::BudgetSpent;
+use super::facts::{CheckpointMark, Facts};
+use super::stop::SignalCount;
+use crate::breaker::{self, Admission, BreakerState, Trip};
+use crate::config::format_duration;
+use crate::context::Level;
+use crate::events::Event;
+use crate::limits::LimitHit;
+use crate::state::{RunStatus, Trigger};
+
+/// How a run ended; maps to the exit codes of DESIGN.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Completed,
+    BreakerOpen,
+    IterationLimit,
+    BudgetSpent,
+    Stopped,
+    Interrupted,
+}
+
+impl Outcome {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Completed => 0,
+            Outcome::BreakerOpen => 3,
+            Outcome::IterationLimit => 4,
+            Outcome::BudgetSpent => 5,
+            Outcome::Stopped => 6,
+            Outcome::Interrupted => 130,
+        }
+    }
+
+    pub fn status(self) -> RunStatus {
+        match self {
+            Outcome::Completed => RunStatus::Completed,
+            Outcome::BreakerOpen => RunStatus::BreakerOpen,
+            Outcome::IterationLimit => RunStatus::IterationLimit,
+            Outcome::BudgetSpent => RunStatus::BudgetSpent,
+            Outcome::Stopped => RunStatus::Stopped,
+            Outcome::Interrupted => RunStatus::Interrupted,
+        }
+    }
+}
+
+/// One iteration's outcome as the history and the events name it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum IterationOutcome {
+    NotStarted(String),
+    UsageLimit,
+    Checkpoint(Trigger, Level),
+    Failed,
+    Promise,
+    Done,
+}
+
+impl std::fmt::Display for IterationOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IterationOutcome::NotStarted(e) => write!(f, "agent did not start: {e}"),
+            IterationOutcome::UsageLimit => f.write_str("usage limit"),
+            IterationOutcome::Checkpoint(t, l) => write!(f, "checkpoint ({t}, {l})"),
+            IterationOutcome::Failed => f.write_str("failed"),
+            IterationOutcome::Promise => f.write_str("promise"),
+            IterationOutcome::Done => f.write_str("done"),
+        }
+    }
+}
+
+/// What the supervisor measured around the iteration.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Measured {
+    /// The work tree changed (or commits were made).
+    pub tree_progress: bool,
+    /// Plan items were ticked off.
+    pub items_done: bool,
+}
+
+/// What the user asked for during the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct RunFlags {
+    pub signals: SignalCount,
+    pub stop_requested: bool,
+}
+
+impl RunFlags {
+    /// Take in what arrived during an iteration.
+    pub(super) fn absorb(&mut self, facts: &Facts) {
+        self.signals = facts.signals;
+        self.stop_requested |= facts.stop_requested;
+    }
+}
+
+/// The judgement of one iteration.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Verdict {
+    pub progress: bool,
+    pub error: Option<String>,
+    /// The checkpoint to save, if any.
+    pub checkpoint: Option<CheckpointMark>,
+    pub outcome: IterationOutcome,
+    /// What the circuit breaker is told.
+    pub breaker: breaker::Outcome,
+}
+
+/// What the run does next.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Next {
+    Continue,
+    WaitForLimit(LimitHit),
+    End(Outcome, String),
+}
+
+pub(super) fn judge(facts: &Facts, measured: &Measured, flags: &RunFlags) -> Verdict {
+    let progress = measured.tree_progress || measured.items_done;
+    let we_stopped = facts.checkpoint.is_some();
+    // A timeout whose iteration made progress is not a failure.
+    let error = failure_of(facts, we_stopped).filter(|_| !(facts.timed_out.is_some() && progress));
+    let rate_limited = facts.limit.is_some();
+    // A usage limit with work in the tree: save it before waiting.
+    let checkpoint = facts.checkpoint.or_else(|| {
+        (rate_limited && measured.tree_progress).then_some(CheckpointMark {
+            trigger: Trigger::RateLimit,
+            level: Level::L2,
+            percent: 0.0,
+        })
+    });
+    let outcome = if let Some(e) = &facts.spawn_error {
+        IterationOutcome::NotStarted(e.clone())
+    } else if rate_limited {
+        IterationOutcome::UsageLimit
+    } else if let Some(mark) = &checkpoint {
+        IterationOutcome::Checkpoint(mark.trigger, mark.level)
+    } else if error.is_some() {
+        IterationOutcome::Failed
+    } else if facts.promise {
+        IterationOutcome::Promise
+    } else {
+        IterationOutcome::Done
+    };
+    let breaker = breaker::Outcome {
+        progress,
+        failed: error.is_some(),
+        error: error.clone(),
+        permission_denials: facts.permission_denials.clone(),
+        rate_limited,
+        cut_short: flags.signals.any()
+            || flags.stop_requested
+            || checkpoint.is_some_and(|c| c.trigger == Trigger::Budget),
+    };
+    Verdict {
+        progress,
+        error,
+        checkpoint,
+        outcome,
+        breaker,
+    }
+}
+
+/// Why this iteration counts as a failure, if it does.
+pub(super) fn failure_of(it: &Facts, we_stopped: bool) -> Option<String> {
+    if let Some(e) = &it.spawn_error {
+        return Some(format!("agent could not start: {e}"));
+    }
+    if it.limit.is_some() {
+        return None; // waited out, not held against the agent
+    }
+    if let Some(t) = &it.timed_out {
+        return Some(t.clone());
+    }
+    if let Some(r) = &it.result {
+        // Our own SIGINT makes the CLI report an aborted run: not a failure.
+        let aborted_by_us = we_stopped && r.subtype == "error_during_execution";
+        if r.is_error && !aborted_by_us {
+            let text = r
+                .text
+                .clone()
+                .filter(|t| !t.is_empty())
+                .or_else(|| (!r.errors.is_empty()).then(|| r.errors.join("; ")))
+                .unwrap_or_else(|| r.subtype.clone());
+            return Some(match r.api_error_status {
+                Some(s) => format!("API error {s}: {text}"),
+                None => text,
+            });
+        }
+        return None;
+    }
+    if we_stopped {
+        return None;
+    }
+    let stderr = it
+        .stderr_tail
+        .trim()
+        .lines()
+        .last()
+        .unwrap_or("")
+        .to_string();
+    Some(match (it.exit_code, it.exit_signal) {
+        (Some(0), _) => "agent exited without a result".into(),
+        (Some(c), _) => format!(
+            "agent exited with code {c} without a result{}",
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!(": {stderr}")
+            }
+        ),
+        (None, Some(s)) => format!("agent was killed by signal {s}"),
+        _ => "agent ended without a result".into(),
+    })
+}
+
+/// The circuit breaker's part in the exit rules.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum BreakerEnd {
+    /// It opened on the iteration just ended.
+    Tripped(Trip),
+    /// It is still open from before; the cooldown has this left.
+    Cooling(String),
+}
+
+/// Everything the exit rules look at, whether between iterations
+/// ([`gate`]) or after one ([`next`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Case {
+    pub signalled: bool,
+    /// The agent kept its promise in this iteration; the plan's open items.
+    pub promise: Option<(u32, usize)>,
+    pub require_plan_complete: bool,
+    pub breaker: Option<BreakerEnd>,
+    pub stop_requested: bool,
+    pub budget: Option<BudgetSpent>,
+    pub limit: Option<LimitHit>,
+    /// The iteration limit is reached after this many iterations.
+    pub iteration_limit: Option<u32>,
+}
+
+/// The exit rules, most specific first: signal > completion (a premature
+/// promise only warns) > breaker > stop > budget > usage limit > iteration
+/// limit > go on.
+pub(super) fn exit_rule(case: Case, events: &mut Vec<Event>) -> Next {
+    if case.signalled {
+        return Next::End(Outcome::Interrupted, "interrupted by a signal".into());
+    }
+    if let Some((iteration, open_items)) = case.promise {
+        if case.require_plan_complete && open_items > 0 {
+            events.push(Event::PrematurePromise {
+                iteration,
+                open_items,
+            });
+        } else {
+            return Next::End(
+                Outcome::Completed,
+                format!("the agent kept its promise in iteration {iteration}"),
+            );
+        }
+    }
+    match case.breaker {
+        Some(BreakerEnd::Tripped(trip)) => {
+            events.push(Event::Breaker {
+                status: "open".into(),
+                rule: Some(trip.rule.into()),
+                message: format!("{}; {}", trip.message, trip.hint),
+            });
+            return Next::End(
+                Outcome::BreakerOpen,
+                format!(
+                    "circuit breaker opened ({}): {}. {}",
+                    trip.rule, trip.message, trip.hint
+                ),
+            );
+        }
+        Some(BreakerEnd::Cooling(why)) => return Next::End(Outcome::BreakerOpen, why),
+        None => {}
+    }
+    if case.stop_requested {
+        return Next::End(Outcome::Stopped, "stopped on request (ralph stop)".into());
+    }
+    if let Some(spent) = case.budget {
+        return Next::End(Outcome::BudgetSpent, spent.to_string());
+    }
+    if let Some(hit) = case.limit {
+        return Next::WaitForLimit(hit);
+    }
+    if let Some(n) = case.iteration_limit {
+        return Next::End(
+            Outcome::IterationLimit,
+            format!("iteration limit reached: {n} iterations (loop.max_iterations)"),
+        );
+    }
+    Next::Continue
+}
+
+/// Between iterations: may another one start?
+pub(super) fn gate(
+    admission: Admission,
+    breaker: &BreakerState,
+    flags: &RunFlags,
+    budget: Option<BudgetSpent>,
+    started_here: u32,
+    max_iterations: u32,
+    events: &mut Vec<Event>,
+) -> Next {
+    let breaker = match admission {
+        Admission::Go => None,
+        Admission::Trial => {
+            events.push(Event::Breaker {
+                status: "half-open".into(),
+                rule: breaker.rule.clone(),
+                message: "cooldown over: one trial iteration".into(),
+            });
+            None
+        }
+        Admission::Wait(left) => Some(BreakerEnd::Cooling(format!(
+            "circuit breaker is open ({}): {}; the cooldown ends in {}. Fix the cause and run `ralph run --reset-breaker` to go on now",
+            breaker.rule.as_deref().unwrap_or("?"),
+            breaker.message.as_deref().unwrap_or(""),
+            format_duration(left)
+        ))),
+    };
+    exit_rule(
+        Case {
+            breaker,
+            stop_requested: flags.stop_requested,
+            budget,
+            iteration_limit: (started_here >= max_iterations).then_some(started_here),
+            ..Case::default()
+        },
+        events,
+    )
+}
+
+/// After an iteration: does the run go on?
+pub(super) fn next(
+    facts: &Facts,
+    trip: Option<Trip>,
+    flags: &RunFlags,
+    budget: Option<BudgetSpent>,
+    open_items: usize,
+    require_plan_complete: bool,
+    events: &mut Vec<Event>,
+) -> Next {
+    exit_rule(
+        Case {
+            signalled: flags.signals.any(),
+            promise: facts.promise.then_some((facts.number, open_items)),
+            require_plan_complete,
+            breaker: trip.map(BreakerEnd::Tripped),
+            stop_requested: flags.stop_requested,
+            budget,
+            limit: facts.limit.clone(),
+            iteration_limit: None,
+        },
+        events,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    use crate::stream::ResultMessage;
+
+    fn result(is_error: bool, subtype: &str, text: &str) -> ResultMessage {
+        ResultMessage {
+            subtype: subtype.into(),
+            is_error,
+            text: (!text.is_empty()).then(|| text.to_string()),
+            ..ResultMessage::default()
+        }
+    }
+
+    fn limit() -> LimitHit {
+        LimitHit {
+            resets_at: None,
+            source: "rate_limit_event",
+            detail: "5-hour limit".into(),
+        }
+    }
+
+    fn mark(trigger: Trigger) -> Option<CheckpointMark> {
+        Some(CheckpointMark {
+            trigger,
+            level: Level::L2,
+            percent: 86.0,
+        })
+    }
+
+    #[test]
+    fn the_failure_judgement() {
+        let exited = |code, signal, stderr: &str| Facts {
+            exit_code: code,
+            exit_signal: signal,
+            stderr_tail: stderr.into(),
+            ..Facts::default()
+        };
+        let api_error = ResultMessage {
+            api_error_status: Some(529),
+            ..result(true, "error_during_execution", "overloaded")
+        };
+        let only_errors = ResultMessage {
+            errors: vec!["a".into(), "b".into()],
+            ..result(true, "error_max_turns", "")
+        };
+        // (the facts, whether ralph stopped the agent, the failure)
+        let cases: Vec<(Facts, bool, Option<&str>)> = vec![
+            (
+                Facts {
+                    spawn_error: Some("no such file".into()),
+                    ..Facts::default()
+                },
+                false,
+                Some("agent could not start: no such file"),
+            ),
+            // A usage limit is waited out, even with a timeout or an error.
+            (
+                Facts {
+                    limit: Some(limit()),
+                    timed_out: Some("no output".into()),
+                    result: Some(result(true, "success", "limit")),
+                    ..Facts::default()
+                },
+                false,
+                None,
+            ),
+            (
+                Facts {
+                    timed_out: Some("iteration timeout (1h00m) reached".into()),
+                    ..Facts::default()
+                },
+                true,
+                Some("iteration timeout (1h00m) reached"),
+            ),
+            (
+                Facts {
+                    result: Some(result(false, "success", "done")),
+                    ..Facts::default()
+                },
+                false,
+                None,
+            ),
+            (
+                Facts {
+                    result: Some(result(true, "success", "it broke")),
+                    ..Facts::default()
+                },
+                false,
+                Some("it broke"),
+            ),
+            (
+                Facts {
+                    result: Some(api_error.clone()),
+                    ..Facts::default()
+                },
+                false,
+                Some("API error 529: overloaded"),
+            ),
+            // Aborted by our own SIGINT: not the agent's failure.
+            (
+                Facts {
+                    result: Some(api_error),
+                    ..Facts::default()
+                },
+                true,
+                None,
+            ),
+            (
+                Facts {
+                    result: Some(only_errors),
+                    ..Facts::default()
+                },
+                false,
+                Some("a; b"),
+            ),
+            (
+                Facts {
+                    result: Some(result(true, "error_max_turns", "")),
+                    ..Facts::default()
+                },
+                false,
+                Some("error_max_turns"),
+            ),
+            (exited(Some(1), None, "x"), true, None),
+            (
+                exited(Some(0), None, ""),
+                false,
+                Some("agent exited without a result"),
+            ),
+            (
+                exited(Some(2), None, "first\nlast words\n"),
+                false,
+                Some("agent exited with code 2 without a result: last words"),
+            ),
+            (
+                exited(Some(2), None, " \n"),
+                false,
+                Some("agent exited with code 2 without a result"),
+            ),
+            (
+                exited(None, Some(9), ""),
+                false,
+                Some("agent was killed by signal 9"),
+            ),
+            (
+                exited(None, None, ""),
+                false,
+                Some("agent ended without a result"),
+            ),
+        ];
+        for (i, (facts, we_stopped, failure)) in cases.iter().enumerate() {
+            assert_eq!(
+                failure_of(facts, *we_stopped).as_deref(),
+                *failure,
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_judgement_of_an_iteration() {
+        let flags = RunFlags::default();
+        let tree = Measured {
+            tree_progress: true,
+            items_done: false,
+        };
+        let nothing = Measured::default();
+        // A timeout that made progress is no failure.
+        let timed_out = Facts {
+            timed_out: Some("no output".into()),
+            checkpoint: mark(Trigger::Timeout),
+            ..Facts::default()
+        };
+        let v = judge(&timed_out, &tree, &flags);
+        assert_eq!((v.error, v.progress), (None, true));
+        assert_eq!(v.outcome.to_string(), "checkpoint (timeout, L2)");
+        let v = judge(&timed_out, &nothing, &flags);
+        assert_eq!(v.error.as_deref(), Some("no output"));
+        assert!(v.breaker.failed);
+        // A usage limit with work in the tree is checkpointed before the wait.
+        let limited = Facts {
+            limit: Some(limit()),
+            ..Facts::default()
+        };
+        let v = judge(&limited, &tree, &flags);
+        assert_eq!(v.checkpoint.map(|c| c.trigger), Some(Trigger::RateLimit));
+        assert_eq!(v.outcome.to_string(), "usage limit");
+        assert!(v.breaker.rate_limited);
+        let v = judge(&limited, &nothing, &flags);
+        assert_eq!(v.checkpoint, None);
+        // Cut short: by the user, or by a budget.
+        let budget = Facts {
+            checkpoint: mark(Trigger::Budget),
+            ..Facts::default()
+        };
+        assert!(judge(&budget, &nothing, &flags).breaker.cut_short);
+        let stopped = RunFlags {
+            stop_requested: true,
+            ..flags
+        };
+        assert!(
+            judge(&Facts::default(), &nothing, &stopped)
+                .breaker
+                .cut_short
+        );
+        assert!(!judge(&Facts::default(), &nothing, &flags).breaker.cut_short);
+        // The outcome labels, most specific first.
+        let done = Facts {
+            result: Some(result(false, "success", "ok")),
+            ..Facts::default()
+        };
+        let promised = Facts {
+            promise: true,
+            ..Facts {
+                result: Some(result(false, "success", "ok")),
+                ..Facts::default()
+            }
+        };
+        let failed = Facts {
+            exit_code: Some(1),
+            ..Facts::default()
+        };
+        let not_started = Facts {
+            spawn_error: Some("cannot start".into()),
+            limit: Some(limit()),
+            ..Facts::default()
+        };
+        let labels = [
+            (not_started, "agent did not start: cannot start"),
+            (failed, "failed"),
+            (promised, "promise"),
+            (done, "done"),
+        ];
+        for (facts, label) in labels {
+            assert_eq!(judge(&facts, &nothing, &flags).outcome.to_string(), label);
+        }
+    }
+
+    fn trip() -> Trip {
+        Trip {
+            rule: "no_progress",
+            message: "3 iterations without progress".into(),
+            hint: "look at the plan".into(),
+        }
+    }
+
+    /// Every rule's own case, in the documented order.
+    fn all() -> Case {
+        Case {
+            signalled: true,
+            promise: Some((4, 0)),
+            require_plan_complete: false,
+            breaker: Some(BreakerEnd::Tripped(trip())),
+            stop_requested: true,
+            budget: Some(BudgetSpent::Cost {
+                spent: 5.0,
+                max: 5.0,
+            }),
+            limit: Some(limit()),
+            iteration_limit: Some(10),
+        }
+    }
+
+    type TakeAway = fn(&mut Case);
+
+    #[test]
+    fn the_exit_rule_order() {
+        // Take away the rule that decided, and the next one decides.
+        let order: [(TakeAway, Next); 8] = [
+            (
+                |c| c.signalled = false,
+                Next::End(Outcome::Interrupted, "interrupted by a signal".into()),
+            ),
+            (
+                |c| c.promise = None,
+                Next::End(
+                    Outcome::Completed,
+                    "the agent kept its promise in iteration 4".into(),
+                ),
+            ),
+            (
+                |c| c.breaker = None,
+                Next::End(
+                    Outcome::BreakerOpen,
+                    "circuit breaker opened (no_progress): 3 iterations without progress. look at the plan".into(),
+                ),
+            ),
+            (
+                |c| c.stop_requested = false,
+                Next::End(Outcome::Stopped, "stopped on request (ralph stop)".into()),
+            ),
+            (
+                |c| c.budget = None,
+                Next::End(
+                    Outcome::BudgetSpent,
+                    "cost budget spent: $5.00 of loop.max_cost_usd $5.00".into(),
+                ),
+            ),
+            (|c| c.limit = None, Next::WaitForLimit(limit())),
+            (
+                |c| c.iteration_limit = None,
+                Next::End(
+                    Outcome::IterationLimit,
+                    "iteration limit reached: 10 iterations (loop.max_iterations)".into(),
+                ),
+            ),
+            (|_| {}, Next::Continue),
+        ];
+        let mut case = all();
+        for (take_away, decided) in order {
+            let mut events = Vec::new();
+            assert_eq!(exit_rule(case.clone(), &mut events), decided);
+            take_away(&mut case);
+        }
+    }
+
+    #[test]
+    fn a_premature_promise_warns_and_the_rules_go_on() {
+        let case = Case {
+            promise: Some((4, 2)),
+            require_plan_complete: true,
+            ..all()
+        };
+        let case = Case {
+            signalled: false,
+            ..case
+        };
+        let mut events = Vec::new();
+        let next = exit_rule(case, &mut events);
+        assert!(matches!(next, Next::End(Outcome::BreakerOpen, _)));
+        assert!(matches!(
+            events.as_slice(),
+            [
+                Event::PrematurePromise {
+                    iteration: 4,
+                    open_items: 2
+                },
+                Event::Breaker { .. }
+            ]
+        ));
+        // Without require_plan_complete, the promise completes the run.
+        let case = Case {
+            signalled: false,
+            promise: Some((4, 2)),
+            ..all()
+        };
+        assert!(matches!(
+            exit_rule(case, &mut Vec::new()),
+            Next::End(Outcome::Completed, _)
+        ));
+    }
+
+    #[test]
+    fn the_gate_before_an_iteration() {
+        let breaker = BreakerState {
+            rule: Some("same_error".into()),
+            message: Some("the same error 5 times".into()),
+            ..BreakerState::default()
+        };
+        let flags = RunFlags::default();
+        let mut events = Vec::new();
+        let cooling = gate(
+            Admission::Wait(Duration::from_secs(90)),
+            &breaker,
+            &flags,
+            None,
+            0,
+            10,
+            &mut events,
+        );
+        assert_eq!(
+            cooling,
+            Next::End(
+                Outcome::BreakerOpen,
+                "circuit breaker is open (same_error): the same error 5 times; the cooldown ends in 1m30s. Fix the cause and run `ralph run --reset-breaker` to go on now".into()
+            )
+        );
+        assert!(events.is_empty());
+        // A trial iteration is announced, then the other rules hold.
+        let next = gate(
+            Admission::Trial,
+            &breaker,
+            &flags,
+            None,
+            10,
+            10,
+            &mut events,
+        );
+        assert!(matches!(next, Next::End(Outcome::IterationLimit, _)));
+        assert!(
+            matches!(events.as_slice(), [Event::Breaker { status, .. }] if status == "half-open")
+        );
+        let next = gate(Admission::Go, &breaker, &flags, None, 9, 10, &mut events);
+        assert_eq!(next, Next::Continue);
+    }
+}
