@@ -151,8 +151,12 @@ impl Layout {
     pub fn handoffs(&self) -> PathBuf {
         self.dir.join("handoffs")
     }
+    /// Every run's transcripts, one directory each.
+    pub fn runs(&self) -> PathBuf {
+        self.dir.join("runs")
+    }
     pub fn run_dir(&self, run_id: &str) -> PathBuf {
-        self.dir.join("runs").join(run_id)
+        self.runs().join(run_id)
     }
     pub fn transcript(&self, run_id: &str, iteration: u32) -> PathBuf {
         self.run_dir(run_id)
@@ -329,20 +333,22 @@ impl RunState {
 
     /// Atomic write: temp file, fsync, rename. A crash at any moment, power
     /// loss included, leaves either the old or the new file.
+    ///
+    /// A state that says the run has ended is the one save that must not
+    /// be lost: when a full disk has no room for the temp file, it is
+    /// written over the old file in place (compact, padded with spaces),
+    /// so that the final state is the truth, not "running".
     pub fn save(&mut self, path: &Path) -> Result<()> {
         self.updated_at = now_rfc3339();
         let json = serde_json::to_string_pretty(self)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
         // The state quotes the agent (last words, errors): no secrets in it.
-        write_atomic(path, crate::secrets::redact_json(&json).as_bytes())
-    }
-
-    /// The run's last save: atomic if it can be, else (a full disk has no
-    /// room for the temp file) written over the old file in place, padded
-    /// with spaces, so that the final state is the truth, not "running".
-    pub fn save_final(&mut self, path: &Path) -> Result<()> {
-        let atomic = self.save(path);
-        if atomic.is_ok() {
+        let atomic = write_atomic(path, crate::secrets::redact_json(&json).as_bytes());
+        let ended = !matches!(
+            self.status,
+            RunStatus::New | RunStatus::Running | RunStatus::Waiting
+        );
+        if atomic.is_ok() || !ended {
             return atomic;
         }
         let json = serde_json::to_string(self)

@@ -118,7 +118,6 @@ impl Supervisor {
         let layout = Layout::new(root);
         crate::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
-        // Bad input is exit 2 before anything starts (issue 13).
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
         let plan = Plan::load(&root.join(&config.plan))?;
@@ -160,7 +159,6 @@ impl Supervisor {
             );
             agent::kill_session(pgid);
         }
-        // The tools it started in sessions of their own, as it recorded them.
         lock.stale_sessions
             .iter()
             .for_each(crate::procs::kill_recorded_session);
@@ -183,22 +181,11 @@ impl Supervisor {
             started_at: now_rfc3339(),
             ..RunState::default()
         });
-        let runs = layout.dir.join("runs");
-        for message in crate::transcript::tidy(&runs, &state.run_id, &config.runs) {
+        for message in crate::transcript::tidy(&layout.runs(), &state.run_id, &config.runs) {
             bus.emit(Event::Warning { message });
         }
-        let run_age = state
-            .started_at
-            .parse::<jiff::Timestamp>()
-            .ok()
-            .and_then(|t| Duration::try_from(jiff::Timestamp::now().duration_since(t)).ok())
-            .unwrap_or_default();
-        let counted_from = budget::CountedFrom::new(
-            opts.budget_per_invocation,
-            state.iteration,
-            state.cost_usd,
-            run_age,
-        );
+        let counted_from =
+            budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
         let mut sup = Supervisor {
             root: root.to_path_buf(),
             layout,
@@ -278,15 +265,13 @@ impl Supervisor {
         agent::become_subreaper();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
-        let max_iterations = self
-            .budgets
-            .iteration_limit(self.config.loop_.max_iterations);
-        record::start(&mut self.state, &self.config, &plan, max_iterations);
+        let limit = self.budgets.iteration_limit();
+        record::start(&mut self.state, &self.config, &plan, limit);
         self.bus.emit(Event::RunStarted {
             run_id: self.state.run_id.clone(),
             resumed,
             first_iteration: self.state.iteration + 1,
-            max_iterations,
+            max_iterations: self.state.max_iterations,
             plan: self.config.plan.display().to_string(),
             pid: std::process::id(),
         });
@@ -318,12 +303,7 @@ impl Supervisor {
         self.state.exit_reason = Some(reason.clone());
         self.state.waiting_until = None;
         self.state.supervisor_pid = None;
-        let path = self.layout.state();
-        if let Err(e) = self.state.save_final(&path) {
-            self.bus.emit(Event::Warning {
-                message: format!("cannot save the final run state: {e}"),
-            });
-        }
+        self.save();
         let ended = Event::RunEnded {
             outcome: name,
             exit_code,

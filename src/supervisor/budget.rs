@@ -11,6 +11,7 @@ use super::Now;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::span::format_duration;
+use crate::state::RunState;
 
 /// Which budget is spent; shown as the run's end reason.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +39,7 @@ impl std::fmt::Display for BudgetSpent {
 /// The limits a run was started with.
 #[derive(Debug, Clone)]
 pub(super) struct Budgets {
+    pub max_iterations: u32,
     pub max_cost: Option<f64>,
     pub max_duration: Option<Duration>,
     pub deadline: Option<jiff::Timestamp>,
@@ -60,6 +62,17 @@ pub(super) struct CountedFrom {
 }
 
 impl CountedFrom {
+    /// Where the counting starts for a run recorded as `state`, at `now`.
+    pub(super) fn of(state: &RunState, per_invocation: bool, now: jiff::Timestamp) -> Self {
+        let run_age = state
+            .started_at
+            .parse::<jiff::Timestamp>()
+            .ok()
+            .and_then(|t| Duration::try_from(now.duration_since(t)).ok())
+            .unwrap_or_default();
+        CountedFrom::new(per_invocation, state.iteration, state.cost_usd, run_age)
+    }
+
     /// Per run: the iterations, cost and time the run has had so far all
     /// count (`elapsed` is the wall time since it started, `run_age`).
     /// Per invocation: the run's figures so far are the base.
@@ -88,6 +101,7 @@ impl Budgets {
         counted_from: CountedFrom,
     ) -> Budgets {
         Budgets {
+            max_iterations: config.loop_.max_iterations,
             max_cost: config.loop_.max_cost_usd,
             max_duration: config.loop_.max_duration.map(|d| d.0),
             deadline,
@@ -102,10 +116,12 @@ impl Budgets {
         iteration.saturating_sub(self.counted_from.iteration)
     }
 
-    /// The number of the last iteration `max_iterations` allows, as the run
-    /// counts them: what `state.json` and `ralph status` show.
-    pub(super) fn iteration_limit(&self, max_iterations: u32) -> u32 {
-        self.counted_from.iteration.saturating_add(max_iterations)
+    /// The number of the last iteration `loop.max_iterations` allows, as
+    /// the run counts them: what `state.json` and `ralph status` show.
+    pub(super) fn iteration_limit(&self) -> u32 {
+        self.counted_from
+            .iteration
+            .saturating_add(self.max_iterations)
     }
 
     /// The budget spent at `now`, with `cost` spent so far in the run.
@@ -180,7 +196,7 @@ mod tests {
             CountedFrom::new(false, 2, 0.99, Duration::from_secs(7200)),
             &now,
         );
-        assert_eq!(b.iteration_limit(2), 2);
+        assert_eq!(b.iteration_limit(), 2);
         assert_eq!(b.iterations_counted(2), 2);
         assert_eq!(
             b.spent(&now, 0.99),
@@ -201,11 +217,7 @@ mod tests {
             CountedFrom::new(true, 2, 0.99, Duration::from_secs(7200)),
             &now,
         );
-        assert_eq!(
-            b.iteration_limit(2),
-            4,
-            "run-wide: iteration 4 of at most 4"
-        );
+        assert_eq!(b.iteration_limit(), 4, "run-wide: iteration 4 of at most 4");
         assert_eq!(b.iterations_counted(3), 1);
         assert_eq!(b.spent(&now, 1.98), None);
         assert_eq!(
@@ -266,6 +278,7 @@ mod tests {
             max_duration: Some(Duration::from_secs(3600)),
             deadline: Some("2026-11-22T06:30:00Z".parse().unwrap()),
             started: start,
+            max_iterations: 50,
             counted_from: CountedFrom::default(),
         }
     }
@@ -319,6 +332,7 @@ mod tests {
             max_duration: None,
             deadline: None,
             started: start,
+            max_iterations: 50,
             counted_from: CountedFrom::default(),
         };
         assert_eq!(none.spent(&past, 1e9), None);

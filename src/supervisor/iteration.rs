@@ -601,6 +601,7 @@ mod tests {
                 max_duration: None,
                 deadline: None,
                 started: t0.mono,
+                max_iterations: 50,
                 counted_from: Default::default(),
             },
             cost_before: 0.0,
