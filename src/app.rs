@@ -66,6 +66,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 fresh: args.fresh,
                 ..RunArgs::default()
             },
+            args.stats,
+            args.json,
         ),
         Command::Doctor(args) => commands::doctor(&root, args.json),
         Command::Completions(args) => commands::completions(args.shell),

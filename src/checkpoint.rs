@@ -11,9 +11,11 @@ use crate::config::Config;
 use crate::context::Level;
 use crate::plan::{self, Plan};
 use crate::prompt::{self, Templates};
+use crate::prompt_budget;
 use crate::repo::{CommitOutcome, OwnPaths, Repo};
 use crate::state::{FileInProgress, Layout, Trigger};
 use crate::stream::ToolCall;
+use crate::tiers::{self, Detail, PlanTiers};
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
@@ -47,6 +49,8 @@ pub struct Saved {
     pub current_item: Option<String>,
     pub resume_summary: String,
     pub warnings: Vec<String>,
+    /// Decisions added to the decision log.
+    pub decisions: usize,
 }
 
 /// "Context Checkpoint L2 at 87% - parser": one predictable form for
@@ -77,7 +81,7 @@ pub fn notes_path(n: u32) -> PathBuf {
     PathBuf::from(format!(".ralph/notes/iter-{n:03}.md"))
 }
 
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 struct ChangeView {
     kind: String,
     path: String,
@@ -182,8 +186,41 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             .into(),
         ),
     ]);
-    let ctx = minijinja::context! {
-        front_matter => front_matter,
+    // Logged before the WIP commit, which carries the log.
+    match crate::decisions::record(root, m.iteration, agent_notes.as_deref(), &plan_text) {
+        Ok(new) => saved.decisions = new.len(),
+        Err(e) => saved
+            .warnings
+            .push(format!("cannot write the decision log: {e}")),
+    }
+    let changes: Vec<ChangeView> = changes
+        .iter()
+        .map(|c| ChangeView {
+            kind: c.kind.clone(),
+            path: crate::repo::display_path(c.path.as_bytes()),
+        })
+        .collect();
+    // Every section stays; long notes are cut to half the budget.
+    let max = config.handoff.max_tokens;
+    let agent_notes = agent_notes.map(|n| {
+        let asked = m.notes_path.as_ref().map(|p| p.display().to_string());
+        let tail = format!(
+            "\n… (cut to fit the handoff; the rest is in `{}`)",
+            asked.unwrap_or_default()
+        );
+        tiers::cut_tokens(&n, max / 2, &tail)
+    });
+    let reload = plan::context_files(root, &plan_text);
+    let costs = PlanTiers::open_line_costs(&plan);
+    let render = |d: &Detail| {
+        // The latest touched files, so that `last` is still the latest.
+        let shown = d.files.min(files_touched.len());
+        let (older, touched) = files_touched.split_at(files_touched.len() - shown);
+        let listed = tiers::cap_spread(&changes, d.changes, |c: &ChangeView| c.path.as_str());
+        // The stat of the files listed, when the list is cut.
+        let in_list = |p: &str| listed.more == 0 || listed.shown.iter().any(|c| c.path == p);
+        let ctx = minijinja::context! {
+        front_matter => &front_matter,
         title => &saved.title,
         date => now.strftime("%Y-%m-%d").to_string(),
         time => now.strftime("%H:%M:%S %Z").to_string(),
@@ -203,21 +240,27 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         last_tools => m.last_tools.iter().rev().take(8).rev().map(|t| minijinja::context! {
             name => &t.name, path => &t.path, summary => t.summary.as_deref().map(one_line),
         }).collect::<Vec<_>>(),
-        files_touched => &files_touched,
-        agent_notes => agent_notes,
+        files_touched => touched,
+        files_touched_more => tiers::cap(older, 0, |p: &String| p.as_str()).summary,
+        agent_notes => &agent_notes,
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
         git_available => repo.is_some(),
         will_commit => will_commit,
         left_uncommitted => &key_files,
-        changes => changes.iter().map(|c| ChangeView { kind: c.kind.clone(), path: crate::repo::display_path(c.path.as_bytes()) }).collect::<Vec<_>>(),
-        diff_stat => diff_stat.trim_end(),
+        changes => listed.shown,
+        changes_more => listed.summary,
+        diff_stat => tiers::cap_stat(diff_stat.trim_end(), d.changes, in_list),
         commit_note => if will_commit { None } else if repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted") } else { None },
         plan => plan.view(),
+        plan_tiers => PlanTiers::new(&plan, d),
         plan_file => config.plan.display().to_string(),
-        reload => plan::context_files(root, &plan_text),
+        reload => &reload,
+        };
+        templates.render(prompt::HANDOFF, ctx)
     };
-    match templates.render(prompt::HANDOFF, ctx) {
-        Ok(text) => {
+    match prompt_budget::fit(max, &costs, render) {
+        Ok(fitted) => {
+            let text = fitted.text;
             let path = root.join(&handoff_rel);
             match layout.ensure().and_then(|()| {
                 // Committed: the agent's notes and words must not carry a secret.

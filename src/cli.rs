@@ -130,6 +130,12 @@ pub struct PromptArgs {
     /// The prompt of a new run's first iteration instead of the recorded run's next one
     #[arg(long)]
     pub fresh: bool,
+    /// Tokens per section of the prompt and of the handoff it points to, against the budgets
+    #[arg(long)]
+    pub stats: bool,
+    /// The --stats report as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -25,6 +25,8 @@ pub struct Config {
     pub git: GitConfig,
     pub rate_limit: RateLimitConfig,
     pub hooks: HooksConfig,
+    pub prompt: crate::token_budget::PromptConfig,
+    pub handoff: crate::token_budget::HandoffConfig,
     pub runs: crate::transcript::RunsConfig,
 }
 
@@ -125,6 +127,8 @@ impl Default for Config {
             git: GitConfig::default(),
             rate_limit: RateLimitConfig::default(),
             hooks: HooksConfig::default(),
+            prompt: Default::default(),
+            handoff: Default::default(),
             runs: Default::default(),
         }
     }
@@ -424,6 +428,18 @@ impl Config {
                 "env",
                 format!("`{name}` is not an environment variable name"),
             );
+        }
+        for (section, max) in [
+            ("prompt", self.prompt.max_tokens),
+            ("handoff", self.handoff.max_tokens),
+        ] {
+            if max < crate::token_budget::MIN_TOKENS {
+                return bad(
+                    section,
+                    "max_tokens",
+                    format!("{max} is below {}", crate::token_budget::MIN_TOKENS),
+                );
+            }
         }
         if self.plan.as_os_str().is_empty() {
             return bad("", "plan", "must name the plan file".into());

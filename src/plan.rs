@@ -3,6 +3,7 @@
 //! `[-]` (not work: neither open nor done) — outside code fences and HTML
 //! comments, and the specs it names (for the handoff's "context to reload").
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,9 @@ pub struct Plan {
     pub title: Option<String>,
     /// Open and done items (`[~]` ones are open).
     pub items: Vec<Item>,
+    /// The indented lines under an item (its notes), by index in `items`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<usize, String>,
     /// Lines of the open items marked `[~]`, in progress.
     #[serde(default)]
     pub in_progress: Vec<usize>,
@@ -48,10 +52,24 @@ impl Plan {
         let mut plan = Plan::default();
         let mut in_fence = false;
         let mut in_comment = false;
+        // The indentation of the last item while the lines below it are its notes.
+        let mut under: Option<usize> = None;
         for (i, line) in text.lines().enumerate() {
             let uncommented = outside_comments(line, &mut in_comment);
-            let t = uncommented.trim_start();
-            if t.starts_with("```") || t.starts_with("~~~") {
+            let line = uncommented.as_ref();
+            let t = line.trim_start();
+            let indent = line.len() - t.len();
+            let fence = t.starts_with("```") || t.starts_with("~~~");
+            if under.is_some_and(|at| indent > at || t.is_empty())
+                && (in_fence || fence || checkbox(t).is_none())
+            {
+                let note = plan.notes.entry(plan.items.len() - 1).or_default();
+                note.push_str(line.trim_end());
+                note.push('\n');
+            } else if !t.is_empty() {
+                under = None;
+            }
+            if fence {
                 in_fence = !in_fence;
                 continue;
             }
@@ -71,16 +89,30 @@ impl Plan {
                     line: i + 1,
                 };
                 match mark {
+                    // Not work: no notes either.
                     Mark::Cancelled => plan.cancelled.push(item),
                     Mark::InProgress => {
                         plan.in_progress.push(item.line);
                         plan.items.push(item);
+                        under = Some(indent);
                     }
-                    Mark::Open | Mark::Done => plan.items.push(item),
+                    Mark::Open | Mark::Done => {
+                        plan.items.push(item);
+                        under = Some(indent);
+                    }
                 }
             }
         }
+        for note in plan.notes.values_mut() {
+            note.truncate(note.trim_end().len());
+        }
+        plan.notes.retain(|_, n| !n.is_empty());
         plan
+    }
+
+    /// The notes under item `index` (its indented lines), if any.
+    pub fn notes_of(&self, index: usize) -> Option<&str> {
+        self.notes.get(&index).map(String::as_str)
     }
 
     /// Read and parse the plan; missing, binary or huge files are errors.
@@ -178,6 +210,7 @@ impl Plan {
             items,
             done_count: self.done_count(),
             open_count: self.open_count(),
+            in_progress: &self.in_progress,
             in_progress_count: self.in_progress.len(),
             cancelled_count: self.cancelled.len(),
             current: self.current().map(|i| i.text.as_str()),
@@ -199,6 +232,8 @@ pub struct PlanView<'a> {
     pub done_count: usize,
     /// Open items, those in progress included.
     pub open_count: usize,
+    /// Lines of the items in progress (`[~]`).
+    pub in_progress: &'a [usize],
     pub in_progress_count: usize,
     pub cancelled_count: usize,
     pub current: Option<&'a str>,
@@ -386,6 +421,21 @@ mod tests {
         assert_eq!((view.in_progress_count, view.cancelled_count), (1, 1));
         // Only cancelled and done items left: nothing is open.
         assert_eq!(Plan::parse("- [-] c\n- [x] d\n").open_count(), 0);
+    }
+
+    #[test]
+    fn indented_lines_are_the_notes_of_the_item_above() {
+        let p = Plan::parse(
+            "- [ ] parser\n  Decision: use nom\n\n  ```\n  - [ ] not an item\n  ```\n  - [ ] nested\n    its note\n- [x] done\nplain paragraph\n  not a note\n",
+        );
+        let texts: Vec<&str> = p.items.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["parser", "nested", "done"]);
+        assert_eq!(
+            p.notes_of(0),
+            Some("  Decision: use nom\n\n  ```\n  - [ ] not an item\n  ```")
+        );
+        assert_eq!(p.notes_of(1), Some("    its note"));
+        assert_eq!(p.notes_of(2), None);
     }
 
     #[test]

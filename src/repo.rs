@@ -22,6 +22,8 @@ pub use stat::{FileChange, display_path};
 pub const RALPH_DIR: &str = ".ralph";
 /// Handoff documents live here and, unlike the rest of `.ralph/`, are committed.
 pub const HANDOFFS_DIR: &str = ".ralph/handoffs";
+/// The decision log: committed too (`decisions::FILE`).
+const DECISIONS_FILE: &str = crate::decisions::FILE;
 
 /// Files larger than this are shown as binary in `diff_stat` and fingerprinted by
 /// size/mtime only: reading them in full would cost more than it tells.
@@ -177,6 +179,8 @@ struct Own {
     paths: Vec<Vec<u8>>,
     /// `.ralph/handoffs`, the committed part of `.ralph/`.
     handoffs: Vec<u8>,
+    /// `.ralph/decisions.md`, committed as well.
+    decisions: Vec<u8>,
 }
 
 impl Own {
@@ -189,6 +193,7 @@ impl Own {
         Own {
             paths,
             handoffs: join(HANDOFFS_DIR.as_bytes()),
+            decisions: join(DECISIONS_FILE.as_bytes()),
         }
     }
 
@@ -201,9 +206,12 @@ impl Own {
         self.paths.iter().any(|own| is_under(path, own))
     }
 
-    /// Runtime files, never committed: `.ralph/` except its handoffs.
+    /// Runtime files, never committed: `.ralph/` except its handoffs and
+    /// decision log.
     fn is_runtime(&self, path: &[u8]) -> bool {
-        is_under(path, self.ralph_dir()) && !is_under(path, &self.handoffs)
+        is_under(path, self.ralph_dir())
+            && !is_under(path, &self.handoffs)
+            && path != self.decisions.as_slice()
     }
 
     fn paths(&self) -> Vec<String> {

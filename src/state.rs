@@ -177,8 +177,7 @@ impl Layout {
     }
 }
 
-pub const GITIGNORE: &str =
-    "# ralph's runtime files; handoffs are committed.\n*\n!.gitignore\n!handoffs/\n!handoffs/**\n";
+pub const GITIGNORE: &str = "# ralph's runtime files; handoffs and the decision log are committed.\n*\n!.gitignore\n!handoffs/\n!handoffs/**\n!decisions.md\n";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

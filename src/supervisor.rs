@@ -137,6 +137,7 @@ impl Supervisor {
         // counted or written.
         let first = previous.as_ref().map_or(1, |s| s.iteration + 1);
         prompt::render_prompt(
+            root,
             &templates,
             &config,
             previous.as_ref().unwrap_or(&RunState::default()),
@@ -358,8 +359,14 @@ impl Supervisor {
 
     /// One agent process, from its prompt to its last line.
     async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
-        let prompt_text =
-            prompt::render_prompt(&self.templates, &self.config, &self.state, plan, number)?;
+        let prompt_text = prompt::render_prompt(
+            &self.root,
+            &self.templates,
+            &self.config,
+            &self.state,
+            plan,
+            number,
+        )?;
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words.
         let saved_prompt = crate::secrets::scrub(&prompt_text);
@@ -462,6 +469,10 @@ impl Supervisor {
         let verdict = verdict::judge(&facts, &measured, &self.flags);
         if let Some(mark) = verdict.checkpoint {
             self.save_checkpoint(&facts, mark);
+        } else if let Some(message) =
+            crate::decisions::record_from_plan(&self.root, &self.config.plan, facts.number)
+        {
+            self.bus.emit(Event::Warning { message });
         }
         let mut events = Vec::new();
         let trip = record::iteration(

@@ -177,6 +177,43 @@ fn check_templates(c: &mut Checks, root: &Path, config: &Config, plan_ok: bool) 
         ),
         Err(e) => c.error("templates", &e, "fix the template"),
     }
+    check_budget(c, root, config);
+}
+
+/// The first prompt of a new run (no history, no resume block yet) must
+/// fit `[prompt] max_tokens` once every list is cut to its floor: what is
+/// left over is the template's own text and the plan's first items.
+fn check_budget(c: &mut Checks, root: &Path, config: &Config) {
+    let Ok(next) = NextIteration::preview(root, config, true) else {
+        return;
+    };
+    let p = &next.stats.prompt;
+    let tokens = crate::tiers::thousands(p.tokens);
+    let budget = crate::tiers::thousands(p.budget);
+    if p.fits {
+        return c.ok(
+            "prompt budget",
+            format!("the first prompt is {tokens} of {budget} tokens (`ralph prompt --stats`)"),
+        );
+    }
+    let mut sections = p.sections.clone();
+    sections.sort_by_key(|s| std::cmp::Reverse(s.tokens));
+    let largest: Vec<String> = sections
+        .iter()
+        .take(2)
+        .map(|s| format!("{} {}", s.name, crate::tiers::thousands(s.tokens)))
+        .collect();
+    c.warn(
+        "prompt budget",
+        format!(
+            "the first prompt needs {tokens} tokens even with every list cut short, over [prompt] max_tokens ({budget}); largest sections: {}",
+            largest.join(", ")
+        ),
+        format!(
+            "shorten the notes under the first open items of {} or the text of prompts/PROMPT.md.j2 (`ralph prompt --stats` shows each section), or raise [prompt] max_tokens",
+            config.plan.display()
+        ),
+    );
 }
 
 /// Run `program args…` in `root` and return its output (stdout, then stderr).

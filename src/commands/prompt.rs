@@ -9,8 +9,10 @@ use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::prompt::{self, Templates};
+use crate::prompt::Templates;
+use crate::prompt_budget::{self, DocStats, Stats};
 use crate::state::{Layout, RunState};
+use crate::tiers;
 
 pub struct NextIteration {
     pub iteration: u32,
@@ -18,6 +20,8 @@ pub struct NextIteration {
     /// The PROMPT.md text, sent as the first stream-json user message.
     pub prompt: String,
     pub command: AgentCommand,
+    /// What the prompt and the handoff it names cost against their budgets.
+    pub stats: Stats,
 }
 
 impl NextIteration {
@@ -25,27 +29,93 @@ impl NextIteration {
     /// recorded run, or of a new one when `fresh`); writes nothing.
     pub fn preview(root: &Path, config: &Config, fresh: bool) -> Result<NextIteration> {
         let templates = Templates::load(root)?;
-        templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
+        templates.check(&[
+            crate::templates::PROMPT,
+            crate::templates::CHECKPOINT_REQUEST,
+        ])?;
         let plan = Plan::load(&root.join(&config.plan))?;
         let state = match RunState::load(&Layout::new(root).state())? {
             Some(s) if !fresh && !s.is_finished() => s,
             _ => RunState::default(),
         };
         let iteration = state.iteration + 1;
-        let prompt = prompt::render_prompt(&templates, config, &state, &plan, iteration)?;
+        let fitted =
+            prompt_budget::render_prompt(root, &templates, config, &state, &plan, iteration)?;
+        let stats = Stats::new(root, config, &state, &plan, &fitted, iteration);
         Ok(NextIteration {
             iteration,
             plan,
-            prompt,
+            prompt: fitted.text,
             command: AgentCommand::from_config(config, iteration),
+            stats,
         })
     }
 }
 
-/// `ralph prompt [PLAN] [--fresh]`: the PROMPT.md the next iteration would get.
-pub fn prompt(root: &Path, args: &RunArgs) -> Result<i32> {
+/// `ralph prompt [PLAN] [--fresh] [--stats] [--json]`: the PROMPT.md the
+/// next iteration would get, or what its sections cost (`--stats`, `--json`).
+pub fn prompt(root: &Path, args: &RunArgs, stats: bool, json: bool) -> Result<i32> {
     let config = super::load_config(root, args)?;
     let next = NextIteration::preview(root, &config, args.fresh)?;
-    super::print(&next.prompt)?;
+    if stats || json {
+        super::print(&super::Report::render(&next.stats, json))?;
+    } else {
+        super::print(&next.prompt)?;
+    }
     Ok(0)
+}
+
+impl super::Report for Stats {
+    fn human(&self) -> String {
+        let mut out = String::new();
+        doc(
+            &mut out,
+            &format!("prompt of iteration {}", self.iteration),
+            &self.prompt,
+        );
+        out.push_str(&format!(
+            "  shows {} of {} open items, {} done items, {} earlier iterations in detail, {} decisions\n",
+            self.open_items_shown,
+            self.open_items,
+            self.done_items_shown,
+            self.iterations_in_detail,
+            self.decisions_shown
+        ));
+        match &self.handoff {
+            Some(h) => doc(&mut out, "handoff", h),
+            None => out.push_str("handoff: none (no checkpoint to resume from)\n"),
+        }
+        out
+    }
+}
+
+fn doc(out: &mut String, what: &str, d: &DocStats) {
+    let verdict = if d.fits {
+        "within budget"
+    } else {
+        "OVER BUDGET"
+    };
+    out.push_str(&format!(
+        "{what} ({}): {} of {} tokens ({}%), {} bytes; {verdict}\n",
+        d.file,
+        tiers::thousands(d.tokens),
+        tiers::thousands(d.budget),
+        d.tokens * 100 / d.budget.max(1),
+        tiers::thousands(d.bytes),
+    ));
+    let width = d
+        .sections
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    for s in &d.sections {
+        let pad = width - s.name.chars().count();
+        out.push_str(&format!(
+            "  {}{:pad$}  {:>7}\n",
+            s.name,
+            "",
+            tiers::thousands(s.tokens)
+        ));
+    }
 }

@@ -190,6 +190,12 @@ impl Repo {
             }
             staged += 1;
         }
+        // A `.ralph/.gitignore` older than the decision log ignores it:
+        // stage it by name (as `git add -f` would).
+        let decisions = bytes_to_path(&own.decisions);
+        if self.workdir().join(&decisions).is_file() {
+            index.add_path(&decisions)?;
+        }
         Ok(staged)
     }
 
@@ -372,6 +378,26 @@ mod tests {
     use super::*;
     use crate::repo::FileChange;
     use crate::repo::tests::*;
+
+    #[test]
+    fn wip_commit_includes_the_decision_log_even_where_ralph_dir_is_ignored() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        // The `.ralph/.gitignore` of a project set up before the log existed.
+        write(
+            root,
+            ".ralph/.gitignore",
+            "*\n!.gitignore\n!handoffs/\n!handoffs/**\n",
+        );
+        commit_all(&git, "ralph dir");
+        write(root, ".ralph/decisions.md", "# Decisions\n");
+        write(root, ".ralph/state.json", "{}");
+        write(root, "a.txt", "alpha changed\n");
+        committed(open(root).wip_commit("ralph: checkpoint", &own()));
+        let tree = head_files(&git);
+        assert_eq!(tree[".ralph/decisions.md"], b"# Decisions\n");
+        assert!(!tree.contains_key(".ralph/state.json"));
+    }
 
     #[test]
     fn wip_commit_includes_untracked_modified_deleted_and_handoffs() {

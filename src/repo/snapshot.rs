@@ -151,6 +151,7 @@ fn commits_changed_work(
     let own = Own {
         paths: own_paths.iter().map(|p| p.as_bytes().to_vec()).collect(),
         handoffs: Vec::new(),
+        decisions: Vec::new(),
     };
     let changed = diff.deltas().any(|delta| {
         [delta.old_file().path_bytes(), delta.new_file().path_bytes()]

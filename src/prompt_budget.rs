@@ -1,0 +1,284 @@
+//! The token budget of what ralph writes for the agent: `[prompt]
+//! max_tokens` for PROMPT.md and `[handoff] max_tokens` for a handoff.
+//! A document is rendered at the most detail ([`Detail::MOST`]) and the
+//! detail is stepped down until the estimate fits; [`Stats`] says what each
+//! section costs (`ralph prompt --stats`).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::context::Level;
+use crate::decisions;
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::state::{FileInProgress, RunState};
+use crate::templates::{PROMPT, Templates};
+use crate::tiers::{self, Detail, HistoryTiers, PlanTiers};
+use crate::tokens;
+
+/// A document rendered within (or as close as it gets to) its budget.
+#[derive(Debug, Clone)]
+pub struct Fitted {
+    pub text: String,
+    pub tokens: usize,
+    pub detail: Detail,
+    /// False when even the least detail is over the budget.
+    pub fits: bool,
+}
+
+/// Render with `render` at the most detail, then less until the text fits
+/// `max` tokens; `open_line_costs` are the costs of the plan's one-liners.
+pub fn fit(
+    max: usize,
+    open_line_costs: &[usize],
+    mut render: impl FnMut(&Detail) -> Result<String>,
+) -> Result<Fitted> {
+    let mut detail = Detail::MOST;
+    loop {
+        let text = render(&detail)?;
+        let tokens = tokens::estimate(&text);
+        let fits = tokens <= max;
+        let shown = detail.open_lines.min(open_line_costs.len());
+        if fits || !detail.shrink(tokens - max, &open_line_costs[..shown]) {
+            return Ok(Fitted {
+                text,
+                tokens,
+                detail,
+                fits,
+            });
+        }
+    }
+}
+
+/// PROMPT.md for `iteration`, tiered to fit `[prompt] max_tokens`.
+pub fn render_prompt(
+    root: &Path,
+    templates: &Templates,
+    config: &Config,
+    state: &RunState,
+    plan: &Plan,
+    iteration: u32,
+) -> Result<Fitted> {
+    let log = decisions::load(root);
+    let objective = plan
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("work through {}", config.plan.display()));
+    let costs = PlanTiers::open_line_costs(plan);
+    fit(config.prompt.max_tokens, &costs, |d| {
+        let history = HistoryTiers::new(state, d);
+        templates.render(
+            PROMPT,
+            minijinja::context! {
+                iteration => iteration,
+                max_iterations => config.loop_.max_iterations,
+                objective => &objective,
+                plan_file => config.plan.display().to_string(),
+                plan => plan.view(),
+                plan_tiers => PlanTiers::new(plan, d),
+                promise => config.loop_.completion_promise.trim(),
+                history => history.recent,
+                history_older => history.older,
+                resume => resume(state, iteration, d),
+                decisions => decisions::view(&log, d.decisions),
+                decisions_file => decisions::FILE,
+            },
+        )
+    })
+}
+
+/// The resume block's facts while a checkpoint is active.
+fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Value> {
+    let cp = &state.context_checkpoint;
+    let files = tiers::cap(&cp.files_in_progress, d.files, |f: &FileInProgress| {
+        f.path.as_str()
+    });
+    cp.active.then(|| {
+        minijinja::context! {
+            iteration => state.context_history.iter().rev().find(|h| h.checkpoint).map_or(iteration.saturating_sub(1), |h| h.iteration),
+            level => cp.level.map_or("L2", Level::name),
+            percent => cp.percent_at_checkpoint.round() as i64,
+            handoff_file => cp.handoff_file.as_deref().unwrap_or("(no handoff was written)"),
+            current_item => cp.current_todo_item.as_deref().map(|t| tiers::cut_chars(t, 400)),
+            progress => cp.progress_on_item.as_deref().map(|t| tiers::cut_chars(t, 300)),
+            files => files.shown,
+            files_more => files.summary,
+            commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
+        }
+    })
+}
+
+/// What a document costs, section by section.
+#[derive(Debug, Clone, Serialize)]
+pub struct DocStats {
+    /// The file it is (or will be) written to.
+    pub file: String,
+    pub budget: usize,
+    pub tokens: usize,
+    pub bytes: usize,
+    pub fits: bool,
+    pub sections: Vec<Section>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Section {
+    /// The `## ` heading, or "(top)" for the text before the first.
+    pub name: String,
+    pub tokens: usize,
+}
+
+impl DocStats {
+    pub fn new(file: &str, text: &str, budget: usize) -> DocStats {
+        let tokens = tokens::estimate(text);
+        DocStats {
+            file: file.to_string(),
+            budget,
+            tokens,
+            bytes: text.len(),
+            fits: tokens <= budget,
+            sections: sections(text),
+        }
+    }
+}
+
+/// The text split at its `## ` headings (outside code fences).
+pub fn sections(text: &str) -> Vec<Section> {
+    let mut out: Vec<(String, String)> = vec![("(top)".into(), String::new())];
+    let mut fence = false;
+    for line in text.lines() {
+        if line.starts_with("```") || line.starts_with("~~~") {
+            fence = !fence;
+        }
+        if !fence && let Some(h) = line.strip_prefix("## ") {
+            out.push((tiers::cut_chars(h.trim(), 60), String::new()));
+        }
+        let body = &mut out.last_mut().expect("one section").1;
+        body.push_str(line);
+        body.push('\n');
+    }
+    out.into_iter()
+        .filter(|(name, body)| name != "(top)" || !body.trim().is_empty())
+        .map(|(name, body)| Section {
+            name,
+            tokens: tokens::estimate(&body),
+        })
+        .collect()
+}
+
+/// `ralph prompt --stats`: the next prompt and the handoff it points to.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    pub iteration: u32,
+    pub prompt: DocStats,
+    /// How much of each list the prompt shows.
+    pub detail: Detail,
+    pub open_items: usize,
+    pub open_items_shown: usize,
+    pub done_items_shown: usize,
+    pub iterations_in_detail: usize,
+    pub decisions_shown: usize,
+    /// The handoff the prompt's resume block names, if any.
+    pub handoff: Option<DocStats>,
+}
+
+impl Stats {
+    pub fn new(
+        root: &Path,
+        config: &Config,
+        state: &RunState,
+        plan: &Plan,
+        fitted: &Fitted,
+        iteration: u32,
+    ) -> Stats {
+        let shown = PlanTiers::new(plan, &fitted.detail);
+        let handoff = state
+            .context_checkpoint
+            .active
+            .then_some(())
+            .and(state.context_checkpoint.handoff_file.as_deref())
+            .and_then(|h| {
+                let text = std::fs::read_to_string(root.join(h)).ok()?;
+                Some(DocStats::new(h, &text, config.handoff.max_tokens))
+            });
+        Stats {
+            iteration,
+            prompt: DocStats::new(
+                &config.prompt_file.display().to_string(),
+                &fitted.text,
+                config.prompt.max_tokens,
+            ),
+            // "All" is the number shown, not usize::MAX.
+            detail: Detail {
+                open_lines: shown.others.len(),
+                ..fitted.detail
+            },
+            open_items: shown.open_count,
+            open_items_shown: shown.full.len() + shown.others.len(),
+            done_items_shown: shown.done_recent.len(),
+            iterations_in_detail: HistoryTiers::new(state, &fitted.detail).recent.len(),
+            decisions_shown: decisions::view(&decisions::load(root), fitted.detail.decisions)
+                .map_or(0, |v| v.latest.len()),
+            handoff,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token_budget::{HANDOFF_MAX_TOKENS, PROMPT_MAX_TOKENS};
+
+    #[test]
+    fn fit_drops_one_liners_until_the_text_fits() {
+        let lines: Vec<String> = (0..500)
+            .map(|i| format!("- [ ] item number {i}\n"))
+            .collect();
+        let costs: Vec<usize> = lines.iter().map(|l| tokens::estimate(l)).collect();
+        let f = fit(1000, &costs, |d| {
+            Ok(lines.iter().take(d.open_lines).cloned().collect::<String>())
+        })
+        .unwrap();
+        assert!(f.fits);
+        assert!(f.tokens <= 1000 && f.tokens > 900, "{}", f.tokens);
+    }
+
+    #[test]
+    fn fit_says_when_nothing_fits() {
+        let f = fit(10, &[], |_| Ok("word ".repeat(100))).unwrap();
+        assert!(!f.fits);
+        assert_eq!(f.detail.iterations, 0);
+    }
+
+    #[test]
+    fn budgets_are_config_keys_with_defaults_and_a_floor() {
+        let c = Config::parse("", Path::new("ralph.toml")).unwrap();
+        assert_eq!(c.prompt.max_tokens, PROMPT_MAX_TOKENS);
+        assert_eq!(c.handoff.max_tokens, HANDOFF_MAX_TOKENS);
+        let c = Config::parse("[prompt]\nmax_tokens = 12000\n", Path::new("ralph.toml")).unwrap();
+        assert_eq!(c.prompt.max_tokens, 12_000);
+        let e = Config::parse(
+            "[loop]\n\n[handoff]\nmax_tokens = 100\n",
+            Path::new("ralph.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`handoff.max_tokens` in ralph.toml:4: 100 is below 500"),
+            "{e}"
+        );
+        let e = Config::parse("[prompt]\nmax_token = 1\n", Path::new("ralph.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ralph.toml:2"), "{e}");
+    }
+
+    #[test]
+    fn sections_split_at_headings_outside_fences() {
+        let s = sections("# Title\nintro\n## One\ntext\n```\n## not a heading\n```\n## Two\n");
+        let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["(top)", "One", "Two"]);
+        assert!(s[1].tokens > s[2].tokens);
+    }
+}
