@@ -334,7 +334,7 @@ impl RunState {
     /// loss included, leaves either the old or the new file.
     ///
     /// A state that says the run has ended is the one save that must not
-    /// be lost: when a full disk has no room for the temp file, it is
+    /// be lost: when a full disk (ENOSPC) has no room for the temp file, it is
     /// written over the old file in place (compact, padded with spaces),
     /// so that the final state is the truth, not "running".
     pub fn save(&mut self, path: &Path) -> Result<()> {
@@ -347,7 +347,9 @@ impl RunState {
             self.status,
             RunStatus::New | RunStatus::Running | RunStatus::Waiting
         );
-        if atomic.is_ok() || !ended {
+        let no_room = matches!(&atomic, Err(Error::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::StorageFull);
+        if !(ended && no_room) {
             return atomic;
         }
         let json = serde_json::to_string(self)
