@@ -12,7 +12,7 @@ use crate::context::Level;
 use crate::plan::{self, Plan};
 use crate::prompt::{self, Templates};
 use crate::prompt_budget;
-use crate::repo::{CommitOutcome, OwnPaths, Repo};
+use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
 use crate::state::{FileInProgress, Layout, Trigger};
 use crate::stream::ToolCall;
 use crate::tiers::{self, Detail, PlanTiers};
@@ -33,6 +33,9 @@ pub struct Moment {
     pub files_touched: Vec<String>,
     /// Where the agent was asked to write its notes (relative to the root).
     pub notes_path: Option<PathBuf>,
+    /// The stash entries (ids) when the iteration began; None when no
+    /// iteration was watched (`ralph checkpoint` without a run).
+    pub stash_before: Option<Vec<String>>,
 }
 
 /// What the checkpoint produced.
@@ -51,6 +54,11 @@ pub struct Saved {
     pub warnings: Vec<String>,
     /// Decisions added to the decision log.
     pub decisions: usize,
+    /// Stash entries the agent made during the iteration: work the WIP
+    /// commit does not hold.
+    pub stashed: Vec<StashEntry>,
+    /// Work the WIP commit left out (too big, binary, too many new files).
+    pub left_out: Vec<LeftOut>,
 }
 
 /// "Context Checkpoint L2 at 87% - parser": one predictable form for
@@ -124,6 +132,19 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         ),
         None => (Vec::new(), String::new()),
     };
+    if let (Some(r), Some(before)) = (&repo, &m.stash_before) {
+        saved.stashed = r.stashed_since(before);
+    }
+    let blocker = repo.as_ref().and_then(Repo::commit_blocker);
+    let will_commit = repo.is_some() && config.git.wip_commit && blocker.is_none();
+    if will_commit && let Some(r) = &repo {
+        saved.left_out = r.left_out(&own, &config.git.guard()).unwrap_or_else(|e| {
+            saved
+                .warnings
+                .push(format!("cannot check new files against [git] limits: {e}"));
+            Vec::new()
+        });
+    }
     let agent_notes = m
         .notes_path
         .as_ref()
@@ -157,35 +178,8 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     // 1. The handoff document, so that the WIP commit carries it.
     let now = jiff::Zoned::now();
     let handoff_rel = unique_handoff_name(&layout, &now, m.iteration);
-    let will_commit = repo.is_some() && config.git.wip_commit;
     let branch = repo.as_ref().and_then(Repo::branch);
     let base_commit = repo.as_ref().and_then(Repo::head_id);
-    let front_matter = front_matter(&[
-        ("title", saved.title.as_str().into()),
-        ("date", now.strftime("%Y-%m-%d").to_string().into()),
-        ("time", now.strftime("%H:%M:%S %Z").to_string().into()),
-        ("branch", branch.as_deref().unwrap_or("none").into()),
-        ("iteration", m.iteration.into()),
-        ("trigger", m.trigger.name().into()),
-        ("level", m.level.name().into()),
-        ("context_percent", crate::context::round1(m.percent).into()),
-        ("context_tokens", m.tokens.into()),
-        ("context_usable", m.usable.into()),
-        ("context_window", m.window.into()),
-        (
-            "base_commit",
-            base_commit.as_deref().unwrap_or("none").into(),
-        ),
-        (
-            "wip_commit",
-            if will_commit {
-                "the commit that adds this file"
-            } else {
-                "none"
-            }
-            .into(),
-        ),
-    ]);
     // Logged before the WIP commit, which carries the log.
     match crate::decisions::record(root, m.iteration, agent_notes.as_deref(), &plan_text) {
         Ok(new) => saved.decisions = new.len(),
@@ -212,7 +206,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     });
     let reload = plan::context_files(root, &plan_text);
     let costs = PlanTiers::open_line_costs(&plan);
-    let render = |d: &Detail| {
+    let (title, stashed, left_out) = (
+        saved.title.clone(),
+        saved.stashed.clone(),
+        saved.left_out.clone(),
+    );
+    let render = |d: &Detail, will_commit: bool, commit_note: Option<&str>| {
         // The latest touched files, so that `last` is still the latest.
         let shown = d.files.min(files_touched.len());
         let (older, touched) = files_touched.split_at(files_touched.len() - shown);
@@ -220,8 +219,22 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         // The stat of the files listed, when the list is cut.
         let in_list = |p: &str| listed.more == 0 || listed.shown.iter().any(|c| c.path == p);
         let ctx = minijinja::context! {
-        front_matter => &front_matter,
-        title => &saved.title,
+        front_matter => front_matter(&[
+            ("title", title.as_str().into()),
+            ("date", now.strftime("%Y-%m-%d").to_string().into()),
+            ("time", now.strftime("%H:%M:%S %Z").to_string().into()),
+            ("branch", branch.as_deref().unwrap_or("none").into()),
+            ("iteration", m.iteration.into()),
+            ("trigger", m.trigger.name().into()),
+            ("level", m.level.name().into()),
+            ("context_percent", crate::context::round1(m.percent).into()),
+            ("context_tokens", m.tokens.into()),
+            ("context_usable", m.usable.into()),
+            ("context_window", m.window.into()),
+            ("base_commit", base_commit.as_deref().unwrap_or("none").into()),
+            ("wip_commit", if will_commit { "the commit that adds this file" } else { "none" }.into()),
+        ]),
+        title => &title,
         date => now.strftime("%Y-%m-%d").to_string(),
         time => now.strftime("%H:%M:%S %Z").to_string(),
         branch => repo.as_ref().and_then(Repo::branch),
@@ -247,10 +260,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         git_available => repo.is_some(),
         will_commit => will_commit,
         left_uncommitted => &key_files,
+        commit_note => commit_note,
         changes => listed.shown,
         changes_more => listed.summary,
         diff_stat => tiers::cap_stat(diff_stat.trim_end(), d.changes, in_list),
-        commit_note => if will_commit { None } else if repo.is_some() { Some("git.wip_commit is off: the changes were left uncommitted") } else { None },
+        stashed => &stashed,
+        left_out => &left_out,
         plan => plan.view(),
         plan_tiers => PlanTiers::new(&plan, d),
         plan_file => config.plan.display().to_string(),
@@ -258,24 +273,40 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         };
         templates.render(prompt::HANDOFF, ctx)
     };
-    match prompt_budget::fit(max, &costs, render) {
-        Ok(fitted) => {
-            let text = fitted.text;
-            let path = root.join(&handoff_rel);
-            match layout.ensure().and_then(|()| {
-                // Committed: the agent's notes and words must not carry a secret.
-                crate::state::write_private(&path, crate::secrets::scrub(&text).as_bytes())
-            }) {
-                Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
-                Err(e) => saved
-                    .warnings
-                    .push(format!("cannot write the handoff: {e}")),
+    // Written again, with the truth, should the WIP commit it promises fail.
+    let write_handoff = |saved: &mut Saved, will_commit: bool, commit_note: Option<String>| {
+        let fitted = prompt_budget::fit(max, &costs, |d: &Detail| {
+            render(d, will_commit, commit_note.as_deref())
+        });
+        match fitted {
+            Ok(fitted) => {
+                let path = root.join(&handoff_rel);
+                match layout.ensure().and_then(|()| {
+                    // Committed: the agent's notes and words must not carry a secret.
+                    crate::state::write_private(
+                        &path,
+                        crate::secrets::scrub(&fitted.text).as_bytes(),
+                    )
+                }) {
+                    Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
+                    Err(e) => saved
+                        .warnings
+                        .push(format!("cannot write the handoff: {e}")),
+                }
             }
+            Err(e) => saved
+                .warnings
+                .push(format!("cannot render the handoff: {e}")),
         }
-        Err(e) => saved
-            .warnings
-            .push(format!("cannot render the handoff: {e}")),
-    }
+    };
+    let note = if will_commit || repo.is_none() {
+        None
+    } else if !config.git.wip_commit {
+        Some("git.wip_commit is off: the changes were left uncommitted".to_string())
+    } else {
+        blocker.map(|b| format!("no WIP commit, the changes were left uncommitted: {b}"))
+    };
+    write_handoff(&mut saved, will_commit, note);
 
     // 2. The WIP commit of the tree as it stands (handoff included).
     match &repo {
@@ -286,12 +317,15 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         Some(r) => {
             let message = commit_message(config, m, &mut saved);
             let message = crate::secrets::scrub(&message);
-            match r.wip_commit(&message, &own) {
+            match r.wip_commit_leaving_out(&message, &own, &saved.left_out) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
                     saved.commit_note = Some("nothing to commit".into());
                 }
                 CommitOutcome::Skipped { reason } => {
+                    if saved.handoff.is_some() {
+                        write_handoff(&mut saved, false, Some(reason.clone()));
+                    }
                     saved.warnings.push(reason.clone());
                     saved.commit_note = Some(reason);
                 }
@@ -317,6 +351,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             .map(|h| format!("Read {h} first."))
             .unwrap_or_default()
     );
+    if !saved.stashed.is_empty() {
+        saved.resume_summary.push_str(&format!(
+            " Part of its work is in the stash ({}): `git stash pop` gets it back.",
+            stash_names(&saved.stashed).join(", ")
+        ));
+    }
     saved
 }
 
@@ -343,6 +383,15 @@ fn front_matter(fields: &[(&str, serde_json::Value)]) -> String {
             serde_json::Value::String(s) if plain(k, s) => format!("{k}: {s}\n"),
             v => format!("{k}: {v}\n"),
         })
+        .collect()
+}
+
+/// `stash@{0} (On main: baseline)`: how the prompt and the handoff name
+/// a stash entry.
+pub fn stash_names(stashed: &[StashEntry]) -> Vec<String> {
+    stashed
+        .iter()
+        .map(|e| format!("{} ({})", e.name, e.message))
         .collect()
 }
 

@@ -71,6 +71,24 @@ pub struct ContextConfig {
 pub struct GitConfig {
     pub wip_commit: bool,
     pub commit_message: String,
+    /// New files larger than this many bytes stay out of WIP commits (0: no limit).
+    pub max_file_size: u64,
+    /// More new files than this in one WIP commit: the biggest new
+    /// directories stay out (0: no limit).
+    pub max_new_files: usize,
+    /// Whether new binary files go into WIP commits.
+    pub commit_binaries: bool,
+}
+
+impl GitConfig {
+    /// The limits a WIP commit applies to new files.
+    pub fn guard(&self) -> crate::repo::Guard {
+        crate::repo::Guard {
+            max_file_size: self.max_file_size,
+            max_new_files: self.max_new_files,
+            commit_binaries: self.commit_binaries,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -179,6 +197,9 @@ impl Default for GitConfig {
         GitConfig {
             wip_commit: true,
             commit_message: "ralph: checkpoint iter {{ iteration }} ({{ label }})".into(),
+            max_file_size: 10_000_000,
+            max_new_files: 1000,
+            commit_binaries: false,
         }
     }
 }
@@ -447,6 +468,16 @@ impl Config {
         // The prompt file is rewritten every iteration: never over the plan,
         // the config or ralph's own files.
         let prompt = &self.prompt_file;
+        if !crate::ownership::inside_project(prompt) {
+            return bad(
+                "",
+                "prompt_file",
+                format!(
+                    "`{}` is inside .git/ or outside the project; name a file in the project",
+                    prompt.display()
+                ),
+            );
+        }
         if prompt.as_os_str().is_empty()
             || prompt.starts_with(crate::repo::RALPH_DIR)
             || *prompt == self.plan

@@ -169,6 +169,8 @@ pub trait Sink {
 /// reported and tears at most the record it was writing.
 pub struct EventLog {
     out: File,
+    /// Re-opened when the file was deleted under the run (`git clean -fdx`).
+    path: std::path::PathBuf,
     /// A write failed (disk full): warned once.
     failed: bool,
     /// The last write may have been partial: the next record starts a line.
@@ -192,6 +194,7 @@ impl EventLog {
         }
         Ok(EventLog {
             out: file,
+            path: path.to_path_buf(),
             failed: false,
             torn: false,
         })
@@ -212,6 +215,12 @@ fn ends_torn(file: &mut File) -> std::io::Result<bool> {
 
 impl Sink for EventLog {
     fn event(&mut self, record: &Record) {
+        use std::os::unix::fs::MetadataExt as _;
+        if self.out.metadata().is_ok_and(|m| m.nlink() == 0)
+            && let Ok(reopened) = EventLog::open(&self.path)
+        {
+            *self = reopened;
+        }
         let mut line = if self.torn { vec![b'\n'] } else { Vec::new() };
         if serde_json::to_writer(&mut line, record).is_err() {
             return;

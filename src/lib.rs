@@ -15,6 +15,7 @@ pub mod error;
 pub mod events;
 pub mod hooks;
 pub mod limits;
+pub mod ownership;
 pub mod plan;
 pub mod procs;
 pub mod prompt;

@@ -95,6 +95,7 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
     let files = tiers::cap(&cp.files_in_progress, d.files, |f: &FileInProgress| {
         f.path.as_str()
     });
+    let left_out = tiers::cap(&cp.left_out, d.files, |p: &String| p.as_str());
     cp.active.then(|| {
         minijinja::context! {
             iteration => state.context_history.iter().rev().find(|h| h.checkpoint).map_or(iteration.saturating_sub(1), |h| h.iteration),
@@ -106,6 +107,10 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
             files => files.shown,
             files_more => files.summary,
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
+            commit_note => &cp.commit_note,
+            stashed => &cp.stashed,
+            left_out => left_out.shown,
+            left_out_more => left_out.summary,
         }
     })
 }

@@ -11,11 +11,19 @@ use tracing::{debug, trace};
 use crate::{Error, Result};
 
 mod commit;
+mod guard;
+mod health;
+mod outputs;
 mod snapshot;
+mod stash;
 mod stat;
 
 pub use commit::{CommitOutcome, remove_stale_commit_locks, wip_commit_at};
+pub use guard::{Guard, LeftOut, UntrackedGroup};
+pub use health::Blocker;
+pub use outputs::{output_files, remember_output_files};
 pub use snapshot::{Snapshot, made_progress, snapshot};
+pub use stash::{StashEntry, stash_ids};
 pub use stat::{FileChange, display_path};
 
 /// ralph's state directory, relative to the project root.
@@ -175,26 +183,52 @@ impl Repo {
 
 /// ralph's own paths in git's form (workdir-relative, `/`-separated bytes).
 struct Own {
-    /// Everything ralph writes: `.ralph` and the prompt file (files or dirs).
+    /// Everything ralph writes: `.ralph` and the prompt file (files or dirs),
+    /// then the files ralph's own stdout/stderr go to.
     paths: Vec<Vec<u8>>,
     /// `.ralph/handoffs`, the committed part of `.ralph/`.
     handoffs: Vec<u8>,
     /// `.ralph/decisions.md`, committed as well.
     decisions: Vec<u8>,
+    /// The files ralph's stdout/stderr write to (`nohup ralph run > ralph.log`):
+    /// runtime files like `.ralph/`, never committed.
+    streams: Vec<Vec<u8>>,
+    /// Work a WIP commit leaves out this time (key files, huge or binary
+    /// outputs); files or directories.
+    left_out: Vec<Vec<u8>>,
 }
 
 impl Own {
     fn new(prefix: &[u8], root: &Path, own: &OwnPaths) -> Own {
-        let join = |rel: &[u8]| [prefix, rel].concat();
-        let mut paths = vec![join(RALPH_DIR.as_bytes())];
-        if let Some(prompt) = root_relative(root, &own.prompt_file) {
-            paths.push(join(&prompt));
-        }
+        let workdir_relative = |path: &Path| {
+            let rel = root_relative(root, path)?;
+            Some([prefix, &rel].concat())
+        };
+        let mut paths = vec![[prefix, RALPH_DIR.as_bytes()].concat()];
+        paths.extend(workdir_relative(&own.prompt_file));
+        let streams: Vec<Vec<u8>> = output_files()
+            .iter()
+            .filter_map(|p| workdir_relative(p))
+            .collect();
+        paths.extend(streams.iter().cloned());
         Own {
             paths,
-            handoffs: join(HANDOFFS_DIR.as_bytes()),
-            decisions: join(DECISIONS_FILE.as_bytes()),
+            handoffs: [prefix, HANDOFFS_DIR.as_bytes()].concat(),
+            decisions: [prefix, DECISIONS_FILE.as_bytes()].concat(),
+            streams,
+            left_out: Vec::new(),
         }
+    }
+
+    fn leave_out(&mut self, left_out: &[LeftOut]) {
+        self.left_out = left_out
+            .iter()
+            .map(|l| l.path.trim_end_matches('/').as_bytes().to_vec())
+            .collect();
+    }
+
+    fn is_left_out(&self, path: &[u8]) -> bool {
+        self.left_out.iter().any(|l| is_under(path, l))
     }
 
     fn ralph_dir(&self) -> &[u8] {
@@ -207,11 +241,12 @@ impl Own {
     }
 
     /// Runtime files, never committed: `.ralph/` except its handoffs and
-    /// decision log.
+    /// decision log, and the files ralph's own output goes to.
     fn is_runtime(&self, path: &[u8]) -> bool {
-        is_under(path, self.ralph_dir())
+        (is_under(path, self.ralph_dir())
             && !is_under(path, &self.handoffs)
-            && path != self.decisions.as_slice()
+            && path != self.decisions.as_slice())
+            || self.streams.iter().any(|s| s == path)
     }
 
     fn paths(&self) -> Vec<String> {
@@ -286,6 +321,30 @@ fn root_prefix(root: &Path, workdir: &Path) -> Vec<u8> {
 fn bytes_to_path(bytes: &[u8]) -> PathBuf {
     use std::os::unix::ffi::OsStrExt as _;
     PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+}
+
+/// An index entry `git add -A` does not look at: outside a sparse checkout
+/// (skip-worktree) or marked assume-unchanged.
+fn is_hidden_entry(entry: &git2::IndexEntry) -> bool {
+    let skip_worktree = git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits();
+    let assume_unchanged = git2::IndexEntryFlag::VALID.bits();
+    entry.flags_extended & skip_worktree != 0 || entry.flags & assume_unchanged != 0
+}
+
+/// A work-tree-only status of an entry `git add -A` leaves alone: not a
+/// change (a file outside the sparse cone is absent, not deleted).
+fn hidden_from_add(index: Option<&git2::Index>, path: &[u8], status: git2::Status) -> bool {
+    let worktree_only = !status.intersects(
+        git2::Status::INDEX_NEW
+            | git2::Status::INDEX_MODIFIED
+            | git2::Status::INDEX_DELETED
+            | git2::Status::INDEX_RENAMED
+            | git2::Status::INDEX_TYPECHANGE,
+    );
+    worktree_only
+        && index
+            .and_then(|i| i.get_path(&bytes_to_path(path), 0))
+            .is_some_and(|e| is_hidden_entry(&e))
 }
 
 fn is_unborn(e: &git2::Error) -> bool {

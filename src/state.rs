@@ -177,7 +177,7 @@ impl Layout {
     }
 }
 
-pub const GITIGNORE: &str = "# ralph's runtime files; handoffs and the decision log are committed.\n*\n!.gitignore\n!handoffs/\n!handoffs/**\n!decisions.md\n";
+pub const GITIGNORE: &str = "# ralph's runtime files (this one too: `git clean -fd` keeps it); handoffs and the decision log are committed.\n*\n!handoffs/\n!handoffs/**\n!decisions.md\n";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -202,6 +202,15 @@ pub struct ContextCheckpoint {
     /// What set it off.
     pub trigger: Option<Trigger>,
     pub commit: Option<String>,
+    /// Why there is no WIP commit, when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_note: Option<String>,
+    /// Stash entries the agent made during the iteration (`stash@{0} (…)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stashed: Vec<String>,
+    /// Paths the WIP commit left out, still in the work tree.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -527,6 +536,27 @@ impl Lock {
         Ok(lock)
     }
 
+    /// Whether `.ralph/lock` is still the file this lock holds, checked on
+    /// every beat: `git clean -fdx` or `rm -rf .ralph` deletes it under a
+    /// live run, and a second `ralph run` would lock a new one. A deleted or
+    /// replaced lock is taken again (Ok(true)); Err(Locked) when another
+    /// supervisor holds the new one, so that this one stops.
+    pub fn revalidate(&mut self, layout: &Layout) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let held = self.file.metadata().ok();
+        let on_disk = std::fs::metadata(layout.lock()).ok();
+        if let (Some(held), Some(on_disk)) = (&held, &on_disk)
+            && (held.dev(), held.ino()) == (on_disk.dev(), on_disk.ino())
+        {
+            return Ok(false);
+        }
+        layout.ensure()?;
+        let taken = Lock::acquire(layout, &self.info.run_id)?;
+        self.file = taken.file;
+        self.write()?;
+        Ok(true)
+    }
+
     pub fn set_agent(&mut self, pgid: Option<i32>) -> Result<()> {
         self.info.agent_pgid = pgid;
         if pgid.is_none() {
@@ -726,5 +756,25 @@ mod tests {
             "the dead holder's agent is reported"
         );
         assert!(b.stale_committing, "and that it died in a checkpoint");
+    }
+
+    #[test]
+    fn a_deleted_lock_is_taken_again_and_a_replaced_one_held_elsewhere_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        layout.ensure().unwrap();
+        let mut a = Lock::acquire(&layout, "run-a").unwrap();
+        assert!(!a.revalidate(&layout).unwrap(), "nothing to do");
+        // `git clean -fdx`: the whole directory goes.
+        std::fs::remove_dir_all(&layout.dir).unwrap();
+        assert!(running_supervisor(&layout).is_none());
+        assert!(a.revalidate(&layout).unwrap(), "re-created");
+        assert_eq!(running_supervisor(&layout).unwrap().run_id, "run-a");
+        assert!(layout.dir.join(".gitignore").exists());
+        // Deleted again, and a second supervisor locks a new file first.
+        std::fs::remove_file(layout.lock()).unwrap();
+        let _b = Lock::acquire(&layout, "run-b").unwrap();
+        let e = a.revalidate(&layout).err().unwrap();
+        assert!(matches!(e, Error::Locked { .. }), "{e}");
     }
 }

@@ -23,8 +23,9 @@
 //! timers → effects), `stop` (the stop sequence), `verdict` (failure,
 //! outcome, the exit rules in one order), `budget` and `limit_wait`. The
 //! doing is here (files, git, hooks, the state on disk), in `driver` (the
-//! agent and the display) and `signals`. This file and `record` are the
-//! only writers of [`RunState`] during a run.
+//! agent and the display), `signals` and `waiting` (a usage-limit wait).
+//! This file and `record` are the only writers of [`RunState`]'s
+//! bookkeeping during a run.
 
 mod budget;
 mod driver;
@@ -35,17 +36,16 @@ mod record;
 mod signals;
 mod stop;
 mod verdict;
+mod waiting;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
-use tokio::time::sleep_until;
+use std::time::Instant;
 
 use self::budget::Budgets;
 use self::driver::Driver;
 use self::facts::{CheckpointMark, Facts, rel};
 use self::iteration::{IterationLimits, IterationMachine};
-use self::limit_wait::{LimitBackoff, LimitPlan};
+use self::limit_wait::LimitBackoff;
 use self::signals::{Request, Signals};
 pub use self::verdict::Outcome;
 use self::verdict::{Measured, Next, RunFlags};
@@ -56,7 +56,6 @@ use crate::context::Level;
 use crate::error::Result;
 use crate::events::{Bus, Event, EventLog};
 use crate::hooks;
-use crate::limits::LimitHit;
 use crate::plan::Plan;
 use crate::prompt;
 use crate::repo::{self, OwnPaths};
@@ -144,6 +143,7 @@ impl Supervisor {
             &plan,
             first,
         )?;
+        crate::ownership::claim_prompt_file(root, &config.prompt_file)?;
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
         hooks::watch_interrupts();
@@ -152,6 +152,7 @@ impl Supervisor {
         crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
+        crate::ownership::at_start(root, &config.prompt_file, &mut bus);
         if let Some(pgid) = lock.stale_agent_pgid {
             // The previous supervisor died; its agent (killed by its
             // parent-death signal) and the tools it started must not live on.
@@ -343,6 +344,7 @@ impl Supervisor {
             if let Next::End(outcome, why) = gate {
                 return Ok((outcome, why));
             }
+            crate::ownership::keep_runtime(&self.layout, &mut self.lock, &mut self.bus)?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
             let plan_before = self.plan();
@@ -370,7 +372,7 @@ impl Supervisor {
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words.
         let saved_prompt = crate::secrets::scrub(&prompt_text);
-        if let Err(e) = std::fs::write(&prompt_path, saved_prompt.as_bytes()) {
+        if let Err(e) = crate::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt) {
             self.bus.emit(Event::Warning {
                 message: format!("cannot write {}: {e}", prompt_path.display()),
             });
@@ -438,8 +440,8 @@ impl Supervisor {
             &self.templates,
             &self.root,
             &mut self.signals,
-            (&mut self.hooks, hook_facts),
             &mut self.lock,
+            (&mut self.hooks, hook_facts),
         );
         let facts = driver.drive(machine, &mut agent, lines, exited).await;
         let _ = self.lock.set_agent(None);
@@ -559,47 +561,6 @@ impl Supervisor {
                 self.save_checkpoint(&facts, mark);
             }
         }
-        None
-    }
-
-    /// Sleep until a usage limit resets (interruptible), or end the run
-    /// when waiting is off or would take too long.
-    async fn wait_for_limit(&mut self, hit: LimitHit) -> Option<(Outcome, String)> {
-        let now = Now::read();
-        let wait = match self
-            .backoff
-            .plan(&hit, &now, &self.config.rate_limit, &self.budgets)
-        {
-            LimitPlan::Wait(wait) => wait,
-            LimitPlan::End(why) => return Some((Outcome::BudgetSpent, why)),
-        };
-        let until = now.wall + jiff::SignedDuration::try_from(wait).unwrap_or_default();
-        self.tree_touched();
-        self.state.status = RunStatus::Waiting;
-        self.state.waiting_until = Some(until.to_string());
-        self.save();
-        let waiting = Event::LimitWait {
-            until: until.to_string(),
-            seconds: wait.as_secs(),
-            source: hit.source.into(),
-            detail: hit.detail.clone(),
-        };
-        self.publish(waiting, None);
-        let end = tokio::time::Instant::now() + wait;
-        loop {
-            tokio::select! {
-                _ = sleep_until(end) => break,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => self.bus.tick(),
-                request = self.signals.next() => {
-                    if let Some(end) = self.on_request_between(request, "while waiting for a usage limit to reset") {
-                        return Some(end);
-                    }
-                }
-            }
-        }
-        self.state.waiting_until = None;
-        self.state.status = RunStatus::Running;
-        self.save();
         None
     }
 }

@@ -85,6 +85,8 @@ pub const VARIABLES: [(&str, &[&str]); 3] = [
             "changes_more",
             "diff_stat",
             "commit_note",
+            "stashed",
+            "left_out",
             "plan",
             "plan_tiers",
             "plan_file",
@@ -160,9 +162,11 @@ impl Templates {
                     "undefined value in `{var}` (this template gets: {})",
                     known.join(", ")
                 ),
-                hint: Some(format!(
-                    "fix the template, or delete {origin} to use the embedded default"
-                )),
+                hint: Some(if origin.starts_with("prompts/") {
+                    format!("fix the template, or delete {origin} to use the embedded default")
+                } else {
+                    "this is a bug in ralph's embedded template; please report it".into()
+                }),
             });
         }
         Ok(())

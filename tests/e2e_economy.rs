@@ -136,8 +136,10 @@ fn a_10000_file_change_gives_a_capped_handoff_within_budget() {
     );
     let run = p.run(&[], Duration::from_secs(120));
     assert_eq!(run.code, Some(4), "{}", run.describe());
-    // The WIP commit holds every file (what to leave out is issue 12's guard).
-    assert!(p.head_files().len() > 10_000);
+    // git.max_new_files keeps the build outputs out of the WIP commit; the
+    // handoff lists them as left out, within its budget all the same.
+    let committed = p.head_files().len();
+    assert!(committed < 100, "{committed} files committed");
     let doc = std::fs::read_to_string(p.handoffs().pop().unwrap()).unwrap();
     let tokens = ralph::tokens::estimate(&doc);
     assert!(tokens <= 4_000, "{tokens} tokens");

@@ -120,6 +120,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         last_tools: Vec::new(),
         files_touched: Vec::new(),
         notes_path: None,
+        stash_before: None,
     };
     let saved = checkpoint::perform(root, &config, &templates, &moment);
     for w in &saved.warnings {

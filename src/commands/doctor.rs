@@ -107,6 +107,7 @@ impl DoctorReport {
         check_agent(&mut c, root, &config);
         check_sandbox(&mut c, &config);
         check_git(&mut c, root);
+        check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
         let count = |v| c.0.iter().filter(|k| k.verdict == v).count();
         let (problems, warnings) = (count(Verdict::Problem), count(Verdict::Warning));
@@ -392,6 +393,27 @@ fn check_git(c: &mut Checks, root: &Path) {
             "no git user.name/user.email: ralph's WIP commits fall back to `ralph <ralph@localhost>`",
             "`git config user.name \"Your Name\"` and `git config user.email you@example.com` (in CI: GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL)",
         ),
+    }
+}
+
+/// The prompt file ralph may not overwrite, and each condition that would
+/// skip every WIP commit of the night.
+fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
+    if crate::ownership::prompt_owner(root, &config.prompt_file)
+        == crate::ownership::PromptOwner::Foreign
+    {
+        let e = crate::ownership::foreign_prompt_error(&config.prompt_file);
+        c.error("prompt file", &e, "");
+    }
+    let Ok(Some(repo)) = crate::repo::Repo::open(root) else {
+        return;
+    };
+    for b in repo.commit_blockers() {
+        c.problem(
+            "WIP commits",
+            format!("every WIP commit will be skipped: {}", b.what),
+            b.fix,
+        );
     }
 }
 

@@ -25,6 +25,9 @@ pub struct InitReport {
     pub overwritten: Vec<String>,
     /// Existing files that already had the content `init` would write.
     pub unchanged: Vec<String>,
+    /// What stands in the way of a run (a prompt file ralph did not write).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Report for InitReport {
@@ -38,6 +41,9 @@ impl Report for InitReport {
             for p in paths {
                 let _ = writeln!(out, "{verb:<9} {p}");
             }
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "warning: {w}");
         }
         out.push_str(
             "next: write the plan in fix_plan.md, then check the setup with `ralph doctor` and `ralph run --dry-run`\n",
@@ -90,6 +96,8 @@ pub fn init(root: &Path, force: bool, json: bool) -> Result<i32> {
     for (path, text) in writes {
         std::fs::write(&path, text).map_err(|e| Error::io("cannot write", &path, e))?;
     }
+    report.warnings =
+        crate::ownership::setup_warnings(root, &crate::config::Config::load(root)?.prompt_file);
     super::print(&report.render(json))?;
     Ok(0)
 }

@@ -14,7 +14,7 @@ use git2::{Config, DiffOptions, Repository, RepositoryState, Signature};
 use serde::Serialize;
 use tracing::{debug, trace};
 
-use super::{Own, OwnPaths, Repo, bytes_to_path, is_unborn};
+use super::{LeftOut, Own, OwnPaths, Repo, bytes_to_path, is_hidden_entry, is_unborn};
 
 /// Signature used when neither the environment nor git config names anyone:
 /// CI machines and fresh containers often have no identity, and a checkpoint
@@ -35,7 +35,10 @@ pub enum CommitOutcome {
 
 impl Repo {
     /// Why a WIP commit would not be safe right now, if it would not.
-    fn commit_blocker(&self) -> Option<String> {
+    pub fn commit_blocker(&self) -> Option<String> {
+        if let Some(reason) = self.index_format_blocker() {
+            return Some(reason);
+        }
         let lock = self.git.path().join("index.lock");
         if lock.exists() {
             return Some(format!(
@@ -63,13 +66,27 @@ impl Repo {
     /// current branch. Git hooks are not run: a checkpoint must not be blocked by
     /// a linter on half-finished work.
     pub fn wip_commit(&self, message: &str, own: &OwnPaths) -> CommitOutcome {
+        self.wip_commit_leaving_out(message, own, &[])
+    }
+
+    /// [`Repo::wip_commit`] without the files `left_out` names (a directory
+    /// entry leaves out everything under it); they stay in the work tree,
+    /// uncommitted and unstaged.
+    pub fn wip_commit_leaving_out(
+        &self,
+        message: &str,
+        own: &OwnPaths,
+        left_out: &[LeftOut],
+    ) -> CommitOutcome {
         if let Some(reason) = self.commit_blocker() {
             debug!(%reason, "WIP commit skipped");
             return CommitOutcome::Skipped {
                 reason: format!("no WIP commit: {reason}"),
             };
         }
-        match self.try_wip_commit(message, &self.own(own)) {
+        let mut own = self.own(own);
+        own.leave_out(left_out);
+        match self.try_wip_commit(message, &own) {
             Ok(outcome) => {
                 debug!(?outcome, "WIP commit");
                 outcome
@@ -169,9 +186,24 @@ impl Repo {
             else {
                 continue;
             };
+            // Only new files are ever left out: a tracked file's change under
+            // a left-out directory is still work to commit.
+            let new_file = delta.status() == git2::Delta::Untracked;
             // Key files (`.env`, `*.pem` …) never go into a commit, ignored or
             // not: the handoff lists them as left uncommitted.
-            if own.is_runtime(path) || crate::secrets::is_key_file(&String::from_utf8_lossy(path)) {
+            if own.is_runtime(path)
+                || (new_file && own.is_left_out(path))
+                || crate::secrets::is_key_file(&String::from_utf8_lossy(path))
+            {
+                continue;
+            }
+            // What `git add -A` leaves alone: entries outside a sparse
+            // checkout (absent from the work tree, yet not deleted) and
+            // entries marked assume-unchanged.
+            if index
+                .get_path(&bytes_to_path(path), 0)
+                .is_some_and(|e| is_hidden_entry(&e))
+            {
                 continue;
             }
             // Untracked directories are listed file by file; one still ending in
@@ -482,6 +514,41 @@ mod tests {
         let left = open(root).changes(&OwnPaths::new("none")).unwrap();
         assert_eq!(left.len(), 4, "{left:?}");
         assert!(left.iter().all(|c| c.kind == "??"), "{left:?}");
+    }
+
+    #[test]
+    fn skip_worktree_and_assume_unchanged_entries_are_left_alone() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let mut index = git.index().unwrap();
+        for (path, flag) in [("a.txt", 0), ("b.txt", 1)] {
+            let mut entry = index.get_path(Path::new(path), 0).unwrap();
+            if flag == 0 {
+                entry.flags_extended |= git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits();
+                entry.flags |= git2::IndexEntryFlag::EXTENDED.bits();
+            } else {
+                entry.flags |= git2::IndexEntryFlag::VALID.bits();
+            }
+            index.add(&entry).unwrap();
+        }
+        index.write().unwrap();
+        // Outside the sparse cone: absent, not deleted; assume-unchanged: edited.
+        fs::remove_file(root.join("a.txt")).unwrap();
+        write(root, "b.txt", "local tweak\n");
+        assert!(open(root).changes(&own()).unwrap().is_empty());
+        write(root, "c.txt", "work\n");
+        let (_, files) = committed(open(root).wip_commit("wip", &own()));
+        assert_eq!(files, 1);
+        let tree = head_files(&git);
+        assert_eq!(tree["a.txt"], b"alpha\n");
+        assert_eq!(tree["b.txt"], b"beta\n");
+        let mut index = git.index().unwrap();
+        index.read(true).unwrap();
+        let a = index.get_path(Path::new("a.txt"), 0).unwrap();
+        assert_ne!(
+            a.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits(),
+            0
+        );
     }
 
     #[test]

@@ -14,7 +14,8 @@ use tracing::trace;
 use crate::{Error, Result};
 
 use super::{
-    BIG_FILE, Own, OwnPaths, RALPH_DIR, Repo, bytes_to_path, root_relative, status_options,
+    BIG_FILE, Own, OwnPaths, RALPH_DIR, Repo, bytes_to_path, hidden_from_add, root_relative,
+    status_options,
 };
 
 /// Directories the non-git fingerprint never descends into: build output and
@@ -52,9 +53,10 @@ impl Repo {
         let workdir = self.workdir();
         let mut hasher = Sha256::new();
         let mut files = 0;
+        let index = self.git.index().ok();
         for entry in statuses.iter() {
             let path = entry.path_bytes();
-            if own.contains(path) {
+            if own.contains(path) || hidden_from_add(index.as_ref(), path, entry.status()) {
                 continue;
             }
             files += 1;
@@ -152,6 +154,8 @@ fn commits_changed_work(
         paths: own_paths.iter().map(|p| p.as_bytes().to_vec()).collect(),
         handoffs: Vec::new(),
         decisions: Vec::new(),
+        streams: Vec::new(),
+        left_out: Vec::new(),
     };
     let changed = diff.deltas().any(|delta| {
         [delta.old_file().path_bytes(), delta.new_file().path_bytes()]

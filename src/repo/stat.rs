@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
-use super::{BIG_FILE, Own, OwnPaths, Repo, status_options};
+use super::{BIG_FILE, Own, OwnPaths, Repo, hidden_from_add, status_options};
 
 /// `diff_stat` lists at most this many files (the summary line counts them all),
 /// so a huge change does not flood a prompt or handoff.
@@ -33,9 +33,13 @@ impl Repo {
             .git
             .statuses(Some(&mut status_options(true)))
             .map_err(|e| Error::wrap("cannot read git status", e))?;
+        let index = self.git.index().ok();
         let mut out = Vec::new();
         for entry in statuses.iter() {
             let status = entry.status();
+            if hidden_from_add(index.as_ref(), entry.path_bytes(), status) {
+                continue;
+            }
             // A staged rename is listed under its old path; report the new one.
             let renamed = entry
                 .head_to_index()

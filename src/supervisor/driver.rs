@@ -20,7 +20,7 @@ use crate::agent::{Agent, Line};
 use crate::config::format_duration;
 use crate::events::{Bus, Event};
 use crate::hooks::{self, Hooks};
-use crate::state::Lock;
+use crate::state::{Layout, Lock};
 use crate::templates::{self, Templates};
 
 /// How long the lines an agent left in its pipe may take to read once it
@@ -45,13 +45,14 @@ pub(super) struct Driver<'a> {
     pub templates: &'a Templates,
     pub root: &'a Path,
     pub signals: &'a mut Signals,
+    /// Re-taken on the beat should a `git clean -fdx` delete it; the
+    /// sessions of the agent's tools are recorded in it on the same beat (a
+    /// takeover after a crash ends them).
+    pub lock: &'a mut Lock,
     /// Every event goes through the hooks (a rising level fires
     /// `on_level`), with what the run knows of this iteration.
     hooks: &'a mut Hooks,
     hook_facts: hooks::Facts,
-    /// Where the sessions of the agent's tools are recorded on each beat
-    /// (a takeover after a crash ends them).
-    lock: &'a mut Lock,
     /// Effects still to carry out (kept to spare an allocation per line).
     queue: VecDeque<Effect>,
     out: Vec<Effect>,
@@ -63,17 +64,17 @@ impl<'a> Driver<'a> {
         templates: &'a Templates,
         root: &'a Path,
         signals: &'a mut Signals,
-        (hooks, hook_facts): (&'a mut Hooks, hooks::Facts),
         lock: &'a mut Lock,
+        (hooks, hook_facts): (&'a mut Hooks, hooks::Facts),
     ) -> Driver<'a> {
         Driver {
             bus,
             templates,
             root,
             signals,
+            lock,
             hooks,
             hook_facts,
-            lock,
             queue: VecDeque::new(),
             out: Vec::new(),
         }
@@ -87,6 +88,9 @@ impl<'a> Driver<'a> {
         mut lines: mpsc::Receiver<Line>,
         mut exited: oneshot::Receiver<std::io::Result<ExitStatus>>,
     ) -> Facts {
+        // Before the agent's first answer (an API round trip away): stash
+        // entries after this are its own.
+        let stash_before = crate::repo::stash_ids(self.root);
         let mut lines_open = true;
         let status = loop {
             let input = tokio::select! {
@@ -128,6 +132,7 @@ impl<'a> Driver<'a> {
         for message in agent.transcript_notes() {
             self.bus.emit(Event::Warning { message });
         }
+        facts.stash_before = Some(stash_before);
         facts
     }
 
@@ -149,6 +154,10 @@ impl<'a> Driver<'a> {
                 }
                 Effect::Tick => {
                     self.hooks.report(self.bus);
+                    // Within a beat of a `git clean -fdx`, the lock is ours
+                    // again; another holder is found before the next iteration.
+                    let layout = Layout::new(self.root);
+                    let _ = crate::ownership::keep_runtime(&layout, self.lock, self.bus);
                     self.bus.tick();
                     let _ = self.lock.add_sessions(crate::procs::descendant_sessions());
                 }

@@ -58,6 +58,8 @@ pub(super) struct Facts {
     pub signals: SignalCount,
     /// `ralph stop` arrived during the iteration.
     pub stop_requested: bool,
+    /// The stash entries (ids) when the agent started; None when none ran.
+    pub stash_before: Option<Vec<String>>,
     /// `None` when the agent never started.
     pub meter: Option<MeterSummary>,
 }

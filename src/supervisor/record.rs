@@ -56,6 +56,9 @@ pub(super) fn checkpoint(
             .map(first_line),
         trigger: Some(mark.trigger),
         commit: saved.commit.clone(),
+        commit_note: saved.commit_note.clone(),
+        stashed: crate::checkpoint::stash_names(&saved.stashed),
+        left_out: saved.left_out.iter().map(|l| l.path.clone()).collect(),
     };
     if let Some(h) = state.context_history.last_mut() {
         h.checkpoint = true;
@@ -188,5 +191,6 @@ pub(super) fn moment(
         last_tools: facts.tool_calls.clone(),
         files_touched: facts.files_touched.clone(),
         notes_path: facts.notes_path.clone(),
+        stash_before: facts.stash_before.clone(),
     }
 }

@@ -1,0 +1,287 @@
+//! Which files are ralph's: the prompt file it may overwrite (only one it
+//! wrote itself, proven by a record of what it wrote), the files its own
+//! stdout/stderr go to (`nohup ralph run > ralph.log`), and the runtime
+//! paths git must never see, kept out through `.git/info/exclude`, which
+//! neither the agent's `git add -A` nor `git clean -fd` can undo.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::events::{Bus, Event};
+use crate::repo::{self, OwnPaths, Repo};
+use crate::state::{Layout, Lock};
+
+/// Where ralph records what it last wrote to the prompt file.
+const PROMPT_RECORD: &str = "prompt-file.json";
+
+/// The heading of the embedded template's first line and a phrase of its
+/// first paragraph: a prompt file written by a ralph older than the record.
+const EMBEDDED_MARKS: (&str, &str) = ("# Iteration ", "supervised by ralph");
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct PromptRecord {
+    path: PathBuf,
+    sha256: String,
+}
+
+/// Who the prompt file at `prompt_file` belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptOwner {
+    /// No such file: ralph may create it.
+    Absent,
+    /// ralph wrote it (it is what ralph last wrote there).
+    Ralph,
+    /// Someone else's (a hand-written PROMPT.md): ralph never overwrites it.
+    Foreign,
+}
+
+/// Whether the prompt file is ralph's to overwrite.
+pub fn prompt_owner(root: &Path, prompt_file: &Path) -> PromptOwner {
+    let Ok(bytes) = std::fs::read(root.join(prompt_file)) else {
+        return PromptOwner::Absent;
+    };
+    let record: Option<PromptRecord> = std::fs::read(Layout::new(root).dir.join(PROMPT_RECORD))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let recorded = record.is_some_and(|r| r.path == prompt_file && r.sha256 == sha256(&bytes));
+    let text = String::from_utf8_lossy(&bytes);
+    let embedded = text.starts_with(EMBEDDED_MARKS.0) && text.contains(EMBEDDED_MARKS.1);
+    if recorded || embedded {
+        PromptOwner::Ralph
+    } else {
+        PromptOwner::Foreign
+    }
+}
+
+/// Whether `path` (relative to the project root) stays inside the project
+/// and out of `.git/`: an absolute path or one climbing out with `..` is
+/// neither.
+pub fn inside_project(path: &Path) -> bool {
+    use std::path::Component;
+    let mut depth = 0usize;
+    for part in path.components() {
+        match part {
+            Component::Normal(name) if depth == 0 && name == ".git" => return false,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir if depth > 0 => depth -= 1,
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+/// The error for a prompt file ralph did not write (exit 2).
+pub fn foreign_prompt_error(prompt_file: &Path) -> Error {
+    let name = prompt_file.display();
+    Error::config(format!(
+        "{name} exists and was not written by ralph; ralph rewrites prompt_file every iteration and never overwrites a file it did not write"
+    ))
+    .with_hint(format!(
+        "keep it by moving it (e.g. `git mv {name} OBJECTIVE.md`, and name it in the plan so the agent reads it), or set `prompt_file = \".ralph-prompt.md\"` in ralph.toml"
+    ))
+}
+
+/// Refuse to start when the prompt file is someone else's.
+pub fn claim_prompt_file(root: &Path, prompt_file: &Path) -> Result<()> {
+    match prompt_owner(root, prompt_file) {
+        PromptOwner::Foreign => Err(foreign_prompt_error(prompt_file)),
+        PromptOwner::Absent | PromptOwner::Ralph => Ok(()),
+    }
+}
+
+/// What `ralph init` tells about ralph's files: a prompt file ralph did not
+/// write (it would refuse to start), and runtime paths it could not keep
+/// out of git.
+pub fn setup_warnings(root: &Path, prompt_file: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if prompt_owner(root, prompt_file) == PromptOwner::Foreign {
+        let e = foreign_prompt_error(prompt_file);
+        out.push(format!("{e}; hint: {}", e.hint().unwrap_or_default()));
+    }
+    if let Err(e) = exclude_runtime_paths(root) {
+        out.push(format!("cannot keep ralph's runtime files out of git: {e}"));
+    }
+    out
+}
+
+/// Write the prompt file (`path`, under the root of `layout`) and record
+/// what was written, so that the next run knows the file is ralph's.
+pub fn write_prompt(layout: &Layout, path: &Path, text: &str) -> std::io::Result<()> {
+    let bytes = text.as_bytes();
+    std::fs::write(path, bytes)?;
+    let record = PromptRecord {
+        path: path
+            .strip_prefix(&layout.root)
+            .unwrap_or(path)
+            .to_path_buf(),
+        sha256: sha256(bytes),
+    };
+    let json = serde_json::to_vec(&record).expect("the record serializes");
+    // The record is a convenience: losing it (`git clean -fdx`) is covered
+    // by the embedded template's marks, and by the next write.
+    let _ = crate::state::write_private(&layout.dir.join(PROMPT_RECORD), &json);
+    Ok(())
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Keep ralph's runtime paths out of git in `.git/info/exclude` (the
+/// repository's own, never committed, untouched by `git clean` without
+/// `-x`): everything in `.ralph/` but the handoffs. Nothing when the root is
+/// not in a git repository or the lines are already there.
+pub fn exclude_runtime_paths(root: &Path) -> Result<()> {
+    let Ok(git) = git2::Repository::discover(root) else {
+        return Ok(());
+    };
+    let Some(workdir) = git.workdir() else {
+        return Ok(());
+    };
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let prefix = canonical(root)
+        .strip_prefix(canonical(workdir))
+        .map(|rel| {
+            rel.components()
+                .map(|c| format!("{}/", c.as_os_str().to_string_lossy()))
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    let lines = [
+        "# ralph's runtime files (handoffs are committed)".to_string(),
+        format!("/{prefix}.ralph/*"),
+        format!("!/{prefix}.ralph/handoffs/"),
+    ];
+    let exclude = git.commondir().join("info").join("exclude");
+    let current = std::fs::read_to_string(&exclude).unwrap_or_default();
+    if lines[1..].iter().all(|l| current.lines().any(|c| c == l)) {
+        return Ok(());
+    }
+    let mut text = current;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&lines.join("\n"));
+    text.push('\n');
+    std::fs::create_dir_all(exclude.parent().expect("info/exclude has a parent"))
+        .and_then(|()| std::fs::write(&exclude, text))
+        .map_err(|e| Error::io("cannot write", &exclude, e))
+}
+
+/// What a run does before its first iteration about ralph's files: note
+/// where its own output goes, keep its runtime paths out of git, and warn
+/// about untracked files the first WIP commit would sweep in.
+pub fn at_start(root: &Path, prompt_file: &Path, bus: &mut Bus) {
+    repo::remember_output_files();
+    let mut warnings = Vec::new();
+    if let Err(e) = exclude_runtime_paths(root) {
+        warnings.push(format!("cannot keep ralph's runtime files out of git: {e}"));
+    }
+    if let Ok(Some(repo)) = Repo::open(root)
+        && let Ok(groups) = repo.untracked_groups(&OwnPaths::new(prompt_file))
+        && !groups.is_empty()
+    {
+        let total: usize = groups.iter().map(|g| g.files).sum();
+        let named: Vec<String> = groups
+            .iter()
+            .take(5)
+            .map(|g| match g.files {
+                1 => g.path.clone(),
+                n => format!("{} ({n} files)", g.path),
+            })
+            .collect();
+        let more = groups.len().saturating_sub(named.len());
+        warnings.push(format!(
+            "{total} untracked files that git does not ignore would go into the next WIP commit: {}{}; add build outputs to .gitignore (the [git] limits max_file_size, max_new_files and commit_binaries keep huge, binary and too many new files out)",
+            named.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
+    }
+    for message in warnings {
+        bus.emit(Event::Warning { message });
+    }
+}
+
+/// Re-create what a `git clean -fdx` or `rm -rf .ralph` took from under a
+/// live run (`.ralph/`, its `.gitignore`, the exclude lines, the lock), with
+/// a warning; Err(Locked) when another supervisor holds the lock now. Run
+/// before each iteration and on the driver's one-second beat.
+pub fn keep_runtime(layout: &Layout, lock: &mut Lock, bus: &mut Bus) -> Result<()> {
+    let had_dir = layout.dir.is_dir();
+    if lock.revalidate(layout)? {
+        exclude_runtime_paths(&layout.root)?;
+        bus.emit(Event::Warning {
+            message: format!(
+                "{} was deleted or replaced under the running supervisor (git clean -x? rm -rf?); ralph re-created {} and holds the lock again",
+                if had_dir { ".ralph/lock" } else { ".ralph/" },
+                if had_dir { "it" } else { "its runtime files" },
+            ),
+        });
+        return Ok(());
+    }
+    layout.ensure()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_file_stays_in_the_project() {
+        for ok in ["PROMPT.md", "docs/p.md", "./a/../b.md"] {
+            assert!(inside_project(Path::new(ok)), "{ok}");
+        }
+        for bad in [
+            ".git/config",
+            "./.git/x",
+            "/etc/passwd",
+            "../other/PROMPT.md",
+            "a/../../x",
+        ] {
+            assert!(!inside_project(Path::new(bad)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn prompt_file_owner_follows_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let prompt = Path::new("PROMPT.md");
+        assert_eq!(prompt_owner(root, prompt), PromptOwner::Absent);
+        std::fs::write(root.join(prompt), "my own prompt\n").unwrap();
+        assert_eq!(prompt_owner(root, prompt), PromptOwner::Foreign);
+        assert!(claim_prompt_file(root, prompt).is_err());
+        Layout::new(root).ensure().unwrap();
+        write_prompt(&Layout::new(root), &root.join(prompt), "ralph's prompt\n").unwrap();
+        assert_eq!(prompt_owner(root, prompt), PromptOwner::Ralph);
+        std::fs::write(root.join(prompt), "edited by hand\n").unwrap();
+        assert_eq!(prompt_owner(root, prompt), PromptOwner::Foreign);
+        std::fs::write(
+            root.join(prompt),
+            "# Iteration 3: x\n\nYou are one iteration of an unattended loop supervised by ralph.\n",
+        )
+        .unwrap();
+        assert_eq!(prompt_owner(root, prompt), PromptOwner::Ralph);
+    }
+
+    #[test]
+    fn runtime_paths_are_excluded_once_with_the_root_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        git2::Repository::init(dir.path()).unwrap();
+        let root = dir.path().join("sub");
+        std::fs::create_dir(&root).unwrap();
+        exclude_runtime_paths(&root).unwrap();
+        exclude_runtime_paths(&root).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(".git/info/exclude")).unwrap();
+        assert_eq!(text.matches("/sub/.ralph/*").count(), 1, "{text}");
+        assert!(text.contains("!/sub/.ralph/handoffs/"), "{text}");
+    }
+}
