@@ -325,9 +325,8 @@ impl Config {
         if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
             return bad("agent", "command", "empty or unbalanced quotes".into());
         }
-        // The reserve must leave a usable window, whether the window is set
-        // or detected (then it is at least the default a model name implies):
-        // without one every reading is thousands of percent.
+        // The reserve must leave a usable window, set or detected (at least
+        // the default a model implies), or every reading is thousands of %.
         let a = &self.agent;
         let window = if a.context_window != 0 {
             a.context_window
