@@ -47,6 +47,9 @@ pub struct Sizes {
     pub commit_trials: usize,
     pub history: u32,
     pub startup_trials: usize,
+    /// The Claude Code session transcript `ralph statusline` reads.
+    pub session_transcript: u64,
+    pub statusline_trials: usize,
 }
 
 impl Size {
@@ -65,6 +68,8 @@ impl Size {
                 commit_trials: 5,
                 history: 1_000,
                 startup_trials: 30,
+                session_transcript: 100 << 20,
+                statusline_trials: 50,
             },
             Size::Quick => Sizes {
                 transcript: 128 << 20,
@@ -79,6 +84,8 @@ impl Size {
                 commit_trials: 3,
                 history: 1_000,
                 startup_trials: 15,
+                session_transcript: 100 << 20,
+                statusline_trials: 30,
             },
             Size::Tiny => Sizes {
                 transcript: 4 << 20,
@@ -93,6 +100,8 @@ impl Size {
                 commit_trials: 1,
                 history: 50,
                 startup_trials: 2,
+                session_transcript: 4 << 20,
+                statusline_trials: 2,
             },
         }
     }
@@ -108,7 +117,7 @@ pub struct Opts {
     pub verbose: bool,
 }
 
-pub const BENCHES: [&str; 7] = [
+pub const BENCHES: [&str; 8] = [
     "decode",
     "stream",
     "memory",
@@ -116,6 +125,7 @@ pub const BENCHES: [&str; 7] = [
     "iteration",
     "checkpoint",
     "startup",
+    "statusline",
 ];
 
 impl Opts {
@@ -257,6 +267,9 @@ pub fn run(opts: &Opts) -> Vec<Row> {
     }
     if opts.wants("startup") {
         rows.extend(bench_startup(opts, &s));
+    }
+    if opts.wants("statusline") {
+        rows.extend(bench_statusline(opts, &s));
     }
     if !opts.keep {
         let _ = fs::remove_dir_all(&opts.dir);
@@ -1679,4 +1692,175 @@ fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
         pass: None,
     });
     rows
+}
+
+// ---------------------------------------------------------------- statusline
+
+/// A Claude Code session transcript (`~/.claude/projects/…/<id>.jsonl`) of
+/// about `size` bytes: user prompts, assistant turns with tool calls, tool
+/// results of every size, attachments, and a sub-agent's turns at the end
+/// (which must not count), as Claude Code writes it.
+fn session_transcript(path: &Path, size: u64, rng: &mut Rng) {
+    let pool = output_pool(rng);
+    let mut out = std::io::BufWriter::new(fs::File::create(path).unwrap());
+    let mut written = 0u64;
+    let mut n = 0u64;
+    let mut body_text = String::new();
+    let entry = |kind: &str, sidechain: bool, message: serde_json::Value| {
+        serde_json::json!({
+            "parentUuid": "00000000-0000-0000-0000-000000000000", "isSidechain": sidechain,
+            "userType": "external", "cwd": "/home/u/project", "sessionId": "bench",
+            "version": "2.1.328", "gitBranch": "main", "type": kind, "message": message,
+            "uuid": "00000000-0000-0000-0000-000000000001", "timestamp": "2026-11-23T10:00:00.000Z"
+        })
+        .to_string()
+    };
+    let assistant = |n: u64, tokens: u64, sidechain: bool, content: serde_json::Value| {
+        entry(
+            "assistant",
+            sidechain,
+            serde_json::json!({"id": format!("msg_{n:08}"), "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4-5", "content": content, "stop_reason": "tool_use",
+                "usage": {"input_tokens": 3, "cache_creation_input_tokens": 900,
+                          "cache_read_input_tokens": tokens, "output_tokens": 120}}),
+        )
+    };
+    while written < size {
+        n += 1;
+        let tokens = 20_000 + (n * 37) % 120_000;
+        body_text.clear();
+        let len = rng.log_uniform(200, 200_000) as usize;
+        body(rng, &pool, len, &mut body_text);
+        let lines = [
+            assistant(
+                n,
+                tokens,
+                false,
+                serde_json::json!([
+                {"type": "text", "text": "Next I'll run the tests."},
+                {"type": "tool_use", "id": format!("toolu_{n}"), "name": "Bash",
+                 "input": {"command": "cargo test", "description": "Run the tests"}}]),
+            ),
+            entry(
+                "user",
+                false,
+                serde_json::json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": format!("toolu_{n}"), "content": body_text}]}),
+            ),
+        ];
+        for l in lines {
+            written += l.len() as u64 + 1;
+            writeln!(out, "{l}").unwrap();
+        }
+    }
+    // The end: a sub-agent's bigger turns after the main thread's last one.
+    for i in 0..20 {
+        let l = assistant(
+            n + 1 + i,
+            150_000,
+            true,
+            serde_json::json!([{"type": "text", "text": "sub-agent"}]),
+        );
+        writeln!(out, "{l}").unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// `ralph statusline` on a 100 MiB session transcript: median under 10 ms,
+/// and as fast as on a tiny one (it reads from the end).
+fn bench_statusline(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let proj = opts.dir.join("statusline");
+    project(&proj, "claude", "");
+    let big = opts.dir.join("session-big.jsonl");
+    let small = opts.dir.join("session-small.jsonl");
+    let mut rng = Rng::new(17);
+    session_transcript(&big, s.session_transcript, &mut rng);
+    session_transcript(&small, 1, &mut rng);
+    let size = fs::metadata(&big).unwrap().len();
+    opts.say(&format!("statusline: transcript of {:.0} MiB", mib(size)));
+    let input = |t: &Path| {
+        let path = t.with_extension("input.json");
+        let json = serde_json::json!({
+            "session_id": "bench", "transcript_path": t, "cwd": &proj,
+            "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"},
+            "workspace": {"current_dir": &proj, "project_dir": &proj},
+        });
+        fs::write(&path, json.to_string()).unwrap();
+        path
+    };
+    let (big_in, small_in) = (input(&big), input(&small));
+    let time = |stdin: &Path| {
+        let mut cmd = ralph(&proj, &["statusline"]);
+        cmd.stdin(fs::File::open(stdin).unwrap());
+        let m = measure(&mut cmd);
+        assert!(m.status.success(), "ralph statusline: {:?}", m.status);
+        m
+    };
+    let (mut t_big, mut t_small, mut t_true) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut vs_small, mut vs_true, mut cpu_big) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..s.statusline_trials {
+        let tt = measure(&mut Command::new("true")).wall;
+        let ts = time(&small_in).wall;
+        let big = time(&big_in);
+        let tb = big.wall;
+        cpu_big.push(big.cpu);
+        vs_small.push(tb.as_secs_f64() / ts.as_secs_f64());
+        vs_true.push(tb.as_secs_f64() / tt.as_secs_f64());
+        t_big.push(tb);
+        t_small.push(ts);
+        t_true.push(tt);
+    }
+    let (tb, ts, tt) = (
+        median(&mut t_big),
+        median(&mut t_small),
+        median(&mut t_true),
+    );
+    let cpu = median(&mut cpu_big);
+    let limit = Duration::from_millis(10);
+    vec![
+        Row {
+            bench: "statusline".into(),
+            what: format!(
+                "`ralph statusline` on a {:.0} MiB session transcript (median of {}) vs the 10 ms budget",
+                mib(size),
+                s.statusline_trials
+            ),
+            ralph: ms(tb),
+            reference: ms(limit),
+            ratio: tb.as_secs_f64() / limit.as_secs_f64(),
+            target: "≤ 1×".into(),
+            pass: Some(tb <= limit),
+        },
+        Row {
+            bench: "statusline".into(),
+            what: format!(
+                "the same vs on a {:.1} KiB transcript (flat: it reads from the end)",
+                fs::metadata(&small).unwrap().len() as f64 / 1024.0
+            ),
+            ralph: ms(tb),
+            reference: ms(ts),
+            ratio: median_ratio(&mut vs_small),
+            target: "≤ 1.5×".into(),
+            pass: Some(median_ratio(&mut vs_small) <= 1.5),
+        },
+        Row {
+            bench: "statusline".into(),
+            what: "the same in CPU time (user + system; what load on the machine does not inflate)"
+                .into(),
+            ralph: ms(cpu),
+            reference: ms(limit),
+            ratio: cpu.as_secs_f64() / limit.as_secs_f64(),
+            target: "(diagnostic)".into(),
+            pass: None,
+        },
+        Row {
+            bench: "statusline".into(),
+            what: "the same vs starting `true`, for scale".into(),
+            ralph: ms(tb),
+            reference: ms(tt),
+            ratio: median_ratio(&mut vs_true),
+            target: "(report)".into(),
+            pass: None,
+        },
+    ]
 }

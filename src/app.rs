@@ -58,6 +58,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Stop(args) => commands::stop(&root, args.json),
         Command::Context(args) => commands::context(&root, args.json, args.watch),
         Command::Status(args) => commands::status(&root, args.json),
+        Command::Init(args) if args.claude => commands::init_claude(&root, args.json),
         Command::Init(args) => commands::init(&root, args.force, args.json),
         Command::Prompt(args) => commands::prompt(
             &root,
@@ -72,7 +73,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Doctor(args) => commands::doctor(&root, args.json),
         Command::Completions(args) => commands::completions(args.shell),
         Command::Man => commands::man(),
+        Command::Recover(args) => commands::recover(&root, &args),
         Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => Ok(ralph_sim::run(&args)?),
+        Command::Statusline => commands::statusline(&root),
+        Command::Hook { event } => commands::hook(&root, event),
     }
 }

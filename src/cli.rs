@@ -44,10 +44,34 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff), e.g. `ralph man > ralph.1`
     Man,
+    /// List the work-tree snapshots ralph took during iterations, or restore one (into the work tree or onto a new branch)
+    Recover(RecoverArgs),
     /// Run the bundled demo in a fresh directory, with `ralph sim` as the agent
     Demo(DemoArgs),
     /// A simulated agent speaking the `claude -p --output-format stream-json` protocol (for demos, tests, CI)
     Sim(SimArgs),
+    /// Claude Code's `statusLine` command: context bar, percent, tokens, level and plan item of the session on stdin
+    Statusline,
+    /// Claude Code's hooks (`ralph init --claude` installs them); always exit 0
+    Hook {
+        #[command(subcommand)]
+        event: HookEvent,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// The snapshot to restore: its id from the listing, or RUN/ITERATION for that iteration's newest (none: list them)
+    pub snapshot: Option<String>,
+    /// Restore onto a new branch NAME (one commit on top of the commit the snapshot was taken on) instead of the work tree
+    #[arg(long, value_name = "NAME", requires = "snapshot")]
+    pub branch: Option<String>,
+    /// Overwrite files in a work tree that has uncommitted changes
+    #[arg(long, requires = "snapshot", conflicts_with = "branch")]
+    pub force: bool,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args, Default)]
@@ -121,6 +145,9 @@ pub struct InitArgs {
     /// Print what was written as one JSON object
     #[arg(long)]
     pub json: bool,
+    /// Only add ralph's status line and hooks to .claude/settings.json (merged, shown as a diff)
+    #[arg(long)]
+    pub claude: bool,
 }
 
 #[derive(Debug, Args)]
@@ -150,4 +177,13 @@ pub struct DemoArgs {
     /// Where to create the demo project (default: a new temporary directory)
     #[arg(value_name = "DIR")]
     pub path: Option<PathBuf>,
+}
+
+/// Which hook Claude Code is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum HookEvent {
+    /// Before Claude Code compacts the conversation: handoff + WIP commit (trigger `compact`)
+    PreCompact,
+    /// When a session starts, resumes or was compacted: the latest handoff's resume block as context
+    SessionStart,
 }

@@ -78,6 +78,11 @@ pub struct GitConfig {
     pub max_new_files: usize,
     /// Whether new binary files go into WIP commits.
     pub commit_binaries: bool,
+    /// How often, during an iteration, the work tree is recorded on a hidden
+    /// snapshot ref (`ralph recover`); "0s" turns snapshots off.
+    pub snapshot_interval: Span,
+    /// Snapshot refs of this many runs are kept; older runs' are deleted.
+    pub snapshot_keep_runs: usize,
 }
 
 impl GitConfig {
@@ -200,6 +205,8 @@ impl Default for GitConfig {
             max_file_size: 10_000_000,
             max_new_files: 1000,
             commit_binaries: false,
+            snapshot_interval: Span::secs(600),
+            snapshot_keep_runs: 5,
         }
     }
 }

@@ -85,6 +85,17 @@ pub enum Event {
         commit_note: Option<String>,
         handoff: Option<String>,
     },
+    /// The safety net recorded the work tree on a hidden ref
+    /// (`ralph recover`).
+    Snapshot {
+        iteration: u32,
+        /// `interval` (every `git.snapshot_interval`) or `stop` (ralph is
+        /// about to stop the agent).
+        reason: String,
+        commit: String,
+        #[serde(rename = "ref")]
+        reference: String,
+    },
     Hook {
         hook: String,
         command: String,

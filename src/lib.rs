@@ -5,6 +5,7 @@ pub mod agent;
 pub mod app;
 pub mod breaker;
 pub mod checkpoint;
+pub mod claude_code;
 pub mod cli;
 pub mod commands;
 pub mod completion;

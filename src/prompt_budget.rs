@@ -13,7 +13,7 @@ use crate::context::Level;
 use crate::decisions;
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::state::{FileInProgress, RunState};
+use crate::state::{FileInProgress, RunState, Trigger};
 use crate::templates::{PROMPT, Templates};
 use crate::tiers::{self, Detail, HistoryTiers, PlanTiers};
 use crate::tokens;
@@ -108,6 +108,7 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
             files_more => files.summary,
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
             commit_note => &cp.commit_note,
+            trigger => cp.trigger.map(Trigger::name),
             stashed => &cp.stashed,
             left_out => left_out.shown,
             left_out_more => left_out.summary,

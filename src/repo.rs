@@ -1,7 +1,8 @@
 //! The project's git repository: opening it, its branch and HEAD, ralph's own
 //! paths, and the path helpers the parts below share; what the agent changed
-//! (`stat`), progress snapshots (`snapshot`) and WIP commits at checkpoints
-//! (`commit`), all through git2 (never the `git` CLI).
+//! (`stat`), progress snapshots (`snapshot`), WIP commits at checkpoints
+//! (`commit`) and the safety net's hidden snapshot refs (`safety_net`), all
+//! through git2 (never the `git` CLI).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -14,6 +15,7 @@ mod commit;
 mod guard;
 mod health;
 mod outputs;
+mod safety_net;
 mod snapshot;
 mod stash;
 mod stat;
@@ -22,6 +24,7 @@ pub use commit::{CommitOutcome, remove_stale_commit_locks, wip_commit_at};
 pub use guard::{Guard, LeftOut, UntrackedGroup};
 pub use health::Blocker;
 pub use outputs::{output_files, remember_output_files};
+pub use safety_net::{Restored, SNAPSHOT_REFS, SnapshotInfo, SnapshotOutcome};
 pub use snapshot::{Snapshot, made_progress, snapshot};
 pub use stash::{StashEntry, stash_ids};
 pub use stat::{FileChange, display_path};

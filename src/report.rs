@@ -124,6 +124,15 @@ pub fn describe(event: &Event) -> Option<String> {
             },
             handoff.as_deref().unwrap_or("not written")
         ),
+        Event::Snapshot {
+            iteration,
+            reason,
+            commit,
+            ..
+        } => format!(
+            "iteration {iteration}: snapshot {} of the work tree ({reason}); `ralph recover` restores it",
+            &commit[..commit.len().min(10)]
+        ),
         Event::Hook {
             hook,
             command,

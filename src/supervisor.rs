@@ -34,7 +34,9 @@ mod iteration;
 mod limit_wait;
 mod record;
 mod signals;
+mod snapshots;
 mod stop;
+mod takeover;
 mod verdict;
 mod waiting;
 
@@ -268,7 +270,7 @@ impl Supervisor {
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
         let limit = self.budgets.iteration_limit();
-        record::start(&mut self.state, &self.config, &plan, limit);
+        let dead = record::start(&mut self.state, &self.config, &plan, limit);
         self.bus.emit(Event::RunStarted {
             run_id: self.state.run_id.clone(),
             resumed,
@@ -277,6 +279,7 @@ impl Supervisor {
             plan: self.config.plan.display().to_string(),
             pid: std::process::id(),
         });
+        self.take_over(dead);
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
             let reset = Event::Breaker {
@@ -436,6 +439,7 @@ impl Supervisor {
             reason: None,
         };
         let driver = Driver::new(
+            self.safety_net(number),
             &mut self.bus,
             &self.templates,
             &self.root,

@@ -277,6 +277,61 @@ struct KillReport {
     stale_tmp_files: u32,
     /// Commits on the branch at the end (none lost).
     commits: u32,
+    /// Kills that left an iteration unfinished with its agent started...
+    dead_iterations: u32,
+    /// ...taken over: a `crash` checkpoint whose WIP commit holds every
+    /// file the dead iteration left uncommitted, and the next iteration
+    /// resumed from its handoff.
+    crash_takeovers: u32,
+    /// Uncommitted files found at those kills, each checked in a commit.
+    dead_work_files: u32,
+}
+
+/// An iteration a kill left unfinished (its agent had started): what the
+/// takeover must save.
+#[derive(Debug)]
+struct Dead {
+    iteration: u32,
+    /// The event log's length at the kill: the takeover comes after.
+    from: u64,
+    /// Files uncommitted at the kill (ralph's own aside).
+    work: Vec<String>,
+}
+
+/// The iteration the state says was at work but never reached the
+/// history, when its transcript exists (its agent started).
+fn dead_iteration(p: &Project) -> Option<u32> {
+    let s = ralph::state::RunState::load(&p.path(".ralph/state.json")).ok()??;
+    let unfinished = s.status.is_active()
+        && s.iteration > 0
+        && s.history.last().map(|h| h.iteration) != Some(s.iteration);
+    let transcript = ralph::state::Layout::new(p.root()).transcript(&s.run_id, s.iteration);
+    (unfinished && transcript.exists()).then_some(s.iteration)
+}
+
+/// Files (not deleted) that differ from HEAD or are untracked, outside
+/// `.ralph/` and the prompt ralph writes.
+fn uncommitted(p: &Project) -> Vec<String> {
+    let repo = p.repo();
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true).recurse_untracked_dirs(true);
+    let gone = git2::Status::WT_DELETED | git2::Status::INDEX_DELETED;
+    repo.statuses(Some(&mut opts))
+        .unwrap()
+        .iter()
+        .filter(|e| !e.status().intersects(gone))
+        .filter_map(|e| e.path().map(str::to_string))
+        .filter(|f| !f.starts_with(".ralph/") && f != "PROMPT.md")
+        .collect()
+}
+
+fn in_commit(repo: &git2::Repository, commit: &str, path: &str) -> bool {
+    repo.find_commit(commit.parse().unwrap())
+        .unwrap()
+        .tree()
+        .unwrap()
+        .get_path(Path::new(path))
+        .is_ok()
 }
 
 /// Events that appeared in the log after byte `from`.
@@ -335,6 +390,7 @@ struct Killer {
     work_logs: Vec<String>,
     /// (had state, iteration in it, old agent session) before each start.
     before_start: Option<(u32, Option<i32>)>,
+    dead: Vec<Dead>,
 }
 
 impl Killer {
@@ -344,6 +400,7 @@ impl Killer {
             commits: Vec::new(),
             work_logs: Vec::new(),
             before_start: None,
+            dead: Vec::new(),
         }
     }
 
@@ -384,14 +441,7 @@ impl Killer {
 
     fn kill_once(&mut self, p: &Project, moment: Moment) {
         let from = log_len(p);
-        let mut child = p
-            .ralph()
-            .args(["run", "--json"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = p.spawn_unread_run();
         let spawned = Instant::now();
         self.started(p, from, &mut child);
         match moment {
@@ -450,6 +500,61 @@ impl Killer {
         }
         self.work_logs
             .push(std::fs::read_to_string(p.path("work.log")).unwrap_or_default());
+        if let Some(iteration) = dead_iteration(p) {
+            self.report.dead_iterations += 1;
+            self.dead.push(Dead {
+                iteration,
+                from: log_len(p),
+                work: uncommitted(p),
+            });
+        }
+    }
+
+    /// Every iteration a kill left unfinished was taken over by a later
+    /// run: a `crash` checkpoint of that iteration whose WIP commit(s) hold
+    /// the files it left, and the next iteration started resumed from its
+    /// handoff.
+    fn check_takeovers(&mut self, p: &Project) {
+        let repo = p.repo();
+        for dead in &self.dead {
+            let events = events_since(p, dead.from);
+            let is_crash = |e: &Value| {
+                e["event"] == "checkpoint"
+                    && e["trigger"] == "crash"
+                    && e["iteration"] == dead.iteration
+            };
+            let first = events
+                .iter()
+                .position(is_crash)
+                .unwrap_or_else(|| panic!("{dead:?} was not taken over"));
+            let crashes: Vec<&Value> = events.iter().filter(|e| is_crash(e)).collect();
+            let commits: Vec<&str> = crashes
+                .iter()
+                .filter_map(|e| e["commit"].as_str())
+                .collect();
+            for f in &dead.work {
+                assert!(
+                    commits.iter().any(|c| in_commit(&repo, c, f)),
+                    "{f} of {dead:?} is in none of its crash commits {commits:?}"
+                );
+            }
+            let handoffs: Vec<&str> = crashes
+                .iter()
+                .filter_map(|e| e["handoff"].as_str())
+                .collect();
+            let resumed = events[first..]
+                .iter()
+                .find(|e| e["event"] == "iteration_started")
+                .unwrap_or_else(|| panic!("no iteration after the takeover of {dead:?}"));
+            assert!(
+                resumed["resume_from"]
+                    .as_str()
+                    .is_some_and(|h| handoffs.contains(&h)),
+                "{resumed} does not resume from the crash handoff of {dead:?} ({handoffs:?})"
+            );
+            self.report.crash_takeovers += 1;
+            self.report.dead_work_files += dead.work.len() as u32;
+        }
     }
 
     /// A last, unkilled run: everything before is intact and it can still
@@ -480,6 +585,7 @@ impl Killer {
         for before in &self.work_logs {
             assert!(work.starts_with(before.as_str()), "work.log lost lines");
         }
+        self.check_takeovers(p);
         assert_nothing_left(p);
         assert!(git_locks(p).is_empty(), "{:?}", git_locks(p));
         // Every record of the log parses but those a kill tore (at most one
@@ -550,6 +656,9 @@ fn kill_series(projects: u32, kills_each: u32) -> KillReport {
         total.torn_log_lines += r.torn_log_lines;
         total.stale_tmp_files += r.stale_tmp_files;
         total.commits += r.commits;
+        total.dead_iterations += r.dead_iterations;
+        total.crash_takeovers += r.crash_takeovers;
+        total.dead_work_files += r.dead_work_files;
     }
     figure(format!("{total:?}"));
     total
@@ -559,6 +668,9 @@ fn kill_series(projects: u32, kills_each: u32) -> KillReport {
 fn supervisor_killed_at_random_moments_loses_nothing() {
     let r = kill_series(1, 5);
     assert_eq!(r.state_parsed, r.kills);
+    // One kill in five aims at a running agent.
+    assert!(r.dead_iterations > 0, "{r:?}");
+    assert_eq!(r.crash_takeovers, r.dead_iterations);
 }
 
 #[test]
@@ -567,6 +679,11 @@ fn supervisor_killed_100_times_loses_nothing() {
     let r = kill_series(10, 10);
     assert_eq!(r.kills, 100);
     assert_eq!(r.state_parsed, 100);
+    assert_eq!(r.crash_takeovers, r.dead_iterations);
+    figure(format!(
+        "{} of 100 kills left an iteration unfinished; {} of {} taken over (crash handoff, WIP commit with its {} files, resumed)",
+        r.dead_iterations, r.crash_takeovers, r.dead_iterations, r.dead_work_files
+    ));
 }
 
 /// The parent-death signal fires when the *thread* that forked the agent

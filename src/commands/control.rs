@@ -11,8 +11,7 @@ use crate::checkpoint::{self, Moment};
 use crate::config::Config;
 use crate::context::Level;
 use crate::error::{Error, Result};
-use crate::prompt::Templates;
-use crate::state::{self, Layout, RunState, Trigger};
+use crate::state::{self, Layout, Trigger};
 
 /// What to write to `.ralph/control.json` for a running supervisor.
 fn send_to_supervisor(
@@ -92,11 +91,9 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         super::print(&report.render(json))?;
         return Ok(0);
     }
-    let config = Config::load(root)?;
-    crate::secrets::remember(&config.agent.env);
-    let templates = Templates::load(root)?;
     // A clean tree has nothing to save: a handoff alone, committed each
     // time, would only pile up.
+    let config = Config::load(root)?;
     let own = crate::repo::OwnPaths::new(config.prompt_file.clone());
     if let Ok(Some(repo)) = crate::repo::Repo::open(root)
         && repo.changes(&own).is_ok_and(|c| c.is_empty())
@@ -105,9 +102,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         super::print(&report.render(json))?;
         return Ok(0);
     }
-    layout.ensure()?;
-    let mut state = RunState::load(&layout.state())?.unwrap_or_default();
-    let moment = Moment {
+    let saved = checkpoint::perform_standalone(root, |_, state| Moment {
         iteration: state.iteration,
         trigger: Trigger::Manual,
         level: Level::L2,
@@ -121,19 +116,10 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         files_touched: Vec::new(),
         notes_path: None,
         stash_before: None,
-    };
-    let saved = checkpoint::perform(root, &config, &templates, &moment);
+    })?;
     for w in &saved.warnings {
         eprintln!("warning: {w}");
     }
-    state.last_handoff.clone_from(&saved.handoff);
-    if saved.commit.is_some() {
-        state.last_commit.clone_from(&saved.commit);
-    }
-    if state.run_id.is_empty() {
-        state.run_id = "manual".into();
-    }
-    state.save(&layout.state())?;
     report.outcome = "checkpointed";
     report.commit = saved.commit;
     report.commit_note = saved.commit_note;

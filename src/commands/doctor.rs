@@ -109,6 +109,12 @@ impl DoctorReport {
         check_git(&mut c, root);
         check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
+        if let Some((detail, fix)) = crate::claude_code::settings::doctor(root) {
+            match fix {
+                Some(fix) => c.warn("claude code", detail, fix),
+                None => c.ok("claude code", detail),
+            }
+        }
         let count = |v| c.0.iter().filter(|k| k.verdict == v).count();
         let (problems, warnings) = (count(Verdict::Problem), count(Verdict::Warning));
         DoctorReport {

@@ -1,15 +1,19 @@
 //! The subcommands other than the loop's core: each module loads what it
 //! needs, does one thing, and returns an exit code.
 
+mod claude;
 mod context;
 mod control;
 mod demo;
 mod doctor;
 mod generate;
+mod hook;
 mod init;
 mod prompt;
+mod recover;
 mod run;
 mod status;
+mod statusline;
 
 use std::io::Write;
 
@@ -17,15 +21,19 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+pub use claude::init_claude;
 pub use context::context;
 pub use control::{checkpoint, stop};
 pub use demo::demo;
 pub use doctor::doctor;
 pub use generate::{completions, man};
+pub use hook::hook;
 pub use init::init;
 pub use prompt::prompt;
+pub use recover::recover;
 pub use run::{load_config, run};
 pub use status::status;
+pub use statusline::statusline;
 
 /// What a reporting command found: one value, printed as JSON for
 /// `--json` or as text for people, so both always say the same thing.

@@ -163,7 +163,7 @@ impl Repo {
     /// files that were only touched are hashed once, not at every checkpoint.
     /// (`Index::add_all` does the same walk but also loads every changed
     /// file's content for a patch it never uses.)
-    fn stage_work_tree(
+    pub(super) fn stage_work_tree(
         &self,
         index: &mut git2::Index,
         own: &Own,

@@ -33,6 +33,11 @@ pub enum Trigger {
     Signal,
     Stop,
     RateLimit,
+    /// The supervisor died (`kill -9`, a crash) during the iteration; the
+    /// next run took it over.
+    Crash,
+    /// Claude Code was about to compact an interactive session (`ralph hook pre-compact`).
+    Compact,
 }
 
 impl Trigger {
@@ -45,6 +50,8 @@ impl Trigger {
             Trigger::Signal => "signal",
             Trigger::Stop => "stop",
             Trigger::RateLimit => "rate_limit",
+            Trigger::Crash => "crash",
+            Trigger::Compact => "compact",
         }
     }
 }
@@ -496,6 +503,7 @@ mod tests {
             (Trigger::Signal, "signal"),
             (Trigger::Stop, "stop"),
             (Trigger::RateLimit, "rate_limit"),
+            (Trigger::Crash, "crash"),
         ];
         for (trigger, name) in triggers {
             assert_eq!(

@@ -16,6 +16,7 @@ use super::Now;
 use super::facts::Facts;
 use super::iteration::{Effect, HandoffRequest, Input, IterationMachine};
 use super::signals::Signals;
+use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
 use crate::config::format_duration;
 use crate::events::{Bus, Event};
@@ -53,6 +54,7 @@ pub(super) struct Driver<'a> {
     /// `on_level`), with what the run knows of this iteration.
     hooks: &'a mut Hooks,
     hook_facts: hooks::Facts,
+    net: SafetyNet,
     /// Effects still to carry out (kept to spare an allocation per line).
     queue: VecDeque<Effect>,
     out: Vec<Effect>,
@@ -60,6 +62,7 @@ pub(super) struct Driver<'a> {
 
 impl<'a> Driver<'a> {
     pub(super) fn new(
+        net: SafetyNet,
         bus: &'a mut Bus,
         templates: &'a Templates,
         root: &'a Path,
@@ -75,6 +78,7 @@ impl<'a> Driver<'a> {
             lock,
             hooks,
             hook_facts,
+            net,
             queue: VecDeque::new(),
             out: Vec::new(),
         }
@@ -162,6 +166,11 @@ impl<'a> Driver<'a> {
                     let _ = self.lock.add_sessions(crate::procs::descendant_sessions());
                 }
                 Effect::DetachDisplay => self.bus.detach(),
+                Effect::Snapshot(reason) => {
+                    if let Some(event) = self.net.record(reason) {
+                        self.bus.emit(event);
+                    }
+                }
                 Effect::CloseStdin => {
                     if let Some(a) = agent.as_deref_mut() {
                         a.close_stdin();

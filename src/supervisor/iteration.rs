@@ -14,6 +14,7 @@ use super::budget::Budgets;
 use super::facts::{CheckpointMark, Facts, MeterSummary};
 use super::facts::{first_line, rel};
 use super::signals::Request;
+use super::snapshots::SnapshotReason;
 use super::stop::{Overdue, SignalCount, StopSequence};
 use crate::checkpoint;
 use crate::completion;
@@ -63,6 +64,8 @@ pub(super) enum Effect {
     DetachDisplay,
     /// Redraw the display.
     Tick,
+    /// Record the work tree on the safety net's hidden ref.
+    Snapshot(SnapshotReason),
 }
 
 /// The values the checkpoint request template is rendered with.
@@ -94,6 +97,8 @@ pub(super) struct IterationLimits {
     pub cost_before: f64,
     /// For reset times written as local times.
     pub tz: jiff::tz::TimeZone,
+    /// `git.snapshot_interval`; `None`: no snapshots.
+    pub snapshot_every: Option<Duration>,
 }
 
 impl IterationLimits {
@@ -116,6 +121,7 @@ impl IterationLimits {
             budgets: budgets.clone(),
             cost_before: state.cost_usd,
             tz,
+            snapshot_every: Some(config.git.snapshot_interval.0).filter(|d| !d.is_zero()),
         }
     }
 }
@@ -154,6 +160,8 @@ pub(super) struct IterationMachine {
     beat: Instant,
     /// A checkpoint waiting for [`Input::HandoffSent`]: its reason.
     asking: Option<String>,
+    /// When the next interval snapshot is due (while the agent runs).
+    next_snapshot: Option<Instant>,
 }
 
 impl IterationMachine {
@@ -169,6 +177,7 @@ impl IterationMachine {
                 signals,
                 ..Facts::default()
             },
+            next_snapshot: limits.snapshot_every.map(|d| now.mono + d),
             limits,
             meter,
             stop: StopSequence::Running,
@@ -215,14 +224,17 @@ impl IterationMachine {
     }
 
     /// When the machine wants an [`Input::Wake`]: the display beat, the
-    /// iteration and idle deadlines while running, the stop sequence's next
-    /// step.
+    /// iteration and idle deadlines and the next snapshot while running,
+    /// the stop sequence's next step.
     pub(super) fn next_wake(&self) -> Instant {
         let mut wake = self.beat;
         if self.stop.is_running() {
             wake = wake
                 .min(self.started + self.limits.iteration_timeout)
                 .min(self.last_line + self.limits.idle_timeout);
+            if let Some(t) = self.next_snapshot {
+                wake = wake.min(t);
+            }
         }
         if let Some(t) = self.stop.deadline() {
             wake = wake.min(t);
@@ -459,6 +471,12 @@ impl IterationMachine {
             self.beat = now.mono + TICK;
         }
         if self.stop.is_running() {
+            if let (Some(due), Some(every)) = (self.next_snapshot, self.limits.snapshot_every)
+                && now.mono >= due
+            {
+                out.push(Effect::Snapshot(SnapshotReason::Interval));
+                self.next_snapshot = Some(now.mono + every);
+            }
             if let Some(overdue) = self.overdue(now) {
                 let why = overdue.reason();
                 if overdue.is_timeout() {
@@ -497,6 +515,10 @@ impl IterationMachine {
     ) {
         if self.facts.checkpoint.is_some() {
             return;
+        }
+        // The tree before the agent hears of the stop, whatever it does then.
+        if self.limits.snapshot_every.is_some() {
+            out.push(Effect::Snapshot(SnapshotReason::Stop));
         }
         let m = &self.meter;
         self.facts.checkpoint = Some(CheckpointMark {
@@ -606,6 +628,7 @@ mod tests {
             },
             cost_before: 0.0,
             tz: jiff::tz::TimeZone::UTC,
+            snapshot_every: None,
         };
         let meter = ContextMeter::new(100_000, 0, Thresholds::DEFAULT);
         let m = IterationMachine::new(limits, meter, SignalCount::None, &t0);
@@ -872,6 +895,59 @@ mod tests {
             after(&t0, 3620).mono,
             "the grace period's end"
         );
+    }
+
+    fn snapshots(out: &[Effect]) -> Vec<SnapshotReason> {
+        out.iter()
+            .filter_map(|e| match e {
+                Effect::Snapshot(r) => Some(*r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn snapshots_every_interval_and_before_the_stop_only_while_the_agent_runs() {
+        let (_, t0) = machine(false);
+        let every = |secs| {
+            let (m, _) = machine(true);
+            let mut limits = m.limits.clone();
+            limits.snapshot_every = secs;
+            let meter = ContextMeter::new(100_000, 0, Thresholds::DEFAULT);
+            IterationMachine::new(limits, meter, SignalCount::None, &t0)
+        };
+        // Off: no wake for it, no snapshot, not even before the stop.
+        let mut m = every(None);
+        assert_eq!(m.next_wake(), after(&t0, 1).mono);
+        let mut all = feed(&mut m, Input::Wake, &after(&t0, 120));
+        all.extend(line(&mut m, at_tokens("a", 86_000), &after(&t0, 121)));
+        assert!(snapshots(&all).is_empty());
+
+        let mut m = every(Some(Duration::from_secs(60)));
+        assert!(snapshots(&feed(&mut m, Input::Wake, &after(&t0, 59))).is_empty());
+        assert_eq!(m.next_wake(), after(&t0, 60).mono);
+        let out = feed(&mut m, Input::Wake, &after(&t0, 60));
+        assert_eq!(snapshots(&out), [SnapshotReason::Interval]);
+        // The next one counts from when the last was taken.
+        assert!(snapshots(&feed(&mut m, Input::Wake, &after(&t0, 119))).is_empty());
+        let out = feed(&mut m, Input::Wake, &after(&t0, 120));
+        assert_eq!(snapshots(&out), [SnapshotReason::Interval]);
+        // L2: the tree is recorded before the agent is asked for anything.
+        let out = line(&mut m, at_tokens("a", 86_000), &after(&t0, 121));
+        let at = |want: fn(&Effect) -> bool| out.iter().position(want);
+        let snap = at(|e| matches!(e, Effect::Snapshot(SnapshotReason::Stop)));
+        let ask = at(|e| matches!(e, Effect::AskHandoff(_)));
+        assert!(snap.is_some() && snap < ask, "{out:?}");
+        assert_eq!(snapshots(&out).len(), 1);
+        // Stopping: no interval snapshots any more (nor a second stop one).
+        feed(&mut m, Input::HandoffSent(true), &after(&t0, 121));
+        let mut all = feed(&mut m, Input::Wake, &after(&t0, 180));
+        all.extend(feed(
+            &mut m,
+            Input::Request(Request::Stop),
+            &after(&t0, 181),
+        ));
+        assert!(snapshots(&all).is_empty(), "{all:?}");
     }
 
     #[test]

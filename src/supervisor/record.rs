@@ -21,6 +21,10 @@ pub(super) fn meter(state: &mut RunState, facts: &Facts) {
     };
     state.context_window = m.window;
     state.known_windows.clone_from(&m.known_windows);
+    // A dead supervisor may have recorded it before the takeover does.
+    state
+        .context_history
+        .retain(|h| h.iteration != facts.number);
     state.context_history.push(HistoryEntry {
         iteration: facts.number,
         peak_percent: round1(m.peak_percent),
@@ -144,9 +148,20 @@ pub(super) fn iteration(
     trip
 }
 
-/// A run starts (or takes over): what the state says about it.
+/// A run starts (or takes over): what the state says about it. Returns the
+/// iteration a dead supervisor left unfinished: its state still says it
+/// was at work, and that iteration never reached the history.
 /// `max_iterations` is the run-wide limit (`Budgets::iteration_limit`).
-pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan, max_iterations: u32) {
+pub(super) fn start(
+    state: &mut RunState,
+    config: &Config,
+    plan: &Plan,
+    max_iterations: u32,
+) -> Option<u32> {
+    let dead = (state.status.is_active()
+        && state.iteration > 0
+        && state.history.last().map(|h| h.iteration) != Some(state.iteration))
+    .then_some(state.iteration);
     state.status = RunStatus::Running;
     state.exit_reason = None;
     state.supervisor_pid = Some(std::process::id());
@@ -160,6 +175,7 @@ pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan, max_iter
         .title
         .clone()
         .unwrap_or_else(|| format!("work through {}", config.plan.display()));
+    dead
 }
 
 /// Everything known about the moment of a checkpoint, from the facts and
@@ -192,5 +208,40 @@ pub(super) fn moment(
         files_touched: facts.files_touched.clone(),
         notes_path: facts.notes_path.clone(),
         stash_before: facts.stash_before.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::IterationRecord;
+
+    #[test]
+    fn a_dead_supervisors_unfinished_iteration_is_named() {
+        let at = |status: RunStatus, iteration: u32, recorded: &[u32]| RunState {
+            status,
+            iteration,
+            history: recorded
+                .iter()
+                .map(|&n| IterationRecord {
+                    iteration: n,
+                    ..IterationRecord::default()
+                })
+                .collect(),
+            ..RunState::default()
+        };
+        let dead = |mut state: RunState| {
+            let found = start(&mut state, &Config::default(), &Plan::default(), 50);
+            assert_eq!(state.status, RunStatus::Running);
+            found
+        };
+        assert_eq!(dead(at(RunStatus::Running, 3, &[1, 2])), Some(3));
+        assert_eq!(dead(at(RunStatus::Running, 1, &[])), Some(1));
+        // Recorded (killed after the history, or between iterations).
+        assert_eq!(dead(at(RunStatus::Running, 3, &[1, 2, 3])), None);
+        assert_eq!(dead(at(RunStatus::Waiting, 3, &[1, 2, 3])), None);
+        // Ended by ralph itself (a failure mid-iteration), or never started.
+        assert_eq!(dead(at(RunStatus::Failed, 3, &[1, 2])), None);
+        assert_eq!(dead(at(RunStatus::New, 0, &[])), None);
     }
 }

@@ -56,6 +56,8 @@ pub(super) enum IterationOutcome {
     Failed,
     Promise,
     Done,
+    /// The supervisor died during it; the next run took it over.
+    Crash,
 }
 
 impl std::fmt::Display for IterationOutcome {
@@ -67,6 +69,7 @@ impl std::fmt::Display for IterationOutcome {
             IterationOutcome::Failed => f.write_str("failed"),
             IterationOutcome::Promise => f.write_str("promise"),
             IterationOutcome::Done => f.write_str("done"),
+            IterationOutcome::Crash => f.write_str("crash"),
         }
     }
 }
@@ -158,6 +161,30 @@ pub(super) fn judge(facts: &Facts, measured: &Measured, flags: &RunFlags) -> Ver
         checkpoint,
         outcome,
         breaker,
+    }
+}
+
+/// An iteration whose supervisor died, as the run that takes it over
+/// judges it: a `crash` checkpoint once its agent had started (the facts
+/// replayed from its transcript carry the meter), and not held against the
+/// agent (the breaker hears only whether it got somewhere).
+pub(super) fn crashed(facts: &Facts, progress: bool) -> Verdict {
+    let checkpoint = facts.meter.as_ref().map(|m| CheckpointMark {
+        trigger: Trigger::Crash,
+        level: m.peak_level.max(Level::L2),
+        percent: m.peak_percent,
+    });
+    Verdict {
+        progress,
+        error: None,
+        checkpoint,
+        outcome: IterationOutcome::Crash,
+        breaker: breaker::Outcome {
+            progress,
+            permission_denials: facts.permission_denials.clone(),
+            cut_short: true,
+            ..breaker::Outcome::default()
+        },
     }
 }
 
@@ -381,6 +408,37 @@ mod tests {
             source: "rate_limit_event",
             detail: "5-hour limit".into(),
         }
+    }
+
+    #[test]
+    fn a_crashed_iteration_is_a_crash_checkpoint_once_its_agent_started() {
+        use super::super::facts::MeterSummary;
+        let started = Facts {
+            number: 4,
+            permission_denials: vec!["Bash".into()],
+            meter: Some(MeterSummary {
+                peak_percent: 40.0,
+                peak_level: Level::L0,
+                ..MeterSummary::default()
+            }),
+            ..Facts::default()
+        };
+        let v = crashed(&started, true);
+        assert_eq!(v.outcome.to_string(), "crash");
+        assert_eq!(
+            v.checkpoint,
+            Some(CheckpointMark {
+                trigger: Trigger::Crash,
+                level: Level::L2,
+                percent: 40.0
+            })
+        );
+        assert_eq!(v.error, None);
+        assert!(v.breaker.cut_short && v.breaker.progress && !v.breaker.failed);
+        assert_eq!(v.breaker.permission_denials, ["Bash"]);
+        // Died before its agent started: nothing to hand off.
+        let v = crashed(&Facts::default(), false);
+        assert_eq!((v.checkpoint, v.progress), (None, false));
     }
 
     fn mark(trigger: Trigger) -> Option<CheckpointMark> {

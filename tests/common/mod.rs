@@ -138,6 +138,18 @@ impl Project {
             .unwrap()
     }
 
+    /// `ralph run --json`, its output thrown away: a run to be killed,
+    /// read through `.ralph/` (a pipe nobody reads could block it).
+    pub fn spawn_unread_run(&self) -> Child {
+        self.ralph()
+            .args(["run", "--json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     pub fn state(&self) -> Value {
         serde_json::from_str(&self.read(".ralph/state.json")).unwrap()
     }

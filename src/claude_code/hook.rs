@@ -1,0 +1,312 @@
+//! Claude Code's `PreCompact` and `SessionStart` hooks: save the work
+//! (handoff + WIP commit) before Claude Code summarizes the conversation
+//! away, and hand the latest handoff to the session that starts after it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{Input, transcript};
+use crate::checkpoint::{self, Moment, Saved};
+use crate::config::Config;
+use crate::error::Result;
+use crate::state::{Layout, RunState, Trigger};
+use crate::stream::StreamEvent;
+
+/// What a hook did, in one line for the person watching (or why it did nothing).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Skipped(String),
+    Done(String),
+}
+
+/// `ralph hook pre-compact`: a handoff from the transcript and the tree,
+/// and the WIP commit, before Claude Code compacts.
+pub fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
+    let Some(root) = super::project_root(dir) else {
+        return Ok(Outcome::Skipped(format!(
+            "{} is not in a ralph project (no ralph.toml or .ralph/)",
+            dir.display()
+        )));
+    };
+    if super::under_supervisor() {
+        return Ok(Outcome::Skipped(
+            "this session is one of ralph's iterations: the supervisor checkpoints it".into(),
+        ));
+    }
+    if let Some(info) = crate::state::running_supervisor(&Layout::new(&root)) {
+        return Ok(Outcome::Skipped(format!(
+            "a ralph run (pid {}) owns this project's state; it was left alone",
+            info.pid
+        )));
+    }
+    let recent = match input.transcript_path.as_deref() {
+        Some(p) => transcript::recent(p).unwrap_or_else(|e| {
+            eprintln!("ralph: cannot read the transcript {}: {e}", p.display());
+            transcript::Recent::default()
+        }),
+        None => transcript::Recent::default(),
+    };
+    let trigger = input.trigger.as_deref().unwrap_or("auto");
+    let saved = checkpoint::perform_standalone(&root, |config, state| {
+        moment(config, state, input, &root, recent, trigger)
+    })?;
+    for w in &saved.warnings {
+        eprintln!("ralph: warning: {w}");
+    }
+    Ok(Outcome::Done(summary(&saved)))
+}
+
+fn moment(
+    config: &Config,
+    state: &RunState,
+    input: &Input,
+    root: &Path,
+    recent: transcript::Recent,
+    trigger: &str,
+) -> Moment {
+    let mut meter = super::meter(config, input);
+    if let Some(m) = recent.latest {
+        // PreCompact's input names no model: the message does.
+        if input.model_id().is_none() {
+            meter.set_model(&m.model);
+        }
+        meter.observe(&StreamEvent::Assistant(m), std::time::Duration::ZERO);
+    }
+    Moment {
+        iteration: state.iteration,
+        trigger: Trigger::Compact,
+        level: meter.level(),
+        percent: meter.percent(),
+        tokens: meter.tokens(),
+        usable: meter.usable(),
+        window: meter.window(),
+        reason: format!(
+            "Claude Code was about to compact the conversation ({trigger} compaction): \
+             ralph saved the work and wrote this handoff first, so that nothing is lost to the summary."
+        ),
+        last_text: recent.last_text,
+        last_tools: recent.last_tools,
+        files_touched: recent
+            .files_touched
+            .iter()
+            .map(|p| relative(root, p))
+            .collect(),
+        notes_path: None,
+        stash_before: None,
+    }
+}
+
+/// A path under the project as the handoff names files: relative to it.
+fn relative(root: &Path, path: &str) -> String {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    Path::new(path)
+        .strip_prefix(&root)
+        .map_or_else(|_| path.to_string(), |p| p.display().to_string())
+}
+
+fn summary(saved: &Saved) -> String {
+    let handoff = saved.handoff.as_deref().unwrap_or("no handoff");
+    match (&saved.commit, &saved.commit_note) {
+        (Some(c), _) => format!(
+            "ralph: handoff {handoff}, WIP commit {}",
+            &c[..c.len().min(10)]
+        ),
+        (None, Some(note)) => format!("ralph: handoff {handoff}, no commit ({note})"),
+        (None, None) => format!("ralph: handoff {handoff}"),
+    }
+}
+
+/// Sources after which a session gets the resume block; not `clear`, whose
+/// point is a clean slate.
+const RESUME_SOURCES: [&str; 3] = ["startup", "resume", "compact"];
+/// The handoff shown in full up to this many characters.
+const HANDOFF_CHARS: usize = 6000;
+
+/// The hook output Claude Code reads from a SessionStart hook's stdout.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionStartOutput {
+    pub hook_specific_output: SessionStartContext,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionStartContext {
+    pub hook_event_name: &'static str,
+    pub additional_context: String,
+}
+
+/// `ralph hook session-start`: the latest handoff's resume block as
+/// additional context, or nothing.
+pub fn session_start(input: &Input, dir: &Path) -> std::result::Result<SessionStartOutput, String> {
+    let source = input.source.as_deref().unwrap_or("startup");
+    if !RESUME_SOURCES.contains(&source) {
+        return Err(format!("source `{source}`"));
+    }
+    let root = super::project_root(dir)
+        .ok_or_else(|| format!("{} is not in a ralph project", dir.display()))?;
+    if super::under_supervisor() {
+        return Err(
+            "this session is one of ralph's iterations: PROMPT.md carries the resume block".into(),
+        );
+    }
+    let block =
+        resume_block(&root).ok_or_else(|| "no handoff in .ralph/handoffs yet".to_string())?;
+    Ok(SessionStartOutput {
+        hook_specific_output: SessionStartContext {
+            hook_event_name: "SessionStart",
+            additional_context: block,
+        },
+    })
+}
+
+/// The newest handoff (relative to the root): the state's, else the
+/// newest file (their names sort by time).
+fn latest_handoff(root: &Path) -> Option<PathBuf> {
+    let layout = Layout::new(root);
+    let from_state = RunState::load(&layout.state())
+        .ok()
+        .flatten()
+        .and_then(|s| s.last_handoff)
+        .map(PathBuf::from)
+        .filter(|p| root.join(p).is_file());
+    from_state.or_else(|| {
+        let mut names: Vec<String> = std::fs::read_dir(layout.handoffs())
+            .ok()?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".md"))
+            .collect();
+        names.sort();
+        names
+            .pop()
+            .map(|n| Path::new(crate::repo::HANDOFFS_DIR).join(n))
+    })
+}
+
+/// What the session is told: where the work stopped and the handoff itself.
+pub fn resume_block(root: &Path) -> Option<String> {
+    let rel = latest_handoff(root)?;
+    let text = std::fs::read_to_string(root.join(&rel)).ok()?;
+    let body = strip_front_matter(&text).trim();
+    let config = Config::load(root).unwrap_or_default();
+    let item = crate::plan::Plan::load(&root.join(&config.plan))
+        .ok()
+        .and_then(|p| p.current().map(|i| i.text.clone()));
+    let written = front_matter_value(&text, "date")
+        .map(|d| match front_matter_value(&text, "time") {
+            Some(t) => format!(" (written {d} {t})"),
+            None => format!(" (written {d})"),
+        })
+        .unwrap_or_default();
+    let mut out = format!(
+        "# Resume from a ralph checkpoint\n\n\
+         This project's work was checkpointed by ralph: the work is committed and \
+         the handoff `{}`{written} says where it stopped. Go on from there; do not restart from scratch.\n",
+        rel.display()
+    );
+    if let Some(item) = item {
+        out.push_str(&format!(
+            "The current plan item (`{}`): **{item}**\n",
+            config.plan.display()
+        ));
+    }
+    out.push_str("\n---\n\n");
+    if body.chars().count() > HANDOFF_CHARS {
+        out.extend(body.chars().take(HANDOFF_CHARS));
+        out.push_str(&format!(
+            "\n\n(cut here: read `{}` for the rest)\n",
+            rel.display()
+        ));
+    } else {
+        out.push_str(body);
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// A plain `key: value` of the handoff's front matter, unquoted.
+fn front_matter_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let front = text.strip_prefix("---\n")?.split_once("\n---\n")?.0;
+    front
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(": "))
+        .map(|v| v.trim().trim_matches('"'))
+}
+
+/// The handoff without its YAML front matter (the body repeats what matters).
+fn strip_front_matter(text: &str) -> &str {
+    text.strip_prefix("---\n")
+        .and_then(|rest| rest.split_once("\n---\n"))
+        .map_or(text, |(_, body)| body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn front_matter_is_dropped_and_read() {
+        assert_eq!(strip_front_matter("---\na: 1\n---\n# T\n"), "# T\n");
+        assert_eq!(strip_front_matter("# T\n"), "# T\n");
+        let text = "---\ndate: 2026-11-23\ntime: \"16:12:03 UTC\"\n---\n# T\n";
+        assert_eq!(front_matter_value(text, "date"), Some("2026-11-23"));
+        assert_eq!(front_matter_value(text, "time"), Some("16:12:03 UTC"));
+        assert_eq!(front_matter_value("# T\n", "date"), None);
+    }
+
+    #[test]
+    fn clear_gets_no_resume_block() {
+        let d = tempfile::tempdir().unwrap();
+        let input = Input {
+            source: Some("clear".into()),
+            ..Input::default()
+        };
+        assert_eq!(
+            session_start(&input, d.path()).unwrap_err(),
+            "source `clear`"
+        );
+    }
+
+    #[test]
+    fn the_newest_handoff_is_resumed() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join(".ralph/handoffs");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("2026-01-01-1000-iter001.md"),
+            "---\nx: 1\n---\n# Old\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("2026-01-02-0900-iter002.md"),
+            "---\nx: 1\n---\n# New\n",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("fix_plan.md"), "- [x] a\n- [ ] b\n").unwrap();
+        let block = resume_block(d.path()).unwrap();
+        assert!(
+            block.contains("`.ralph/handoffs/2026-01-02-0900-iter002.md`"),
+            "{block}"
+        );
+        assert!(
+            block.contains("# New") && !block.contains("# Old"),
+            "{block}"
+        );
+        assert!(block.contains("**b**"), "{block}");
+        assert!(!block.contains("x: 1"), "{block}");
+    }
+
+    #[test]
+    fn nothing_outside_a_project() {
+        let d = tempfile::tempdir().unwrap();
+        let input = Input::default();
+        assert!(matches!(
+            pre_compact(&input, d.path()).unwrap(),
+            Outcome::Skipped(_)
+        ));
+        assert!(session_start(&input, d.path()).is_err());
+        assert!(!d.path().join(".ralph").exists());
+    }
+}

@@ -1,0 +1,217 @@
+//! ralph inside interactive Claude Code sessions: the status line, the
+//! `PreCompact` and `SessionStart` hooks, and the project settings that
+//! install them. Everything here runs at Claude Code's call, so it never
+//! fails a session: errors become a short message and exit code 0.
+
+pub mod hook;
+pub mod settings;
+pub mod statusline;
+pub mod transcript;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::config::Config;
+use crate::context::ContextMeter;
+
+/// The JSON Claude Code writes on the stdin of a status line command or a
+/// hook (the fields ralph reads; the rest is ignored).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Input {
+    pub transcript_path: Option<PathBuf>,
+    pub cwd: Option<PathBuf>,
+    /// SessionStart: startup, resume, clear, compact.
+    pub source: Option<String>,
+    /// PreCompact: manual, auto.
+    pub trigger: Option<String>,
+    pub model: Option<Model>,
+    pub workspace: Option<Workspace>,
+    pub context_window: Option<ContextWindow>,
+}
+
+/// `model` is `{id, display_name}` for the status line and a plain id for
+/// SessionStart.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Model {
+    Id(String),
+    Info { id: Option<String> },
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Workspace {
+    pub current_dir: Option<PathBuf>,
+    pub project_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ContextWindow {
+    pub context_window_size: Option<u64>,
+}
+
+impl Input {
+    /// Parse what was read from stdin; an empty input is an empty `Input`.
+    pub fn parse(bytes: &[u8]) -> Result<Input, serde_json::Error> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Input::default());
+        }
+        serde_json::from_slice(bytes)
+    }
+
+    pub fn model_id(&self) -> Option<&str> {
+        match self.model.as_ref()? {
+            Model::Id(id) => Some(id.as_str()),
+            Model::Info { id } => id.as_deref(),
+        }
+        .filter(|id| !id.is_empty())
+    }
+
+    /// The window Claude Code itself uses for the model, when it says.
+    pub fn context_window_size(&self) -> Option<u64> {
+        self.context_window
+            .as_ref()?
+            .context_window_size
+            .filter(|&w| w > 0)
+    }
+
+    /// The directory the session works in: the project Claude Code was
+    /// started in, else its current directory.
+    pub fn dir(&self) -> Option<&Path> {
+        let ws = self.workspace.as_ref();
+        ws.and_then(|w| w.project_dir.as_deref())
+            .or_else(|| ws.and_then(|w| w.current_dir.as_deref()))
+            .or(self.cwd.as_deref())
+    }
+}
+
+/// ralph's meter for this session: the configured window, else the one
+/// Claude Code reports for the model, else the model's name.
+pub fn meter(config: &Config, input: &Input) -> ContextMeter {
+    let mut meter = ContextMeter::new(
+        config.agent.context_window,
+        config.agent.reserve_tokens,
+        config.thresholds(),
+    );
+    if let Some(model) = input.model_id() {
+        if let Some(w) = input.context_window_size() {
+            meter = meter.with_known_windows(&[(model.to_string(), w)].into());
+        }
+        meter.set_model(model);
+    }
+    meter
+}
+
+/// Claude Code's payload is a few KiB; more is not its payload.
+const MAX_INPUT: u64 = 1 << 20;
+/// Claude Code writes the payload and closes stdin at once; a caller that
+/// never closes it must not hang the command.
+const INPUT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Read and parse the payload on stdin (empty when stdin is a terminal);
+/// the error is a sentence for stderr or the status line.
+pub fn read_input() -> Result<Input, String> {
+    let stdin = std::io::stdin();
+    if std::io::IsTerminal::is_terminal(&stdin) {
+        return Ok(Input::default());
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let read = std::io::stdin()
+            .lock()
+            .take(MAX_INPUT)
+            .read_to_end(&mut bytes);
+        let _ = tx.send(read.map(|_| bytes));
+    });
+    match rx.recv_timeout(INPUT_WAIT) {
+        Ok(Ok(bytes)) => {
+            Input::parse(&bytes).map_err(|e| format!("stdin is not Claude Code's JSON: {e}"))
+        }
+        Ok(Err(e)) => Err(format!("cannot read stdin: {e}")),
+        Err(_) => Err(format!(
+            "no input on stdin within {}s",
+            INPUT_WAIT.as_secs()
+        )),
+    }
+}
+
+/// The ralph project `dir` belongs to: the nearest directory at or above
+/// it with a `ralph.toml` or a `.ralph/`. `None` outside any.
+pub fn project_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(crate::config::FILE_NAME).is_file() || d.join(".ralph").is_dir())
+        .map(Path::to_path_buf)
+}
+
+/// Set in the agent's environment by ralph's supervisor: the session is one
+/// of ralph's own iterations, whose checkpoints and resume block the
+/// supervisor owns.
+pub fn under_supervisor() -> bool {
+    std::env::var_os("RALPH_ITERATION").is_some_and(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_line_input_is_read() {
+        let input = Input::parse(
+            br#"{"session_id":"s","transcript_path":"/t.jsonl","cwd":"/w",
+                "model":{"id":"claude-opus-4-6[1m]","display_name":"Opus"},
+                "workspace":{"current_dir":"/w/sub","project_dir":"/w"},
+                "context_window":{"context_window_size":1000000,"current_usage":null},
+                "cost":{"total_cost_usd":1.5}}"#,
+        )
+        .unwrap();
+        assert_eq!(input.model_id(), Some("claude-opus-4-6[1m]"));
+        assert_eq!(input.context_window_size(), Some(1_000_000));
+        assert_eq!(input.dir(), Some(Path::new("/w")));
+    }
+
+    #[test]
+    fn hook_input_is_read() {
+        let input = Input::parse(
+            br#"{"session_id":"s","transcript_path":"/t.jsonl","cwd":"/w",
+                "hook_event_name":"SessionStart","source":"compact","model":"claude-sonnet-4-5"}"#,
+        )
+        .unwrap();
+        assert_eq!(input.model_id(), Some("claude-sonnet-4-5"));
+        assert_eq!(input.source.as_deref(), Some("compact"));
+        assert_eq!(input.dir(), Some(Path::new("/w")));
+        assert!(Input::parse(b"  \n").unwrap().dir().is_none());
+        assert!(Input::parse(b"{not json").is_err());
+    }
+
+    #[test]
+    fn the_window_is_the_config_s_then_claude_code_s_then_the_model_name_s() {
+        let input = |json: &str| Input::parse(json.as_bytes()).unwrap();
+        let reported =
+            input(r#"{"model":{"id":"m"},"context_window":{"context_window_size":1000000}}"#);
+        let by_name = input(r#"{"model":{"id":"claude-opus-4-6[1m]"}}"#);
+        let mut config = Config::default();
+        assert_eq!(meter(&config, &reported).window(), 1_000_000);
+        assert_eq!(meter(&config, &by_name).window(), 1_000_000);
+        assert_eq!(meter(&config, &Input::default()).window(), 200_000);
+        config.agent.context_window = 300_000;
+        assert_eq!(meter(&config, &reported).window(), 300_000);
+    }
+
+    #[test]
+    fn the_project_is_found_above_the_directory() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("ralph.toml"), "").unwrap();
+        std::fs::create_dir_all(d.path().join("a/b")).unwrap();
+        assert_eq!(
+            project_root(&d.path().join("a/b")).as_deref(),
+            Some(d.path())
+        );
+        let outside = tempfile::tempdir().unwrap();
+        assert_eq!(project_root(outside.path()), None);
+    }
+}

@@ -1,0 +1,686 @@
+//! ralph's own safety net: snapshots of the whole work tree as commit
+//! objects on hidden refs (`refs/ralph/snapshots/<run>/<iteration>`), and
+//! what `ralph recover` lists and restores from them.
+//!
+//! A snapshot is taken with the WIP commit's rules (tracked and untracked
+//! files, no ignored files, no ralph runtime files) through a private copy
+//! of the index, so HEAD, the index, the branch and the stash are never
+//! touched. The snapshots of one iteration form a chain (each names the one
+//! before it), so a later snapshot of a tree the agent wiped does not hide
+//! an earlier one that still had the work.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use git2::{DiffOptions, ErrorCode, Oid, Repository, Signature};
+use serde::Serialize;
+
+use super::{OwnPaths, Repo, bytes_to_path};
+use crate::{Error, Result};
+
+/// Where the snapshot refs live; outside `refs/heads` and `refs/tags`, so no
+/// branch list, `git log --all` aside, shows them.
+pub const SNAPSHOT_REFS: &str = "refs/ralph/snapshots/";
+const BASE: &str = "Ralph-Base: ";
+const SCRATCH_INDEX: &str = "ralph-snapshot.index";
+const PREVIOUS: &str = "Ralph-Previous: ";
+
+/// What [`Repo::record_snapshot`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SnapshotOutcome {
+    Written {
+        commit: String,
+        reference: String,
+    },
+    /// The tree is the same as the previous snapshot's (or HEAD's, before
+    /// the first): nothing new to keep.
+    Unchanged,
+}
+
+/// One snapshot as `ralph recover --json` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SnapshotInfo {
+    /// The short commit id: what `ralph recover ID` takes.
+    pub id: String,
+    pub commit: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub run: String,
+    pub iteration: u32,
+    /// When it was taken, RFC 3339.
+    pub time: String,
+    /// Files that differ from the current HEAD.
+    pub files_changed: usize,
+}
+
+/// What a restore did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "restored", rename_all = "snake_case")]
+pub enum Restored {
+    /// Files written into the work tree (only those that differed).
+    WorkTree {
+        snapshot: String,
+        files: Vec<String>,
+    },
+    Branch {
+        snapshot: String,
+        branch: String,
+        commit: String,
+    },
+}
+
+impl Repo {
+    /// Record the work tree as the newest snapshot of `run`'s `iteration`.
+    pub fn record_snapshot(
+        &self,
+        run: &str,
+        iteration: u32,
+        own: &OwnPaths,
+    ) -> Result<SnapshotOutcome> {
+        self.try_record(run, iteration, own)
+            .map_err(|e| Error::wrap("cannot record a snapshot of the work tree", e))
+    }
+
+    fn try_record(
+        &self,
+        run: &str,
+        iteration: u32,
+        own: &OwnPaths,
+    ) -> std::result::Result<SnapshotOutcome, git2::Error> {
+        let reference = format!("{SNAPSHOT_REFS}{run}/{iteration}");
+        let previous = self.git.refname_to_id(&reference).ok();
+        let tree_id = self.work_tree_as_tree(own)?;
+        let base = self.head_oid();
+        let compare_with = match previous {
+            Some(id) => Some(self.git.find_commit(id)?.tree_id()),
+            None => self.head_tree()?.map(|t| t.id()),
+        };
+        if compare_with == Some(tree_id) {
+            return Ok(SnapshotOutcome::Unchanged);
+        }
+        let tree = self.git.find_tree(tree_id)?;
+        let parents = [base, previous]
+            .into_iter()
+            .flatten()
+            .map(|id| self.git.find_commit(id))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let show = |id: Option<Oid>| id.map_or_else(|| "none".to_string(), |id| id.to_string());
+        let message = format!(
+            "ralph snapshot: run {run}, iteration {iteration}\n\n{BASE}{}\n{PREVIOUS}{}\n",
+            show(base),
+            show(previous)
+        );
+        let who = Signature::now("ralph", "ralph@localhost")?;
+        let parents: Vec<_> = parents.iter().collect();
+        let commit = self
+            .git
+            .commit(None, &who, &who, &message, &tree, &parents)?;
+        self.git
+            .reference(&reference, commit, true, "ralph: snapshot")?;
+        Ok(SnapshotOutcome::Written {
+            commit: commit.to_string(),
+            reference,
+        })
+    }
+
+    /// The work tree as a tree object, staged as a WIP commit would stage it,
+    /// but into a copy of the index that is thrown away: the real index file
+    /// is only read.
+    fn work_tree_as_tree(&self, own: &OwnPaths) -> std::result::Result<Oid, git2::Error> {
+        let git = Repository::open(self.git.path())?;
+        // One name, not one per process: only the lock holder snapshots, and
+        // a supervisor killed mid-snapshot leaves no file for good.
+        let scratch = self.git.path().join(SCRATCH_INDEX);
+        let copied = fs::copy(self.git.path().join("index"), &scratch);
+        if let Err(e) = &copied
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(git2::Error::from_str(&format!(
+                "cannot copy the index: {e}"
+            )));
+        }
+        let result = (|| {
+            let mut index = git2::Index::open(&scratch)?;
+            git.set_index(&mut index)?;
+            let view = Repo {
+                git,
+                root: self.root.clone(),
+                prefix: self.prefix.clone(),
+            };
+            let mut index = view.git.index()?;
+            view.stage_work_tree(&mut index, &view.own(own))?;
+            index.write_tree()
+        })();
+        let _ = fs::remove_file(&scratch);
+        result
+    }
+
+    /// Every snapshot, newest first.
+    pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>> {
+        self.try_snapshots()
+            .map_err(|e| Error::wrap("cannot list ralph's snapshots", e))
+    }
+
+    fn try_snapshots(&self) -> std::result::Result<Vec<SnapshotInfo>, git2::Error> {
+        let head_tree = self.head_tree()?;
+        let mut out = Vec::new();
+        for reference in self.git.references_glob(&format!("{SNAPSHOT_REFS}*"))? {
+            let reference = reference?;
+            let Some(name) = reference.name() else {
+                continue;
+            };
+            let Some((run, iteration)) = parse_ref(name) else {
+                continue;
+            };
+            let mut next = reference.target();
+            while let Some(id) = next {
+                let commit = self.git.find_commit(id)?;
+                let mut opts = DiffOptions::new();
+                let files_changed = self
+                    .git
+                    .diff_tree_to_tree(head_tree.as_ref(), Some(&commit.tree()?), Some(&mut opts))?
+                    .deltas()
+                    .len();
+                out.push(SnapshotInfo {
+                    id: short(id),
+                    commit: id.to_string(),
+                    reference: name.to_string(),
+                    run: run.clone(),
+                    iteration,
+                    time: jiff::Timestamp::from_second(commit.time().seconds())
+                        .map(|t| t.to_string())
+                        .unwrap_or_default(),
+                    files_changed,
+                });
+                next = trailer(&commit, PREVIOUS);
+            }
+        }
+        // Newest first (by time, then run and iteration); the stable sort keeps
+        // a chain's own newest-first order within one second.
+        out.sort_by(|a, b| (&b.time, &b.run, b.iteration).cmp(&(&a.time, &a.run, a.iteration)));
+        Ok(out)
+    }
+
+    /// Delete the snapshot refs of all but the newest `keep_runs` runs (run
+    /// ids sort by time), `current` counted and always kept. Returns the
+    /// runs removed.
+    pub fn prune_snapshots(&self, keep_runs: usize, current: &str) -> Vec<String> {
+        let Ok(refs) = self.git.references_glob(&format!("{SNAPSHOT_REFS}*")) else {
+            return Vec::new();
+        };
+        let mut by_run: Vec<(String, String)> = refs
+            .flatten()
+            .filter_map(|r| {
+                let name = r.name()?.to_string();
+                Some((parse_ref(&name)?.0, name))
+            })
+            .collect();
+        let mut runs: Vec<String> = by_run
+            .iter()
+            .map(|(run, _)| run.clone())
+            .filter(|run| run != current)
+            .collect();
+        runs.sort_unstable_by(|a, b| b.cmp(a));
+        runs.dedup();
+        let old: Vec<String> = runs.into_iter().skip(keep_runs.saturating_sub(1)).collect();
+        by_run.retain(|(run, _)| old.contains(run));
+        for (_, name) in by_run {
+            if let Ok(mut r) = self.git.find_reference(&name) {
+                let _ = r.delete();
+            }
+        }
+        old
+    }
+
+    /// Find a snapshot by short or full commit id, by ref name, or by
+    /// `<run>/<iteration>` (the newest of that iteration).
+    pub fn find_snapshot(&self, spec: &str) -> Result<SnapshotInfo> {
+        let all = self.snapshots()?;
+        let spec = spec.trim();
+        let by_ref = |s: &SnapshotInfo| {
+            s.reference == spec || s.reference == format!("{SNAPSHOT_REFS}{spec}")
+        };
+        // The newest of a chain is the one the ref points at.
+        let found = all
+            .iter()
+            .find(|s| {
+                by_ref(s) && self.git.refname_to_id(&s.reference).ok() == s.commit.parse().ok()
+            })
+            .or_else(|| {
+                let matches: Vec<_> = all
+                    .iter()
+                    .filter(|s| spec.len() >= 4 && s.commit.starts_with(spec))
+                    .collect();
+                (matches.len() == 1).then(|| matches[0])
+            });
+        found.cloned().ok_or_else(|| {
+            Error::usage(format!("no snapshot `{spec}`"))
+                .with_hint("`ralph recover` lists the snapshots with their ids")
+        })
+    }
+
+    /// Write the files the snapshot changed (against the commit it was taken
+    /// on) into the work tree, those that differ from it; nothing is
+    /// deleted, HEAD and the index are not touched. Files the agent did not
+    /// change keep whatever later commits made of them.
+    /// Refuses when the tree has uncommitted changes, unless `force`.
+    pub fn restore_snapshot(&self, spec: &str, force: bool, own: &OwnPaths) -> Result<Restored> {
+        let snap = self.find_snapshot(spec)?;
+        let changes = self.changes(own)?;
+        if !force && !changes.is_empty() {
+            return Err(Error::usage(format!(
+                "the work tree has {} uncommitted change(s) (e.g. {}) that restoring could overwrite",
+                changes.len(),
+                changes[0].path
+            ))
+            .with_hint(format!(
+                "commit or stash them first, restore onto a branch with `ralph recover {} --branch NAME`, or pass --force",
+                snap.id
+            )));
+        }
+        let files = self
+            .write_tree_files(&snap.commit)
+            .map_err(|e| Error::wrap(format!("cannot restore snapshot {}", snap.id), e))?;
+        Ok(Restored::WorkTree {
+            snapshot: snap.id,
+            files,
+        })
+    }
+
+    fn write_tree_files(&self, commit: &str) -> std::result::Result<Vec<String>, git2::Error> {
+        let commit = self.git.find_commit(Oid::from_str(commit)?)?;
+        let base = trailer(&commit, BASE)
+            .map(|id| self.git.find_commit(id).and_then(|c| c.tree()))
+            .transpose()?;
+        let mut opts = DiffOptions::new();
+        opts.include_typechange(true);
+        let diff =
+            self.git
+                .diff_tree_to_tree(base.as_ref(), Some(&commit.tree()?), Some(&mut opts))?;
+        let workdir = self.workdir().to_path_buf();
+        let mut written = Vec::new();
+        for delta in diff.deltas() {
+            let file = delta.new_file();
+            let (Some(rel), true) = (file.path_bytes(), file.exists()) else {
+                continue;
+            };
+            if file.mode() == git2::FileMode::Commit {
+                continue;
+            }
+            let blob = self.git.find_blob(file.id())?;
+            let path = workdir.join(bytes_to_path(rel));
+            // As `git checkout`: never write through a symlinked directory
+            // (it could point outside the work tree).
+            if beneath_symlink(&workdir, &path) {
+                return Err(git2::Error::from_str(&format!(
+                    "{}: a directory above it is a symbolic link; not written through",
+                    path.display()
+                )));
+            }
+            if write_entry(&path, blob.content(), i32::from(file.mode()))
+                .map_err(|e| git2::Error::from_str(&format!("{}: {e}", path.display())))?
+            {
+                written.push(super::display_path(rel));
+            }
+        }
+        Ok(written)
+    }
+
+    /// A new branch `name` whose one commit holds the snapshot's tree on top
+    /// of the commit the snapshot was taken on; nothing is checked out.
+    pub fn snapshot_to_branch(&self, spec: &str, name: &str) -> Result<Restored> {
+        let snap = self.find_snapshot(spec)?;
+        let wrap = |e: git2::Error| Error::wrap(format!("cannot create branch `{name}`"), e);
+        if self.git.find_branch(name, git2::BranchType::Local).is_ok() {
+            return Err(Error::usage(format!("branch `{name}` already exists"))
+                .with_hint("name a new branch"));
+        }
+        let commit = self
+            .git
+            .find_commit(Oid::from_str(&snap.commit).map_err(wrap)?)
+            .map_err(wrap)?;
+        let parent = trailer(&commit, BASE)
+            .map(|id| self.git.find_commit(id))
+            .transpose()
+            .map_err(wrap)?;
+        let who = Signature::now("ralph", "ralph@localhost").map_err(wrap)?;
+        let message = format!(
+            "ralph: recovered snapshot {} (run {}, iteration {}, {})\n",
+            snap.id, snap.run, snap.iteration, snap.time
+        );
+        let parents: Vec<_> = parent.iter().collect();
+        let id = self
+            .git
+            .commit(
+                None,
+                &who,
+                &who,
+                &message,
+                &commit.tree().map_err(wrap)?,
+                &parents,
+            )
+            .map_err(wrap)?;
+        let created = self.git.find_commit(id).map_err(wrap)?;
+        self.git.branch(name, &created, false).map_err(|e| {
+            if e.code() == ErrorCode::InvalidSpec {
+                Error::usage(format!("`{name}` is not a valid branch name"))
+            } else {
+                wrap(e)
+            }
+        })?;
+        Ok(Restored::Branch {
+            snapshot: snap.id,
+            branch: name.to_string(),
+            commit: id.to_string(),
+        })
+    }
+}
+
+/// Write one file of a snapshot; false when it already had that content
+/// (and mode).
+fn write_entry(path: &Path, content: &[u8], mode: i32) -> std::io::Result<bool> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let link = mode == i32::from(git2::FileMode::Link);
+    if link {
+        let target = PathBuf::from(String::from_utf8_lossy(content).into_owned());
+        if fs::read_link(path).is_ok_and(|t| t == target) {
+            return Ok(false);
+        }
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let _ = fs::remove_file(path);
+        std::os::unix::fs::symlink(target, path)?;
+        return Ok(true);
+    }
+    let executable = mode == i32::from(git2::FileMode::BlobExecutable);
+    let same = fs::symlink_metadata(path)
+        .is_ok_and(|m| m.is_file() && (m.permissions().mode() & 0o111 != 0) == executable)
+        && fs::read(path).is_ok_and(|c| c == content);
+    if same {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        fs::remove_file(path)?;
+    }
+    fs::write(path, content)?;
+    let mut perms = fs::metadata(path)?.permissions();
+    perms.set_mode(if executable { 0o755 } else { 0o644 });
+    fs::set_permissions(path, perms)?;
+    Ok(true)
+}
+
+/// Whether a directory between `workdir` and `path` is a symlink.
+fn beneath_symlink(workdir: &Path, path: &Path) -> bool {
+    path.strip_prefix(workdir).is_ok_and(|rel| {
+        rel.ancestors()
+            .skip(1)
+            .filter(|a| !a.as_os_str().is_empty())
+            .any(|a| {
+                fs::symlink_metadata(workdir.join(a)).is_ok_and(|m| m.file_type().is_symlink())
+            })
+    })
+}
+
+/// `refs/ralph/snapshots/<run>/<iteration>` → (run, iteration).
+fn parse_ref(name: &str) -> Option<(String, u32)> {
+    let (run, iteration) = name.strip_prefix(SNAPSHOT_REFS)?.rsplit_once('/')?;
+    Some((run.to_string(), iteration.parse().ok()?))
+}
+
+/// A commit id named in a `Ralph-…:` line of a snapshot's message.
+fn trailer(commit: &git2::Commit<'_>, key: &str) -> Option<Oid> {
+    let message = commit.message()?;
+    let value = message.lines().find_map(|l| l.strip_prefix(key))?;
+    Oid::from_str(value.trim()).ok()
+}
+
+fn short(id: Oid) -> String {
+    id.to_string()[..10].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+    use crate::repo::tests::*;
+
+    fn index_bytes(root: &Path) -> Vec<u8> {
+        fs::read(root.join(".git/index")).unwrap()
+    }
+
+    fn written(outcome: SnapshotOutcome) -> String {
+        match outcome {
+            SnapshotOutcome::Written { commit, .. } => commit,
+            other => panic!("expected a snapshot, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_touches_neither_head_nor_index_nor_stash_and_skips_repeats() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        // A clean tree is HEAD: nothing to keep.
+        assert_eq!(
+            repo.record_snapshot("r1", 1, &own()).unwrap(),
+            SnapshotOutcome::Unchanged
+        );
+        write(root, "a.txt", "alpha, edited\n");
+        write(root, "new/deep.txt", "untracked\n");
+        write(root, ".ralph/state.json", "{}");
+        fs::write(root.join(".gitignore"), "build/\n").unwrap();
+        write(root, "build/out.o", "ignored\n");
+        let head = git.head().unwrap().target();
+        let index = index_bytes(root);
+        let first = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        assert_eq!(git.head().unwrap().target(), head);
+        assert_eq!(index_bytes(root), index, "the index file is only read");
+        assert!(git.refname_to_id("refs/stash").is_err());
+        assert!(
+            fs::read_dir(root.join(".git"))
+                .unwrap()
+                .flatten()
+                .all(|e| !e
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("ralph-snapshot")),
+            "the scratch index is removed"
+        );
+        // Same tree again: not written.
+        assert_eq!(
+            repo.record_snapshot("r1", 1, &own()).unwrap(),
+            SnapshotOutcome::Unchanged
+        );
+        let tree = git
+            .find_commit(first.parse().unwrap())
+            .unwrap()
+            .tree()
+            .unwrap();
+        let names: Vec<String> = ["a.txt", "b.txt", ".gitignore", "new/deep.txt"]
+            .into_iter()
+            .filter(|p| tree.get_path(Path::new(p)).is_ok())
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            names.len(),
+            4,
+            "tracked, untracked and .gitignore: {names:?}"
+        );
+        assert!(tree.get_path(Path::new("build/out.o")).is_err(), "ignored");
+        assert!(
+            tree.get_path(Path::new(".ralph/state.json")).is_err(),
+            "runtime"
+        );
+    }
+
+    #[test]
+    fn work_wiped_by_reset_and_clean_comes_back_byte_for_byte() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        let binary: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+        write(root, "a.txt", "alpha, an hour of work\n");
+        write(root, "src/new.rs", "fn main() {}\n");
+        fs::write(root.join("src/blob.bin"), &binary).unwrap();
+        let early = written(repo.record_snapshot("r1", 2, &own()).unwrap());
+        // The agent wipes its own work: the tree is HEAD again…
+        fs::write(root.join("a.txt"), "alpha\n").unwrap();
+        fs::remove_dir_all(root.join("src")).unwrap();
+        // …and a later snapshot of the same iteration is only a repeat of HEAD
+        // after more edits: the chain keeps the early one listed.
+        write(root, "b.txt", "beta 2\n");
+        let late = written(repo.record_snapshot("r1", 2, &own()).unwrap());
+        fs::write(root.join("b.txt"), "beta\n").unwrap();
+        let list = repo.snapshots().unwrap();
+        let ids: Vec<&str> = list.iter().map(|s| s.commit.as_str()).collect();
+        assert!(
+            ids.contains(&early.as_str()) && ids.contains(&late.as_str()),
+            "{ids:?}"
+        );
+        let early_info = list.iter().find(|s| s.commit == early).unwrap();
+        assert_eq!((early_info.run.as_str(), early_info.iteration), ("r1", 2));
+        assert_eq!(early_info.files_changed, 3);
+        // The ref names the newest.
+        assert_eq!(repo.find_snapshot("r1/2").unwrap().commit, late);
+
+        let restored = repo.restore_snapshot(&early[..8], false, &own()).unwrap();
+        let Restored::WorkTree { files, .. } = restored else {
+            panic!("{restored:?}")
+        };
+        assert_eq!(files.len(), 3, "{files:?}");
+        assert_eq!(fs::read(root.join("src/blob.bin")).unwrap(), binary);
+        assert_eq!(
+            fs::read_to_string(root.join("a.txt")).unwrap(),
+            "alpha, an hour of work\n"
+        );
+        assert_eq!(
+            fs::read_to_string(root.join("src/new.rs")).unwrap(),
+            "fn main() {}\n"
+        );
+        assert_eq!(
+            git.head().unwrap().peel_to_commit().unwrap().message(),
+            Some("initial")
+        );
+    }
+
+    #[test]
+    fn restoring_over_uncommitted_changes_needs_force() {
+        let (dir, _git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        write(root, "a.txt", "snapshotted\n");
+        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        write(root, "a.txt", "newer, uncommitted\n");
+        let err = repo.restore_snapshot(&id, false, &own()).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.render().contains("--branch"), "{}", err.render());
+        assert_eq!(
+            fs::read_to_string(root.join("a.txt")).unwrap(),
+            "newer, uncommitted\n"
+        );
+        repo.restore_snapshot(&id, true, &own()).unwrap();
+        assert_eq!(
+            fs::read_to_string(root.join("a.txt")).unwrap(),
+            "snapshotted\n"
+        );
+    }
+
+    #[test]
+    fn restoring_brings_back_only_what_the_snapshot_changed() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        write(root, "a.txt", "the agent's edit\n");
+        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        // Later, b.txt is changed and committed; the agent's edit is lost.
+        write(root, "a.txt", "alpha\n");
+        write(root, "b.txt", "beta, committed later\n");
+        commit_all(&git, "later");
+        let Restored::WorkTree { files, .. } = repo.restore_snapshot(&id, false, &own()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(files, ["a.txt"]);
+        assert_eq!(
+            fs::read_to_string(root.join("b.txt")).unwrap(),
+            "beta, committed later\n",
+            "a file the snapshot did not change keeps its newer content"
+        );
+        assert!(!root.join(".git").join(SCRATCH_INDEX).exists());
+    }
+
+    #[test]
+    fn restoring_never_writes_through_a_symlinked_directory() {
+        let (dir, _git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        write(root, "src/lib.rs", "work\n");
+        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let outside = tempfile::tempdir().unwrap();
+        fs::remove_dir_all(root.join("src")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
+        let err = repo.restore_snapshot(&id, true, &own()).unwrap_err();
+        assert!(err.render().contains("symbolic link"), "{}", err.render());
+        assert!(!outside.path().join("lib.rs").exists());
+    }
+
+    #[test]
+    fn a_snapshot_onto_a_new_branch_sits_on_the_commit_it_was_taken_on() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        let base = git.head().unwrap().target().unwrap();
+        write(root, "c.txt", "gamma\n");
+        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        // HEAD moves on meanwhile.
+        commit_all(&git, "later");
+        let Restored::Branch { commit, .. } = repo.snapshot_to_branch(&id, "rescued").unwrap()
+        else {
+            panic!()
+        };
+        let made = git.find_commit(commit.parse().unwrap()).unwrap();
+        assert_eq!(made.parent_ids().collect::<Vec<_>>(), vec![base]);
+        assert!(made.tree().unwrap().get_path(Path::new("c.txt")).is_ok());
+        assert_eq!(git.head().unwrap().shorthand(), Some("master"));
+        let again = repo.snapshot_to_branch(&id, "rescued").unwrap_err();
+        assert!(again.render().contains("already exists"));
+        assert!(repo.find_snapshot("nope").is_err());
+    }
+
+    #[test]
+    fn only_the_newest_runs_keep_their_snapshots() {
+        let (dir, _git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        for (n, run) in ["20260101-010101", "20260102-010101", "20260103-010101"]
+            .iter()
+            .enumerate()
+        {
+            write(root, "a.txt", &format!("v{n}\n"));
+            written(repo.record_snapshot(run, 1, &own()).unwrap());
+        }
+        // The current run counts among the kept ones, and is kept whatever its name.
+        assert_eq!(
+            repo.prune_snapshots(2, "20260103-010101"),
+            vec!["20260101-010101".to_string()]
+        );
+        let runs: Vec<String> = repo
+            .snapshots()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.run)
+            .collect();
+        assert_eq!(runs, ["20260103-010101", "20260102-010101"]);
+        assert!(repo.prune_snapshots(2, "20260103-010101").is_empty());
+        assert_eq!(
+            repo.prune_snapshots(1, "20260102-010101"),
+            vec!["20260103-010101".to_string()]
+        );
+        assert_eq!(repo.snapshots().unwrap().len(), 1);
+    }
+}

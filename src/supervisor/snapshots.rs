@@ -1,0 +1,92 @@
+//! The safety net during a run: the driver's side of
+//! [`Effect::Snapshot`](super::iteration::Effect) (the work tree recorded on
+//! `refs/ralph/snapshots/<run>/<iteration>` through
+//! [`Repo::record_snapshot`]) and the pruning of old runs' refs at the
+//! start.
+
+use std::path::Path;
+
+use super::Supervisor;
+use crate::events::Event;
+use crate::repo::{OwnPaths, Repo, SnapshotOutcome};
+
+/// Why the safety net records the work tree now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SnapshotReason {
+    /// `git.snapshot_interval` has passed.
+    Interval,
+    /// ralph is about to stop the agent.
+    Stop,
+}
+
+impl SnapshotReason {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            SnapshotReason::Interval => "interval",
+            SnapshotReason::Stop => "stop",
+        }
+    }
+}
+
+/// Takes one iteration's snapshots.
+pub(super) struct SafetyNet {
+    /// `None` outside a git repository: nothing to record into.
+    repo: Option<Repo>,
+    run: String,
+    iteration: u32,
+    own: OwnPaths,
+    /// A failure is reported once per iteration, not at every interval.
+    warned: bool,
+}
+
+impl Supervisor {
+    /// The safety net of iteration `number` of this run.
+    pub(super) fn safety_net(&self, number: u32) -> SafetyNet {
+        SafetyNet {
+            repo: Repo::open(&self.root).ok().flatten(),
+            run: self.state.run_id.clone(),
+            iteration: number,
+            own: self.own(),
+            warned: false,
+        }
+    }
+}
+
+impl SafetyNet {
+    /// Record the work tree; the event to emit, if any (none when the tree
+    /// is the same as the last snapshot's).
+    pub(super) fn record(&mut self, reason: SnapshotReason) -> Option<Event> {
+        let repo = self.repo.as_ref()?;
+        match repo.record_snapshot(&self.run, self.iteration, &self.own) {
+            Ok(SnapshotOutcome::Written { commit, reference }) => Some(Event::Snapshot {
+                iteration: self.iteration,
+                reason: reason.name().to_string(),
+                commit,
+                reference,
+            }),
+            Ok(SnapshotOutcome::Unchanged) => None,
+            Err(e) if !self.warned => {
+                self.warned = true;
+                Some(Event::Warning {
+                    message: format!(
+                        "iteration {}: {}",
+                        self.iteration,
+                        e.render().trim_end().replace('\n', "; ")
+                    ),
+                })
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// At the start of a run: delete the snapshot refs of all but the newest
+/// `keep_runs` runs (this one always kept).
+pub(super) fn prune(root: &Path, keep_runs: usize, current: &str) {
+    if let Ok(Some(repo)) = Repo::open(root) {
+        let removed = repo.prune_snapshots(keep_runs, current);
+        if !removed.is_empty() {
+            tracing::info!("pruned the snapshots of old runs: {}", removed.join(", "));
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Taking over from a supervisor that died (`kill -9`, a crash, the
+//! machine going down) in the middle of an iteration. The dead iteration's
+//! transcript (`.ralph/runs/<run>/iter-NNN.jsonl`) is replayed through the
+//! [`IterationMachine`] — decoded and metered as if it were live, after its
+//! exit, so that nothing is acted on — and the facts it gives (last words,
+//! tool calls, files touched, peak context) go into a `crash` handoff and
+//! WIP commit; the iteration is recorded, and the next one resumes from the
+//! handoff as after any checkpoint.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use super::facts::Facts;
+use super::iteration::{Input, IterationLimits, IterationMachine};
+use super::{Now, Supervisor, record, snapshots, verdict};
+use crate::checkpoint;
+use crate::events::Event;
+use crate::repo::Repo;
+use crate::stream::decode_from;
+
+impl Supervisor {
+    /// What a run does as it starts, before its first iteration: prune old
+    /// runs' snapshots, and take over `dead`, the iteration a dead
+    /// supervisor left unfinished (see [`record::start`]).
+    pub(super) fn take_over(&mut self, dead: Option<u32>) {
+        let keep = self.config.git.snapshot_keep_runs;
+        snapshots::prune(&self.root, keep, &self.state.run_id);
+        let Some(number) = dead else {
+            return;
+        };
+        let transcript = self.layout.transcript(&self.state.run_id, number);
+        let mut facts = self.replay(number, &transcript).unwrap_or(Facts {
+            number,
+            ..Facts::default()
+        });
+        let notes = checkpoint::notes_path(number);
+        if self.root.join(&notes).is_file() {
+            facts.notes_path = Some(notes);
+        }
+        let resuming = self
+            .state
+            .last_handoff
+            .as_deref()
+            .map(|h| format!(" (the handoff before it: {h})"))
+            .unwrap_or_default();
+        let why = format!(
+            "the supervisor died during iteration {number}; the next run took it over{resuming}"
+        );
+        self.bus.emit(Event::Warning {
+            message: format!("{why}: saving its work from its transcript and the work tree"),
+        });
+        facts.stop_reason = Some(why);
+        let changed = Repo::open(&self.root)
+            .ok()
+            .flatten()
+            .and_then(|r| r.changes(&self.own()).ok())
+            .is_some_and(|c| !c.is_empty());
+        let verdict = verdict::crashed(&facts, changed || !facts.files_touched.is_empty());
+        record::meter(&mut self.state, &facts);
+        if let Some(mark) = verdict.checkpoint {
+            self.save_checkpoint(&facts, mark);
+        }
+        let mut events = Vec::new();
+        let plan = self.plan();
+        record::iteration(
+            &mut self.state,
+            &facts,
+            &verdict,
+            &plan,
+            None,
+            &self.config.breaker,
+            &Now::read(),
+            &mut events,
+        );
+        self.emit_all(events);
+        self.save();
+    }
+
+    /// The dead iteration's facts, from its transcript; `None` when its
+    /// agent never started (no transcript).
+    fn replay(&self, number: u32, transcript: &Path) -> Option<Facts> {
+        let file = File::open(transcript).ok()?;
+        // How long it ran, as far as the file tells: created at the spawn,
+        // written at its last line.
+        let seconds = file.metadata().ok().and_then(|m| {
+            let ran = m.modified().ok()?.duration_since(m.created().ok()?).ok()?;
+            Some(ran.as_secs_f64())
+        });
+        let now = Now::read();
+        let limits = IterationLimits::new(
+            &self.config,
+            number,
+            &self.root,
+            &self.budgets,
+            &self.state,
+            jiff::tz::TimeZone::system(),
+        );
+        let meter = super::iteration::meter(&self.config, &self.state);
+        let mut machine = IterationMachine::new(limits, meter, self.flags.signals, &now);
+        // Exited first: from then on lines are counted, nothing is acted on
+        // (no checkpoint request, no signal); the effects are not wanted.
+        let mut effects = Vec::new();
+        let exited = Input::Exited {
+            code: None,
+            signal: None,
+        };
+        machine.handle(exited, &now, &mut effects);
+        let mut reader = BufReader::with_capacity(128 << 10, file);
+        while let Some(event) = decode_from(&mut reader, &mut |_| {}) {
+            effects.clear();
+            machine.handle(Input::Line(event, now.mono), &now, &mut effects);
+        }
+        let mut facts = machine.finish();
+        facts.seconds = seconds.unwrap_or_default();
+        Some(facts)
+    }
+}
