@@ -72,10 +72,12 @@ pub fn title(level: Level, percent: f64, item: Option<&str>) -> String {
 /// context, "Checkpoint (signal at 24%) - parser" for anything else.
 fn titled(trigger: &str, level: Level, percent: f64, item: Option<&str>) -> String {
     let mut t = match trigger {
-        "context" => format!("Context Checkpoint {level} at {}%", percent.round() as i64),
+        "context" | "compact" => {
+            format!("Context Checkpoint {level} at {}%", percent.round() as i64)
+        }
         _ => format!(
             "Checkpoint ({})",
-            crate::config::checkpoint_label(trigger, level.name(), percent)
+            crate::state::checkpoint_label(trigger, level.name(), percent)
         ),
     };
     if let Some(item) = item {
@@ -339,7 +341,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         m.iteration,
         match m.trigger.name() {
             "context" => format!("context, {} at {:.0}%", m.level, m.percent),
-            trigger => crate::config::checkpoint_label(trigger, m.level.name(), m.percent),
+            trigger => crate::state::checkpoint_label(trigger, m.level.name(), m.percent),
         },
         saved
             .current_item
@@ -554,11 +556,11 @@ mod tests {
             "Checkpoint (manual)"
         );
         assert_eq!(
-            crate::config::checkpoint_label("context", "L3", 95.2),
+            crate::state::checkpoint_label("context", "L3", 95.2),
             "L3 at 95%"
         );
         assert_eq!(
-            crate::config::checkpoint_label("timeout", "L0", 40.0),
+            crate::state::checkpoint_label("timeout", "L0", 40.0),
             "timeout at 40%"
         );
     }

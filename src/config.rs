@@ -522,19 +522,6 @@ impl Config {
     }
 }
 
-/// What set a checkpoint off, in a few words (`{{ label }}` of
-/// `git.commit_message`, the handoff title): "L2 at 87%" for the context,
-/// else the trigger, with the context's percent when there was a reading:
-/// "signal at 24%", "manual".
-pub fn checkpoint_label(trigger: &str, level: &str, percent: f64) -> String {
-    let percent = percent.round() as i64;
-    match trigger {
-        "context" => format!("{level} at {percent}%"),
-        _ if percent > 0 => format!("{trigger} at {percent}%"),
-        _ => trigger.to_string(),
-    }
-}
-
 /// What `git.commit_message` can use; the same for validation and for the
 /// WIP commit (`checkpoint`).
 pub fn commit_message_context(
@@ -547,7 +534,7 @@ pub fn commit_message_context(
 ) -> minijinja::Value {
     minijinja::context! {
         iteration => iteration,
-        label => checkpoint_label(trigger, level, percent),
+        label => crate::state::checkpoint_label(trigger, level, percent),
         level => level,
         percent => percent.round() as i64,
         trigger => trigger,

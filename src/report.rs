@@ -114,8 +114,8 @@ pub fn describe(event: &Event) -> Option<String> {
         } => format!(
             "iteration {iteration}: checkpoint {}: {}; handoff {}",
             match trigger {
-                Trigger::Context => format!("{level} at {percent:.1}%"),
-                _ => crate::config::checkpoint_label(trigger.name(), level.name(), *percent),
+                Trigger::Context | Trigger::Compact => format!("{level} at {percent:.1}%"),
+                _ => crate::state::checkpoint_label(trigger.name(), level.name(), *percent),
             },
             match (commit, commit_note) {
                 (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),
