@@ -117,8 +117,9 @@ pub struct Opts {
     pub verbose: bool,
 }
 
-pub const BENCHES: [&str; 8] = [
+pub const BENCHES: [&str; 9] = [
     "decode",
+    "estimate",
     "stream",
     "memory",
     "reaction",
@@ -252,6 +253,9 @@ pub fn run(opts: &Opts) -> Vec<Row> {
     let mut rows = Vec::new();
     if opts.wants("decode") {
         rows.extend(bench_decode(opts, &s));
+    }
+    if opts.wants("estimate") {
+        rows.extend(bench_estimate(opts, &s));
     }
     if opts.wants("stream") || opts.wants("memory") {
         rows.extend(bench_stream(opts, &s));
@@ -911,6 +915,151 @@ fn bench_decode(opts: &Opts, s: &Sizes) -> Vec<Row> {
     ]
 }
 
+// ---------------------------------------------------------------- estimate
+
+/// What following the plan's items (issue 14) adds to each line: the
+/// per-line work of an iteration — decode, meter — with and without the
+/// item tracker; and estimating a plan's open items once per iteration.
+fn bench_estimate(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    use ralph::context::{ContextMeter, Thresholds};
+    use ralph::estimate::{Inputs, Sample, estimate};
+    use ralph::items::ItemTracker;
+    use ralph::plan::Plan;
+    use ralph::stream::{StreamEvent, decode_line};
+
+    let size = s.transcript.min(64 << 20);
+    let path = opts.dir.join("estimate.jsonl");
+    let stats = write_transcript(&path, size, 2);
+    let bytes = fs::read(&path).unwrap();
+    let _ = fs::remove_file(&path);
+    // The worst case for a per-line cost: many short lines, every turn a
+    // tool call with a path and its result.
+    let mut short = Vec::new();
+    let short_lines = (s.transcript >> 10).clamp(2_000, 400_000);
+    for msg in 0..short_lines / 2 {
+        let block = format!(
+            r#"{{"type":"tool_use","id":"toolu_{msg:020x}","name":"Edit","input":{{"file_path":"/home/user/project/src/module_{}.rs","old_string":"a","new_string":"b"}}}}"#,
+            msg % 300
+        );
+        short
+            .extend_from_slice(assistant_line(msg, 30_000 + msg % 80_000, &block, None).as_bytes());
+        short.extend_from_slice(format!("\n{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_{msg:020x}\",\"content\":\"ok\"}}]}},\"parent_tool_use_id\":null}}\n").as_bytes());
+    }
+    let plan = Plan::parse(
+        &(0..200)
+            .map(|i| format!("- [ ] item {i}: parser for format {i}\n"))
+            .collect::<String>(),
+    );
+    let root = Path::new("/repo");
+    let plain = |bytes: &[u8]| {
+        let t = Instant::now();
+        let mut meter = ContextMeter::new(0, 33_000, Thresholds::DEFAULT);
+        for l in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            meter.observe(&decode_line(l), Duration::ZERO);
+        }
+        std::hint::black_box(meter.tokens());
+        t.elapsed()
+    };
+    let tracked = |bytes: &[u8]| {
+        let t = Instant::now();
+        let mut meter = ContextMeter::new(0, 33_000, Thresholds::DEFAULT);
+        let mut tracker = ItemTracker::new(root, Path::new("fix_plan.md"), &plan);
+        for l in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let event = decode_line(l);
+            meter.observe(&event, Duration::ZERO);
+            match &event {
+                StreamEvent::Assistant(m) if m.is_main_thread() && !m.is_synthetic() => {
+                    tracker.on_tokens(meter.tokens());
+                    for call in &m.tool_calls {
+                        tracker.on_tool_call(call);
+                    }
+                }
+                StreamEvent::User { .. } => {
+                    std::hint::black_box(tracker.take_reread());
+                }
+                _ => {}
+            }
+        }
+        std::hint::black_box(tracker.current());
+        t.elapsed()
+    };
+    // Alternating sides, ratios taken pair by pair (see median_ratio).
+    let compare = |bytes: &[u8]| {
+        let mut ratios = Vec::new();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..s.repeats.max(5) {
+            let (x, y) = (plain(bytes), tracked(bytes));
+            ratios.push(y.as_secs_f64() / x.as_secs_f64());
+            a.push(x);
+            b.push(y);
+        }
+        (median(&mut a), median(&mut b), median_ratio(&mut ratios))
+    };
+    let (a, b, ratio) = compare(&bytes);
+    let (sa, sb, short_ratio) = compare(&short);
+    let per_line = |d: Duration, n: u64| format!("{:.0} ns/line", d.as_nanos() as f64 / n as f64);
+    // Estimating every open item of a 200-item plan against 1,000 finished
+    // ones, as `prepare_seams` does once per iteration, against the lines
+    // of one iteration (the transcript above).
+    let history: Vec<Sample> = (0..1_000)
+        .map(|i| Sample {
+            item: format!("item {i}: writer for format {}", i % 50),
+            tokens: 20_000 + i * 37,
+            estimate: Some(30_000),
+        })
+        .collect();
+    let t = Instant::now();
+    for item in plan.open() {
+        std::hint::black_box(estimate(&Inputs {
+            item: &item.text,
+            history: &history,
+            named_bytes: 0,
+            prior_tokens: 33_400,
+        }));
+    }
+    let once = t.elapsed();
+    opts.say(&format!(
+        "estimate: {} lines, tracker ratio {ratio:.3}; {short_lines} short lines, ratio {short_ratio:.3}; 200 estimates in {}",
+        stats.lines,
+        ms(once)
+    ));
+    vec![
+        Row {
+            bench: "estimate".into(),
+            what: format!(
+                "per line of {:.0} MiB: decode + meter + item tracker vs decode + meter",
+                mib(stats.bytes)
+            ),
+            ralph: per_line(b, stats.lines),
+            reference: per_line(a, stats.lines),
+            ratio,
+            target: "≤ 1.05".into(),
+            pass: Some(ratio <= 1.05),
+        },
+        Row {
+            bench: "estimate".into(),
+            what: format!(
+                "per line of {short_lines} short lines (an Edit and its result per turn): the same"
+            ),
+            ralph: per_line(sb, short_lines),
+            reference: per_line(sa, short_lines),
+            ratio: short_ratio,
+            target: "≤ 1.10".into(),
+            pass: Some(short_ratio <= 1.10),
+        },
+        Row {
+            bench: "estimate".into(),
+            what: "estimating 200 open items (1,000 finished) once vs that iteration's lines"
+                .into(),
+            ralph: ms(once),
+            reference: ms(a),
+            ratio: once.as_secs_f64() / a.as_secs_f64(),
+            target: "(diagnostic)".into(),
+            pass: None,
+        },
+    ]
+}
+
 // ---------------------------------------------------------------- 1+2. stream, memory
 
 /// The replaying agent: reads the prompt line, prints the file, exits.
@@ -1528,6 +1677,7 @@ fn big_state(n: u32) -> ralph::state::RunState {
             error: (i % 10 == 0).then(|| "API error 529: overloaded".to_string()),
             error_hash: (i % 10 == 0).then(|| "e3b0c44298fc1c149afbf4c8996fb924".to_string()),
             commit: (i % 4 == 0).then(|| "0123456789abcdef0123456789abcdef01234567".to_string()),
+            ..IterationRecord::default()
         });
         s.completed_items.push(format!("item {i}"));
     }

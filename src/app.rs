@@ -56,7 +56,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Run(args) => commands::run(&root, &args),
         Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason, args.json),
         Command::Stop(args) => commands::stop(&root, args.json),
-        Command::Context(args) => commands::context(&root, args.json, args.watch),
+        Command::Context(args) => commands::context(&root, args.json, args.watch, args.estimate),
         Command::Status(args) => commands::status(&root, args.json),
         Command::Init(args) if args.claude => commands::init_claude(&root, args.json),
         Command::Init(args) => commands::init(&root, args.force, args.json),

@@ -133,8 +133,11 @@ pub struct ContextArgs {
     #[arg(long)]
     pub json: bool,
     /// Follow the run live until it ends (Ctrl-C to quit); off a terminal, a new report each time it changes
-    #[arg(long)]
+    #[arg(long, conflicts_with = "estimate")]
     pub watch: bool,
+    /// Estimate ITEM (default: the plan's current item): its context cost, confidence, and whether it fits in what is left, in a fresh window, or should be split
+    #[arg(long, value_name = "ITEM", num_args = 0..=1)]
+    pub estimate: Option<Option<String>>,
 }
 
 #[derive(Debug, Args)]

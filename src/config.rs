@@ -64,6 +64,17 @@ pub struct ContextConfig {
     pub emergency_percent: f64,
     pub grace: Span,
     pub agent_handoff: bool,
+    /// At L1, send one message: finish and commit the current item.
+    pub nudge_at_l1: bool,
+    /// An item estimated above this percent of the usable window is to be
+    /// split before it is worked on.
+    pub shard_percent: f64,
+    /// Absolute cap: checkpoint at this many tokens even if the percentage
+    /// is not reached (long windows lose accuracy well before 85%).
+    pub checkpoint_tokens: Option<u64>,
+    /// What an item is estimated at when nothing is known about it, in
+    /// percent of the usable window.
+    pub estimate_prior_percent: f64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -193,6 +204,10 @@ impl Default for ContextConfig {
             emergency_percent: t.emergency,
             grace: Span::secs(60),
             agent_handoff: true,
+            nudge_at_l1: true,
+            shard_percent: 60.0,
+            checkpoint_tokens: None,
+            estimate_prior_percent: 20.0,
         }
     }
 }
@@ -295,6 +310,8 @@ impl Config {
             ("warn_percent", c.warn_percent),
             ("checkpoint_percent", c.checkpoint_percent),
             ("emergency_percent", c.emergency_percent),
+            ("shard_percent", c.shard_percent),
+            ("estimate_prior_percent", c.estimate_prior_percent),
         ] {
             if !(v > 0.0 && v <= 100.0) {
                 return bad(
@@ -328,6 +345,9 @@ impl Config {
                     format!("{low} ({lv}) must be below {high} ({hv})"),
                 );
             }
+        }
+        if c.checkpoint_tokens == Some(0) {
+            return bad("context", "checkpoint_tokens", "must be at least 1".into());
         }
         if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
             return bad("agent", "command", "empty or unbalanced quotes".into());

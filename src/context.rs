@@ -123,6 +123,8 @@ pub struct ContextMeter {
     peak_tokens: u64,
     samples: VecDeque<(f64, u64)>,
     compactions: Vec<Compaction>,
+    /// `context.checkpoint_tokens`: L2 at this occupancy at the latest.
+    cap: Option<u64>,
 }
 
 impl ContextMeter {
@@ -149,6 +151,7 @@ impl ContextMeter {
             peak_tokens: 0,
             samples: VecDeque::new(),
             compactions: Vec::new(),
+            cap: None,
         }
     }
 
@@ -246,9 +249,18 @@ impl ContextMeter {
         }
     }
 
+    /// Reach L2 at `cap` tokens even below the checkpoint percentage.
+    pub fn with_checkpoint_cap(mut self, cap: Option<u64>) -> Self {
+        self.cap = cap;
+        self
+    }
+
     fn relevel(&mut self) -> Option<Change> {
         let percent = self.percent();
-        let level = self.thresholds.level(percent);
+        let mut level = self.thresholds.level(percent);
+        if self.cap.is_some_and(|c| self.tokens >= c) {
+            level = level.max(Level::L2);
+        }
         self.peak_percent = self.peak_percent.max(percent);
         self.peak_tokens = self.peak_tokens.max(self.tokens);
         self.peak_level = self.peak_level.max(level);
@@ -409,6 +421,19 @@ mod tests {
         m.observe(&msg("d", 160_000, None, "m"), secs(4));
         assert_eq!(m.level(), Level::L3);
         assert_eq!(m.peak_level(), Level::L3);
+    }
+
+    #[test]
+    fn checkpoint_tokens_caps_a_long_window() {
+        // 1M window: 85% of the usable 967k would be ~822k tokens.
+        let mut m = ContextMeter::new(1_000_000, 33_000, T).with_checkpoint_cap(Some(200_000));
+        m.observe(&msg("a", 199_999, None, "m"), secs(1));
+        assert_eq!(m.level(), Level::L0);
+        m.observe(&msg("b", 200_000, None, "m"), secs(2));
+        assert_eq!(m.level(), Level::L2);
+        // the percentages still rule above the cap
+        m.observe(&msg("c", 930_000, None, "m"), secs(3));
+        assert_eq!(m.level(), Level::L3);
     }
 
     #[test]

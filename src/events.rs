@@ -57,6 +57,32 @@ pub enum Event {
         error_status: Option<u64>,
         error: Option<String>,
     },
+    /// The plan changed live: items checked off, and the item now current.
+    ItemChecked {
+        iteration: u32,
+        items: Vec<String>,
+        next: Option<String>,
+        percent: f64,
+        /// Tokens the next item is estimated at, and what is left before
+        /// the checkpoint.
+        next_estimate: Option<u64>,
+        remaining: u64,
+    },
+    /// At L1: the agent was told to finish its item and not start another.
+    Nudged {
+        iteration: u32,
+        percent: f64,
+        item: Option<String>,
+    },
+    /// The next prompt asks for the item to be split into sub-items.
+    ShardSuggested {
+        iteration: u32,
+        item: String,
+        /// `too_large` or `checkpointed`.
+        reason: String,
+        estimate: Option<u64>,
+        percent: f64,
+    },
     CheckpointRequested {
         iteration: u32,
         trigger: Trigger,

@@ -84,6 +84,8 @@ pub fn render_prompt(
                 resume => resume(state, iteration, d),
                 decisions => decisions::view(&log, d.decisions),
                 decisions_file => decisions::FILE,
+                shard => crate::items::shard_view(state.shard_request.as_ref(), config.context.shard_percent),
+                carry_over => &state.carry_over,
             },
         )
     })

@@ -72,6 +72,28 @@ pub fn describe(event: &Event) -> Option<String> {
                 .map(|e| format!(": {e}"))
                 .unwrap_or_default()
         ),
+        Event::ItemChecked {
+            iteration,
+            items,
+            next,
+            percent,
+            ..
+        } => format!(
+            "iteration {iteration}: checked off {} at {percent:.1}%; next: {}",
+            items.join(", "),
+            next.as_deref().unwrap_or("nothing open")
+        ),
+        Event::Nudged {
+            iteration, percent, ..
+        } => format!(
+            "iteration {iteration}: L1 at {percent:.1}%: told the agent to finish its item and not start another"
+        ),
+        Event::ShardSuggested {
+            iteration,
+            item,
+            reason,
+            ..
+        } => format!("iteration {iteration}: asking to split \"{item}\" into sub-items ({reason})"),
         Event::CheckpointRequested {
             iteration,
             trigger,

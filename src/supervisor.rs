@@ -33,6 +33,7 @@ mod facts;
 mod iteration;
 mod limit_wait;
 mod record;
+mod seams;
 mod signals;
 mod snapshots;
 mod stop;
@@ -364,6 +365,7 @@ impl Supervisor {
 
     /// One agent process, from its prompt to its last line.
     async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
+        let seams = self.prepare_seams(number, plan);
         let prompt_text = prompt::render_prompt(
             &self.root,
             &self.templates,
@@ -431,6 +433,7 @@ impl Supervisor {
             tz,
         );
         let machine = IterationMachine::new(limits, meter, self.flags.signals, &Now::read());
+        let machine = machine.with_seams(seams);
         let hook_facts = hooks::Facts {
             iteration: number,
             run_id: self.state.run_id.clone(),
@@ -491,6 +494,7 @@ impl Supervisor {
             &Now::read(),
             &mut events,
         );
+        self.after_seams(&facts);
         // Saved first: on_iteration_end hooks read the state of the
         // iteration that ended.
         self.save();

@@ -12,15 +12,17 @@ use crate::error::{Error, Result};
 pub const PROMPT: &str = "PROMPT.md.j2";
 pub const CHECKPOINT_REQUEST: &str = "checkpoint-request.md.j2";
 pub const HANDOFF: &str = "handoff.md.j2";
+pub const NUDGE: &str = "nudge.md.j2";
 
 /// The templates compiled into ralph, as `ralph init` writes them out.
-pub const EMBEDDED: [(&str, &str); 3] = [
+pub const EMBEDDED: [(&str, &str); 4] = [
     (PROMPT, include_str!("../prompts/PROMPT.md.j2")),
     (
         CHECKPOINT_REQUEST,
         include_str!("../prompts/checkpoint-request.md.j2"),
     ),
     (HANDOFF, include_str!("../prompts/handoff.md.j2")),
+    (NUDGE, include_str!("../prompts/nudge.md.j2")),
 ];
 
 /// The variables each template is rendered with (docs/commands.md).

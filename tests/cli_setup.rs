@@ -123,7 +123,7 @@ fn init_creates_the_scaffold_and_refuses_to_overwrite() {
         v["overwritten"],
         serde_json::json!(["ralph.toml", "fix_plan.md"])
     );
-    assert_eq!(v["unchanged"].as_array().unwrap().len(), 3);
+    assert_eq!(v["unchanged"].as_array().unwrap().len(), 4);
     assert_eq!(Config::load(root).unwrap(), Config::default());
 }
 

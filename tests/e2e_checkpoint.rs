@@ -80,7 +80,12 @@ fn redact(text: &str, p: &Project) -> String {
 
 #[test]
 fn l2_with_agent_notes_commits_hands_off_and_resumes() {
-    let p = Project::new(PLAN, CLIMB_AND_RESUME, "[context]\ngrace = \"20s\"\n");
+    // The L1 nudge (e2e_seams) would be the second message: this test is about L2.
+    let p = Project::new(
+        PLAN,
+        CLIMB_AND_RESUME,
+        "[context]\ngrace = \"20s\"\nnudge_at_l1 = false\n",
+    );
     p.write("specs/parser.md", "# spec\n");
     p.write("CLAUDE.md", "# conventions\n");
     let run = p.run(&[], LIMIT);

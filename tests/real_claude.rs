@@ -373,6 +373,131 @@ fn checkpoint_mid_iteration_then_resume() {
     p.keep_if_asked();
 }
 
+/// (6) Issue 14: item one is checked off (an Edit of the plan) at 62% and
+/// item two, which names a 200 kB spec, will not fit in the 23% left: ralph
+/// re-reads the plan on the Edit's result and checkpoints at the boundary
+/// (trigger `boundary`); iteration 2 starts on item two in a fresh window.
+#[test]
+fn boundary_checkpoint_after_an_item_is_checked_off() {
+    let _serial = harness::serial();
+    let Some(claude) = harness::claude("boundary_checkpoint_after_an_item_is_checked_off") else {
+        return;
+    };
+    let setup = Setup {
+        plan: "# E2E plan\n\n- [ ] item one\n- [ ] item two: implement `specs/big.md`\n",
+        ..Setup::default()
+    };
+    let p = Project::new("boundary", &claude, &setup);
+    std::fs::create_dir_all(p.path("specs")).unwrap();
+    std::fs::write(p.path("specs/big.md"), "x".repeat(200_000)).unwrap();
+    p.git(&["add", "specs/big.md"]);
+    p.git(&["commit", "-q", "-m", "spec"]);
+    let root = p.root.clone();
+    let (one, plan) = (p.path("one.txt"), p.path("fix_plan.md"));
+    let api = p.serve(move |req| {
+        let notes_re = Regex::new(r"\.ralph/notes/iter-\d{3}\.md").unwrap();
+        match iteration_of(req) {
+            1 => {
+                let all = req.all_text();
+                if all.contains(CHECKPOINT_MARK) {
+                    let wrote = req.assistant_tool_uses().iter().any(|(_, input)| {
+                        input["file_path"].as_str().is_some_and(|f| f.contains(".ralph/notes/"))
+                    });
+                    return match (wrote, notes_re.find(&all)) {
+                        (true, _) => Reply::turn(106_000).text("Notes written; stopping."),
+                        (false, Some(notes)) => Reply::turn(105_000).tool(
+                            "Write",
+                            json!({
+                                "file_path": root.join(notes.as_str()),
+                                "content": "## Done\n- item one\n\n## Next\n- item two\n",
+                            }),
+                        ),
+                        (false, None) => Reply::turn(105_000).text("no notes path"),
+                    };
+                }
+                match req.assistant_turns() {
+                    0 => Reply::turn(40_000)
+                        .text("Item one.")
+                        .tool("Write", json!({"file_path": one, "content": "one\n"})),
+                    1 => Reply::turn(60_000).tool("Read", json!({"file_path": plan})),
+                    // 103,540 of the usable 167,000: 62%.
+                    2 => Reply::turn(103_540).tool(
+                        "Edit",
+                        json!({
+                            "file_path": plan,
+                            "old_string": "- [ ] item one",
+                            "new_string": "- [x] item one",
+                        }),
+                    ),
+                    // Room for the request to arrive, as a model thinks.
+                    3 => Reply::turn(104_000).tool(
+                        "Bash",
+                        json!({"command": "sleep 3", "description": "Look at item two"}),
+                    ),
+                    _ => Reply::turn(110_000).text("E2E: no boundary checkpoint request arrived"),
+                }
+            }
+            2 => match req.assistant_turns() {
+                0 if req.first_user_text().contains("(now: **item two") => Reply::turn(30_000).tool(
+                    "Bash",
+                    json!({
+                        "command": "sed -i 's/- \\[ \\] item two/- [x] item two/' fix_plan.md && git add fix_plan.md && git commit -q -m 'item two'",
+                        "description": "Item two",
+                    }),
+                ),
+                0 => Reply::turn(30_000).text("E2E: iteration 2 is not on item two"),
+                _ => Reply::turn(32_000).text("Done.\n\n<promise>COMPLETE</promise>"),
+            },
+            _ => Reply::turn(10_000).text("E2E: unexpected iteration"),
+        }
+    });
+
+    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(58));
+    let reqs = api.main_requests();
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    assert_eq!(code, 0, "ralph should complete in iteration 2\n{}", diag());
+    assert!(
+        tool_errors(&reqs).is_empty(),
+        "tool errors: {:?}",
+        tool_errors(&reqs)
+    );
+    assert_eq!(distinct_sessions(&reqs).len(), 2, "{}", diag());
+
+    let checked = p.events_named("item_checked");
+    assert_eq!(checked[0]["items"][0], "item one", "{}", diag());
+    assert_eq!(checked[0]["percent"], 62.0);
+    let requested = p.events_named("checkpoint_requested");
+    assert_eq!(requested.len(), 1, "{}", diag());
+    assert_eq!(requested[0]["trigger"], "boundary");
+    assert_eq!(requested[0]["notes_path"], ".ralph/notes/iter-001.md");
+    let cp = p.events_named("checkpoint");
+    assert_eq!(cp.len(), 1, "{}", diag());
+    assert_eq!(cp[0]["trigger"], "boundary");
+    assert!(cp[0]["commit"].is_string(), "{}", diag());
+    let log = p.log();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("ralph: checkpoint iter 1")),
+        "{log:?}"
+    );
+    assert_eq!(p.git(&["show", "HEAD~1:one.txt"]), "one\n");
+
+    let state = p.state();
+    let hist = state["history"].as_array().unwrap();
+    assert_eq!(hist[0]["item"], "item one");
+    assert_eq!(hist[0]["items_checked"][0], "item one");
+    assert_eq!(hist[1]["item"], "item two: implement `specs/big.md`");
+    let peak2 = state["context_history"][1]["peak_percent"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        peak2 < 25.0,
+        "iteration 2 starts in a fresh window: {peak2}%"
+    );
+    assert_nothing_left(&p);
+    p.keep_if_asked();
+}
+
 /// (3) The API refuses every request with the same 400: each iteration
 /// fails the same way, and the breaker opens after `breaker.same_error`.
 #[test]

@@ -11,14 +11,16 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Report;
+use super::estimate::ItemEstimate;
 use super::status::Phase;
 use crate::config::{Config, format_duration};
 use crate::context::{Level, MeterReading, Thresholds};
 use crate::error::{Error, Result};
 use crate::events::{Event, Record};
+use crate::items::ItemAccount;
 use crate::plan::Plan;
 use crate::report::{bar, sparkline, tokens_short};
-use crate::state::{HistoryEntry, Layout};
+use crate::state::{HistoryEntry, Layout, RunState};
 
 /// How often `--watch` looks for news.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
@@ -68,9 +70,28 @@ pub struct ContextReport {
     pub thresholds: Thresholds,
     /// The first open item of the plan: what the agent is working on.
     pub plan_item: Option<String>,
+    /// Its estimate, and whether it fits in what is left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<ItemEstimate>,
+    /// What each item worked on so far cost (`state.json` → `items`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ItemAccount>,
+    /// Per iteration: the item worked on, items checked off, tokens it took.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub iterations: Vec<IterationItems>,
     pub recommendation: Recommendation,
     /// One entry per finished iteration, oldest first.
     pub history: Vec<HistoryEntry>,
+}
+
+/// An iteration's item accounting, from `state.json`'s history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IterationItems {
+    pub iteration: u32,
+    pub item: Option<String>,
+    pub items_checked: Vec<String>,
+    pub item_tokens: u64,
+    pub split: bool,
 }
 
 /// `.ralph/events.jsonl` read incrementally: complete lines only, each
@@ -219,7 +240,26 @@ impl Watcher {
             .ok()
             .and_then(|p| p.current().map(|i| i.text.clone()));
         let current = self.live.reading.clone();
+        let occupancy = current.as_ref().filter(|_| live).map(|r| r.meter.tokens);
+        let item = plan_item
+            .as_deref()
+            .map(|i| ItemEstimate::of(&self.root, &config, &state, i, occupancy));
+        let iterations = state
+            .history
+            .iter()
+            .filter(|h| h.item.is_some() || !h.items_checked.is_empty())
+            .map(|h| IterationItems {
+                iteration: h.iteration,
+                item: h.item.clone(),
+                items_checked: h.items_checked.clone(),
+                item_tokens: h.item_tokens,
+                split: h.split,
+            })
+            .collect();
         Ok(ContextReport {
+            item,
+            items: state.items.clone(),
+            iterations,
             recommendation: recommend(&phase, live, current.as_ref(), &thresholds),
             run_id: (!state.run_id.is_empty()).then(|| state.run_id.clone()),
             iteration: state.iteration.max(self.live.started.unwrap_or(0)),
@@ -367,6 +407,9 @@ impl Report for ContextReport {
         if let Some(item) = &self.plan_item {
             let _ = writeln!(out, "plan item {}", crate::text::printable(item));
         }
+        if let Some(e) = &self.item {
+            out.push_str(&e.lines());
+        }
         let _ = writeln!(out, "advice    {}", self.recommendation.message);
         if self.history.is_empty() {
             return out;
@@ -403,9 +446,34 @@ impl Report for ContextReport {
     }
 }
 
-/// `ralph context [--json] [--watch]`.
-pub fn context(root: &Path, json: bool, watch: bool) -> Result<i32> {
+/// `ralph context [--json] [--watch] [--estimate [ITEM]]`.
+pub fn context(
+    root: &Path,
+    json: bool,
+    watch: bool,
+    estimate: Option<Option<String>>,
+) -> Result<i32> {
     let mut watcher = Watcher::new(root);
+    if let Some(item) = estimate {
+        let report = watcher.report()?;
+        let config = Config::load(root)?;
+        let state = RunState::load(&watcher.layout.state())?.unwrap_or_default();
+        let plan = Plan::load(&root.join(watcher.live.plan.as_ref().unwrap_or(&config.plan))).ok();
+        let occupancy = report
+            .current
+            .filter(|_| report.live)
+            .map(|r| r.meter.tokens);
+        let e = super::estimate::estimate(
+            root,
+            &config,
+            &state,
+            plan.as_ref(),
+            item.as_deref(),
+            occupancy,
+        )?;
+        super::print(&e.render(json))?;
+        return Ok(0);
+    }
     if !watch {
         super::print(&watcher.report()?.render(json))?;
         return Ok(0);

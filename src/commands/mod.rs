@@ -6,6 +6,7 @@ mod context;
 mod control;
 mod demo;
 mod doctor;
+mod estimate;
 mod generate;
 mod hook;
 mod init;

@@ -34,10 +34,11 @@ impl NextIteration {
             crate::templates::CHECKPOINT_REQUEST,
         ])?;
         let plan = Plan::load(&root.join(&config.plan))?;
-        let state = match RunState::load(&Layout::new(root).state())? {
+        let mut state = match RunState::load(&Layout::new(root).state())? {
             Some(s) if !fresh && !s.is_finished() => s,
             _ => RunState::default(),
         };
+        state.shard_request = super::estimate::next_shard(root, config, &state, &plan);
         let iteration = state.iteration + 1;
         let fitted =
             prompt_budget::render_prompt(root, &templates, config, &state, &plan, iteration)?;

@@ -16,6 +16,7 @@ pub use lock::{Lock, LockInfo, read_lock, running_supervisor};
 use crate::breaker::BreakerState;
 use crate::context::Level;
 use crate::error::{Error, Result};
+use crate::items::{CarryOver, ItemAccount, ShardRequest};
 
 pub const STATE_VERSION: u32 = 1;
 
@@ -33,6 +34,8 @@ pub enum Trigger {
     Signal,
     Stop,
     RateLimit,
+    /// An item was checked off and the next one would not fit.
+    Boundary,
     /// The supervisor died (`kill -9`, a crash) during the iteration; the
     /// next run took it over.
     Crash,
@@ -50,6 +53,7 @@ impl Trigger {
             Trigger::Signal => "signal",
             Trigger::Stop => "stop",
             Trigger::RateLimit => "rate_limit",
+            Trigger::Boundary => "boundary",
             Trigger::Crash => "crash",
             Trigger::Compact => "compact",
         }
@@ -263,6 +267,29 @@ pub struct IterationRecord {
     pub error: Option<String>,
     pub error_hash: Option<String>,
     pub commit: Option<String>,
+    // Left out when empty so that records and outputs without them read as
+    // before (the same shape as the morning report's fields).
+    /// The plan item the iteration worked on: the first open one at its start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    /// Plan items the iteration checked off (seen live as the plan changed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items_checked: Vec<String>,
+    /// Plan items done and open when it ended.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub items_done: usize,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub items_open: usize,
+    /// Context tokens `item` consumed in this iteration.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub item_tokens: u64,
+    /// The iteration split its item into sub-items.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub split: bool,
+}
+
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,6 +326,15 @@ pub struct RunState {
     /// While waiting out a usage limit: until when (RFC 3339).
     pub waiting_until: Option<String>,
     pub supervisor_pid: Option<u32>,
+    /// Per-item accounting: tokens, iterations, checkpoints, estimate.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ItemAccount>,
+    /// A split the next prompt asks for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_request: Option<ShardRequest>,
+    /// Uncommitted work on an unfinished item, told to the next prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carry_over: Option<CarryOver>,
 }
 
 impl Default for RunState {
@@ -332,6 +368,9 @@ impl Default for RunState {
             last_handoff: None,
             waiting_until: None,
             supervisor_pid: None,
+            items: Vec::new(),
+            shard_request: None,
+            carry_over: None,
         }
     }
 }

@@ -14,7 +14,7 @@ use tokio::time::sleep_until;
 
 use super::Now;
 use super::facts::Facts;
-use super::iteration::{Effect, HandoffRequest, Input, IterationMachine};
+use super::iteration::{Effect, HandoffRequest, Input, IterationMachine, NudgeRequest};
 use super::signals::Signals;
 use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
@@ -129,6 +129,14 @@ impl<'a> Driver<'a> {
             self.step(&mut machine, Input::Line(event, at), None).await;
         }
         agent.join_readers();
+        // The plan as the agent left it: items checked off by other means
+        // than Write/Edit (a shell command, a commit) are booked too.
+        if let Some(plan) = machine
+            .plan_path()
+            .and_then(|p| crate::plan::Plan::load(&p).ok())
+        {
+            self.step(&mut machine, Input::Plan(plan), None).await;
+        }
         let mut facts = machine.finish();
         // Read once the stderr reader has seen the end, not before: the
         // agent's last words on stderr explain why it failed.
@@ -181,6 +189,20 @@ impl<'a> Driver<'a> {
                         a.signal(sig);
                     }
                 }
+                Effect::ReadPlan(path) => {
+                    // An unreadable plan (mid-write, deleted) is looked at next time.
+                    if let Ok(plan) = crate::plan::Plan::load(&path) {
+                        machine.handle(Input::Plan(plan), &Now::read(), &mut self.out);
+                        for e in self.out.drain(..).rev() {
+                            self.queue.push_front(e);
+                        }
+                    }
+                }
+                Effect::Nudge(request) => {
+                    if let Some(a) = agent.as_deref_mut() {
+                        self.nudge(a, &request).await;
+                    }
+                }
                 Effect::AskHandoff(request) => {
                     let sent = match agent.as_deref_mut() {
                         Some(a) => self.ask_handoff(a, &request).await,
@@ -193,6 +215,31 @@ impl<'a> Driver<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// Render the L1 nudge and write it to the agent's stdin (unless its
+    /// turn is over and stdin closed).
+    async fn nudge(&mut self, agent: &mut Agent, r: &NudgeRequest) {
+        if !agent.stdin_open() {
+            return;
+        }
+        let text = self.templates.render(
+            templates::NUDGE,
+            minijinja::context! {
+                percent => r.percent,
+                tokens => r.tokens,
+                usable => r.usable,
+                item => &r.item,
+            },
+        );
+        match text {
+            Ok(text) => {
+                agent.send(&text).await;
+            }
+            Err(e) => self.bus.emit(Event::Warning {
+                message: format!("cannot render the L1 nudge: {e}"),
+            }),
         }
     }
 

@@ -62,6 +62,8 @@ pub(super) struct Facts {
     pub stash_before: Option<Vec<String>>,
     /// `None` when the agent never started.
     pub meter: Option<MeterSummary>,
+    /// Item by item (`None` without a plan to follow).
+    pub items: Option<crate::items::ItemsOutcome>,
 }
 
 /// The first non-blank line, trimmed, at most 120 characters.

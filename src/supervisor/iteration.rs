@@ -4,13 +4,15 @@
 //! the driver to carry out. What it learnt comes out as [`Facts`]. Pure:
 //! no runtime, no agent, no clock — time comes in as [`Now`].
 
+mod seams;
+mod setup;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
 use super::Now;
-use super::budget::Budgets;
 use super::facts::{CheckpointMark, Facts, MeterSummary};
 use super::facts::{first_line, rel};
 use super::signals::Request;
@@ -18,12 +20,14 @@ use super::snapshots::SnapshotReason;
 use super::stop::{Overdue, SignalCount, StopSequence};
 use crate::checkpoint;
 use crate::completion;
-use crate::config::Config;
 use crate::context::{Change, ContextMeter, Level, round1};
 use crate::events::Event;
 use crate::limits;
-use crate::state::{RunState, Trigger};
+use crate::plan::Plan;
+use crate::state::Trigger;
 use crate::stream::StreamEvent;
+pub(super) use seams::{NudgeRequest, SeamWatch};
+pub(super) use setup::{IterationLimits, meter};
 
 /// How often, during an iteration, the display is redrawn and the budgets
 /// are checked: a fixed beat, not "a second after the last line", so that
@@ -49,6 +53,8 @@ pub(super) enum Input {
     /// The answer to [`Effect::AskHandoff`]: whether the request reached
     /// the agent's stdin.
     HandoffSent(bool),
+    /// The answer to [`Effect::ReadPlan`] (the plan after an edit, or at the end).
+    Plan(Plan),
 }
 
 /// What the driver is to do, in this order.
@@ -64,6 +70,10 @@ pub(super) enum Effect {
     DetachDisplay,
     /// Redraw the display.
     Tick,
+    /// Read the plan and answer with [`Input::Plan`].
+    ReadPlan(PathBuf),
+    /// Send the L1 nudge to the agent's stdin.
+    Nudge(NudgeRequest),
     /// Record the work tree on the safety net's hidden ref.
     Snapshot(SnapshotReason),
 }
@@ -79,66 +89,6 @@ pub(super) struct HandoffRequest {
     pub grace: Duration,
     pub trigger: Trigger,
     pub reason: String,
-}
-
-/// What one iteration may do, fixed when it starts.
-#[derive(Debug, Clone)]
-pub(super) struct IterationLimits {
-    pub number: u32,
-    pub root: PathBuf,
-    pub iteration_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub grace: Duration,
-    /// Ask the agent for handoff notes before stopping it.
-    pub agent_handoff: bool,
-    pub promise: String,
-    pub budgets: Budgets,
-    /// The run's cost before this iteration.
-    pub cost_before: f64,
-    /// For reset times written as local times.
-    pub tz: jiff::tz::TimeZone,
-    /// `git.snapshot_interval`; `None`: no snapshots.
-    pub snapshot_every: Option<Duration>,
-}
-
-impl IterationLimits {
-    pub(super) fn new(
-        config: &Config,
-        number: u32,
-        root: &Path,
-        budgets: &Budgets,
-        state: &RunState,
-        tz: jiff::tz::TimeZone,
-    ) -> IterationLimits {
-        IterationLimits {
-            number,
-            root: root.to_path_buf(),
-            iteration_timeout: config.loop_.iteration_timeout.0,
-            idle_timeout: config.loop_.idle_timeout.0,
-            grace: config.context.grace.0,
-            agent_handoff: config.context.agent_handoff,
-            promise: config.loop_.completion_promise.clone(),
-            budgets: budgets.clone(),
-            cost_before: state.cost_usd,
-            tz,
-            snapshot_every: Some(config.git.snapshot_interval.0).filter(|d| !d.is_zero()),
-        }
-    }
-}
-
-/// The meter for the next agent: the configured window, and what earlier
-/// results told about the model's.
-pub(super) fn meter(config: &Config, state: &RunState) -> ContextMeter {
-    let mut meter = ContextMeter::new(
-        config.agent.context_window,
-        config.agent.reserve_tokens,
-        config.thresholds(),
-    )
-    .with_known_windows(&state.known_windows);
-    if let Some(m) = &config.agent.model {
-        meter.set_model(m);
-    }
-    meter
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +110,7 @@ pub(super) struct IterationMachine {
     beat: Instant,
     /// A checkpoint waiting for [`Input::HandoffSent`]: its reason.
     asking: Option<String>,
+    seams: Option<SeamWatch>,
     /// When the next interval snapshot is due (while the agent runs).
     next_snapshot: Option<Instant>,
 }
@@ -186,6 +137,7 @@ impl IterationMachine {
             last_line: now.mono,
             beat: now.mono + TICK,
             asking: None,
+            seams: None,
         }
     }
 
@@ -210,6 +162,7 @@ impl IterationMachine {
                     seconds: self.facts.seconds,
                 }));
             }
+            Input::Plan(plan) => self.on_plan(&plan, now, out),
             // Once the agent is gone there is nothing left to act on.
             _ if self.phase == Phase::Draining => {}
             Input::Request(request) => self.on_request(request, now, out),
@@ -243,8 +196,10 @@ impl IterationMachine {
     }
 
     /// The facts of the iteration, once its last line is counted.
-    pub(super) fn finish(self) -> Facts {
+    pub(super) fn finish(mut self) -> Facts {
+        let items = self.seams_finish();
         let mut facts = self.facts;
+        facts.items = items;
         let m = &self.meter;
         if facts.checkpoint.is_none() && m.peak_level() >= Level::L2 {
             // The level was crossed in the very last lines (or after the
@@ -420,6 +375,7 @@ impl IterationMachine {
             ),
             None => {}
         }
+        self.seams_on_line(event, change, out);
         if self.meter.tokens() != before || tool_label.is_some() {
             self.emit(
                 out,
@@ -603,6 +559,7 @@ mod tests {
     use super::*;
     use crate::context::Thresholds;
     use crate::stream::decode_line;
+    use crate::supervisor::budget::Budgets;
 
     const GRACE: Duration = Duration::from_secs(30);
 
@@ -1049,5 +1006,155 @@ mod tests {
         assert!(facts.promise);
         assert_eq!(facts.cost_usd, 0.25);
         assert_eq!(facts.checkpoint, None);
+    }
+
+    // --- the seams of the work (issue 14) ---------------------------------------------
+
+    /// The machine with a plan to follow: "one", then "two" estimated at
+    /// `two` tokens (high confidence: 5% margin).
+    fn with_plan(two: Option<u64>, nudge: bool) -> (IterationMachine, Now) {
+        let (m, t0) = machine(true);
+        let plan = Plan::parse("- [ ] one\n- [ ] two\n");
+        let estimates = two
+            .map(|t| {
+                let high = crate::estimate::Confidence::High;
+                ("two".to_string(), crate::estimate::Estimate::known(t, high))
+            })
+            .into_iter()
+            .collect();
+        let plan_path = PathBuf::from("/repo/fix_plan.md");
+        let seams = SeamWatch {
+            tracker: crate::items::ItemTracker::new(Path::new("/repo"), &plan_path, &plan),
+            plan_path,
+            initial: plan,
+            estimates,
+            checkpoint_percent: 85.0,
+            cap: None,
+            nudge,
+            nudged: false,
+            split: false,
+        };
+        (m.with_seams(seams), t0)
+    }
+
+    fn edit_plan(id: &str, tokens: u64) -> StreamEvent {
+        assistant(
+            id,
+            tokens,
+            r#"{"type":"tool_use","id":"t1","name":"Edit","input":{"file_path":"/repo/fix_plan.md","old_string":"- [ ] one","new_string":"- [x] one"}}"#,
+        )
+    }
+
+    fn tool_result() -> StreamEvent {
+        decode_line(br#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]},"parent_tool_use_id":null}"#)
+    }
+
+    #[test]
+    fn boundary_rule_in_the_machine() {
+        // (tokens when "one" is checked off, estimate of "two", boundary?)
+        // L2 is at 85k of the 100k window.
+        let table = [
+            (50_000, Some(40_000), true),  // needs 42k, 35k left
+            (30_000, Some(40_000), false), // 55k left
+            (50_000, None, false),         // unknown item: nothing to go by
+            (80_000, Some(4_000), false),  // small and fits, even past L1
+        ];
+        for (tokens, two, boundary) in table {
+            let (mut m, t0) = with_plan(two, false);
+            let t1 = after(&t0, 1);
+            line(&mut m, at_tokens("a", 10_000), &t1);
+            let out = line(&mut m, edit_plan("b", tokens), &t1);
+            assert!(
+                !out.iter().any(|e| matches!(e, Effect::ReadPlan(_))),
+                "not before the result"
+            );
+            let out = line(&mut m, tool_result(), &t1);
+            let Some(Effect::ReadPlan(path)) =
+                out.into_iter().find(|e| matches!(e, Effect::ReadPlan(_)))
+            else {
+                panic!("the plan is re-read once the edit's result is in");
+            };
+            assert_eq!(path, PathBuf::from("/repo/fix_plan.md"));
+            let done = Plan::parse("- [x] one\n- [ ] two\n");
+            let out = feed(&mut m, Input::Plan(done), &t1);
+            let checked = out
+                .iter()
+                .any(|e| matches!(e, Effect::Emit(Event::ItemChecked { .. })));
+            assert!(checked, "{tokens}");
+            let ask = out.iter().find_map(|e| match e {
+                Effect::AskHandoff(r) => Some(r.trigger),
+                _ => None,
+            });
+            assert_eq!(
+                ask,
+                boundary.then_some(Trigger::Boundary),
+                "{tokens} {two:?}"
+            );
+            let facts = m.finish();
+            let items = facts.items.expect("items followed");
+            assert_eq!(items.checked, ["one"]);
+            assert_eq!(items.spent[0], ("one".to_string(), tokens - 10_000));
+            assert_eq!(
+                facts.checkpoint.map(|c| c.trigger),
+                boundary.then_some(Trigger::Boundary)
+            );
+        }
+    }
+
+    #[test]
+    fn the_l1_nudge_is_sent_once_and_only_when_wanted() {
+        let nudges = |out: &[Effect]| out.iter().filter(|e| matches!(e, Effect::Nudge(_))).count();
+        let (mut m, t0) = with_plan(None, true);
+        let t1 = after(&t0, 1);
+        assert_eq!(nudges(&line(&mut m, at_tokens("a", 60_000), &t1)), 0);
+        let out = line(&mut m, at_tokens("b", 72_000), &t1);
+        assert_eq!(nudges(&out), 1);
+        assert!(
+            out.iter().any(
+                |e| matches!(e, Effect::Emit(Event::Nudged { item: Some(i), .. }) if i == "one")
+            )
+        );
+        assert_eq!(nudges(&line(&mut m, at_tokens("c", 75_000), &t1)), 0);
+        // Down (a compaction) and up again: still once.
+        let compact = decode_line(br#"{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":75000,"post_tokens":20000}}"#);
+        line(&mut m, compact, &t1);
+        assert_eq!(nudges(&line(&mut m, at_tokens("d", 72_000), &t1)), 0);
+
+        // Off.
+        let (mut m, t0) = with_plan(None, false);
+        assert_eq!(
+            nudges(&line(&mut m, at_tokens("a", 72_000), &after(&t0, 1))),
+            0
+        );
+        // Already checkpointing (straight to L2): no nudge on the way.
+        let (mut m, t0) = with_plan(None, true);
+        assert_eq!(
+            nudges(&line(&mut m, at_tokens("a", 86_000), &after(&t0, 1))),
+            0
+        );
+    }
+
+    #[test]
+    fn new_checkbox_items_are_a_split_and_draining_is_booked_without_acting() {
+        let (mut m, t0) = with_plan(Some(90_000), false);
+        let t1 = after(&t0, 1);
+        line(&mut m, at_tokens("a", 10_000), &t1);
+        line(&mut m, at_tokens("b", 60_000), &t1);
+        feed(
+            &mut m,
+            Input::Exited {
+                code: Some(0),
+                signal: None,
+            },
+            &t1,
+        );
+        // After the exit the final plan is still booked, but nothing is asked.
+        let split = Plan::parse("- [x] one\n- [ ] two\n  - [ ] two, part 1\n  - [ ] two, part 2\n");
+        let out = feed(&mut m, Input::Plan(split), &t1);
+        assert!(!out.iter().any(|e| matches!(e, Effect::AskHandoff(_))));
+        let items = m.finish().items.unwrap();
+        assert!(items.split);
+        assert_eq!(items.checked, ["one"]);
+        assert_eq!(items.item.as_deref(), Some("one"));
     }
 }

@@ -11,8 +11,11 @@ use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::context::round1;
 use crate::events::Event;
+use crate::items;
 use crate::plan::Plan;
-use crate::state::{ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus};
+use crate::state::{
+    ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger,
+};
 
 /// The meter's part, once the agent is gone.
 pub(super) fn meter(state: &mut RunState, facts: &Facts) {
@@ -122,6 +125,11 @@ pub(super) fn iteration(
         .checkpoint
         .and_then(|_| state.context_checkpoint.commit.clone());
     let outcome = verdict.outcome.to_string();
+    let items = facts.items.as_ref();
+    if let Some(o) = items {
+        let cut = facts.checkpoint.is_some_and(|c| cut_off(c.trigger));
+        items::account(&mut state.items, o, cut, o.split.then_some(facts.number));
+    }
     state.history.push(IterationRecord {
         iteration: facts.number,
         started_at: String::new(),
@@ -133,6 +141,18 @@ pub(super) fn iteration(
         error: verdict.error.clone(),
         error_hash,
         commit,
+        item: items.and_then(|o| o.item.clone()),
+        items_checked: items.map(|o| o.checked.clone()).unwrap_or_default(),
+        items_done: plan_after.done_count(),
+        items_open: plan_after.open_count(),
+        item_tokens: items.map_or(0, |o| {
+            o.spent
+                .iter()
+                .filter(|(i, _)| Some(i) == o.item.as_ref())
+                .map(|(_, t)| t)
+                .sum()
+        }),
+        split: items.is_some_and(|o| o.split),
     });
     events.push(Event::IterationEnded {
         iteration: facts.number,
@@ -146,6 +166,12 @@ pub(super) fn iteration(
         skipped_lines: facts.skipped_lines,
     });
     trip
+}
+
+/// Whether a checkpoint cut its item off (and counts towards a split): the
+/// context filled, or the time ran out, while the item was being worked on.
+fn cut_off(trigger: Trigger) -> bool {
+    matches!(trigger, Trigger::Context | Trigger::Timeout)
 }
 
 /// A run starts (or takes over): what the state says about it. Returns the

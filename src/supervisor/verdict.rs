@@ -119,7 +119,10 @@ pub(super) enum Next {
 }
 
 pub(super) fn judge(facts: &Facts, measured: &Measured, flags: &RunFlags) -> Verdict {
-    let progress = measured.tree_progress || measured.items_done;
+    // Splitting an item into sub-items is progress: the breaker must not
+    // open on the iteration that did what the shard request asked.
+    let split = facts.items.as_ref().is_some_and(|i| i.split);
+    let progress = measured.tree_progress || measured.items_done || split;
     let we_stopped = facts.checkpoint.is_some();
     // A timeout whose iteration made progress is not a failure.
     let error = failure_of(facts, we_stopped).filter(|_| !(facts.timed_out.is_some() && progress));
@@ -684,6 +687,34 @@ mod tests {
     }
 
     type TakeAway = fn(&mut Case);
+
+    #[test]
+    fn an_iteration_that_split_its_item_made_progress() {
+        let flags = RunFlags::default();
+        // (split, tree changed, items done) → progress
+        let table = [
+            (true, false, false, true),
+            (false, false, false, false),
+            (false, true, false, true),
+            (false, false, true, true),
+        ];
+        for (split, tree_progress, items_done, progress) in table {
+            let facts = Facts {
+                items: Some(crate::items::ItemsOutcome {
+                    split,
+                    ..Default::default()
+                }),
+                ..Facts::default()
+            };
+            let measured = Measured {
+                tree_progress,
+                items_done,
+            };
+            let v = judge(&facts, &measured, &flags);
+            assert_eq!(v.progress, progress, "{split} {tree_progress} {items_done}");
+            assert_eq!(v.breaker.progress, progress);
+        }
+    }
 
     #[test]
     fn the_exit_rule_order() {

@@ -322,6 +322,11 @@ impl Sim<'_> {
             Event::Signal(sig) => self.on_signal(sig)?,
             Event::Message(text) => {
                 self.record_message(&text);
+                if self.running && notes_path(&text).is_none() {
+                    // A note, not a checkpoint request (which names where the
+                    // notes go): read, and played past, as a model goes on.
+                    return Ok(None);
+                }
                 if until.message {
                     return Ok(Some(Wake::Message(text)));
                 }

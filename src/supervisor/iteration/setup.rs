@@ -1,0 +1,71 @@
+//! What one iteration may do, fixed when it starts: its limits and the
+//! meter it starts with.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::context::ContextMeter;
+use crate::state::RunState;
+use crate::supervisor::budget::Budgets;
+
+/// What one iteration may do, fixed when it starts.
+#[derive(Debug, Clone)]
+pub(in crate::supervisor) struct IterationLimits {
+    pub number: u32,
+    pub root: PathBuf,
+    pub iteration_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub grace: Duration,
+    /// Ask the agent for handoff notes before stopping it.
+    pub agent_handoff: bool,
+    pub promise: String,
+    pub budgets: Budgets,
+    /// The run's cost before this iteration.
+    pub cost_before: f64,
+    /// For reset times written as local times.
+    pub tz: jiff::tz::TimeZone,
+    /// `git.snapshot_interval`; `None`: no snapshots.
+    pub snapshot_every: Option<Duration>,
+}
+
+impl IterationLimits {
+    pub(in crate::supervisor) fn new(
+        config: &Config,
+        number: u32,
+        root: &Path,
+        budgets: &Budgets,
+        state: &RunState,
+        tz: jiff::tz::TimeZone,
+    ) -> IterationLimits {
+        IterationLimits {
+            number,
+            root: root.to_path_buf(),
+            iteration_timeout: config.loop_.iteration_timeout.0,
+            idle_timeout: config.loop_.idle_timeout.0,
+            grace: config.context.grace.0,
+            agent_handoff: config.context.agent_handoff,
+            promise: config.loop_.completion_promise.clone(),
+            budgets: budgets.clone(),
+            cost_before: state.cost_usd,
+            tz,
+            snapshot_every: Some(config.git.snapshot_interval.0).filter(|d| !d.is_zero()),
+        }
+    }
+}
+
+/// The meter for the next agent: the configured window, and what earlier
+/// results told about the model's.
+pub(in crate::supervisor) fn meter(config: &Config, state: &RunState) -> ContextMeter {
+    let mut meter = ContextMeter::new(
+        config.agent.context_window,
+        config.agent.reserve_tokens,
+        config.thresholds(),
+    )
+    .with_known_windows(&state.known_windows)
+    .with_checkpoint_cap(config.context.checkpoint_tokens);
+    if let Some(m) = &config.agent.model {
+        meter.set_model(m);
+    }
+    meter
+}

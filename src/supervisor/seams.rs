@@ -1,0 +1,120 @@
+//! The run's side of the seams of the work, around each agent: before it,
+//! the estimates of the open items and the shard rule (a split the prompt
+//! asks for, `shard_suggested`); after it, the ledger of finished items
+//! and the carry-over of uncommitted work on an unfinished item. The IO
+//! (ledger, file sizes, git status) is here; the rules are in `items` and
+//! `estimate`, the machine's part in `iteration/seams.rs`.
+
+use std::collections::BTreeMap;
+
+use super::Supervisor;
+use super::facts::Facts;
+use super::iteration::{self, SeamWatch};
+use crate::events::Event;
+use crate::items::{self, CarryOver, ItemTracker};
+use crate::plan::Plan;
+use crate::repo::Repo;
+
+/// Changed files listed in a carry-over block.
+const CARRY_OVER_FILES: usize = 10;
+
+impl Supervisor {
+    /// Estimate the open items, decide on a split, and give the machine
+    /// what it needs to follow the items live.
+    pub(super) fn prepare_seams(&mut self, number: u32, plan: &Plan) -> SeamWatch {
+        let c = self.config.context.clone();
+        let usable = iteration::meter(&self.config, &self.state).usable();
+        let ledger = items::read_ledger(&items::ledger_path(&self.layout.dir));
+        let history = items::history(ledger, &self.state.items);
+        let prior = (usable as f64 * c.estimate_prior_percent / 100.0) as u64;
+        let estimates: BTreeMap<_, _> = plan
+            .open()
+            .map(|i| {
+                let e = items::estimate_item(&self.root, &i.text, &history, prior);
+                (i.text.clone(), e)
+            })
+            .collect();
+        let current = plan.current().map(|i| i.text.clone());
+        let request = current.and_then(|item| {
+            items::shard_request(
+                &item,
+                estimates.get(&item),
+                &self.state.items,
+                usable,
+                c.shard_percent,
+            )
+        });
+        if let Some(r) = &request {
+            let event = Event::ShardSuggested {
+                iteration: number,
+                item: r.item.clone(),
+                reason: r.reason.name().into(),
+                estimate: r.estimate,
+                percent: r.percent,
+            };
+            self.publish(event, None);
+        }
+        self.state.shard_request = request;
+        let plan_path = self.root.join(&self.config.plan);
+        SeamWatch {
+            tracker: ItemTracker::new(&self.root, &plan_path, plan),
+            plan_path,
+            initial: plan.clone(),
+            estimates,
+            checkpoint_percent: c.checkpoint_percent,
+            cap: c.checkpoint_tokens,
+            nudge: c.nudge_at_l1,
+            nudged: false,
+            split: false,
+        }
+    }
+
+    /// After the iteration is recorded: finished items go to the ledger,
+    /// and work left uncommitted on an unfinished item is carried over.
+    pub(super) fn after_seams(&mut self, facts: &Facts) {
+        // Handed over with the prompt; the next iteration decides anew.
+        self.state.shard_request = None;
+        let Some(outcome) = &facts.items else {
+            return;
+        };
+        let finished: Vec<_> = self
+            .state
+            .items
+            .iter()
+            .filter(|a| a.done && outcome.checked.contains(&a.item))
+            .map(|a| a.sample())
+            .collect();
+        let ledger = items::ledger_path(&self.layout.dir);
+        if let Err(e) = items::append_ledger(&ledger, &finished) {
+            self.bus.emit(Event::Warning {
+                message: format!("cannot record finished items in {}: {e}", ledger.display()),
+            });
+        }
+        let unfinished = outcome
+            .item
+            .as_ref()
+            .filter(|i| !outcome.checked.contains(i));
+        self.state.carry_over = match (facts.checkpoint, unfinished) {
+            (None, Some(item)) => self.uncommitted().map(|changes| CarryOver {
+                iteration: facts.number,
+                item: Some(item.clone()),
+                changes,
+            }),
+            _ => None,
+        };
+    }
+
+    /// The agent's uncommitted changes (`M src/x.rs`), if there are any.
+    fn uncommitted(&self) -> Option<Vec<String>> {
+        let repo = Repo::open(&self.root).ok().flatten()?;
+        let changes = repo.changes(&self.own()).ok()?;
+        let plan = self.config.plan.to_string_lossy();
+        let lines: Vec<String> = changes
+            .iter()
+            .filter(|c| c.path != plan)
+            .take(CARRY_OVER_FILES)
+            .map(|c| format!("{} {}", c.kind, c.path))
+            .collect();
+        (!lines.is_empty()).then_some(lines)
+    }
+}
