@@ -352,36 +352,17 @@ impl Config {
         if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
             return bad("agent", "command", "empty or unbalanced quotes".into());
         }
-        // The reserve must leave a usable window, set or detected (at least
-        // the default a model implies), or every reading is thousands of %.
         let a = &self.agent;
-        let window = if a.context_window != 0 {
-            a.context_window
-        } else {
-            crate::context::DEFAULT_WINDOW
-        };
-        if window <= a.reserve_tokens {
-            let key = if a.context_window != 0 && line_of(text, "agent", "reserve_tokens").is_none()
-            {
+        if let Some(why) = crate::context::no_usable_window(a.context_window, a.reserve_tokens) {
+            // Name the key the file sets (the other may be a default).
+            let window_only =
+                a.context_window != 0 && line_of(text, "agent", "reserve_tokens").is_none();
+            let key = if window_only {
                 "context_window"
             } else {
                 "reserve_tokens"
             };
-            let window = if a.context_window != 0 {
-                format!("agent.context_window ({window})")
-            } else {
-                format!(
-                    "agent.context_window (not set: at least {window}, detected from the model)"
-                )
-            };
-            return bad(
-                "agent",
-                key,
-                format!(
-                    "agent.reserve_tokens ({}) must be below {window}, or no usable window is left",
-                    a.reserve_tokens
-                ),
-            );
+            return bad("agent", key, why);
         }
         if self.runs.keep == 0 {
             return bad(

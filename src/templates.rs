@@ -42,6 +42,8 @@ pub const VARIABLES: [(&str, &[&str]); 3] = [
             "resume",
             "decisions",
             "decisions_file",
+            "shard",
+            "carry_over",
         ],
     ),
     (
