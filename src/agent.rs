@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
@@ -20,6 +20,10 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::stream::{self, StreamEvent};
+
+// Their home is `procs`; the supervisor has always called them here.
+use crate::procs::kill_group;
+pub use crate::procs::{become_subreaper, kill_session, reap_orphans};
 
 /// The flags every agent gets: DESIGN.md "The loop", step 2.
 pub const STREAM_FLAGS: [&str; 6] = [
@@ -42,6 +46,8 @@ pub struct AgentCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Bytes of the transcript written as they come (`runs.transcript_cap_mib`).
+    pub transcript_cap: u64,
 }
 
 impl AgentCommand {
@@ -63,7 +69,12 @@ impl AgentCommand {
         args.extend(config.agent.args.iter().cloned());
         let mut env = config.agent.env.clone();
         env.insert("RALPH_ITERATION".into(), iteration.to_string());
-        AgentCommand { program, args, env }
+        AgentCommand {
+            program,
+            args,
+            env,
+            transcript_cap: config.runs.transcript_cap_mib << 20,
+        }
     }
 
     /// The command line as a user would type it (for `--dry-run` and logs).
@@ -91,6 +102,8 @@ pub struct Agent {
     pub pid: i32,
     stdin: Option<ChildStdin>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
+    /// What the transcript writer has to report once the stdout reader is done.
+    transcript_notes: Arc<Mutex<Vec<String>>>,
     readers: Vec<std::thread::JoinHandle<()>>,
     pub started: Instant,
 }
@@ -146,9 +159,18 @@ impl Agent {
         let pid = child.id().map_or(0, |p| p as i32);
         let stdin = child.stdin.take();
         let (tx, rx) = mpsc::channel(1024);
+        let raw = crate::transcript::Writer::new(raw, cmd.transcript_cap);
+        let transcript_notes = Arc::new(Mutex::new(Vec::new()));
+        let notes = transcript_notes.clone();
+        let cap = cmd.transcript_cap;
         let stdout_reader = std::thread::Builder::new()
             .name("agent-stdout".into())
-            .spawn(move || read_stdout(out_r, raw, tx))
+            .spawn(move || {
+                let raw = read_stdout(out_r, raw, tx);
+                if let Ok(mut notes) = notes.lock() {
+                    notes.extend(transcript_notes_of(&raw, cap));
+                }
+            })
             .map_err(|e| Error::wrap("cannot start the stdout reader", e))?;
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         let tail = stderr_tail.clone();
@@ -163,6 +185,7 @@ impl Agent {
                 pid,
                 stdin,
                 stderr_tail,
+                transcript_notes,
                 readers: vec![stdout_reader, stderr_reader],
                 started: Instant::now(),
             },
@@ -210,6 +233,15 @@ impl Agent {
         String::from_utf8_lossy(&tail).into_owned()
     }
 
+    /// What became of the transcript (cut past its cap, a write that
+    /// failed), once [`Agent::join_readers`] returned.
+    pub fn transcript_notes(&self) -> Vec<String> {
+        self.transcript_notes
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default()
+    }
+
     /// After the agent exited: end its process group and every orphan it
     /// left (ralph is a child subreaper). Then nothing holds its pipes any
     /// more, and the readers reach EOF once their lines are taken.
@@ -235,6 +267,52 @@ impl Agent {
     }
 }
 
+/// The program `agent.command` names, as ralph would start it (`ralph`
+/// is this binary; a path with a `/` is relative to the project root).
+pub fn resolve_program(program: &str, root: &Path) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        p.metadata().is_ok_and(|m| {
+            m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+        })
+    };
+    if program == "ralph" {
+        return std::env::current_exe().ok();
+    }
+    if program.contains('/') {
+        // The agent runs in the project root.
+        let p = root.join(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+/// What to do when the agent's program is not found.
+pub const NOT_FOUND_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set agent.command in ralph.toml to the agent to run";
+
+/// "`claud` (agent.command) is not on PATH".
+pub fn not_found(program: &str) -> String {
+    format!(
+        "`{program}` (agent.command) is not {}",
+        if program.contains('/') {
+            "an executable file"
+        } else {
+            "on PATH"
+        }
+    )
+}
+
+/// A mistyped `agent.command` is bad input (exit 2) before the first
+/// iteration, not a failure per iteration until the breaker opens.
+pub fn check_program(config: &Config, root: &Path) -> Result<()> {
+    let (program, _) = config.agent_program();
+    match resolve_program(&program, root) {
+        Some(_) => Ok(()),
+        None => Err(Error::config(not_found(&program)).with_hint(NOT_FOUND_HINT)),
+    }
+}
+
 /// A new file readable by the user only: the agent's output may quote
 /// anything it read.
 fn create_private(path: &Path) -> std::io::Result<File> {
@@ -245,126 +323,6 @@ fn create_private(path: &Path) -> std::io::Result<File> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-}
-
-/// SIGKILL a process group if anything is left in it.
-fn kill_group(pgid: i32) {
-    if pgid > 1 {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    }
-}
-
-/// SIGKILL everything left in the session of an agent whose supervisor
-/// died: its process group and the tools it started in groups of their own.
-/// Nobody reaps them here (they were re-parented to init), so each pass only
-/// kills; it repeats while processes are found, since a dying shell's child
-/// may still fork.
-///
-/// The agent itself died with its supervisor (parent-death signal): a live
-/// process with its pid means the number was reused, and that session is
-/// someone else's.
-pub fn kill_session(sid: i32) {
-    let leader_alive = std::fs::read_to_string(format!("/proc/{sid}/stat"))
-        .ok()
-        .and_then(|s| ProcStat::parse(&s))
-        .is_some_and(|p| !p.zombie);
-    if sid <= 1 || leader_alive {
-        return;
-    }
-    kill_group(sid);
-    for _ in 0..10 {
-        // Zombies are dead already (and init may be slow to reap them).
-        let left = procs_where(|p| p.session == sid && !p.zombie);
-        if left.is_empty() {
-            return;
-        }
-        for pid in left {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Make this process a child subreaper: processes the agent puts in the
-/// background are re-parented to ralph when their parent exits, so
-/// [`reap_orphans`] can end them.
-pub fn become_subreaper() {
-    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        tracing::warn!("cannot become a child subreaper: {e}");
-    }
-}
-
-/// Kill and reap every child of ours that is still running (orphans the
-/// agent left behind, re-parented to us), until none is left.
-pub fn reap_orphans() {
-    let me = std::process::id() as i32;
-    for _ in 0..10 {
-        // Mostly there is none: then the scan of /proc (a read of every
-        // process's stat file) is not needed.
-        if !has_children() {
-            return;
-        }
-        let children = children_of(me);
-        if children.is_empty() {
-            return;
-        }
-        for pid in &children {
-            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
-        }
-        for pid in children {
-            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
-        }
-    }
-}
-
-/// Whether this process has any child, running or exited and not yet
-/// waited for (`waitid` with `WNOWAIT` reaps nothing).
-fn has_children() -> bool {
-    use nix::sys::wait::{Id, WaitPidFlag, waitid};
-    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-    !matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
-}
-
-/// Pids whose parent is `ppid` (zombies included: they still need a wait).
-fn children_of(ppid: i32) -> Vec<i32> {
-    procs_where(|p| p.ppid == ppid)
-}
-
-/// What ralph reads of `/proc/PID/stat`.
-struct ProcStat {
-    zombie: bool,
-    ppid: i32,
-    session: i32,
-}
-
-impl ProcStat {
-    fn parse(stat: &str) -> Option<ProcStat> {
-        // The command name may hold spaces and parens: split after the last ')'.
-        let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
-        let zombie = fields.next()? == "Z";
-        let ppid = fields.next()?.parse().ok()?;
-        let session = fields.nth(1)?.parse().ok()?;
-        Some(ProcStat {
-            zombie,
-            ppid,
-            session,
-        })
-    }
-}
-
-/// Pids whose `/proc/PID/stat` satisfies `test`.
-fn procs_where(test: impl Fn(&ProcStat) -> bool) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| ProcStat::parse(&s))
-                .is_some_and(|p| test(&p))
-        })
-        .collect()
 }
 
 /// How much the reader takes from the pipe at once: small enough that the
@@ -378,12 +336,15 @@ const PIPE_SIZE: i32 = 256 << 10;
 /// The stdout reader: decode each chunk's lines and hand them over, then
 /// append the chunk as read to the raw transcript (one write per read, no
 /// copy; the file is complete whenever the agent is quiet).
-fn read_stdout(pipe: std::io::PipeReader, mut raw: File, tx: mpsc::Sender<Line>) {
+fn read_stdout(
+    pipe: std::io::PipeReader,
+    mut raw: crate::transcript::Writer,
+    tx: mpsc::Sender<Line>,
+) -> crate::transcript::Writer {
     let _ = nix::fcntl::fcntl(&pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
     let mut pipe = pipe;
     let mut buf = vec![0u8; READ_CHUNK];
     let mut decoder = stream::LineDecoder::new();
-    let mut raw_ok = true;
     // The supervisor may stop listening: keep draining so the agent never
     // blocks on a full pipe, and keep saving the transcript.
     let send = |event| {
@@ -405,14 +366,31 @@ fn read_stdout(pipe: std::io::PipeReader, mut raw: File, tx: mpsc::Sender<Line>)
             }
             rest = &rest[used..];
         }
-        if raw_ok && raw.write_all(&buf[..n]).is_err() {
-            raw_ok = false;
-            tracing::warn!("cannot save the raw transcript (disk full?)");
-        }
+        raw.write(&buf[..n]);
     }
     if let Some(event) = decoder.finish() {
         send(event);
     }
+    raw
+}
+
+/// Warnings about a finished transcript.
+fn transcript_notes_of(raw: &crate::transcript::Writer, cap: u64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(e) = &raw.error {
+        notes.push(format!(
+            "cannot save the transcript, the rest of it is lost (disk full?): {e}"
+        ));
+    }
+    if raw.cut_strings > 0 {
+        notes.push(format!(
+            "the transcript passed runs.transcript_cap_mib ({} MiB): {} long strings after it were cut to {} bytes",
+            cap >> 20,
+            raw.cut_strings,
+            crate::transcript::ELIDED_STRING
+        ));
+    }
+    notes
 }
 
 fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<Vec<u8>>) {
@@ -475,58 +453,6 @@ mod tests {
         let cmd = AgentCommand::from_config(&c, 1);
         assert_eq!(cmd.program, std::env::current_exe().unwrap());
         assert_eq!(&cmd.args[..2], ["sim", "a b.toml"]);
-    }
-
-    /// Spawn `script` under `sh` as the leader of a new session.
-    fn session_leader(script: &str) -> std::process::Child {
-        use std::os::unix::process::CommandExt;
-        let mut c = std::process::Command::new("sh");
-        c.args(["-c", script]);
-        // SAFETY: setsid only changes the child's own attributes.
-        unsafe {
-            c.pre_exec(|| {
-                nix::unistd::setsid()
-                    .map(|_| ())
-                    .map_err(std::io::Error::from)
-            });
-        }
-        c.spawn().unwrap()
-    }
-
-    fn alive(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| ProcStat::parse(&s))
-            .is_some_and(|p| !p.zombie)
-    }
-
-    #[test]
-    fn kill_session_ends_what_a_dead_leader_left_and_spares_a_live_one() {
-        // A leader that is gone left a process in its session.
-        let mut dead = session_leader("sleep 613 & exit 0");
-        dead.wait().unwrap();
-        let sid = dead.id() as i32;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let left = loop {
-            let left = procs_where(|p| p.session == sid && !p.zombie);
-            if !left.is_empty() || Instant::now() > deadline {
-                break left;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        assert_eq!(left.len(), 1, "the background sleep is in the session");
-        kill_session(sid);
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!alive(left[0]));
-
-        // A live leader is someone else's session (a reused pid): spared.
-        let mut live = session_leader("exec sleep 614");
-        let pid = live.id() as i32;
-        kill_session(pid);
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(alive(pid), "a live session leader is not ours to kill");
-        live.kill().unwrap();
-        live.wait().unwrap();
     }
 
     #[test]

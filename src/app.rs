@@ -54,8 +54,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
     }
     match cli.command {
         Command::Run(args) => commands::run(&root, &args),
-        Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason),
-        Command::Stop => commands::stop(&root),
+        Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason, args.json),
+        Command::Stop(args) => commands::stop(&root, args.json),
         Command::Context(args) => commands::context(&root, args.json, args.watch, args.estimate),
         Command::Status(args) => commands::status(&root, args.json),
         Command::Init(args) if args.claude => commands::init_claude(&root, args.json),

@@ -65,7 +65,21 @@ pub struct Saved {
 /// "Context Checkpoint L2 at 87% - parser": one predictable form for
 /// commits and handoffs, so tools that index the repo find them.
 pub fn title(level: Level, percent: f64, item: Option<&str>) -> String {
-    let mut t = format!("Context Checkpoint {level} at {}%", percent.round() as i64);
+    titled("context", level, percent, item)
+}
+
+/// The title by trigger: "Context Checkpoint L2 at 87% - parser" for the
+/// context, "Checkpoint (signal at 24%) - parser" for anything else.
+fn titled(trigger: &str, level: Level, percent: f64, item: Option<&str>) -> String {
+    let mut t = match trigger {
+        "context" | "compact" => {
+            format!("Context Checkpoint {level} at {}%", percent.round() as i64)
+        }
+        _ => format!(
+            "Checkpoint ({})",
+            crate::state::checkpoint_label(trigger, level.name(), percent)
+        ),
+    };
     if let Some(item) = item {
         t.push_str(" - ");
         t.push_str(item);
@@ -92,7 +106,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     let plan_text = std::fs::read_to_string(&plan_path).unwrap_or_default();
     let plan = Plan::parse(&plan_text);
     saved.current_item = plan.current().map(|i| i.text.clone());
-    saved.title = title(m.level, m.percent, saved.current_item.as_deref());
+    saved.title = titled(
+        m.trigger.name(),
+        m.level,
+        m.percent,
+        saved.current_item.as_deref(),
+    );
     let own = OwnPaths {
         prompt_file: config.prompt_file.clone(),
     };
@@ -147,9 +166,23 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         })
         .collect();
 
+    let key_files: Vec<String> = changes
+        .iter()
+        .filter(|c| crate::secrets::is_key_file(&c.path))
+        .map(|c| crate::repo::display_path(c.path.as_bytes()))
+        .collect();
+    if config.git.wip_commit && !key_files.is_empty() {
+        saved.warnings.push(format!(
+            "key files left out of the WIP commit (commit them yourself if they hold no secret): {}",
+            key_files.join(", ")
+        ));
+    }
+
     // 1. The handoff document, so that the WIP commit carries it.
     let now = jiff::Zoned::now();
     let handoff_rel = unique_handoff_name(&layout, &now, m.iteration);
+    let branch = repo.as_ref().and_then(Repo::branch);
+    let base_commit = repo.as_ref().and_then(Repo::head_id);
     // Logged before the WIP commit, which carries the log.
     match crate::decisions::record(root, m.iteration, agent_notes.as_deref(), &plan_text) {
         Ok(new) => saved.decisions = new.len(),
@@ -189,6 +222,21 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         // The stat of the files listed, when the list is cut.
         let in_list = |p: &str| listed.more == 0 || listed.shown.iter().any(|c| c.path == p);
         let ctx = minijinja::context! {
+        front_matter => front_matter(&[
+            ("title", title.as_str().into()),
+            ("date", now.strftime("%Y-%m-%d").to_string().into()),
+            ("time", now.strftime("%H:%M:%S %Z").to_string().into()),
+            ("branch", branch.as_deref().unwrap_or("none").into()),
+            ("iteration", m.iteration.into()),
+            ("trigger", m.trigger.name().into()),
+            ("level", m.level.name().into()),
+            ("context_percent", crate::context::round1(m.percent).into()),
+            ("context_tokens", m.tokens.into()),
+            ("context_usable", m.usable.into()),
+            ("context_window", m.window.into()),
+            ("base_commit", base_commit.as_deref().unwrap_or("none").into()),
+            ("wip_commit", if will_commit { "the commit that adds this file" } else { "none" }.into()),
+        ]),
         title => &title,
         date => now.strftime("%Y-%m-%d").to_string(),
         time => now.strftime("%H:%M:%S %Z").to_string(),
@@ -214,6 +262,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
         git_available => repo.is_some(),
         will_commit => will_commit,
+        left_uncommitted => &key_files,
         commit_note => commit_note,
         changes => listed.shown,
         changes_more => listed.summary,
@@ -239,7 +288,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
                     // Committed: the agent's notes and words must not carry a secret.
                     crate::state::write_private(
                         &path,
-                        crate::secrets::redact(&fitted.text).as_bytes(),
+                        crate::secrets::scrub(&fitted.text).as_bytes(),
                     )
                 }) {
                     Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
@@ -270,7 +319,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         }
         Some(r) => {
             let message = commit_message(config, m, &mut saved);
-            let message = crate::secrets::redact(&message);
+            let message = crate::secrets::scrub(&message);
             match r.wip_commit_leaving_out(&message, &own, &saved.left_out) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
@@ -288,11 +337,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     }
 
     saved.resume_summary = format!(
-        "Iteration {} was checkpointed ({}, {} at {:.0}%){}. {}",
+        "Iteration {} was checkpointed ({}){}. {}",
         m.iteration,
-        m.trigger,
-        m.level,
-        m.percent,
+        match m.trigger.name() {
+            "context" => format!("context, {} at {:.0}%", m.level, m.percent),
+            trigger => crate::state::checkpoint_label(trigger, m.level.name(), m.percent),
+        },
         saved
             .current_item
             .as_deref()
@@ -311,6 +361,32 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         ));
     }
     saved
+}
+
+/// The handoff's YAML front matter, one `key: value` line each. A string
+/// is written plain when YAML reads it back as that same string (letters,
+/// digits, `._/+-` and inner spaces; not a number, bool or null), and as a
+/// JSON string otherwise, which YAML 1.2 reads as it is: a quote, a colon
+/// or a line break in a plan item or a branch name cannot break the
+/// document. The title and time are always quoted (the established form).
+fn front_matter(fields: &[(&str, serde_json::Value)]) -> String {
+    let plain = |key: &str, s: &str| {
+        !matches!(key, "title" | "time")
+            && s.trim() == s
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || " ._/+-".contains(c))
+            && s.parse::<f64>().is_err()
+            && !["true", "false", "yes", "no", "on", "off", "null"]
+                .contains(&s.to_ascii_lowercase().as_str())
+    };
+    fields
+        .iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) if plain(k, s) => format!("{k}: {s}\n"),
+            v => format!("{k}: {v}\n"),
+        })
+        .collect()
 }
 
 /// `stash@{0} (On main: baseline)`: how the prompt and the handoff name
@@ -420,6 +496,7 @@ fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn notes_and_runtime_files_are_not_work_in_progress() {
@@ -436,11 +513,55 @@ mod tests {
     }
 
     #[test]
+    fn front_matter_is_yaml_whatever_the_values_hold() {
+        let title = "Context Checkpoint L2 at 87% - parse \"quoted\" key: value \\ # not a comment\n- [x] not a list";
+        let text = front_matter(&[
+            ("title", title.into()),
+            ("branch", "feat/é: x".into()),
+            ("iteration", 3.into()),
+            ("context_percent", 87.4.into()),
+            ("level", "L2".into()),
+            ("base_commit", "none".into()),
+            ("trigger", "true".into()),
+        ]);
+        assert!(
+            text.contains("\nlevel: L2\nbase_commit: none\ntrigger: \"true\"\n"),
+            "{text}"
+        );
+        let yaml: BTreeMap<String, serde_json::Value> = serde_norway::from_str(&text).unwrap();
+        assert_eq!(yaml["title"], title);
+        assert_eq!(yaml["branch"], "feat/é: x");
+        assert_eq!(yaml["iteration"], 3);
+        assert_eq!(yaml["context_percent"], 87.4);
+        assert_eq!(yaml["trigger"], "true");
+    }
+
+    #[test]
     fn titles_have_one_form() {
         assert_eq!(
             title(Level::L2, 86.6, Some("parser")),
             "Context Checkpoint L2 at 87% - parser"
         );
         assert_eq!(title(Level::L3, 95.0, None), "Context Checkpoint L3 at 95%");
+    }
+
+    #[test]
+    fn checkpoints_not_set_off_by_the_context_are_labelled_by_their_trigger() {
+        assert_eq!(
+            titled("signal", Level::L2, 24.4, Some("parser")),
+            "Checkpoint (signal at 24%) - parser"
+        );
+        assert_eq!(
+            titled("manual", Level::L2, 0.0, None),
+            "Checkpoint (manual)"
+        );
+        assert_eq!(
+            crate::state::checkpoint_label("context", "L3", 95.2),
+            "L3 at 95%"
+        );
+        assert_eq!(
+            crate::state::checkpoint_label("timeout", "L0", 40.0),
+            "timeout at 40%"
+        );
     }
 }

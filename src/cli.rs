@@ -29,7 +29,7 @@ pub enum Command {
     /// Checkpoint now: the running supervisor does its L2 sequence, or without a run, WIP commit + handoff of the tree
     Checkpoint(CheckpointArgs),
     /// Ask the running supervisor to finish the current iteration through a checkpoint and exit (code 6)
-    Stop,
+    Stop(JsonArgs),
     /// How full the running iteration's context window is, its trend, advice, and the peak of every iteration
     Context(ContextArgs),
     /// Where the run stands: running, waiting, or how it ended; iteration, time, cost, breaker, last handoff and commit
@@ -98,6 +98,9 @@ pub struct RunArgs {
     /// Override loop.max_iterations
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u32>,
+    /// Count max_iterations, max_duration and max_cost_usd from this invocation instead of the run's start
+    #[arg(long)]
+    pub budget_per_invocation: bool,
     /// Override loop.max_cost_usd
     #[arg(long, value_name = "USD")]
     pub max_cost: Option<f64>,
@@ -114,6 +117,9 @@ pub struct CheckpointArgs {
     /// Why (recorded in the handoff and the events)
     #[arg(long, default_value = "manual")]
     pub reason: String,
+    /// Print what was done as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

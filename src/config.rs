@@ -27,6 +27,7 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub prompt: crate::token_budget::PromptConfig,
     pub handoff: crate::token_budget::HandoffConfig,
+    pub runs: crate::transcript::RunsConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -162,6 +163,7 @@ impl Default for Config {
             hooks: HooksConfig::default(),
             prompt: Default::default(),
             handoff: Default::default(),
+            runs: Default::default(),
         }
     }
 }
@@ -214,8 +216,7 @@ impl Default for GitConfig {
     fn default() -> Self {
         GitConfig {
             wip_commit: true,
-            commit_message:
-                "ralph: checkpoint iter {{ iteration }} ({{ level }} at {{ percent }}%)".into(),
+            commit_message: "ralph: checkpoint iter {{ iteration }} ({{ label }})".into(),
             max_file_size: 10_000_000,
             max_new_files: 1000,
             commit_binaries: false,
@@ -351,15 +352,23 @@ impl Config {
         if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
             return bad("agent", "command", "empty or unbalanced quotes".into());
         }
-        if self.agent.context_window != 0 && self.agent.context_window <= self.agent.reserve_tokens
-        {
+        let a = &self.agent;
+        if let Some(why) = crate::context::no_usable_window(a.context_window, a.reserve_tokens) {
+            // Name the key the file sets (the other may be a default).
+            let window_only =
+                a.context_window != 0 && line_of(text, "agent", "reserve_tokens").is_none();
+            let key = if window_only {
+                "context_window"
+            } else {
+                "reserve_tokens"
+            };
+            return bad("agent", key, why);
+        }
+        if self.runs.keep == 0 {
             return bad(
-                "agent",
-                "context_window",
-                format!(
-                    "{} leaves no usable window after reserve_tokens ({})",
-                    self.agent.context_window, self.agent.reserve_tokens
-                ),
+                "runs",
+                "keep",
+                "must be at least 1 (the current run)".into(),
             );
         }
         if self.loop_.max_iterations == 0 {
@@ -526,6 +535,7 @@ pub fn commit_message_context(
 ) -> minijinja::Value {
     minijinja::context! {
         iteration => iteration,
+        label => crate::state::checkpoint_label(trigger, level, percent),
         level => level,
         percent => percent.round() as i64,
         trigger => trigger,
@@ -672,6 +682,33 @@ on_checkpoint = ["echo hi"]
         assert!(e.to_string().contains("emergency_percent"));
         let e = parse("[context]\ncheckpoint_percent = 96\n").unwrap_err();
         assert!(e.to_string().contains("checkpoint_percent"));
+    }
+
+    #[test]
+    fn a_reserve_that_leaves_no_usable_window_is_refused_naming_both_keys() {
+        for (toml, key) in [
+            ("[agent]\ncontext_window = 32000\n", "agent.context_window"),
+            (
+                "[agent]\ncontext_window = 32000\nreserve_tokens = 40000\n",
+                "agent.reserve_tokens",
+            ),
+            // A detected window is at least 200,000.
+            ("[agent]\nreserve_tokens = 300000\n", "agent.reserve_tokens"),
+        ] {
+            let e = parse(toml).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let text = e.to_string();
+            assert!(
+                text.starts_with(&format!("invalid value for `{key}`")),
+                "{text}"
+            );
+            assert!(
+                text.contains("agent.reserve_tokens (") && text.contains("agent.context_window ("),
+                "{text}"
+            );
+        }
+        assert!(parse("[agent]\ncontext_window = 40000\nreserve_tokens = 8000\n").is_ok());
+        assert!(parse("[agent]\nreserve_tokens = 100000\n").is_ok());
     }
 
     #[test]

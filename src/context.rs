@@ -357,6 +357,22 @@ pub fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
+/// Why `reserve` leaves no usable window of `configured_window` (0: detected
+/// from the model, then at least [`DEFAULT_WINDOW`]): without one every
+/// reading would be thousands of percent.
+pub fn no_usable_window(configured_window: u64, reserve: u64) -> Option<String> {
+    let (window, what) = match configured_window {
+        0 => (
+            DEFAULT_WINDOW,
+            format!("not set: at least {DEFAULT_WINDOW}, detected from the model"),
+        ),
+        w => (w, w.to_string()),
+    };
+    (window <= reserve).then(|| {
+        format!("agent.reserve_tokens ({reserve}) must be below agent.context_window ({what}), or no usable window is left")
+    })
+}
+
 /// The window a model name implies, before any result has said.
 pub fn window_for_model(model: &str) -> u64 {
     if model.to_ascii_lowercase().contains("[1m]") {

@@ -336,7 +336,7 @@ fn redacted(event: Event) -> Event {
     let Ok(json) = serde_json::to_string(&event) else {
         return event;
     };
-    match crate::secrets::redact(&json) {
+    match crate::secrets::redact_json(&json) {
         std::borrow::Cow::Borrowed(_) => event,
         std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).unwrap_or(event),
     }

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod morning;
 pub mod ownership;
 pub mod plan;
+pub mod procs;
 pub mod prompt;
 pub mod prompt_budget;
 pub mod repo;
@@ -31,8 +32,10 @@ pub mod state;
 pub mod stream;
 pub mod supervisor;
 pub mod templates;
+pub mod text;
 pub mod tiers;
 pub mod token_budget;
 pub mod tokens;
+pub mod transcript;
 
 pub use error::{Error, Result};

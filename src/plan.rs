@@ -1,5 +1,7 @@
-//! The plan file (`fix_plan.md`): markdown checkbox items, open and done,
-//! and the specs it names (for the handoff's "context to reload").
+//! The plan file (`fix_plan.md`): markdown checkbox items — open `[ ]`,
+//! in progress `[~]` (open, and the current item), done `[x]`, cancelled
+//! `[-]` (not work: neither open nor done) — outside code fences and HTML
+//! comments, and the specs it names (for the handoff's "context to reload").
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,19 +25,38 @@ pub struct Item {
 pub struct Plan {
     /// The first `# heading`, if any: the run's objective.
     pub title: Option<String>,
+    /// Open and done items (`[~]` ones are open).
     pub items: Vec<Item>,
     /// The indented lines under an item (its notes), by index in `items`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notes: BTreeMap<usize, String>,
+    /// Lines of the open items marked `[~]`, in progress.
+    #[serde(default)]
+    pub in_progress: Vec<usize>,
+    /// `[-]` items: dropped from the plan, shown but never worked on.
+    #[serde(default)]
+    pub cancelled: Vec<Item>,
+}
+
+/// How an item is marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Open,
+    InProgress,
+    Done,
+    Cancelled,
 }
 
 impl Plan {
     pub fn parse(text: &str) -> Plan {
         let mut plan = Plan::default();
         let mut in_fence = false;
+        let mut in_comment = false;
         // The indentation of the last item while the lines below it are its notes.
         let mut under: Option<usize> = None;
         for (i, line) in text.lines().enumerate() {
+            let uncommented = outside_comments(line, &mut in_comment);
+            let line = uncommented.as_ref();
             let t = line.trim_start();
             let indent = line.len() - t.len();
             let fence = t.starts_with("```") || t.starts_with("~~~");
@@ -61,13 +82,25 @@ impl Plan {
                 plan.title = Some(h.trim().to_string());
                 continue;
             }
-            if let Some((done, text)) = checkbox(t) {
-                plan.items.push(Item {
+            if let Some((mark, text)) = checkbox(t) {
+                let item = Item {
                     text: text.to_string(),
-                    done,
+                    done: mark == Mark::Done,
                     line: i + 1,
-                });
-                under = Some(indent);
+                };
+                match mark {
+                    // Not work: no notes either.
+                    Mark::Cancelled => plan.cancelled.push(item),
+                    Mark::InProgress => {
+                        plan.in_progress.push(item.line);
+                        plan.items.push(item);
+                        under = Some(indent);
+                    }
+                    Mark::Open | Mark::Done => {
+                        plan.items.push(item);
+                        under = Some(indent);
+                    }
+                }
             }
         }
         for note in plan.notes.values_mut() {
@@ -142,17 +175,44 @@ impl Plan {
         self.done().count()
     }
 
-    /// The item the agent is working on: the first open one.
+    /// The item the agent is working on: the first one marked in
+    /// progress, else the first open one.
     pub fn current(&self) -> Option<&Item> {
-        self.open().next()
+        self.open()
+            .find(|i| self.in_progress.contains(&i.line))
+            .or_else(|| self.open().next())
     }
 
-    /// What templates see of the plan.
+    /// What templates see of the plan: every item in file order, with its
+    /// mark (` `, `~`, `x`, `-`).
     pub fn view(&self) -> PlanView<'_> {
+        let mut items: Vec<ItemView<'_>> = self
+            .items
+            .iter()
+            .map(|i| {
+                let (mark, status) = if i.done {
+                    ("x", "done")
+                } else if self.in_progress.contains(&i.line) {
+                    ("~", "in_progress")
+                } else {
+                    (" ", "open")
+                };
+                ItemView::of(i, mark, status)
+            })
+            .chain(
+                self.cancelled
+                    .iter()
+                    .map(|i| ItemView::of(i, "-", "cancelled")),
+            )
+            .collect();
+        items.sort_by_key(|i| i.line);
         PlanView {
-            items: &self.items,
+            items,
             done_count: self.done_count(),
             open_count: self.open_count(),
+            in_progress: &self.in_progress,
+            in_progress_count: self.in_progress.len(),
+            cancelled_count: self.cancelled.len(),
             current: self.current().map(|i| i.text.as_str()),
         }
     }
@@ -168,14 +228,77 @@ impl Plan {
 
 #[derive(Debug, Serialize)]
 pub struct PlanView<'a> {
-    pub items: &'a [Item],
+    pub items: Vec<ItemView<'a>>,
     pub done_count: usize,
+    /// Open items, those in progress included.
     pub open_count: usize,
+    /// Lines of the items in progress (`[~]`).
+    pub in_progress: &'a [usize],
+    pub in_progress_count: usize,
+    pub cancelled_count: usize,
     pub current: Option<&'a str>,
 }
 
-/// `- [ ] text`, `* [x] text`, `1. [X] text` → (done, text).
-fn checkbox(line: &str) -> Option<(bool, &str)> {
+#[derive(Debug, Serialize)]
+pub struct ItemView<'a> {
+    pub text: &'a str,
+    pub done: bool,
+    pub line: usize,
+    /// The checkbox's mark: " ", "~", "x" or "-".
+    pub mark: &'static str,
+    /// "open", "in_progress", "done" or "cancelled".
+    pub status: &'static str,
+}
+
+impl<'a> ItemView<'a> {
+    fn of(item: &'a Item, mark: &'static str, status: &'static str) -> ItemView<'a> {
+        ItemView {
+            text: &item.text,
+            done: item.done,
+            line: item.line,
+            mark,
+            status,
+        }
+    }
+}
+
+/// `line` without its HTML comments (`<!-- … -->`, which may span lines:
+/// `in_comment` carries that over). A checkbox inside one is not an item.
+fn outside_comments<'l>(line: &'l str, in_comment: &mut bool) -> std::borrow::Cow<'l, str> {
+    if !*in_comment && !line.contains("<!--") {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::new();
+    let mut rest = line;
+    loop {
+        if *in_comment {
+            match rest.find("-->") {
+                Some(end) => {
+                    rest = &rest[end + 3..];
+                    *in_comment = false;
+                }
+                None => break,
+            }
+        } else {
+            match rest.find("<!--") {
+                Some(start) => {
+                    out.push_str(&rest[..start]);
+                    rest = &rest[start + 4..];
+                    *in_comment = true;
+                }
+                None => {
+                    out.push_str(rest);
+                    break;
+                }
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `- [ ] text`, `* [x] text`, `1. [X] text`, `- [~] text`, `- [-] text`
+/// → (mark, text).
+fn checkbox(line: &str) -> Option<(Mark, &str)> {
     let rest = if let Some(r) = line.strip_prefix(['-', '*', '+']) {
         r
     } else {
@@ -187,13 +310,15 @@ fn checkbox(line: &str) -> Option<(bool, &str)> {
     };
     let rest = rest.strip_prefix(' ')?.trim_start();
     let mark = rest.get(..3)?;
-    let done = match mark {
-        "[ ]" => false,
-        "[x]" | "[X]" => true,
+    let mark = match mark {
+        "[ ]" => Mark::Open,
+        "[x]" | "[X]" => Mark::Done,
+        "[~]" => Mark::InProgress,
+        "[-]" => Mark::Cancelled,
         _ => return None,
     };
     let text = rest[3..].trim();
-    (!text.is_empty()).then_some((done, text))
+    (!text.is_empty()).then_some((mark, text))
 }
 
 /// Files a plan points at that the next session should reload: markdown
@@ -258,6 +383,44 @@ mod tests {
         );
         assert_eq!(p.current().unwrap().text, "parser");
         assert_eq!((p.open_count(), p.done_count()), (2, 2));
+    }
+
+    #[test]
+    fn commented_out_items_are_not_items() {
+        let p = Plan::parse(
+            "- [ ] real <!-- a note -->\n<!-- - [ ] hidden -->\n<!--\n- [ ] hidden too\n-->\n- [x] done\n",
+        );
+        let texts: Vec<&str> = p.items.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["real", "done"]);
+        assert_eq!(p.items[1].line, 6);
+        // Every open item checked: the plan is complete.
+        let done = Plan::parse("<!--\n- [ ] example\n-->\n- [x] a\n");
+        assert_eq!(done.open_count(), 0);
+    }
+
+    #[test]
+    fn in_progress_is_open_and_current_cancelled_is_neither() {
+        let p = Plan::parse("- [ ] a\n- [~] b\n- [-] c\n- [x] d\n");
+        assert_eq!((p.open_count(), p.done_count()), (2, 1));
+        assert_eq!(p.current().unwrap().text, "b");
+        let view = p.view();
+        let marks: Vec<(&str, &str, &str)> = view
+            .items
+            .iter()
+            .map(|i| (i.mark, i.text, i.status))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                (" ", "a", "open"),
+                ("~", "b", "in_progress"),
+                ("-", "c", "cancelled"),
+                ("x", "d", "done")
+            ]
+        );
+        assert_eq!((view.in_progress_count, view.cancelled_count), (1, 1));
+        // Only cancelled and done items left: nothing is open.
+        assert_eq!(Plan::parse("- [-] c\n- [x] d\n").open_count(), 0);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::config::format_duration;
 use crate::context::{Level, MeterReading};
 use crate::events::{Event, Record, Sink};
+use crate::state::Trigger;
 
 /// One line for the log, or `None` for events only the status line shows.
 pub fn describe(event: &Event) -> Option<String> {
@@ -125,6 +126,7 @@ pub fn describe(event: &Event) -> Option<String> {
         ),
         Event::Checkpoint {
             iteration,
+            trigger,
             level,
             percent,
             commit,
@@ -132,7 +134,11 @@ pub fn describe(event: &Event) -> Option<String> {
             handoff,
             ..
         } => format!(
-            "iteration {iteration}: checkpoint {level} at {percent:.1}%: {}; handoff {}",
+            "iteration {iteration}: checkpoint {}: {}; handoff {}",
+            match trigger {
+                Trigger::Context | Trigger::Compact => format!("{level} at {percent:.1}%"),
+                _ => crate::state::checkpoint_label(trigger.name(), level.name(), *percent),
+            },
             match (commit, commit_note) {
                 (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),
                 (None, Some(n)) => format!("no commit ({n})"),
@@ -281,7 +287,8 @@ pub fn status_line(
         }
     }
     if let Some(t) = tool {
-        s.push_str(&format!(" · {t}"));
+        // The agent's own words: no escape sequence reaches the terminal.
+        s.push_str(&format!(" · {}", crate::text::printable(t)));
     }
     s.push_str(&format!(" · {}", format_duration(elapsed)));
     s
@@ -326,6 +333,8 @@ impl Terminal {
         if self.detached {
             return;
         }
+        // Lines quote the agent and hooks (errors, warnings, last words).
+        let text = &*crate::text::printable_lines(text);
         match &self.bar {
             Some(bar) => bar.println(text),
             None => {
@@ -454,6 +463,17 @@ mod tests {
             line,
             "iter 3 ▕█████████████████░░░▏ 85.0% 142k/167k L2 +4k/min · Write src/x.rs · 12m04s"
         );
+    }
+
+    #[test]
+    fn the_agents_escape_sequences_never_reach_the_status_line() {
+        let line = status_line(
+            1,
+            None,
+            Some("Bash echo \u{1b}[2J\u{1b}]0;title\u{7}\u{1b}]52;c;ZXZpbA==\u{7}\rok"),
+            Duration::from_secs(1),
+        );
+        assert_eq!(line, "iter 1 · Bash echo ok · 1s");
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct RunOptions {
     pub reset_breaker: bool,
     /// Stop before this moment (`--deadline HH:MM`).
     pub deadline: Option<jiff::Timestamp>,
+    /// Count the budgets from this invocation, not the run's start.
+    pub budget_per_invocation: bool,
 }
 
 /// The moment an input is handled: the pure parts get time only this way.
@@ -105,8 +107,6 @@ pub struct Supervisor {
     signals: Signals,
     hooks: hooks::Hooks,
     budgets: Budgets,
-    /// Iterations started by this invocation (the limit counts these).
-    started_here: u32,
     flags: RunFlags,
     backoff: LimitBackoff,
     /// The snapshot taken after the last iteration while nothing has touched
@@ -120,6 +120,8 @@ impl Supervisor {
         let layout = Layout::new(root);
         crate::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
+        templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
+        agent::check_program(&config, root)?;
         let plan = Plan::load(&root.join(&config.plan))?;
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
@@ -162,6 +164,9 @@ impl Supervisor {
             );
             agent::kill_session(pgid);
         }
+        lock.stale_sessions
+            .iter()
+            .for_each(crate::procs::kill_recorded_session);
         if lock.stale_committing {
             // It died inside a WIP commit: the git lock files it held would
             // skip every checkpoint from now on ("another git process is
@@ -181,6 +186,11 @@ impl Supervisor {
             started_at: now_rfc3339(),
             ..RunState::default()
         });
+        for message in crate::transcript::tidy(&layout.runs(), &state.run_id, &config.runs) {
+            bus.emit(Event::Warning { message });
+        }
+        let counted_from =
+            budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
         let mut sup = Supervisor {
             root: root.to_path_buf(),
             layout,
@@ -191,8 +201,7 @@ impl Supervisor {
             lock,
             signals,
             hooks: hooks::Hooks::new(&config.hooks, root),
-            budgets: Budgets::new(&config, opts.deadline, Instant::now()),
-            started_here: 0,
+            budgets: Budgets::new(&config, opts.deadline, Instant::now(), counted_from),
             flags: RunFlags::default(),
             backoff: LimitBackoff::default(),
             reuse_snapshot: None,
@@ -261,12 +270,13 @@ impl Supervisor {
         agent::become_subreaper();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
-        let dead = record::start(&mut self.state, &self.config, &plan);
+        let limit = self.budgets.iteration_limit();
+        let dead = record::start(&mut self.state, &self.config, &plan, limit);
         self.bus.emit(Event::RunStarted {
             run_id: self.state.run_id.clone(),
             resumed,
             first_iteration: self.state.iteration + 1,
-            max_iterations: self.config.loop_.max_iterations,
+            max_iterations: self.state.max_iterations,
             plan: self.config.plan.display().to_string(),
             pid: std::process::id(),
         });
@@ -326,7 +336,7 @@ impl Supervisor {
                 &self.state.breaker,
                 &self.flags,
                 self.budgets.spent(&now, self.state.cost_usd),
-                self.started_here,
+                self.budgets.iterations_counted(self.state.iteration),
                 self.config.loop_.max_iterations,
                 &mut events,
             );
@@ -335,7 +345,6 @@ impl Supervisor {
                 return Ok((outcome, why));
             }
             crate::ownership::keep_runtime(&self.layout, &mut self.lock, &mut self.bus)?;
-            self.started_here += 1;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
             let plan_before = self.plan();
@@ -364,7 +373,7 @@ impl Supervisor {
         )?;
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words.
-        let saved_prompt = crate::secrets::redact(&prompt_text);
+        let saved_prompt = crate::secrets::scrub(&prompt_text);
         if let Err(e) = crate::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt) {
             self.bus.emit(Event::Warning {
                 message: format!("cannot write {}: {e}", prompt_path.display()),

@@ -25,6 +25,80 @@ pub const EMBEDDED: [(&str, &str); 4] = [
     (NUDGE, include_str!("../prompts/nudge.md.j2")),
 ];
 
+/// The variables each template is rendered with (docs/commands.md).
+pub const VARIABLES: [(&str, &[&str]); 3] = [
+    (
+        PROMPT,
+        &[
+            "iteration",
+            "max_iterations",
+            "objective",
+            "plan_file",
+            "plan",
+            "plan_tiers",
+            "promise",
+            "history",
+            "history_older",
+            "resume",
+            "decisions",
+            "decisions_file",
+            "shard",
+            "carry_over",
+        ],
+    ),
+    (
+        CHECKPOINT_REQUEST,
+        &[
+            "percent",
+            "level",
+            "tokens",
+            "usable",
+            "notes_path",
+            "grace",
+            "trigger",
+            "reason",
+        ],
+    ),
+    (
+        HANDOFF,
+        &[
+            "front_matter",
+            "title",
+            "date",
+            "time",
+            "branch",
+            "iteration",
+            "trigger",
+            "level",
+            "percent",
+            "tokens",
+            "usable",
+            "window",
+            "commit",
+            "reason",
+            "last_text",
+            "last_tools",
+            "files_touched",
+            "files_touched_more",
+            "agent_notes",
+            "notes_path",
+            "git_available",
+            "will_commit",
+            "left_uncommitted",
+            "changes",
+            "changes_more",
+            "diff_stat",
+            "commit_note",
+            "stashed",
+            "left_out",
+            "plan",
+            "plan_tiers",
+            "plan_file",
+            "reload",
+        ],
+    ),
+];
+
 pub struct Templates {
     env: Environment<'static>,
     /// Where each template came from and its source, for error messages.
@@ -57,6 +131,49 @@ impl Templates {
                 .map_err(|e| template_error(&origins, name, &e))?;
         }
         Ok(Templates { env, origins })
+    }
+
+    /// Each of `names` uses only the variables ralph gives it
+    /// ([`VARIABLES`]): an undefined one is bad input (exit 2) when the run
+    /// starts, not a warning at the first checkpoint. Static, so it covers
+    /// branches a first render does not take.
+    pub fn check(&self, names: &[&str]) -> Result<()> {
+        for (name, known) in VARIABLES.iter().filter(|(n, _)| names.contains(n)) {
+            let tmpl = self
+                .env
+                .get_template(name)
+                .map_err(|e| template_error(&self.origins, name, &e))?;
+            let mut unknown: Vec<String> = tmpl
+                .undeclared_variables(false)
+                .into_iter()
+                .filter(|v| !known.contains(&v.as_str()))
+                .filter(|v| self.env.globals().all(|(g, _)| g != v))
+                .collect();
+            unknown.sort();
+            let Some(var) = unknown.first() else { continue };
+            let origin = self.origins.iter().find(|o| o.name == *name);
+            let line = origin
+                .and_then(|o| {
+                    let word = regex::Regex::new(&format!(r"\b{}\b", regex::escape(var))).ok()?;
+                    let at = word.find(&o.source)?.start();
+                    Some(format!(":{}", o.source[..at].lines().count().max(1)))
+                })
+                .unwrap_or_default();
+            let origin = origin.map_or(name.to_string(), |o| o.origin.clone());
+            return Err(Error::Template {
+                name: format!("{origin}{line}"),
+                message: format!(
+                    "undefined value in `{var}` (this template gets: {})",
+                    known.join(", ")
+                ),
+                hint: Some(if origin.starts_with("prompts/") {
+                    format!("fix the template, or delete {origin} to use the embedded default")
+                } else {
+                    "this is a bug in ralph's embedded template; please report it".into()
+                }),
+            });
+        }
+        Ok(())
     }
 
     pub fn render(&self, name: &str, ctx: impl Serialize) -> Result<String> {
@@ -120,6 +237,35 @@ mod tests {
     fn embedded_templates_parse() {
         let dir = tempfile::tempdir().unwrap();
         Templates::load(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn embedded_templates_use_only_their_variables() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Templates::load(dir.path()).unwrap();
+        t.check(&[PROMPT, CHECKPOINT_REQUEST, HANDOFF]).unwrap();
+    }
+
+    #[test]
+    fn an_undefined_variable_on_any_branch_is_found_before_rendering() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("prompts")).unwrap();
+        std::fs::write(
+            dir.path().join("prompts").join(CHECKPOINT_REQUEST),
+            "Write {{ notes_path }}.\n{% if level == \"L3\" %}\n{{ no_such_fact }}\n{% endif %}\n",
+        )
+        .unwrap();
+        let t = Templates::load(dir.path()).unwrap();
+        t.check(&[PROMPT]).unwrap();
+        let e = t.check(&[PROMPT, CHECKPOINT_REQUEST]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "template prompts/checkpoint-request.md.j2:3: undefined value in `no_such_fact`"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

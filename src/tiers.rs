@@ -151,7 +151,8 @@ impl PlanTiers {
                             &format!("  … (the rest is at line {} of the plan)", item.line),
                         )
                     }),
-                    current: n == 0,
+                    // `[~]` makes an item current (plan.rs).
+                    current: plan.current().is_some_and(|c| c.line == item.line),
                 }
             })
             .collect();

@@ -168,29 +168,26 @@ fn second_instance_is_refused_while_one_runs() {
     assert_eq!(first.code, Some(0), "{}", first.describe());
 }
 
+/// A mistyped `agent.command` is bad input before the first iteration
+/// (issue 13; it used to fail every iteration until the breaker opened).
 #[test]
-fn agent_that_cannot_start_is_a_failure_and_trips_the_breaker() {
-    let p = Project::new(
-        PLAN,
-        ONE_ITERATION,
-        "[loop]\nmax_iterations = 10\n[breaker]\nconsecutive_failures = 2\nsame_error = 9\nno_progress = 9\n",
-    );
+fn agent_that_cannot_start_is_bad_input_before_the_first_iteration() {
+    let p = Project::new(PLAN, ONE_ITERATION, "");
     p.write(
         "ralph.toml",
         "[agent]\ncommand = \"/nonexistent/claude\"\n[breaker]\nconsecutive_failures = 2\nsame_error = 9\nno_progress = 9\n",
     );
     let run = p.run(&[], LIMIT);
-    assert_eq!(run.code, Some(3), "{}", run.describe());
-    let ended = run.of("iteration_ended");
-    assert_eq!(ended.len(), 2);
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    assert!(run.of("iteration_started").is_empty(), "{}", run.describe());
     assert!(
-        ended[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("/nonexistent/claude")
+        run.stderr.starts_with(
+            "error: `/nonexistent/claude` (agent.command) is not an executable file\nhint: install Claude Code"
+        ),
+        "{}",
+        run.stderr
     );
-    assert_eq!(p.state()["breaker"]["status"], "open");
-    assert_eq!(p.state()["breaker"]["rule"], "consecutive_failures");
+    assert!(!p.path(".ralph/state.json").exists());
 }
 
 #[test]
@@ -202,7 +199,9 @@ fn a_new_run_continues_the_old_one_unless_fresh() {
         "[loop]\nmax_iterations = 2\n[breaker]\nno_progress = 9\n",
     );
     assert_eq!(p.run(&[], LIMIT).code, Some(4));
-    let run = p.run(&[], LIMIT);
+    // Budgets count from the run's start (issue 13): two more iterations
+    // need the per-invocation count.
+    let run = p.run(&["--budget-per-invocation"], LIMIT);
     assert_eq!(run.code, Some(4));
     assert_eq!(run.of("run_started")[0]["first_iteration"], 3);
     assert_eq!(run.of("run_started")[0]["resumed"], true);

@@ -293,7 +293,7 @@ fn a_killed_supervisors_iteration_is_taken_over_with_a_crash_handoff() {
     first.kill().unwrap();
     first.wait().unwrap();
 
-    let run = p.run(&["--max-iterations", "1"], LIMIT);
+    let run = p.run(&["--budget-per-invocation", "--max-iterations", "1"], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
     // The takeover says so, saves the work and records the iteration.
     let warned = run.of("warning");
@@ -375,7 +375,7 @@ fn a_killed_supervisors_iteration_is_taken_over_with_a_crash_handoff() {
     );
     assert!(prompt.contains("iteration 1: crash"), "{prompt}");
     // Nothing is taken over twice.
-    let again = p.run(&["--max-iterations", "1"], LIMIT);
+    let again = p.run(&["--budget-per-invocation", "--max-iterations", "1"], LIMIT);
     assert!(again.of("checkpoint").is_empty(), "{}", again.describe());
     assert_eq!(again.of("iteration_started")[0]["iteration"], 3);
 }

@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{BIN, Project, QUICK_L2};
+use common::{BIN, Project, QUICK_L2, files_under, toml_string};
 
 const PLAN: &str = "# Hostile\n\n- [ ] work\n";
 const LIMIT: Duration = Duration::from_secs(60);
@@ -451,26 +451,10 @@ fn odd_file_names_are_committed_and_reported_intact() {
     }
 }
 
-fn toml_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
-}
-
 // ---------------------------------------------------------------- security
 
 const SECRET: &str = "sk-ant-secret-0123456789abcdef";
 const AGENT_SECRET: &str = "ghp_agentenvsecret987654321";
-
-/// Every file under `dir`.
-fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = e.path();
-        if path.is_dir() {
-            files_under(&path, out);
-        } else {
-            out.push(path);
-        }
-    }
-}
 
 #[test]
 fn secrets_from_the_environment_are_never_written_or_committed() {

@@ -561,7 +561,9 @@ impl Killer {
     /// commit.
     fn finish(&mut self, p: &Project) {
         let from = log_len(p);
-        let mut child = p.spawn_run(&["--max-iterations", "1"]);
+        // One more iteration, whatever the kills' runs spent (budgets count
+        // per run unless told otherwise).
+        let mut child = p.spawn_run(&["--budget-per-invocation", "--max-iterations", "1"]);
         self.started(p, from, &mut child);
         let run = Run::wait(child, LIMIT);
         assert_eq!(run.code, Some(4), "{}", run.describe());
@@ -1402,5 +1404,70 @@ content = "work in progress\n"
         state.iteration,
         state.status,
         warnings[0]
+    ));
+}
+
+/// Issue 13, item 7: on a full disk the transcript was cut silently (the
+/// warning went to a debug log only) and `state.json` still said
+/// `running` after the run had ended. Now the lost transcript is a
+/// warning event and the final state is the truth, written over the old
+/// file in place when there is no room for a new one.
+#[test]
+fn disk_full_is_a_warning_and_the_final_state_is_the_truth() {
+    let scenario = r#"
+[[iteration]]
+[[iteration.step]]
+context = 30000
+text = "Step one."
+[[iteration]]
+[[iteration.step]]
+context = 60000
+text = "Filling the disk."
+command = "head -c 8388608 /dev/zero > .ralph/filler"
+[[iteration.step]]
+big_line_bytes = 262144
+[[iteration.step]]
+context = 70000
+text = "Still here."
+"#;
+    let p = Project::new(PLAN, scenario, "[breaker]\nno_progress = 9\n");
+    let after =
+        "cp .ralph/state.json state-on-full-disk.json; df -k .ralph | tail -1 > ralph-df.txt;";
+    let Some(cmd) = in_private_mount(
+        &p,
+        "mkdir -p .ralph && mount -t tmpfs -o size=512k,mode=0700 tmpfs .ralph",
+        &["--max-iterations", "2"],
+        after,
+    ) else {
+        return skip("disk full needs unshare --mount and tmpfs (root)");
+    };
+    let m = measured(cmd, LIMIT);
+    let run = &m.run;
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let df = p.read("ralph-df.txt");
+    let available: u64 = df.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert_eq!(available, 0, "the file system was full: {df}");
+    let warnings: Vec<&str> = run
+        .of("warning")
+        .iter()
+        .map(|w| w["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("cannot save the transcript, the rest of it is lost")),
+        "{warnings:?}"
+    );
+    let state: ralph::state::RunState = serde_json::from_str(&p.read("state-on-full-disk.json"))
+        .expect("the state on the full disk parses");
+    assert_eq!(
+        state.status.name(),
+        "iteration_limit",
+        "the final state is the truth"
+    );
+    assert_eq!(state.iteration, 2);
+    figure(format!(
+        "disk full: the transcript loss is a warning; final state.json says {} (iteration {})",
+        state.status, state.iteration
     ));
 }

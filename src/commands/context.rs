@@ -390,7 +390,7 @@ impl Report for ContextReport {
                     );
                 }
                 if let Some(t) = &r.tool {
-                    let _ = writeln!(out, "tool      {t}");
+                    let _ = writeln!(out, "tool      {}", crate::text::printable(t));
                 }
                 if r.compactions > 0 {
                     let _ = writeln!(
@@ -405,7 +405,7 @@ impl Report for ContextReport {
             }
         }
         if let Some(item) = &self.plan_item {
-            let _ = writeln!(out, "plan item {item}");
+            let _ = writeln!(out, "plan item {}", crate::text::printable(item));
         }
         if let Some(e) = &self.item {
             out.push_str(&e.lines());

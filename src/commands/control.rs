@@ -4,7 +4,11 @@
 
 use std::path::Path;
 
+use serde::Serialize;
+
+use super::Report;
 use crate::checkpoint::{self, Moment};
+use crate::config::Config;
 use crate::context::Level;
 use crate::error::{Error, Result};
 use crate::state::{self, Layout, Trigger};
@@ -31,13 +35,71 @@ fn send_to_supervisor(
     Ok(Some(info.pid))
 }
 
-pub fn checkpoint(root: &Path, reason: &str) -> Result<i32> {
+/// What `ralph checkpoint` did (`--json`: this object).
+#[derive(Debug, Serialize)]
+pub struct CheckpointReport {
+    /// `requested` (a running supervisor was asked), `checkpointed`, or
+    /// `clean` (no run and nothing changed: no handoff, no commit).
+    pub outcome: &'static str,
+    pub supervisor_pid: Option<i32>,
+    pub commit: Option<String>,
+    /// Why there is no commit, when there is none.
+    pub commit_note: Option<String>,
+    pub handoff: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Report for CheckpointReport {
+    fn human(&self) -> String {
+        match (self.outcome, self.supervisor_pid) {
+            ("requested", Some(pid)) => format!(
+                "asked the running supervisor (pid {pid}) to checkpoint now; it will ask the agent for its notes, commit and write a handoff\n"
+            ),
+            ("clean", _) => {
+                "no run in progress and nothing changed since the last commit: nothing to checkpoint\n".into()
+            }
+            _ => {
+                let mut out = "no run in progress: checkpointed the tree as it stands\n".to_string();
+                match (&self.commit, &self.commit_note) {
+                    (Some(c), _) => out.push_str(&format!("  WIP commit {c}\n")),
+                    (None, Some(n)) => out.push_str(&format!("  no commit: {n}\n")),
+                    _ => {}
+                }
+                match &self.handoff {
+                    Some(h) => out.push_str(&format!("  handoff {h}\n")),
+                    None => out.push_str("  no handoff was written\n"),
+                }
+                out
+            }
+        }
+    }
+}
+
+pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
     let layout = Layout::new(root);
+    let mut report = CheckpointReport {
+        outcome: "requested",
+        supervisor_pid: None,
+        commit: None,
+        commit_note: None,
+        handoff: None,
+        warnings: Vec::new(),
+    };
     if let Some(pid) = send_to_supervisor(&layout, nix::sys::signal::Signal::SIGUSR1, Some(reason))?
     {
-        println!(
-            "asked the running supervisor (pid {pid}) to checkpoint now; it will ask the agent for its notes, commit and write a handoff"
-        );
+        report.supervisor_pid = Some(pid);
+        super::print(&report.render(json))?;
+        return Ok(0);
+    }
+    // A clean tree has nothing to save: a handoff alone, committed each
+    // time, would only pile up.
+    let config = Config::load(root)?;
+    let own = crate::repo::OwnPaths::new(config.prompt_file.clone());
+    if let Ok(Some(repo)) = crate::repo::Repo::open(root)
+        && repo.changes(&own).is_ok_and(|c| c.is_empty())
+    {
+        report.outcome = "clean";
+        super::print(&report.render(json))?;
         return Ok(0);
     }
     let saved = checkpoint::perform_standalone(root, |_, state| Moment {
@@ -58,26 +120,40 @@ pub fn checkpoint(root: &Path, reason: &str) -> Result<i32> {
     for w in &saved.warnings {
         eprintln!("warning: {w}");
     }
-    println!("no run in progress: checkpointed the tree as it stands");
-    match (&saved.commit, &saved.commit_note) {
-        (Some(c), _) => println!("  WIP commit {c}"),
-        (None, Some(n)) => println!("  no commit: {n}"),
-        _ => {}
-    }
-    match &saved.handoff {
-        Some(h) => println!("  handoff {h}"),
-        None => println!("  no handoff was written"),
-    }
-    Ok(if saved.handoff.is_some() { 0 } else { 1 })
+    report.outcome = "checkpointed";
+    report.commit = saved.commit;
+    report.commit_note = saved.commit_note;
+    report.warnings = saved.warnings;
+    report.handoff = saved.handoff;
+    super::print(&report.render(json))?;
+    Ok(if report.handoff.is_some() { 0 } else { 1 })
 }
 
-pub fn stop(root: &Path) -> Result<i32> {
+/// What `ralph stop` did (`--json`: this object).
+#[derive(Debug, Serialize)]
+pub struct StopReport {
+    pub supervisor_pid: i32,
+}
+
+impl Report for StopReport {
+    fn human(&self) -> String {
+        format!(
+            "asked the running supervisor (pid {}) to finish the current iteration through a checkpoint and stop (exit 6)\n",
+            self.supervisor_pid
+        )
+    }
+}
+
+pub fn stop(root: &Path, json: bool) -> Result<i32> {
     let layout = Layout::new(root);
     match send_to_supervisor(&layout, nix::sys::signal::Signal::SIGUSR2, None)? {
         Some(pid) => {
-            println!(
-                "asked the running supervisor (pid {pid}) to finish the current iteration through a checkpoint and stop (exit 6)"
-            );
+            super::print(
+                &StopReport {
+                    supervisor_pid: pid,
+                }
+                .render(json),
+            )?;
             Ok(0)
         }
         None => Err(Error::usage("no ralph run is in progress here")

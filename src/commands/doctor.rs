@@ -3,8 +3,8 @@
 //! its identity, write access) and explains each problem with its fix.
 
 use std::fmt::Write as _;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -157,7 +157,7 @@ fn check_plan(c: &mut Checks, root: &Path, config: &Config) -> bool {
 }
 
 fn check_templates(c: &mut Checks, root: &Path, config: &Config, plan_ok: bool) {
-    if let Err(e) = Templates::load(root) {
+    if let Err(e) = Templates::load(root).and_then(|t| t.check(&[crate::prompt::HANDOFF])) {
         return c.error("templates", &e, "fix the template");
     }
     let yours: Vec<String> = EMBEDDED
@@ -223,25 +223,6 @@ fn check_budget(c: &mut Checks, root: &Path, config: &Config) {
     );
 }
 
-/// The program `agent.command` names, as ralph would start it.
-fn resolve(program: &str, root: &Path) -> Option<PathBuf> {
-    let executable = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program == "ralph" {
-        return std::env::current_exe().ok();
-    }
-    if program.contains('/') {
-        // The agent runs in the project root.
-        let p = root.join(program);
-        return executable(&p).then_some(p);
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(program))
-        .find(|p| executable(p))
-}
-
 /// Run `program args…` in `root` and return its output (stdout, then stderr).
 fn probe(
     program: &Path,
@@ -283,18 +264,11 @@ fn probe(
 
 fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
     let (program, lead) = config.agent_program();
-    let Some(path) = resolve(&program, root) else {
+    let Some(path) = crate::agent::resolve_program(&program, root) else {
         return c.problem(
             "agent",
-            format!(
-                "`{program}` (agent.command) is not {}",
-                if program.contains('/') {
-                    "an executable file"
-                } else {
-                    "on PATH"
-                }
-            ),
-            "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set agent.command in ralph.toml to the agent to run",
+            crate::agent::not_found(&program),
+            crate::agent::NOT_FOUND_HINT,
         );
     };
     let itself = program == "ralph";

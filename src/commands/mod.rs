@@ -46,7 +46,8 @@ pub trait Report: Serialize {
 
     /// One line of JSON (the documented object of docs/events.md).
     fn json(&self) -> String {
-        serde_json::to_string(self).expect("reports serialize")
+        let json = serde_json::to_string(self).expect("reports serialize");
+        crate::secrets::redact_json(&json).into_owned()
     }
 
     fn render(&self, json: bool) -> String {

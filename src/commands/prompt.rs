@@ -29,6 +29,10 @@ impl NextIteration {
     /// recorded run, or of a new one when `fresh`); writes nothing.
     pub fn preview(root: &Path, config: &Config, fresh: bool) -> Result<NextIteration> {
         let templates = Templates::load(root)?;
+        templates.check(&[
+            crate::templates::PROMPT,
+            crate::templates::CHECKPOINT_REQUEST,
+        ])?;
         let plan = Plan::load(&root.join(&config.plan))?;
         let mut state = match RunState::load(&Layout::new(root).state())? {
             Some(s) if !fresh && !s.is_finished() => s,

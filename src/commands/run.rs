@@ -1,9 +1,13 @@
 //! `ralph run`: the config with the command line's flags on top, the
 //! `--dry-run` preview, and the start of the supervisor.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use serde::Serialize;
+
+use super::Report;
 use super::prompt::NextIteration;
 use crate::cli::RunArgs;
 use crate::config::Config;
@@ -59,13 +63,14 @@ pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
         .map(supervisor::parse_deadline)
         .transpose()?;
     if args.dry_run {
-        return dry_run(root, &config, args.fresh);
+        return dry_run(root, &config, args.fresh, args.json);
     }
     let mut bus = Bus::new();
     let opts = RunOptions {
         fresh: args.fresh,
         reset_breaker: args.reset_breaker,
         deadline,
+        budget_per_invocation: args.budget_per_invocation,
     };
     if args.json {
         bus.add(Box::new(JsonLines::new(std::io::stdout())));
@@ -83,35 +88,63 @@ pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
     })
 }
 
-/// `ralph run --dry-run`: everything is loaded and checked, nothing written.
-fn dry_run(root: &Path, config: &Config, fresh: bool) -> Result<i32> {
-    let next = NextIteration::preview(root, config, fresh)?;
-    let quoted: Vec<String> = next
-        .command
-        .display()
-        .iter()
-        .map(|w| shlex::try_quote(w).map_or(w.clone(), |q| q.into_owned()))
-        .collect();
-    let mut out = String::new();
-    let _ = writeln!(out, "# ralph run --dry-run: nothing was started or written");
-    let _ = writeln!(out, "# iteration: {}", next.iteration);
-    let _ = writeln!(
-        out,
-        "# plan: {} ({} open, {} done)",
-        config.plan.display(),
-        next.plan.open_count(),
-        next.plan.done_count()
-    );
-    let _ = writeln!(out, "# agent command: {}", quoted.join(" "));
-    for (k, v) in &next.command.env {
-        let _ = writeln!(out, "# agent env: {k}={v}");
+/// What `ralph run --dry-run` found (`--json`: this object).
+#[derive(Debug, Serialize)]
+pub struct DryRunReport {
+    pub iteration: u32,
+    pub plan: String,
+    pub plan_open: usize,
+    pub plan_done: usize,
+    /// The agent's command line, one word each.
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub prompt_file: String,
+    /// The PROMPT.md text, sent as the first stream-json user message.
+    pub prompt: String,
+}
+
+impl Report for DryRunReport {
+    fn human(&self) -> String {
+        let quoted: Vec<String> = self
+            .command
+            .iter()
+            .map(|w| shlex::try_quote(w).map_or(w.clone(), |q| q.into_owned()))
+            .collect();
+        let mut out = String::new();
+        let _ = writeln!(out, "# ralph run --dry-run: nothing was started or written");
+        let _ = writeln!(out, "# iteration: {}", self.iteration);
+        let _ = writeln!(
+            out,
+            "# plan: {} ({} open, {} done)",
+            self.plan, self.plan_open, self.plan_done
+        );
+        let _ = writeln!(out, "# agent command: {}", quoted.join(" "));
+        for (k, v) in &self.env {
+            let _ = writeln!(out, "# agent env: {k}={v}");
+        }
+        let _ = writeln!(
+            out,
+            "# prompt ({}), sent as the first stream-json user message:",
+            self.prompt_file
+        );
+        out.push_str(&self.prompt);
+        out
     }
-    let _ = writeln!(
-        out,
-        "# prompt ({}), sent as the first stream-json user message:",
-        config.prompt_file.display()
-    );
-    out.push_str(&next.prompt);
-    super::print(&out)?;
+}
+
+/// `ralph run --dry-run`: everything is loaded and checked, nothing written.
+fn dry_run(root: &Path, config: &Config, fresh: bool, json: bool) -> Result<i32> {
+    let next = NextIteration::preview(root, config, fresh)?;
+    let report = DryRunReport {
+        iteration: next.iteration,
+        plan: config.plan.display().to_string(),
+        plan_open: next.plan.open_count(),
+        plan_done: next.plan.done_count(),
+        command: next.command.display(),
+        env: next.command.env,
+        prompt_file: config.prompt_file.display().to_string(),
+        prompt: next.prompt,
+    };
+    super::print(&report.render(json))?;
     Ok(0)
 }

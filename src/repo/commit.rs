@@ -119,6 +119,7 @@ impl Repo {
                 reason: "no WIP commit: the index has unresolved conflicts; resolve them and `git add` the files".into(),
             });
         }
+        self.unstage_key_files(&mut index, parent.as_ref())?;
         let outcome = self.stage_and_commit(&mut index, parent.as_ref(), message, own);
         if !matches!(outcome, Ok(CommitOutcome::Committed { .. })) {
             // git2 shares this in-memory index with later status calls: drop what
@@ -126,6 +127,33 @@ impl Repo {
             let _ = index.read(true);
         }
         outcome
+    }
+
+    /// Key files the agent staged itself (`git add -A`) go back to their
+    /// state in HEAD: the WIP commit must not carry them either.
+    fn unstage_key_files(
+        &self,
+        index: &mut git2::Index,
+        parent: Option<&git2::Commit<'_>>,
+    ) -> std::result::Result<(), git2::Error> {
+        let head = parent.map(|c| c.tree()).transpose()?;
+        let staged: Vec<std::path::PathBuf> = index
+            .iter()
+            .filter(|e| crate::secrets::is_key_file(&String::from_utf8_lossy(&e.path)))
+            .filter(|e| {
+                let in_head = head
+                    .as_ref()
+                    .and_then(|t| t.get_path(&bytes_to_path(&e.path)).ok());
+                in_head.is_none_or(|h| h.id() != e.id)
+            })
+            .map(|e| bytes_to_path(&e.path))
+            .collect();
+        if !staged.is_empty() {
+            self.git
+                .reset_default(parent.map(|c| c.as_object()), &staged)?;
+            index.read(true)?;
+        }
+        Ok(())
     }
 
     /// `git add -A` without ralph's runtime files: stage every change between
@@ -161,7 +189,12 @@ impl Repo {
             // Only new files are ever left out: a tracked file's change under
             // a left-out directory is still work to commit.
             let new_file = delta.status() == git2::Delta::Untracked;
-            if own.is_runtime(path) || (new_file && own.is_left_out(path)) {
+            // Key files (`.env`, `*.pem` …) never go into a commit, ignored or
+            // not: the handoff lists them as left uncommitted.
+            if own.is_runtime(path)
+                || (new_file && own.is_left_out(path))
+                || crate::secrets::is_key_file(&String::from_utf8_lossy(path))
+            {
                 continue;
             }
             // What `git add -A` leaves alone: entries outside a sparse
@@ -453,6 +486,34 @@ mod tests {
             open(root).wip_commit("again", &own()),
             CommitOutcome::NothingToCommit
         );
+    }
+
+    #[test]
+    fn wip_commit_never_adds_key_files_even_unignored_or_staged() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        write(root, "a.txt", "work\n");
+        write(root, ".env", "API_KEY=sk-live\n");
+        write(root, "certs/server.pem", "-----BEGIN PRIVATE KEY-----\n");
+        write(root, ".ssh/id_rsa", "key\n");
+        // Staged by the agent itself (`git add -A`).
+        write(root, ".env.local", "TOKEN=x\n");
+        let mut index = git.index().unwrap();
+        index.add_path(Path::new(".env.local")).unwrap();
+        index.write().unwrap();
+
+        committed(open(root).wip_commit("ralph: checkpoint", &own()));
+        let tree = head_files(&git);
+        let paths: Vec<&str> = tree.keys().map(String::as_str).collect();
+        assert!(paths.contains(&"a.txt"), "{paths:?}");
+        for key in [".env", ".env.local", "certs/server.pem", ".ssh/id_rsa"] {
+            assert!(!paths.contains(&key), "{key} committed: {paths:?}");
+            assert!(root.join(key).exists(), "{key} left in place");
+        }
+        // Still there to commit by hand, none of them staged.
+        let left = open(root).changes(&OwnPaths::new("none")).unwrap();
+        assert_eq!(left.len(), 4, "{left:?}");
+        assert!(left.iter().all(|c| c.kind == "??"), "{left:?}");
     }
 
     #[test]

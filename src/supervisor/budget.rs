@@ -1,5 +1,9 @@
-//! The run's budgets: cost, duration and `--deadline`, and when one of
-//! them is spent. Pure: the moment and the cost come in as values.
+//! The run's budgets: iterations, cost, duration and `--deadline`, and
+//! when one of them is spent. One rule for all of them: each counts from
+//! the start of the run (a `ralph run` that continues a run continues its
+//! budgets; the duration is wall time since the run's `started_at`), or,
+//! with `ralph run --budget-per-invocation`, each from the start of this
+//! invocation. Pure: the moment and the cost come in as values.
 
 use std::time::{Duration, Instant};
 
@@ -7,6 +11,7 @@ use super::Now;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::span::format_duration;
+use crate::state::RunState;
 
 /// Which budget is spent; shown as the run's end reason.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,11 +39,58 @@ impl std::fmt::Display for BudgetSpent {
 /// The limits a run was started with.
 #[derive(Debug, Clone)]
 pub(super) struct Budgets {
+    pub max_iterations: u32,
     pub max_cost: Option<f64>,
     pub max_duration: Option<Duration>,
     pub deadline: Option<jiff::Timestamp>,
-    /// When this invocation started (the duration counts from here).
+    /// When this invocation started (the duration counts from here, plus
+    /// `counted_from.elapsed`).
     pub started: Instant,
+    pub counted_from: CountedFrom,
+}
+
+/// What the run had spent where the counting starts: nothing when the
+/// budgets are the run's (the default), the run's figures so far when
+/// they are this invocation's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct CountedFrom {
+    /// Iterations of the run before the count (the count's first is the next).
+    pub iteration: u32,
+    pub cost: f64,
+    /// Time of the run before this invocation that counts.
+    pub elapsed: Duration,
+}
+
+impl CountedFrom {
+    /// Where the counting starts for a run recorded as `state`, at `now`.
+    pub(super) fn of(state: &RunState, per_invocation: bool, now: jiff::Timestamp) -> Self {
+        let run_age = state
+            .started_at
+            .parse::<jiff::Timestamp>()
+            .ok()
+            .and_then(|t| Duration::try_from(now.duration_since(t)).ok())
+            .unwrap_or_default();
+        CountedFrom::new(per_invocation, state.iteration, state.cost_usd, run_age)
+    }
+
+    /// Per run: the iterations, cost and time the run has had so far all
+    /// count (`elapsed` is the wall time since it started, `run_age`).
+    /// Per invocation: the run's figures so far are the base.
+    pub(super) fn new(per_invocation: bool, iteration: u32, cost: f64, run_age: Duration) -> Self {
+        if per_invocation {
+            CountedFrom {
+                iteration,
+                cost,
+                elapsed: Duration::ZERO,
+            }
+        } else {
+            CountedFrom {
+                iteration: 0,
+                cost: 0.0,
+                elapsed: run_age,
+            }
+        }
+    }
 }
 
 impl Budgets {
@@ -46,21 +98,39 @@ impl Budgets {
         config: &Config,
         deadline: Option<jiff::Timestamp>,
         started: Instant,
+        counted_from: CountedFrom,
     ) -> Budgets {
         Budgets {
+            max_iterations: config.loop_.max_iterations,
             max_cost: config.loop_.max_cost_usd,
             max_duration: config.loop_.max_duration.map(|d| d.0),
             deadline,
             started,
+            counted_from,
         }
+    }
+
+    /// Iterations the iteration limit counts when the run's latest is
+    /// `iteration`.
+    pub(super) fn iterations_counted(&self, iteration: u32) -> u32 {
+        iteration.saturating_sub(self.counted_from.iteration)
+    }
+
+    /// The number of the last iteration `loop.max_iterations` allows, as
+    /// the run counts them: what `state.json` and `ralph status` show.
+    pub(super) fn iteration_limit(&self) -> u32 {
+        self.counted_from
+            .iteration
+            .saturating_add(self.max_iterations)
     }
 
     /// The budget spent at `now`, with `cost` spent so far in the run.
     pub(super) fn spent(&self, now: &Now, cost: f64) -> Option<BudgetSpent> {
+        let spent = cost - self.counted_from.cost;
         if let Some(max) = self.max_cost
-            && cost >= max
+            && spent >= max
         {
-            return Some(BudgetSpent::Cost { spent: cost, max });
+            return Some(BudgetSpent::Cost { spent, max });
         }
         self.time_spent_within(now, Duration::ZERO)
     }
@@ -68,7 +138,8 @@ impl Budgets {
     /// The time budget (max_duration, deadline) reached `within` from now.
     pub(super) fn time_spent_within(&self, now: &Now, within: Duration) -> Option<BudgetSpent> {
         if let Some(max) = self.max_duration
-            && now.mono.saturating_duration_since(self.started) + within >= max
+            && self.counted_from.elapsed + now.mono.saturating_duration_since(self.started) + within
+                >= max
         {
             return Some(BudgetSpent::Duration(max));
         }
@@ -107,6 +178,61 @@ pub(super) fn parse_deadline(text: &str, now: &jiff::Zoned) -> Result<jiff::Time
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::span::Span;
+
+    fn limits(counted_from: CountedFrom, start: &Now) -> Budgets {
+        let mut config = Config::default();
+        config.loop_.max_iterations = 2;
+        config.loop_.max_duration = Some(Span::secs(3600));
+        config.loop_.max_cost_usd = Some(1.0);
+        Budgets::new(&config, None, start.mono, counted_from)
+    }
+
+    #[test]
+    fn every_budget_counts_from_the_start_of_the_run() {
+        // A run continued after 2 iterations, $0.99 and 2 hours.
+        let now = Now::read();
+        let b = limits(
+            CountedFrom::new(false, 2, 0.99, Duration::from_secs(7200)),
+            &now,
+        );
+        assert_eq!(b.iteration_limit(), 2);
+        assert_eq!(b.iterations_counted(2), 2);
+        assert_eq!(
+            b.spent(&now, 0.99),
+            Some(BudgetSpent::Duration(Duration::from_secs(3600)))
+        );
+        let fresh = limits(CountedFrom::new(false, 2, 0.99, Duration::ZERO), &now);
+        assert_eq!(fresh.spent(&now, 0.99), None);
+        assert!(matches!(
+            fresh.spent(&now, 1.0),
+            Some(BudgetSpent::Cost { .. })
+        ));
+    }
+
+    #[test]
+    fn or_every_budget_from_the_start_of_this_invocation() {
+        let now = Now::read();
+        let b = limits(
+            CountedFrom::new(true, 2, 0.99, Duration::from_secs(7200)),
+            &now,
+        );
+        assert_eq!(b.iteration_limit(), 4, "run-wide: iteration 4 of at most 4");
+        assert_eq!(b.iterations_counted(3), 1);
+        assert_eq!(b.spent(&now, 1.98), None);
+        assert_eq!(
+            b.spent(&now, 1.99).map(|s| s.to_string()),
+            Some("cost budget spent: $1.00 of loop.max_cost_usd $1.00".into())
+        );
+        assert!(
+            b.time_spent_within(&now, Duration::from_secs(3599))
+                .is_none()
+        );
+        assert!(
+            b.time_spent_within(&now, Duration::from_secs(3600))
+                .is_some()
+        );
+    }
 
     fn at(s: &str) -> jiff::Zoned {
         s.parse().unwrap()
@@ -152,6 +278,8 @@ mod tests {
             max_duration: Some(Duration::from_secs(3600)),
             deadline: Some("2026-11-22T06:30:00Z".parse().unwrap()),
             started: start,
+            max_iterations: 50,
+            counted_from: CountedFrom::default(),
         }
     }
 
@@ -204,6 +332,8 @@ mod tests {
             max_duration: None,
             deadline: None,
             started: start,
+            max_iterations: 50,
+            counted_from: CountedFrom::default(),
         };
         assert_eq!(none.spent(&past, 1e9), None);
         assert_eq!(none.time_spent_within(&past, Duration::MAX), None);

@@ -46,7 +46,9 @@ pub(super) struct Driver<'a> {
     pub templates: &'a Templates,
     pub root: &'a Path,
     pub signals: &'a mut Signals,
-    /// Re-taken on the beat should a `git clean -fdx` delete it.
+    /// Re-taken on the beat should a `git clean -fdx` delete it; the
+    /// sessions of the agent's tools are recorded in it on the same beat (a
+    /// takeover after a crash ends them).
     pub lock: &'a mut Lock,
     /// Every event goes through the hooks (a rising level fires
     /// `on_level`), with what the run knows of this iteration.
@@ -139,6 +141,9 @@ impl<'a> Driver<'a> {
         // Read once the stderr reader has seen the end, not before: the
         // agent's last words on stderr explain why it failed.
         facts.stderr_tail = agent.stderr_tail();
+        for message in agent.transcript_notes() {
+            self.bus.emit(Event::Warning { message });
+        }
         facts.stash_before = Some(stash_before);
         facts
     }
@@ -166,6 +171,7 @@ impl<'a> Driver<'a> {
                     let layout = Layout::new(self.root);
                     let _ = crate::ownership::keep_runtime(&layout, self.lock, self.bus);
                     self.bus.tick();
+                    let _ = self.lock.add_sessions(crate::procs::descendant_sessions());
                 }
                 Effect::DetachDisplay => self.bus.detach(),
                 Effect::Snapshot(reason) => {

@@ -580,6 +580,8 @@ mod tests {
                 max_duration: None,
                 deadline: None,
                 started: t0.mono,
+                max_iterations: 50,
+                counted_from: Default::default(),
             },
             cost_before: 0.0,
             tz: jiff::tz::TimeZone::UTC,

@@ -128,6 +128,8 @@ mod tests {
             max_duration: None,
             deadline: None,
             started,
+            max_iterations: 50,
+            counted_from: Default::default(),
         }
     }
 

@@ -177,7 +177,13 @@ fn cut_off(trigger: Trigger) -> bool {
 /// A run starts (or takes over): what the state says about it. Returns the
 /// iteration a dead supervisor left unfinished: its state still says it
 /// was at work, and that iteration never reached the history.
-pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan) -> Option<u32> {
+/// `max_iterations` is the run-wide limit (`Budgets::iteration_limit`).
+pub(super) fn start(
+    state: &mut RunState,
+    config: &Config,
+    plan: &Plan,
+    max_iterations: u32,
+) -> Option<u32> {
     let dead = (state.status.is_active()
         && state.iteration > 0
         && state.history.last().map(|h| h.iteration) != Some(state.iteration))
@@ -185,7 +191,7 @@ pub(super) fn start(state: &mut RunState, config: &Config, plan: &Plan) -> Optio
     state.status = RunStatus::Running;
     state.exit_reason = None;
     state.supervisor_pid = Some(std::process::id());
-    state.max_iterations = config.loop_.max_iterations;
+    state.max_iterations = max_iterations;
     state.completion_promise = config.loop_.completion_promise.clone();
     state.task_name = config
         .plan
@@ -269,7 +275,7 @@ mod tests {
             ..RunState::default()
         };
         let dead = |mut state: RunState| {
-            let found = start(&mut state, &Config::default(), &Plan::default());
+            let found = start(&mut state, &Config::default(), &Plan::default(), 50);
             assert_eq!(state.status, RunStatus::Running);
             found
         };

@@ -288,3 +288,20 @@ pub fn wait_for_process(needle: &str, within: Duration) {
         !processes_matching(needle).is_empty()
     });
 }
+
+/// `s` as a TOML basic string (a JSON string is one: the same escapes).
+pub fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// Every file under `dir`.
+pub fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}

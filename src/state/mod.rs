@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod lock;
+
+pub use lock::{Lock, LockInfo, read_lock, running_supervisor};
+
 use crate::breaker::BreakerState;
 use crate::context::Level;
 use crate::error::{Error, Result};
@@ -59,6 +63,20 @@ impl Trigger {
 impl std::fmt::Display for Trigger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// What set a checkpoint off, in a few words (`{{ label }}` of
+/// `git.commit_message`, the handoff title): "L2 at 87%" for the context,
+/// else the trigger, with the context's percent when there was a reading:
+/// "signal at 24%", "manual".
+pub fn checkpoint_label(trigger: &str, level: &str, percent: f64) -> String {
+    let percent = percent.round() as i64;
+    match trigger {
+        // Both are the context filling up (`compact`: Claude Code's own).
+        "context" | "compact" => format!("{level} at {percent}%"),
+        _ if percent > 0 => format!("{trigger} at {percent}%"),
+        _ => trigger.to_string(),
     }
 }
 
@@ -162,8 +180,12 @@ impl Layout {
     pub fn handoffs(&self) -> PathBuf {
         self.dir.join("handoffs")
     }
+    /// Every run's transcripts, one directory each.
+    pub fn runs(&self) -> PathBuf {
+        self.dir.join("runs")
+    }
     pub fn run_dir(&self, run_id: &str) -> PathBuf {
-        self.dir.join("runs").join(run_id)
+        self.runs().join(run_id)
     }
     pub fn transcript(&self, run_id: &str, iteration: u32) -> PathBuf {
         self.run_dir(run_id)
@@ -383,12 +405,30 @@ impl RunState {
 
     /// Atomic write: temp file, fsync, rename. A crash at any moment, power
     /// loss included, leaves either the old or the new file.
+    ///
+    /// A state that says the run has ended is the one save that must not
+    /// be lost: when a full disk (ENOSPC) has no room for the temp file, it is
+    /// written over the old file in place (compact, padded with spaces),
+    /// so that the final state is the truth, not "running".
     pub fn save(&mut self, path: &Path) -> Result<()> {
         self.updated_at = now_rfc3339();
         let json = serde_json::to_string_pretty(self)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
         // The state quotes the agent (last words, errors): no secrets in it.
-        write_atomic(path, crate::secrets::redact(&json).as_bytes())
+        let atomic = write_atomic(path, crate::secrets::redact_json(&json).as_bytes());
+        let ended = !matches!(
+            self.status,
+            RunStatus::New | RunStatus::Running | RunStatus::Waiting
+        );
+        let no_room = matches!(&atomic, Err(Error::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::StorageFull);
+        if !(ended && no_room) {
+            return atomic;
+        }
+        let json = serde_json::to_string(self)
+            .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
+        let json = crate::secrets::redact_json(&json);
+        write_in_place(path, json.as_bytes()).map_err(|_| atomic.unwrap_err())
     }
 
     pub fn is_finished(&self) -> bool {
@@ -423,6 +463,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::io("cannot write", path, e)
     })
+}
+
+/// Overwrite `path` from its start without truncating it first (no block
+/// is freed, so a full disk has room for as much as the old file held),
+/// padding with spaces over what was longer (JSON ignores them).
+fn write_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let f = OpenOptions::new().write(true).open(path)?;
+    overwrite_padded(&f, bytes.to_vec())?;
+    f.sync_all()
+}
+
+/// One positioned write of `bytes` at the start of `f`, padded with spaces
+/// over whatever was longer: never truncated first, so a reader always
+/// finds a whole record, and no block is given back to a full disk.
+pub(crate) fn overwrite_padded(f: &File, mut bytes: Vec<u8>) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let old = f.metadata()?.len() as usize;
+    if bytes.len() < old {
+        bytes.resize(old, b' ');
+    }
+    f.write_all_at(&bytes, 0)
 }
 
 /// Remove the temp files of [`write_atomic`] calls that a killed process
@@ -469,133 +530,6 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
 
 pub fn now_rfc3339() -> String {
     jiff::Timestamp::now().to_string()
-}
-
-/// What `.ralph/lock` records about the running supervisor.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LockInfo {
-    pub pid: i32,
-    pub run_id: String,
-    pub agent_pgid: Option<i32>,
-    pub started_at: String,
-    /// Inside a checkpoint (handoff, WIP commit): a supervisor that dies
-    /// now may leave git's lock files behind.
-    #[serde(default)]
-    pub committing: bool,
-}
-
-/// The held lock: an exclusive `flock` on `.ralph/lock`, released by the
-/// kernel when the supervisor dies, so a stale file never blocks a new run.
-pub struct Lock {
-    file: nix::fcntl::Flock<File>,
-    pub info: LockInfo,
-    /// The previous holder died with this agent process group recorded.
-    pub stale_agent_pgid: Option<i32>,
-    /// The previous holder died in the middle of a checkpoint.
-    pub stale_committing: bool,
-}
-
-impl Lock {
-    pub fn acquire(layout: &Layout, run_id: &str) -> Result<Lock> {
-        let path = layout.lock();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| Error::io("cannot open", &path, e))?;
-        let file = match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        {
-            Ok(f) => f,
-            Err((_, _)) => {
-                let pid = read_lock(layout).map_or(0, |i| i.pid);
-                return Err(Error::Locked { pid });
-            }
-        };
-        let stale = read_lock(layout).unwrap_or_default();
-        let mut lock = Lock {
-            file,
-            info: LockInfo {
-                pid: std::process::id() as i32,
-                run_id: run_id.to_string(),
-                agent_pgid: None,
-                started_at: now_rfc3339(),
-                committing: false,
-            },
-            stale_agent_pgid: stale.agent_pgid,
-            stale_committing: stale.committing,
-        };
-        lock.write()?;
-        Ok(lock)
-    }
-
-    /// Whether `.ralph/lock` is still the file this lock holds, checked on
-    /// every beat: `git clean -fdx` or `rm -rf .ralph` deletes it under a
-    /// live run, and a second `ralph run` would lock a new one. A deleted or
-    /// replaced lock is taken again (Ok(true)); Err(Locked) when another
-    /// supervisor holds the new one, so that this one stops.
-    pub fn revalidate(&mut self, layout: &Layout) -> Result<bool> {
-        use std::os::unix::fs::MetadataExt;
-        let held = self.file.metadata().ok();
-        let on_disk = std::fs::metadata(layout.lock()).ok();
-        if let (Some(held), Some(on_disk)) = (&held, &on_disk)
-            && (held.dev(), held.ino()) == (on_disk.dev(), on_disk.ino())
-        {
-            return Ok(false);
-        }
-        layout.ensure()?;
-        let taken = Lock::acquire(layout, &self.info.run_id)?;
-        self.file = taken.file;
-        self.write()?;
-        Ok(true)
-    }
-
-    pub fn set_agent(&mut self, pgid: Option<i32>) -> Result<()> {
-        self.info.agent_pgid = pgid;
-        self.write()
-    }
-
-    pub fn set_committing(&mut self, committing: bool) -> Result<()> {
-        self.info.committing = committing;
-        self.write()
-    }
-
-    /// Rewrite the record in place with one positioned write, padded with
-    /// spaces over whatever was longer: never truncated first, so a reader
-    /// (`ralph stop`, a supervisor taking over after a `kill -9`) always
-    /// finds a whole record, never an empty or half-written file.
-    fn write(&mut self) -> Result<()> {
-        use std::os::unix::fs::FileExt;
-        let mut json = serde_json::to_vec(&self.info).expect("lock info serializes");
-        let f: &File = &self.file;
-        (|| {
-            let old = f.metadata()?.len() as usize;
-            if json.len() < old {
-                json.resize(old, b' ');
-            }
-            // No sync: the lock's content matters only while the processes
-            // it names live, and no power loss leaves them alive.
-            f.write_all_at(&json, 0)
-        })()
-        .map_err(|e| Error::io("cannot write", ".ralph/lock", e))
-    }
-}
-
-/// The lock file's content, whether or not anyone holds it.
-pub fn read_lock(layout: &Layout) -> Option<LockInfo> {
-    let bytes = std::fs::read(layout.lock()).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
-/// The running supervisor, if one holds the lock right now.
-pub fn running_supervisor(layout: &Layout) -> Option<LockInfo> {
-    let file = File::open(layout.lock()).ok()?;
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
-        Ok(_unlocked_on_drop) => None,
-        Err(_) => read_lock(layout),
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,288 @@
+//! The processes ralph ends: the agent's process group and session, the
+//! sessions its tools made for themselves (recorded while the agent runs,
+//! ended by a supervisor taking over after a crash), and the orphans that
+//! were re-parented to ralph (a child subreaper). Reads `/proc`.
+
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+/// SIGKILL a process group if anything is left in it.
+pub fn kill_group(pgid: i32) {
+    if pgid > 1 {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+/// A session that a process of this run lives in, as recorded in the lock
+/// (`state::LockInfo::sessions`): Claude Code starts each Bash tool in a
+/// session of its own, out of reach of the agent's session and group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    pub sid: i32,
+    /// When the session's leader started (clock ticks since boot), if it
+    /// was alive when seen: a live leader with another start time is a
+    /// reused pid, someone else's session.
+    pub leader_start: Option<u64>,
+}
+
+/// The sessions of every descendant of this process (the agent, its tools,
+/// the orphans re-parented to ralph), other than ralph's own: one scan of
+/// `/proc`.
+pub fn descendant_sessions() -> Vec<SessionRecord> {
+    let me = std::process::id() as i32;
+    let procs = procs_with_stat();
+    let own_session = procs
+        .iter()
+        .find(|(pid, _)| *pid == me)
+        .map(|(_, p)| p.session);
+    let mut ours = vec![me];
+    let mut sessions: Vec<SessionRecord> = Vec::new();
+    // Parents before children is not guaranteed: repeat until nothing new.
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (pid, p) in &procs {
+            if !ours.contains(pid) && ours.contains(&p.ppid) {
+                ours.push(*pid);
+                grew = true;
+                if Some(p.session) != own_session && !sessions.iter().any(|s| s.sid == p.session) {
+                    let leader_start = procs
+                        .iter()
+                        .find(|(l, lp)| *l == p.session && !lp.zombie)
+                        .map(|(_, lp)| lp.start);
+                    sessions.push(SessionRecord {
+                        sid: p.session,
+                        leader_start,
+                    });
+                }
+            }
+        }
+    }
+    sessions.sort_by_key(|s| s.sid);
+    sessions
+}
+
+/// After a supervisor died: SIGKILL what is left in a session it recorded,
+/// unless its leader is alive and not the one recorded (a reused pid).
+pub fn kill_recorded_session(s: &SessionRecord) {
+    let leader = read_stat(s.sid).filter(|p| !p.zombie);
+    match (leader, s.leader_start) {
+        (None, _) => kill_session(s.sid),
+        (Some(p), Some(start)) if p.start == start => {
+            kill_group(s.sid);
+            kill_members(s.sid);
+        }
+        _ => {}
+    }
+}
+
+/// SIGKILL everything left in the session of an agent whose supervisor
+/// died: its process group and the tools it started in groups of their own.
+/// Nobody reaps them here (they were re-parented to init), so each pass only
+/// kills; it repeats while processes are found, since a dying shell's child
+/// may still fork.
+///
+/// The agent itself died with its supervisor (parent-death signal): a live
+/// process with its pid means the number was reused, and that session is
+/// someone else's.
+pub fn kill_session(sid: i32) {
+    let leader_alive = read_stat(sid).is_some_and(|p| !p.zombie);
+    if sid <= 1 || leader_alive {
+        return;
+    }
+    kill_group(sid);
+    kill_members(sid);
+}
+
+/// SIGKILL every live member of session `sid`, in passes while any is found.
+fn kill_members(sid: i32) {
+    if sid <= 1 {
+        return;
+    }
+    for _ in 0..10 {
+        // Zombies are dead already (and init may be slow to reap them).
+        let left = procs_where(|p| p.session == sid && !p.zombie);
+        if left.is_empty() {
+            return;
+        }
+        for pid in left {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Make this process a child subreaper: processes the agent puts in the
+/// background are re-parented to ralph when their parent exits, so
+/// [`reap_orphans`] can end them.
+pub fn become_subreaper() {
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::warn!("cannot become a child subreaper: {e}");
+    }
+}
+
+/// Kill and reap every child of ours that is still running (orphans the
+/// agent left behind, re-parented to us), until none is left.
+pub fn reap_orphans() {
+    let me = std::process::id() as i32;
+    for _ in 0..10 {
+        // Mostly there is none: then the scan of /proc (a read of every
+        // process's stat file) is not needed.
+        if !has_children() {
+            return;
+        }
+        let children = children_of(me);
+        if children.is_empty() {
+            return;
+        }
+        for pid in &children {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        for pid in children {
+            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
+        }
+    }
+}
+
+/// Whether this process has any child, running or exited and not yet
+/// waited for (`waitid` with `WNOWAIT` reaps nothing).
+fn has_children() -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
+}
+
+/// Pids whose parent is `ppid` (zombies included: they still need a wait).
+fn children_of(ppid: i32) -> Vec<i32> {
+    procs_where(|p| p.ppid == ppid)
+}
+
+/// What ralph reads of `/proc/PID/stat`.
+struct ProcStat {
+    zombie: bool,
+    ppid: i32,
+    session: i32,
+    /// Start time, clock ticks after boot.
+    start: u64,
+}
+
+impl ProcStat {
+    fn parse(stat: &str) -> Option<ProcStat> {
+        // The command name may hold spaces and parens: split after the last ')'.
+        let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
+        let zombie = fields.next()? == "Z";
+        let ppid = fields.next()?.parse().ok()?;
+        let session = fields.nth(1)?.parse().ok()?;
+        // Field 22 of stat(5); `session` was field 6.
+        let start = fields.nth(15)?.parse().ok()?;
+        Some(ProcStat {
+            zombie,
+            ppid,
+            session,
+            start,
+        })
+    }
+}
+
+fn read_stat(pid: i32) -> Option<ProcStat> {
+    ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Every process and its stat.
+fn procs_with_stat() -> Vec<(i32, ProcStat)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, read_stat(pid)?)))
+        .collect()
+}
+
+/// Pids whose `/proc/PID/stat` satisfies `test`.
+fn procs_where(test: impl Fn(&ProcStat) -> bool) -> Vec<i32> {
+    procs_with_stat()
+        .into_iter()
+        .filter(|(_, p)| test(p))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// Spawn `script` under `sh` as the leader of a new session.
+    fn session_leader(script: &str) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        let mut c = std::process::Command::new("sh");
+        c.args(["-c", script]);
+        // SAFETY: setsid only changes the child's own attributes.
+        unsafe {
+            c.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+            });
+        }
+        c.spawn().unwrap()
+    }
+
+    fn alive(pid: i32) -> bool {
+        read_stat(pid).is_some_and(|p| !p.zombie)
+    }
+
+    #[test]
+    fn kill_session_ends_what_a_dead_leader_left_and_spares_a_live_one() {
+        // A leader that is gone left a process in its session.
+        let mut dead = session_leader("sleep 613 & exit 0");
+        dead.wait().unwrap();
+        let sid = dead.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let left = loop {
+            let left = procs_where(|p| p.session == sid && !p.zombie);
+            if !left.is_empty() || Instant::now() > deadline {
+                break left;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(left.len(), 1, "the background sleep is in the session");
+        kill_session(sid);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!alive(left[0]));
+
+        // A live leader is someone else's session (a reused pid): spared.
+        let mut live = session_leader("exec sleep 614");
+        let pid = live.id() as i32;
+        kill_session(pid);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(alive(pid), "a live session leader is not ours to kill");
+        live.kill().unwrap();
+        live.wait().unwrap();
+    }
+
+    #[test]
+    fn tools_in_sessions_of_their_own_are_recorded_and_ended_by_record() {
+        // A tool that made a session of its own, as Claude Code's Bash does.
+        let mut tool = session_leader("exec sleep 615");
+        let sid = tool.id() as i32;
+        let record = descendant_sessions()
+            .into_iter()
+            .find(|s| s.sid == sid)
+            .expect("the tool's session is seen");
+        assert!(record.leader_start.is_some());
+        // A record whose leader started at another time is a reused pid.
+        let other = SessionRecord {
+            sid,
+            leader_start: record.leader_start.map(|t| t + 1),
+        };
+        kill_recorded_session(&other);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(alive(sid), "someone else's session is spared");
+        kill_recorded_session(&record);
+        tool.wait().unwrap();
+        assert!(!alive(sid));
+    }
+}

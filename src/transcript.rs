@@ -1,0 +1,385 @@
+//! The agent's raw transcripts under `.ralph/runs/<run>/`: written as they
+//! come up to a cap, then with every long string cut (each line's JSON
+//! structure kept), and, once their run is over, gzipped; only the last
+//! `runs.keep` runs are kept.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// `[runs]` in ralph.toml.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunsConfig {
+    /// Runs whose transcripts stay in `.ralph/runs/` (the current one
+    /// included); older ones are deleted when a run starts.
+    pub keep: u32,
+    /// MiB of a transcript written as the agent printed it; past this,
+    /// strings longer than [`ELIDED_STRING`] bytes are cut.
+    pub transcript_cap_mib: u64,
+    /// Gzip the transcripts of earlier runs when a run starts.
+    pub compress: bool,
+}
+
+impl Default for RunsConfig {
+    fn default() -> Self {
+        RunsConfig {
+            keep: 10,
+            transcript_cap_mib: 64,
+            compress: true,
+        }
+    }
+}
+
+/// Past the cap, strings keep this many bytes of their JSON form (and say
+/// how many were cut).
+pub const ELIDED_STRING: usize = 256;
+
+/// Where a JSON scan stands, carried from one chunk to the next.
+#[derive(Debug, Default, Clone, Copy)]
+struct Scan {
+    in_string: bool,
+    /// The previous byte was a backslash inside a string.
+    escaped: bool,
+    /// Hex digits of a `\uXXXX` escape still to come.
+    hex_left: u8,
+    /// Bytes of the current string copied.
+    kept: usize,
+    /// Bytes of the current string cut.
+    cut: u64,
+}
+
+/// A transcript file: bytes as they came up to the cap, then each line
+/// with its long strings cut. Never fails the agent: a write error (disk
+/// full) stops the writing and is kept for the supervisor to report.
+pub struct Writer {
+    file: File,
+    written: u64,
+    cap: u64,
+    scan: Scan,
+    out: Vec<u8>,
+    /// Strings cut past the cap.
+    pub cut_strings: u64,
+    /// The first write error; nothing is written after it.
+    pub error: Option<std::io::Error>,
+}
+
+impl Writer {
+    pub fn new(file: File, cap: u64) -> Writer {
+        Writer {
+            file,
+            written: 0,
+            cap,
+            scan: Scan::default(),
+            out: Vec::new(),
+            cut_strings: 0,
+            error: None,
+        }
+    }
+
+    /// Append a chunk of the agent's stdout.
+    pub fn write(&mut self, chunk: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        let result = if self.written < self.cap {
+            // As it came; the scan only follows the strings, so that the
+            // cut can start in the middle of a line.
+            track(&mut self.scan, chunk);
+            self.written += chunk.len() as u64;
+            self.file.write_all(chunk)
+        } else {
+            self.out.clear();
+            self.cut_strings += elide(&mut self.scan, chunk, &mut self.out);
+            self.written += self.out.len() as u64;
+            self.file.write_all(&self.out)
+        };
+        if let Err(e) = result {
+            self.error = Some(e);
+        }
+    }
+}
+
+/// Follow `bytes` (strings, escapes, line ends) without copying them.
+fn track(scan: &mut Scan, bytes: &[u8]) {
+    let mut i = 0;
+    while i < bytes.len() {
+        if scan.in_string && !scan.escaped && scan.hex_left == 0 {
+            // Jump to the next byte that matters.
+            match memchr::memchr3(b'"', b'\\', b'\n', &bytes[i..]) {
+                Some(k) => i += k,
+                None => return,
+            }
+        } else if !scan.in_string {
+            match memchr::memchr2(b'"', b'\n', &bytes[i..]) {
+                Some(k) => i += k,
+                None => return,
+            }
+        }
+        step(scan, bytes[i]);
+        i += 1;
+    }
+}
+
+/// Advance the scan over one byte; true when it closes a string.
+fn step(scan: &mut Scan, b: u8) -> bool {
+    if b == b'\n' {
+        // A raw newline is never inside a JSON string: a new line starts
+        // (whatever a broken line left open).
+        *scan = Scan::default();
+        return false;
+    }
+    if !scan.in_string {
+        if b == b'"' {
+            scan.in_string = true;
+            scan.kept = 0;
+            scan.cut = 0;
+        }
+        return false;
+    }
+    if scan.hex_left > 0 {
+        scan.hex_left -= 1;
+    } else if scan.escaped {
+        scan.escaped = false;
+        if b == b'u' {
+            scan.hex_left = 4;
+        }
+    } else if b == b'\\' {
+        scan.escaped = true;
+    } else if b == b'"' {
+        scan.in_string = false;
+        return true;
+    }
+    false
+}
+
+/// Copy `bytes` to `out` with every string cut after [`ELIDED_STRING`]
+/// bytes (never inside an escape or a UTF-8 character), the cut counted
+/// in the string itself: `"abc…[+1234 bytes]"`. Returns how many strings
+/// were cut.
+fn elide(scan: &mut Scan, bytes: &[u8], out: &mut Vec<u8>) -> u64 {
+    let mut strings = 0;
+    for &b in bytes {
+        let plain = !scan.escaped && scan.hex_left == 0;
+        let closes = scan.in_string && b == b'"' && plain;
+        let at_boundary = plain && (b & 0xC0) != 0x80;
+        if scan.in_string
+            && !closes
+            && b != b'\n'
+            && (scan.cut > 0 || (scan.kept >= ELIDED_STRING && at_boundary))
+        {
+            scan.cut += 1;
+            step(scan, b);
+            continue;
+        }
+        if closes && scan.cut > 0 {
+            out.extend_from_slice(format!("…[+{} bytes]", scan.cut).as_bytes());
+            strings += 1;
+        }
+        if scan.in_string {
+            scan.kept += 1;
+        }
+        step(scan, b);
+        out.push(b);
+    }
+    strings
+}
+
+/// When a run starts: delete the run directories under `runs_dir` but the
+/// newest `keep` (`current` always stays), and gzip the transcripts of the
+/// others kept. What could not be done is returned, for warnings.
+pub fn tidy(runs_dir: &Path, current: &str, config: &RunsConfig) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Ok(entries) = std::fs::read_dir(runs_dir) else {
+        return problems;
+    };
+    let mut runs: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| name != current)
+        .collect();
+    // Run ids are timestamps: newest last.
+    runs.sort();
+    let old = runs
+        .len()
+        .saturating_sub(config.keep.saturating_sub(1) as usize);
+    for name in &runs[..old] {
+        if let Err(e) = std::fs::remove_dir_all(runs_dir.join(name)) {
+            problems.push(format!("cannot delete the old run .ralph/runs/{name}: {e}"));
+        }
+    }
+    if !config.compress {
+        return problems;
+    }
+    for name in &runs[old..] {
+        let dir = runs_dir.join(name);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path
+                .extension()
+                .is_some_and(|e| e == "jsonl" || e == "stderr")
+                && let Err(e) = gzip(&path)
+            {
+                problems.push(format!("cannot compress {}: {e}", path.display()));
+            }
+        }
+    }
+    problems
+}
+
+/// `path` → `path.gz` (user-only), the original removed once the copy is
+/// whole; on failure (disk full) the partial copy goes, the original stays.
+fn gzip(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut gz_name = path.as_os_str().to_owned();
+    gz_name.push(".gz");
+    let gz_path = std::path::PathBuf::from(gz_name);
+    let result = (|| {
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&gz_path)?;
+        let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+        std::io::copy(&mut File::open(path)?, &mut encoder)?;
+        encoder.finish()?.sync_all()
+    })();
+    match result {
+        Ok(()) => std::fs::remove_file(path),
+        Err(e) => {
+            let _ = std::fs::remove_file(&gz_path);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elided(input: &str) -> String {
+        let mut out = Vec::new();
+        let mut scan = Scan::default();
+        // Fed in small pieces: the cut may start anywhere in a chunk.
+        for piece in input.as_bytes().chunks(7) {
+            elide(&mut scan, piece, &mut out);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn long_strings_are_cut_and_every_line_stays_json() {
+        let long = format!(
+            "{}\\\"é\\u00e9{}",
+            "a".repeat(ELIDED_STRING - 1),
+            "b".repeat(5000)
+        );
+        let line = format!(
+            "{{\"type\":\"user\",\"n\":12,\"content\":[\"{long}\",\"short\"],\"{long}\":true}}\n"
+        );
+        let input = format!("{line}{line}");
+        let out = elided(&input);
+        assert!(out.len() < 2 * 2 * (ELIDED_STRING + 64), "{}", out.len());
+        for l in out.lines() {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            assert_eq!(v["type"], "user");
+            assert_eq!(v["n"], 12);
+            assert_eq!(v["content"][1], "short");
+            let cut = v["content"][0].as_str().unwrap();
+            assert!(cut.starts_with(&"a".repeat(ELIDED_STRING - 1)), "{cut}");
+            assert!(cut.ends_with(" bytes]"), "{cut}");
+        }
+    }
+
+    #[test]
+    fn any_text_cut_keeps_valid_json_lines_valid() {
+        use proptest::prelude::*;
+        proptest!(|(values in proptest::collection::vec("\\PC{0,600}", 1..5), chunk in 1usize..50)| {
+            let line = serde_json::to_string(&values).unwrap() + "\n";
+            let mut out = Vec::new();
+            let mut scan = Scan::default();
+            for piece in line.as_bytes().chunks(chunk) {
+                elide(&mut scan, piece, &mut out);
+            }
+            let text = String::from_utf8(out).unwrap();
+            let back: Vec<String> = serde_json::from_str(text.trim_end()).unwrap();
+            prop_assert_eq!(back.len(), values.len());
+            for (b, v) in back.iter().zip(&values) {
+                // The cap is of the string as written, escapes included.
+                if serde_json::to_string(v).unwrap().len() - 2 <= ELIDED_STRING {
+                    prop_assert_eq!(b, v);
+                } else {
+                    // Cut, unless the string ended inside its last character.
+                    prop_assert!(b == v || b.ends_with(" bytes]"), "{}", b);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn writer_passes_bytes_up_to_the_cap_then_cuts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("iter-001.jsonl");
+        let mut w = Writer::new(File::create(&path).unwrap(), 100);
+        let big = format!("{{\"text\":\"{}\"}}\n", "x".repeat(10_000));
+        // The cap is crossed in the middle of the first line's string.
+        w.write(&big.as_bytes()[..50]);
+        w.write(&big.as_bytes()[50..]);
+        w.write(big.as_bytes());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].len(), big.len() - 1, "the first chunk as it came");
+        assert!(lines[1].len() < 400, "{}", lines[1]);
+        let v: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+        assert!(v["text"].as_str().unwrap().ends_with("…[+9744 bytes]"));
+        assert_eq!(w.cut_strings, 1);
+    }
+
+    #[test]
+    fn tidy_keeps_the_newest_runs_and_gzips_the_earlier_ones() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        for run in [
+            "20260101-000000",
+            "20260102-000000",
+            "20260103-000000",
+            "20260104-000000",
+        ] {
+            std::fs::create_dir(dir.path().join(run)).unwrap();
+            std::fs::write(
+                dir.path().join(run).join("iter-001.jsonl"),
+                "{}\n".repeat(100),
+            )
+            .unwrap();
+        }
+        let config = RunsConfig {
+            keep: 3,
+            ..RunsConfig::default()
+        };
+        assert!(tidy(dir.path(), "20260104-000000", &config).is_empty());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["20260102-000000", "20260103-000000", "20260104-000000"]
+        );
+        let gz = dir.path().join("20260103-000000/iter-001.jsonl.gz");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(File::open(gz).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "{}\n".repeat(100));
+        assert!(!dir.path().join("20260103-000000/iter-001.jsonl").exists());
+        // The current run's transcripts stay as they are.
+        assert!(dir.path().join("20260104-000000/iter-001.jsonl").exists());
+    }
+}
