@@ -371,6 +371,7 @@ fn read_stdout(
     if let Some(event) = decoder.finish() {
         send(event);
     }
+    raw.finish();
     raw
 }
 
@@ -397,6 +398,7 @@ fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<V
     let mut pipe = pipe;
     let mut buf = vec![0u8; 16 * 1024];
     let mut saved = 0u64;
+    let mut redact = crate::secrets::StreamRedactor::new();
     loop {
         let n = match pipe.read(&mut buf) {
             Ok(0) | Err(_) => break,
@@ -405,7 +407,7 @@ fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<V
         if let Some(f) = file.as_mut()
             && saved < STDERR_FILE_CAP
         {
-            let _ = f.write_all(&buf[..n]);
+            let _ = f.write_all(redact.feed(&buf[..n]));
             saved += n as u64;
         }
         if let Ok(mut t) = tail.lock() {
@@ -415,6 +417,9 @@ fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<V
                 t.drain(..cut);
             }
         }
+    }
+    if let Some(f) = file.as_mut() {
+        let _ = f.write_all(redact.finish());
     }
 }
 

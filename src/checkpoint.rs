@@ -154,6 +154,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         .and_then(|p| std::fs::read_to_string(root.join(p)).ok())
         .filter(|t| !t.trim().is_empty());
     saved.agent_notes = agent_notes.is_some();
+    // The notes stay under `.ralph/notes/`: without the secrets they quote.
+    if let (Some(p), Some(text)) = (&m.notes_path, &agent_notes)
+        && let std::borrow::Cow::Owned(clean) = crate::secrets::redact(text)
+    {
+        let _ = crate::state::write_private(&root.join(p), clean.as_bytes());
+    }
     let files_touched = work_files(&m.files_touched);
     saved.files_in_progress = files_touched
         .iter()

@@ -138,6 +138,89 @@ fn replace_known<'t>(known: &Known, text: &'t str, escaped_too: bool) -> Cow<'t,
     out
 }
 
+/// Redacts the known secrets, plain or JSON-escaped, from a byte stream
+/// written in chunks (the agent's raw transcript and stderr): a secret split
+/// across two chunks is still found, because as many bytes as the longest
+/// form, less one, are held back until the next chunk or [`Self::finish`].
+/// With no secret known, chunks pass through untouched and uncopied.
+#[derive(Default)]
+pub struct StreamRedactor {
+    /// (form, label), from the secrets known when the stream began.
+    forms: Vec<(Vec<u8>, Vec<u8>)>,
+    held: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl StreamRedactor {
+    pub fn new() -> StreamRedactor {
+        known()
+            .lock()
+            .map(|known| StreamRedactor::of(&known))
+            .unwrap_or_default()
+    }
+
+    fn of(known: &Known) -> StreamRedactor {
+        let forms = known
+            .iter()
+            .flat_map(|s| {
+                std::iter::once(&s.value)
+                    .chain(s.escaped.iter())
+                    .map(|f| (f.as_bytes().to_vec(), s.label.as_bytes().to_vec()))
+            })
+            .collect();
+        StreamRedactor {
+            forms,
+            ..StreamRedactor::default()
+        }
+    }
+
+    /// The part of the stream so far that can be written now, redacted.
+    pub fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
+        if self.forms.is_empty() {
+            return chunk;
+        }
+        self.held.extend_from_slice(chunk);
+        let longest = self.forms.iter().map(|(f, _)| f.len()).max().unwrap_or(1);
+        let safe = self.held.len().saturating_sub(longest - 1);
+        self.drain(safe)
+    }
+
+    /// What is still held back, redacted: the end of the stream.
+    pub fn finish(&mut self) -> &[u8] {
+        let all = self.held.len();
+        self.drain(all)
+    }
+
+    /// Redact and hand out `held[..upto]` (further, should a secret start
+    /// before `upto` and end after it); keep the rest.
+    fn drain(&mut self, upto: usize) -> &[u8] {
+        let mut found: Vec<(usize, usize, usize)> = Vec::new();
+        for (i, (form, _)) in self.forms.iter().enumerate() {
+            for start in memchr::memmem::find_iter(&self.held, form) {
+                if start < upto {
+                    found.push((start, start + form.len(), i));
+                }
+            }
+        }
+        // Earliest first; at one start the longest form wins.
+        found.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+        self.out.clear();
+        let mut pos = 0;
+        for (start, end, i) in found {
+            if start < pos {
+                continue;
+            }
+            self.out.extend_from_slice(&self.held[pos..start]);
+            self.out.extend_from_slice(&self.forms[i].1);
+            pos = end;
+        }
+        let cut = upto.max(pos);
+        self.out.extend_from_slice(&self.held[pos..cut]);
+        self.held.drain(..cut);
+        &self.out
+    }
+}
+
 /// Serialized JSON with every known secret redacted inside its strings
 /// (keys included): each string that holds one is decoded, redacted and
 /// encoded again, so a secret with quotes, backslashes or newlines is found
@@ -326,6 +409,28 @@ mod tests {
             vars.iter().map(|(k, v)| (k.to_string(), v.to_string())),
         );
         known
+    }
+
+    /// Every way of cutting a stream into two chunks, plain and JSON forms.
+    #[test]
+    fn a_stream_redactor_finds_secrets_split_across_chunks() {
+        let secret = "pa\"ss\\word\nend";
+        let known = known_of(&[("DB_PASSWORD", secret), ("API_TOKEN", "tok-12345678")]);
+        let escaped = json_inner(secret).unwrap();
+        let stream =
+            format!("{{\"text\":\"{escaped} and tok-12345678\"}}\nraw {secret} tok-1234567\n");
+        let want = "{\"text\":\"[redacted DB_PASSWORD] and [redacted API_TOKEN]\"}\nraw [redacted DB_PASSWORD] tok-1234567\n";
+        let bytes = stream.as_bytes();
+        for cut in 0..=bytes.len() {
+            let mut r = StreamRedactor::of(&known);
+            let mut out = r.feed(&bytes[..cut]).to_vec();
+            out.extend_from_slice(r.feed(&bytes[cut..]));
+            out.extend_from_slice(r.finish());
+            assert_eq!(String::from_utf8_lossy(&out), want, "cut at {cut}");
+        }
+        // Nothing known: the chunk itself, uncopied.
+        let mut none = StreamRedactor::of(&Vec::new());
+        assert!(std::ptr::eq(none.feed(bytes), bytes));
     }
 
     #[test]

@@ -64,6 +64,7 @@ pub struct Writer {
     pub cut_strings: u64,
     /// The first write error; nothing is written after it.
     pub error: Option<std::io::Error>,
+    redact: crate::secrets::StreamRedactor,
 }
 
 impl Writer {
@@ -76,11 +77,25 @@ impl Writer {
             out: Vec::new(),
             cut_strings: 0,
             error: None,
+            redact: crate::secrets::StreamRedactor::new(),
         }
     }
 
-    /// Append a chunk of the agent's stdout.
+    /// Append a chunk of the agent's stdout, known secrets redacted.
     pub fn write(&mut self, chunk: &[u8]) {
+        let mut redact = std::mem::take(&mut self.redact);
+        self.put(redact.feed(chunk));
+        self.redact = redact;
+    }
+
+    /// The end of the stream: what the redaction still held back.
+    pub fn finish(&mut self) {
+        let mut redact = std::mem::take(&mut self.redact);
+        self.put(redact.finish());
+        self.redact = redact;
+    }
+
+    fn put(&mut self, chunk: &[u8]) {
         if self.error.is_some() {
             return;
         }
@@ -331,6 +346,7 @@ mod tests {
         w.write(&big.as_bytes()[..50]);
         w.write(&big.as_bytes()[50..]);
         w.write(big.as_bytes());
+        w.finish();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2);

@@ -109,9 +109,8 @@ fn leaks_of(p: &Project, stdout: &str, secret: &str) -> Vec<String> {
     files.push(p.path("PROMPT.md"));
     for f in files {
         let name = f.strip_prefix(p.root()).unwrap().display().to_string();
-        let agents_own = name.starts_with(".ralph/runs/") || name.starts_with(".ralph/notes/");
         let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
-        if !agents_own && holds(&text) {
+        if holds(&text) {
             leaks.push(name);
         }
     }
