@@ -265,6 +265,20 @@ impl Supervisor {
         }
     }
 
+    /// The machine of iteration `number`: its limits and a fresh meter.
+    fn machine(&self, number: u32, now: &Now) -> IterationMachine {
+        let limits = IterationLimits::new(
+            &self.config,
+            number,
+            &self.root,
+            &self.budgets,
+            &self.state,
+            jiff::tz::TimeZone::system(),
+        );
+        let meter = iteration::meter(&self.config, &self.state);
+        IterationMachine::new(limits, meter, self.flags.signals, now)
+    }
+
     /// Run iterations until a rule says stop.
     pub async fn run(mut self) -> Result<Outcome> {
         agent::become_subreaper();
@@ -396,13 +410,12 @@ impl Supervisor {
             transcript: rel(&self.root, &transcript),
             resume_from,
         });
-        let meter = iteration::meter(&self.config, &self.state);
         let spawned = crate::state::create_dir_private(&run_dir)
             .and_then(|()| Agent::spawn(&cmd, &self.root, &transcript));
         let (mut agent, lines) = match spawned {
             Ok(x) => x,
             Err(e) => {
-                self.state.context_window = meter.window();
+                self.state.context_window = iteration::meter(&self.config, &self.state).window();
                 return Ok(Facts {
                     number,
                     started_at,
@@ -421,17 +434,7 @@ impl Supervisor {
             self.state.context_checkpoint.active = false;
             self.save();
         }
-        let tz = jiff::tz::TimeZone::system();
-        let limits = IterationLimits::new(
-            &self.config,
-            number,
-            &self.root,
-            &self.budgets,
-            &self.state,
-            tz,
-        );
-        let machine = IterationMachine::new(limits, meter, self.flags.signals, &Now::read());
-        let machine = machine.with_seams(seams);
+        let machine = self.machine(number, &Now::read()).with_seams(seams);
         let hook_facts = hooks::Facts {
             iteration: number,
             run_id: self.state.run_id.clone(),

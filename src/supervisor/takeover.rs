@@ -12,7 +12,7 @@ use std::io::BufReader;
 use std::path::Path;
 
 use super::facts::Facts;
-use super::iteration::{Input, IterationLimits, IterationMachine};
+use super::iteration::Input;
 use super::{Now, Supervisor, record, snapshots, verdict};
 use crate::checkpoint;
 use crate::events::Event;
@@ -90,16 +90,7 @@ impl Supervisor {
         // It started when its transcript was created (for the history).
         let created = file.metadata().and_then(|m| m.created()).ok();
         let now = Now::read();
-        let limits = IterationLimits::new(
-            &self.config,
-            number,
-            &self.root,
-            &self.budgets,
-            &self.state,
-            jiff::tz::TimeZone::system(),
-        );
-        let meter = super::iteration::meter(&self.config, &self.state);
-        let mut machine = IterationMachine::new(limits, meter, self.flags.signals, &now);
+        let mut machine = self.machine(number, &now);
         // Exited first: from then on lines are counted, nothing is acted on
         // (no checkpoint request, no signal); the effects are not wanted.
         let mut effects = Vec::new();
