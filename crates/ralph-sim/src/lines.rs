@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::step::ApiRetry;
+use crate::step::{ApiRetry, default_subtype_error};
 use crate::usage::{Totals, Usage};
 
 /// A JSON object written key by key, so lines keep the real CLI's key order (`type`
@@ -349,6 +349,22 @@ pub(crate) struct ResultSpec {
 }
 
 impl ResultSpec {
+    /// What the CLI prints when SIGINT aborts a running tool.
+    pub(crate) fn aborted() -> ResultSpec {
+        ResultSpec {
+            subtype: "error_during_execution".into(),
+            is_error: true,
+            text: None,
+            api_error_status: None,
+            errors: vec![default_subtype_error("error_during_execution")],
+            permission_denials: Vec::new(),
+            terminal_reason: "aborted_tools".into(),
+            stop_reason: "tool_use",
+            cost_usd: None,
+            num_turns: None,
+        }
+    }
+
     pub(crate) fn success(text: String, cost_usd: Option<f64>) -> ResultSpec {
         ResultSpec {
             subtype: "success".into(),
@@ -492,7 +508,6 @@ fn retry_error_name(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::step::default_subtype_error;
     use std::collections::BTreeSet;
 
     fn keys(value: &Value) -> BTreeSet<String> {
@@ -631,18 +646,7 @@ mod tests {
         assert_eq!(ours["modelUsage"], theirs["modelUsage"]);
         assert_eq!(ours["usage"], theirs["usage"]);
 
-        let abort = ResultSpec {
-            subtype: "error_during_execution".into(),
-            is_error: true,
-            text: None,
-            api_error_status: None,
-            errors: vec![default_subtype_error("error_during_execution")],
-            permission_denials: Vec::new(),
-            terminal_reason: "aborted_tools".into(),
-            stop_reason: "tool_use",
-            cost_usd: None,
-            num_turns: None,
-        };
+        let abort = ResultSpec::aborted();
         let ours: Value = serde_json::from_str(&result_line(&ctx(), &abort, &stats, "u")).unwrap();
         let theirs: Value = serde_json::from_str(FIXTURE_ABORT_RESULT).unwrap();
         assert_eq!(keys(&ours), keys(&theirs));

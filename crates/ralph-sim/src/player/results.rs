@@ -13,7 +13,7 @@ use crate::lines::{
     ResultSpec, ResultStats, ToolOutcome, default_error_text, result_line, synthetic_error_line,
     timestamp, tool_result_line, user_text_line,
 };
-use crate::step::{ErrorStep, ResultStep, Turn, default_subtype_error};
+use crate::step::{ErrorStep, ResultStep, Turn};
 use crate::usage::{DEFAULT_OUTPUT_TOKENS, Totals, Usage};
 
 impl Sim<'_> {
@@ -150,17 +150,6 @@ impl Sim<'_> {
         let uuid = self.ids.uuid();
         let line = user_text_line(&self.ctx(), interrupted, None, &uuid, &ts);
         self.emit(&line)?;
-        self.emit_result(ResultSpec {
-            subtype: "error_during_execution".into(),
-            is_error: true,
-            text: None,
-            api_error_status: None,
-            errors: vec![default_subtype_error("error_during_execution")],
-            permission_denials: Vec::new(),
-            terminal_reason: "aborted_tools".into(),
-            stop_reason: "tool_use",
-            cost_usd: None,
-            num_turns: None,
-        })
+        self.emit_result(ResultSpec::aborted())
     }
 }
