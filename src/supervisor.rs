@@ -236,14 +236,18 @@ impl Supervisor {
     /// one, with `reason` as `RALPH_REASON` (src/hooks: env, stdin payload,
     /// retries).
     fn publish(&mut self, event: Event, reason: Option<String>) {
-        let facts = hooks::Facts {
-            iteration: self.state.iteration,
-            run_id: self.state.run_id.clone(),
-            item: self.plan().current().map(|i| i.text.clone()),
-            handoff: self.state.last_handoff.clone(),
+        // Built only when a hook runs: it reads the plan from disk.
+        let (state, plan) = (&self.state, self.root.join(&self.config.plan));
+        let facts = || hooks::Facts {
+            iteration: state.iteration,
+            run_id: state.run_id.clone(),
+            item: Plan::load(&plan)
+                .ok()
+                .and_then(|p| p.current().map(|i| i.text.clone())),
+            handoff: state.last_handoff.clone(),
             reason,
         };
-        if self.hooks.emit(&mut self.bus, event, || facts) {
+        if self.hooks.emit(&mut self.bus, event, facts) {
             // A hook may have changed the tree.
             self.tree_touched();
         }
