@@ -28,6 +28,7 @@ pub struct Config {
     pub prompt: crate::token_budget::PromptConfig,
     pub handoff: crate::token_budget::HandoffConfig,
     pub runs: crate::transcript::RunsConfig,
+    pub verify: crate::verify::VerifyConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -164,6 +165,7 @@ impl Default for Config {
             prompt: Default::default(),
             handoff: Default::default(),
             runs: Default::default(),
+            verify: Default::default(),
         }
     }
 }
@@ -402,6 +404,9 @@ impl Config {
             if v == 0 {
                 return bad("breaker", key, "must be at least 1".into());
             }
+        }
+        if let Some((key, why)) = self.verify.problem() {
+            return bad("verify", key, why);
         }
         if self.hooks.retries > MAX_HOOK_RETRIES {
             return bad(

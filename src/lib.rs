@@ -37,5 +37,6 @@ pub mod tiers;
 pub mod token_budget;
 pub mod tokens;
 pub mod transcript;
+pub mod verify;
 
 pub use error::{Error, Result};

@@ -55,6 +55,8 @@ pub(super) enum IterationOutcome {
     Checkpoint(Trigger, Level),
     Failed,
     Promise,
+    /// It kept its promise, but the `[verify]` commands failed.
+    Refused,
     Done,
     /// The supervisor died during it; the next run took it over.
     Crash,
@@ -68,6 +70,7 @@ impl std::fmt::Display for IterationOutcome {
             IterationOutcome::Checkpoint(t, l) => write!(f, "checkpoint ({t}, {l})"),
             IterationOutcome::Failed => f.write_str("failed"),
             IterationOutcome::Promise => f.write_str("promise"),
+            IterationOutcome::Refused => f.write_str("refused"),
             IterationOutcome::Done => f.write_str("done"),
             IterationOutcome::Crash => f.write_str("crash"),
         }
@@ -191,6 +194,17 @@ pub(super) fn crashed(facts: &Facts, progress: bool) -> Verdict {
     }
 }
 
+/// The agent kept its promise over failing checks (`why`, the failed
+/// verification's summary): not a completion, and a failure for the
+/// breaker, so that the same failure claimed done again and again opens it
+/// (`same_error`) instead of looping all night.
+pub(super) fn refuse(verdict: &mut Verdict, why: String) {
+    verdict.outcome = IterationOutcome::Refused;
+    verdict.error = Some(why.clone());
+    verdict.breaker.failed = true;
+    verdict.breaker.error = Some(why);
+}
+
 /// Why this iteration counts as a failure, if it does.
 pub(super) fn failure_of(it: &Facts, we_stopped: bool) -> Option<String> {
     if let Some(e) = &it.spawn_error {
@@ -261,6 +275,8 @@ pub(super) struct Case {
     /// The agent kept its promise in this iteration; the plan's open items.
     pub promise: Option<(u32, usize)>,
     pub require_plan_complete: bool,
+    /// Why the promise does not complete the run: the checks failed.
+    pub refused: Option<String>,
     pub breaker: Option<BreakerEnd>,
     pub stop_requested: bool,
     pub budget: Option<BudgetSpent>,
@@ -282,6 +298,8 @@ pub(super) fn exit_rule(case: Case, events: &mut Vec<Event>) -> Next {
                 iteration,
                 open_items,
             });
+        } else if let Some(reason) = case.refused {
+            events.push(Event::CompletionRefused { iteration, reason });
         } else {
             return Next::End(
                 Outcome::Completed,
@@ -364,21 +382,38 @@ pub(super) fn gate(
     )
 }
 
+/// What stands between a promise and the run's completion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Gate {
+    /// The plan's open items when the iteration ended.
+    pub open_items: usize,
+    pub require_plan_complete: bool,
+    /// The `[verify]` commands failed: why.
+    pub refused: Option<String>,
+}
+
+impl Gate {
+    /// A promise made now would pass the plan gate.
+    pub(super) fn plan_passes(&self) -> bool {
+        !self.require_plan_complete || self.open_items == 0
+    }
+}
+
 /// After an iteration: does the run go on?
 pub(super) fn next(
     facts: &Facts,
     trip: Option<Trip>,
     flags: &RunFlags,
     budget: Option<BudgetSpent>,
-    open_items: usize,
-    require_plan_complete: bool,
+    gate: Gate,
     events: &mut Vec<Event>,
 ) -> Next {
     exit_rule(
         Case {
             signalled: flags.signals.any(),
-            promise: facts.promise.then_some((facts.number, open_items)),
-            require_plan_complete,
+            promise: facts.promise.then_some((facts.number, gate.open_items)),
+            require_plan_complete: gate.require_plan_complete,
+            refused: gate.refused,
             breaker: trip.map(BreakerEnd::Tripped),
             stop_requested: flags.stop_requested,
             budget,
