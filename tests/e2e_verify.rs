@@ -254,3 +254,47 @@ result = "<promise>COMPLETE</promise>"
             .contains("NOT committed")
     );
 }
+
+#[test]
+fn doctor_runs_the_checks_once_and_init_proposes_them() {
+    let p = Project::new(
+        PLAN,
+        common::IDLE,
+        "[verify]\ncommands = [\"echo ran >> ran.txt\", \"echo boom; exit 2\", \"echo never\"]\n",
+    );
+    let out = p.ralph().args(["doctor", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let verify: Vec<&serde_json::Value> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "verify")
+        .collect();
+    assert_eq!(verify.len(), 3, "{report}");
+    assert_eq!(verify[0]["verdict"], "ok");
+    assert_eq!(verify[1]["verdict"], "problem");
+    assert_eq!(
+        verify[1]["detail"],
+        "`echo boom; exit 2` exited with 2: boom"
+    );
+    assert_eq!(verify[2]["verdict"], "warning");
+    assert_eq!(p.read("ran.txt"), "ran\n");
+
+    // `ralph init` in a Rust project proposes `cargo test`.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .arg("init")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("proposed [verify] commands (ralph runs them before it accepts a completion): cargo test"),
+        "{stdout}"
+    );
+    let toml = std::fs::read_to_string(dir.path().join("ralph.toml")).unwrap();
+    assert!(toml.contains("\ncommands = [\"cargo test\"]"), "{toml}");
+}

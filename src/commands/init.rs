@@ -2,6 +2,7 @@
 //! the embedded templates in `prompts/` for editing, a starter plan and
 //! `.ralph/.gitignore`. Never overwrites a file without `--force`.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,9 @@ pub struct InitReport {
     /// What stands in the way of a run (a prompt file ralph did not write).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The `[verify] commands` proposed for the project found.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
 }
 
 impl Report for InitReport {
@@ -45,6 +49,13 @@ impl Report for InitReport {
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");
         }
+        if !self.verify.is_empty() {
+            let _ = writeln!(
+                out,
+                "proposed [verify] commands (ralph runs them before it accepts a completion): {}",
+                self.verify.join(", ")
+            );
+        }
         out.push_str(
             "next: write the plan in fix_plan.md, then check the setup with `ralph doctor` and `ralph run --dry-run`\n",
         );
@@ -52,22 +63,71 @@ impl Report for InitReport {
     }
 }
 
-/// Every file `ralph init` writes, relative to the root, with its content.
-fn scaffold() -> Vec<(PathBuf, &'static str)> {
-    let mut files = vec![(PathBuf::from(FILE_NAME), CONFIG_TEMPLATE)];
+/// Every file `ralph init` writes, relative to the root, with its content:
+/// the config proposes `[verify] commands` for the project it finds.
+fn scaffold(root: &Path) -> Vec<(PathBuf, Cow<'static, str>)> {
+    let proposed = verify_commands(root);
+    let config = if proposed.is_empty() {
+        Cow::Borrowed(CONFIG_TEMPLATE)
+    } else {
+        let list: Vec<String> = proposed.iter().map(|c| format!("{c:?}")).collect();
+        let line = format!(
+            "commands = [{}]  # proposed by `ralph init`",
+            list.join(", ")
+        );
+        Cow::Owned(CONFIG_TEMPLATE.replacen("\ncommands = []\n", &format!("\n{line}\n"), 1))
+    };
+    let mut files = vec![(PathBuf::from(FILE_NAME), config)];
     for (name, text) in crate::prompt::EMBEDDED {
-        files.push((Path::new("prompts").join(name), text));
+        files.push((Path::new("prompts").join(name), Cow::Borrowed(text)));
     }
-    files.push((PathBuf::from("fix_plan.md"), PLAN_TEMPLATE));
-    files.push((Path::new(".ralph").join(".gitignore"), state::GITIGNORE));
+    files.push((PathBuf::from("fix_plan.md"), Cow::Borrowed(PLAN_TEMPLATE)));
+    files.push((
+        Path::new(".ralph").join(".gitignore"),
+        Cow::Borrowed(state::GITIGNORE),
+    ));
     files
+}
+
+/// The checks of the project kinds `root` shows (Cargo, npm with a test
+/// script, pytest, Go), in that order.
+pub fn verify_commands(root: &Path) -> Vec<String> {
+    let has = |name: &str| root.join(name).exists();
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default();
+    let mut out = Vec::new();
+    if has("Cargo.toml") {
+        out.push("cargo test".to_string());
+    }
+    let npm_test = serde_json::from_str::<serde_json::Value>(&read("package.json"))
+        .ok()
+        .and_then(|p| p["scripts"]["test"].as_str().map(str::to_string))
+        // npm's placeholder script fails by design: not a check.
+        .is_some_and(|t| !t.contains("no test specified"));
+    if npm_test {
+        out.push("npm test".to_string());
+    }
+    let pytest = has("pytest.ini")
+        || has("conftest.py")
+        || read("pyproject.toml").contains("[tool.pytest")
+        || read("setup.cfg").contains("[tool:pytest]")
+        || read("tox.ini").contains("[pytest]");
+    if pytest {
+        out.push("python -m pytest -q".to_string());
+    }
+    if has("go.mod") {
+        out.push("go test ./...".to_string());
+    }
+    out
 }
 
 /// `ralph init [--force] [--json]`.
 pub fn init(root: &Path, force: bool, json: bool) -> Result<i32> {
-    let mut report = InitReport::default();
+    let mut report = InitReport {
+        verify: verify_commands(root),
+        ..InitReport::default()
+    };
     let mut writes = Vec::new();
-    for (rel, text) in scaffold() {
+    for (rel, text) in scaffold(root) {
         let path = root.join(&rel);
         let name = rel.display().to_string();
         match std::fs::read(&path) {
@@ -94,7 +154,7 @@ pub fn init(root: &Path, force: bool, json: bool) -> Result<i32> {
         .map_err(|e| Error::io("cannot create", root.join("prompts"), e))?;
     Layout::new(root).ensure()?;
     for (path, text) in writes {
-        std::fs::write(&path, text).map_err(|e| Error::io("cannot write", &path, e))?;
+        std::fs::write(&path, text.as_bytes()).map_err(|e| Error::io("cannot write", &path, e))?;
     }
     report.warnings =
         crate::ownership::setup_warnings(root, &crate::config::Config::load(root)?.prompt_file);
@@ -106,6 +166,46 @@ pub fn init(root: &Path, force: bool, json: bool) -> Result<i32> {
 mod tests {
     use super::*;
     use crate::config::Config;
+
+    #[test]
+    fn init_proposes_the_checks_of_the_project_it_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert!(verify_commands(root).is_empty());
+        let config = |root: &Path| {
+            let (_, text) = scaffold(root).swap_remove(0);
+            Config::parse(&text, Path::new(FILE_NAME))
+                .unwrap()
+                .verify
+                .commands
+        };
+        assert!(config(root).is_empty());
+        std::fs::write(
+            root.join("package.json"),
+            r#"{"scripts": {"test": "echo \"Error: no test specified\" && exit 1"}}"#,
+        )
+        .unwrap();
+        assert!(
+            verify_commands(root).is_empty(),
+            "npm's placeholder is no check"
+        );
+        std::fs::write(
+            root.join("package.json"),
+            r#"{"scripts": {"test": "vitest"}}"#,
+        )
+        .unwrap();
+        std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+        std::fs::write(root.join("pyproject.toml"), "[tool.pytest.ini_options]\n").unwrap();
+        std::fs::write(root.join("go.mod"), "module x\n").unwrap();
+        let all = [
+            "cargo test",
+            "npm test",
+            "python -m pytest -q",
+            "go test ./...",
+        ];
+        assert_eq!(verify_commands(root), all);
+        assert_eq!(config(root), all);
+    }
 
     #[test]
     fn config_template_parses_to_the_defaults() {

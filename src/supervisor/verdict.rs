@@ -710,6 +710,7 @@ mod tests {
             signalled: true,
             promise: Some((4, 0)),
             require_plan_complete: false,
+            refused: None,
             breaker: Some(BreakerEnd::Tripped(trip())),
             stop_requested: true,
             budget: Some(BudgetSpent::Cost {
@@ -800,6 +801,51 @@ mod tests {
             assert_eq!(exit_rule(case.clone(), &mut events), decided);
             take_away(&mut case);
         }
+    }
+
+    #[test]
+    fn a_promise_over_failing_checks_is_refused_and_the_rules_go_on() {
+        let refused = Case {
+            signalled: false,
+            breaker: None,
+            stop_requested: false,
+            budget: None,
+            limit: None,
+            iteration_limit: None,
+            refused: Some("verify failed: `make` exited with 2".into()),
+            ..all()
+        };
+        let mut events = Vec::new();
+        assert_eq!(exit_rule(refused.clone(), &mut events), Next::Continue);
+        assert_eq!(
+            events,
+            [Event::CompletionRefused {
+                iteration: 4,
+                reason: "verify failed: `make` exited with 2".into()
+            }]
+        );
+        // Refused again and again: the breaker (fed the failure) ends it.
+        let tripped = Case {
+            breaker: Some(BreakerEnd::Tripped(trip())),
+            ..refused
+        };
+        assert!(matches!(
+            exit_rule(tripped, &mut Vec::new()),
+            Next::End(Outcome::BreakerOpen, _)
+        ));
+        // The refusal is a failure with a stable fingerprint.
+        let mut v = judge(
+            &Facts {
+                promise: true,
+                ..Facts::default()
+            },
+            &Measured::default(),
+            &RunFlags::default(),
+        );
+        refuse(&mut v, "verify failed: `make` exited with 2".into());
+        assert_eq!(v.outcome.to_string(), "refused");
+        assert!(v.breaker.failed);
+        assert_eq!(v.breaker.error.as_deref(), v.error.as_deref());
     }
 
     #[test]
