@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::breaker::BreakerConfig;
 use crate::error::{Error, Result};
+pub use crate::hooks::{HooksConfig, MAX_HOOK_RETRIES};
 pub use crate::span::{Span, format_duration};
 
 pub const FILE_NAME: &str = "ralph.toml";
@@ -115,41 +116,6 @@ pub struct RateLimitConfig {
     pub max_wait: Span,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct HooksConfig {
-    pub on_checkpoint: Vec<String>,
-    pub on_iteration_end: Vec<String>,
-    pub on_exit: Vec<String>,
-    /// The context crossed up into L1, L2 or L3 (run in the background).
-    pub on_level: Vec<String>,
-    /// The circuit breaker opened, went half-open or closed.
-    pub on_breaker: Vec<String>,
-    /// A wait for a usage limit to reset begins.
-    pub on_limit_wait: Vec<String>,
-    /// How long one hook may run before it is killed and logged.
-    pub timeout: Span,
-    /// How many times a failed hook command is run again.
-    pub retries: u32,
-}
-
-/// The most `hooks.retries` may be: each retry can take `hooks.timeout`.
-pub const MAX_HOOK_RETRIES: u32 = 5;
-
-impl HooksConfig {
-    /// Each hook point's key with its commands.
-    pub fn points(&self) -> [(&'static str, &[String]); 6] {
-        [
-            ("on_checkpoint", &self.on_checkpoint),
-            ("on_iteration_end", &self.on_iteration_end),
-            ("on_exit", &self.on_exit),
-            ("on_level", &self.on_level),
-            ("on_breaker", &self.on_breaker),
-            ("on_limit_wait", &self.on_limit_wait),
-        ]
-    }
-}
-
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -233,21 +199,6 @@ impl Default for RateLimitConfig {
         RateLimitConfig {
             wait: true,
             max_wait: Span::secs(6 * 60 * 60),
-        }
-    }
-}
-
-impl Default for HooksConfig {
-    fn default() -> Self {
-        HooksConfig {
-            on_checkpoint: Vec::new(),
-            on_iteration_end: Vec::new(),
-            on_exit: Vec::new(),
-            on_level: Vec::new(),
-            on_breaker: Vec::new(),
-            on_limit_wait: Vec::new(),
-            timeout: Span::secs(60),
-            retries: 0,
         }
     }
 }

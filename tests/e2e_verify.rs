@@ -125,6 +125,23 @@ fn a_promise_over_failing_checks_is_refused_and_the_next_prompt_fixes_them() {
     );
     // The state keeps the latest verification; the prompt no longer asks.
     assert_eq!(p.state()["verify"]["passed"], true);
+    // The morning report's verify lane: text, JSON and the page.
+    let out = p.ralph().arg("report").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "verify         ✗✓  2 run(s), 1 failed · last (iteration 2): passed (1 command)"
+        ),
+        "{text}"
+    );
+    let out = p.ralph().args(["report", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verify"][0]["passed"], false);
+    assert_eq!(json["verify"][0]["iteration"], 1);
+    assert_eq!(json["verify"][1]["passed"], true);
+    let page = p.read(".ralph/report.html");
+    assert!(page.contains("<h2>Verify</h2>"));
+    assert!(page.contains("2 run(s) of the project's checks: 1 passed, 1 failed."));
 }
 
 #[test]
@@ -142,7 +159,7 @@ result = "<promise>COMPLETE</promise>"
     let p = Project::new(
         PLAN,
         scenario,
-        "[loop]\nmax_iterations = 8\n[verify]\ncommands = [\"echo 'test_parse FAILED'; exit 1\"]\n",
+        "[loop]\nmax_iterations = 8\n[verify]\ncommands = [\"echo 'test_parse FAILED'; exit 1\"]\n[hooks]\non_verify = [\"echo $RALPH_VERIFY $RALPH_VERIFY_WHEN >> .ralph/hooks.txt\"]\n",
     );
     let run = p.run(&[], LIMIT);
     let ended = run.ended();
@@ -160,6 +177,18 @@ result = "<promise>COMPLETE</promise>"
         ended["reason"]
     );
     assert_eq!(p.state()["status"], "breaker_open");
+    // `ralph status` says why.
+    let out = p.ralph().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("verify     failed: `echo 'test_parse FAILED'; exit 1` exited with 1 after iteration 4 (completion)"),
+        "{text}"
+    );
+    let out = p.ralph().args(["status", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verify"]["passed"], false);
+    // Each result reached the on_verify hook.
+    assert_eq!(p.read(".ralph/hooks.txt"), "failed completion\n".repeat(4));
 }
 
 #[test]
@@ -297,4 +326,52 @@ fn doctor_runs_the_checks_once_and_init_proposes_them() {
     );
     let toml = std::fs::read_to_string(dir.path().join("ralph.toml")).unwrap();
     assert!(toml.contains("\ncommands = [\"cargo test\"]"), "{toml}");
+}
+
+#[test]
+fn checks_run_after_a_check_off_when_asked_and_are_booked_to_the_item() {
+    let scenario = r#"
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "parser.py"
+content = "x = 1\n"
+[[iteration.step]]
+context = 40000
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[iteration.step]]
+result = "parser done"
+
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "fix_plan.md"
+old = "- [ ] tests"
+new = "- [x] tests"
+[[iteration.step]]
+result = "<promise>COMPLETE</promise>"
+"#;
+    let p = Project::new(
+        "# Ship\n\n- [ ] parser\n- [ ] tests\n",
+        scenario,
+        "[verify]\ncommands = [\"test -f parser.py\"]\non = [\"completion\", \"item\"]\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let v = run.of("verify");
+    assert_eq!(v.len(), 2, "{}", run.describe());
+    assert_eq!(v[0]["when"], "item");
+    assert_eq!(v[0]["iteration"], 1);
+    assert_eq!(v[0]["items"][0], "parser");
+    assert_eq!(v[1]["when"], "completion");
+    let items = p.state()["items"].clone();
+    let parser = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["item"] == "parser")
+        .unwrap_or_else(|| panic!("{items}"));
+    assert_eq!(parser["verified"], true);
 }

@@ -134,6 +134,20 @@ pub struct StatusReport {
     /// Plan items open and done, as of the end of the last iteration.
     pub plan_open: usize,
     pub plan_done: usize,
+    /// The latest run of the `[verify]` commands, if any ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyView>,
+}
+
+/// The latest verification as `ralph status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VerifyView {
+    pub iteration: u32,
+    /// `completion`, `item` or `checkpoint`.
+    pub when: &'static str,
+    pub passed: bool,
+    /// "verify passed (2 commands)", "verify failed: `make` exited with 2".
+    pub summary: String,
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -174,6 +188,12 @@ impl StatusReport {
             last_commit: s.last_commit.clone(),
             plan_open: s.todo_items.len(),
             plan_done: s.completed_items.len(),
+            verify: s.verify.as_ref().map(|v| VerifyView {
+                iteration: v.iteration,
+                when: v.when.name(),
+                passed: v.passed,
+                summary: v.summary(),
+            }),
         })
     }
 }
@@ -265,6 +285,17 @@ impl Report for StatusReport {
                         .as_deref()
                         .map(|e| format!(", error: {e}"))
                         .unwrap_or_default()
+                ),
+            );
+        }
+        if let Some(v) = &self.verify {
+            row(
+                "verify",
+                format!(
+                    "{} after iteration {} ({})",
+                    v.summary.trim_start_matches("verify "),
+                    v.iteration,
+                    v.when
                 ),
             );
         }

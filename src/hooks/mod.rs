@@ -13,8 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::config::HooksConfig;
+use serde::{Deserialize, Serialize};
+
 use crate::events::{Bus, Event, Record};
+use crate::span::Span;
 use process::End;
 pub use process::watch_interrupts;
 
@@ -22,6 +24,61 @@ pub use process::watch_interrupts;
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// The longest `detail` taken from a hook's output.
 const DETAIL_CHARS: usize = 300;
+
+/// `[hooks]` in ralph.toml.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    pub on_checkpoint: Vec<String>,
+    pub on_iteration_end: Vec<String>,
+    pub on_exit: Vec<String>,
+    /// The context crossed up into L1, L2 or L3 (run in the background).
+    pub on_level: Vec<String>,
+    /// The circuit breaker opened, went half-open or closed.
+    pub on_breaker: Vec<String>,
+    /// A wait for a usage limit to reset begins.
+    pub on_limit_wait: Vec<String>,
+    /// ralph ran the `[verify]` commands (passed or failed).
+    pub on_verify: Vec<String>,
+    /// How long one hook may run before it is killed and logged.
+    pub timeout: Span,
+    /// How many times a failed hook command is run again.
+    pub retries: u32,
+}
+
+/// The most `hooks.retries` may be: each retry can take `hooks.timeout`.
+pub const MAX_HOOK_RETRIES: u32 = 5;
+
+impl HooksConfig {
+    /// Each hook point's key with its commands.
+    pub fn points(&self) -> [(&'static str, &[String]); 7] {
+        [
+            ("on_checkpoint", &self.on_checkpoint),
+            ("on_iteration_end", &self.on_iteration_end),
+            ("on_exit", &self.on_exit),
+            ("on_level", &self.on_level),
+            ("on_breaker", &self.on_breaker),
+            ("on_limit_wait", &self.on_limit_wait),
+            ("on_verify", &self.on_verify),
+        ]
+    }
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            on_checkpoint: Vec::new(),
+            on_iteration_end: Vec::new(),
+            on_exit: Vec::new(),
+            on_level: Vec::new(),
+            on_breaker: Vec::new(),
+            on_limit_wait: Vec::new(),
+            on_verify: Vec::new(),
+            timeout: Span::secs(60),
+            retries: 0,
+        }
+    }
+}
 
 /// The moments a hook can be attached to (the keys of `[hooks]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +89,7 @@ pub enum Point {
     Level,
     Breaker,
     LimitWait,
+    Verify,
 }
 
 impl Point {
@@ -44,6 +102,7 @@ impl Point {
             Event::LevelChanged { from, to, .. } if to > from => Point::Level,
             Event::Breaker { .. } => Point::Breaker,
             Event::LimitWait { .. } => Point::LimitWait,
+            Event::Verify { .. } => Point::Verify,
             _ => return None,
         })
     }
@@ -57,6 +116,7 @@ impl Point {
             Point::Level => "on_level",
             Point::Breaker => "on_breaker",
             Point::LimitWait => "on_limit_wait",
+            Point::Verify => "on_verify",
         }
     }
 }
@@ -300,6 +360,14 @@ fn env(point: Point, event: &Event, facts: Facts) -> Vec<(String, String)> {
             vars.push(("RALPH_WAIT_SECONDS", seconds.to_string()));
             detail.clone()
         }
+        Event::Verify { verification: v } => {
+            vars.push((
+                "RALPH_VERIFY",
+                if v.passed { "passed" } else { "failed" }.to_string(),
+            ));
+            vars.push(("RALPH_VERIFY_WHEN", v.when.name().to_string()));
+            v.summary()
+        }
         _ => String::new(),
     };
     [
@@ -445,7 +513,7 @@ fn describe(f: &process::Finished, timeout: Duration) -> (bool, String) {
             false,
             format!(
                 "timed out after {} and was killed with what it started",
-                crate::config::format_duration(timeout)
+                crate::span::format_duration(timeout)
             ),
         ),
         End::Interrupted => (

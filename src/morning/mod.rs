@@ -6,6 +6,7 @@
 pub mod charts;
 pub mod html;
 pub mod model;
+pub mod story;
 pub mod svg;
 pub mod text;
 

@@ -37,6 +37,8 @@ pub struct RunReport {
     pub iterations: Vec<IterationRow>,
     pub waits: Vec<Wait>,
     pub breaker: Vec<BreakerChange>,
+    /// The runs of the `[verify]` commands, oldest first.
+    pub verify: Vec<super::story::VerifyRow>,
     pub metrics: Metrics,
 }
 
@@ -226,6 +228,7 @@ pub fn build(
         iterations: Vec::new(),
         waits: Vec::new(),
         breaker: Vec::new(),
+        verify: Vec::new(),
         metrics: Metrics::default(),
     };
     let mut rows: BTreeMap<u32, IterationRow> = BTreeMap::new();
@@ -367,6 +370,9 @@ pub fn build(
                 rule: rule.clone(),
                 message: message.clone(),
             }),
+            Event::Verify { .. } => report
+                .verify
+                .extend(super::story::VerifyRow::of(&r.ts, &r.event)),
             Event::LimitWait {
                 until,
                 seconds,

@@ -122,6 +122,7 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         None => format!("{} (items not recorded)", m.resumes),
     };
     let _ = writeln!(out, "{:<15}{resumes}", "resumes");
+    let _ = writeln!(out, "{}", cut(&super::story::verify_text(&r.verify), 80));
     let _ = writeln!(
         out,
         "{:<15}{} breaker trip(s) · {} usage-limit wait(s), {}",

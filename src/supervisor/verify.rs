@@ -81,7 +81,7 @@ impl Supervisor {
     fn verify(&mut self, iteration: u32, when: When) -> Verification {
         let env = [
             ("RALPH_ITERATION".to_string(), iteration.to_string()),
-            ("RALPH_VERIFY".to_string(), when.name().to_string()),
+            ("RALPH_VERIFY_WHEN".to_string(), when.name().to_string()),
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
         ];
         let result = verify::run(&self.config.verify, &self.root, &env, iteration, when);
