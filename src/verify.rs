@@ -262,7 +262,10 @@ pub fn view(v: &Verification, lines: usize, timeout: Duration) -> Option<minijin
     let from = all.len().saturating_sub(lines);
     let tail: Vec<String> = all[from..]
         .iter()
-        .map(|l| crate::tiers::cut_chars(l, LINE_CHARS))
+        .map(|l| match l.char_indices().nth(LINE_CHARS) {
+            Some((at, _)) => format!("{}…", &l[..at]),
+            None => l.to_string(),
+        })
         .collect();
     // A fence longer than any run of backticks in the output.
     let longest = tail
