@@ -33,9 +33,13 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentConfig {
+    /// Which CLI it is (`agent::AgentKind`): its command line, protocol,
+    /// decoder and capabilities.
+    pub kind: crate::agent::AgentKind,
     /// Program, optionally followed by leading arguments (shell-style
-    /// quoting); `ralph` means this very binary (for `ralph sim`).
-    pub command: String,
+    /// quoting); `ralph` means this very binary (for `ralph sim`). Unset:
+    /// the kind's own CLI (`AgentKind::default_command`).
+    pub command: Option<String>,
     pub args: Vec<String>,
     pub model: Option<String>,
     /// 0 = detect from the model.
@@ -171,7 +175,8 @@ impl Default for Config {
 impl Default for AgentConfig {
     fn default() -> Self {
         AgentConfig {
-            command: "claude".into(),
+            kind: crate::agent::AgentKind::Claude,
+            command: None,
             args: Vec::new(),
             model: None,
             context_window: 0,
@@ -349,7 +354,9 @@ impl Config {
         if c.checkpoint_tokens == Some(0) {
             return bad("context", "checkpoint_tokens", "must be at least 1".into());
         }
-        if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
+        if let Some(command) = &self.agent.command
+            && (command.trim().is_empty() || shlex::split(command).is_none())
+        {
             return bad("agent", "command", "empty or unbalanced quotes".into());
         }
         let a = &self.agent;
@@ -430,8 +437,10 @@ impl Config {
         }
         // What reaches a process (exec, environment) cannot hold a NUL byte.
         let a = &self.agent;
-        let texts = [("agent", "command", &a.command)]
-            .into_iter()
+        let texts = a
+            .command
+            .iter()
+            .map(|c| ("agent", "command", c))
             .chain(a.model.iter().map(|m| ("agent", "model", m)))
             .chain(a.args.iter().map(|s| ("agent", "args", s)))
             .chain(
@@ -504,9 +513,11 @@ impl Config {
 
     /// The agent program and its leading arguments from `agent.command`.
     pub fn agent_program(&self) -> (String, Vec<String>) {
-        let mut words = shlex::split(&self.agent.command).unwrap_or_default();
+        let command = self.agent.command.as_deref();
+        let kind = self.agent.kind.default_command();
+        let mut words = shlex::split(command.unwrap_or(kind)).unwrap_or_default();
         let program = if words.is_empty() {
-            "claude".to_string()
+            kind.to_string()
         } else {
             words.remove(0)
         };
