@@ -1,14 +1,16 @@
 //! `ralph.toml`: the configuration keys of DESIGN.md, their defaults, and
 //! their validation (unknown keys and bad values name the key and line).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod agent;
+
 pub use crate::breaker::BreakerConfig;
 use crate::error::{Error, Result};
 pub use crate::span::{Span, format_duration};
+pub use agent::{AgentConfig, AgentKind};
 
 pub const FILE_NAME: &str = "ralph.toml";
 
@@ -28,24 +30,6 @@ pub struct Config {
     pub prompt: crate::token_budget::PromptConfig,
     pub handoff: crate::token_budget::HandoffConfig,
     pub runs: crate::transcript::RunsConfig,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct AgentConfig {
-    /// Which CLI it is (`agent::AgentKind`): its command line, protocol,
-    /// decoder and capabilities.
-    pub kind: crate::agent::AgentKind,
-    /// Program, optionally followed by leading arguments (shell-style
-    /// quoting); `ralph` means this very binary (for `ralph sim`). Unset:
-    /// the kind's own CLI (`AgentKind::default_command`).
-    pub command: Option<String>,
-    pub args: Vec<String>,
-    pub model: Option<String>,
-    /// 0 = detect from the model.
-    pub context_window: u64,
-    pub reserve_tokens: u64,
-    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -168,20 +152,6 @@ impl Default for Config {
             prompt: Default::default(),
             handoff: Default::default(),
             runs: Default::default(),
-        }
-    }
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        AgentConfig {
-            kind: crate::agent::AgentKind::Claude,
-            command: None,
-            args: Vec::new(),
-            model: None,
-            context_window: 0,
-            reserve_tokens: 33_000,
-            env: BTreeMap::new(),
         }
     }
 }
@@ -513,15 +483,7 @@ impl Config {
 
     /// The agent program and its leading arguments from `agent.command`.
     pub fn agent_program(&self) -> (String, Vec<String>) {
-        let command = self.agent.command.as_deref();
-        let kind = self.agent.kind.default_command();
-        let mut words = shlex::split(command.unwrap_or(kind)).unwrap_or_default();
-        let program = if words.is_empty() {
-            kind.to_string()
-        } else {
-            words.remove(0)
-        };
-        (program, words)
+        self.agent.program()
     }
 
     /// Usable percentage thresholds in order L1, L2, L3.

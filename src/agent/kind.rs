@@ -5,25 +5,16 @@
 //! Everything past this seam (the iteration machine, the meter, the rules)
 //! sees only ralph's own events and these capabilities, never a vendor name.
 //!
-//! Adding a kind: a variant here and its row in each `match` below, a module
+//! Adding a kind: a variant of [`AgentKind`] (a plain config value in
+//! `config/agent.rs`) and its row in each `match` below, a module
 //! beside this one with its command line (and, if it speaks a protocol on
 //! stdin, its wire), a decoder in `stream/`, and its row in docs/agents.md.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::claude;
+pub use crate::config::AgentKind;
 use crate::stream::Decoder;
-
-/// `[agent] kind`: the CLI ralph runs (default: Claude Code).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum AgentKind {
-    /// Claude Code (`claude -p --output-format stream-json`).
-    #[default]
-    Claude,
-}
 
 /// How the context is metered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -68,26 +59,10 @@ pub struct Capabilities {
 }
 
 impl AgentKind {
-    pub const ALL: [AgentKind; 1] = [AgentKind::Claude];
-
-    /// The name in `ralph.toml` and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            AgentKind::Claude => "claude",
-        }
-    }
-
     /// The product, for people.
     pub fn product(self) -> &'static str {
         match self {
             AgentKind::Claude => "Claude Code",
-        }
-    }
-
-    /// `agent.command` when `ralph.toml` does not set it.
-    pub fn default_command(self) -> &'static str {
-        match self {
-            AgentKind::Claude => "claude",
         }
     }
 
@@ -169,12 +144,6 @@ impl Capabilities {
     }
 }
 
-impl std::fmt::Display for AgentKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,7 +152,7 @@ mod tests {
     fn names_are_the_config_values() {
         for kind in AgentKind::ALL {
             let toml = format!("kind = \"{}\"", kind.name());
-            #[derive(Deserialize)]
+            #[derive(serde::Deserialize)]
             struct K {
                 kind: AgentKind,
             }
