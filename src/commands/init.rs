@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::Report;
+use crate::agent::AgentKind;
 use crate::config::FILE_NAME;
 use crate::error::{Error, Result};
 use crate::state::{self, Layout};
@@ -65,26 +66,15 @@ impl Report for InitReport {
 
 /// Every file `ralph init` writes, relative to the root, with its content:
 /// the config proposes `[verify] commands` for the project it finds.
-fn scaffold(root: &Path) -> Vec<(PathBuf, Cow<'static, str>)> {
-    let proposed = verify_commands(root);
-    let config = if proposed.is_empty() {
-        Cow::Borrowed(CONFIG_TEMPLATE)
-    } else {
-        let list: Vec<String> = proposed.iter().map(|c| format!("{c:?}")).collect();
-        let line = format!(
-            "commands = [{}]  # proposed by `ralph init`",
-            list.join(", ")
-        );
-        Cow::Owned(CONFIG_TEMPLATE.replacen("\ncommands = []\n", &format!("\n{line}\n"), 1))
-    };
-    let mut files = vec![(PathBuf::from(FILE_NAME), config)];
+fn scaffold(root: &Path, kind: AgentKind) -> Vec<(PathBuf, Cow<'static, str>)> {
+    let mut files = vec![(PathBuf::from(FILE_NAME), config_template(root, kind))];
     for (name, text) in crate::prompt::EMBEDDED {
-        files.push((Path::new("prompts").join(name), Cow::Borrowed(text)));
+        files.push((Path::new("prompts").join(name), text.into()));
     }
-    files.push((PathBuf::from("fix_plan.md"), Cow::Borrowed(PLAN_TEMPLATE)));
+    files.push((PathBuf::from("fix_plan.md"), PLAN_TEMPLATE.into()));
     files.push((
         Path::new(".ralph").join(".gitignore"),
-        Cow::Borrowed(state::GITIGNORE),
+        state::GITIGNORE.into(),
     ));
     files
 }
@@ -120,14 +110,37 @@ pub fn verify_commands(root: &Path) -> Vec<String> {
     out
 }
 
-/// `ralph init [--force] [--json]`.
-pub fn init(root: &Path, force: bool, json: bool) -> Result<i32> {
+/// The commented `ralph.toml` for an agent kind: the defaults with its
+/// `kind`, and the checks proposed for the project found.
+fn config_template(root: &Path, kind: AgentKind) -> Cow<'static, str> {
+    let mut text: Cow<'static, str> = CONFIG_TEMPLATE.into();
+    if kind != AgentKind::default() {
+        let default = format!("\nkind = \"{}\"\n", AgentKind::default().name());
+        let chosen = format!("\nkind = \"{}\"\n", kind.name());
+        text = text.replacen(&default, &chosen, 1).into();
+    }
+    let proposed = verify_commands(root);
+    if !proposed.is_empty() {
+        let list: Vec<String> = proposed.iter().map(|c| format!("{c:?}")).collect();
+        let line = format!(
+            "commands = [{}]  # proposed by `ralph init`",
+            list.join(", ")
+        );
+        text = text
+            .replacen("\ncommands = []\n", &format!("\n{line}\n"), 1)
+            .into();
+    }
+    text
+}
+
+/// `ralph init [--agent KIND] [--force] [--json]`.
+pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32> {
     let mut report = InitReport {
         verify: verify_commands(root),
         ..InitReport::default()
     };
     let mut writes = Vec::new();
-    for (rel, text) in scaffold(root) {
+    for (rel, text) in scaffold(root, kind) {
         let path = root.join(&rel);
         let name = rel.display().to_string();
         match std::fs::read(&path) {
@@ -173,7 +186,7 @@ mod tests {
         let root = dir.path();
         assert!(verify_commands(root).is_empty());
         let config = |root: &Path| {
-            let (_, text) = scaffold(root).swap_remove(0);
+            let (_, text) = scaffold(root, AgentKind::default()).swap_remove(0);
             Config::parse(&text, Path::new(FILE_NAME))
                 .unwrap()
                 .verify
@@ -216,9 +229,22 @@ mod tests {
     /// Every key of the config, unset options included, is in the template
     /// (commented out when it has no default value).
     #[test]
+    fn init_agent_writes_the_kind() {
+        for kind in AgentKind::ALL {
+            let text = config_template(kind);
+            let c = Config::parse(&text, Path::new(FILE_NAME)).unwrap();
+            assert_eq!(c.agent.kind, kind);
+            let mut expected = Config::default();
+            expected.agent.kind = kind;
+            assert_eq!(c, expected, "only the kind differs");
+        }
+    }
+
+    #[test]
     fn config_template_names_every_key() {
         let mut full = Config::default();
         full.agent.model = Some("m".into());
+        full.agent.command = Some("c".into());
         full.loop_.max_duration = Some(crate::config::Span::secs(1));
         full.loop_.max_cost_usd = Some(1.0);
         let value = toml::Value::try_from(&full).unwrap();
