@@ -231,7 +231,7 @@ mod tests {
     #[test]
     fn init_agent_writes_the_kind() {
         for kind in AgentKind::ALL {
-            let text = config_template(kind);
+            let text = config_template(Path::new("/nonexistent"), kind);
             let c = Config::parse(&text, Path::new(FILE_NAME)).unwrap();
             assert_eq!(c.agent.kind, kind);
             let mut expected = Config::default();
