@@ -112,14 +112,8 @@ impl Supervisor {
                 "ralph: final commit at completion (iteration {iteration})\n\nThe agent kept its promise with these changes uncommitted.\nTrigger: completion\n"
             );
             match repo.wip_commit_leaving_out(&message, &own, &left_out) {
-                CommitOutcome::Committed { id, files } => {
+                CommitOutcome::Committed { id, .. } => {
                     self.state.last_commit = Some(id.clone());
-                    self.bus.emit(Event::Warning {
-                        message: format!(
-                            "the agent completed with {files} file(s) uncommitted: committed them ({})",
-                            &id[..id.len().min(10)]
-                        ),
-                    });
                     *reason = format!(
                         "{reason}; its uncommitted changes were committed ({})",
                         &id[..id.len().min(10)]
