@@ -47,7 +47,7 @@ pub trait Report: Serialize {
     /// One line of JSON (the documented object of docs/events.md).
     fn json(&self) -> String {
         let json = serde_json::to_string(self).expect("reports serialize");
-        crate::secrets::redact_json(&json).into_owned()
+        crate::text::secrets::redact_json(&json).into_owned()
     }
 
     fn render(&self, json: bool) -> String {

@@ -22,8 +22,8 @@ use crate::error::{Error, Result};
 use crate::stream::{self, StreamEvent};
 
 // Their home is `procs`; the supervisor has always called them here.
-use crate::procs::kill_group;
-pub use crate::procs::{become_subreaper, kill_session, reap_orphans};
+use crate::agent::procs::kill_group;
+pub use crate::agent::procs::{become_subreaper, kill_session, reap_orphans};
 
 /// The flags every agent gets: DESIGN.md "The loop", step 2.
 pub const STREAM_FLAGS: [&str; 6] = [
@@ -159,7 +159,7 @@ impl Agent {
         let pid = child.id().map_or(0, |p| p as i32);
         let stdin = child.stdin.take();
         let (tx, rx) = mpsc::channel(1024);
-        let raw = crate::transcript::Writer::new(raw, cmd.transcript_cap);
+        let raw = crate::agent::transcript::Writer::new(raw, cmd.transcript_cap);
         let transcript_notes = Arc::new(Mutex::new(Vec::new()));
         let notes = transcript_notes.clone();
         let cap = cmd.transcript_cap;
@@ -338,9 +338,9 @@ const PIPE_SIZE: i32 = 256 << 10;
 /// copy; the file is complete whenever the agent is quiet).
 fn read_stdout(
     pipe: std::io::PipeReader,
-    mut raw: crate::transcript::Writer,
+    mut raw: crate::agent::transcript::Writer,
     tx: mpsc::Sender<Line>,
-) -> crate::transcript::Writer {
+) -> crate::agent::transcript::Writer {
     let _ = nix::fcntl::fcntl(&pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
     let mut pipe = pipe;
     let mut buf = vec![0u8; READ_CHUNK];
@@ -376,7 +376,7 @@ fn read_stdout(
 }
 
 /// Warnings about a finished transcript.
-fn transcript_notes_of(raw: &crate::transcript::Writer, cap: u64) -> Vec<String> {
+fn transcript_notes_of(raw: &crate::agent::transcript::Writer, cap: u64) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(e) = &raw.error {
         notes.push(format!(
@@ -388,7 +388,7 @@ fn transcript_notes_of(raw: &crate::transcript::Writer, cap: u64) -> Vec<String>
             "the transcript passed runs.transcript_cap_mib ({} MiB): {} long strings after it were cut to {} bytes",
             cap >> 20,
             raw.cut_strings,
-            crate::transcript::ELIDED_STRING
+            crate::agent::transcript::ELIDED_STRING
         ));
     }
     notes
@@ -398,7 +398,7 @@ fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<V
     let mut pipe = pipe;
     let mut buf = vec![0u8; 16 * 1024];
     let mut saved = 0u64;
-    let mut redact = crate::secrets::StreamRedactor::new();
+    let mut redact = crate::text::secrets::StreamRedactor::new();
     loop {
         let n = match pipe.read(&mut buf) {
             Ok(0) | Err(_) => break,
@@ -465,7 +465,7 @@ mod tests {
         let line = user_message("Work through fix_plan.md.");
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         let recorded: serde_json::Value = serde_json::from_str(
-            include_str!("../tests/fixtures/claude-2.1.197/mid-session-message.stdin.jsonl")
+            include_str!("../../tests/fixtures/claude-2.1.197/mid-session-message.stdin.jsonl")
                 .lines()
                 .next()
                 .unwrap(),

@@ -12,8 +12,8 @@ use super::prompt::NextIteration;
 use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::events::terminal::Terminal;
 use crate::events::{Bus, JsonLines};
-use crate::report::Terminal;
 use crate::supervisor::{self, RunOptions, Supervisor};
 
 /// The config with `ralph run`'s flags applied on top.

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::breaker::BreakerConfig;
+pub use crate::config::span::{Span, format_duration};
 use crate::error::{Error, Result};
-pub use crate::span::{Span, format_duration};
+pub use crate::rules::breaker::BreakerConfig;
 
 pub const FILE_NAME: &str = "ralph.toml";
 
@@ -25,9 +25,9 @@ pub struct Config {
     pub git: GitConfig,
     pub rate_limit: RateLimitConfig,
     pub hooks: HooksConfig,
-    pub prompt: crate::token_budget::PromptConfig,
-    pub handoff: crate::token_budget::HandoffConfig,
-    pub runs: crate::transcript::RunsConfig,
+    pub prompt: crate::config::token_budget::PromptConfig,
+    pub handoff: crate::config::token_budget::HandoffConfig,
+    pub runs: crate::agent::transcript::RunsConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -421,7 +421,7 @@ impl Config {
         }
         // Rendered now with sample values, so that an undefined variable is
         // an error here and not a silently replaced message at 3 a.m.
-        if let Err(e) = crate::templates::render_str(
+        if let Err(e) = crate::prompt::templates::render_str(
             &self.git.commit_message,
             "git.commit_message",
             commit_message_context(1, "L2", 85.0, "context", Some("item"), "title"),
@@ -461,11 +461,11 @@ impl Config {
             ("prompt", self.prompt.max_tokens),
             ("handoff", self.handoff.max_tokens),
         ] {
-            if max < crate::token_budget::MIN_TOKENS {
+            if max < crate::config::token_budget::MIN_TOKENS {
                 return bad(
                     section,
                     "max_tokens",
-                    format!("{max} is below {}", crate::token_budget::MIN_TOKENS),
+                    format!("{max} is below {}", crate::config::token_budget::MIN_TOKENS),
                 );
             }
         }
@@ -475,7 +475,7 @@ impl Config {
         // The prompt file is rewritten every iteration: never over the plan,
         // the config or ralph's own files.
         let prompt = &self.prompt_file;
-        if !crate::ownership::inside_project(prompt) {
+        if !crate::state::ownership::inside_project(prompt) {
             return bad(
                 "",
                 "prompt_file",

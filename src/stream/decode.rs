@@ -4,11 +4,8 @@
 
 use std::io::BufRead;
 
-mod event;
-mod raw;
-
-pub use event::*;
-use raw::{RawLine, classify};
+use super::event::*;
+use super::raw::{RawLine, classify};
 
 /// Decode one line held in memory.
 pub fn decode_line(line: &[u8]) -> StreamEvent {
@@ -485,12 +482,12 @@ fn trim_line(line: &[u8]) -> &[u8] {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::io::BufReader;
     use std::path::PathBuf;
 
-    pub(super) fn fixtures() -> Vec<(String, Vec<u8>)> {
+    pub(crate) fn fixtures() -> Vec<(String, Vec<u8>)> {
         // A copy of ../shared/fixtures, so the crate tests on its own.
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-2.1.197");
         let mut out: Vec<_> = std::fs::read_dir(&dir)
@@ -508,7 +505,7 @@ mod tests {
         out
     }
 
-    pub(super) fn decode_all(bytes: &[u8]) -> Vec<StreamEvent> {
+    pub(crate) fn decode_all(bytes: &[u8]) -> Vec<StreamEvent> {
         let mut reader = BufReader::new(bytes);
         let mut out = Vec::new();
         while let Some(e) = decode_from(&mut reader, &mut |_| {}) {
