@@ -6,6 +6,9 @@
 //! ```text
 //! agent.rs           this map
 //! agent/
+//!   kind.rs          AgentKind, the seam per agent CLI: command line, messages, decoder,
+//!                    capabilities
+//!   claude.rs        Claude Code's specifics (stream-json flags, user messages)
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
 //!   procs.rs         the processes ralph ends, from /proc: groups, sessions, orphans
 //!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
@@ -15,8 +18,12 @@
 //! lines, secrets); it is redacted as it streams and decoded with bounded
 //! memory.
 
+mod claude;
+mod kind;
 mod process;
 pub mod procs;
 pub mod transcript;
 
+pub use claude::STREAM_FLAGS;
+pub use kind::{AgentKind, Capabilities, CleanStop, Metering, WindowFrom};
 pub use process::*;

@@ -120,7 +120,7 @@ pub fn load_config(root: &Path, args: &RunArgs) -> Result<Config> {
             ))
             .with_hint("quote it as one argument: --agent \"ralph sim scenario.toml\""));
         }
-        config.agent.command = command.clone();
+        config.agent.command = Some(command.clone());
     }
     Ok(config)
 }
