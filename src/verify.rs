@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::span::Span;
 use crate::hooks::process::{self, End, INTERRUPTS};
-use crate::span::Span;
 
 /// Characters of a command's output kept (its end).
 const OUTPUT_CHARS: usize = 3_000;
@@ -128,7 +128,10 @@ impl Check {
             (Status::Failed, Some(c)) => format!("exited with {c}"),
             (Status::Failed, None) => "was killed by a signal".to_string(),
             (Status::TimedOut, _) => match timeout {
-                Some(t) => format!("timed out after {}", crate::span::format_duration(t)),
+                Some(t) => format!(
+                    "timed out after {}",
+                    crate::config::span::format_duration(t)
+                ),
                 None => "timed out".to_string(),
             },
             (Status::CannotStart, _) => "could not start".to_string(),
@@ -235,7 +238,7 @@ pub fn run(
 /// The end of `output`: printable lines, without secrets, at most
 /// [`OUTPUT_CHARS`] characters, starting at a line.
 fn clean_tail(output: &str) -> String {
-    let text = crate::secrets::redact(output);
+    let text = crate::text::secrets::redact(output);
     let text = crate::text::printable_lines(&text);
     let text = text.trim_end();
     let chars = text.chars().count();

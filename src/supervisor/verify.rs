@@ -85,7 +85,7 @@ impl Supervisor {
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
         ];
         let result = verify::run(&self.config.verify, &self.root, &env, iteration, when);
-        crate::procs::reap_orphans();
+        crate::agent::procs::reap_orphans();
         // A build or a test may write files: the next iteration's "before"
         // is taken again.
         self.tree_touched();

@@ -6,79 +6,20 @@
 //! `on_level`, which fires while the agent works. docs/hooks.md is the
 //! user's side of this.
 
-pub(crate) mod process;
-
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
+use super::process;
+use super::process::End;
+use crate::config::HooksConfig;
 use crate::events::{Bus, Event, Record};
-use crate::span::Span;
-use process::End;
-pub use process::watch_interrupts;
 
 /// Wait before the first retry of a failed command; doubles after each.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// The longest `detail` taken from a hook's output.
 const DETAIL_CHARS: usize = 300;
-
-/// `[hooks]` in ralph.toml.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct HooksConfig {
-    pub on_checkpoint: Vec<String>,
-    pub on_iteration_end: Vec<String>,
-    pub on_exit: Vec<String>,
-    /// The context crossed up into L1, L2 or L3 (run in the background).
-    pub on_level: Vec<String>,
-    /// The circuit breaker opened, went half-open or closed.
-    pub on_breaker: Vec<String>,
-    /// A wait for a usage limit to reset begins.
-    pub on_limit_wait: Vec<String>,
-    /// ralph ran the `[verify]` commands (passed or failed).
-    pub on_verify: Vec<String>,
-    /// How long one hook may run before it is killed and logged.
-    pub timeout: Span,
-    /// How many times a failed hook command is run again.
-    pub retries: u32,
-}
-
-/// The most `hooks.retries` may be: each retry can take `hooks.timeout`.
-pub const MAX_HOOK_RETRIES: u32 = 5;
-
-impl HooksConfig {
-    /// Each hook point's key with its commands.
-    pub fn points(&self) -> [(&'static str, &[String]); 7] {
-        [
-            ("on_checkpoint", &self.on_checkpoint),
-            ("on_iteration_end", &self.on_iteration_end),
-            ("on_exit", &self.on_exit),
-            ("on_level", &self.on_level),
-            ("on_breaker", &self.on_breaker),
-            ("on_limit_wait", &self.on_limit_wait),
-            ("on_verify", &self.on_verify),
-        ]
-    }
-}
-
-impl Default for HooksConfig {
-    fn default() -> Self {
-        HooksConfig {
-            on_checkpoint: Vec::new(),
-            on_iteration_end: Vec::new(),
-            on_exit: Vec::new(),
-            on_level: Vec::new(),
-            on_breaker: Vec::new(),
-            on_limit_wait: Vec::new(),
-            on_verify: Vec::new(),
-            timeout: Span::secs(60),
-            retries: 0,
-        }
-    }
-}
 
 /// The moments a hook can be attached to (the keys of `[hooks]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -513,7 +454,7 @@ fn describe(f: &process::Finished, timeout: Duration) -> (bool, String) {
             false,
             format!(
                 "timed out after {} and was killed with what it started",
-                crate::span::format_duration(timeout)
+                crate::config::format_duration(timeout)
             ),
         ),
         End::Interrupted => (
