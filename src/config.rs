@@ -10,6 +10,9 @@ pub use crate::breaker::BreakerConfig;
 use crate::error::{Error, Result};
 pub use crate::span::{Span, format_duration};
 
+mod locate;
+use locate::{key_at, line_of};
+
 pub const FILE_NAME: &str = "ralph.toml";
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -28,6 +31,7 @@ pub struct Config {
     pub prompt: crate::token_budget::PromptConfig,
     pub handoff: crate::token_budget::HandoffConfig,
     pub runs: crate::transcript::RunsConfig,
+    pub notify: crate::notify::config::NotifyConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -164,6 +168,7 @@ impl Default for Config {
             prompt: Default::default(),
             handoff: Default::default(),
             runs: Default::default(),
+            notify: Default::default(),
         }
     }
 }
@@ -469,6 +474,11 @@ impl Config {
                 );
             }
         }
+        for (section, check) in [("notify", self.notify.check())] {
+            if let Err((key, why)) = check {
+                return bad(section, key, why);
+            }
+        }
         if self.plan.as_os_str().is_empty() {
             return bad("", "plan", "must name the plan file".into());
         }
@@ -542,55 +552,6 @@ pub fn commit_message_context(
         item => item,
         title => title,
     }
-}
-
-/// The dotted name (`loop.max_iterations`) of the key whose value or name
-/// sits at byte `offset`: the nearest `key =` at or above that line (a
-/// multi-line array spans lines) under the nearest `[table]` header.
-fn key_at(text: &str, offset: usize) -> Option<String> {
-    let line_end = text
-        .get(offset..)?
-        .find('\n')
-        .map_or(text.len(), |i| offset + i);
-    let upto = &text[..line_end];
-    let mut key = None;
-    for line in upto.lines().rev() {
-        let t = line.trim().trim_start_matches('\u{feff}');
-        if let Some(name) = t.strip_prefix('[') {
-            let table = name.trim_start_matches('[').trim_end_matches(']').trim();
-            let table = table.replace(['"', '\''], "");
-            return Some(match key {
-                Some(k) => format!("{table}.{k}"),
-                None => table,
-            });
-        }
-        if key.is_none()
-            && let Some((k, _)) = t.split_once('=')
-            && !k.trim().is_empty()
-        {
-            key = Some(k.trim().replace(['"', '\''], ""));
-        }
-    }
-    key
-}
-
-/// The 1-based line of `key = …` inside `[section]` (or the top level).
-fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
-    let mut current = String::new();
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if let Some(name) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
-            current = name.trim().to_string();
-            continue;
-        }
-        if current == section
-            && let Some(rest) = t.strip_prefix(key)
-            && rest.trim_start().starts_with('=')
-        {
-            return Some(i + 1);
-        }
-    }
-    None
 }
 
 #[cfg(test)]

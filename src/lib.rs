@@ -19,6 +19,7 @@ pub mod hooks;
 pub mod items;
 pub mod limits;
 pub mod morning;
+pub mod notify;
 pub mod ownership;
 pub mod plan;
 pub mod procs;

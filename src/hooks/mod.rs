@@ -6,7 +6,7 @@
 //! `on_level`, which fires while the agent works. docs/hooks.md is the
 //! user's side of this.
 
-mod process;
+pub(crate) mod process;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,6 +3,8 @@
 //! the built binary and read what it left behind.
 #![allow(dead_code)] // each test file uses its own part of the harness
 
+pub mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
