@@ -95,7 +95,7 @@ impl Channel {
         if let Some(command) = &config.email_command {
             out.push(Channel::Email(command.clone()));
         }
-        crate::secrets::remember(&secrets);
+        crate::text::secrets::remember(&secrets);
         Ok(out)
     }
 
@@ -202,7 +202,7 @@ pub fn deliver(channel: &Channel, n: &Notice, config: &NotifyConfig, root: &Path
             Err(e) if attempts > config.retries => {
                 return Delivery {
                     attempts,
-                    error: Some(crate::secrets::redact(&e).into_owned()),
+                    error: Some(crate::text::secrets::redact(&e).into_owned()),
                 };
             }
             Err(_) => {

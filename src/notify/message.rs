@@ -135,7 +135,7 @@ fn describe(event: &Event, items_done: &[String]) -> Option<(Kind, String, Strin
             format!("usage limit, waiting until {until}"),
             format!(
                 "{detail}\nThe run sleeps {} and goes on by itself.",
-                crate::span::format_duration(std::time::Duration::from_secs(*seconds))
+                crate::config::span::format_duration(std::time::Duration::from_secs(*seconds))
             ),
         )),
         Event::NeedsHuman {
