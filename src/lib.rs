@@ -14,6 +14,7 @@ pub mod events;
 pub mod hooks;
 pub mod notify;
 pub mod plan;
+pub mod project;
 pub mod prompt;
 pub mod repo;
 pub mod report;
