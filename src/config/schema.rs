@@ -29,6 +29,7 @@ pub struct Config {
     pub handoff: crate::config::token_budget::HandoffConfig,
     pub runs: crate::agent::transcript::RunsConfig,
     pub verify: crate::verify::VerifyConfig,
+    pub notify: crate::notify::config::NotifyConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -155,6 +156,7 @@ impl Default for Config {
             handoff: Default::default(),
             runs: Default::default(),
             verify: Default::default(),
+            notify: Default::default(),
         }
     }
 }
@@ -453,6 +455,11 @@ impl Config {
                     "max_tokens",
                     format!("{max} is below {}", crate::config::token_budget::MIN_TOKENS),
                 );
+            }
+        }
+        for (section, check) in [("notify", self.notify.check())] {
+            if let Err((key, why)) = check {
+                return bad(section, key, why);
             }
         }
         if self.plan.as_os_str().is_empty() {
