@@ -113,6 +113,27 @@ pub struct Supervisor {
     /// the tree since (no WIP commit, hook or wait): the next iteration
     /// starts from it instead of a second full status of the repository.
     reuse_snapshot: Option<repo::Snapshot>,
+    /// This run's claim on its project in its work tree (`repo/scope.rs`),
+    /// held for the run's life.
+    _claim: Option<repo::ScopeClaim>,
+}
+
+/// A new run's id: the local start time (ids sort by time, as transcripts
+/// and snapshot pruning expect), then a few hex digits that tell apart runs
+/// started in the same second in other work trees or projects.
+fn new_run_id(root: &Path, repo: Option<&repo::Repo>) -> String {
+    use sha2::Digest as _;
+    let now = jiff::Zoned::now();
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(repo.map(repo::Repo::scope_key).unwrap_or_default());
+    hasher.update(root.as_os_str().as_encoded_bytes());
+    hasher.update(std::process::id().to_le_bytes());
+    hasher.update(now.timestamp().as_nanosecond().to_le_bytes());
+    let tag: String = hasher.finalize()[..2]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}-{tag}", now.strftime("%Y%m%d-%H%M%S"))
 }
 
 impl Supervisor {
@@ -150,8 +171,12 @@ impl Supervisor {
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
         hooks::watch_interrupts();
-        let run_id = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
+        let repo = repo::Repo::open(root)?;
+        let run_id = new_run_id(root, repo.as_ref());
         let lock = Lock::acquire(&layout, &run_id)?;
+        // After the project's own lock (a second run of this project is
+        // refused by it, naming its pid): the work tree's other projects.
+        let claim = repo.as_ref().map(repo::Repo::claim_scope).transpose()?;
         crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
@@ -205,6 +230,7 @@ impl Supervisor {
             flags: RunFlags::default(),
             backoff: LimitBackoff::default(),
             reuse_snapshot: None,
+            _claim: claim,
             config,
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
