@@ -116,6 +116,9 @@ pub struct Supervisor {
     /// This run's claim on its project in its work tree (`repo/scope.rs`),
     /// held for the run's life.
     _claim: Option<repo::ScopeClaim>,
+    /// The unfinished run of a dead supervisor that this new one replaces
+    /// (`--fresh`, another plan): its last iteration is taken over first.
+    replaced: Option<RunState>,
 }
 
 /// A new run's id: the local start time (ids sort by time, as transcripts
@@ -153,8 +156,17 @@ impl Supervisor {
                 None
             }
             Err(e) => return Err(e),
-        }
-        .filter(|s| !opts.fresh && !s.is_finished());
+        };
+        let plan_name = config.plan.display().to_string();
+        let (previous, resume, replaced, notice) =
+            match record::start_from(previous, opts.fresh, &plan_name) {
+                record::Start::Continue(s) => (Some(*s), None, None, None),
+                record::Start::New {
+                    resume,
+                    replaced,
+                    notice,
+                } => (None, resume, replaced, notice),
+            };
         // The first prompt, rendered now: an undefined variable in the
         // user's template is bad input (exit 2) before anything is started,
         // counted or written.
@@ -206,14 +218,23 @@ impl Supervisor {
                 });
             }
         }
-        let state = previous.unwrap_or_else(|| RunState {
-            run_id: run_id.clone(),
-            started_at: now_rfc3339(),
-            ..RunState::default()
-        });
-        for message in crate::transcript::tidy(&layout.runs(), &state.run_id, &config.runs) {
+        if let Some(message) = notice {
             bus.emit(Event::Warning { message });
         }
+        let state = previous.unwrap_or_else(|| {
+            let mut state = RunState {
+                run_id: run_id.clone(),
+                started_at: now_rfc3339(),
+                ..RunState::default()
+            };
+            if let Some(from) = resume {
+                // The checkpoint made outside a run is where this one resumes.
+                state.context_checkpoint = from.context_checkpoint;
+                state.last_handoff = from.last_handoff;
+                state.last_commit = from.last_commit;
+            }
+            state
+        });
         let counted_from =
             budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
         let mut sup = Supervisor {
@@ -231,15 +252,20 @@ impl Supervisor {
             backoff: LimitBackoff::default(),
             reuse_snapshot: None,
             _claim: claim,
+            replaced: replaced.map(|s| *s),
             config,
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
         sup.lock.set_agent(None)?;
         // A state that cannot be written now (a read-only or full `.ralph/`)
         // is an error before any agent starts; later failures are warnings,
-        // so that a disk filling up overnight does not stop the work.
+        // so that a disk filling up overnight does not stop the work. A
+        // replaced run's state stays on disk until its takeover is done.
         let state_path = sup.layout.state();
-        sup.state.save(&state_path)?;
+        sup.replaced
+            .as_mut()
+            .unwrap_or(&mut sup.state)
+            .save(&state_path)?;
         Ok(sup)
     }
 
@@ -312,6 +338,12 @@ impl Supervisor {
     /// Run iterations until a rule says stop.
     pub async fn run(mut self) -> Result<Outcome> {
         agent::become_subreaper();
+        self.close_replaced();
+        for message in
+            crate::transcript::tidy(&self.layout.runs(), &self.state.run_id, &self.config.runs)
+        {
+            self.bus.emit(Event::Warning { message });
+        }
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
         let limit = self.budgets.iteration_limit();
@@ -564,7 +596,7 @@ impl Supervisor {
         for w in &saved.warnings {
             self.bus.emit(Event::Warning { message: w.clone() });
         }
-        record::checkpoint(&mut self.state, facts, mark, &moment, &saved, now_rfc3339());
+        record::checkpoint(&mut self.state, &moment, &saved, now_rfc3339());
         self.save();
         let done = Event::Checkpoint {
             iteration: facts.number,

@@ -300,3 +300,220 @@ fn overlapping_projects_in_one_work_tree_are_refused_with_the_fix() {
     let (code, _, err) = ralph_in(p.root(), &["run"]);
     assert_eq!(code, 4, "{err}");
 }
+
+// ------------------------------------------------------------ run identity
+
+fn warned(run: &Run, needle: &str) -> bool {
+    run.of("warning")
+        .iter()
+        .any(|w| w["message"].as_str().unwrap_or("").contains(needle))
+}
+
+#[test]
+fn another_plan_is_a_new_run() {
+    let p = Project::new(PLAN, common::IDLE, "[loop]\nmax_iterations = 1\n");
+    let first = p.run(&[], LIMIT);
+    assert_eq!(first.code, Some(4), "{}", first.describe());
+    let old = p.state()["run_id"].as_str().unwrap().to_string();
+    p.write("other_plan.md", "# Other\n\n- [ ] something else\n");
+
+    let second = p.run(&["other_plan.md"], LIMIT);
+    assert_eq!(second.code, Some(4), "{}", second.describe());
+    let started = second.of("run_started");
+    assert_ne!(started[0]["run_id"], old.as_str(), "{}", second.describe());
+    assert_eq!(started[0]["resumed"], false);
+    assert_eq!(started[0]["plan"], "other_plan.md");
+    assert_eq!(
+        second.of("iteration_started").len(),
+        1,
+        "it ran: {}",
+        second.describe()
+    );
+    assert!(
+        warned(&second, "was on fix_plan.md, not other_plan.md"),
+        "{}",
+        second.describe()
+    );
+    let state = p.state();
+    assert_eq!(state["plan"], "other_plan.md");
+    assert_eq!(
+        state["history"].as_array().unwrap().len(),
+        1,
+        "its own history only"
+    );
+    // The old run's final state is kept for its report.
+    let kept: Value =
+        serde_json::from_str(&p.read(&format!(".ralph/runs/{old}/state.json"))).unwrap();
+    assert_eq!(kept["run_id"], old.as_str());
+    // The first plan again: the old run is not continued either (it is not
+    // the latest), a new one starts.
+    let third = p.run(&[], LIMIT);
+    assert_eq!(
+        third.of("iteration_started").len(),
+        1,
+        "{}",
+        third.describe()
+    );
+}
+
+/// Iteration 1 writes a file and works on until its supervisor is killed.
+const HANGS: &str = r#"
+[[step]]
+context = 50000
+text = "Tokenizer written, grammar next."
+path = "src/parser.rs"
+content = "fn tokenize() {}\n"
+[[step]]
+hang = true
+"#;
+
+#[test]
+fn fresh_after_kill_9_takes_the_dead_iteration_over_first() {
+    let p = Project::new(PLAN, HANGS, "");
+    p.write("idle.toml", common::IDLE);
+    let mut first = p.spawn_unread_run();
+    common::wait_until("the agent's write", LIMIT, || {
+        p.path("src/parser.rs").exists()
+            && std::fs::read_to_string(p.path(".ralph/events.jsonl"))
+                .is_ok_and(|t| t.contains("\"tool\":\"Write src/parser.rs"))
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let old = p.state()["run_id"].as_str().unwrap().to_string();
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let run = p.run(
+        &[
+            "--fresh",
+            "--max-iterations",
+            "1",
+            "--agent",
+            "ralph sim idle.toml",
+        ],
+        LIMIT,
+    );
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    // The dead iteration: a crash handoff and WIP commit, before the new run.
+    let position = |kind: &str| run.events.iter().position(|e| e["event"] == kind);
+    let crash = run.of("checkpoint");
+    assert_eq!(crash.len(), 1, "{}", run.describe());
+    assert_eq!(crash[0]["trigger"], "crash");
+    assert!(
+        position("checkpoint") < position("run_started"),
+        "{}",
+        run.describe()
+    );
+    let commit = crash[0]["commit"].as_str().expect("a WIP commit");
+    let repo = p.repo();
+    let tree = repo
+        .find_commit(commit.parse().unwrap())
+        .unwrap()
+        .tree()
+        .unwrap();
+    assert!(tree.get_path(Path::new("src/parser.rs")).is_ok());
+    // The new run is a new one and starts from a saved tree.
+    let started = run.of("run_started");
+    assert_ne!(started[0]["run_id"], old.as_str());
+    assert_eq!(run.of("iteration_started")[0]["iteration"], 1);
+    assert!(
+        run.of("iteration_started")[0]["resume_from"].is_null(),
+        "--fresh resumes nothing"
+    );
+    let state = p.state();
+    assert_eq!(state["history"].as_array().unwrap().len(), 1);
+    assert_ne!(state["history"][0]["outcome"], "crash");
+    // The old run ended as interrupted, its dead iteration recorded.
+    let kept: Value =
+        serde_json::from_str(&p.read(&format!(".ralph/runs/{old}/state.json"))).unwrap();
+    assert_eq!(kept["status"], "interrupted");
+    assert_eq!(kept["history"][0]["outcome"], "crash");
+}
+
+/// The next iteration's prompt is recorded for the test to read.
+fn recording(messages: &Path) -> String {
+    format!(
+        "record_messages = {}\n{}",
+        common::toml_string(&messages.display().to_string()),
+        common::IDLE
+    )
+}
+
+fn assert_resumed_from_a_checkpoint_made_outside_a_run(p: &Project, messages: &Path) {
+    let state = p.state();
+    assert!(
+        state["run_id"].as_str().is_none_or(str::is_empty),
+        "no run is invented: {state}"
+    );
+    let handoff = state["last_handoff"].as_str().unwrap().to_string();
+    let run = p.run(&["--max-iterations", "1"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let started = &run.of("run_started")[0];
+    let id = started["run_id"].as_str().unwrap();
+    assert!(id.len() > 15 && id != "manual", "a real run: {id}");
+    assert_eq!(started["resumed"], false);
+    assert_eq!(started["first_iteration"], 1);
+    let first = &run.of("iteration_started")[0];
+    assert_eq!(first["iteration"], 1);
+    assert_eq!(first["resume_from"], handoff.as_str(), "{}", run.describe());
+    let sent = std::fs::read_to_string(messages).unwrap();
+    let prompt: Value = serde_json::from_str(sent.lines().next().unwrap()).unwrap();
+    assert!(
+        prompt["text"].as_str().unwrap().contains(&handoff),
+        "{prompt}"
+    );
+    let state = p.state();
+    assert_eq!(state["run_id"], id);
+    assert!(!state["started_at"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn a_checkpoint_before_any_run_is_resumed_by_the_first_run() {
+    let outside = tempfile::tempdir().unwrap();
+    let messages = outside.path().join("messages.jsonl");
+    let p = Project::new(PLAN, &recording(&messages), "");
+    p.write("src/half.rs", "fn half() {}\n");
+    let out = p
+        .ralph()
+        .args(["checkpoint", "--reason", "before lunch"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_resumed_from_a_checkpoint_made_outside_a_run(&p, &messages);
+}
+
+#[test]
+fn a_pre_compact_handoff_is_resumed_by_the_next_run() {
+    let outside = tempfile::tempdir().unwrap();
+    let messages = outside.path().join("messages.jsonl");
+    let p = Project::new(PLAN, &recording(&messages), "");
+    p.write("src/half.rs", "fn half() {}\n");
+    let input = serde_json::json!({"session_id": "s", "cwd": p.root(),
+        "hook_event_name": "PreCompact", "trigger": "auto"})
+    .to_string();
+    let mut hook = p
+        .ralph()
+        .args(["hook", "pre-compact"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = hook.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("handoff"));
+    assert_resumed_from_a_checkpoint_made_outside_a_run(&p, &messages);
+}

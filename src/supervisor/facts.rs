@@ -68,15 +68,7 @@ pub(super) struct Facts {
     pub items: Option<crate::items::ItemsOutcome>,
 }
 
-/// The first non-blank line, trimmed, at most 120 characters.
-pub(super) fn first_line(s: &str) -> String {
-    let line = s
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    line.chars().take(120).collect()
-}
+pub(super) use crate::checkpoint::first_line;
 
 /// `path` relative to `root` when it is inside it.
 pub(super) fn rel(root: &Path, path: &Path) -> String {

@@ -4,7 +4,7 @@
 //! this file are the only writers of the state during a run.
 
 use super::Now;
-use super::facts::{CheckpointMark, Facts, first_line};
+use super::facts::{CheckpointMark, Facts};
 use super::verdict::Verdict;
 use crate::breaker::{self, BreakerConfig, Trip};
 use crate::checkpoint::{Moment, Saved};
@@ -13,9 +13,95 @@ use crate::context::round1;
 use crate::events::Event;
 use crate::items;
 use crate::plan::Plan;
-use crate::state::{
-    ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger,
-};
+use crate::state::{HistoryEntry, IterationRecord, RunState, RunStatus, Trigger};
+
+/// What `ralph run` makes of the state it finds.
+#[derive(Debug, PartialEq)]
+pub(super) enum Start {
+    /// Go on with this unfinished run of the same plan.
+    Continue(Box<RunState>),
+    /// A new run.
+    New {
+        /// The new run starts from this checkpoint, made outside a run
+        /// (`ralph checkpoint`, Claude Code's PreCompact hook): its
+        /// `context_checkpoint`, `last_handoff` and `last_commit`.
+        resume: Option<Box<RunState>>,
+        /// An unfinished run whose supervisor died: its last iteration is
+        /// taken over (crash handoff, WIP commit) before the new run starts.
+        replaced: Option<Box<RunState>>,
+        /// Why the previous run is not continued, for the user.
+        notice: Option<String>,
+    },
+}
+
+/// Whether to continue the previous run (`previous`, the state on disk)
+/// or start a new one: a new one with `--fresh`, after a completed run, when
+/// the state names no run yet (only a checkpoint made outside a run, or
+/// older ralph's `manual` run), or when the run was on another plan (`plan`,
+/// as `ralph.toml` or the command line names it).
+pub(super) fn start_from(previous: Option<RunState>, fresh: bool, plan: &str) -> Start {
+    let Some(previous) = previous else {
+        return Start::New {
+            resume: None,
+            replaced: None,
+            notice: None,
+        };
+    };
+    // What an older ralph wrote for a checkpoint before any run.
+    let no_run = previous.run_id.is_empty()
+        || (previous.run_id == "manual" && previous.started_at.is_empty());
+    let carried = (!fresh && previous.context_checkpoint.active).then(|| previous.clone());
+    if no_run || previous.is_finished() {
+        return Start::New {
+            resume: carried.map(Box::new),
+            replaced: None,
+            notice: None,
+        };
+    }
+    let other_plan = match previous.plan.as_str() {
+        "" => !previous.task_name.is_empty() && previous.task_name != plan_stem(plan),
+        was => was != plan,
+    };
+    if !fresh && !other_plan {
+        return Start::Continue(Box::new(previous));
+    }
+    let notice = other_plan.then(|| {
+        format!(
+            "the unfinished run {} was on {}, not {plan}: a new run starts on {plan} (the old one's state is kept in .ralph/runs/{}/; `ralph run {}` alone does not continue it either)",
+            previous.run_id,
+            previous_plan(&previous),
+            previous.run_id,
+            previous_plan(&previous),
+        )
+    });
+    let died = previous.status.is_active();
+    Start::New {
+        resume: None,
+        replaced: died.then(|| Box::new(previous)),
+        notice,
+    }
+}
+
+fn plan_stem(plan: &str) -> String {
+    std::path::Path::new(plan)
+        .file_stem()
+        .map_or_else(|| plan.to_string(), |s| s.to_string_lossy().into_owned())
+}
+
+fn previous_plan(state: &RunState) -> String {
+    match state.plan.as_str() {
+        "" => format!("a plan named {}", state.task_name),
+        plan => plan.to_string(),
+    }
+}
+
+/// The iteration a dead supervisor left unfinished: started, not recorded.
+pub(super) fn dead_iteration(state: &RunState) -> Option<u32> {
+    (state.status.is_active()
+        && state.iteration > 0
+        && state.history.last().map(|h| h.iteration) != Some(state.iteration))
+    .then_some(state.iteration)
+}
 
 /// The meter's part, once the agent is gone.
 pub(super) fn meter(state: &mut RunState, facts: &Facts) {
@@ -39,37 +125,11 @@ pub(super) fn meter(state: &mut RunState, facts: &Facts) {
 }
 
 /// A checkpoint was saved: where to resume from.
-pub(super) fn checkpoint(
-    state: &mut RunState,
-    facts: &Facts,
-    mark: CheckpointMark,
-    moment: &Moment,
-    saved: &Saved,
-    timestamp: String,
-) {
-    state.context_checkpoint = ContextCheckpoint {
-        active: true,
-        level: Some(mark.level),
-        percent_at_checkpoint: round1(moment.percent),
-        timestamp: Some(timestamp),
-        handoff_file: saved.handoff.clone(),
-        resume_summary: Some(saved.resume_summary.clone()),
-        files_in_progress: saved.files_in_progress.clone(),
-        current_todo_item: saved.current_item.clone(),
-        progress_on_item: facts
-            .text_at_checkpoint
-            .as_deref()
-            .or(facts.last_text.as_deref())
-            .map(first_line),
-        trigger: Some(mark.trigger),
-        commit: saved.commit.clone(),
-        commit_note: saved.commit_note.clone(),
-        stashed: crate::checkpoint::stash_names(&saved.stashed),
-        left_out: saved.left_out.iter().map(|l| l.path.clone()).collect(),
-    };
+pub(super) fn checkpoint(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp: String) {
+    state.context_checkpoint = crate::checkpoint::resume_point(moment, saved, timestamp);
     if let Some(h) = state.context_history.last_mut() {
         h.checkpoint = true;
-        h.level = Some(mark.level);
+        h.level = Some(moment.level);
         h.handoff.clone_from(&saved.handoff);
     }
     if saved.commit.is_some() {
@@ -184,14 +244,12 @@ pub(super) fn start(
     plan: &Plan,
     max_iterations: u32,
 ) -> Option<u32> {
-    let dead = (state.status.is_active()
-        && state.iteration > 0
-        && state.history.last().map(|h| h.iteration) != Some(state.iteration))
-    .then_some(state.iteration);
+    let dead = dead_iteration(state);
     state.status = RunStatus::Running;
     state.exit_reason = None;
     state.supervisor_pid = Some(std::process::id());
     state.max_iterations = max_iterations;
+    state.plan = config.plan.display().to_string();
     state.completion_promise = config.loop_.completion_promise.clone();
     state.task_name = config
         .plan
@@ -259,6 +317,78 @@ pub(super) fn ended(
 mod tests {
     use super::*;
     use crate::state::IterationRecord;
+
+    #[test]
+    fn a_run_continues_only_its_own_unfinished_plan() {
+        let state = |run_id: &str, status: RunStatus, plan: &str| RunState {
+            run_id: run_id.into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            status,
+            plan: plan.into(),
+            task_name: "fix_plan".into(),
+            ..RunState::default()
+        };
+        let continues = |s: RunState, fresh: bool, plan: &str| {
+            matches!(start_from(Some(s), fresh, plan), Start::Continue(_))
+        };
+        let unfinished = state("r1", RunStatus::IterationLimit, "fix_plan.md");
+        assert!(continues(unfinished.clone(), false, "fix_plan.md"));
+        assert!(!continues(unfinished.clone(), true, "fix_plan.md"));
+        assert!(!continues(unfinished.clone(), false, "other.md"));
+        // A state of an older ralph (no plan recorded): the plan's name tells.
+        let older = state("r1", RunStatus::IterationLimit, "");
+        assert!(continues(older.clone(), false, "fix_plan.md"));
+        assert!(!continues(older, false, "docs/other.md"));
+        assert!(!continues(
+            state("r1", RunStatus::Completed, "fix_plan.md"),
+            false,
+            "fix_plan.md"
+        ));
+        // Another plan: a new run, said why; nothing to take over.
+        let Start::New {
+            replaced,
+            notice,
+            resume,
+        } = start_from(Some(unfinished), false, "other.md")
+        else {
+            panic!()
+        };
+        assert!(replaced.is_none() && resume.is_none());
+        assert!(notice.unwrap().contains("was on fix_plan.md, not other.md"));
+        // A dead supervisor's run is taken over before --fresh starts anew.
+        let died = state("r1", RunStatus::Running, "fix_plan.md");
+        let Start::New {
+            replaced, notice, ..
+        } = start_from(Some(died), true, "fix_plan.md")
+        else {
+            panic!()
+        };
+        assert_eq!(replaced.unwrap().run_id, "r1");
+        assert!(notice.is_none());
+    }
+
+    #[test]
+    fn a_checkpoint_before_any_run_is_resumed_by_a_new_run() {
+        let mut only_checkpoint = RunState::default();
+        only_checkpoint.context_checkpoint.active = true;
+        only_checkpoint.last_handoff = Some(".ralph/handoffs/h.md".into());
+        let mut older = only_checkpoint.clone();
+        older.run_id = "manual".into();
+        for s in [only_checkpoint, older] {
+            let Start::New {
+                resume, replaced, ..
+            } = start_from(Some(s.clone()), false, "p.md")
+            else {
+                panic!("{s:?} is no run to continue")
+            };
+            assert_eq!(resume.unwrap().last_handoff, s.last_handoff);
+            assert!(replaced.is_none());
+            let Start::New { resume, .. } = start_from(Some(s), true, "p.md") else {
+                panic!()
+            };
+            assert!(resume.is_none(), "--fresh starts from nothing");
+        }
+    }
 
     #[test]
     fn a_dead_supervisors_unfinished_iteration_is_named() {
