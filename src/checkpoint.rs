@@ -9,12 +9,11 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::context::Level;
-use crate::error::Result;
 use crate::plan::{self, Plan};
 use crate::prompt::{self, Templates};
 use crate::prompt_budget;
 use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
-use crate::state::{ContextCheckpoint, FileInProgress, Layout, RunState, Trigger};
+use crate::state::{FileInProgress, Layout, Trigger};
 use crate::stream::ToolCall;
 use crate::tiers::{self, Detail, PlanTiers};
 
@@ -402,65 +401,6 @@ pub fn stash_names(stashed: &[StashEntry]) -> Vec<String> {
         .iter()
         .map(|e| format!("{} ({})", e.name, e.message))
         .collect()
-}
-
-/// The first non-blank line, trimmed, at most 120 characters.
-pub(crate) fn first_line(s: &str) -> String {
-    let line = s
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    line.chars().take(120).collect()
-}
-
-/// Where the next iteration resumes after the checkpoint `saved` made at
-/// `moment`: the state's `context_checkpoint`, active.
-pub(crate) fn resume_point(moment: &Moment, saved: &Saved, timestamp: String) -> ContextCheckpoint {
-    ContextCheckpoint {
-        active: true,
-        level: Some(moment.level),
-        percent_at_checkpoint: crate::context::round1(moment.percent),
-        timestamp: Some(timestamp),
-        handoff_file: saved.handoff.clone(),
-        resume_summary: Some(saved.resume_summary.clone()),
-        files_in_progress: saved.files_in_progress.clone(),
-        current_todo_item: saved.current_item.clone(),
-        progress_on_item: moment.last_text.as_deref().map(first_line),
-        trigger: Some(moment.trigger),
-        commit: saved.commit.clone(),
-        commit_note: saved.commit_note.clone(),
-        stashed: stash_names(&saved.stashed),
-        left_out: saved.left_out.iter().map(|l| l.path.clone()).collect(),
-    }
-}
-
-/// A checkpoint with no supervisor running (`ralph checkpoint` without a
-/// run, Claude Code's PreCompact hook): perform it and record its handoff
-/// and commit in the state, as the point the next `ralph run` resumes
-/// from. Before any run the state names no run: the next `ralph run`
-/// starts one (and resumes from here), none is invented.
-pub fn perform_standalone(
-    root: &Path,
-    moment: impl FnOnce(&Config, &RunState) -> Moment,
-) -> Result<Saved> {
-    let config = Config::load(root)?;
-    crate::secrets::remember(&config.agent.env);
-    let templates = Templates::load(root)?;
-    let layout = Layout::new(root);
-    layout.ensure()?;
-    let mut state = RunState::load(&layout.state())?.unwrap_or_default();
-    let moment = moment(&config, &state);
-    let saved = perform(root, &config, &templates, &moment);
-    if saved.handoff.is_some() {
-        state.last_handoff.clone_from(&saved.handoff);
-        state.context_checkpoint = resume_point(&moment, &saved, crate::state::now_rfc3339());
-    }
-    if saved.commit.is_some() {
-        state.last_commit.clone_from(&saved.commit);
-    }
-    state.save(&layout.state())?;
-    Ok(saved)
 }
 
 /// The files the agent changed that are work in progress: not the notes

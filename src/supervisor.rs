@@ -49,6 +49,7 @@ use self::driver::Driver;
 use self::facts::{CheckpointMark, Facts, rel};
 use self::iteration::{IterationLimits, IterationMachine};
 use self::limit_wait::LimitBackoff;
+pub use self::record::checkpoint_outside_a_run;
 use self::signals::{Request, Signals};
 pub use self::verdict::Outcome;
 use self::verdict::{Measured, Next, RunFlags};
@@ -121,24 +122,6 @@ pub struct Supervisor {
     replaced: Option<RunState>,
 }
 
-/// A new run's id: the local start time (ids sort by time, as transcripts
-/// and snapshot pruning expect), then a few hex digits that tell apart runs
-/// started in the same second in other work trees or projects.
-fn new_run_id(root: &Path, repo: Option<&repo::Repo>) -> String {
-    use sha2::Digest as _;
-    let now = jiff::Zoned::now();
-    let mut hasher = sha2::Sha256::new();
-    hasher.update(repo.map(repo::Repo::scope_key).unwrap_or_default());
-    hasher.update(root.as_os_str().as_encoded_bytes());
-    hasher.update(std::process::id().to_le_bytes());
-    hasher.update(now.timestamp().as_nanosecond().to_le_bytes());
-    let tag: String = hasher.finalize()[..2]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("{}-{tag}", now.strftime("%Y%m%d-%H%M%S"))
-}
-
 impl Supervisor {
     pub fn new(root: &Path, config: Config, opts: RunOptions, mut bus: Bus) -> Result<Supervisor> {
         let layout = Layout::new(root);
@@ -157,25 +140,17 @@ impl Supervisor {
             }
             Err(e) => return Err(e),
         };
-        let plan_name = config.plan.display().to_string();
-        let (previous, resume, replaced, notice) =
-            match record::start_from(previous, opts.fresh, &plan_name) {
-                record::Start::Continue(s) => (Some(*s), None, None, None),
-                record::Start::New {
-                    resume,
-                    replaced,
-                    notice,
-                } => (None, resume, replaced, notice),
-            };
+        let start = record::start_from(previous, opts.fresh, &config.plan.display().to_string());
+        let previous = start.continued();
         // The first prompt, rendered now: an undefined variable in the
         // user's template is bad input (exit 2) before anything is started,
         // counted or written.
-        let first = previous.as_ref().map_or(1, |s| s.iteration + 1);
+        let first = previous.map_or(1, |s| s.iteration + 1);
         prompt::render_prompt(
             root,
             &templates,
             &config,
-            previous.as_ref().unwrap_or(&RunState::default()),
+            previous.unwrap_or(&RunState::default()),
             &plan,
             first,
         )?;
@@ -184,7 +159,7 @@ impl Supervisor {
         let signals = Signals::install(&layout)?;
         hooks::watch_interrupts();
         let repo = repo::Repo::open(root)?;
-        let run_id = new_run_id(root, repo.as_ref());
+        let run_id = record::new_run_id(root, repo.as_ref());
         let lock = Lock::acquire(&layout, &run_id)?;
         // After the project's own lock (a second run of this project is
         // refused by it, naming its pid): the work tree's other projects.
@@ -218,23 +193,7 @@ impl Supervisor {
                 });
             }
         }
-        if let Some(message) = notice {
-            bus.emit(Event::Warning { message });
-        }
-        let state = previous.unwrap_or_else(|| {
-            let mut state = RunState {
-                run_id: run_id.clone(),
-                started_at: now_rfc3339(),
-                ..RunState::default()
-            };
-            if let Some(from) = resume {
-                // The checkpoint made outside a run is where this one resumes.
-                state.context_checkpoint = from.context_checkpoint;
-                state.last_handoff = from.last_handoff;
-                state.last_commit = from.last_commit;
-            }
-            state
-        });
+        let (state, replaced) = start.into_state(&run_id, &mut bus);
         let counted_from =
             budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
         let mut sup = Supervisor {
@@ -252,7 +211,7 @@ impl Supervisor {
             backoff: LimitBackoff::default(),
             reuse_snapshot: None,
             _claim: claim,
-            replaced: replaced.map(|s| *s),
+            replaced,
             config,
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
@@ -339,11 +298,7 @@ impl Supervisor {
     pub async fn run(mut self) -> Result<Outcome> {
         agent::become_subreaper();
         self.close_replaced();
-        for message in
-            crate::transcript::tidy(&self.layout.runs(), &self.state.run_id, &self.config.runs)
-        {
-            self.bus.emit(Event::Warning { message });
-        }
+        self.tidy_runs();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
         let limit = self.budgets.iteration_limit();

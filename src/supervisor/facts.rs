@@ -68,7 +68,15 @@ pub(super) struct Facts {
     pub items: Option<crate::items::ItemsOutcome>,
 }
 
-pub(super) use crate::checkpoint::first_line;
+/// The first non-blank line, trimmed, at most 120 characters.
+pub(super) fn first_line(s: &str) -> String {
+    let line = s
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    line.chars().take(120).collect()
+}
 
 /// `path` relative to `root` when it is inside it.
 pub(super) fn rel(root: &Path, path: &Path) -> String {

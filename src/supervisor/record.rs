@@ -4,16 +4,36 @@
 //! this file are the only writers of the state during a run.
 
 use super::Now;
-use super::facts::{CheckpointMark, Facts};
+use super::facts::{CheckpointMark, Facts, first_line};
 use super::verdict::Verdict;
 use crate::breaker::{self, BreakerConfig, Trip};
 use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::context::round1;
-use crate::events::Event;
+use crate::events::{Bus, Event};
 use crate::items;
 use crate::plan::Plan;
-use crate::state::{HistoryEntry, IterationRecord, RunState, RunStatus, Trigger};
+use crate::state::{
+    ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger, now_rfc3339,
+};
+
+/// A new run's id: the local start time (ids sort by time, as transcripts
+/// and snapshot pruning expect), then a few hex digits that tell apart runs
+/// started in the same second in other work trees or projects.
+pub(super) fn new_run_id(root: &std::path::Path, repo: Option<&crate::repo::Repo>) -> String {
+    use sha2::Digest as _;
+    let now = jiff::Zoned::now();
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(repo.map(crate::repo::Repo::scope_key).unwrap_or_default());
+    hasher.update(root.as_os_str().as_encoded_bytes());
+    hasher.update(std::process::id().to_le_bytes());
+    hasher.update(now.timestamp().as_nanosecond().to_le_bytes());
+    let tag: String = hasher.finalize()[..2]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}-{tag}", now.strftime("%Y%m%d-%H%M%S"))
+}
 
 /// What `ralph run` makes of the state it finds.
 #[derive(Debug, PartialEq)]
@@ -32,6 +52,44 @@ pub(super) enum Start {
         /// Why the previous run is not continued, for the user.
         notice: Option<String>,
     },
+}
+
+impl Start {
+    /// The run this one continues, if it does.
+    pub(super) fn continued(&self) -> Option<&RunState> {
+        match self {
+            Start::Continue(s) => Some(s),
+            Start::New { .. } => None,
+        }
+    }
+
+    /// The run's state (the one continued, or a new one named `run_id`,
+    /// resuming from a checkpoint made outside a run if there is one), and
+    /// the run it replaces; the notice, if any, is emitted.
+    pub(super) fn into_state(self, run_id: &str, bus: &mut Bus) -> (RunState, Option<RunState>) {
+        let (resume, replaced, notice) = match self {
+            Start::Continue(s) => return (*s, None),
+            Start::New {
+                resume,
+                replaced,
+                notice,
+            } => (resume, replaced, notice),
+        };
+        if let Some(message) = notice {
+            bus.emit(Event::Warning { message });
+        }
+        let mut state = RunState {
+            run_id: run_id.to_string(),
+            started_at: now_rfc3339(),
+            ..RunState::default()
+        };
+        if let Some(from) = resume {
+            state.context_checkpoint = from.context_checkpoint;
+            state.last_handoff = from.last_handoff;
+            state.last_commit = from.last_commit;
+        }
+        (state, replaced.map(|s| *s))
+    }
 }
 
 /// Whether to continue the previous run (`previous`, the state on disk)
@@ -126,18 +184,67 @@ pub(super) fn meter(state: &mut RunState, facts: &Facts) {
 
 /// A checkpoint was saved: where to resume from.
 pub(super) fn checkpoint(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp: String) {
-    state.context_checkpoint = crate::checkpoint::resume_point(moment, saved, timestamp);
     if let Some(h) = state.context_history.last_mut() {
         h.checkpoint = true;
         h.level = Some(moment.level);
         h.handoff.clone_from(&saved.handoff);
     }
+    resume_point(state, moment, saved, timestamp);
+}
+
+/// Where the next iteration resumes after the checkpoint `saved` made at
+/// `moment` (by the loop, or outside a run: `ralph checkpoint`, the
+/// PreCompact hook): the active `context_checkpoint`, the last handoff and
+/// commit.
+fn resume_point(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp: String) {
+    state.context_checkpoint = ContextCheckpoint {
+        active: true,
+        level: Some(moment.level),
+        percent_at_checkpoint: round1(moment.percent),
+        timestamp: Some(timestamp),
+        handoff_file: saved.handoff.clone(),
+        resume_summary: Some(saved.resume_summary.clone()),
+        files_in_progress: saved.files_in_progress.clone(),
+        current_todo_item: saved.current_item.clone(),
+        progress_on_item: moment.last_text.as_deref().map(first_line),
+        trigger: Some(moment.trigger),
+        commit: saved.commit.clone(),
+        commit_note: saved.commit_note.clone(),
+        stashed: crate::checkpoint::stash_names(&saved.stashed),
+        left_out: saved.left_out.iter().map(|l| l.path.clone()).collect(),
+    };
     if saved.commit.is_some() {
         state.last_commit.clone_from(&saved.commit);
     }
     if saved.handoff.is_some() {
         state.last_handoff.clone_from(&saved.handoff);
     }
+}
+
+/// A checkpoint with no supervisor running (`ralph checkpoint` without a
+/// run, Claude Code's PreCompact hook): perform it and record its handoff
+/// and commit in the state, as the point the next `ralph run` resumes
+/// from. Before any run the state names no run: the next `ralph run`
+/// starts one (and resumes from here), none is invented.
+pub fn checkpoint_outside_a_run(
+    root: &std::path::Path,
+    moment: impl FnOnce(&Config, &RunState) -> Moment,
+) -> crate::error::Result<Saved> {
+    let config = Config::load(root)?;
+    crate::secrets::remember(&config.agent.env);
+    let templates = crate::templates::Templates::load(root)?;
+    let layout = crate::state::Layout::new(root);
+    layout.ensure()?;
+    let mut state = RunState::load(&layout.state())?.unwrap_or_default();
+    let moment = moment(&config, &state);
+    let saved = crate::checkpoint::perform(root, &config, &templates, &moment);
+    if saved.handoff.is_some() {
+        resume_point(&mut state, &moment, &saved, now_rfc3339());
+    } else if saved.commit.is_some() {
+        state.last_commit.clone_from(&saved.commit);
+    }
+    state.save(&layout.state())?;
+    Ok(saved)
 }
 
 /// What the iteration adds to the run: cost, plan, breaker, history. The

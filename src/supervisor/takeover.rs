@@ -62,6 +62,15 @@ impl Supervisor {
         self.save();
     }
 
+    /// Old runs' transcripts deleted or gzipped (`[runs]`): after the
+    /// replaced run's takeover, which reads its transcript.
+    pub(super) fn tidy_runs(&mut self) {
+        let runs = self.layout.runs();
+        for message in crate::transcript::tidy(&runs, &self.state.run_id, &self.config.runs) {
+            self.bus.emit(Event::Warning { message });
+        }
+    }
+
     /// Take over iteration `number`, which a dead supervisor left unfinished.
     fn take_over_iteration(&mut self, number: u32) {
         let transcript = self.layout.transcript(&self.state.run_id, number);
