@@ -158,7 +158,8 @@ impl Supervisor {
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
         hooks::watch_interrupts();
-        let repo = repo::Repo::open(root)?;
+        // As everywhere in a run, a repository git2 cannot open is no repository.
+        let repo = repo::Repo::open(root).ok().flatten();
         let run_id = record::new_run_id(root, repo.as_ref());
         let lock = Lock::acquire(&layout, &run_id)?;
         // After the project's own lock (a second run of this project is
