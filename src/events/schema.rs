@@ -166,7 +166,7 @@ pub enum Event {
         reason: String,
         iterations: u32,
         cost_usd: f64,
-        /// The morning report written as the run ended (`crate::morning`).
+        /// The morning report written as the run ended (`crate::report`).
         #[serde(default)]
         report: Option<String>,
     },
@@ -336,7 +336,7 @@ fn redacted(event: Event) -> Event {
     let Ok(json) = serde_json::to_string(&event) else {
         return event;
     };
-    match crate::secrets::redact_json(&json) {
+    match crate::text::secrets::redact_json(&json) {
         std::borrow::Cow::Borrowed(_) => event,
         std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).unwrap_or(event),
     }

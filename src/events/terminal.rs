@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::config::format_duration;
+use crate::config::span::format_duration;
 use crate::context::{Level, MeterReading};
 use crate::events::{Event, Record, Sink};
 use crate::state::Trigger;

@@ -6,8 +6,10 @@ use std::path::Path;
 use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
+pub use crate::prompt::templates::{
+    CHECKPOINT_REQUEST, EMBEDDED, HANDOFF, PROMPT, Templates, render_str,
+};
 use crate::state::RunState;
-pub use crate::templates::{CHECKPOINT_REQUEST, EMBEDDED, HANDOFF, PROMPT, Templates, render_str};
 
 /// The PROMPT.md of iteration `iteration`: plan, progress so far, the
 /// decision log and the resume block while a checkpoint is active, tiered
@@ -20,6 +22,6 @@ pub fn render_prompt(
     plan: &Plan,
     iteration: u32,
 ) -> Result<String> {
-    crate::prompt_budget::render_prompt(root, templates, config, state, plan, iteration)
+    crate::prompt::fit::render_prompt(root, templates, config, state, plan, iteration)
         .map(|f| f.text)
 }

@@ -7,40 +7,31 @@
 use std::path::{Component, Path, PathBuf};
 
 use git2::{ErrorCode, Oid, Repository, StatusOptions, StatusShow, Tree};
+use serde::Serialize;
 use tracing::{debug, trace};
 
+use super::output_files;
 use crate::{Error, Result};
 
-mod commit;
-mod guard;
-mod health;
-mod outputs;
-mod safety_net;
-mod scope;
-mod snapshot;
-mod stash;
-mod stat;
-
-pub use commit::{CommitOutcome, remove_stale_commit_locks, wip_commit_at};
-pub use guard::{Guard, LeftOut, UntrackedGroup};
-pub use health::Blocker;
-pub use outputs::{output_files, remember_output_files};
-pub use safety_net::{Restored, SNAPSHOT_REFS, SnapshotInfo, SnapshotOutcome};
-pub use scope::ScopeClaim;
-pub use snapshot::{Snapshot, made_progress, snapshot};
-pub use stash::{StashEntry, stash_ids};
-pub use stat::{FileChange, display_path};
+/// A file or directory (ending in `/`) kept out of a WIP commit, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LeftOut {
+    /// Workdir-relative, `/`-separated; a directory ends in `/`.
+    pub path: String,
+    /// Why, for the handoff: "binary file", "12.0 MB, over git.max_file_size", …
+    pub why: String,
+}
 
 /// ralph's state directory, relative to the project root.
 pub const RALPH_DIR: &str = ".ralph";
 /// Handoff documents live here and, unlike the rest of `.ralph/`, are committed.
 pub const HANDOFFS_DIR: &str = ".ralph/handoffs";
 /// The decision log: committed too (`decisions::FILE`).
-const DECISIONS_FILE: &str = crate::decisions::FILE;
+pub(super) const DECISIONS_FILE: &str = crate::plan::decisions::FILE;
 
 /// Files larger than this are shown as binary in `diff_stat` and fingerprinted by
 /// size/mtime only: reading them in full would cost more than it tells.
-const BIG_FILE: u64 = 1 << 20;
+pub(super) const BIG_FILE: u64 = 1 << 20;
 
 /// Paths ralph writes for itself. `prompt_file` is relative to the project root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,12 +55,12 @@ impl Default for OwnPaths {
 
 /// The git repository containing the project root.
 pub struct Repo {
-    git: Repository,
-    root: PathBuf,
+    pub(super) git: Repository,
+    pub(super) root: PathBuf,
     /// The project root relative to the work dir, `/`-separated with a trailing
     /// `/` (empty when the root is the work dir): ralph's paths are root-relative,
     /// git's are workdir-relative.
-    prefix: Vec<u8>,
+    pub(super) prefix: Vec<u8>,
 }
 
 impl std::fmt::Debug for Repo {
@@ -141,11 +132,11 @@ impl Repo {
         self.head_oid().map(|id| id.to_string())
     }
 
-    fn head_oid(&self) -> Option<Oid> {
+    pub(super) fn head_oid(&self) -> Option<Oid> {
         self.git.head().ok()?.target()
     }
 
-    fn head_tree(&self) -> std::result::Result<Option<Tree<'_>>, git2::Error> {
+    pub(super) fn head_tree(&self) -> std::result::Result<Option<Tree<'_>>, git2::Error> {
         match self.git.head() {
             Ok(head) => Ok(Some(head.peel_to_tree()?)),
             Err(e) if is_unborn(&e) => Ok(None),
@@ -153,7 +144,7 @@ impl Repo {
         }
     }
 
-    fn own(&self, own: &OwnPaths) -> Own {
+    pub(super) fn own(&self, own: &OwnPaths) -> Own {
         Own::new(&self.prefix, &self.root, own)
     }
 
@@ -187,27 +178,27 @@ impl Repo {
 }
 
 /// ralph's own paths in git's form (workdir-relative, `/`-separated bytes).
-struct Own {
+pub(super) struct Own {
     /// Everything ralph writes: `.ralph` and the prompt file (files or dirs),
     /// then the files ralph's own stdout/stderr go to.
-    paths: Vec<Vec<u8>>,
+    pub(super) paths: Vec<Vec<u8>>,
     /// `.ralph/handoffs`, the committed part of `.ralph/`.
-    handoffs: Vec<u8>,
+    pub(super) handoffs: Vec<u8>,
     /// `.ralph/decisions.md`, committed as well.
-    decisions: Vec<u8>,
+    pub(super) decisions: Vec<u8>,
     /// The files ralph's stdout/stderr write to (`nohup ralph run > ralph.log`):
     /// runtime files like `.ralph/`, never committed.
-    streams: Vec<Vec<u8>>,
+    pub(super) streams: Vec<Vec<u8>>,
     /// Work a WIP commit leaves out this time (key files, huge or binary
     /// outputs); files or directories.
-    left_out: Vec<Vec<u8>>,
+    pub(super) left_out: Vec<Vec<u8>>,
     /// The project directory (`/`-terminated, empty for the whole work
     /// tree): nothing outside it is the run's to stage, snapshot or count.
-    scope: Vec<u8>,
+    pub(super) scope: Vec<u8>,
 }
 
 impl Own {
-    fn new(prefix: &[u8], root: &Path, own: &OwnPaths) -> Own {
+    pub(super) fn new(prefix: &[u8], root: &Path, own: &OwnPaths) -> Own {
         let workdir_relative = |path: &Path| {
             let rel = root_relative(root, path)?;
             Some([prefix, &rel].concat())
@@ -230,41 +221,41 @@ impl Own {
     }
 
     /// Inside the project's directory.
-    fn in_scope(&self, path: &[u8]) -> bool {
+    pub(super) fn in_scope(&self, path: &[u8]) -> bool {
         path.starts_with(&self.scope)
     }
 
-    fn leave_out(&mut self, left_out: &[LeftOut]) {
+    pub(super) fn leave_out(&mut self, left_out: &[LeftOut]) {
         self.left_out = left_out
             .iter()
             .map(|l| l.path.trim_end_matches('/').as_bytes().to_vec())
             .collect();
     }
 
-    fn is_left_out(&self, path: &[u8]) -> bool {
+    pub(super) fn is_left_out(&self, path: &[u8]) -> bool {
         self.left_out.iter().any(|l| is_under(path, l))
     }
 
-    fn ralph_dir(&self) -> &[u8] {
+    pub(super) fn ralph_dir(&self) -> &[u8] {
         &self.paths[0]
     }
 
     /// ralph's own writes, or outside the project: never the agent's
     /// progress.
-    fn contains(&self, path: &[u8]) -> bool {
+    pub(super) fn contains(&self, path: &[u8]) -> bool {
         !self.in_scope(path) || self.paths.iter().any(|own| is_under(path, own))
     }
 
     /// Runtime files, never committed: `.ralph/` except its handoffs and
     /// decision log, and the files ralph's own output goes to.
-    fn is_runtime(&self, path: &[u8]) -> bool {
+    pub(super) fn is_runtime(&self, path: &[u8]) -> bool {
         (is_under(path, self.ralph_dir())
             && !is_under(path, &self.handoffs)
             && path != self.decisions.as_slice())
             || self.streams.iter().any(|s| s == path)
     }
 
-    fn paths(&self) -> Vec<String> {
+    pub(super) fn paths(&self) -> Vec<String> {
         self.paths
             .iter()
             .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -272,14 +263,14 @@ impl Own {
     }
 }
 
-fn is_under(path: &[u8], dir: &[u8]) -> bool {
+pub(super) fn is_under(path: &[u8], dir: &[u8]) -> bool {
     path.strip_prefix(dir)
         .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
 }
 
 /// `path` (relative to `root`, or absolute inside it) in git's form; None when
 /// it points outside the root.
-fn root_relative(root: &Path, path: &Path) -> Option<Vec<u8>> {
+pub(super) fn root_relative(root: &Path, path: &Path) -> Option<Vec<u8>> {
     let rel = if path.is_absolute() {
         let canonical_root = root.canonicalize().ok();
         path.strip_prefix(root)
@@ -308,13 +299,13 @@ fn root_relative(root: &Path, path: &Path) -> Option<Vec<u8>> {
 /// writes only reference blobs libgit2 just stored or the index already holds,
 /// and ralph is the only libgit2 user in its process, so the global switch is
 /// safe to turn off.
-fn relax_object_validation() {
+pub(super) fn relax_object_validation() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| git2::opts::strict_object_creation(false));
 }
 
 /// The project root relative to the work dir, with a trailing `/`.
-fn root_prefix(root: &Path, workdir: &Path) -> Vec<u8> {
+pub(super) fn root_prefix(root: &Path, workdir: &Path) -> Vec<u8> {
     // Compare canonical forms: the work dir comes back resolved (symlinks, `..`).
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let workdir = workdir
@@ -333,14 +324,14 @@ fn root_prefix(root: &Path, workdir: &Path) -> Vec<u8> {
     prefix
 }
 
-fn bytes_to_path(bytes: &[u8]) -> PathBuf {
+pub(super) fn bytes_to_path(bytes: &[u8]) -> PathBuf {
     use std::os::unix::ffi::OsStrExt as _;
     PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
 }
 
 /// An index entry `git add -A` does not look at: outside a sparse checkout
 /// (skip-worktree) or marked assume-unchanged.
-fn is_hidden_entry(entry: &git2::IndexEntry) -> bool {
+pub(super) fn is_hidden_entry(entry: &git2::IndexEntry) -> bool {
     let skip_worktree = git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits();
     let assume_unchanged = git2::IndexEntryFlag::VALID.bits();
     entry.flags_extended & skip_worktree != 0 || entry.flags & assume_unchanged != 0
@@ -348,7 +339,11 @@ fn is_hidden_entry(entry: &git2::IndexEntry) -> bool {
 
 /// A work-tree-only status of an entry `git add -A` leaves alone: not a
 /// change (a file outside the sparse cone is absent, not deleted).
-fn hidden_from_add(index: Option<&git2::Index>, path: &[u8], status: git2::Status) -> bool {
+pub(super) fn hidden_from_add(
+    index: Option<&git2::Index>,
+    path: &[u8],
+    status: git2::Status,
+) -> bool {
     let worktree_only = !status.intersects(
         git2::Status::INDEX_NEW
             | git2::Status::INDEX_MODIFIED
@@ -362,13 +357,13 @@ fn hidden_from_add(index: Option<&git2::Index>, path: &[u8], status: git2::Statu
             .is_some_and(|e| is_hidden_entry(&e))
 }
 
-fn is_unborn(e: &git2::Error) -> bool {
+pub(super) fn is_unborn(e: &git2::Error) -> bool {
     matches!(e.code(), ErrorCode::UnbornBranch | ErrorCode::NotFound)
 }
 
 /// Status listing shared by `changes` and `snapshot`: untracked files one by
 /// one, no ignored files (their directories are not even walked).
-fn status_options(renames: bool) -> StatusOptions {
+pub(super) fn status_options(renames: bool) -> StatusOptions {
     let mut opts = StatusOptions::new();
     opts.show(StatusShow::IndexAndWorkdir)
         .include_untracked(true)
@@ -381,7 +376,7 @@ fn status_options(renames: bool) -> StatusOptions {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::BTreeMap;
     use std::fs;
 
@@ -389,9 +384,10 @@ mod tests {
     use tempfile::TempDir;
 
     use super::*;
+    use crate::repo::CommitOutcome;
 
     /// A repository with a local identity and one commit of `a.txt`, `b.txt`.
-    pub(super) fn init_repo() -> (TempDir, Repository) {
+    pub(crate) fn init_repo() -> (TempDir, Repository) {
         let dir = tempfile::tempdir().unwrap();
         let git = Repository::init(dir.path()).unwrap();
         {
@@ -405,13 +401,13 @@ mod tests {
         (dir, git)
     }
 
-    pub(super) fn write(root: &Path, rel: &str, content: &str) {
+    pub(crate) fn write(root: &Path, rel: &str, content: &str) {
         let path = root.join(rel);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, content).unwrap();
     }
 
-    pub(super) fn commit_all(git: &Repository, message: &str) -> Oid {
+    pub(crate) fn commit_all(git: &Repository, message: &str) -> Oid {
         let mut index = git.index().unwrap();
         index
             .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
@@ -427,12 +423,12 @@ mod tests {
             .unwrap()
     }
 
-    pub(super) fn open(root: &Path) -> Repo {
+    pub(crate) fn open(root: &Path) -> Repo {
         Repo::open(root).unwrap().expect("a repository")
     }
 
     /// Path → content of every blob in HEAD's tree.
-    pub(super) fn head_files(git: &Repository) -> BTreeMap<String, Vec<u8>> {
+    pub(crate) fn head_files(git: &Repository) -> BTreeMap<String, Vec<u8>> {
         let tree = git.head().unwrap().peel_to_tree().unwrap();
         let mut files = BTreeMap::new();
         tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
@@ -447,7 +443,7 @@ mod tests {
     }
 
     /// Every work-tree file (outside `.git`) with its content and mtime.
-    pub(super) fn work_tree(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
+    pub(crate) fn work_tree(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
         let mut out = BTreeMap::new();
         let mut stack = vec![root.to_path_buf()];
         while let Some(dir) = stack.pop() {
@@ -470,21 +466,21 @@ mod tests {
         out
     }
 
-    pub(super) fn committed(outcome: CommitOutcome) -> (String, usize) {
+    pub(crate) fn committed(outcome: CommitOutcome) -> (String, usize) {
         match outcome {
             CommitOutcome::Committed { id, files } => (id, files),
             other => panic!("expected a commit, got {other:?}"),
         }
     }
 
-    pub(super) fn skipped(outcome: CommitOutcome) -> String {
+    pub(crate) fn skipped(outcome: CommitOutcome) -> String {
         match outcome {
             CommitOutcome::Skipped { reason } => reason,
             other => panic!("expected a skip, got {other:?}"),
         }
     }
 
-    pub(super) fn own() -> OwnPaths {
+    pub(crate) fn own() -> OwnPaths {
         OwnPaths::default()
     }
 
@@ -583,7 +579,7 @@ mod tests {
         write(dir.path(), "c.txt", "gamma\n");
         commit_all(&git, "the other project's work");
         let later = repo.snapshot(&own()).unwrap();
-        assert!(!snapshot::made_progress(&root, &after, &later));
+        assert!(!super::super::made_progress(&root, &after, &later));
     }
 
     #[test]

@@ -4,11 +4,8 @@
 
 use std::io::BufRead;
 
-mod event;
-mod raw;
-
-pub use event::*;
-use raw::{RawLine, classify};
+use super::event::*;
+use super::raw::{RawLine, classify};
 
 /// Decode one line held in memory.
 pub fn decode_line(line: &[u8]) -> StreamEvent {
@@ -24,26 +21,64 @@ pub fn decode_line(line: &[u8]) -> StreamEvent {
     )
 }
 
-/// Decode one line from a reader positioned at its start, consuming the
-/// line and its newline; every byte consumed is passed to `sink` too.
-/// Memory use does not depend on the line's length. Returns `None` at end
-/// of input.
+/// Decode one Claude Code line from a reader positioned at its start,
+/// consuming the line and its newline; every byte consumed is passed to
+/// `sink` too. Memory use does not depend on the line's length. Returns
+/// `None` at end of input.
 pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> Option<StreamEvent> {
-    let mut decoder = LineDecoder::new();
-    loop {
-        let available = match reader.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return decoder.finish(),
-        };
-        if available.is_empty() {
-            return decoder.finish();
+    Decoder::claude().next_from(reader, sink)
+}
+
+/// The decoder of one agent kind's stdout (`AgentKind::decoder`): fed with
+/// whatever chunks the pipe gives, it yields ralph's own events. One per
+/// agent process: a kind's decoder may carry state from line to line.
+#[derive(Debug)]
+pub enum Decoder {
+    /// Claude Code's `stream-json`.
+    Claude(LineDecoder),
+}
+
+impl Decoder {
+    pub fn claude() -> Decoder {
+        Decoder::Claude(LineDecoder::new())
+    }
+
+    /// Feed the next bytes of the stream: how many were consumed (up to
+    /// the end of the current line), and the event if a line ended there.
+    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+        match self {
+            Decoder::Claude(d) => d.push(bytes),
         }
-        let (used, event) = decoder.push(available);
-        sink(&available[..used]);
-        reader.consume(used);
-        if event.is_some() {
-            return event;
+    }
+
+    /// End of input: the last line, if it had no newline.
+    pub fn finish(&mut self) -> Option<StreamEvent> {
+        match self {
+            Decoder::Claude(d) => d.finish(),
+        }
+    }
+
+    /// The next event from a reader (see [`decode_from`]).
+    pub fn next_from<R: BufRead>(
+        &mut self,
+        reader: &mut R,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> Option<StreamEvent> {
+        loop {
+            let available = match reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.finish(),
+            };
+            if available.is_empty() {
+                return self.finish();
+            }
+            let (used, event) = self.push(available);
+            sink(&available[..used]);
+            reader.consume(used);
+            if event.is_some() {
+                return event;
+            }
         }
     }
 }
@@ -485,12 +520,12 @@ fn trim_line(line: &[u8]) -> &[u8] {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::io::BufReader;
     use std::path::PathBuf;
 
-    pub(super) fn fixtures() -> Vec<(String, Vec<u8>)> {
+    pub(crate) fn fixtures() -> Vec<(String, Vec<u8>)> {
         // A copy of ../shared/fixtures, so the crate tests on its own.
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-2.1.197");
         let mut out: Vec<_> = std::fs::read_dir(&dir)
@@ -508,7 +543,7 @@ mod tests {
         out
     }
 
-    pub(super) fn decode_all(bytes: &[u8]) -> Vec<StreamEvent> {
+    pub(crate) fn decode_all(bytes: &[u8]) -> Vec<StreamEvent> {
         let mut reader = BufReader::new(bytes);
         let mut out = Vec::new();
         while let Some(e) = decode_from(&mut reader, &mut |_| {}) {

@@ -6,13 +6,13 @@
 use super::Now;
 use super::facts::{CheckpointMark, Facts, first_line};
 use super::verdict::Verdict;
-use crate::breaker::{self, BreakerConfig, Trip};
 use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::context::round1;
 use crate::events::{Bus, Event};
-use crate::items;
 use crate::plan::Plan;
+use crate::plan::items;
+use crate::rules::breaker::{self, BreakerConfig, Trip};
 use crate::state::{
     ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger, now_rfc3339,
 };
@@ -125,11 +125,10 @@ pub(super) fn start_from(previous: Option<RunState>, fresh: bool, plan: &str) ->
     }
     let notice = other_plan.then(|| {
         format!(
-            "the unfinished run {} was on {}, not {plan}: a new run starts on {plan} (the old one's state is kept in .ralph/runs/{}/; `ralph run {}` alone does not continue it either)",
+            "the unfinished run {} was on {}, not {plan}: a new run starts on {plan} (the old run's state is kept in .ralph/runs/{}/state.json)",
             previous.run_id,
             previous_plan(&previous),
             previous.run_id,
-            previous_plan(&previous),
         )
     });
     let died = previous.status.is_active();
@@ -231,8 +230,8 @@ pub fn checkpoint_outside_a_run(
     moment: impl FnOnce(&Config, &RunState) -> Moment,
 ) -> crate::error::Result<Saved> {
     let config = Config::load(root)?;
-    crate::secrets::remember(&config.agent.env);
-    let templates = crate::templates::Templates::load(root)?;
+    crate::text::secrets::remember(&config.agent.env);
+    let templates = crate::prompt::Templates::load(root)?;
     let layout = crate::state::Layout::new(root);
     layout.ensure()?;
     let mut state = RunState::load(&layout.state())?.unwrap_or_default();
@@ -403,7 +402,7 @@ pub(super) fn moment(
 }
 
 /// The run's last event, from the state it ends with; `report` is the
-/// morning report's page (`crate::morning`) when it was written.
+/// morning report's page (`crate::report`) when it was written.
 pub(super) fn ended(
     state: &RunState,
     exit_code: i32,

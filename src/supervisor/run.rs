@@ -1,58 +1,19 @@
-//! The supervised loop (`ralph run`): one agent process per iteration,
-//! its stream metered live, checkpoints at L2/L3, and the exit rules
-//! between iterations. The only async part of ralph; everything it decides
-//! it reports as [`Event`]s.
-//!
-//! # Theory of operation
-//!
-//! ```text
-//!  Supervisor::run ─ loop ──────────────────────────────────────────────┐
-//!   │ pending requests (signals, `ralph stop`) between iterations       │
-//!   │ verdict::gate ── End? ─────────────────────────────► finish_as    │
-//!   │ measure: plan + snapshot (IO)                                     │
-//!   │ run_agent: prompt, spawn ─► driver ◄─► IterationMachine ─► Facts  │
-//!   │ measure again (IO) ─► verdict::judge ─► save_checkpoint (IO)      │
-//!   │ record::iteration (state, breaker) ─► event, save, hook           │
-//!   │ verdict::next: Continue ──────────────────────────────────────────┘
-//!   │                WaitForLimit ─► LimitBackoff::plan ─► sleep / End
-//!   └─────────────── End ─────────────────────────────────► finish_as
-//! ```
-//!
-//! Deciding and doing are kept apart. The pure parts take time as a value
-//! ([`Now`]) and answer with data: `iteration` (one agent: lines, requests,
-//! timers → effects), `stop` (the stop sequence), `verdict` (failure,
-//! outcome, the exit rules in one order), `budget` and `limit_wait`. The
-//! doing is here (files, git, hooks, the state on disk), in `driver` (the
-//! agent and the display), `signals` and `waiting` (a usage-limit wait).
-//! This file and `record` are the only writers of [`RunState`]'s
-//! bookkeeping during a run.
-
-mod budget;
-mod driver;
-mod facts;
-mod iteration;
-mod limit_wait;
-mod record;
-mod seams;
-mod signals;
-mod snapshots;
-mod stop;
-mod takeover;
-mod verdict;
-mod waiting;
+//! `Supervisor`: the run as a whole — the loop of iterations, measuring
+//! before and after each, checkpoints, the end of a run. This file and
+//! `record` are the only writers of `RunState`'s bookkeeping during a run.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use self::budget::Budgets;
-use self::driver::Driver;
-use self::facts::{CheckpointMark, Facts, rel};
-use self::iteration::{IterationLimits, IterationMachine};
-use self::limit_wait::LimitBackoff;
-pub use self::record::checkpoint_outside_a_run;
-use self::signals::{Request, Signals};
-pub use self::verdict::Outcome;
-use self::verdict::{Measured, Next, RunFlags};
+use super::budget::{self, Budgets};
+use super::driver::Driver;
+use super::facts::{CheckpointMark, Facts, rel};
+use super::iteration::{IterationLimits, IterationMachine};
+use super::limit_wait::LimitBackoff;
+use super::signals::{Request, Signals};
+pub use super::verdict::Outcome;
+use super::verdict::{Measured, Next, RunFlags};
+use super::{Now, driver, iteration, record, verdict};
 use crate::agent::{self, Agent, AgentCommand};
 use crate::checkpoint;
 use crate::config::Config;
@@ -62,9 +23,9 @@ use crate::events::{Bus, Event, EventLog};
 use crate::hooks;
 use crate::plan::Plan;
 use crate::prompt;
+use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
 use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
-use crate::templates::Templates;
 
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -76,56 +37,37 @@ pub struct RunOptions {
     pub budget_per_invocation: bool,
 }
 
-/// The moment an input is handled: the pure parts get time only this way.
-#[derive(Debug, Clone, PartialEq)]
-struct Now {
-    mono: Instant,
-    /// Wall time, for reset times and the deadline. A timestamp, not a
-    /// zoned time: reading the time zone for every line would cost more
-    /// than the line (the zone is read once per iteration).
-    wall: jiff::Timestamp,
-}
-
-impl Now {
-    fn read() -> Now {
-        Now {
-            mono: Instant::now(),
-            wall: jiff::Timestamp::now(),
-        }
-    }
-}
-
 /// Everything one run needs, shared by its iterations.
 pub struct Supervisor {
-    root: PathBuf,
-    layout: Layout,
-    config: Config,
-    templates: Templates,
-    reset_breaker: bool,
-    bus: Bus,
-    state: RunState,
-    lock: Lock,
-    signals: Signals,
-    hooks: hooks::Hooks,
-    budgets: Budgets,
-    flags: RunFlags,
-    backoff: LimitBackoff,
+    pub(super) root: PathBuf,
+    pub(super) layout: Layout,
+    pub(super) config: Config,
+    pub(super) templates: Templates,
+    pub(super) reset_breaker: bool,
+    pub(super) bus: Bus,
+    pub(super) state: RunState,
+    pub(super) lock: Lock,
+    pub(super) signals: Signals,
+    pub(super) hooks: hooks::Hooks,
+    pub(super) budgets: Budgets,
+    pub(super) flags: RunFlags,
+    pub(super) backoff: LimitBackoff,
     /// The snapshot taken after the last iteration while nothing has touched
     /// the tree since (no WIP commit, hook or wait): the next iteration
     /// starts from it instead of a second full status of the repository.
-    reuse_snapshot: Option<repo::Snapshot>,
+    pub(super) reuse_snapshot: Option<repo::Snapshot>,
     /// This run's claim on its project in its work tree (`repo/scope.rs`),
     /// held for the run's life.
-    _claim: Option<repo::ScopeClaim>,
+    pub(super) _claim: Option<repo::ScopeClaim>,
     /// The unfinished run of a dead supervisor that this new one replaces
     /// (`--fresh`, another plan): its last iteration is taken over first.
-    replaced: Option<RunState>,
+    pub(super) replaced: Option<RunState>,
 }
 
 impl Supervisor {
     pub fn new(root: &Path, config: Config, opts: RunOptions, mut bus: Bus) -> Result<Supervisor> {
         let layout = Layout::new(root);
-        crate::secrets::remember(&config.agent.env);
+        crate::text::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
@@ -154,7 +96,7 @@ impl Supervisor {
             &plan,
             first,
         )?;
-        crate::ownership::claim_prompt_file(root, &config.prompt_file)?;
+        crate::state::ownership::claim_prompt_file(root, &config.prompt_file)?;
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
         hooks::watch_interrupts();
@@ -168,7 +110,7 @@ impl Supervisor {
         crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
-        crate::ownership::at_start(root, &config.prompt_file, &mut bus);
+        crate::state::ownership::at_start(root, &config.prompt_file, &mut bus);
         if let Some(pgid) = lock.stale_agent_pgid {
             // The previous supervisor died; its agent (killed by its
             // parent-death signal) and the tools it started must not live on.
@@ -179,7 +121,7 @@ impl Supervisor {
         }
         lock.stale_sessions
             .iter()
-            .for_each(crate::procs::kill_recorded_session);
+            .for_each(crate::agent::procs::kill_recorded_session);
         if lock.stale_committing {
             // It died inside a WIP commit: the git lock files it held would
             // skip every checkpoint from now on ("another git process is
@@ -229,7 +171,7 @@ impl Supervisor {
         Ok(sup)
     }
 
-    fn save(&mut self) {
+    pub(super) fn save(&mut self) {
         let path = self.layout.state();
         if let Err(e) = self.state.save(&path) {
             self.bus.emit(Event::Warning {
@@ -238,7 +180,7 @@ impl Supervisor {
         }
     }
 
-    fn emit_all(&mut self, events: Vec<Event>) {
+    pub(super) fn emit_all(&mut self, events: Vec<Event>) {
         for e in events {
             self.publish(e, None);
         }
@@ -247,7 +189,7 @@ impl Supervisor {
     /// Publish `event` and run the hooks of its `[hooks]` point, if it has
     /// one, with `reason` as `RALPH_REASON` (src/hooks: env, stdin payload,
     /// retries).
-    fn publish(&mut self, event: Event, reason: Option<String>) {
+    pub(super) fn publish(&mut self, event: Event, reason: Option<String>) {
         // Built only when a hook runs: it reads the plan from disk.
         let (state, plan) = (&self.state, self.root.join(&self.config.plan));
         let facts = || hooks::Facts {
@@ -267,22 +209,22 @@ impl Supervisor {
 
     /// Something may have changed the work tree: the snapshot taken after
     /// the last iteration no longer tells where the next one starts.
-    fn tree_touched(&mut self) {
+    pub(super) fn tree_touched(&mut self) {
         self.reuse_snapshot = None;
     }
 
-    fn plan(&self) -> Plan {
+    pub(super) fn plan(&self) -> Plan {
         Plan::load(&self.root.join(&self.config.plan)).unwrap_or_default()
     }
 
-    fn own(&self) -> OwnPaths {
+    pub(super) fn own(&self) -> OwnPaths {
         OwnPaths {
             prompt_file: self.config.prompt_file.clone(),
         }
     }
 
     /// The machine of iteration `number`: its limits and a fresh meter.
-    fn machine(&self, number: u32, now: &Now) -> IterationMachine {
+    pub(super) fn machine(&self, number: u32, now: &Now) -> IterationMachine {
         let limits = IterationLimits::new(
             &self.config,
             number,
@@ -335,7 +277,7 @@ impl Supervisor {
         Ok(outcome)
     }
 
-    fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
+    pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
         self.state.status = status;
         self.state.exit_reason = Some(reason.clone());
         self.state.waiting_until = None;
@@ -343,12 +285,12 @@ impl Supervisor {
         self.save();
         // The morning report (src/morning), for the user and the hooks.
         let report =
-            crate::morning::after_run(&self.layout, &self.config, &self.state, &mut self.bus);
+            crate::report::after_run(&self.layout, &self.config, &self.state, &mut self.bus);
         let ended = record::ended(&self.state, exit_code, reason, report);
         self.publish(ended, None);
     }
 
-    async fn iterations(&mut self) -> Result<(Outcome, String)> {
+    pub(super) async fn iterations(&mut self) -> Result<(Outcome, String)> {
         loop {
             // A signal or `ralph stop` between two iterations must not
             // start another agent.
@@ -376,7 +318,7 @@ impl Supervisor {
             if let Next::End(outcome, why) = gate {
                 return Ok((outcome, why));
             }
-            crate::ownership::keep_runtime(&self.layout, &mut self.lock, &mut self.bus)?;
+            crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, &mut self.bus)?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
             let plan_before = self.plan();
@@ -392,7 +334,7 @@ impl Supervisor {
     }
 
     /// One agent process, from its prompt to its last line.
-    async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
+    pub(super) async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
         let started_at = now_rfc3339();
         let seams = self.prepare_seams(number, plan);
         let prompt_text = prompt::render_prompt(
@@ -405,8 +347,10 @@ impl Supervisor {
         )?;
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words.
-        let saved_prompt = crate::secrets::scrub(&prompt_text);
-        if let Err(e) = crate::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt) {
+        let saved_prompt = crate::text::secrets::scrub(&prompt_text);
+        if let Err(e) =
+            crate::state::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
+        {
             self.bus.emit(Event::Warning {
                 message: format!("cannot write {}: {e}", prompt_path.display()),
             });
@@ -477,7 +421,7 @@ impl Supervisor {
     }
 
     /// Progress, checkpoint, state, rules. `Some` ends the run.
-    async fn after_agent(
+    pub(super) async fn after_agent(
         &mut self,
         facts: Facts,
         plan_before: &Plan,
@@ -499,7 +443,7 @@ impl Supervisor {
         if let Some(mark) = verdict.checkpoint {
             self.save_checkpoint(&facts, mark);
         } else if let Some(message) =
-            crate::decisions::record_from_plan(&self.root, &self.config.plan, facts.number)
+            crate::plan::decisions::record_from_plan(&self.root, &self.config.plan, facts.number)
         {
             self.bus.emit(Event::Warning { message });
         }
@@ -540,7 +484,7 @@ impl Supervisor {
         }
     }
 
-    fn save_checkpoint(&mut self, facts: &Facts, mark: CheckpointMark) {
+    pub(super) fn save_checkpoint(&mut self, facts: &Facts, mark: CheckpointMark) {
         self.tree_touched();
         let reserve = self.config.agent.reserve_tokens;
         let moment = record::moment(&self.state, facts, mark, reserve);
@@ -568,7 +512,11 @@ impl Supervisor {
     }
 
     /// A request that arrives while no agent runs. `Some` ends the run.
-    fn on_request_between(&mut self, request: Request, when: &str) -> Option<(Outcome, String)> {
+    pub(super) fn on_request_between(
+        &mut self,
+        request: Request,
+        when: &str,
+    ) -> Option<(Outcome, String)> {
         match request {
             Request::Interrupt => {
                 self.flags.signals.bump();

@@ -11,8 +11,8 @@ use super::Supervisor;
 use super::facts::Facts;
 use super::iteration::{self, SeamWatch};
 use crate::events::Event;
-use crate::items::{self, CarryOver, ItemTracker};
 use crate::plan::Plan;
+use crate::plan::items::{self, CarryOver, ItemTracker};
 use crate::repo::Repo;
 
 /// Changed files listed in a carry-over block.
@@ -63,7 +63,7 @@ impl Supervisor {
             estimates,
             checkpoint_percent: c.checkpoint_percent,
             cap: c.checkpoint_tokens,
-            nudge: c.nudge_at_l1,
+            nudge: c.nudge_at_l1 && self.config.agent.kind.capabilities().message,
             nudged: false,
             split: false,
         }

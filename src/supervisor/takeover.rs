@@ -18,7 +18,6 @@ use crate::checkpoint;
 use crate::events::Event;
 use crate::repo::Repo;
 use crate::state::RunStatus;
-use crate::stream::decode_from;
 
 impl Supervisor {
     /// What a run does as it starts, before its first iteration: prune old
@@ -66,7 +65,8 @@ impl Supervisor {
     /// replaced run's takeover, which reads its transcript.
     pub(super) fn tidy_runs(&mut self) {
         let runs = self.layout.runs();
-        for message in crate::transcript::tidy(&runs, &self.state.run_id, &self.config.runs) {
+        for message in crate::agent::transcript::tidy(&runs, &self.state.run_id, &self.config.runs)
+        {
             self.bus.emit(Event::Warning { message });
         }
     }
@@ -144,7 +144,9 @@ impl Supervisor {
         };
         machine.handle(exited, &now, &mut effects);
         let mut reader = BufReader::with_capacity(128 << 10, file);
-        while let Some(event) = decode_from(&mut reader, &mut |_| {}) {
+        // Decoded as the configured kind's output, as it was live.
+        let mut decoder = self.config.agent.kind.decoder();
+        while let Some(event) = decoder.next_from(&mut reader, &mut |_| {}) {
             effects.clear();
             machine.handle(Input::Line(event, now.mono), &now, &mut effects);
         }

@@ -1,0 +1,29 @@
+//! The agent process and what it leaves: the exact command line, spawning
+//! it in its own session and process group, feeding it stream-json user
+//! messages, reading its stdout live (decoded, and saved raw), stopping it,
+//! ending everything it left behind, and its raw transcripts.
+//!
+//! ```text
+//! agent.rs           this map
+//! agent/
+//!   kind.rs          AgentKind, the seam per agent CLI: command line, messages, decoder,
+//!                    capabilities
+//!   claude.rs        Claude Code's specifics (stream-json flags, user messages)
+//!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
+//!   procs.rs         the processes ralph ends, from /proc: groups, sessions, orphans
+//!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
+//! ```
+//!
+//! Pitfalls: the agent's output is hostile input (escape sequences, huge
+//! lines, secrets); it is redacted as it streams and decoded with bounded
+//! memory.
+
+mod claude;
+mod kind;
+mod process;
+pub mod procs;
+pub mod transcript;
+
+pub use claude::STREAM_FLAGS;
+pub use kind::{AgentKind, Capabilities, CleanStop, Metering, WindowFrom};
+pub use process::*;

@@ -1,0 +1,19 @@
+//! What the supervisor reports: the [`Event`] stream (the schema of
+//! `.ralph/events.jsonl` and of `ralph run --json`, documented in
+//! docs/events.md), the [`Bus`] that carries it, and its sinks.
+//!
+//! ```text
+//! events.rs          this map
+//! events/
+//!   schema.rs        Event, Record, the Sink trait, EventLog, JsonLines, Bus, read_log
+//!   terminal.rs      the human view: a status line (indicatif) on a TTY, plain lines elsewhere
+//! ```
+//!
+//! Pitfalls: the event names and fields are an on-disk format read by
+//! users' tools and `ralph report`; every event is redacted before a sink
+//! sees it.
+
+mod schema;
+pub mod terminal;
+
+pub use schema::*;

@@ -1,0 +1,47 @@
+//! The project's git repository, through git2 only (never the `git` CLI):
+//! opening it, its branch and HEAD, ralph's own paths, what the agent
+//! changed, progress snapshots, WIP commits at checkpoints and the safety
+//! net's hidden snapshot refs.
+//!
+//! ```text
+//! repo.rs            this map
+//! repo/
+//!   repository.rs    Repo (open, branch, HEAD), OwnPaths/Own (what a commit leaves out),
+//!                    LeftOut, index entries `git add -A` leaves alone, shared path helpers
+//!   stat.rs          changes, diff_stat
+//!   snapshot.rs      snapshots for progress, made_progress
+//!   commit.rs        the WIP commit and its staging rules (what is staged, what is left out)
+//!   guard.rs         the [git] Guard: the rules that keep work out of a WIP commit
+//!   health.rs        commit_blockers: split/sparse index, detached HEAD (doctor, WIP commit)
+//!   stash.rs         stash entries, those made since an iteration began
+//!   outputs.rs       the files ralph's own stdout/stderr write to
+//!   scope.rs         a run's scope: the key of its work tree and project, the claim that
+//!                    refuses an overlapping run, the work tree's commit lock
+//!   safety_net.rs    work-tree snapshots on refs/ralph/snapshots/<scope>/<run>/<iteration>
+//! ```
+//!
+//! Pitfalls: never touch HEAD, the index or the stash outside a WIP commit;
+//! every path from git is bytes relative to the work tree, and the project
+//! root may be a subdirectory of it.
+
+mod commit;
+mod guard;
+mod health;
+mod outputs;
+mod repository;
+mod safety_net;
+mod scope;
+mod snapshot;
+mod stash;
+mod stat;
+
+pub use commit::{CommitOutcome, remove_stale_commit_locks, wip_commit_at};
+pub use guard::{Guard, UntrackedGroup};
+pub use health::Blocker;
+pub use outputs::{output_files, remember_output_files};
+pub use repository::*;
+pub use safety_net::{Restored, SNAPSHOT_REFS, SnapshotInfo, SnapshotOutcome};
+pub use scope::ScopeClaim;
+pub use snapshot::{Snapshot, made_progress, snapshot};
+pub use stash::{StashEntry, stash_ids};
+pub use stat::{FileChange, display_path};

@@ -1,0 +1,25 @@
+//! The morning report (`ralph report`, and the page `ralph run` writes as it
+//! ends): what happened in a run, as one self-contained HTML page with
+//! charts, a short text summary and JSON, all built from what the run
+//! recorded (`.ralph/events.jsonl`, `.ralph/state.json`). The live terminal
+//! view is `events::terminal`.
+//!
+//! ```text
+//! report.rs          this map
+//! report/
+//!   runs.rs          which runs, reading their logs and states, writing the page
+//!   model.rs         a run's figures from its event log and state (pure)
+//!   charts.rs        the charts' geometry; svg.rs draws them as inline SVG
+//!   html.rs          the one page (report.css inlined, no script, a CSP that forbids loads)
+//!   text.rs          the 80-column summary
+//! ```
+
+pub mod charts;
+pub mod html;
+pub mod model;
+mod runs;
+pub mod svg;
+pub mod text;
+
+pub use model::{Budgets, RunReport};
+pub use runs::*;

@@ -1,0 +1,23 @@
+//! The agent's `stream-json` output decoded into ralph's events: one line →
+//! one typed [`StreamEvent`], reading only the fields ralph needs, with
+//! bounded memory however long the line (tool results can be megabytes).
+//!
+//! ```text
+//! stream.rs          this map
+//! stream/
+//!   decode.rs        LineDecoder, decode_line, decode_from: short lines parsed in place,
+//!                    long ones compacted while they stream past (≤ MAX_COMPACTED a line)
+//!   event.rs         StreamEvent and its parts: what ralph knows about a line
+//!   raw.rs           the wire shapes (serde), Lenient, classify, into_event
+//! ```
+//!
+//! Pitfalls: a line that fails to decode is an `Invalid` event, never an
+//! error (the agent's output is not ours to trust); keep decoding pure so
+//! `benches/perf.rs` measures it alone.
+
+mod decode;
+mod event;
+mod raw;
+
+pub use decode::*;
+pub use event::*;

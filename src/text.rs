@@ -1,0 +1,15 @@
+//! Text ralph shows or writes that came from elsewhere: the agent's text
+//! made safe for a terminal, and secrets kept out of everything ralph
+//! writes or commits.
+//!
+//! ```text
+//! text.rs            this map
+//! text/
+//!   printable.rs     escape sequences and control characters stripped
+//!   secrets.rs       credential values redacted, token shapes scrubbed, key files kept out
+//! ```
+
+mod printable;
+pub mod secrets;
+
+pub use printable::*;
