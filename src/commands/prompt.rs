@@ -9,6 +9,7 @@ use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
+use crate::project::Project;
 use crate::prompt::Templates;
 use crate::prompt::fit::{self, DocStats, Stats};
 use crate::prompt::tiers;
@@ -33,7 +34,7 @@ impl NextIteration {
             crate::prompt::templates::PROMPT,
             crate::prompt::templates::CHECKPOINT_REQUEST,
         ])?;
-        let plan = Plan::load(&root.join(&config.plan))?;
+        let plan = Project::at(root).plan(config)?;
         let mut state = match RunState::load(&Layout::new(root).state())? {
             Some(s) if !fresh && !s.is_finished() => s,
             _ => RunState::default(),
