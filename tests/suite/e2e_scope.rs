@@ -186,13 +186,19 @@ text = "Nothing to do."
 
 /// A repository with two ralph projects, `svc-a/` and `svc-b/`.
 fn monorepo() -> Project {
+    monorepo_of(BUSY, IDLE_FULL)
+}
+
+/// A repository with two ralph projects whose agents play `a` and `b`.
+fn monorepo_of(a: &str, b: &str) -> Project {
     let p = Project::bare(PLAN, "", "");
     for f in ["fix_plan.md", "scenario.toml", "ralph.toml"] {
         std::fs::remove_file(p.path(f)).unwrap();
     }
     p.write("README.md", "two services\n");
+    p.write("svc-a/src/lib.rs", "// svc-a's code\n");
     let config = "[loop]\nmax_iterations = 3\n[breaker]\nno_progress = 2\n";
-    for (dir, scenario) in [("svc-a", BUSY), ("svc-b", IDLE_FULL)] {
+    for (dir, scenario) in [("svc-a", a), ("svc-b", b)] {
         p.write(&format!("{dir}/fix_plan.md"), PLAN);
         p.write(&format!("{dir}/scenario.toml"), scenario);
         p.write(&format!("{dir}/ralph.toml"), &common::config(config));
@@ -271,6 +277,58 @@ fn two_projects_in_one_repository_run_side_by_side() {
             .filter(|(_, paths)| paths[0].starts_with("svc-a/"))
             .all(|(_, paths)| paths.iter().any(|f| f == "svc-a/a.txt")),
         "{wip:#?}"
+    );
+}
+
+/// An agent that works a little, then takes its time.
+const SLOW: &str = "[[step]]\ncontext = 20000\npath = \"src/work.txt\"\ncontent = \"half done\\n\"\n[[step]]\nsleep_ms = 20000\n[[step]]\nresult = \"never reached\"\n";
+
+#[test]
+fn commands_in_a_subprojects_subdirectory_act_on_that_subproject() {
+    let p = monorepo_of(SLOW, SLOW);
+    p.write(
+        "svc-a/fix_plan.md",
+        "# Service A's plan\n\n- [ ] a's item\n",
+    );
+    let (a, b) = (p.path("svc-a"), p.path("svc-b"));
+    let src = a.join("src");
+    let dry = ralph_in(&src, &["run", "--dry-run"]);
+    assert_eq!(dry.0, 0, "{}", dry.2);
+    assert!(
+        dry.1.contains("Service A's plan"),
+        "svc-a's plan: {}",
+        dry.1
+    );
+    assert!(dry.1.contains("# iteration: 1\n"), "{}", dry.1);
+
+    let (run_a, run_b) = (spawn_run_in(&a), spawn_run_in(&b));
+    for dir in [&a, &b] {
+        common::wait_until("both running", LIMIT, || {
+            std::fs::read_to_string(dir.join(".ralph/events.jsonl"))
+                .is_ok_and(|l| l.contains("\"event\":\"context\""))
+        });
+    }
+    let (code, out, err) = ralph_in(&src, &["status", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let status: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["status"], "running", "{status}");
+    assert_eq!(
+        status["run_id"],
+        state_in(&a)["run_id"],
+        "svc-a's run: {status}"
+    );
+    let (code, _, err) = ralph_in(&src, &["stop"]);
+    assert_eq!(code, 0, "{err}");
+    let run_a = Run::wait(run_a, LIMIT);
+    assert_eq!(run_a.code, Some(6), "{}", run_a.describe());
+    // svc-b's run was not the one stopped.
+    assert_eq!(state_in(&b)["status"], "running");
+    let (code, _, err) = ralph_in(&b, &["stop"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(Run::wait(run_b, LIMIT).code, Some(6));
+    assert!(
+        !src.join(".ralph").exists(),
+        "a .ralph/ was made in svc-a/src/"
     );
 }
 
