@@ -78,5 +78,6 @@ mod verify;
 mod waiting;
 
 use now::Now;
+pub use record::checkpoint_outside_a_run;
 pub use run::*;
 pub use seams::next_shard;
