@@ -17,6 +17,7 @@ use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
 use crate::state::{FileInProgress, Layout, RunState, Trigger};
 use crate::stream::ToolCall;
+use crate::text::cut;
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
@@ -490,13 +491,6 @@ fn one_line(text: &str) -> String {
         Some((first, _)) => format!("{} …", first.trim_end()),
         None => text.to_string(),
     }
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    format!("{}…", text.chars().take(max).collect::<String>())
 }
 
 #[cfg(test)]
