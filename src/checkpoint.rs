@@ -63,12 +63,6 @@ pub struct Saved {
     pub left_out: Vec<LeftOut>,
 }
 
-/// "Context Checkpoint L2 at 87% - parser": one predictable form for
-/// commits and handoffs, so tools that index the repo find them.
-pub fn title(level: Level, percent: f64, item: Option<&str>) -> String {
-    titled("context", level, percent, item)
-}
-
 /// The title by trigger: "Context Checkpoint L2 at 87% - parser" for the
 /// context, "Checkpoint (signal at 24%) - parser" for anything else.
 fn titled(trigger: &str, level: Level, percent: f64, item: Option<&str>) -> String {
@@ -534,15 +528,6 @@ mod tests {
         assert_eq!(yaml["iteration"], 3);
         assert_eq!(yaml["context_percent"], 87.4);
         assert_eq!(yaml["trigger"], "true");
-    }
-
-    #[test]
-    fn titles_have_one_form() {
-        assert_eq!(
-            title(Level::L2, 86.6, Some("parser")),
-            "Context Checkpoint L2 at 87% - parser"
-        );
-        assert_eq!(title(Level::L3, 95.0, None), "Context Checkpoint L3 at 95%");
     }
 
     #[test]
