@@ -12,6 +12,7 @@ pub mod context;
 pub mod error;
 pub mod events;
 mod hooks;
+mod notify;
 pub mod plan;
 mod project;
 pub mod prompt;
