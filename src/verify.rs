@@ -50,12 +50,12 @@ impl Default for VerifyConfig {
 
 impl VerifyConfig {
     /// Whether the checks run at `when` (a completion: whenever there are any).
-    pub fn runs_on(&self, when: When) -> bool {
+    pub(crate) fn runs_on(&self, when: When) -> bool {
         !self.commands.is_empty() && (when == When::Completion || self.on.contains(&when))
     }
 
     /// The key that is wrong and why, if one is.
-    pub fn problem(&self) -> Option<(&'static str, String)> {
+    pub(crate) fn problem(&self) -> Option<(&'static str, String)> {
         if self.commands.iter().any(|c| c.trim().is_empty()) {
             return Some(("commands", "a command is empty".into()));
         }
@@ -86,7 +86,7 @@ pub enum When {
 }
 
 impl When {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             When::Completion => "completion",
             When::Item => "item",
@@ -122,7 +122,7 @@ pub struct Check {
 
 impl Check {
     /// "`cargo test` exited with 101", "`make` timed out after 10m00s".
-    pub fn summary(&self, timeout: Option<Duration>) -> String {
+    pub(crate) fn summary(&self, timeout: Option<Duration>) -> String {
         let what = match (self.status, self.exit_code) {
             (Status::Passed, _) => "passed".to_string(),
             (Status::Failed, Some(c)) => format!("exited with {c}"),
@@ -159,13 +159,13 @@ pub struct Verification {
 
 impl Verification {
     /// The failed command, if one failed.
-    pub fn failure(&self) -> Option<&Check> {
+    pub(crate) fn failure(&self) -> Option<&Check> {
         self.checks.iter().find(|c| c.status != Status::Passed)
     }
 
     /// One line: "passed (2 commands)" or the failed command's summary —
     /// stable across runs of the same failure (the breaker's fingerprint).
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         match self.failure() {
             Some(c) => format!("verify failed: {}", c.summary(None)),
             None => format!(
@@ -175,17 +175,11 @@ impl Verification {
             ),
         }
     }
-
-    /// Interrupted by ralph's own stop: says nothing about the work.
-    pub fn interrupted(&self) -> bool {
-        self.failure()
-            .is_some_and(|c| c.status == Status::Interrupted)
-    }
 }
 
 /// Run `config.commands` in `root`, in order, stopping at the first that
 /// fails. `env` is added to each command's environment.
-pub fn run(
+pub(crate) fn run(
     config: &VerifyConfig,
     root: &Path,
     env: &[(String, String)],
@@ -259,16 +253,13 @@ fn clean_tail(output: &str) -> String {
 /// What the prompt's "fix first" block shows of a failed verification:
 /// the failed command, the last `lines` lines of its output (each cut to
 /// [`LINE_CHARS`]), and the commands not run after it.
-pub fn view(v: &Verification, lines: usize, timeout: Duration) -> Option<minijinja::Value> {
+pub(crate) fn view(v: &Verification, lines: usize, timeout: Duration) -> Option<minijinja::Value> {
     let failed = v.failure()?;
     let all: Vec<&str> = failed.output.lines().collect();
     let from = all.len().saturating_sub(lines);
     let tail: Vec<String> = all[from..]
         .iter()
-        .map(|l| match l.char_indices().nth(LINE_CHARS) {
-            Some((at, _)) => format!("{}…", &l[..at]),
-            None => l.to_string(),
-        })
+        .map(|l| crate::text::cut(l, LINE_CHARS))
         .collect();
     // A fence longer than any run of backticks in the output.
     let longest = tail

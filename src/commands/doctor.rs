@@ -496,7 +496,7 @@ fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
             let detail = if last.is_empty() {
                 summary
             } else {
-                format!("{summary}: {}", crate::prompt::tiers::cut_chars(last, 200))
+                format!("{summary}: {}", crate::text::cut(last, 200))
             };
             c.problem(
                 "verify",
@@ -544,7 +544,8 @@ impl Report for DoctorReport {
 }
 
 /// `ralph doctor [--json]`: exit 0 when there is no problem, 1 otherwise.
-pub fn doctor(root: &Path, json: bool) -> Result<i32> {
+pub fn doctor(project: &Project, json: bool) -> Result<i32> {
+    let root = project.root();
     let report = DoctorReport::examine(root);
     super::print(&report.render(json))?;
     Ok(if report.ok { 0 } else { 1 })

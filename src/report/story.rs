@@ -26,7 +26,7 @@ pub struct VerifyRow {
 
 impl VerifyRow {
     /// The row of a `verify` event, if `event` is one.
-    pub fn of(ts: &str, event: &Event) -> Option<VerifyRow> {
+    pub(crate) fn of(ts: &str, event: &Event) -> Option<VerifyRow> {
         let Event::Verify { verification: v } = event else {
             return None;
         };
@@ -44,7 +44,7 @@ impl VerifyRow {
 
 /// The verify lane of the page: one mark per run of the checks, in order,
 /// and the failures listed.
-pub fn verify_html(out: &mut String, rows: &[VerifyRow]) {
+pub(crate) fn verify_html(out: &mut String, rows: &[VerifyRow]) {
     let _ = write!(out, r#"<section class="verify"><h2>Verify</h2>"#);
     if rows.is_empty() {
         out.push_str(r#"<p class="none">No [verify] commands ran: "completed" rests on the agent's word.</p></section>"#);
@@ -90,7 +90,7 @@ pub fn verify_html(out: &mut String, rows: &[VerifyRow]) {
 
 /// The text summary's verify line: one mark per run (✓ passed, ✗ failed)
 /// and the last result.
-pub fn verify_text(rows: &[VerifyRow]) -> String {
+pub(crate) fn verify_text(rows: &[VerifyRow]) -> String {
     let Some(last) = rows.last() else {
         return format!(
             "{:<15}none configured: \"completed\" is the agent's word",
