@@ -575,3 +575,55 @@ fn a_pre_compact_handoff_is_resumed_by_the_next_run() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("handoff"));
     assert_resumed_from_a_checkpoint_made_outside_a_run(&p, &messages);
 }
+
+// ----------------------------------------------------- leftovers of a kill
+
+/// The agent climbs into L1 (its `on_level` hook starts in the background)
+/// and works on until its supervisor is killed.
+const CLIMBS_AND_HANGS: &str = r#"
+[[step]]
+context = 135000
+text = "Deep in the parser."
+[[step]]
+hang = true
+"#;
+
+#[test]
+fn an_on_level_hook_does_not_outlive_kill_9_and_the_takeover() {
+    let p = Project::new(
+        PLAN,
+        CLIMBS_AND_HANGS,
+        "[hooks]\non_level = [\"exec sleep 417\"]\ntimeout = \"10m\"\n",
+    );
+    p.write("idle.toml", common::IDLE);
+    let mut first = p.spawn_unread_run();
+    common::wait_for_process("sleep 417", LIMIT);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !common::processes_matching("sleep 417").is_empty(),
+        "the hook is in a group of its own: kill -9 of ralph leaves it"
+    );
+    let run = p.run(
+        &["--max-iterations", "1", "--agent", "ralph sim idle.toml"],
+        LIMIT,
+    );
+    let left = common::processes_matching("sleep 417");
+    for pid in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        left.is_empty(),
+        "the takeover ends the dead run's hook: {left:?}\n{}",
+        run.describe()
+    );
+    assert!(
+        !p.path(".ralph/hook-groups.json").exists() || {
+            p.read(".ralph/hook-groups.json").trim() == "[]"
+        }
+    );
+}
