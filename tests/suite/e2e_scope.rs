@@ -627,3 +627,55 @@ fn an_on_level_hook_does_not_outlive_kill_9_and_the_takeover() {
         }
     );
 }
+
+// ------------------------------------------------------- the user's edits
+
+#[test]
+fn tracked_edits_found_at_start_are_committed_on_their_own() {
+    let p = Project::bare(PLAN, common::QUICK_L2, "[loop]\nmax_iterations = 1\n");
+    p.write("tracked.txt", "committed\n");
+    p.write("notes/todo.txt", "committed too\n");
+    p.git_init();
+    // The user's own edits, left before starting ralph.
+    p.write("tracked.txt", "edited by the user\n");
+    std::fs::remove_file(p.path("notes/todo.txt")).unwrap();
+    p.write("scratch.txt", "untracked, the user's\n");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(
+        warned(
+            &run,
+            "2 tracked file(s) were modified before the run: notes/todo.txt, tracked.txt; committed on their own"
+        ),
+        "{}",
+        run.describe()
+    );
+    let log = commits(&p);
+    let before = log
+        .iter()
+        .find(|(subject, _)| subject == "ralph: changes present before the run")
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    assert_eq!(before.1, ["notes/todo.txt", "tracked.txt"], "{log:#?}");
+    // The agent's WIP commit, after it, holds the agent's work only.
+    let (subject, files) = &log[0];
+    assert!(subject.starts_with("ralph: checkpoint"), "{log:#?}");
+    assert!(files.iter().any(|f| f == "work.txt"), "{files:?}");
+    assert!(
+        !files
+            .iter()
+            .any(|f| f == "tracked.txt" || f == "notes/todo.txt"),
+        "{files:?}"
+    );
+    assert_eq!(
+        log[1].0, "ralph: changes present before the run",
+        "{log:#?}"
+    );
+    // A continued run does not take the agent's uncommitted work for the user's.
+    p.write("work.txt", "the agent's, uncommitted\n");
+    let again = p.run(&[], LIMIT);
+    assert!(
+        !warned(&again, "modified before the run"),
+        "{}",
+        again.describe()
+    );
+}
