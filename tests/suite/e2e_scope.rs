@@ -679,3 +679,31 @@ fn tracked_edits_found_at_start_are_committed_on_their_own() {
         again.describe()
     );
 }
+
+// ---------------------------------------------------- ralph's own output
+
+#[test]
+fn ralphs_output_through_tee_is_neither_progress_nor_committed() {
+    let p = Project::new(PLAN, common::QUICK_L2, "[breaker]\nno_progress = 2\n");
+    let out = std::process::Command::new("bash")
+        .current_dir(p.root())
+        .env("RALPH_LOG", "off")
+        .args([
+            "-c",
+            "set -o pipefail; \"$0\" run --max-iterations 6 2>&1 | tee ralph.log",
+            common::BIN,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = p.read("ralph.log");
+    assert_eq!(out.status.code(), Some(3), "the breaker opens: {text}");
+    assert!(!text.is_empty());
+    for (subject, files) in commits(&p) {
+        assert!(
+            !files.iter().any(|f| f == "ralph.log"),
+            "{subject}: {files:?}"
+        );
+    }
+}
