@@ -598,6 +598,11 @@ fn an_on_level_hook_does_not_outlive_kill_9_and_the_takeover() {
     p.write("idle.toml", common::IDLE);
     let mut first = p.spawn_unread_run();
     common::wait_for_process("sleep 417", LIMIT);
+    // Recorded as it starts (a kill in the instant between the spawn and
+    // the record would miss it).
+    common::wait_until("the hook's group recorded", LIMIT, || {
+        std::fs::read_to_string(p.path(".ralph/hook-groups.json")).is_ok_and(|t| t.contains("pgid"))
+    });
     first.kill().unwrap();
     first.wait().unwrap();
     std::thread::sleep(Duration::from_millis(200));
