@@ -28,7 +28,7 @@ pub struct Config {
     pub prompt: crate::config::token_budget::PromptConfig,
     pub handoff: crate::config::token_budget::HandoffConfig,
     pub runs: crate::agent::transcript::RunsConfig,
-    pub verify: crate::verify::VerifyConfig,
+    pub verify: crate::verify::checks::VerifyConfig,
     pub notify: crate::notify::config::NotifyConfig,
 }
 

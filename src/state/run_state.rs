@@ -343,7 +343,7 @@ pub struct RunState {
     /// The latest run of the `[verify]` commands; while it failed, the
     /// next prompt asks for the failure to be fixed first.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub verify: Option<crate::verify::Verification>,
+    pub verify: Option<crate::verify::checks::Verification>,
 }
 
 impl Default for RunState {
