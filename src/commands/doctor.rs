@@ -346,27 +346,24 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
 }
 
 /// `[agent] sandbox`: the box can be made here; without one, say what the
-/// agent can reach.
+/// agent can reach (`ralph init` says whether bubblewrap would work).
 fn check_box(c: &mut Checks, config: &Config) {
     use crate::agent::sandbox::Kind;
-    match (config.agent.sandbox, crate::agent::sandbox::probe()) {
-        (Kind::Bwrap, Ok(bwrap)) => c.ok(
+    if config.agent.sandbox == Kind::None {
+        return c.ok(
+            "sandbox",
+            "none: the agent can read and write whatever ralph can (docs/sandbox.md)",
+        );
+    }
+    match crate::agent::sandbox::probe() {
+        Ok(bwrap) => c.ok(
             "sandbox",
             format!(
                 "bwrap ({}): the agent writes only the project; $HOME is private",
                 bwrap.display()
             ),
         ),
-        (Kind::Bwrap, Err((why, fix))) => c.problem("sandbox", why, fix),
-        (Kind::None, Ok(_)) => c.warn(
-            "sandbox",
-            "none: the agent can read and write whatever ralph can (~/.ssh, other repositories)",
-            "bubblewrap works here: set `sandbox = \"bwrap\"` under [agent] (docs/sandbox.md)",
-        ),
-        (Kind::None, Err(_)) => c.ok(
-            "sandbox",
-            "none: the agent can read and write whatever ralph can (docs/sandbox.md)",
-        ),
+        Err((why, fix)) => c.problem("sandbox", why, fix),
     }
 }
 
