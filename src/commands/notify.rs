@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::{Report, print};
 use crate::error::{Error, Result};
-use crate::project::Project;
 use crate::notify::{self, Channel};
+use crate::project::Project;
 
 #[derive(Debug, Serialize)]
 pub struct NotifyReport {
