@@ -553,7 +553,7 @@ impl IterationMachine {
             out,
             Event::AgentSignalled {
                 iteration: self.facts.number,
-                signal: format!("{sig:?}"),
+                signal: sig,
                 reason: reason.to_string(),
             },
         );
