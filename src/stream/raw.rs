@@ -222,7 +222,7 @@ fn blocks<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RawBlock>, D::Error> {
 
 const SUMMARY_LEN: usize = 200;
 
-fn cut(text: String) -> String {
+pub(super) fn cut(text: String) -> String {
     if text.len() <= SUMMARY_LEN {
         return text;
     }
@@ -289,6 +289,7 @@ impl RawLine {
                     text,
                     tool_calls,
                     error: self.error.and_then(Lenient::text),
+                    context_window: None,
                 })
             }
             ("user", _) => StreamEvent::User {
