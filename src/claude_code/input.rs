@@ -3,11 +3,6 @@
 //! install them. Everything here runs at Claude Code's call, so it never
 //! fails a session: errors become a short message and exit code 0.
 
-pub mod hook;
-pub mod settings;
-pub mod statusline;
-pub mod transcript;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -140,14 +135,6 @@ pub fn read_input() -> Result<Input, String> {
     }
 }
 
-/// The ralph project `dir` belongs to: the nearest directory at or above
-/// it with a `ralph.toml` or a `.ralph/`. `None` outside any.
-pub fn project_root(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .find(|d| d.join(crate::config::FILE_NAME).is_file() || d.join(".ralph").is_dir())
-        .map(Path::to_path_buf)
-}
-
 /// Set in the agent's environment by ralph's supervisor: the session is one
 /// of ralph's own iterations, whose checkpoints and resume block the
 /// supervisor owns.
@@ -200,18 +187,5 @@ mod tests {
         assert_eq!(meter(&config, &Input::default()).window(), 200_000);
         config.agent.context_window = 300_000;
         assert_eq!(meter(&config, &reported).window(), 300_000);
-    }
-
-    #[test]
-    fn the_project_is_found_above_the_directory() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("ralph.toml"), "").unwrap();
-        std::fs::create_dir_all(d.path().join("a/b")).unwrap();
-        assert_eq!(
-            project_root(&d.path().join("a/b")).as_deref(),
-            Some(d.path())
-        );
-        let outside = tempfile::tempdir().unwrap();
-        assert_eq!(project_root(outside.path()), None);
     }
 }
