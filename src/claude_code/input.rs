@@ -87,11 +87,7 @@ impl Input {
 /// ralph's meter for this session: the configured window, else the one
 /// Claude Code reports for the model, else the model's name.
 pub fn meter(config: &Config, input: &Input) -> ContextMeter {
-    let mut meter = ContextMeter::new(
-        config.agent.context_window,
-        config.agent.reserve_tokens,
-        config.thresholds(),
-    );
+    let mut meter = config.meter();
     if let Some(model) = input.model_id() {
         if let Some(w) = input.context_window_size() {
             meter = meter.with_known_windows(&[(model.to_string(), w)].into());

@@ -39,7 +39,7 @@ impl NextIteration {
             Some(s) if !fresh && !s.is_finished() => s,
             _ => RunState::default(),
         };
-        state.shard_request = super::estimate::next_shard(root, config, &state, &plan);
+        state.shard_request = crate::supervisor::next_shard(root, config, &state, &plan);
         let iteration = state.iteration + 1;
         let fitted = fit::render_prompt(root, &templates, config, &state, &plan, iteration)?;
         let stats = Stats::new(root, config, &state, &plan, &fitted, iteration);
