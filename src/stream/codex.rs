@@ -23,7 +23,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::raw::SUMMARY_LEN;
 use super::{AssistantMessage, ResultMessage, StreamEvent, ToolCall, Usage};
+use crate::text::cut_bytes;
 
 /// Lines longer than this (a command's whole output in one `item/completed`)
 /// are skipped and reported, so that memory stays bounded.
@@ -168,7 +170,7 @@ impl CodexDecoder {
             let what = params.command.or(params.reason).unwrap_or_default();
             self.denials.push(match what.is_empty() {
                 true => method.clone(),
-                false => format!("{method}: {}", super::raw::cut(what)),
+                false => format!("{method}: {}", cut_bytes(what, SUMMARY_LEN)),
             });
             self.control = Some(Control::Request {
                 id,
@@ -254,7 +256,7 @@ impl CodexDecoder {
                 id: item.id,
                 name: "Bash".into(),
                 path: None,
-                summary: item.command.map(super::raw::cut),
+                summary: item.command.map(|c| cut_bytes(c, SUMMARY_LEN)),
             }],
             "fileChange" => item
                 .changes
