@@ -9,9 +9,13 @@
 //!   kind.rs          AgentKind, the seam per agent CLI: command line, messages, decoder,
 //!                    capabilities
 //!   claude.rs        Claude Code's specifics (stream-json flags, user messages)
+//!   codex.rs         Codex's app-server client (Wire): handshake, turns, steer, interrupt,
+//!                    answers to the server's requests
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
 //!   procs.rs         the processes ralph ends, from /proc: groups, sessions, orphans
 //!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
+//!   sandbox.rs       the box the agent may run in ([agent] sandbox = "bwrap"): bubblewrap's
+//!                    arguments, the start-of-run probe, the environment it withholds
 //! ```
 //!
 //! Pitfalls: the agent's output is hostile input (escape sequences, huge
@@ -19,9 +23,11 @@
 //! memory.
 
 mod claude;
+mod codex;
 mod kind;
 mod process;
 pub mod procs;
+pub mod sandbox;
 pub mod transcript;
 
 pub use claude::STREAM_FLAGS;

@@ -100,7 +100,10 @@ fn clean_tail(output: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::config::span::Span;
 
     fn config(commands: &[&str], timeout: Duration) -> VerifyConfig {
         VerifyConfig {

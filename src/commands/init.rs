@@ -30,6 +30,8 @@ pub struct InitReport {
     /// What stands in the way of a run (a prompt file ralph did not write).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The sandbox on offer here (`[agent] sandbox`, docs/sandbox.md).
+    pub sandbox: String,
     /// The `[verify] commands` proposed for the project found.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<String>,
@@ -50,6 +52,7 @@ impl Report for InitReport {
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");
         }
+        let _ = writeln!(out, "sandbox: {}", self.sandbox);
         if !self.verify.is_empty() {
             let _ = writeln!(
                 out,
@@ -173,6 +176,10 @@ pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32
         root,
         &crate::config::Config::load(root)?.prompt_file,
     );
+    report.sandbox = match crate::agent::sandbox::probe() {
+        Ok(_) => "bubblewrap works here: set `sandbox = \"bwrap\"` under [agent] in ralph.toml to keep the agent inside the project (docs/sandbox.md)".into(),
+        Err((why, fix)) => format!("not available ({why}); {fix}"),
+    };
     super::print(&report.render(json))?;
     Ok(0)
 }
@@ -249,6 +256,8 @@ mod tests {
         full.agent.command = Some("c".into());
         full.loop_.max_duration = Some(crate::config::Span::secs(1));
         full.loop_.max_cost_usd = Some(1.0);
+        full.quota.five_hour_percent = Some(90.0);
+        full.quota.weekly_percent = Some(80.0);
         let n = &mut full.notify;
         for key in [
             &mut n.webhook,

@@ -15,15 +15,18 @@ pub enum AgentKind {
     /// Claude Code (`claude -p --output-format stream-json`).
     #[default]
     Claude,
+    /// Codex (`codex app-server`).
+    Codex,
 }
 
 impl AgentKind {
-    pub const ALL: [AgentKind; 1] = [AgentKind::Claude];
+    pub const ALL: [AgentKind; 2] = [AgentKind::Claude, AgentKind::Codex];
 
     /// The name in `ralph.toml` and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
         }
     }
 
@@ -31,6 +34,7 @@ impl AgentKind {
     pub fn default_command(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
         }
     }
 }
@@ -56,6 +60,8 @@ pub struct AgentConfig {
     pub context_window: u64,
     pub reserve_tokens: u64,
     pub env: BTreeMap<String, String>,
+    /// `none` or `bwrap`: the agent in a box (`[sandbox]`, docs/sandbox.md).
+    pub sandbox: crate::agent::sandbox::Kind,
 }
 
 impl Default for AgentConfig {
@@ -68,6 +74,7 @@ impl Default for AgentConfig {
             context_window: 0,
             reserve_tokens: 33_000,
             env: BTreeMap::new(),
+            sandbox: Default::default(),
         }
     }
 }

@@ -30,6 +30,8 @@ pub struct Config {
     pub runs: crate::agent::transcript::RunsConfig,
     pub verify: crate::verify::checks::VerifyConfig,
     pub notify: crate::notify::config::NotifyConfig,
+    pub quota: crate::rules::quota::QuotaConfig,
+    pub sandbox: crate::agent::sandbox::SandboxConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -157,6 +159,8 @@ impl Default for Config {
             runs: Default::default(),
             verify: Default::default(),
             notify: Default::default(),
+            quota: Default::default(),
+            sandbox: Default::default(),
         }
     }
 }
@@ -457,7 +461,10 @@ impl Config {
                 );
             }
         }
-        for (section, check) in [("notify", self.notify.check())] {
+        for (section, check) in [
+            ("notify", self.notify.check()),
+            ("quota", self.quota.check()),
+        ] {
             if let Err((key, why)) = check {
                 return bad(section, key, why);
             }

@@ -40,6 +40,9 @@ pub struct RunReport {
     /// The runs of the `[verify]` commands, oldest first.
     pub verify: Vec<super::story::VerifyRow>,
     pub metrics: Metrics,
+    /// The subscription's windows as the agent last reported them (the
+    /// quota guard); empty when it reported none.
+    pub quota: Vec<crate::rules::quota::WindowView>,
 }
 
 /// The limits the run was held to, as far as they are known.
@@ -230,6 +233,7 @@ pub fn build(
         breaker: Vec::new(),
         verify: Vec::new(),
         metrics: Metrics::default(),
+        quota: Vec::new(),
     };
     let mut rows: BTreeMap<u32, IterationRow> = BTreeMap::new();
     let mut starts: BTreeMap<u32, jiff::Timestamp> = BTreeMap::new();

@@ -186,6 +186,8 @@ pub enum Reply {
         /// Context occupancy the message reports: what ralph's meter reads.
         occupancy: u64,
         delay: Duration,
+        /// Response headers beyond the usual (`anthropic-ratelimit-unified-*`).
+        headers: Vec<(String, String)>,
     },
     Error {
         status: u16,
@@ -201,7 +203,50 @@ impl Reply {
             blocks: Vec::new(),
             occupancy,
             delay: Duration::ZERO,
+            headers: Vec::new(),
         }
+    }
+
+    /// The subscription usage headers the API sends a claude.ai login
+    /// (Claude Code 2.1.328 reads them into `rate_limit_event` lines only
+    /// when logged in that way, `CLAUDE_CODE_OAUTH_TOKEN`): the 5-hour and
+    /// weekly windows used by these fractions, resetting in 1 h and 3 days.
+    pub fn usage_limits(mut self, five_hour: f64, seven_day: f64) -> Reply {
+        if let Reply::Message { headers, .. } = &mut self {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let (reset5, reset7) = (now + 3600, now + 3 * 86400);
+            let warn = |u: f64| {
+                if u >= 0.75 {
+                    "allowed_warning"
+                } else {
+                    "allowed"
+                }
+            };
+            for (k, v) in [
+                ("status", "allowed".to_string()),
+                ("reset", reset5.to_string()),
+                ("5h-utilization", five_hour.to_string()),
+                ("5h-reset", reset5.to_string()),
+                ("5h-status", warn(five_hour).to_string()),
+                ("7d-utilization", seven_day.to_string()),
+                ("7d-reset", reset7.to_string()),
+                ("7d-status", warn(seven_day).to_string()),
+            ] {
+                headers.push((format!("anthropic-ratelimit-unified-{k}"), v));
+            }
+        }
+        self
+    }
+
+    /// Answer only after `wait`.
+    pub fn after(mut self, wait: Duration) -> Reply {
+        if let Reply::Message { delay, .. } = &mut self {
+            *delay = wait;
+        }
+        self
     }
 
     pub fn text(mut self, text: &str) -> Reply {
@@ -231,9 +276,17 @@ impl Reply {
 }
 
 type Script = dyn Fn(&ApiRequest) -> Reply + Send + Sync;
+/// A whole HTTP response for a request (another provider's API).
+type RawScript = dyn Fn(&ApiRequest) -> Vec<u8> + Send + Sync;
+
+/// Who answers: the Messages API script, or another API's responder.
+enum Responder {
+    Messages(Box<Script>),
+    Raw(Box<RawScript>),
+}
 
 struct Shared {
-    script: Box<Script>,
+    responder: Responder,
     requests: Mutex<Vec<ApiRequest>>,
     log: Mutex<Option<std::fs::File>>,
     seq: AtomicUsize,
@@ -254,10 +307,23 @@ impl MockApi {
         log: &Path,
         script: impl Fn(&ApiRequest) -> Reply + Send + Sync + 'static,
     ) -> MockApi {
+        MockApi::serve(log, Responder::Messages(Box::new(script)))
+    }
+
+    /// Serve another API: `respond` gives the whole HTTP response (see
+    /// [`http`]); `POST …/responses` counts as a main request.
+    pub fn start_raw(
+        log: &Path,
+        respond: impl Fn(&ApiRequest) -> Vec<u8> + Send + Sync + 'static,
+    ) -> MockApi {
+        MockApi::serve(log, Responder::Raw(Box::new(respond)))
+    }
+
+    fn serve(log: &Path, responder: Responder) -> MockApi {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the mock API");
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
-            script: Box::new(script),
+            responder,
             requests: Mutex::new(Vec::new()),
             log: Mutex::new(std::fs::File::create(log).ok()),
             seq: AtomicUsize::new(0),
@@ -399,7 +465,8 @@ fn serve(conn: TcpStream, shared: &Shared) {
             .is_some_and(|c| c.eq_ignore_ascii_case("close"));
         let is_messages =
             method == "POST" && (path == "/v1/messages" || path.starts_with("/v1/messages?"));
-        let main = is_messages && body["tools"].as_array().is_some_and(|t| !t.is_empty());
+        let main = is_messages && body["tools"].as_array().is_some_and(|t| !t.is_empty())
+            || method == "POST" && path.ends_with("/responses");
         let request = ApiRequest {
             seq: shared.seq.fetch_add(1, Ordering::SeqCst),
             main_seq: main.then(|| shared.main_seq.fetch_add(1, Ordering::SeqCst)),
@@ -472,6 +539,13 @@ fn record(shared: &Shared, request: &ApiRequest) {
 
 fn respond(shared: &Shared, request: &ApiRequest, is_messages: bool) -> Vec<u8> {
     let id = request.seq;
+    let script = match &shared.responder {
+        Responder::Messages(script) => script,
+        Responder::Raw(respond) => {
+            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| respond(request)))
+                .unwrap_or_else(|_| http(500, "text/plain", id, b"the mock's script panicked"));
+        }
+    };
     match (request.method.as_str(), request.path.as_str()) {
         ("HEAD", _) => http(200, "text/plain", id, &[]),
         ("POST", p) if p.starts_with("/v1/messages/count_tokens") => {
@@ -481,7 +555,7 @@ fn respond(shared: &Shared, request: &ApiRequest, is_messages: bool) -> Vec<u8> 
             // A panicking script must not take the connection's thread down
             // silently: answer 500 and keep the panic text in the log.
             let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                (shared.script)(request)
+                script(request)
             }))
             .unwrap_or_else(|_| Reply::error(500, "api_error", "the mock's script panicked"));
             render(reply, request)
@@ -517,6 +591,7 @@ fn render(reply: Reply, request: &ApiRequest) -> Vec<u8> {
             blocks,
             occupancy,
             delay,
+            headers,
         } => {
             std::thread::sleep(delay);
             let model = request.model().to_string();
@@ -572,7 +647,17 @@ fn render(reply: Reply, request: &ApiRequest) -> Vec<u8> {
             for (name, data) in events {
                 body.push_str(&format!("event: {name}\ndata: {data}\n\n"));
             }
-            http(200, "text/event-stream", id, body.as_bytes())
+            let mut out = http(200, "text/event-stream", id, body.as_bytes());
+            if !headers.is_empty() {
+                // Before the blank line that ends the head.
+                let head_end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+                let extra: String = headers
+                    .iter()
+                    .map(|(k, v)| format!("\r\n{k}: {v}"))
+                    .collect();
+                out.splice(head_end..head_end, extra.into_bytes());
+            }
+            out
         }
     }
 }
@@ -590,7 +675,7 @@ fn block_json(b: &Block, request: usize, i: usize) -> Value {
     }
 }
 
-fn http(status: u16, content_type: &str, id: usize, body: &[u8]) -> Vec<u8> {
+pub fn http(status: u16, content_type: &str, id: usize, body: &[u8]) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
