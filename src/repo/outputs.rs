@@ -105,6 +105,8 @@ mod tests {
             .arg(&log)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
+            // tee's stderr would be this test's: a file when `cargo test > log`.
+            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         // The pipe as this process holds it: its write end.
