@@ -43,6 +43,12 @@ pub struct LoopConfig {
     pub max_cost_usd: Option<f64>,
 }
 
+/// `context.checkpoint_tokens` unless set: L2 at 200k tokens at the latest.
+/// Sonnet 5 and Opus 5 run with 1M windows by default, where 85% of the
+/// usable window is ~822k tokens, each turn re-reading all of it; 200k is
+/// where every checkpoint came on the 200k windows ralph was built for.
+pub const DEFAULT_CHECKPOINT_TOKENS: u64 = 200_000;
+
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContextConfig {
@@ -57,7 +63,10 @@ pub struct ContextConfig {
     /// split before it is worked on.
     pub shard_percent: f64,
     /// Absolute cap: checkpoint at this many tokens even if the percentage
-    /// is not reached (long windows lose accuracy well before 85%).
+    /// is not reached, L1 at warn/checkpoint of it. Default
+    /// [`DEFAULT_CHECKPOINT_TOKENS`]: with a 200k window it never binds;
+    /// with a 1M one it keeps each turn's context near what it was on 200k
+    /// (docs/estimates.md, "Long windows").
     pub checkpoint_tokens: Option<u64>,
     /// What an item is estimated at when nothing is known about it, in
     /// percent of the usable window.
@@ -181,7 +190,7 @@ impl Default for ContextConfig {
             agent_handoff: true,
             nudge_at_l1: true,
             shard_percent: 60.0,
-            checkpoint_tokens: None,
+            checkpoint_tokens: Some(DEFAULT_CHECKPOINT_TOKENS),
             estimate_prior_percent: 20.0,
         }
     }
