@@ -48,8 +48,7 @@ trap 'rm -f "$log"' EXIT
 cd "$repo"
 status=0
 RALPH_E2E_CLAUDE="$claude_bin" RALPH_E2E_REQUIRE=1 \
-    cargo test --locked --test suite real_claude 2>&1 | tee "$log" >&2 || status=$?
-[ "${PIPESTATUS[0]:-$status}" -eq 0 ] || status=1
+    cargo test --locked --test suite real_claude 2>&1 | tee "$log" >&2 || status=1
 
 passed="$(grep -cE '^test .* \.\.\. ok$' "$log" || true)"
 failed="$(grep -E '^test .* \.\.\. FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' || true)"
