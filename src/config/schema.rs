@@ -45,10 +45,9 @@ pub struct LoopConfig {
     pub max_cost_usd: Option<f64>,
 }
 
-/// `context.checkpoint_tokens` unless set: L2 at 200k tokens at the latest.
-/// Sonnet 5 and Opus 5 run with 1M windows by default, where 85% of the
-/// usable window is ~822k tokens, each turn re-reading all of it; 200k is
-/// where every checkpoint came on the 200k windows ralph was built for.
+/// `context.checkpoint_tokens` unless set. Never binds on a 200k window; on
+/// a 1M one (Sonnet 5, Opus 5) L2 would be ~822k, each turn re-reading it
+/// all (docs/estimates.md, "Long windows").
 pub const DEFAULT_CHECKPOINT_TOKENS: u64 = 200_000;
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -64,11 +63,8 @@ pub struct ContextConfig {
     /// An item estimated above this percent of the usable window is to be
     /// split before it is worked on.
     pub shard_percent: f64,
-    /// Absolute cap: checkpoint at this many tokens even if the percentage
-    /// is not reached, L1 at warn/checkpoint of it. Default
-    /// [`DEFAULT_CHECKPOINT_TOKENS`]: with a 200k window it never binds;
-    /// with a 1M one it keeps each turn's context near what it was on 200k
-    /// (docs/estimates.md, "Long windows").
+    /// Absolute cap: L2 at this many tokens at the latest, L1 at
+    /// warn/checkpoint of it ([`DEFAULT_CHECKPOINT_TOKENS`] unless set).
     pub checkpoint_tokens: Option<u64>,
     /// What an item is estimated at when nothing is known about it, in
     /// percent of the usable window.
