@@ -10,7 +10,8 @@ use crate::stream::StreamEvent;
 
 /// Window of every current Claude model unless it says otherwise.
 pub const DEFAULT_WINDOW: u64 = 200_000;
-/// Window of a model whose name carries the `[1m]` suffix.
+/// Window of a model whose name carries the `[1m]` suffix, and of the fifth
+/// model generation on (see [`window_for_model`]).
 pub const LONG_WINDOW: u64 = 1_000_000;
 
 /// How far the growth rate looks back.
@@ -272,8 +273,16 @@ impl ContextMeter {
     fn relevel(&mut self) -> Option<Change> {
         let percent = self.percent();
         let mut level = self.thresholds.level(percent);
-        if self.cap.is_some_and(|c| self.tokens >= c) {
-            level = level.max(Level::L2);
+        if let Some(cap) = self.cap {
+            // The cap stands in for the checkpoint percentage, and L1 comes
+            // before it as before that: at warn/checkpoint of it (70/85 of
+            // 200k: 165k), so the L1 nudge still precedes a capped L2.
+            let warn_at = cap as f64 * self.thresholds.warn / self.thresholds.checkpoint;
+            if self.tokens >= cap {
+                level = level.max(Level::L2);
+            } else if self.tokens as f64 >= warn_at {
+                level = level.max(Level::L1);
+            }
         }
         self.peak_percent = self.peak_percent.max(percent);
         self.peak_tokens = self.peak_tokens.max(self.tokens);
@@ -331,7 +340,8 @@ impl ContextMeter {
 
     /// Time until the checkpoint level at the current growth rate.
     pub fn eta_to_checkpoint(&self) -> Option<Duration> {
-        let target = self.thresholds.checkpoint / 100.0 * self.usable() as f64;
+        let percent_at = self.thresholds.checkpoint / 100.0 * self.usable() as f64;
+        let target = self.cap.map_or(percent_at, |c| percent_at.min(c as f64));
         let remaining = target - self.tokens as f64;
         if remaining <= 0.0 {
             return Some(Duration::ZERO);
@@ -387,9 +397,20 @@ pub fn no_usable_window(configured_window: u64, reserve: u64) -> Option<String> 
     })
 }
 
-/// The window a model name implies, before any result has said.
+/// The window of a model before any result has said: 1M for a name with the
+/// `[1m]` suffix and for generation 5 on (`claude-sonnet-5`, `claude-opus-5-5`,
+/// `claude-haiku-5-5`: Claude Code 2.1.328 and 2.1.330 report a
+/// `contextWindow` of 1,000,000 for them without the suffix, and run them
+/// with it), else 200k. The generation is the first number after `claude-`
+/// (`claude-sonnet-4-5-20250929`: 4, `claude-3-5-sonnet`: 3). A result's
+/// `modelUsage` corrects either guess.
 pub fn window_for_model(model: &str) -> u64 {
-    if model.to_ascii_lowercase().contains("[1m]") {
+    let model = model.to_ascii_lowercase();
+    let generation = model.split_once("claude-").and_then(|(_, rest)| {
+        rest.split(['-', '[', '@', ':'])
+            .find_map(|word| word.parse::<u32>().ok())
+    });
+    if model.contains("[1m]") || generation.is_some_and(|g| g >= 5) {
         LONG_WINDOW
     } else {
         DEFAULT_WINDOW
@@ -457,12 +478,17 @@ mod tests {
     fn checkpoint_tokens_caps_a_long_window() {
         // 1M window: 85% of the usable 967k would be ~822k tokens.
         let mut m = ContextMeter::new(1_000_000, 33_000, T).with_checkpoint_cap(Some(200_000));
-        m.observe(&msg("a", 199_999, None, "m"), secs(1));
+        m.observe(&msg("a", 164_000, None, "m"), secs(1));
         assert_eq!(m.level(), Level::L0);
-        m.observe(&msg("b", 200_000, None, "m"), secs(2));
+        // L1 at 70/85 of the cap, so that the nudge comes before it.
+        m.observe(&msg("w", 165_000, None, "m"), secs(2));
+        assert_eq!(m.level(), Level::L1);
+        // 35k to go at 1k a second: the checkpoint is the cap's.
+        assert_eq!(m.eta_to_checkpoint(), Some(Duration::from_secs(35)));
+        m.observe(&msg("b", 200_000, None, "m"), secs(3));
         assert_eq!(m.level(), Level::L2);
         // the percentages still rule above the cap
-        m.observe(&msg("c", 930_000, None, "m"), secs(3));
+        m.observe(&msg("c", 930_000, None, "m"), secs(4));
         assert_eq!(m.level(), Level::L3);
     }
 
@@ -508,6 +534,26 @@ mod tests {
         m.set_model("claude-sonnet-4-5[1m]");
         m.observe(&StreamEvent::Result(r), secs(1));
         assert_eq!(m.window(), 300_000);
+    }
+
+    #[test]
+    fn generation_five_on_has_a_long_window_by_name() {
+        for (model, window) in [
+            ("claude-sonnet-5", LONG_WINDOW),
+            ("claude-opus-5", LONG_WINDOW),
+            ("claude-opus-5-5", LONG_WINDOW),
+            ("claude-haiku-5-5", LONG_WINDOW),
+            ("claude-sonnet-4-5[1m]", LONG_WINDOW),
+            ("us.anthropic.claude-sonnet-5-v1:0", LONG_WINDOW),
+            ("claude-sonnet-4-5", DEFAULT_WINDOW),
+            ("claude-sonnet-4-5-20250929", DEFAULT_WINDOW),
+            ("claude-opus-4-6", DEFAULT_WINDOW),
+            ("claude-3-5-sonnet-20241022", DEFAULT_WINDOW),
+            ("sonnet", DEFAULT_WINDOW),
+            ("m", DEFAULT_WINDOW),
+        ] {
+            assert_eq!(window_for_model(model), window, "{model}");
+        }
     }
 
     #[test]

@@ -46,6 +46,11 @@ pub struct LoopConfig {
     pub max_cost_usd: Option<f64>,
 }
 
+/// `context.checkpoint_tokens` unless set. Never binds on a 200k window; on
+/// a 1M one (Sonnet 5, Opus 5) L2 would be ~822k, each turn re-reading it
+/// all (docs/estimates.md, "Long windows").
+pub const DEFAULT_CHECKPOINT_TOKENS: u64 = 200_000;
+
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContextConfig {
@@ -59,8 +64,8 @@ pub struct ContextConfig {
     /// An item estimated above this percent of the usable window is to be
     /// split before it is worked on.
     pub shard_percent: f64,
-    /// Absolute cap: checkpoint at this many tokens even if the percentage
-    /// is not reached (long windows lose accuracy well before 85%).
+    /// Absolute cap: L2 at this many tokens at the latest, L1 at
+    /// warn/checkpoint of it ([`DEFAULT_CHECKPOINT_TOKENS`] unless set).
     pub checkpoint_tokens: Option<u64>,
     /// What an item is estimated at when nothing is known about it, in
     /// percent of the usable window.
@@ -189,7 +194,7 @@ impl Default for ContextConfig {
             agent_handoff: true,
             nudge_at_l1: true,
             shard_percent: 60.0,
-            checkpoint_tokens: None,
+            checkpoint_tokens: Some(DEFAULT_CHECKPOINT_TOKENS),
             estimate_prior_percent: 20.0,
         }
     }

@@ -338,6 +338,46 @@ fn context_estimate_says_whether_an_item_fits() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no open item"));
 }
 
+/// Sonnet 5 runs with a 1M window though its name has no `[1m]` (Claude
+/// Code 2.1.328 and 2.1.330 report `contextWindow` 1000000), and the default
+/// config checkpoints it at 200k tokens: not at 150k (90% of a 200k window,
+/// the guess before), not at ~822k (85% of 1M).
+#[test]
+fn a_generation_five_model_gets_a_1m_window_and_the_default_cap() {
+    let scenario = r#"
+model = "claude-sonnet-5"
+step_delay_ms = 200
+[[step]]
+context = 150000
+text = "Working."
+[[step]]
+context = 210000
+text = "Past the default cap."
+[[step]]
+context = 220000
+text = "never"
+path = "never.txt"
+content = "x"
+"#;
+    let p = Project::new(
+        "- [ ] item\n",
+        scenario,
+        "[context]\nnudge_at_l1 = false\n[loop]\nmax_iterations = 1\n",
+    );
+    let run = p.run(&[], LIMIT);
+    let cp = run.of("checkpoint");
+    assert_eq!(cp.len(), 1, "{}", run.describe());
+    assert_eq!(cp[0]["trigger"], "context");
+    assert_eq!(cp[0]["level"], "L2", "{}", run.describe());
+    let percent = cp[0]["percent"].as_f64().unwrap();
+    assert!(
+        (20.0..25.0).contains(&percent),
+        "210k of 967k: {}",
+        run.describe()
+    );
+    assert!(!p.path("never.txt").exists());
+}
+
 #[test]
 fn checkpoint_tokens_caps_the_window() {
     // A 1M window: 85% would be ~822k tokens; the cap says 200k.

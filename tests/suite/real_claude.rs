@@ -567,6 +567,8 @@ fn sigint_during_a_long_tool_call() {
     let p = Project::new("sigint", &claude, &Setup::default());
     // A command line no other process on the machine has.
     let sleep = format!("sleep 30.{:05}", std::process::id() % 100_000);
+    // Not a leading `sleep`: Claude Code 2.1.330 refuses a Bash command that
+    // starts with `sleep N`, N ≥ 25 ("Blocked: standalone sleep …").
     let command = format!("echo started > progress.txt; {sleep}; echo slept");
     let api = p.serve(move |req| match req.assistant_turns() {
         0 => Reply::turn(20_000)
@@ -648,6 +650,7 @@ fn emergency_level_stops_at_once_then_resume() {
         ..Setup::default()
     };
     let p = Project::new("emergency", &claude, &setup);
+    // Leading, so under the 25 s from which Claude Code 2.1.330 blocks it.
     let sleep = format!("sleep 20.{:05}", std::process::id() % 100_000);
     let big = p.path("big.txt");
     let command = format!("{sleep}; echo loaded");

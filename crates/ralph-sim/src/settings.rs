@@ -35,7 +35,7 @@ impl Settings {
             .map(str::to_string)
             .or_else(|| options.model.clone())
             .unwrap_or_else(|| DEFAULT_MODEL.into());
-        let one_million = model.ends_with("[1m]");
+        let one_million = model.ends_with("[1m]") || generation(&model).is_some_and(|g| g >= 5);
         let api_model = model.trim_end_matches("[1m]").to_string();
         Settings {
             context_window: options.context_window.unwrap_or(if one_million {
@@ -112,6 +112,14 @@ pub(crate) fn permission_mode(args: &[String]) -> String {
     mode
 }
 
+/// The model generation, as the real CLI runs it: the first number after
+/// `claude-` (`claude-opus-5-5`: 5). Claude Code 2.1.328 and 2.1.330 give
+/// generation 5 on a 1M window without the `[1m]` suffix.
+fn generation(model: &str) -> Option<u32> {
+    let (_, rest) = model.split_once("claude-")?;
+    rest.split(['-', '[']).find_map(|w| w.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +139,13 @@ mod tests {
         assert_eq!(s.model, "claude-sonnet-4-5[1m]");
         assert_eq!(s.api_model, "claude-sonnet-4-5");
         assert_eq!(s.context_window, 1_000_000);
+        let s = Settings::resolve(&options, Some("claude-sonnet-5"));
+        assert_eq!(
+            (s.api_model.as_str(), s.context_window),
+            ("claude-sonnet-5", 1_000_000)
+        );
+        let s = Settings::resolve(&options, Some("claude-sonnet-4-5-20250929"));
+        assert_eq!(s.context_window, 200_000);
         let args: Vec<String> = ["-p", "--model=x", "--verbose", "--model", "y"]
             .iter()
             .map(|s| s.to_string())
