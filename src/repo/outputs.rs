@@ -123,6 +123,8 @@ mod tests {
         };
         drop(tee.stdin.take());
         tee.wait().unwrap();
-        assert_eq!(found, [log.canonicalize().unwrap()]);
+        // Other tests' children forked meanwhile may hold the pipe for an
+        // instant too (with their own output files): tee's file is there.
+        assert!(found.contains(&log.canonicalize().unwrap()), "{found:?}");
     }
 }

@@ -104,12 +104,26 @@ impl Repo {
 
     /// Register a live run of this project in its work tree; refused when a
     /// live run of an overlapping project commits in the same work tree.
-    pub fn claim_scope(&self) -> Result<ScopeClaim> {
+    /// `Ok(None)` when the git dir cannot hold the claim (read-only): the
+    /// run goes on unregistered, as its commits will skip with a reason.
+    pub fn claim_scope(&self) -> Result<Option<ScopeClaim>> {
         let dir = self.runs_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("cannot create", &dir, e))?;
+        let unwritable = |e: Error| {
+            tracing::warn!("cannot register the run in {}: {e}", dir.display());
+        };
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            unwritable(Error::io("cannot create", &dir, e));
+            return Ok(None);
+        }
         // Checking and registering under one lock: two runs starting at once
         // must not both miss each other.
-        let _guard = lock_file(&dir.join(".register"), FlockArg::LockExclusive)?;
+        let _guard = match lock_file(&dir.join(".register"), FlockArg::LockExclusive) {
+            Ok(g) => g,
+            Err(e) => {
+                unwritable(e);
+                return Ok(None);
+            }
+        };
         let mine = dir.join(self.scope_key());
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = entry.path();
@@ -154,7 +168,7 @@ impl Repo {
             f.write_all(&json)
         };
         write(&file).map_err(|e| Error::io("cannot write", &mine, e))?;
-        Ok(ScopeClaim { _file: file })
+        Ok(Some(ScopeClaim { _file: file }))
     }
 
     fn refusal(&self, other: &ClaimInfo) -> Error {

@@ -109,7 +109,10 @@ impl Supervisor {
         let lock = Lock::acquire(&layout, &run_id)?;
         // After the project's own lock (a second run of this project is
         // refused by it, naming its pid): the work tree's other projects.
-        let claim = repo.as_ref().map(repo::Repo::claim_scope).transpose()?;
+        let claim = repo
+            .as_ref()
+            .and_then(|r| r.claim_scope().transpose())
+            .transpose()?;
         crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
