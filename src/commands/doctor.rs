@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::Report;
 use super::prompt::NextIteration;
+use crate::agent::AgentKind;
 use crate::config::Config;
 use crate::error::Result;
 use crate::project::Project;
@@ -328,6 +329,21 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
             "stream-json",
             "`ralph sim` speaks the stream-json protocol of `claude -p`",
         );
+    }
+    if kind == AgentKind::Codex {
+        let mut args = lead.to_vec();
+        args.extend(["app-server".to_string(), "--help".to_string()]);
+        return match probe(&path, &args, config, root) {
+            Ok(_) => c.ok(
+                "app-server",
+                "`codex app-server` runs; ralph speaks its JSON-RPC protocol on stdio (docs/agents.md)",
+            ),
+            Err(e) => c.problem(
+                "app-server",
+                format!("`{} app-server --help`: {e}", shown("").trim_end()),
+                "update Codex (`npm install -g @openai/codex`), or point agent.command at a Codex CLI",
+            ),
+        };
     }
     match probe(&path, &with("--help"), config, root) {
         Ok(help) if help.contains("stream-json") && help.contains("--input-format") => c.ok(

@@ -427,6 +427,58 @@ fn fake_claude(help: &str) -> (tempfile::TempDir, String) {
     (bin, path)
 }
 
+/// A `codex` on PATH whose `app-server --help` exits with `status`.
+fn fake_codex(status: u8) -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    let script = bin.path().join("codex");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$1 $2\" in\n  '--version ') echo 'codex-cli 0.169.0' ;;\n  'app-server --help') echo 'Usage: codex app-server'; exit {status} ;;\n  *) exit 1 ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (bin, path)
+}
+
+/// For Codex, doctor checks `codex app-server`, not Claude Code's flags.
+#[test]
+fn doctor_checks_codex_app_server() {
+    let dir = project("[agent]\nkind = \"codex\"\n");
+    let (_bin, path) = fake_codex(0);
+    let report = json(
+        &run(ralph(dir.path())
+            .env("PATH", &path)
+            .args(["doctor", "--json"]))
+        .stdout,
+    );
+    let kind = check(&report, "agent kind")["detail"].as_str().unwrap();
+    assert!(kind.starts_with("codex (Codex): metered live"), "{kind}");
+    assert_eq!(
+        check(&report, "agent version")["detail"],
+        "codex-cli 0.169.0"
+    );
+    assert_eq!(check(&report, "app-server")["verdict"], "ok");
+    assert_eq!(report["ok"], true, "{report}");
+
+    let (_bin, path) = fake_codex(2);
+    let out = run(ralph(dir.path()).env("PATH", &path).arg("doctor"));
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stdout
+            .contains("PROBLEM  app-server     `codex app-server --help`"),
+        "{}",
+        out.stdout
+    );
+}
+
 #[test]
 fn doctor_checks_the_real_agents_version_and_stream_json() {
     let dir = project("");
