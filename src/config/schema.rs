@@ -116,7 +116,6 @@ pub struct HooksConfig {
     pub on_breaker: Vec<String>,
     /// A wait for a usage limit to reset begins.
     pub on_limit_wait: Vec<String>,
-    /// ralph ran the `[verify]` commands (passed or failed).
     pub on_verify: Vec<String>,
     /// How long one hook may run before it is killed and logged.
     pub timeout: Span,
@@ -390,9 +389,7 @@ impl Config {
                 return bad("breaker", key, "must be at least 1".into());
             }
         }
-        if let Some((key, why)) = self.verify.problem() {
-            return bad("verify", key, why);
-        }
+        (self.verify.problem()).map_or(Ok(()), |(key, why)| bad("verify", key, why))?;
         if self.hooks.retries > MAX_HOOK_RETRIES {
             return bad(
                 "hooks",
