@@ -827,3 +827,141 @@ fn the_quota_guard_stops_the_run_at_the_weekly_share() {
     assert_nothing_left(&p);
     p.keep_if_asked();
 }
+
+/// (8) The sandbox with the real CLI: `[agent] sandbox = "bwrap"`; the
+/// scripted model writes its work in the project, then tries to write
+/// outside it, to read a planted `~/.ssh/id_ed25519` and another
+/// repository's file. The CLI's own tools fail inside the box (the tool
+/// results say so), the work is committed at the checkpoint, and the
+/// handoff carries the agent's notes naming what was refused.
+#[test]
+fn the_sandbox_keeps_the_real_cli_inside_the_project() {
+    let _serial = harness::serial();
+    let Some(claude) = harness::claude("the_sandbox_keeps_the_real_cli_inside_the_project") else {
+        return;
+    };
+    if !std::process::Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        assert!(std::env::var("RALPH_REQUIRE_SANDBOX").as_deref() != Ok("1"));
+        eprintln!("skipped: bubblewrap does not work here");
+        return;
+    }
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("secret.txt"), "OTHER-REPO-CANARY").unwrap();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let setup = Setup {
+        extra: "[sandbox]\nhome = [\".claude\", \".claude.json\"]\n",
+        max_iterations: 1,
+        ..Setup::default()
+    };
+    let p = Project::new("sandbox", &claude, &setup);
+    std::fs::create_dir_all(p.home.join(".ssh")).unwrap();
+    std::fs::write(p.home.join(".ssh/id_ed25519"), "PRIVATE-KEY-CANARY").unwrap();
+    let (hello, escape) = (p.path("hello.txt"), outside.path().join("escaped.txt"));
+    let key = p.home.join(".ssh/id_ed25519");
+    let secret = other.path().join("secret.txt");
+    let (escape_s, key_s, secret_s) = (
+        escape.display().to_string(),
+        key.display().to_string(),
+        secret.display().to_string(),
+    );
+    let api = p.serve(move |req| {
+        if req.last_user_text().contains(CHECKPOINT_MARK) {
+            // The notes: what the tools answered, as a model would put it.
+            let refused = tool_errors_of(req);
+            let notes = format!("# Handoff\n\n## Refused\n- {}\n", refused.join("\n- "));
+            let path = Regex::new(r"`([^`]+\.md)`")
+                .unwrap()
+                .captures(&req.last_user_text())
+                .map(|c| c[1].to_string())
+                .unwrap_or_else(|| "handoff.md".into());
+            return Reply::turn(150_000).tool("Write", json!({"file_path": path, "content": notes}));
+        }
+        match req.assistant_turns() {
+            0 => Reply::turn(20_000).tool("Write", json!({"file_path": hello, "content": "hello\n"})),
+            1 => Reply::turn(22_000).tool("Write", json!({"file_path": escape_s, "content": "out\n"})),
+            2 => Reply::turn(24_000).tool("Bash", json!({"command": format!("cat {key_s}"), "description": "read the key"})),
+            3 => Reply::turn(26_000).tool("Bash", json!({"command": format!("cat {secret_s}"), "description": "read the other repository"})),
+            // Past L2: ralph asks for the handoff.
+            4 => Reply::turn(146_000).tool("Bash", json!({"command": "true", "description": "wait"})).after(Duration::from_secs(2)),
+            _ => Reply::turn(151_000).text("Stopping here."),
+        }
+    });
+    let toml = std::fs::read_to_string(p.root.join("ralph.toml")).unwrap();
+    std::fs::write(
+        p.root.join("ralph.toml"),
+        toml.replacen("[agent]\n", "[agent]\nsandbox = \"bwrap\"\n", 1),
+    )
+    .unwrap();
+    p.git(&["commit", "-q", "-am", "sandbox on"]);
+
+    let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(55));
+    let reqs = api.main_requests();
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    eprintln!(
+        "sandbox: ralph took {took:.1?}, {} main requests",
+        reqs.len()
+    );
+    assert_eq!(code, 4, "one iteration, checkpointed\n{}", diag());
+    let started = p.events_named("iteration_started");
+    assert!(
+        started[0]["command"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("bwrap"),
+        "{}",
+        diag()
+    );
+    let errors = tool_errors(&reqs).join("\n");
+    assert!(
+        errors.to_lowercase().contains("read-only file system"),
+        "{errors}\n{}",
+        diag()
+    );
+    assert!(
+        errors.contains("id_ed25519: No such file or directory"),
+        "{errors}\n{}",
+        diag()
+    );
+    assert!(
+        errors.contains("secret.txt: No such file or directory"),
+        "{errors}\n{}",
+        diag()
+    );
+    assert!(!escape.exists(), "nothing got out");
+    assert!(!errors.contains("PRIVATE-KEY-CANARY") && !errors.contains("OTHER-REPO-CANARY"));
+    assert_eq!(
+        p.git(&["show", "HEAD:hello.txt"]),
+        "hello\n",
+        "the work is committed\n{}",
+        diag()
+    );
+    let handoff = p.read(p.handoffs().last().expect("a handoff"));
+    assert!(handoff.contains("## Refused"), "{handoff}");
+    assert!(
+        handoff.contains("id_ed25519: No such file or directory"),
+        "{handoff}"
+    );
+    assert_nothing_left(&p);
+    p.keep_if_asked();
+}
+
+/// The error tool results of the request's conversation, first lines.
+fn tool_errors_of(req: &ApiRequest) -> Vec<String> {
+    req.messages()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result" && b["is_error"] == true)
+        .map(|b| {
+            mock_api::text_of(&b["content"])
+                .lines()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
