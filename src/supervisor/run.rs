@@ -72,6 +72,8 @@ impl Supervisor {
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
+        let agent_home = config.agent.env.get("HOME").map(String::as_str);
+        agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
         let plan = Project::at(root).plan(&config)?;
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
@@ -321,7 +323,8 @@ impl Supervisor {
                 admission,
                 &self.state.breaker,
                 &self.flags,
-                self.budgets.spent(&now, self.state.cost_usd),
+                self.budgets
+                    .spent(&now, self.state.cost_usd, &self.state.quota),
                 self.budgets.iterations_counted(self.state.iteration),
                 self.config.loop_.max_iterations,
                 &mut events,
@@ -367,7 +370,7 @@ impl Supervisor {
                 message: format!("cannot write {}: {e}", prompt_path.display()),
             });
         }
-        let cmd = AgentCommand::from_config(&self.config, number);
+        let cmd = AgentCommand::from_config(&self.config, number, &self.root);
         let run_dir = self.layout.run_dir(&self.state.run_id);
         let transcript = self.layout.transcript(&self.state.run_id, number);
         let resume_from = self
@@ -480,7 +483,8 @@ impl Supervisor {
             &facts,
             trip,
             &self.flags,
-            self.budgets.spent(&Now::read(), self.state.cost_usd),
+            self.budgets
+                .spent(&Now::read(), self.state.cost_usd, &self.state.quota),
             plan_after.open_count(),
             self.config.loop_.require_plan_complete,
             &mut events,
