@@ -162,8 +162,13 @@ pub struct Merge {
     pub left: Vec<String>,
 }
 
+/// UTF-8's byte-order mark.
+const BOM: &str = "\u{feff}";
+
 /// The settings text as a tree whose root is an object (`{}` for no text).
 fn parse(text: Option<&str>) -> Result<(CstRootNode, CstObject), String> {
+    // Editors on Windows save JSON with a byte-order mark; Claude Code reads it.
+    let text = text.map(|t| t.strip_prefix(BOM).unwrap_or(t));
     let text = text.filter(|t| !t.trim().is_empty()).unwrap_or("{}\n");
     let root = CstRootNode::parse(text, &ParseOptions::default())
         .map_err(|e| format!("it is not valid JSON: {e}"))?;
@@ -190,7 +195,9 @@ pub fn merge(existing: Option<&str>, program: &str) -> Result<Merge, String> {
         }
     }
     if !m.added.is_empty() {
-        let mut text = root.to_string();
+        // The file keeps its byte-order mark, as it keeps its formatting.
+        let bom = existing.filter(|t| t.starts_with(BOM)).map_or("", |_| BOM);
+        let mut text = format!("{bom}{root}");
         if !text.ends_with('\n') {
             text.push('\n');
         }

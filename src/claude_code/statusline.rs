@@ -80,7 +80,8 @@ fn current_item(root: &Path, config: &Config) -> Option<String> {
         return None;
     }
     Some(match plan.current() {
-        Some(item) => cut(&item.text, ITEM_CHARS),
+        // The agent can edit the plan: its escape sequences stay off the line.
+        Some(item) => cut(&crate::text::printable(&item.text), ITEM_CHARS),
         None => "plan done".into(),
     })
 }
@@ -124,7 +125,7 @@ fn push_tail(line: &mut String, v: &View) {
     }
     if let Some(note) = &v.note {
         line.push_str(" · ");
-        line.push_str(note);
+        line.push_str(&crate::text::printable(note));
     }
 }
 

@@ -34,7 +34,8 @@ pub fn report(root: &Path, args: &ReportArgs) -> Result<i32> {
             [one] if !args.all => serde_json::to_string(one),
             all => serde_json::to_string(all),
         };
-        json.map_err(|e| Error::wrap("cannot serialize the report", e))? + "\n"
+        let json = json.map_err(|e| Error::wrap("cannot serialize the report", e))?;
+        crate::text::printable_json(&json).into_owned() + "\n"
     } else {
         let tz = jiff::tz::TimeZone::system();
         let mut text: Vec<String> = runs.iter().map(|r| morning::text::render(r, &tz)).collect();
