@@ -199,6 +199,9 @@ struct Own {
     /// Work a WIP commit leaves out this time (key files, huge or binary
     /// outputs); files or directories.
     left_out: Vec<Vec<u8>>,
+    /// Tracked files a snapshot keeps at their indexed version (changed,
+    /// but over `git.max_file_size`).
+    frozen: Vec<Vec<u8>>,
 }
 
 impl Own {
@@ -220,6 +223,7 @@ impl Own {
             decisions: [prefix, DECISIONS_FILE.as_bytes()].concat(),
             streams,
             left_out: Vec::new(),
+            frozen: Vec::new(),
         }
     }
 
@@ -232,6 +236,10 @@ impl Own {
 
     fn is_left_out(&self, path: &[u8]) -> bool {
         self.left_out.iter().any(|l| is_under(path, l))
+    }
+
+    fn is_frozen(&self, path: &[u8]) -> bool {
+        self.frozen.iter().any(|f| f == path)
     }
 
     fn ralph_dir(&self) -> &[u8] {

@@ -193,6 +193,7 @@ impl Repo {
             // not: the handoff lists them as left uncommitted.
             if own.is_runtime(path)
                 || (new_file && own.is_left_out(path))
+                || own.is_frozen(path)
                 || crate::secrets::is_key_file(&String::from_utf8_lossy(path))
             {
                 continue;

@@ -3,9 +3,13 @@
 //! what `ralph recover` lists and restores from them.
 //!
 //! A snapshot is taken with the WIP commit's rules (tracked and untracked
-//! files, no ignored files, no ralph runtime files) through a private copy
-//! of the index, so HEAD, the index, the branch and the stash are never
-//! touched. The snapshots of one iteration form a chain (each names the one
+//! files, no ignored files, no ralph runtime files; no new file that is
+//! over `git.max_file_size`, binary or one too many, see `guard`) through a
+//! private copy of the index, so HEAD, the index, the branch and the stash
+//! are never touched. A changed tracked file over `git.max_file_size` keeps
+//! its indexed version in a snapshot: an agent rewriting a generated 1 GB
+//! file every second must not fill the disk with its versions (the WIP
+//! commit at the checkpoint still takes it, once). The snapshots of one iteration form a chain (each names the one
 //! before it), so a later snapshot of a tree the agent wiped does not hide
 //! an earlier one that still had the work.
 
@@ -15,7 +19,7 @@ use std::path::{Path, PathBuf};
 use git2::{DiffOptions, ErrorCode, Oid, Repository, Signature};
 use serde::Serialize;
 
-use super::{OwnPaths, Repo, bytes_to_path};
+use super::{Guard, OwnPaths, Repo, bytes_to_path};
 use crate::{Error, Result};
 
 /// Where the snapshot refs live; outside `refs/heads` and `refs/tags`, so no
@@ -76,8 +80,9 @@ impl Repo {
         run: &str,
         iteration: u32,
         own: &OwnPaths,
+        guard: &Guard,
     ) -> Result<SnapshotOutcome> {
-        self.try_record(run, iteration, own)
+        self.try_record(run, iteration, own, guard)
             .map_err(|e| Error::wrap("cannot record a snapshot of the work tree", e))
     }
 
@@ -86,10 +91,11 @@ impl Repo {
         run: &str,
         iteration: u32,
         own: &OwnPaths,
+        guard: &Guard,
     ) -> std::result::Result<SnapshotOutcome, git2::Error> {
         let reference = format!("{SNAPSHOT_REFS}{run}/{iteration}");
         let previous = self.git.refname_to_id(&reference).ok();
-        let tree_id = self.work_tree_as_tree(own)?;
+        let tree_id = self.work_tree_as_tree(own, guard)?;
         let base = self.head_oid();
         let compare_with = match previous {
             Some(id) => Some(self.git.find_commit(id)?.tree_id()),
@@ -126,7 +132,15 @@ impl Repo {
     /// The work tree as a tree object, staged as a WIP commit would stage it,
     /// but into a copy of the index that is thrown away: the real index file
     /// is only read.
-    fn work_tree_as_tree(&self, own: &OwnPaths) -> std::result::Result<Oid, git2::Error> {
+    fn work_tree_as_tree(
+        &self,
+        own: &OwnPaths,
+        guard: &Guard,
+    ) -> std::result::Result<Oid, git2::Error> {
+        let left_out = self
+            .left_out(own, guard)
+            .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+        let frozen = self.big_changed_files(own, guard.max_file_size)?;
         let git = Repository::open(self.git.path())?;
         // One name, not one per process: only the lock holder snapshots, and
         // a supervisor killed mid-snapshot leaves no file for good.
@@ -148,11 +162,41 @@ impl Repo {
                 prefix: self.prefix.clone(),
             };
             let mut index = view.git.index()?;
-            view.stage_work_tree(&mut index, &view.own(own))?;
+            let mut own = view.own(own);
+            own.leave_out(&left_out);
+            own.frozen = frozen;
+            view.stage_work_tree(&mut index, &own)?;
             index.write_tree()
         })();
         let _ = fs::remove_file(&scratch);
         result
+    }
+
+    /// Tracked files changed in the work tree that are over `max` bytes
+    /// (none when `max` is 0, no limit).
+    fn big_changed_files(
+        &self,
+        own: &OwnPaths,
+        max: u64,
+    ) -> std::result::Result<Vec<Vec<u8>>, git2::Error> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let own = self.own(own);
+        let workdir = self.workdir();
+        let statuses = self.git.statuses(Some(&mut super::status_options(false)))?;
+        Ok(statuses
+            .iter()
+            .filter(|e| {
+                e.status()
+                    .intersects(git2::Status::WT_MODIFIED | git2::Status::WT_TYPECHANGE)
+            })
+            .map(|e| e.path_bytes().to_vec())
+            .filter(|p| !own.contains(p))
+            .filter(|p| {
+                fs::symlink_metadata(workdir.join(bytes_to_path(p))).is_ok_and(|m| m.len() > max)
+            })
+            .collect())
     }
 
     /// Every snapshot, newest first.
@@ -298,7 +342,7 @@ impl Repo {
             self.git
                 .diff_tree_to_tree(base.as_ref(), Some(&commit.tree()?), Some(&mut opts))?;
         let workdir = self.workdir().to_path_buf();
-        let mut written = Vec::new();
+        let mut entries = Vec::new();
         for delta in diff.deltas() {
             let file = delta.new_file();
             let (Some(rel), true) = (file.path_bytes(), file.exists()) else {
@@ -307,20 +351,37 @@ impl Repo {
             if file.mode() == git2::FileMode::Commit {
                 continue;
             }
-            let blob = self.git.find_blob(file.id())?;
+            entries.push((rel.to_vec(), file.id(), i32::from(file.mode())));
+        }
+        // Every path is checked before the first is written: a clash found
+        // halfway would leave the tree half restored.
+        for (rel, _, _) in &entries {
             let path = workdir.join(bytes_to_path(rel));
-            // As `git checkout`: never write through a symlinked directory
-            // (it could point outside the work tree).
-            if beneath_symlink(&workdir, &path) {
+            if let Some(why) = clash(&workdir, &path) {
                 return Err(git2::Error::from_str(&format!(
-                    "{}: a directory above it is a symbolic link; not written through",
+                    "{}: {why}; nothing was written",
                     path.display()
                 )));
             }
-            if write_entry(&path, blob.content(), i32::from(file.mode()))
-                .map_err(|e| git2::Error::from_str(&format!("{}: {e}", path.display())))?
-            {
-                written.push(super::display_path(rel));
+        }
+        let mut written = Vec::new();
+        for (rel, id, mode) in entries {
+            let blob = self.git.find_blob(id)?;
+            let path = workdir.join(bytes_to_path(&rel));
+            match write_entry(&path, blob.content(), mode) {
+                Ok(true) => written.push(super::display_path(&rel)),
+                Ok(false) => {}
+                Err(e) => {
+                    let done = if written.is_empty() {
+                        "nothing was written".to_string()
+                    } else {
+                        format!("written before it: {}", written.join(", "))
+                    };
+                    return Err(git2::Error::from_str(&format!(
+                        "{}: {e}; {done}",
+                        path.display()
+                    )));
+                }
             }
         }
         Ok(written)
@@ -329,6 +390,12 @@ impl Repo {
     /// A new branch `name` whose one commit holds the snapshot's tree on top
     /// of the commit the snapshot was taken on; nothing is checked out.
     pub fn snapshot_to_branch(&self, spec: &str, name: &str) -> Result<Restored> {
+        // `refs/heads/NAME` names the branch NAME, as git takes it.
+        let name = name.strip_prefix("refs/heads/").unwrap_or(name);
+        if name == "HEAD" || !git2::Branch::name_is_valid(name).unwrap_or(false) {
+            return Err(Error::usage(format!("`{name}` is not a valid branch name"))
+                .with_hint("name a new branch, e.g. `--branch recovered`"));
+        }
         let snap = self.find_snapshot(spec)?;
         let wrap = |e: git2::Error| Error::wrap(format!("cannot create branch `{name}`"), e);
         if self.git.find_branch(name, git2::BranchType::Local).is_ok() {
@@ -413,6 +480,24 @@ fn write_entry(path: &Path, content: &[u8], mode: i32) -> std::io::Result<bool> 
     Ok(true)
 }
 
+/// Why a snapshot's file cannot be written at `path`, if it cannot: as
+/// `git checkout`, never through a symlinked directory (it could point
+/// outside the work tree), nor over a directory, nor below a file.
+fn clash(workdir: &Path, path: &Path) -> Option<&'static str> {
+    if beneath_symlink(workdir, path) {
+        return Some("a directory above it is a symbolic link; not written through");
+    }
+    if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Some("a directory is in the way");
+    }
+    let rel = path.strip_prefix(workdir).ok()?;
+    rel.ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .any(|a| fs::symlink_metadata(workdir.join(a)).is_ok_and(|m| !m.is_dir()))
+        .then_some("a file is in the way of a directory above it")
+}
+
 /// Whether a directory between `workdir` and `path` is a symlink.
 fn beneath_symlink(workdir: &Path, path: &Path) -> bool {
     path.strip_prefix(workdir).is_ok_and(|rel| {
@@ -449,6 +534,13 @@ mod tests {
     use super::*;
     use crate::repo::tests::*;
 
+    /// The defaults of `[git]`.
+    const GUARD: Guard = Guard {
+        max_file_size: 10_000_000,
+        max_new_files: 1000,
+        commit_binaries: true,
+    };
+
     fn index_bytes(root: &Path) -> Vec<u8> {
         fs::read(root.join(".git/index")).unwrap()
     }
@@ -467,7 +559,7 @@ mod tests {
         let repo = open(root);
         // A clean tree is HEAD: nothing to keep.
         assert_eq!(
-            repo.record_snapshot("r1", 1, &own()).unwrap(),
+            repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap(),
             SnapshotOutcome::Unchanged
         );
         write(root, "a.txt", "alpha, edited\n");
@@ -477,7 +569,7 @@ mod tests {
         write(root, "build/out.o", "ignored\n");
         let head = git.head().unwrap().target();
         let index = index_bytes(root);
-        let first = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let first = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         assert_eq!(git.head().unwrap().target(), head);
         assert_eq!(index_bytes(root), index, "the index file is only read");
         assert!(git.refname_to_id("refs/stash").is_err());
@@ -493,7 +585,7 @@ mod tests {
         );
         // Same tree again: not written.
         assert_eq!(
-            repo.record_snapshot("r1", 1, &own()).unwrap(),
+            repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap(),
             SnapshotOutcome::Unchanged
         );
         let tree = git
@@ -527,14 +619,14 @@ mod tests {
         write(root, "a.txt", "alpha, an hour of work\n");
         write(root, "src/new.rs", "fn main() {}\n");
         fs::write(root.join("src/blob.bin"), &binary).unwrap();
-        let early = written(repo.record_snapshot("r1", 2, &own()).unwrap());
+        let early = written(repo.record_snapshot("r1", 2, &own(), &GUARD).unwrap());
         // The agent wipes its own work: the tree is HEAD again…
         fs::write(root.join("a.txt"), "alpha\n").unwrap();
         fs::remove_dir_all(root.join("src")).unwrap();
         // …and a later snapshot of the same iteration is only a repeat of HEAD
         // after more edits: the chain keeps the early one listed.
         write(root, "b.txt", "beta 2\n");
-        let late = written(repo.record_snapshot("r1", 2, &own()).unwrap());
+        let late = written(repo.record_snapshot("r1", 2, &own(), &GUARD).unwrap());
         fs::write(root.join("b.txt"), "beta\n").unwrap();
         let list = repo.snapshots().unwrap();
         let ids: Vec<&str> = list.iter().map(|s| s.commit.as_str()).collect();
@@ -574,7 +666,7 @@ mod tests {
         let root = dir.path();
         let repo = open(root);
         write(root, "a.txt", "snapshotted\n");
-        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         write(root, "a.txt", "newer, uncommitted\n");
         let err = repo.restore_snapshot(&id, false, &own()).unwrap_err();
         assert_eq!(err.exit_code(), 2);
@@ -596,7 +688,7 @@ mod tests {
         let root = dir.path();
         let repo = open(root);
         write(root, "a.txt", "the agent's edit\n");
-        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         // Later, b.txt is changed and committed; the agent's edit is lost.
         write(root, "a.txt", "alpha\n");
         write(root, "b.txt", "beta, committed later\n");
@@ -620,13 +712,94 @@ mod tests {
         let root = dir.path();
         let repo = open(root);
         write(root, "src/lib.rs", "work\n");
-        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         let outside = tempfile::tempdir().unwrap();
         fs::remove_dir_all(root.join("src")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
         let err = repo.restore_snapshot(&id, true, &own()).unwrap_err();
         assert!(err.render().contains("symbolic link"), "{}", err.render());
         assert!(!outside.path().join("lib.rs").exists());
+    }
+
+    /// Issue 22: snapshots keep what the WIP commit keeps; a changed tracked
+    /// file over the size limit keeps its committed version in them.
+    #[test]
+    fn snapshots_keep_the_size_limit_for_new_and_changed_files() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        write(root, "big.dat", "small at first\n");
+        commit_all(&git, "big.dat");
+        let repo = open(root);
+        let guard = Guard {
+            max_file_size: 1000,
+            ..GUARD
+        };
+        write(root, "big.dat", &"x".repeat(5000));
+        write(root, "out/huge.txt", &"y".repeat(5000));
+        write(root, "src/work.rs", "fn work() {}\n");
+        let id = written(repo.record_snapshot("r1", 1, &own(), &guard).unwrap());
+        let tree = git
+            .find_commit(id.parse().unwrap())
+            .unwrap()
+            .tree()
+            .unwrap();
+        assert!(tree.get_path(Path::new("src/work.rs")).is_ok());
+        assert!(tree.get_path(Path::new("out/huge.txt")).is_err());
+        let kept = git
+            .find_blob(tree.get_path(Path::new("big.dat")).unwrap().id())
+            .unwrap();
+        assert_eq!(kept.content(), b"small at first\n");
+        // Rewriting them only is no new snapshot.
+        write(root, "big.dat", &"z".repeat(6000));
+        write(root, "out/huge.txt", &"w".repeat(6000));
+        assert_eq!(
+            repo.record_snapshot("r1", 1, &own(), &guard).unwrap(),
+            SnapshotOutcome::Unchanged
+        );
+    }
+
+    /// Issue 22: a clash found at the fifth file used to leave four written.
+    #[test]
+    fn a_clash_anywhere_is_found_before_any_file_is_written() {
+        let (dir, _git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        for f in ["a1.txt", "a2.txt", "a3.txt", "a4.txt", "z/lib.rs"] {
+            write(root, f, "work\n");
+        }
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
+        for f in ["a1.txt", "a2.txt", "a3.txt", "a4.txt"] {
+            fs::remove_file(root.join(f)).unwrap();
+        }
+        fs::remove_dir_all(root.join("z")).unwrap();
+        fs::write(root.join("z"), "a file where the directory was\n").unwrap();
+        let err = repo.restore_snapshot(&id, true, &own()).unwrap_err();
+        assert!(
+            err.render().contains("nothing was written"),
+            "{}",
+            err.render()
+        );
+        for f in ["a1.txt", "a2.txt", "a3.txt", "a4.txt"] {
+            assert!(!root.join(f).exists(), "{f} written before the clash");
+        }
+    }
+
+    /// Issue 22: `--branch refs/heads/x` made `refs/heads/refs/heads/x`;
+    /// `--branch HEAD` failed with exit 1.
+    #[test]
+    fn branch_names_are_taken_as_git_takes_them() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        write(root, "c.txt", "gamma\n");
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
+        repo.snapshot_to_branch(&id, "refs/heads/rescued").unwrap();
+        assert!(git.find_branch("rescued", git2::BranchType::Local).is_ok());
+        assert!(git.find_reference("refs/heads/refs/heads/rescued").is_err());
+        for bad in ["HEAD", "refs/heads/HEAD", "a..b", "-x", ""] {
+            let err = repo.snapshot_to_branch(&id, bad).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{bad}: {}", err.render());
+        }
     }
 
     #[test]
@@ -636,7 +809,7 @@ mod tests {
         let repo = open(root);
         let base = git.head().unwrap().target().unwrap();
         write(root, "c.txt", "gamma\n");
-        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         // HEAD moves on meanwhile.
         commit_all(&git, "later");
         let Restored::Branch { commit, .. } = repo.snapshot_to_branch(&id, "rescued").unwrap()
@@ -662,7 +835,7 @@ mod tests {
             .enumerate()
         {
             write(root, "a.txt", &format!("v{n}\n"));
-            written(repo.record_snapshot(run, 1, &own()).unwrap());
+            written(repo.record_snapshot(run, 1, &own(), &GUARD).unwrap());
         }
         // The current run counts among the kept ones, and is kept whatever its name.
         assert_eq!(

@@ -156,6 +156,7 @@ fn commits_changed_work(
         decisions: Vec::new(),
         streams: Vec::new(),
         left_out: Vec::new(),
+        frozen: Vec::new(),
     };
     let changed = diff.deltas().any(|delta| {
         [delta.old_file().path_bytes(), delta.new_file().path_bytes()]
