@@ -913,3 +913,38 @@ fn p_help() -> Vec<String> {
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .collect()
 }
+
+/// Issue 22: `ralph report --html fix_plan.md` wrote the page over the
+/// plan. Only a file that does not exist or a page ralph wrote is written.
+#[test]
+fn report_html_never_overwrites_a_file_ralph_did_not_write() {
+    let p = Project::new(PLAN, QUICK_L2, "[loop]\nmax_iterations = 1\n");
+    p.run(&[], LIMIT);
+    let out = p
+        .ralph()
+        .args(["report", "--html", "fix_plan.md"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hint:"));
+    assert_eq!(p.read("fix_plan.md"), PLAN);
+    for _ in 0..2 {
+        let out = p
+            .ralph()
+            .args(["report", "--html", "night.html"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(p.read("night.html").contains("<!DOCTYPE html>"));
+}

@@ -105,7 +105,7 @@ impl DoctorReport {
         let plan_ok = check_plan(&mut c, root, &config);
         check_templates(&mut c, root, &config, plan_ok);
         check_agent(&mut c, root, &config);
-        check_sandbox(&mut c, &config);
+        check_sandbox(&mut c, root, &config);
         check_git(&mut c, root);
         check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
@@ -331,7 +331,7 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
     }
 }
 
-fn check_sandbox(c: &mut Checks, config: &Config) {
+fn check_sandbox(c: &mut Checks, root: &Path, config: &Config) {
     // /proc/self belongs to the effective user (Linux).
     let root_user = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
     let skips = config.agent.args.iter().any(|a| a == SKIP_PERMISSIONS);
@@ -353,11 +353,57 @@ fn check_sandbox(c: &mut Checks, config: &Config) {
             "permissions",
             format!("{SKIP_PERMISSIONS}: the agent runs every tool unasked"),
         ),
-        (_, false, _) => c.ok(
+        // Headless (`-p`), the agent cannot ask: a tool its settings do not
+        // allow is refused, and it works around that or stalls.
+        _ if config.agent_program().0 == "ralph" => c.ok(
             "permissions",
-            format!("the agent asks before tools its settings do not allow (no {SKIP_PERMISSIONS})"),
+            "`ralph sim` asks for none: it plays its scenario",
         ),
+        (_, false, _) => match allowed_tools(root, config) {
+            Some(by) => c.ok(
+                "permissions",
+                format!("{by} allows tools; any other is refused unasked (the agent runs with -p and cannot ask)"),
+            ),
+            None => c.warn(
+                "permissions",
+                "the agent runs with -p and cannot ask: every tool call its settings do not allow (edits, shell commands) is refused",
+                format!("allow what it needs: `permissions.allow` in .claude/settings.json, or `--allowedTools …` / `--permission-mode acceptEdits` in agent.args; in a throwaway sandbox, {SKIP_PERMISSIONS}"),
+            ),
+        },
     }
+}
+
+/// What allows the headless agent some tools: its flags in `agent.args`,
+/// or the project's Claude Code settings (`permissions.allow`, or a
+/// `defaultMode` that accepts edits).
+fn allowed_tools(root: &Path, config: &Config) -> Option<String> {
+    const FLAGS: [&str; 3] = ["--allowedTools", "--allowed-tools", "--permission-mode"];
+    if let Some(flag) = config
+        .agent
+        .args
+        .iter()
+        .find(|a| FLAGS.iter().any(|f| a.split('=').next() == Some(f)))
+    {
+        return Some(format!("{flag} in agent.args"));
+    }
+    [".claude/settings.json", ".claude/settings.local.json"]
+        .into_iter()
+        .find(|file| {
+            let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+                return false;
+            };
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+                return false;
+            };
+            let p = &v["permissions"];
+            p["allow"].as_array().is_some_and(|a| !a.is_empty())
+                || matches!(
+                    p["defaultMode"].as_str(),
+                    Some("acceptEdits" | "bypassPermissions")
+                )
+        })
+        .map(|file| format!("{file} (permissions)"))
 }
 
 fn check_git(c: &mut Checks, root: &Path) {
