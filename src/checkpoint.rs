@@ -294,7 +294,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
                     // Committed: the agent's notes and words must not carry a secret.
                     crate::state::write_private(
                         &path,
-                        crate::secrets::scrub(&fitted.text).as_bytes(),
+                        crate::secrets::scrub_keeping(&fitted.text, &plan_text).as_bytes(),
                     )
                 }) {
                     Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
@@ -325,7 +325,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         }
         Some(r) => {
             let message = commit_message(config, m, &mut saved);
-            let message = crate::secrets::scrub(&message);
+            let message = crate::secrets::scrub_keeping(&message, &plan_text);
             match r.wip_commit_leaving_out(&message, &own, &saved.left_out) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
@@ -413,6 +413,9 @@ pub fn perform_standalone(
 ) -> Result<Saved> {
     let config = Config::load(root)?;
     crate::secrets::remember(&config.agent.env);
+    if let Ok(text) = std::fs::read_to_string(root.join(&config.plan)) {
+        crate::secrets::note_plan(&text);
+    }
     let templates = Templates::load(root)?;
     let layout = Layout::new(root);
     layout.ensure()?;

@@ -123,6 +123,10 @@ impl Supervisor {
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
         let plan = Plan::load(&root.join(&config.plan))?;
+        // Values the plan holds now are the user's words (see `secrets`).
+        if let Ok(text) = std::fs::read_to_string(root.join(&config.plan)) {
+            crate::secrets::note_plan(&text);
+        }
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
@@ -390,8 +394,11 @@ impl Supervisor {
             number,
         )?;
         let prompt_path = self.root.join(&self.config.prompt_file);
-        // Committed with the next checkpoint; it quotes the agent's last words.
-        let saved_prompt = crate::secrets::scrub(&prompt_text);
+        // Committed with the next checkpoint; it quotes the agent's last words,
+        // and the plan, which is left as the user wrote it.
+        let plan_text =
+            std::fs::read_to_string(self.root.join(&self.config.plan)).unwrap_or_default();
+        let saved_prompt = crate::secrets::scrub_keeping(&prompt_text, &plan_text);
         if let Err(e) = crate::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt) {
             self.bus.emit(Event::Warning {
                 message: format!("cannot write {}: {e}", prompt_path.display()),

@@ -282,7 +282,18 @@ fn a_killed_supervisors_iteration_is_taken_over_with_a_crash_handoff() {
     let messages = outside.path().join("messages.jsonl");
     let p = Project::new(PLAN, &crash_scenario(&messages.display().to_string()), "");
     let head = p.repo().head().unwrap().target().unwrap();
-    let mut first = p.spawn_unread_run();
+    // Issue 22: a credential-named variable whose value is a word of the
+    // stream's structure; redacting it there left the takeover nothing to
+    // read (no peak, no last words).
+    let mut first = p
+        .ralph()
+        .args(["run", "--json"])
+        .env("MY_TOKEN", "assistant")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     wait_for("the agent's command", LIMIT, || {
         p.path("notes.txt").exists()
             && std::fs::read_to_string(p.path(".ralph/events.jsonl"))
