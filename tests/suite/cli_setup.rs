@@ -128,6 +128,26 @@ fn init_creates_the_scaffold_and_refuses_to_overwrite() {
 }
 
 #[test]
+fn init_agent_names_the_kinds_it_knows() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let out = run(ralph(root).args(["init", "--agent", "no-such-kind"]));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("possible values: claude"),
+        "{}",
+        out.stderr
+    );
+    assert!(!root.join("ralph.toml").exists());
+    let out = run(ralph(root).args(["init", "--agent", "claude"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        Config::load(root).unwrap().agent.kind,
+        ralph::agent::AgentKind::Claude
+    );
+}
+
+#[test]
 fn prompt_prints_the_next_iterations_prompt() {
     let dir = project("");
     let out = run(ralph(dir.path()).arg("prompt"));
@@ -218,6 +238,12 @@ fn dry_run_changes_nothing_and_shows_prompt_and_command() {
         bin.display()
     );
     assert!(out.stdout.contains(&expected), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("# agent kind: claude (Claude Code): metered live, "),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("# iteration: 3\n"), "{}", out.stdout);
     assert!(
         out.stdout.contains("# agent env: RALPH_ITERATION=3\n"),
