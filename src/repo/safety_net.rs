@@ -532,7 +532,7 @@ mod tests {
     use std::fs;
 
     use super::*;
-    use crate::repo::tests::*;
+    use crate::repo::repository::tests::*;
 
     /// The defaults of `[git]`.
     const GUARD: Guard = Guard {
