@@ -85,14 +85,22 @@ impl Supervisor {
         // user's template is bad input (exit 2) before anything is started,
         // counted or written.
         let first = previous.as_ref().map_or(1, |s| s.iteration + 1);
-        prompt::render_prompt(
-            root,
-            &templates,
-            &config,
-            previous.as_ref().unwrap_or(&RunState::default()),
-            &plan,
-            first,
-        )?;
+        let start = previous.clone().unwrap_or_default();
+        let fitted =
+            crate::prompt::fit::render_prompt(root, &templates, &config, &start, &plan, first)?;
+        // A prompt the usable window cannot hold would be an emergency stop
+        // at the agent's first turn, every iteration: refused now.
+        let usable = super::iteration::meter(&config, &start).usable();
+        if fitted.tokens as u64 > usable {
+            return Err(crate::error::Error::usage(format!(
+                "the first prompt is about {} tokens, more than the usable context window ({usable} tokens: agent.context_window less agent.reserve_tokens)",
+                fitted.tokens
+            ))
+            .with_hint(format!(
+                "`ralph prompt --stats` shows what each section costs; shorten the current item of {} or the prompt template, or give the agent a larger window",
+                config.plan.display()
+            )));
+        }
         crate::state::ownership::claim_prompt_file(root, &config.prompt_file)?;
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
