@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod hooks;
 pub mod plan;
+pub mod project;
 pub mod prompt;
 pub mod repo;
 pub mod report;

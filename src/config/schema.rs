@@ -484,6 +484,19 @@ impl Config {
         self.agent.program()
     }
 
+    /// The context meter as this config sets it up: `[agent]`'s window and
+    /// reserve, `[context]`'s thresholds and `checkpoint_tokens`. The one
+    /// constructor: `ralph run`'s iterations, the status line and the
+    /// PreCompact hook all start from it, so they agree on the level.
+    pub fn meter(&self) -> crate::context::ContextMeter {
+        crate::context::ContextMeter::new(
+            self.agent.context_window,
+            self.agent.reserve_tokens,
+            self.thresholds(),
+        )
+        .with_checkpoint_cap(self.context.checkpoint_tokens)
+    }
+
     /// Usable percentage thresholds in order L1, L2, L3.
     pub fn thresholds(&self) -> crate::context::Thresholds {
         crate::context::Thresholds {

@@ -22,6 +22,7 @@ use crate::error::Result;
 use crate::events::{Bus, Event, EventLog};
 use crate::hooks;
 use crate::plan::Plan;
+use crate::project::Project;
 use crate::prompt;
 use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
@@ -65,9 +66,10 @@ impl Supervisor {
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
-        let plan = Plan::load(&root.join(&config.plan))?;
+        let project = Project::at(root);
+        let plan = project.plan(&config)?;
         // Values the plan holds now are the user's words (see `secrets`).
-        if let Ok(text) = std::fs::read_to_string(root.join(&config.plan)) {
+        if let Ok(text) = std::fs::read_to_string(project.plan_path(&config)) {
             crate::text::secrets::note_plan(&text);
         }
         let state_path = layout.state();
@@ -215,7 +217,9 @@ impl Supervisor {
     }
 
     pub(super) fn plan(&self) -> Plan {
-        Plan::load(&self.root.join(&self.config.plan)).unwrap_or_default()
+        Project::at(&self.root)
+            .plan(&self.config)
+            .unwrap_or_default()
     }
 
     pub(super) fn own(&self) -> OwnPaths {

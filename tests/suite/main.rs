@@ -29,6 +29,7 @@ mod e2e_seams;
 mod hostile_input;
 mod leak;
 mod morning_report;
+mod project;
 mod prompt_budget;
 mod real_claude;
 mod real_claude_hooks;
