@@ -74,6 +74,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Completions(args) => commands::completions(args.shell),
         Command::Man => commands::man(),
         Command::Recover(args) => commands::recover(&root, &args),
+        Command::Notify(args) => commands::notify(&root, args.test, args.json),
         Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => Ok(ralph_sim::run(&args)?),
         Command::Statusline => commands::statusline(&root),

@@ -12,6 +12,7 @@ pub mod context;
 pub mod error;
 pub mod events;
 pub mod hooks;
+pub mod notify;
 pub mod plan;
 pub mod project;
 pub mod prompt;

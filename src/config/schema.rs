@@ -28,6 +28,7 @@ pub struct Config {
     pub prompt: crate::config::token_budget::PromptConfig,
     pub handoff: crate::config::token_budget::HandoffConfig,
     pub runs: crate::agent::transcript::RunsConfig,
+    pub notify: crate::notify::config::NotifyConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -150,6 +151,7 @@ impl Default for Config {
             prompt: Default::default(),
             handoff: Default::default(),
             runs: Default::default(),
+            notify: Default::default(),
         }
     }
 }
@@ -444,6 +446,11 @@ impl Config {
                     "max_tokens",
                     format!("{max} is below {}", crate::config::token_budget::MIN_TOKENS),
                 );
+            }
+        }
+        for (section, check) in [("notify", self.notify.check())] {
+            if let Err((key, why)) = check {
+                return bad(section, key, why);
             }
         }
         if self.plan.as_os_str().is_empty() {

@@ -779,6 +779,7 @@ fn printing_commands() -> Vec<(&'static str, Vec<Vec<&'static str>>)> {
         ("doctor", vec![vec!["doctor"], vec!["doctor", "--json"]]),
         ("completions", vec![]), // generated from the CLI definition
         ("man", vec![]),         // generated from the CLI definition
+        ("notify", vec![vec!["notify"], vec!["notify", "--json"]]),
         ("recover", vec![vec!["recover"], vec!["recover", "--json"]]),
         ("demo", vec![]), // its own bundled plan in a fresh directory
         ("sim", vec![]),  // the simulated agent itself

@@ -23,6 +23,7 @@ mod e2e_economy;
 mod e2e_git;
 mod e2e_hooks;
 mod e2e_loop;
+mod e2e_notify;
 mod e2e_safety;
 mod e2e_safety_net;
 mod e2e_seams;
