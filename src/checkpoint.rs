@@ -9,13 +9,12 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::context::Level;
-use crate::error::Result;
 use crate::plan::{self, Plan};
 use crate::prompt::fit;
 use crate::prompt::tiers::{self, Detail, PlanTiers};
 use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
-use crate::state::{FileInProgress, Layout, RunState, Trigger};
+use crate::state::{FileInProgress, Layout, Trigger};
 use crate::stream::ToolCall;
 
 /// Everything known about the moment of the checkpoint.
@@ -402,34 +401,6 @@ pub fn stash_names(stashed: &[StashEntry]) -> Vec<String> {
         .iter()
         .map(|e| format!("{} ({})", e.name, e.message))
         .collect()
-}
-
-/// A checkpoint with no supervisor running (`ralph checkpoint` without a
-/// run, Claude Code's PreCompact hook): perform it and record its handoff
-/// and commit in the state.
-pub fn perform_standalone(
-    root: &Path,
-    moment: impl FnOnce(&Config, &RunState) -> Moment,
-) -> Result<Saved> {
-    let config = Config::load(root)?;
-    crate::text::secrets::remember(&config.agent.env);
-    if let Ok(text) = std::fs::read_to_string(root.join(&config.plan)) {
-        crate::text::secrets::note_plan(&text);
-    }
-    let templates = Templates::load(root)?;
-    let layout = Layout::new(root);
-    layout.ensure()?;
-    let mut state = RunState::load(&layout.state())?.unwrap_or_default();
-    let saved = perform(root, &config, &templates, &moment(&config, &state));
-    state.last_handoff.clone_from(&saved.handoff);
-    if saved.commit.is_some() {
-        state.last_commit.clone_from(&saved.commit);
-    }
-    if state.run_id.is_empty() {
-        state.run_id = "manual".into();
-    }
-    state.save(&layout.state())?;
-    Ok(saved)
 }
 
 /// The files the agent changed that are work in progress: not the notes

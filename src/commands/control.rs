@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::Report;
-use crate::checkpoint::{self, Moment};
+use crate::checkpoint::Moment;
 use crate::config::Config;
 use crate::context::Level;
 use crate::error::{Error, Result};
@@ -113,7 +113,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         super::print(&report.render(json))?;
         return Ok(0);
     }
-    let saved = checkpoint::perform_standalone(root, |_, state| Moment {
+    let saved = crate::supervisor::checkpoint_outside_a_run(root, |_, state| Moment {
         iteration: state.iteration,
         trigger: Trigger::Manual,
         level: Level::L2,

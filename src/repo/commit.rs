@@ -86,6 +86,8 @@ impl Repo {
         }
         let mut own = self.own(own);
         own.leave_out(left_out);
+        // Runs of other projects in this work tree stage into the same index.
+        let _serialised = self.commit_lock();
         match self.try_wip_commit(message, &own) {
             Ok(outcome) => {
                 debug!(?outcome, "WIP commit");
@@ -192,6 +194,7 @@ impl Repo {
             // Key files (`.env`, `*.pem` …) never go into a commit, ignored or
             // not: the handoff lists them as left uncommitted.
             if own.is_runtime(path)
+                || !own.in_scope(path)
                 || (new_file && own.is_left_out(path))
                 || own.is_frozen(path)
                 || crate::text::secrets::is_key_file(&String::from_utf8_lossy(path))
@@ -232,6 +235,31 @@ impl Repo {
         Ok(staged)
     }
 
+    /// The tree of a project below the work tree's top: HEAD's tree outside
+    /// the project's directory, the index inside it. What another project's
+    /// agent staged in the shared index is not this commit's.
+    pub(super) fn scoped_tree(
+        &self,
+        index: &git2::Index,
+        head: Option<&git2::Tree<'_>>,
+        scope: &[u8],
+    ) -> std::result::Result<git2::Oid, git2::Error> {
+        let mut tree = git2::Index::new()?;
+        if let Some(head) = head {
+            tree.read_tree(head)?;
+        }
+        let outside: Vec<git2::IndexEntry> =
+            tree.iter().filter(|e| !e.path.starts_with(scope)).collect();
+        tree.clear()?;
+        for entry in outside
+            .into_iter()
+            .chain(index.iter().filter(|e| e.path.starts_with(scope)))
+        {
+            tree.add(&entry)?;
+        }
+        tree.write_tree_to(&self.git)
+    }
+
     fn stage_and_commit(
         &self,
         index: &mut git2::Index,
@@ -241,8 +269,12 @@ impl Repo {
     ) -> std::result::Result<CommitOutcome, git2::Error> {
         let staged = self.stage_work_tree(index, own)?;
         trace!(staged, "staged work-tree changes");
-        let tree_id = index.write_tree()?;
         let parent_tree = parent.map(|c| c.tree()).transpose()?;
+        let tree_id = if own.scope.is_empty() {
+            index.write_tree()?
+        } else {
+            self.scoped_tree(index, parent_tree.as_ref(), &own.scope)?
+        };
         let unchanged = match &parent_tree {
             Some(tree) => tree.id() == tree_id,
             None => index.is_empty(),

@@ -195,6 +195,9 @@ pub(super) struct Own {
     /// Tracked files a snapshot keeps at their indexed version (changed,
     /// but over `git.max_file_size`).
     pub(super) frozen: Vec<Vec<u8>>,
+    /// The project directory (`/`-terminated, empty for the whole work
+    /// tree): nothing outside it is the run's to stage, snapshot or count.
+    pub(super) scope: Vec<u8>,
 }
 
 impl Own {
@@ -217,7 +220,13 @@ impl Own {
             streams,
             left_out: Vec::new(),
             frozen: Vec::new(),
+            scope: prefix.to_vec(),
         }
+    }
+
+    /// Inside the project's directory.
+    pub(super) fn in_scope(&self, path: &[u8]) -> bool {
+        path.starts_with(&self.scope)
     }
 
     pub(super) fn leave_out(&mut self, left_out: &[LeftOut]) {
@@ -239,9 +248,10 @@ impl Own {
         &self.paths[0]
     }
 
-    /// ralph's own writes: never the agent's progress.
+    /// ralph's own writes, or outside the project: never the agent's
+    /// progress.
     pub(super) fn contains(&self, path: &[u8]) -> bool {
-        self.paths.iter().any(|own| is_under(path, own))
+        !self.in_scope(path) || self.paths.iter().any(|own| is_under(path, own))
     }
 
     /// Runtime files, never committed: `.ralph/` except its handoffs and
@@ -538,8 +548,12 @@ pub(super) mod tests {
         write(&root, ".ralph/state.json", "{}");
         write(&root, ".ralph/handoffs/h.md", "h");
         write(&root, "PROMPT.md", "p");
-        // Not ralph's: only the project root's `.ralph` and prompt are.
+        // Outside the project: neither its change nor its commit, even staged.
         write(dir.path(), "PROMPT.md", "top-level file of the user");
+        write(dir.path(), "a.txt", "alpha, staged by someone else\n");
+        let mut index = git.index().unwrap();
+        index.add_path(Path::new("a.txt")).unwrap();
+        index.write().unwrap();
         let repo = open(&root);
         let paths: Vec<String> = repo
             .changes(&own())
@@ -547,13 +561,33 @@ pub(super) mod tests {
             .into_iter()
             .map(|c| c.path)
             .collect();
-        assert_eq!(paths, ["PROMPT.md", "sub/code.rs"]);
+        assert_eq!(paths, ["sub/code.rs"]);
+        let before = repo.snapshot(&own()).unwrap();
+        write(dir.path(), "b.txt", "beta, edited outside\n");
+        assert_eq!(repo.snapshot(&own()).unwrap(), before, "not progress");
         committed(repo.wip_commit("wip", &own()));
         let tree = head_files(&git);
         assert!(tree.contains_key("sub/code.rs"));
         assert!(tree.contains_key("sub/.ralph/handoffs/h.md"));
         assert!(tree.contains_key("sub/PROMPT.md"));
         assert!(!tree.contains_key("sub/.ralph/state.json"));
+        assert!(!tree.contains_key("PROMPT.md"));
+        assert_eq!(tree["a.txt"], b"alpha\n", "the staged change is not taken");
+        // …and stays staged, as it was.
+        let staged = git
+            .statuses(None)
+            .unwrap()
+            .iter()
+            .find(|e| e.path() == Some("a.txt"))
+            .unwrap()
+            .status();
+        assert!(staged.contains(git2::Status::INDEX_MODIFIED), "{staged:?}");
+        // A commit of another project counts as no progress here.
+        let after = repo.snapshot(&own()).unwrap();
+        write(dir.path(), "c.txt", "gamma\n");
+        commit_all(&git, "the other project's work");
+        let later = repo.snapshot(&own()).unwrap();
+        assert!(!super::super::made_progress(&root, &after, &later));
     }
 
     #[test]
