@@ -16,6 +16,7 @@ use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
 use crate::state::{FileInProgress, Layout, Trigger};
 use crate::stream::ToolCall;
+use crate::text::cut;
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
@@ -59,12 +60,6 @@ pub struct Saved {
     pub stashed: Vec<StashEntry>,
     /// Work the WIP commit left out (too big, binary, too many new files).
     pub left_out: Vec<LeftOut>,
-}
-
-/// "Context Checkpoint L2 at 87% - parser": one predictable form for
-/// commits and handoffs, so tools that index the repo find them.
-pub fn title(level: Level, percent: f64, item: Option<&str>) -> String {
-    titled("context", level, percent, item)
 }
 
 /// The title by trigger: "Context Checkpoint L2 at 87% - parser" for the
@@ -466,13 +461,6 @@ fn one_line(text: &str) -> String {
     }
 }
 
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    format!("{}…", text.chars().take(max).collect::<String>())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,15 +502,6 @@ mod tests {
         assert_eq!(yaml["iteration"], 3);
         assert_eq!(yaml["context_percent"], 87.4);
         assert_eq!(yaml["trigger"], "true");
-    }
-
-    #[test]
-    fn titles_have_one_form() {
-        assert_eq!(
-            title(Level::L2, 86.6, Some("parser")),
-            "Context Checkpoint L2 at 87% - parser"
-        );
-        assert_eq!(title(Level::L3, 95.0, None), "Context Checkpoint L3 at 95%");
     }
 
     #[test]

@@ -2,15 +2,13 @@
 //! supervisor (a signal, with `.ralph/control.json` for the reason), or a
 //! checkpoint of the tree as it stands when no run is going.
 
-use std::path::Path;
-
 use serde::Serialize;
 
 use super::Report;
 use crate::checkpoint::Moment;
-use crate::config::Config;
 use crate::context::Level;
 use crate::error::{Error, Result};
+use crate::project::Project;
 use crate::state::{self, Layout, Trigger};
 
 /// What to write to `.ralph/control.json` for a running supervisor.
@@ -81,8 +79,9 @@ impl Report for CheckpointReport {
     }
 }
 
-pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
-    let layout = Layout::new(root);
+pub fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<i32> {
+    let root = project.root();
+    let layout = project.layout();
     let mut report = CheckpointReport {
         outcome: "requested",
         supervisor_pid: None,
@@ -92,7 +91,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         warnings: Vec::new(),
         waiting: false,
     };
-    if let Some(pid) = send_to_supervisor(&layout, nix::sys::signal::Signal::SIGUSR1, Some(reason))?
+    if let Some(pid) = send_to_supervisor(layout, nix::sys::signal::Signal::SIGUSR1, Some(reason))?
     {
         report.supervisor_pid = Some(pid);
         report.waiting = crate::state::RunState::load(&layout.state())
@@ -104,7 +103,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
     }
     // A clean tree has nothing to save: a handoff alone, committed each
     // time, would only pile up.
-    let config = Config::load(root)?;
+    let config = project.config()?;
     let own = crate::repo::OwnPaths::new(config.prompt_file.clone());
     if let Ok(Some(repo)) = crate::repo::Repo::open(root)
         && repo.changes(&own).is_ok_and(|c| c.is_empty())
@@ -155,9 +154,9 @@ impl Report for StopReport {
     }
 }
 
-pub fn stop(root: &Path, json: bool) -> Result<i32> {
-    let layout = Layout::new(root);
-    match send_to_supervisor(&layout, nix::sys::signal::Signal::SIGUSR2, None)? {
+pub fn stop(project: &Project, json: bool) -> Result<i32> {
+    let layout = project.layout();
+    match send_to_supervisor(layout, nix::sys::signal::Signal::SIGUSR2, None)? {
         Some(pid) => {
             super::print(
                 &StopReport {

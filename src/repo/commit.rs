@@ -315,23 +315,6 @@ impl Repo {
     }
 }
 
-/// Convenience for callers without a [`Repo`]: open `root` and WIP-commit,
-/// skipping with a reason when it is not in a git repository.
-pub fn wip_commit_at(root: &Path, message: &str, own: &OwnPaths) -> CommitOutcome {
-    match Repo::open(root) {
-        Ok(Some(repo)) => repo.wip_commit(message, own),
-        Ok(None) => CommitOutcome::Skipped {
-            reason: format!(
-                "no WIP commit: {} is not in a git repository; run `git init` to get checkpoints committed",
-                root.display()
-            ),
-        },
-        Err(e) => CommitOutcome::Skipped {
-            reason: format!("no WIP commit: {}", e.render().trim_end()),
-        },
-    }
-}
-
 /// Remove the lock files a WIP commit takes (the index, HEAD, refs and
 /// their logs) after the supervisor that made it died inside it; only the
 /// caller knows that they are its own. Returns them as `.git/…` paths.
@@ -758,15 +741,6 @@ mod tests {
         let (dir, git) = init_repo();
         fs::create_dir(git.path().join("rebase-merge")).unwrap();
         assert_skipped_and_unchanged(dir.path(), &git, "rebase is in progress");
-    }
-
-    #[test]
-    fn not_a_repository_is_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "a.txt", "a");
-        let reason = skipped(wip_commit_at(dir.path(), "wip", &own()));
-        assert!(reason.contains("not in a git repository"), "{reason}");
-        assert!(!dir.path().join(".git").exists());
     }
 
     #[test]

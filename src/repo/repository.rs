@@ -103,11 +103,6 @@ impl Repo {
         }))
     }
 
-    /// The project root this repository was opened for.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// The repository's working directory (may be above the project root).
     pub fn workdir(&self) -> &Path {
         // open() refuses bare repositories, so there always is one.
@@ -146,34 +141,6 @@ impl Repo {
 
     pub(super) fn own(&self, own: &OwnPaths) -> Own {
         Own::new(&self.prefix, &self.root, own)
-    }
-
-    /// Commits reachable from HEAD but not from `since`: 0 when equal, when HEAD
-    /// is unborn or when `since` is not a known commit. `None` means "before the
-    /// first commit", so every commit counts.
-    pub fn commits_since(&self, since: Option<&str>) -> usize {
-        let Some(head) = self.head_oid() else {
-            return 0;
-        };
-        let hide = match since {
-            None => None,
-            Some(text) => match Oid::from_str(text).and_then(|id| self.git.find_commit(id)) {
-                Ok(commit) => Some(commit.id()),
-                Err(_) => return 0,
-            },
-        };
-        if hide == Some(head) {
-            return 0;
-        }
-        let count = || -> std::result::Result<usize, git2::Error> {
-            let mut walk = self.git.revwalk()?;
-            walk.push(head)?;
-            if let Some(hide) = hide {
-                walk.hide(hide)?;
-            }
-            Ok(walk.filter(|id| id.is_ok()).count())
-        };
-        count().unwrap_or(0)
     }
 }
 
@@ -521,23 +488,6 @@ pub(super) mod tests {
         let repo = open(dir.path());
         assert!(repo.branch().is_some());
         assert_eq!(repo.head_id(), None);
-        assert_eq!(repo.commits_since(None), 0);
-    }
-
-    #[test]
-    fn commits_since_counts_new_commits() {
-        let (dir, git) = init_repo();
-        let repo = open(dir.path());
-        let first = repo.head_id().unwrap();
-        assert_eq!(repo.commits_since(Some(&first)), 0);
-        write(dir.path(), "c.txt", "c");
-        commit_all(&git, "two");
-        write(dir.path(), "d.txt", "d");
-        commit_all(&git, "three");
-        assert_eq!(repo.commits_since(Some(&first)), 2);
-        assert_eq!(repo.commits_since(None), 3);
-        assert_eq!(repo.commits_since(Some("not-a-commit")), 0);
-        assert_eq!(repo.commits_since(Some(&"1".repeat(40))), 0);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::event::*;
+use crate::text::cut_bytes;
 
 pub(super) fn classify(parsed: serde_json::Result<RawLine>, first: Option<u8>) -> StreamEvent {
     match parsed {
@@ -222,17 +223,6 @@ fn blocks<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RawBlock>, D::Error> {
 
 const SUMMARY_LEN: usize = 200;
 
-fn cut(text: String) -> String {
-    if text.len() <= SUMMARY_LEN {
-        return text;
-    }
-    let mut end = SUMMARY_LEN;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 impl RawLine {
     fn into_event(self) -> StreamEvent {
         let subtype = self.subtype.as_deref().unwrap_or("");
@@ -271,7 +261,7 @@ impl RawLine {
                                 .into_iter()
                                 .flatten()
                                 .find_map(Lenient::text)
-                                .map(cut);
+                                .map(|t| cut_bytes(t, SUMMARY_LEN));
                             tool_calls.push(ToolCall {
                                 id: block.id.unwrap_or_default(),
                                 name: block.name.unwrap_or_default(),

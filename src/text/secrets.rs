@@ -9,7 +9,7 @@
 //!   escaped there;
 //! - well-known token shapes (API keys, PEM private keys, `Bearer …`),
 //!   whatever their origin, scrubbed from everything ralph commits by
-//!   [`scrub`]; and key files (`.env*`, `*.pem`, `id_rsa*` …), which a WIP
+//!   [`scrub_keeping`]; and key files (`.env*`, `*.pem`, `id_rsa*` …), which a WIP
 //!   commit never adds ([`is_key_file`]).
 //!
 //! Redaction must not rewrite what is not a secret:
@@ -498,12 +498,8 @@ fn shapes() -> &'static [(Regex, &'static str)] {
 
 /// What ralph commits (handoffs, PROMPT.md, commit messages): known
 /// secrets redacted, and every well-known token shape too, whether or not
-/// ralph's environment holds it (the agent may have read it from a file).
-pub fn scrub(text: &str) -> Cow<'_, str> {
-    scrub_keeping(text, "")
-}
-
-/// [`scrub`], leaving alone what `plan` holds: ralph's prompt and handoff
+/// ralph's environment holds it (the agent may have read it from a file);
+/// but what `plan` holds is left alone: ralph's prompt and handoff
 /// quote the plan, the user's own words in a file they commit themselves,
 /// and rewriting them would change the task ("reset [redacted] flow").
 /// A secret the user wrote into the plan stays where the plan is quoted,
@@ -696,7 +692,7 @@ mod tests {
             AKIAIOSFODNN7EXAMPLE xoxb-1234567890-abcdefghij \
             -----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- \
             -----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn cut short";
-        let clean = scrub(text);
+        let clean = scrub_with(&Vec::new(), text, "");
         for leaked in [
             "abcdefgh12345678",
             "sk-ant-api03",
@@ -721,7 +717,10 @@ mod tests {
         }
         // Ordinary text is left as it is.
         let plain = "fix the parser; see task-1234 and the sk- prefix doc";
-        assert!(matches!(scrub(plain), Cow::Borrowed(_)));
+        assert!(matches!(
+            scrub_with(&Vec::new(), plain, ""),
+            Cow::Borrowed(_)
+        ));
     }
 
     /// Issue 22: `PGPASSWORD=password`, `POSTGRES_PASSWORD=postgres` on a
