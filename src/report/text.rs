@@ -149,7 +149,7 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
             out,
             "{:>4}  {:<22} {:>5.1}% {:>7} {:>7}  {}",
             i.iteration,
-            fit_width(&i.outcome, 22),
+            fit_width(&i.outcome.to_string(), 22),
             i.peak_percent,
             duration(i.seconds),
             money(i.cost_usd),
