@@ -9,6 +9,8 @@
 //!   kind.rs          AgentKind, the seam per agent CLI: command line, messages, decoder,
 //!                    capabilities
 //!   claude.rs        Claude Code's specifics (stream-json flags, user messages)
+//!   codex.rs         Codex's app-server client (Wire): handshake, turns, steer, interrupt,
+//!                    answers to the server's requests
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
 //!   procs.rs         the processes ralph ends, from /proc: groups, sessions, orphans
 //!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
@@ -19,6 +21,7 @@
 //! memory.
 
 mod claude;
+mod codex;
 mod kind;
 mod process;
 pub mod procs;

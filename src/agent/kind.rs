@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::claude;
+use super::{claude, codex};
 pub use crate::config::AgentKind;
 use crate::stream::Decoder;
 
@@ -32,6 +32,8 @@ pub enum Metering {
 pub enum CleanStop {
     /// SIGINT to the agent's process group (the CLI ends its turn).
     Sigint,
+    /// A protocol request that interrupts the turn (`turn/interrupt`).
+    Interrupt,
 }
 
 /// Where the size of the context window comes from (besides
@@ -41,6 +43,8 @@ pub enum CleanStop {
 pub enum WindowFrom {
     /// The model's name, then `modelUsage.contextWindow` of its results.
     ModelAndResult,
+    /// Reported with the usage of every model call.
+    Reported,
 }
 
 /// What a kind can do; the supervisor's checkpoint protocol follows them,
@@ -63,6 +67,7 @@ impl AgentKind {
     pub fn product(self) -> &'static str {
         match self {
             AgentKind::Claude => "Claude Code",
+            AgentKind::Codex => "Codex",
         }
     }
 
@@ -70,6 +75,7 @@ impl AgentKind {
     pub fn install_hint(self) -> &'static str {
         match self {
             AgentKind::Claude => claude::NOT_FOUND_HINT,
+            AgentKind::Codex => codex::NOT_FOUND_HINT,
         }
     }
 
@@ -77,6 +83,9 @@ impl AgentKind {
     pub fn prompt_via(self) -> &'static str {
         match self {
             AgentKind::Claude => "sent as the first stream-json user message",
+            AgentKind::Codex => {
+                "sent as the first turn (`turn/start`) of a `codex app-server` thread"
+            }
         }
     }
 
@@ -89,22 +98,23 @@ impl AgentKind {
                 window: WindowFrom::ModelAndResult,
                 replay: true,
             },
+            AgentKind::Codex => Capabilities {
+                metering: Metering::Live,
+                message: true,
+                stop: CleanStop::Interrupt,
+                window: WindowFrom::Reported,
+                replay: true,
+            },
         }
     }
 
     /// ralph's own arguments, after the command's leading words and before
     /// `agent.args`.
+    /// (Codex takes the model in `thread/start`.)
     pub(crate) fn args(self, model: Option<&str>) -> Vec<String> {
         match self {
             AgentKind::Claude => claude::args(model),
-        }
-    }
-
-    /// A message for the agent's stdin: the prompt, the L1 nudge, the L2
-    /// request for notes.
-    pub(crate) fn message(self, text: &str) -> String {
-        match self {
-            AgentKind::Claude => claude::user_message(text),
+            AgentKind::Codex => codex::args(),
         }
     }
 
@@ -113,6 +123,7 @@ impl AgentKind {
     pub fn decoder(self) -> Decoder {
         match self {
             AgentKind::Claude => Decoder::claude(),
+            AgentKind::Codex => Decoder::Codex(crate::stream::CodexDecoder::new()),
         }
     }
 }
@@ -131,9 +142,11 @@ impl Capabilities {
         };
         let stop = match self.stop {
             CleanStop::Sigint => "stop: SIGINT",
+            CleanStop::Interrupt => "stop: turn/interrupt",
         };
         let window = match self.window {
             WindowFrom::ModelAndResult => "window: model name, results",
+            WindowFrom::Reported => "window: reported per call",
         };
         let replay = if self.replay {
             "replay after a crash"

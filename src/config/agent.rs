@@ -15,15 +15,18 @@ pub enum AgentKind {
     /// Claude Code (`claude -p --output-format stream-json`).
     #[default]
     Claude,
+    /// Codex (`codex app-server`).
+    Codex,
 }
 
 impl AgentKind {
-    pub const ALL: [AgentKind; 1] = [AgentKind::Claude];
+    pub const ALL: [AgentKind; 2] = [AgentKind::Claude, AgentKind::Codex];
 
     /// The name in `ralph.toml` and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
         }
     }
 
@@ -31,6 +34,7 @@ impl AgentKind {
     pub fn default_command(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
         }
     }
 }

@@ -162,6 +162,9 @@ pub(super) struct Own {
     /// Tracked files a snapshot keeps at their indexed version (changed,
     /// but over `git.max_file_size`).
     pub(super) frozen: Vec<Vec<u8>>,
+    /// Stage changes to tracked files only (the user's edits found at the
+    /// start of a run), no new file.
+    pub(super) tracked_only: bool,
     /// The project directory (`/`-terminated, empty for the whole work
     /// tree): nothing outside it is the run's to stage, snapshot or count.
     pub(super) scope: Vec<u8>,
@@ -187,6 +190,7 @@ impl Own {
             streams,
             left_out: Vec::new(),
             frozen: Vec::new(),
+            tracked_only: false,
             scope: prefix.to_vec(),
         }
     }

@@ -166,6 +166,7 @@ fn commits_changed_work(
         streams: Vec::new(),
         left_out: Vec::new(),
         frozen: Vec::new(),
+        tracked_only: false,
         scope: snapshot.scope.as_bytes().to_vec(),
     };
     let changed = diff.deltas().any(|delta| {

@@ -4,6 +4,7 @@
 
 use std::io::BufRead;
 
+use super::codex::{CodexDecoder, Control};
 use super::event::*;
 use super::raw::{RawLine, classify};
 
@@ -36,6 +37,8 @@ pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> O
 pub enum Decoder {
     /// Claude Code's `stream-json`.
     Claude(LineDecoder),
+    /// `codex app-server`'s JSON-RPC messages.
+    Codex(CodexDecoder),
 }
 
 impl Decoder {
@@ -43,11 +46,20 @@ impl Decoder {
         Decoder::Claude(LineDecoder::new())
     }
 
+    /// What the last line means for the agent's wire (a protocol kind's).
+    pub fn take_control(&mut self) -> Option<Control> {
+        match self {
+            Decoder::Claude(_) => None,
+            Decoder::Codex(d) => d.take_control(),
+        }
+    }
+
     /// Feed the next bytes of the stream: how many were consumed (up to
     /// the end of the current line), and the event if a line ended there.
     pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         match self {
             Decoder::Claude(d) => d.push(bytes),
+            Decoder::Codex(d) => d.push(bytes),
         }
     }
 
@@ -55,6 +67,7 @@ impl Decoder {
     pub fn finish(&mut self) -> Option<StreamEvent> {
         match self {
             Decoder::Claude(d) => d.finish(),
+            Decoder::Codex(d) => d.finish(),
         }
     }
 
