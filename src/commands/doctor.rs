@@ -106,6 +106,7 @@ impl DoctorReport {
         check_templates(&mut c, root, &config, plan_ok);
         check_agent(&mut c, root, &config);
         check_sandbox(&mut c, root, &config);
+        check_box(&mut c, &config);
         check_git(&mut c, root);
         check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
@@ -341,6 +342,28 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
             "update Claude Code (`claude update`), or point agent.command at a Claude Code CLI",
         ),
         Err(e) => c.problem("stream-json", format!("`{}`: {e}", shown("--help")), by_hand),
+    }
+}
+
+/// `[agent] sandbox`: the box can be made here; without one, say what the
+/// agent can reach (`ralph init` says whether bubblewrap would work).
+fn check_box(c: &mut Checks, config: &Config) {
+    use crate::agent::sandbox::Kind;
+    if config.agent.sandbox == Kind::None {
+        return c.ok(
+            "sandbox",
+            "none: the agent can read and write whatever ralph can (docs/sandbox.md)",
+        );
+    }
+    match crate::agent::sandbox::probe() {
+        Ok(bwrap) => c.ok(
+            "sandbox",
+            format!(
+                "bwrap ({}): the agent writes only the project; $HOME is private",
+                bwrap.display()
+            ),
+        ),
+        Err((why, fix)) => c.problem("sandbox", why, fix),
     }
 }
 

@@ -31,6 +31,8 @@ pub struct InitReport {
     /// What stands in the way of a run (a prompt file ralph did not write).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The sandbox on offer here (`[agent] sandbox`, docs/sandbox.md).
+    pub sandbox: String,
 }
 
 impl Report for InitReport {
@@ -48,6 +50,7 @@ impl Report for InitReport {
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");
         }
+        let _ = writeln!(out, "sandbox: {}", self.sandbox);
         out.push_str(
             "next: write the plan in fix_plan.md, then check the setup with `ralph doctor` and `ralph run --dry-run`\n",
         );
@@ -116,6 +119,10 @@ pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32
         root,
         &crate::config::Config::load(root)?.prompt_file,
     );
+    report.sandbox = match crate::agent::sandbox::probe() {
+        Ok(_) => "bubblewrap works here: set `sandbox = \"bwrap\"` under [agent] in ralph.toml to keep the agent inside the project (docs/sandbox.md)".into(),
+        Err((why, fix)) => format!("not available ({why}); {fix}"),
+    };
     super::print(&report.render(json))?;
     Ok(0)
 }
@@ -152,6 +159,8 @@ mod tests {
         full.agent.command = Some("c".into());
         full.loop_.max_duration = Some(crate::config::Span::secs(1));
         full.loop_.max_cost_usd = Some(1.0);
+        full.quota.five_hour_percent = Some(90.0);
+        full.quota.weekly_percent = Some(80.0);
         let n = &mut full.notify;
         for key in [
             &mut n.webhook,

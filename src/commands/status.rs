@@ -135,6 +135,9 @@ pub struct StatusReport {
     /// Plan items open and done, as of the end of the last iteration.
     pub plan_open: usize,
     pub plan_done: usize,
+    /// The subscription's windows as the agent last reported them (the
+    /// quota guard), those not reset yet.
+    pub quota: Vec<crate::rules::quota::WindowView>,
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -175,6 +178,11 @@ impl StatusReport {
             last_commit: s.last_commit.clone(),
             plan_open: s.todo_items.len(),
             plan_done: s.completed_items.len(),
+            quota: crate::rules::quota::WindowView::all(
+                &s.quota,
+                config.as_ref().map(|c| &c.quota),
+                jiff::Timestamp::now().as_second(),
+            ),
         })
     }
 }
@@ -225,6 +233,9 @@ impl Report for StatusReport {
                 "plan",
                 format!("{} done, {} open", self.plan_done, self.plan_open),
             );
+        }
+        for w in &self.quota {
+            row("quota", w.line(super::local_time));
         }
         let b = &self.breaker;
         row(

@@ -29,6 +29,8 @@ pub struct Config {
     pub handoff: crate::config::token_budget::HandoffConfig,
     pub runs: crate::agent::transcript::RunsConfig,
     pub notify: crate::notify::config::NotifyConfig,
+    pub quota: crate::rules::quota::QuotaConfig,
+    pub sandbox: crate::agent::sandbox::SandboxConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -152,6 +154,8 @@ impl Default for Config {
             handoff: Default::default(),
             runs: Default::default(),
             notify: Default::default(),
+            quota: Default::default(),
+            sandbox: Default::default(),
         }
     }
 }
@@ -448,7 +452,10 @@ impl Config {
                 );
             }
         }
-        for (section, check) in [("notify", self.notify.check())] {
+        for (section, check) in [
+            ("notify", self.notify.check()),
+            ("quota", self.quota.check()),
+        ] {
             if let Err((key, why)) = check {
                 return bad(section, key, why);
             }

@@ -38,6 +38,9 @@ pub struct RunReport {
     pub waits: Vec<Wait>,
     pub breaker: Vec<BreakerChange>,
     pub metrics: Metrics,
+    /// The subscription's windows as the agent last reported them (the
+    /// quota guard); empty when it reported none.
+    pub quota: Vec<crate::rules::quota::WindowView>,
 }
 
 /// The limits the run was held to, as far as they are known.
@@ -227,6 +230,7 @@ pub fn build(
         waits: Vec::new(),
         breaker: Vec::new(),
         metrics: Metrics::default(),
+        quota: Vec::new(),
     };
     let mut rows: BTreeMap<u32, IterationRow> = BTreeMap::new();
     let mut starts: BTreeMap<u32, jiff::Timestamp> = BTreeMap::new();

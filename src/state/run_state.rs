@@ -323,6 +323,9 @@ pub struct RunState {
     /// Context windows the agent's results reported, by model.
     pub known_windows: std::collections::BTreeMap<String, u64>,
     pub cost_usd: f64,
+    /// The subscription's 5-hour and weekly usage the agent last reported
+    /// (the quota guard, `rules::quota`).
+    pub quota: crate::rules::quota::Usage,
     pub consecutive_failures: u32,
     pub breaker: BreakerState,
     pub history: Vec<IterationRecord>,
@@ -367,6 +370,7 @@ impl Default for RunState {
             context_window: 0,
             known_windows: Default::default(),
             cost_usd: 0.0,
+            quota: Default::default(),
             consecutive_failures: 0,
             breaker: BreakerState::default(),
             history: Vec::new(),

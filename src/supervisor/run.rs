@@ -72,6 +72,8 @@ impl Supervisor {
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
+        let agent_home = config.agent.env.get("HOME").map(String::as_str);
+        agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
         let project = Project::at(root);
         let plan = project.plan(&config)?;
         // Values the plan holds now are the user's words (see `secrets`).
@@ -341,7 +343,8 @@ impl Supervisor {
                 admission,
                 &self.state.breaker,
                 &self.flags,
-                self.budgets.spent(&now, self.state.cost_usd),
+                self.budgets
+                    .spent(&now, self.state.cost_usd, &self.state.quota),
                 self.budgets.iterations_counted(self.state.iteration),
                 self.config.loop_.max_iterations,
                 &mut events,
@@ -390,7 +393,7 @@ impl Supervisor {
                 message: format!("cannot write {}: {e}", prompt_path.display()),
             });
         }
-        let cmd = AgentCommand::from_config(&self.config, number);
+        let cmd = AgentCommand::from_config(&self.config, number, &self.root);
         let run_dir = self.layout.run_dir(&self.state.run_id);
         let transcript = self.layout.transcript(&self.state.run_id, number);
         let resume_from = self
@@ -503,7 +506,8 @@ impl Supervisor {
             &facts,
             trip,
             &self.flags,
-            self.budgets.spent(&Now::read(), self.state.cost_usd),
+            self.budgets
+                .spent(&Now::read(), self.state.cost_usd, &self.state.quota),
             plan_after.open_count(),
             self.config.loop_.require_plan_complete,
             &mut events,
