@@ -110,6 +110,7 @@ impl DoctorReport {
         check_git(&mut c, root);
         check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
+        check_verify(&mut c, root, &config);
         if let Some((detail, fix)) = crate::claude_code::settings::doctor(root) {
             match fix {
                 Some(fix) => c.warn("claude code", detail, fix),
@@ -539,6 +540,46 @@ fn check_write_access(c: &mut Checks, root: &Path) {
             ),
             "fix the permissions, or run ralph as the user who owns the project",
         ),
+    }
+}
+
+/// `[verify] commands`, run once as a run would before a completion.
+fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
+    use crate::verify::{self, When};
+    if config.verify.commands.is_empty() {
+        let proposed = super::init::verify_commands(root);
+        let example = proposed.first().map_or("make test", String::as_str);
+        return c.warn(
+            "verify",
+            "no [verify] commands: a completion rests on the agent's word alone",
+            format!("add the project's checks to ralph.toml, e.g. `[verify] commands = [\"{example}\"]` (docs/verify.md)"),
+        );
+    }
+    let v = verify::run(&config.verify, root, &[], 0, When::Doctor);
+    for check in &v.checks {
+        let summary = check.summary(Some(config.verify.timeout.0));
+        if check.status == verify::Status::Passed {
+            c.ok("verify", format!("{summary} ({:.1}s)", check.seconds));
+        } else {
+            let last = check.output.lines().last().unwrap_or("").trim();
+            let detail = if last.is_empty() {
+                summary
+            } else {
+                format!("{summary}: {}", crate::text::cut(last, 200))
+            };
+            c.problem(
+                "verify",
+                detail,
+                "a run cannot complete while it fails: fix the project, or the command in [verify] commands",
+            );
+        }
+    }
+    for skipped in &v.skipped {
+        c.warn(
+            "verify",
+            format!("`{skipped}` not run after the failure"),
+            "it runs once the commands before it pass",
+        );
     }
 }
 

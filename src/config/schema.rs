@@ -28,6 +28,7 @@ pub struct Config {
     pub prompt: crate::config::token_budget::PromptConfig,
     pub handoff: crate::config::token_budget::HandoffConfig,
     pub runs: crate::agent::transcript::RunsConfig,
+    pub verify: crate::verify::checks::VerifyConfig,
     pub notify: crate::notify::config::NotifyConfig,
     pub quota: crate::rules::quota::QuotaConfig,
     pub sandbox: crate::agent::sandbox::SandboxConfig,
@@ -115,6 +116,7 @@ pub struct HooksConfig {
     pub on_breaker: Vec<String>,
     /// A wait for a usage limit to reset begins.
     pub on_limit_wait: Vec<String>,
+    pub on_verify: Vec<String>,
     /// How long one hook may run before it is killed and logged.
     pub timeout: Span,
     /// How many times a failed hook command is run again.
@@ -126,7 +128,7 @@ pub const MAX_HOOK_RETRIES: u32 = 5;
 
 impl HooksConfig {
     /// Each hook point's key with its commands.
-    pub fn points(&self) -> [(&'static str, &[String]); 6] {
+    pub fn points(&self) -> [(&'static str, &[String]); 7] {
         [
             ("on_checkpoint", &self.on_checkpoint),
             ("on_iteration_end", &self.on_iteration_end),
@@ -134,6 +136,7 @@ impl HooksConfig {
             ("on_level", &self.on_level),
             ("on_breaker", &self.on_breaker),
             ("on_limit_wait", &self.on_limit_wait),
+            ("on_verify", &self.on_verify),
         ]
     }
 }
@@ -153,6 +156,7 @@ impl Default for Config {
             prompt: Default::default(),
             handoff: Default::default(),
             runs: Default::default(),
+            verify: Default::default(),
             notify: Default::default(),
             quota: Default::default(),
             sandbox: Default::default(),
@@ -223,6 +227,7 @@ impl Default for HooksConfig {
             on_level: Vec::new(),
             on_breaker: Vec::new(),
             on_limit_wait: Vec::new(),
+            on_verify: Vec::new(),
             timeout: Span::secs(60),
             retries: 0,
         }
@@ -384,6 +389,7 @@ impl Config {
                 return bad("breaker", key, "must be at least 1".into());
             }
         }
+        (self.verify.problem()).map_or(Ok(()), |(key, why)| bad("verify", key, why))?;
         if self.hooks.retries > MAX_HOOK_RETRIES {
             return bad(
                 "hooks",

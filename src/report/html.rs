@@ -177,6 +177,7 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
     }
     out.push_str("</section></div>\n");
 
+    super::story::verify_html(out, &r.verify);
     metrics(out, r);
     contexts(out, r);
     table(out, r, page);

@@ -37,6 +37,8 @@ pub struct RunReport {
     pub iterations: Vec<IterationRow>,
     pub waits: Vec<Wait>,
     pub breaker: Vec<BreakerChange>,
+    /// The runs of the `[verify]` commands, oldest first.
+    pub verify: Vec<super::story::VerifyRow>,
     pub metrics: Metrics,
     /// The subscription's windows as the agent last reported them (the
     /// quota guard); empty when it reported none.
@@ -229,6 +231,7 @@ pub fn build(
         iterations: Vec::new(),
         waits: Vec::new(),
         breaker: Vec::new(),
+        verify: Vec::new(),
         metrics: Metrics::default(),
         quota: Vec::new(),
     };
@@ -371,6 +374,9 @@ pub fn build(
                 rule: rule.clone(),
                 message: message.clone(),
             }),
+            Event::Verify { .. } => report
+                .verify
+                .extend(super::story::VerifyRow::of(&r.ts, &r.event)),
             Event::LimitWait {
                 until,
                 seconds,

@@ -128,6 +128,11 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
     let _ = writeln!(out, "{:<15}{resumes}", "resumes");
     let _ = writeln!(
         out,
+        "{}",
+        fit_width(&super::story::verify_text(&r.verify), 80)
+    );
+    let _ = writeln!(
+        out,
         "{:<15}{} breaker trip(s) · {} usage-limit wait(s), {}",
         "interruptions",
         m.breaker_trips,

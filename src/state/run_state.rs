@@ -343,6 +343,10 @@ pub struct RunState {
     /// Uncommitted work on an unfinished item, told to the next prompt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub carry_over: Option<CarryOver>,
+    /// The latest run of the `[verify]` commands; while it failed, the
+    /// next prompt asks for the failure to be fixed first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::verify::checks::Verification>,
 }
 
 impl Default for RunState {
@@ -381,6 +385,7 @@ impl Default for RunState {
             items: Vec::new(),
             shard_request: None,
             carry_over: None,
+            verify: None,
         }
     }
 }

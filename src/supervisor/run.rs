@@ -472,12 +472,19 @@ impl Supervisor {
             _ => false,
         };
         self.reuse_snapshot = snap_after;
+        let checked = plan_after.newly_done(plan_before);
         let measured = Measured {
             tree_progress,
-            items_done: !plan_after.newly_done(plan_before).is_empty(),
+            items_done: !checked.is_empty(),
         };
         self.flags.absorb(&facts);
-        let verdict = verdict::judge(&facts, &measured, &self.flags);
+        let mut verdict = verdict::judge(&facts, &measured, &self.flags);
+        let mut gate = verdict::Gate {
+            open_items: plan_after.open_count(),
+            require_plan_complete: self.config.loop_.require_plan_complete,
+            refused: None,
+        };
+        self.verify_iteration(&facts, &mut verdict, &mut gate, checked);
         if let Some(mark) = verdict.checkpoint {
             self.save_checkpoint(&facts, mark);
         } else if let Some(message) =
@@ -508,8 +515,7 @@ impl Supervisor {
             &self.flags,
             self.budgets
                 .spent(&Now::read(), self.state.cost_usd, &self.state.quota),
-            plan_after.open_count(),
-            self.config.loop_.require_plan_complete,
+            gate,
             &mut events,
         );
         self.emit_all(events);
@@ -519,6 +525,10 @@ impl Supervisor {
                 None
             }
             Next::WaitForLimit(hit) => self.wait_for_limit(hit).await,
+            Next::End(Outcome::Completed, mut why) => {
+                self.leave_clean(facts.number, &mut why);
+                Some((Outcome::Completed, why))
+            }
             Next::End(outcome, why) => Some((outcome, why)),
         }
     }

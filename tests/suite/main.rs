@@ -31,6 +31,7 @@ mod e2e_safety_net;
 mod e2e_sandbox;
 mod e2e_scope;
 mod e2e_seams;
+mod e2e_verify;
 mod hostile_input;
 mod leak;
 mod morning_report;
