@@ -275,6 +275,38 @@ pub fn doctor(root: &std::path::Path) -> Option<(String, Option<String>)> {
     ))
 }
 
+/// What allows a headless (`-p`) agent some tools, which it cannot ask
+/// for: its flags in `agent.args`, or the project's Claude Code settings
+/// (`permissions.allow`, or a `defaultMode` that accepts edits). `None`:
+/// every tool call its defaults do not allow is refused (`ralph doctor`).
+pub(crate) fn allowed_tools(root: &std::path::Path, args: &[String]) -> Option<String> {
+    const FLAGS: [&str; 3] = ["--allowedTools", "--allowed-tools", "--permission-mode"];
+    if let Some(flag) = args
+        .iter()
+        .find(|a| FLAGS.iter().any(|f| a.split('=').next() == Some(f)))
+    {
+        return Some(format!("{flag} in agent.args"));
+    }
+    [PATH, ".claude/settings.local.json"]
+        .into_iter()
+        .find(|file| {
+            let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+                return false;
+            };
+            let text = text.strip_prefix(BOM).unwrap_or(&text);
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+                return false;
+            };
+            let p = &v["permissions"];
+            p["allow"].as_array().is_some_and(|a| !a.is_empty())
+                || matches!(
+                    p["defaultMode"].as_str(),
+                    Some("acceptEdits" | "bypassPermissions")
+                )
+        })
+        .map(|file| format!("{file} (permissions)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

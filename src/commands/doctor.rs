@@ -396,7 +396,7 @@ fn check_sandbox(c: &mut Checks, root: &Path, config: &Config) {
             "permissions",
             "`ralph sim` asks for none: it plays its scenario",
         ),
-        (_, false, _) => match allowed_tools(root, config) {
+        (_, false, _) => match crate::claude_code::settings::allowed_tools(root, &config.agent.args) {
             Some(by) => c.ok(
                 "permissions",
                 format!("{by} allows tools; any other is refused unasked (the agent runs with -p and cannot ask)"),
@@ -408,39 +408,6 @@ fn check_sandbox(c: &mut Checks, root: &Path, config: &Config) {
             ),
         },
     }
-}
-
-/// What allows the headless agent some tools: its flags in `agent.args`,
-/// or the project's Claude Code settings (`permissions.allow`, or a
-/// `defaultMode` that accepts edits).
-fn allowed_tools(root: &Path, config: &Config) -> Option<String> {
-    const FLAGS: [&str; 3] = ["--allowedTools", "--allowed-tools", "--permission-mode"];
-    if let Some(flag) = config
-        .agent
-        .args
-        .iter()
-        .find(|a| FLAGS.iter().any(|f| a.split('=').next() == Some(f)))
-    {
-        return Some(format!("{flag} in agent.args"));
-    }
-    [".claude/settings.json", ".claude/settings.local.json"]
-        .into_iter()
-        .find(|file| {
-            let Ok(text) = std::fs::read_to_string(root.join(file)) else {
-                return false;
-            };
-            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
-                return false;
-            };
-            let p = &v["permissions"];
-            p["allow"].as_array().is_some_and(|a| !a.is_empty())
-                || matches!(
-                    p["defaultMode"].as_str(),
-                    Some("acceptEdits" | "bypassPermissions")
-                )
-        })
-        .map(|file| format!("{file} (permissions)"))
 }
 
 fn check_git(c: &mut Checks, root: &Path) {
