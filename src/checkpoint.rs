@@ -288,7 +288,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
                     // Committed: the agent's notes and words must not carry a secret.
                     crate::state::write_private(
                         &path,
-                        crate::text::secrets::scrub(&fitted.text).as_bytes(),
+                        crate::text::secrets::scrub_keeping(&fitted.text, &plan_text).as_bytes(),
                     )
                 }) {
                     Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
@@ -319,7 +319,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         }
         Some(r) => {
             let message = commit_message(config, m, &mut saved);
-            let message = crate::text::secrets::scrub(&message);
+            let message = crate::text::secrets::scrub_keeping(&message, &plan_text);
             match r.wip_commit_leaving_out(&message, &own, &saved.left_out) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {

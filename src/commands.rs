@@ -53,7 +53,7 @@ pub trait Report: Serialize {
     /// One line of JSON (the documented object of docs/events.md).
     fn json(&self) -> String {
         let json = serde_json::to_string(self).expect("reports serialize");
-        crate::text::secrets::redact_json(&json).into_owned()
+        crate::text::printable_json(&crate::text::secrets::redact_json(&json)).into_owned()
     }
 
     fn render(&self, json: bool) -> String {
@@ -66,8 +66,17 @@ pub trait Report: Serialize {
 }
 
 /// Write a command's output to stdout; a closed pipe (`ralph status | head`)
-/// is not an error.
+/// is not an error. Every command prints through here, and whatever it
+/// quotes (plan items, the agent's words, file names) is made printable:
+/// no escape sequence in them reaches the terminal.
 fn print(text: &str) -> Result<()> {
+    print_own(&crate::text::printable_lines(text))
+}
+
+/// [`print`] for text ralph made itself, its own escape sequences included
+/// (the status line's colours, a generated completion script): whatever it
+/// quotes must already be printable.
+fn print_own(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {

@@ -381,9 +381,13 @@ pub fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
+/// The smallest usable window ralph works in: a prompt (8,000 tokens by
+/// default) and a turn must fit, or every first reading is an emergency.
+pub const MIN_USABLE_WINDOW: u64 = 10_000;
+
 /// Why `reserve` leaves no usable window of `configured_window` (0: detected
-/// from the model, then at least [`DEFAULT_WINDOW`]): without one every
-/// reading would be thousands of percent.
+/// from the model, then at least [`DEFAULT_WINDOW`]) to work in: without
+/// one every reading would be thousands of percent.
 pub fn no_usable_window(configured_window: u64, reserve: u64) -> Option<String> {
     let (window, what) = match configured_window {
         0 => (
@@ -392,8 +396,11 @@ pub fn no_usable_window(configured_window: u64, reserve: u64) -> Option<String> 
         ),
         w => (w, w.to_string()),
     };
-    (window <= reserve).then(|| {
-        format!("agent.reserve_tokens ({reserve}) must be below agent.context_window ({what}), or no usable window is left")
+    (window < reserve.saturating_add(MIN_USABLE_WINDOW)).then(|| {
+        format!(
+            "agent.reserve_tokens ({reserve}) leaves {} of agent.context_window ({what}) to work in; at least {MIN_USABLE_WINDOW} tokens must be left (a prompt and a turn)",
+            window.saturating_sub(reserve)
+        )
     })
 }
 

@@ -18,6 +18,7 @@
 //!   scope.rs         a run's scope: the key of its work tree and project, the claim that
 //!                    refuses an overlapping run, the work tree's commit lock
 //!   safety_net.rs    work-tree snapshots on refs/ralph/snapshots/<scope>/<run>/<iteration>
+//!   restore.rs       a snapshot written back (every path checked first) or onto a new branch
 //! ```
 //!
 //! Pitfalls: never touch HEAD, the index or the stash outside a WIP commit;
@@ -29,6 +30,7 @@ mod guard;
 mod health;
 mod outputs;
 mod repository;
+mod restore;
 mod safety_net;
 mod scope;
 mod snapshot;
@@ -40,7 +42,8 @@ pub use guard::{Guard, UntrackedGroup};
 pub use health::Blocker;
 pub use outputs::{output_files, remember_output_files};
 pub use repository::*;
-pub use safety_net::{Restored, SNAPSHOT_REFS, SnapshotInfo, SnapshotOutcome};
+pub use restore::Restored;
+pub use safety_net::{SNAPSHOT_REFS, SnapshotInfo, SnapshotOutcome};
 pub use scope::ScopeClaim;
 pub use snapshot::{Snapshot, made_progress, snapshot};
 pub use stash::{StashEntry, stash_ids};

@@ -77,7 +77,7 @@ impl Writer {
             out: Vec::new(),
             cut_strings: 0,
             error: None,
-            redact: crate::text::secrets::StreamRedactor::new(),
+            redact: crate::text::secrets::StreamRedactor::json_lines(),
         }
     }
 

@@ -162,8 +162,13 @@ pub struct Merge {
     pub left: Vec<String>,
 }
 
+/// UTF-8's byte-order mark.
+const BOM: &str = "\u{feff}";
+
 /// The settings text as a tree whose root is an object (`{}` for no text).
 fn parse(text: Option<&str>) -> Result<(CstRootNode, CstObject), String> {
+    // Editors on Windows save JSON with a byte-order mark; Claude Code reads it.
+    let text = text.map(|t| t.strip_prefix(BOM).unwrap_or(t));
     let text = text.filter(|t| !t.trim().is_empty()).unwrap_or("{}\n");
     let root = CstRootNode::parse(text, &ParseOptions::default())
         .map_err(|e| format!("it is not valid JSON: {e}"))?;
@@ -190,7 +195,9 @@ pub fn merge(existing: Option<&str>, program: &str) -> Result<Merge, String> {
         }
     }
     if !m.added.is_empty() {
-        let mut text = root.to_string();
+        // The file keeps its byte-order mark, as it keeps its formatting.
+        let bom = existing.filter(|t| t.starts_with(BOM)).map_or("", |_| BOM);
+        let mut text = format!("{bom}{root}");
         if !text.ends_with('\n') {
             text.push('\n');
         }
@@ -266,6 +273,38 @@ pub fn doctor(root: &std::path::Path) -> Option<(String, Option<String>)> {
         format!("{PATH}: not installed: {}{installed}", missing.join(", ")),
         fix,
     ))
+}
+
+/// What allows a headless (`-p`) agent some tools, which it cannot ask
+/// for: its flags in `agent.args`, or the project's Claude Code settings
+/// (`permissions.allow`, or a `defaultMode` that accepts edits). `None`:
+/// every tool call its defaults do not allow is refused (`ralph doctor`).
+pub(crate) fn allowed_tools(root: &std::path::Path, args: &[String]) -> Option<String> {
+    const FLAGS: [&str; 3] = ["--allowedTools", "--allowed-tools", "--permission-mode"];
+    if let Some(flag) = args
+        .iter()
+        .find(|a| FLAGS.iter().any(|f| a.split('=').next() == Some(f)))
+    {
+        return Some(format!("{flag} in agent.args"));
+    }
+    [PATH, ".claude/settings.local.json"]
+        .into_iter()
+        .find(|file| {
+            let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+                return false;
+            };
+            let text = text.strip_prefix(BOM).unwrap_or(&text);
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+                return false;
+            };
+            let p = &v["permissions"];
+            p["allow"].as_array().is_some_and(|a| !a.is_empty())
+                || matches!(
+                    p["defaultMode"].as_str(),
+                    Some("acceptEdits" | "bypassPermissions")
+                )
+        })
+        .map(|file| format!("{file} (permissions)"))
 }
 
 #[cfg(test)]

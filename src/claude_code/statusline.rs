@@ -82,7 +82,8 @@ fn current_item(root: &Path, config: &Config) -> Option<String> {
         return None;
     }
     Some(match plan.current() {
-        Some(item) => fit_width(&item.text, ITEM_CHARS),
+        // The agent can edit the plan: its escape sequences stay off the line.
+        Some(item) => fit_width(&crate::text::printable(&item.text), ITEM_CHARS),
         None => "plan done".into(),
     })
 }
@@ -126,7 +127,7 @@ fn push_tail(line: &mut String, v: &View) {
     }
     if let Some(note) = &v.note {
         line.push_str(" · ");
-        line.push_str(note);
+        line.push_str(&crate::text::printable(note));
     }
 }
 

@@ -11,6 +11,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -39,7 +40,18 @@ struct Backwards {
 
 impl Backwards {
     fn open(path: &Path) -> std::io::Result<Backwards> {
-        let mut file = File::open(path)?;
+        // The path comes from stdin: opening a FIFO (or a tty) for reading
+        // would wait for a writer forever, and a status line must not hang.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(path)?;
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
         let start = file.seek(SeekFrom::End(0))?;
         Ok(Backwards {
             file,

@@ -51,6 +51,14 @@ impl Report for ClaudeInitReport {
 }
 
 pub fn init_claude(root: &Path, json: bool) -> Result<i32> {
+    let dir = root.join(".claude");
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::usage(format!(
+            "cannot add ralph to {PATH}: {} is a file, not a directory; nothing was written",
+            dir.display()
+        ))
+        .with_hint("move that file away (Claude Code keeps its project settings in the .claude/ directory), then run `ralph init --claude` again"));
+    }
     let path = root.join(PATH);
     let old = match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
@@ -67,7 +75,6 @@ pub fn init_claude(root: &Path, json: bool) -> Result<i32> {
     })?;
     let diff = match &merge.text {
         Some(new) => {
-            let dir = root.join(".claude");
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("cannot create", &dir, e))?;
             std::fs::write(&path, new).map_err(|e| Error::io("cannot write", &path, e))?;
             settings::diff(old.as_deref().unwrap_or(""), new)

@@ -45,11 +45,17 @@ pub struct CheckpointReport {
     pub commit_note: Option<String>,
     pub handoff: Option<String>,
     pub warnings: Vec<String>,
+    /// The supervisor was waiting for a usage limit: no agent to ask.
+    #[serde(skip)]
+    pub waiting: bool,
 }
 
 impl Report for CheckpointReport {
     fn human(&self) -> String {
         match (self.outcome, self.supervisor_pid) {
+            ("requested", Some(pid)) if self.waiting => format!(
+                "asked the running supervisor (pid {pid}) to checkpoint now; it is waiting for a usage limit to reset and no agent runs: it will commit the tree as it stands and write a handoff\n"
+            ),
             ("requested", Some(pid)) => format!(
                 "asked the running supervisor (pid {pid}) to checkpoint now; it will ask the agent for its notes, commit and write a handoff\n"
             ),
@@ -83,10 +89,15 @@ pub fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<i32> {
         commit_note: None,
         handoff: None,
         warnings: Vec::new(),
+        waiting: false,
     };
     if let Some(pid) = send_to_supervisor(layout, nix::sys::signal::Signal::SIGUSR1, Some(reason))?
     {
         report.supervisor_pid = Some(pid);
+        report.waiting = crate::state::RunState::load(&layout.state())
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.status == crate::state::RunStatus::Waiting);
         super::print(&report.render(json))?;
         return Ok(0);
     }

@@ -106,7 +106,7 @@ impl DoctorReport {
         let plan_ok = check_plan(&mut c, root, &config);
         check_templates(&mut c, root, &config, plan_ok);
         check_agent(&mut c, root, &config);
-        check_sandbox(&mut c, &config);
+        check_sandbox(&mut c, root, &config);
         check_box(&mut c, &config);
         check_git(&mut c, root);
         check_own_files(&mut c, root, &config);
@@ -384,7 +384,7 @@ fn check_box(c: &mut Checks, config: &Config) {
     }
 }
 
-fn check_sandbox(c: &mut Checks, config: &Config) {
+fn check_sandbox(c: &mut Checks, root: &Path, config: &Config) {
     // /proc/self belongs to the effective user (Linux).
     let root_user = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
     let skips = config.agent.args.iter().any(|a| a == SKIP_PERMISSIONS);
@@ -406,10 +406,23 @@ fn check_sandbox(c: &mut Checks, config: &Config) {
             "permissions",
             format!("{SKIP_PERMISSIONS}: the agent runs every tool unasked"),
         ),
-        (_, false, _) => c.ok(
+        // Headless (`-p`), the agent cannot ask: a tool its settings do not
+        // allow is refused, and it works around that or stalls.
+        _ if config.agent_program().0 == "ralph" => c.ok(
             "permissions",
-            format!("the agent asks before tools its settings do not allow (no {SKIP_PERMISSIONS})"),
+            "`ralph sim` asks for none: it plays its scenario",
         ),
+        (_, false, _) => match crate::claude_code::settings::allowed_tools(root, &config.agent.args) {
+            Some(by) => c.ok(
+                "permissions",
+                format!("{by} allows tools; any other is refused unasked (the agent runs with -p and cannot ask)"),
+            ),
+            None => c.warn(
+                "permissions",
+                "the agent runs with -p and cannot ask: every tool call its settings do not allow (edits, shell commands) is refused",
+                format!("allow what it needs: `permissions.allow` in .claude/settings.json, or `--allowedTools …` / `--permission-mode acceptEdits` in agent.args; in a throwaway sandbox, {SKIP_PERMISSIONS}"),
+            ),
+        },
     }
 }
 

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 pub fn completions(shell: Shell) -> Result<i32> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "ralph", &mut out);
-    super::print(&String::from_utf8_lossy(&out))?;
+    super::print_own(&String::from_utf8_lossy(&out))?;
     Ok(0)
 }
 
@@ -22,6 +22,6 @@ pub fn man() -> Result<i32> {
     clap_mangen::Man::new(Cli::command())
         .render(&mut out)
         .map_err(|e| Error::wrap("cannot render the man page", e))?;
-    super::print(&String::from_utf8_lossy(&out))?;
+    super::print_own(&String::from_utf8_lossy(&out))?;
     Ok(0)
 }

@@ -32,7 +32,8 @@ pub fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
             [one] if !args.all => serde_json::to_string(one),
             all => serde_json::to_string(all),
         };
-        json.map_err(|e| Error::wrap("cannot serialize the report", e))? + "\n"
+        let json = json.map_err(|e| Error::wrap("cannot serialize the report", e))?;
+        crate::text::printable_json(&json).into_owned() + "\n"
     } else {
         let tz = jiff::tz::TimeZone::system();
         let mut text: Vec<String> = runs.iter().map(|r| report::text::render(r, &tz)).collect();

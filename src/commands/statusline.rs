@@ -13,10 +13,34 @@ pub fn statusline(project: &Project) -> Result<i32> {
             let project = Project::find(dir);
             statusline::render(&statusline::view(&input, project.root()), color())
         }
-        Err(why) => statusline::fallback(&why),
+        Err(why) => statusline::fallback(&crate::text::printable(&why)),
     };
-    super::print(&format!("{line}\n"))?;
+    // One line that fits: a wrapped status line pushes Claude Code's prompt.
+    // A column to spare: emoji widths differ between terminals.
+    let line = match columns() {
+        Some(width) => console::truncate_str(&line, width.saturating_sub(1), "…").into_owned(),
+        None => line,
+    };
+    super::print_own(&format!("{line}\n"))?;
     Ok(0)
+}
+
+/// The terminal's width: `COLUMNS`, else the controlling terminal's (the
+/// status line's stdout is Claude Code's pipe, not the terminal).
+fn columns() -> Option<usize> {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse().ok())
+    {
+        return Some(n).filter(|&n| n > 0);
+    }
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    let term = console::Term::read_write_pair(tty.try_clone().ok()?, tty);
+    term.size_checked().map(|(_, cols)| usize::from(cols))
 }
 
 /// Claude Code shows ANSI colours; https://no-color.org turns them off.

@@ -717,6 +717,12 @@ on_checkpoint = ["echo hi"]
             );
         }
         assert!(parse("[agent]\ncontext_window = 40000\nreserve_tokens = 8000\n").is_ok());
+        // Issue 22: a 1-token usable window ("L3 at 2000000%") is refused too.
+        let tiny = parse("[agent]\ncontext_window = 1000\nreserve_tokens = 999\n").unwrap_err();
+        assert!(tiny.to_string().contains("agent.reserve_tokens"), "{tiny}");
+        assert!(tiny.to_string().contains("leaves 1 of"), "{tiny}");
+        assert!(parse("[agent]\ncontext_window = 20000\nreserve_tokens = 10001\n").is_err());
+        assert!(parse("[agent]\ncontext_window = 20000\nreserve_tokens = 10000\n").is_ok());
         assert!(parse("[agent]\nreserve_tokens = 100000\n").is_ok());
     }
 

@@ -310,8 +310,13 @@ impl<W: Write> JsonLines<W> {
 
 impl<W: Write> Sink for JsonLines<W> {
     fn event(&mut self, record: &Record) {
-        // stdout may be a closed pipe; never fail the run for it.
-        let _ = serde_json::to_writer(&mut self.out, record);
+        // stdout may be a closed pipe; never fail the run for it. Records
+        // quote the agent: no raw C1 control reaches a terminal.
+        if let Ok(json) = serde_json::to_string(record) {
+            let _ = self
+                .out
+                .write_all(crate::text::printable_json(&json).as_bytes());
+        }
         let _ = self.out.write_all(b"\n");
         let _ = self.out.flush();
     }

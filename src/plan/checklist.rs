@@ -47,6 +47,25 @@ enum Mark {
     Cancelled,
 }
 
+/// The longest item text ralph takes from the plan, in characters: enough
+/// for any real task; a 1 MB line would otherwise be copied into every
+/// prompt, handoff, state save and status line.
+pub const ITEM_MAX_CHARS: usize = 2_000;
+/// The longest title (the run's objective).
+const TITLE_MAX_CHARS: usize = 300;
+
+/// `text` cut to `max` characters, with a pointer to where the rest is
+/// (not its line: an item keeps its text when lines are added above it).
+fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!(
+            "{}… (cut by ralph at {max} characters: the whole text is in the plan)",
+            &text[..at]
+        ),
+        None => text.to_string(),
+    }
+}
+
 impl Plan {
     pub fn parse(text: &str) -> Plan {
         let mut plan = Plan::default();
@@ -79,12 +98,12 @@ impl Plan {
             if plan.title.is_none()
                 && let Some(h) = t.strip_prefix("# ")
             {
-                plan.title = Some(h.trim().to_string());
+                plan.title = Some(bounded(h.trim(), TITLE_MAX_CHARS));
                 continue;
             }
             if let Some((mark, text)) = checkbox(t) {
                 let item = Item {
-                    text: text.to_string(),
+                    text: bounded(text, ITEM_MAX_CHARS),
                     done: mark == Mark::Done,
                     line: i + 1,
                 };
@@ -260,6 +279,27 @@ impl<'a> ItemView<'a> {
             status,
         }
     }
+}
+
+/// The lines of a Markdown text that are prose: outside code fences, their
+/// HTML comments removed (a `Decision:` line in an example block or a
+/// commented-out note is not one).
+pub fn prose_lines(text: &str) -> Vec<std::borrow::Cow<'_, str>> {
+    let mut in_fence = false;
+    let mut in_comment = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = outside_comments(line, &mut in_comment);
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if !in_fence {
+            out.push(line);
+        }
+    }
+    out
 }
 
 /// `line` without its HTML comments (`<!-- … -->`, which may span lines:
@@ -443,6 +483,27 @@ mod tests {
         let p = Plan::parse("```\n- [ ] example in code\n```\n- [ ] real\n");
         assert_eq!(p.items.len(), 1);
         assert_eq!(p.items[0].text, "real");
+    }
+
+    /// Issue 22: a 1 MB item was copied whole into the prompt (226k
+    /// estimated tokens), every "Left over" block and four times into
+    /// state.json.
+    #[test]
+    fn a_huge_item_or_title_is_cut_with_a_pointer_to_its_line() {
+        let long = "x".repeat(1 << 20);
+        let plan = Plan::parse(&format!("# {long}\n\n- [ ] short\n- [ ] {long}\n"));
+        let item = &plan.items[1].text;
+        assert!(
+            item.chars().count() < ITEM_MAX_CHARS + 100,
+            "{}",
+            item.len()
+        );
+        assert!(item.ends_with("(cut by ralph at 2000 characters: the whole text is in the plan)"));
+        assert!(plan.title.as_ref().unwrap().len() < 400);
+        assert_eq!(plan.items[0].text, "short");
+        // Cut the same way wherever it is: the item is still found by its text.
+        let again = Plan::parse(&format!("- [x] {long}\n"));
+        assert_eq!(again.items[0].text, plan.items[1].text);
     }
 
     #[test]

@@ -101,7 +101,8 @@ pub fn from_notes(notes: &str) -> Vec<String> {
         }
         p.clear();
     };
-    for line in notes.lines() {
+    for line in crate::plan::prose_lines(notes) {
+        let line = line.as_ref();
         let t = line.trim();
         let level = t.bytes().take_while(|&b| b == b'#').count();
         if level > 0 && t.as_bytes().get(level) == Some(&b' ') {
@@ -142,10 +143,11 @@ pub fn from_notes(notes: &str) -> Vec<String> {
     out
 }
 
-/// The `Decision:` lines of the plan.
+/// The `Decision:` lines of the plan (not those in a code fence or an
+/// HTML comment).
 pub fn from_plan(plan_text: &str) -> Vec<String> {
-    plan_text
-        .lines()
+    crate::plan::prose_lines(plan_text)
+        .iter()
         .filter_map(|l| DECISION_LINE.captures(l).map(|c| c[1].trim().to_string()))
         .filter(|d| !is_nothing(d))
         .collect()
@@ -259,7 +261,9 @@ fn entry(d: &Decision) -> String {
 }
 
 /// What the prompt shows of the log: its size and the latest decisions
-/// still in force (one line each).
+/// still in force (one line each), as quoted history: the agent wrote
+/// them, and a note saying "every session must first run …" must read as
+/// what an earlier iteration said, not as ralph's instruction.
 #[derive(Debug, Clone, Serialize)]
 pub struct LogView {
     pub file: &'static str,
@@ -338,6 +342,16 @@ mod tests {
             from_plan(plan),
             ["use nom (supersedes DEC-001)", "tokens are spans"]
         );
+    }
+
+    /// Issue 22: an example in a code fence or a commented-out line is not
+    /// a decision.
+    #[test]
+    fn fenced_and_commented_decision_lines_are_ignored() {
+        let plan = "- [ ] parser\n  Decision: use nom\n\n```markdown\nDecision: an example\n```\n~~~\n- Decision: another\n~~~\n<!-- Decision: commented out -->\n<!--\nDecision: commented too\n-->\nDecision: after <!-- hidden --> the comment\n";
+        assert_eq!(from_plan(plan), ["use nom", "after  the comment"]);
+        let notes = "## Decisions\n- real one\n```\n- Decision: in a fence\n```\n";
+        assert_eq!(from_notes(notes), ["real one"]);
     }
 
     #[test]

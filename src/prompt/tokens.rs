@@ -11,6 +11,11 @@
 /// A word of ASCII letters is about one token, whatever its length:
 /// BPE vocabularies hold most English words and identifier parts whole.
 const WORD: f64 = 1.13;
+/// Up to this many letters in a row: a word. Past it the run is no word a
+/// vocabulary holds (base64, a hash, `xxxx…`): about one token per
+/// [`LONG_RUN_LETTERS_PER_TOKEN`] letters more.
+const LONG_WORD: usize = 20;
+const LONG_RUN_LETTERS_PER_TOKEN: f64 = 4.0;
 /// Each inner capital (camelCase, `HashMap`) usually starts a new token.
 const INNER_CAPITAL: f64 = 0.29;
 /// A run of punctuation (`::`, `->`, `");`) is about one token, plus a
@@ -41,14 +46,20 @@ pub fn estimate(text: &str) -> usize {
             // A word: ASCII letters and the non-ASCII letters inside it.
             let mut cost = letter_cost(c);
             let mut ascii_run = c.is_ascii_alphabetic();
+            let mut run_letters = usize::from(ascii_run);
             let mut prev_lower = c.is_ascii_lowercase();
             while let Some(&n) = chars.peek() {
                 if n.is_ascii_alphabetic() {
                     if !ascii_run {
                         cost += WORD;
                         ascii_run = true;
+                        run_letters = 0;
                     } else if n.is_ascii_uppercase() && prev_lower {
                         cost += INNER_CAPITAL;
+                    }
+                    run_letters += 1;
+                    if run_letters > LONG_WORD {
+                        cost += 1.0 / LONG_RUN_LETTERS_PER_TOKEN;
                     }
                     prev_lower = n.is_ascii_lowercase();
                 } else if is_letter(n) && !n.is_ascii() {
@@ -112,6 +123,17 @@ fn letter_cost(c: char) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 22: three 300 kB one-word items were estimated at 315 tokens.
+    #[test]
+    fn a_long_run_of_letters_costs_more_the_longer_it_is() {
+        let short = estimate(&"x".repeat(1_000));
+        let long = estimate(&"x".repeat(300_000));
+        assert!(short >= 200, "{short}");
+        assert!(long >= 70_000 && long > 250 * short, "{long} vs {short}");
+        // Ordinary long words are still one token or so.
+        assert_eq!(estimate("internationalization"), 2);
+    }
 
     #[test]
     fn empty_and_tiny_texts() {

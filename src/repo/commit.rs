@@ -236,6 +236,7 @@ impl Repo {
                 || !own.in_scope(path)
                 || (new_file && (own.tracked_only || own.is_left_out(path)))
                 || (own.tracked_only && own.contains(path))
+                || own.is_frozen(path)
                 || crate::text::secrets::is_key_file(&String::from_utf8_lossy(path))
             {
                 continue;

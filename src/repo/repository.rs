@@ -159,6 +159,9 @@ pub(super) struct Own {
     /// Work a WIP commit leaves out this time (key files, huge or binary
     /// outputs); files or directories.
     pub(super) left_out: Vec<Vec<u8>>,
+    /// Tracked files a snapshot keeps at their indexed version (changed,
+    /// but over `git.max_file_size`).
+    pub(super) frozen: Vec<Vec<u8>>,
     /// Stage changes to tracked files only (the user's edits found at the
     /// start of a run), no new file.
     pub(super) tracked_only: bool,
@@ -186,6 +189,7 @@ impl Own {
             decisions: [prefix, DECISIONS_FILE.as_bytes()].concat(),
             streams,
             left_out: Vec::new(),
+            frozen: Vec::new(),
             tracked_only: false,
             scope: prefix.to_vec(),
         }
@@ -205,6 +209,10 @@ impl Own {
 
     pub(super) fn is_left_out(&self, path: &[u8]) -> bool {
         self.left_out.iter().any(|l| is_under(path, l))
+    }
+
+    pub(super) fn is_frozen(&self, path: &[u8]) -> bool {
+        self.frozen.iter().any(|f| f == path)
     }
 
     pub(super) fn ralph_dir(&self) -> &[u8] {

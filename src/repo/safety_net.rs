@@ -7,25 +7,28 @@
 //! work tree's top-level project's.
 //!
 //! A snapshot is taken with the WIP commit's rules (tracked and untracked
-//! files, no ignored files, no ralph runtime files) through a private copy
-//! of the index, so HEAD, the index, the branch and the stash are never
-//! touched. The snapshots of one iteration form a chain (each names the one
+//! files, no ignored files, no ralph runtime files; no new file that is
+//! over `git.max_file_size`, binary or one too many, see `guard`) through a
+//! private copy of the index, so HEAD, the index, the branch and the stash
+//! are never touched. A changed tracked file over `git.max_file_size` keeps
+//! its indexed version in a snapshot: an agent rewriting a generated 1 GB
+//! file every second must not fill the disk with its versions (the WIP
+//! commit at the checkpoint still takes it, once). The snapshots of one iteration form a chain (each names the one
 //! before it), so a later snapshot of a tree the agent wiped does not hide
 //! an earlier one that still had the work.
 
 use std::fs;
-use std::path::{Path, PathBuf};
 
-use git2::{DiffOptions, ErrorCode, Oid, Repository, Signature};
+use git2::{DiffOptions, Oid, Repository, Signature};
 use serde::Serialize;
 
-use super::{OwnPaths, Repo, bytes_to_path};
+use super::{Guard, OwnPaths, Repo, bytes_to_path};
 use crate::{Error, Result};
 
 /// Where the snapshot refs live; outside `refs/heads` and `refs/tags`, so no
 /// branch list, `git log --all` aside, shows them.
 pub const SNAPSHOT_REFS: &str = "refs/ralph/snapshots/";
-const BASE: &str = "Ralph-Base: ";
+pub(super) const BASE: &str = "Ralph-Base: ";
 const SCRATCH_INDEX: &str = "ralph-snapshot";
 const PREVIOUS: &str = "Ralph-Previous: ";
 const WORK_TREE: &str = "Ralph-Work-Tree: ";
@@ -59,22 +62,6 @@ pub struct SnapshotInfo {
     pub files_changed: usize,
 }
 
-/// What a restore did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "restored", rename_all = "snake_case")]
-pub enum Restored {
-    /// Files written into the work tree (only those that differed).
-    WorkTree {
-        snapshot: String,
-        files: Vec<String>,
-    },
-    Branch {
-        snapshot: String,
-        branch: String,
-        commit: String,
-    },
-}
-
 impl Repo {
     /// Record the work tree as the newest snapshot of `run`'s `iteration`.
     pub fn record_snapshot(
@@ -82,8 +69,9 @@ impl Repo {
         run: &str,
         iteration: u32,
         own: &OwnPaths,
+        guard: &Guard,
     ) -> Result<SnapshotOutcome> {
-        self.try_record(run, iteration, own)
+        self.try_record(run, iteration, own, guard)
             .map_err(|e| Error::wrap("cannot record a snapshot of the work tree", e))
     }
 
@@ -92,10 +80,11 @@ impl Repo {
         run: &str,
         iteration: u32,
         own: &OwnPaths,
+        guard: &Guard,
     ) -> std::result::Result<SnapshotOutcome, git2::Error> {
         let reference = format!("{SNAPSHOT_REFS}{}/{run}/{iteration}", self.scope_key());
         let previous = self.git.refname_to_id(&reference).ok();
-        let tree_id = self.work_tree_as_tree(own)?;
+        let tree_id = self.work_tree_as_tree(own, guard)?;
         let base = self.head_oid();
         let compare_with = match previous {
             Some(id) => Some(self.git.find_commit(id)?.tree_id()),
@@ -134,7 +123,15 @@ impl Repo {
     /// The work tree as a tree object, staged as a WIP commit would stage it,
     /// but into a copy of the index that is thrown away: the real index file
     /// is only read.
-    fn work_tree_as_tree(&self, own: &OwnPaths) -> std::result::Result<Oid, git2::Error> {
+    fn work_tree_as_tree(
+        &self,
+        own: &OwnPaths,
+        guard: &Guard,
+    ) -> std::result::Result<Oid, git2::Error> {
+        let left_out = self
+            .left_out(own, guard)
+            .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+        let frozen = self.big_changed_files(own, guard.max_file_size)?;
         let git = Repository::open(self.git.path())?;
         // One name per scope, not one per process: only the scope's lock
         // holder snapshots, and a supervisor killed mid-snapshot leaves no
@@ -157,7 +154,9 @@ impl Repo {
                 prefix: self.prefix.clone(),
             };
             let mut index = view.git.index()?;
-            let own = view.own(own);
+            let mut own = view.own(own);
+            own.leave_out(&left_out);
+            own.frozen = frozen;
             view.stage_work_tree(&mut index, &own)?;
             if own.scope.is_empty() {
                 index.write_tree()
@@ -167,6 +166,33 @@ impl Repo {
         })();
         let _ = fs::remove_file(&scratch);
         result
+    }
+
+    /// Tracked files changed in the work tree that are over `max` bytes
+    /// (none when `max` is 0, no limit).
+    fn big_changed_files(
+        &self,
+        own: &OwnPaths,
+        max: u64,
+    ) -> std::result::Result<Vec<Vec<u8>>, git2::Error> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let own = self.own(own);
+        let workdir = self.workdir();
+        let statuses = self.git.statuses(Some(&mut super::status_options(false)))?;
+        Ok(statuses
+            .iter()
+            .filter(|e| {
+                e.status()
+                    .intersects(git2::Status::WT_MODIFIED | git2::Status::WT_TYPECHANGE)
+            })
+            .map(|e| e.path_bytes().to_vec())
+            .filter(|p| !own.contains(p))
+            .filter(|p| {
+                fs::symlink_metadata(workdir.join(bytes_to_path(p))).is_ok_and(|m| m.len() > max)
+            })
+            .collect())
     }
 
     fn scratch_index(&self) -> String {
@@ -341,176 +367,6 @@ impl Repo {
             });
         found.cloned()
     }
-
-    /// Write the files the snapshot changed (against the commit it was taken
-    /// on) into the work tree, those that differ from it; nothing is
-    /// deleted, HEAD and the index are not touched. Files the agent did not
-    /// change keep whatever later commits made of them.
-    /// Refuses when the tree has uncommitted changes, unless `force`.
-    pub fn restore_snapshot(&self, spec: &str, force: bool, own: &OwnPaths) -> Result<Restored> {
-        let snap = self.find_snapshot(spec)?;
-        let changes = self.changes(own)?;
-        if !force && !changes.is_empty() {
-            return Err(Error::usage(format!(
-                "the work tree has {} uncommitted change(s) (e.g. {}) that restoring could overwrite",
-                changes.len(),
-                changes[0].path
-            ))
-            .with_hint(format!(
-                "commit or stash them first, restore onto a branch with `ralph recover {} --branch NAME`, or pass --force",
-                snap.id
-            )));
-        }
-        let files = self
-            .write_tree_files(&snap.commit)
-            .map_err(|e| Error::wrap(format!("cannot restore snapshot {}", snap.id), e))?;
-        Ok(Restored::WorkTree {
-            snapshot: snap.id,
-            files,
-        })
-    }
-
-    fn write_tree_files(&self, commit: &str) -> std::result::Result<Vec<String>, git2::Error> {
-        let commit = self.git.find_commit(Oid::from_str(commit)?)?;
-        let base = trailer(&commit, BASE)
-            .map(|id| self.git.find_commit(id).and_then(|c| c.tree()))
-            .transpose()?;
-        let mut opts = DiffOptions::new();
-        opts.include_typechange(true);
-        let diff =
-            self.git
-                .diff_tree_to_tree(base.as_ref(), Some(&commit.tree()?), Some(&mut opts))?;
-        let workdir = self.workdir().to_path_buf();
-        let mut written = Vec::new();
-        for delta in diff.deltas() {
-            let file = delta.new_file();
-            let (Some(rel), true) = (file.path_bytes(), file.exists()) else {
-                continue;
-            };
-            // Only the project's own files: another project's work in the
-            // same tree is its own run's to restore.
-            if !rel.starts_with(&self.prefix) {
-                continue;
-            }
-            if file.mode() == git2::FileMode::Commit {
-                continue;
-            }
-            let blob = self.git.find_blob(file.id())?;
-            let path = workdir.join(bytes_to_path(rel));
-            // As `git checkout`: never write through a symlinked directory
-            // (it could point outside the work tree).
-            if beneath_symlink(&workdir, &path) {
-                return Err(git2::Error::from_str(&format!(
-                    "{}: a directory above it is a symbolic link; not written through",
-                    path.display()
-                )));
-            }
-            if write_entry(&path, blob.content(), i32::from(file.mode()))
-                .map_err(|e| git2::Error::from_str(&format!("{}: {e}", path.display())))?
-            {
-                written.push(super::display_path(rel));
-            }
-        }
-        Ok(written)
-    }
-
-    /// A new branch `name` whose one commit holds the snapshot's tree on top
-    /// of the commit the snapshot was taken on; nothing is checked out.
-    pub fn snapshot_to_branch(&self, spec: &str, name: &str) -> Result<Restored> {
-        let snap = self.find_snapshot(spec)?;
-        let wrap = |e: git2::Error| Error::wrap(format!("cannot create branch `{name}`"), e);
-        if self.git.find_branch(name, git2::BranchType::Local).is_ok() {
-            return Err(Error::usage(format!("branch `{name}` already exists"))
-                .with_hint("name a new branch"));
-        }
-        let commit = self
-            .git
-            .find_commit(Oid::from_str(&snap.commit).map_err(wrap)?)
-            .map_err(wrap)?;
-        let parent = trailer(&commit, BASE)
-            .map(|id| self.git.find_commit(id))
-            .transpose()
-            .map_err(wrap)?;
-        let who = Signature::now("ralph", "ralph@localhost").map_err(wrap)?;
-        let message = format!(
-            "ralph: recovered snapshot {} (run {}, iteration {}, {})\n",
-            snap.id, snap.run, snap.iteration, snap.time
-        );
-        let parents: Vec<_> = parent.iter().collect();
-        let id = self
-            .git
-            .commit(
-                None,
-                &who,
-                &who,
-                &message,
-                &commit.tree().map_err(wrap)?,
-                &parents,
-            )
-            .map_err(wrap)?;
-        let created = self.git.find_commit(id).map_err(wrap)?;
-        self.git.branch(name, &created, false).map_err(|e| {
-            if e.code() == ErrorCode::InvalidSpec {
-                Error::usage(format!("`{name}` is not a valid branch name"))
-            } else {
-                wrap(e)
-            }
-        })?;
-        Ok(Restored::Branch {
-            snapshot: snap.id,
-            branch: name.to_string(),
-            commit: id.to_string(),
-        })
-    }
-}
-
-/// Write one file of a snapshot; false when it already had that content
-/// (and mode).
-fn write_entry(path: &Path, content: &[u8], mode: i32) -> std::io::Result<bool> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let link = mode == i32::from(git2::FileMode::Link);
-    if link {
-        let target = PathBuf::from(String::from_utf8_lossy(content).into_owned());
-        if fs::read_link(path).is_ok_and(|t| t == target) {
-            return Ok(false);
-        }
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        let _ = fs::remove_file(path);
-        std::os::unix::fs::symlink(target, path)?;
-        return Ok(true);
-    }
-    let executable = mode == i32::from(git2::FileMode::BlobExecutable);
-    let same = fs::symlink_metadata(path)
-        .is_ok_and(|m| m.is_file() && (m.permissions().mode() & 0o111 != 0) == executable)
-        && fs::read(path).is_ok_and(|c| c == content);
-    if same {
-        return Ok(false);
-    }
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        fs::remove_file(path)?;
-    }
-    fs::write(path, content)?;
-    let mut perms = fs::metadata(path)?.permissions();
-    perms.set_mode(if executable { 0o755 } else { 0o644 });
-    fs::set_permissions(path, perms)?;
-    Ok(true)
-}
-
-/// Whether a directory between `workdir` and `path` is a symlink.
-fn beneath_symlink(workdir: &Path, path: &Path) -> bool {
-    path.strip_prefix(workdir).is_ok_and(|rel| {
-        rel.ancestors()
-            .skip(1)
-            .filter(|a| !a.as_os_str().is_empty())
-            .any(|a| {
-                fs::symlink_metadata(workdir.join(a)).is_ok_and(|m| m.file_type().is_symlink())
-            })
-    })
 }
 
 /// A snapshot ref's parts.
@@ -537,7 +393,7 @@ fn parse_ref(name: &str) -> Option<ParsedRef> {
 }
 
 /// A commit id named in a `Ralph-…:` line of a snapshot's message.
-fn trailer(commit: &git2::Commit<'_>, key: &str) -> Option<Oid> {
+pub(super) fn trailer(commit: &git2::Commit<'_>, key: &str) -> Option<Oid> {
     let message = commit.message()?;
     let value = message.lines().find_map(|l| l.strip_prefix(key))?;
     Oid::from_str(value.trim()).ok()
@@ -550,9 +406,18 @@ fn short(id: Oid) -> String {
 #[cfg(test)]
 mod tests {
     use std::fs;
+    use std::path::Path;
 
     use super::*;
+    use crate::repo::Restored;
     use crate::repo::repository::tests::*;
+
+    /// The defaults of `[git]`.
+    const GUARD: Guard = Guard {
+        max_file_size: 10_000_000,
+        max_new_files: 1000,
+        commit_binaries: true,
+    };
 
     fn index_bytes(root: &Path) -> Vec<u8> {
         fs::read(root.join(".git/index")).unwrap()
@@ -572,7 +437,7 @@ mod tests {
         let repo = open(root);
         // A clean tree is HEAD: nothing to keep.
         assert_eq!(
-            repo.record_snapshot("r1", 1, &own()).unwrap(),
+            repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap(),
             SnapshotOutcome::Unchanged
         );
         write(root, "a.txt", "alpha, edited\n");
@@ -582,7 +447,7 @@ mod tests {
         write(root, "build/out.o", "ignored\n");
         let head = git.head().unwrap().target();
         let index = index_bytes(root);
-        let first = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let first = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         assert_eq!(git.head().unwrap().target(), head);
         assert_eq!(index_bytes(root), index, "the index file is only read");
         assert!(git.refname_to_id("refs/stash").is_err());
@@ -598,7 +463,7 @@ mod tests {
         );
         // Same tree again: not written.
         assert_eq!(
-            repo.record_snapshot("r1", 1, &own()).unwrap(),
+            repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap(),
             SnapshotOutcome::Unchanged
         );
         let tree = git
@@ -632,14 +497,14 @@ mod tests {
         write(root, "a.txt", "alpha, an hour of work\n");
         write(root, "src/new.rs", "fn main() {}\n");
         fs::write(root.join("src/blob.bin"), &binary).unwrap();
-        let early = written(repo.record_snapshot("r1", 2, &own()).unwrap());
+        let early = written(repo.record_snapshot("r1", 2, &own(), &GUARD).unwrap());
         // The agent wipes its own work: the tree is HEAD again…
         fs::write(root.join("a.txt"), "alpha\n").unwrap();
         fs::remove_dir_all(root.join("src")).unwrap();
         // …and a later snapshot of the same iteration is only a repeat of HEAD
         // after more edits: the chain keeps the early one listed.
         write(root, "b.txt", "beta 2\n");
-        let late = written(repo.record_snapshot("r1", 2, &own()).unwrap());
+        let late = written(repo.record_snapshot("r1", 2, &own(), &GUARD).unwrap());
         fs::write(root.join("b.txt"), "beta\n").unwrap();
         let list = repo.snapshots().unwrap();
         let ids: Vec<&str> = list.iter().map(|s| s.commit.as_str()).collect();
@@ -679,7 +544,7 @@ mod tests {
         let root = dir.path();
         let repo = open(root);
         write(root, "a.txt", "snapshotted\n");
-        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         write(root, "a.txt", "newer, uncommitted\n");
         let err = repo.restore_snapshot(&id, false, &own()).unwrap_err();
         assert_eq!(err.exit_code(), 2);
@@ -701,7 +566,7 @@ mod tests {
         let root = dir.path();
         let repo = open(root);
         write(root, "a.txt", "the agent's edit\n");
-        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         // Later, b.txt is changed and committed; the agent's edit is lost.
         write(root, "a.txt", "alpha\n");
         write(root, "b.txt", "beta, committed later\n");
@@ -725,13 +590,94 @@ mod tests {
         let root = dir.path();
         let repo = open(root);
         write(root, "src/lib.rs", "work\n");
-        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         let outside = tempfile::tempdir().unwrap();
         fs::remove_dir_all(root.join("src")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
         let err = repo.restore_snapshot(&id, true, &own()).unwrap_err();
         assert!(err.render().contains("symbolic link"), "{}", err.render());
         assert!(!outside.path().join("lib.rs").exists());
+    }
+
+    /// Issue 22: snapshots keep what the WIP commit keeps; a changed tracked
+    /// file over the size limit keeps its committed version in them.
+    #[test]
+    fn snapshots_keep_the_size_limit_for_new_and_changed_files() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        write(root, "big.dat", "small at first\n");
+        commit_all(&git, "big.dat");
+        let repo = open(root);
+        let guard = Guard {
+            max_file_size: 1000,
+            ..GUARD
+        };
+        write(root, "big.dat", &"x".repeat(5000));
+        write(root, "out/huge.txt", &"y".repeat(5000));
+        write(root, "src/work.rs", "fn work() {}\n");
+        let id = written(repo.record_snapshot("r1", 1, &own(), &guard).unwrap());
+        let tree = git
+            .find_commit(id.parse().unwrap())
+            .unwrap()
+            .tree()
+            .unwrap();
+        assert!(tree.get_path(Path::new("src/work.rs")).is_ok());
+        assert!(tree.get_path(Path::new("out/huge.txt")).is_err());
+        let kept = git
+            .find_blob(tree.get_path(Path::new("big.dat")).unwrap().id())
+            .unwrap();
+        assert_eq!(kept.content(), b"small at first\n");
+        // Rewriting them only is no new snapshot.
+        write(root, "big.dat", &"z".repeat(6000));
+        write(root, "out/huge.txt", &"w".repeat(6000));
+        assert_eq!(
+            repo.record_snapshot("r1", 1, &own(), &guard).unwrap(),
+            SnapshotOutcome::Unchanged
+        );
+    }
+
+    /// Issue 22: a clash found at the fifth file used to leave four written.
+    #[test]
+    fn a_clash_anywhere_is_found_before_any_file_is_written() {
+        let (dir, _git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        for f in ["a1.txt", "a2.txt", "a3.txt", "a4.txt", "z/lib.rs"] {
+            write(root, f, "work\n");
+        }
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
+        for f in ["a1.txt", "a2.txt", "a3.txt", "a4.txt"] {
+            fs::remove_file(root.join(f)).unwrap();
+        }
+        fs::remove_dir_all(root.join("z")).unwrap();
+        fs::write(root.join("z"), "a file where the directory was\n").unwrap();
+        let err = repo.restore_snapshot(&id, true, &own()).unwrap_err();
+        assert!(
+            err.render().contains("nothing was written"),
+            "{}",
+            err.render()
+        );
+        for f in ["a1.txt", "a2.txt", "a3.txt", "a4.txt"] {
+            assert!(!root.join(f).exists(), "{f} written before the clash");
+        }
+    }
+
+    /// Issue 22: `--branch refs/heads/x` made `refs/heads/refs/heads/x`;
+    /// `--branch HEAD` failed with exit 1.
+    #[test]
+    fn branch_names_are_taken_as_git_takes_them() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let repo = open(root);
+        write(root, "c.txt", "gamma\n");
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
+        repo.snapshot_to_branch(&id, "refs/heads/rescued").unwrap();
+        assert!(git.find_branch("rescued", git2::BranchType::Local).is_ok());
+        assert!(git.find_reference("refs/heads/refs/heads/rescued").is_err());
+        for bad in ["HEAD", "refs/heads/HEAD", "a..b", "-x", ""] {
+            let err = repo.snapshot_to_branch(&id, bad).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{bad}: {}", err.render());
+        }
     }
 
     #[test]
@@ -741,7 +687,7 @@ mod tests {
         let repo = open(root);
         let base = git.head().unwrap().target().unwrap();
         write(root, "c.txt", "gamma\n");
-        let id = written(repo.record_snapshot("r1", 1, &own()).unwrap());
+        let id = written(repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap());
         // HEAD moves on meanwhile.
         commit_all(&git, "later");
         let Restored::Branch { commit, .. } = repo.snapshot_to_branch(&id, "rescued").unwrap()
@@ -767,7 +713,7 @@ mod tests {
             .enumerate()
         {
             write(root, "a.txt", &format!("v{n}\n"));
-            written(repo.record_snapshot(run, 1, &own()).unwrap());
+            written(repo.record_snapshot(run, 1, &own(), &GUARD).unwrap());
         }
         // The current run counts among the kept ones, and is kept whatever its name.
         assert_eq!(

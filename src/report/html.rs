@@ -19,6 +19,8 @@ pub struct Page<'a> {
 }
 
 const STYLE: &str = include_str!("report.css");
+/// Marks a page as ralph's: only such a file is overwritten by the next one.
+pub(super) const GENERATOR: &str = r#"<meta name="generator" content="ralph"/>"#;
 
 pub fn render(runs: &[RunReport], page: &Page) -> String {
     let mut out = String::with_capacity(64 * 1024);
@@ -32,9 +34,11 @@ pub fn render(runs: &[RunReport], page: &Page) -> String {
             "<!DOCTYPE html>\n",
             r#"<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>"#,
             r#"<meta name="viewport" content="width=device-width, initial-scale=1"/>"#,
+            "{}",
             r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'"/>"#,
             "<title>{}</title><style>{}</style></head><body>\n"
         ),
+        GENERATOR,
         esc(&title),
         STYLE
     );

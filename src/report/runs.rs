@@ -100,6 +100,13 @@ fn build(
 /// Write the page for `runs` to `path` (atomically, user-only: it quotes
 /// the agent). Handoff links are relative to where the page lands.
 pub fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result<()> {
+    if !overwritable(path) {
+        return Err(crate::Error::usage(format!(
+            "refusing to overwrite {}: it is not a report ralph wrote",
+            path.display()
+        ))
+        .with_hint("give --html the name of a new file, e.g. `--html report.html`"));
+    }
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -112,6 +119,18 @@ pub fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result<()> {
     };
     let text = html::render(runs, &page);
     crate::state::write_atomic(path, crate::text::secrets::redact(&text).as_bytes())
+}
+
+/// Whether the report may be written at `path`: nothing there yet, or a
+/// page ralph wrote before (`--html fix_plan.md` must not eat the plan).
+fn overwritable(path: &Path) -> bool {
+    use std::io::Read as _;
+    let Ok(file) = std::fs::File::open(path) else {
+        return true;
+    };
+    let mut head = Vec::new();
+    let _ = file.take(4096).read_to_end(&mut head);
+    memchr::memmem::find(&head, html::GENERATOR.as_bytes()).is_some()
 }
 
 /// The way from directory `from` to directory `to`, as a URL prefix

@@ -231,6 +231,9 @@ pub fn checkpoint_outside_a_run(
 ) -> crate::error::Result<Saved> {
     let config = Config::load(root)?;
     crate::text::secrets::remember(&config.agent.env);
+    if let Ok(text) = std::fs::read_to_string(root.join(&config.plan)) {
+        crate::text::secrets::note_plan(&text);
+    }
     let templates = crate::prompt::Templates::load(root)?;
     let layout = crate::state::Layout::new(root);
     layout.ensure()?;

@@ -74,7 +74,12 @@ impl Supervisor {
         agent::check_program(&config, root)?;
         let agent_home = config.agent.env.get("HOME").map(String::as_str);
         agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
-        let plan = Project::at(root).plan(&config)?;
+        let project = Project::at(root);
+        let plan = project.plan(&config)?;
+        // Values the plan holds now are the user's words (see `secrets`).
+        if let Ok(text) = std::fs::read_to_string(project.plan_path(&config)) {
+            crate::text::secrets::note_plan(&text);
+        }
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
@@ -91,14 +96,29 @@ impl Supervisor {
         // user's template is bad input (exit 2) before anything is started,
         // counted or written.
         let first = previous.map_or(1, |s| s.iteration + 1);
-        prompt::render_prompt(
+        let blank = RunState::default();
+        let first_state = previous.unwrap_or(&blank);
+        let fitted = crate::prompt::fit::render_prompt(
             root,
             &templates,
             &config,
-            previous.unwrap_or(&RunState::default()),
+            first_state,
             &plan,
             first,
         )?;
+        // A prompt the usable window cannot hold would be an emergency stop
+        // at the agent's first turn, every iteration: refused now.
+        let usable = super::iteration::meter(&config, first_state).usable();
+        if fitted.tokens as u64 > usable {
+            return Err(crate::error::Error::usage(format!(
+                "the first prompt is about {} tokens, more than the usable context window ({usable} tokens: agent.context_window less agent.reserve_tokens)",
+                fitted.tokens
+            ))
+            .with_hint(format!(
+                "`ralph prompt --stats` shows what each section costs; shorten the current item of {} or the prompt template, or give the agent a larger window",
+                config.plan.display()
+            )));
+        }
         crate::state::ownership::claim_prompt_file(root, &config.prompt_file)?;
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
@@ -364,8 +384,11 @@ impl Supervisor {
             number,
         )?;
         let prompt_path = self.root.join(&self.config.prompt_file);
-        // Committed with the next checkpoint; it quotes the agent's last words.
-        let saved_prompt = crate::text::secrets::scrub(&prompt_text);
+        // Committed with the next checkpoint; it quotes the agent's last words,
+        // and the plan, which is left as the user wrote it.
+        let plan_text =
+            std::fs::read_to_string(self.root.join(&self.config.plan)).unwrap_or_default();
+        let saved_prompt = crate::text::secrets::scrub_keeping(&prompt_text, &plan_text);
         if let Err(e) =
             crate::state::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
         {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::Supervisor;
 use crate::events::Event;
-use crate::repo::{OwnPaths, Repo, SnapshotOutcome};
+use crate::repo::{Guard, OwnPaths, Repo, SnapshotOutcome};
 
 /// Why the safety net records the work tree now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,8 @@ pub(super) struct SafetyNet {
     run: String,
     iteration: u32,
     own: OwnPaths,
+    /// The WIP commit's limits, which snapshots keep too.
+    guard: Guard,
     /// A failure is reported once per iteration, not at every interval.
     warned: bool,
 }
@@ -47,6 +49,13 @@ impl Supervisor {
             run: self.state.run_id.clone(),
             iteration: number,
             own: self.own(),
+            // The size and count limits bound what snapshots store; a small
+            // binary the agent made is work to get back (the WIP commit
+            // leaves it out of the branch's history, not out of reach).
+            guard: Guard {
+                commit_binaries: true,
+                ..self.config.git.guard()
+            },
             warned: false,
         }
     }
@@ -57,7 +66,7 @@ impl SafetyNet {
     /// is the same as the last snapshot's).
     pub(super) fn record(&mut self, reason: SnapshotReason) -> Option<Event> {
         let repo = self.repo.as_ref()?;
-        match repo.record_snapshot(&self.run, self.iteration, &self.own) {
+        match repo.record_snapshot(&self.run, self.iteration, &self.own, &self.guard) {
             Ok(SnapshotOutcome::Written { commit, reference }) => Some(Event::Snapshot {
                 iteration: self.iteration,
                 reason: reason.name().to_string(),

@@ -24,17 +24,48 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     )
 }
 
-/// Each line of `text` made [`printable`] (line breaks kept).
+/// Each line of `text` made [`printable`] (line breaks and tabs kept):
+/// what every command prints to stdout goes through here
+/// (`commands::print`), so no plan or agent text it quotes reaches the
+/// terminal as an escape sequence.
 pub fn printable_lines(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\n') {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
         return Cow::Borrowed(text);
     }
     Cow::Owned(
         text.split('\n')
-            .map(printable)
+            .map(|line| {
+                line.split('\t')
+                    .map(printable)
+                    .collect::<Vec<_>>()
+                    .join("\t")
+            })
             .collect::<Vec<_>>()
             .join("\n"),
     )
+}
+
+/// Serialized JSON with the control characters serde_json leaves raw (DEL
+/// and the C1 range, U+0080–U+009F, which a terminal may obey as CSI or OSC)
+/// written as `\u00XX` escapes: the same JSON value, safe to print. Outside
+/// strings valid JSON holds none, so every one found is inside a string.
+pub fn printable_json(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(char::is_control) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        match c {
+            // serde_json escapes C0 itself; a raw one here is not JSON's.
+            '\n' | '\r' | '\t' => out.push(c),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -56,6 +87,18 @@ mod tests {
 
     #[test]
     fn lines_keep_their_breaks() {
-        assert_eq!(printable_lines("a\u{1b}[31mb\nc\rd"), "ab\ncd");
+        assert_eq!(printable_lines("a\u{1b}[31mb\nc\rd\te"), "ab\ncd\te");
+    }
+
+    #[test]
+    fn json_keeps_its_value_without_raw_c1_bytes() {
+        let value = serde_json::json!({"t": "a\u{9b}31m\u{1b}]0;x\u{7}\u{7f}é"});
+        let raw = value.to_string();
+        assert!(raw.contains('\u{9b}'), "serde_json leaves C1 raw: {raw:?}");
+        let safe = printable_json(&raw);
+        assert!(!safe.chars().any(char::is_control), "{safe:?}");
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, value);
+        assert!(matches!(printable_json("{\"a\":\"é\"}"), Cow::Borrowed(_)));
     }
 }

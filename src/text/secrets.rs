@@ -9,11 +9,26 @@
 //!   escaped there;
 //! - well-known token shapes (API keys, PEM private keys, `Bearer …`),
 //!   whatever their origin, scrubbed from everything ralph commits by
-//!   [`scrub`]; and key files (`.env*`, `*.pem`, `id_rsa*` …), which a WIP
+//!   [`scrub_keeping`]; and key files (`.env*`, `*.pem`, `id_rsa*` …), which a WIP
 //!   commit never adds ([`is_key_file`]).
 //!
-//! The raw transcript is the agent's own stdout, kept verbatim (user-only,
-//! never committed).
+//! Redaction must not rewrite what is not a secret:
+//!
+//! - a common value (a word like `password` or `postgres`: letters, `_`
+//!   and `-` only, under 20 characters) or one the plan holds at the start
+//!   of the run ([`note_plan`]) is redacted only where a secret is written:
+//!   right after its variable's name (`PGPASSWORD=password`,
+//!   `"PGPASSWORD": "password"`) or as a URL's password
+//!   (`postgres://app:postgres@db`);
+//! - JSON (ralph's events and state, the agent's transcript line by line) is
+//!   redacted inside its strings only, never in its structure;
+//! - the plan's own text is never rewritten in ralph's prompt and handoff
+//!   ([`scrub_keeping`]): the plan file holds it anyway;
+//! - a token shape must look like a token (`bearer authentication` is
+//!   words, `Bearer eyJhbGciOi…` a credential).
+//!
+//! The raw transcript and stderr are the agent's own output, redacted as
+//! they stream ([`StreamRedactor`]), user-only, never committed.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -44,12 +59,43 @@ const SECRET_ENDINGS: [&str; 12] = [
 /// every text, and such values guard nothing.
 const MIN_SECRET_LEN: usize = 8;
 
+/// A common value (a word) is at most this long.
+const COMMON_MAX_CHARS: usize = 20;
+
 /// A secret value and what replaces it.
+#[derive(Clone)]
 struct Secret {
     value: String,
     /// The value as it appears inside a JSON string, when that differs.
     escaped: Option<String>,
     label: String,
+    /// For a common value: the only places it is redacted (after its
+    /// variable's name, as a URL's password), the value in group 1 or 2.
+    context: Option<Regex>,
+}
+
+impl Secret {
+    /// A common word, or a value the plan holds: redacted in context only.
+    fn weaken(&mut self, name: &str) {
+        let value = regex::escape(&self.value);
+        let name = regex::escape(name);
+        // `NAME=value`, `NAME: value`, `"NAME":"value"`, `NAME='value'`; and
+        // `scheme://user:value@host`.
+        let re = format!(
+            r#"(?:(?i:\b{name})["']?\s*[:=]\s*["']?({value})(?:["'\s,;&)}}]|$))|(?:://[^\s/@:]*:({value})@)"#
+        );
+        self.context = Regex::new(&re).ok();
+    }
+}
+
+/// A value made of one word (letters, `_`, `-`), short: `password`,
+/// `postgres`, `changeme`, `assistant`. Such a value is also a word of
+/// ordinary text and of JSON's structure.
+fn is_common(value: &str) -> bool {
+    value.chars().count() < COMMON_MAX_CHARS
+        && value
+            .chars()
+            .all(|c| c.is_alphabetic() || c == '_' || c == '-')
 }
 
 /// Longest value first, so that a secret containing another is replaced whole.
@@ -80,14 +126,37 @@ fn add(known: &mut Known, vars: impl IntoIterator<Item = (String, String)>) {
                 .chars()
                 .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
                 .collect();
-            known.push(Secret {
-                value,
-                escaped,
+            let mut secret = Secret {
                 label: format!("[redacted {name}]"),
-            });
+                context: None,
+                escaped,
+                value,
+            };
+            if is_common(&secret.value) {
+                secret.weaken(&name);
+            }
+            known.push(secret);
         }
     }
     known.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
+}
+
+/// The plan at the start of the run: a value it holds is the user's own
+/// words (a host, a database name), redacted in context only. Only the
+/// start is taken: an agent that edits the plan cannot weaken a secret.
+pub fn note_plan(plan_text: &str) {
+    if let Ok(mut known) = known().lock() {
+        weaken_found_in(&mut known, plan_text);
+    }
+}
+
+fn weaken_found_in(known: &mut Known, text: &str) {
+    for s in known.iter_mut() {
+        if s.context.is_none() && text.contains(s.value.as_str()) {
+            let name = s.label["[redacted ".len()..s.label.len() - 1].to_string();
+            s.weaken(&name);
+        }
+    }
 }
 
 /// Also treat these variables (`agent.env`) as possible secrets.
@@ -126,11 +195,27 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 }
 
 fn replace_known<'t>(known: &Known, text: &'t str, escaped_too: bool) -> Cow<'t, str> {
+    replace_known_keeping(known, text, escaped_too, "")
+}
+
+/// [`replace_known`], except where the match is found in `keep` too.
+fn replace_known_keeping<'t>(
+    known: &Known,
+    text: &'t str,
+    escaped_too: bool,
+    keep: &str,
+) -> Cow<'t, str> {
     let mut out = Cow::Borrowed(text);
     for s in known.iter() {
+        if let Some(context) = &s.context {
+            if let Cow::Owned(clean) = replace_in_context(context, &out, &s.label, keep) {
+                out = Cow::Owned(clean);
+            }
+            continue;
+        }
         let escaped = s.escaped.iter().filter(|_| escaped_too);
         for form in std::iter::once(&s.value).chain(escaped) {
-            if out.contains(form.as_str()) {
+            if out.contains(form.as_str()) && !keep.contains(form.as_str()) {
                 out = Cow::Owned(out.replace(form.as_str(), &s.label));
             }
         }
@@ -138,20 +223,59 @@ fn replace_known<'t>(known: &Known, text: &'t str, escaped_too: bool) -> Cow<'t,
     out
 }
 
-/// Redacts the known secrets, plain or JSON-escaped, from a byte stream
-/// written in chunks (the agent's raw transcript and stderr): a secret split
-/// across two chunks is still found, because as many bytes as the longest
-/// form, less one, are held back until the next chunk or [`Self::finish`].
-/// With no secret known, chunks pass through untouched and uncopied.
+/// The value (group 1 or 2) of every match of `context` replaced by
+/// `label`, but for matches `keep` holds.
+fn replace_in_context<'t>(context: &Regex, text: &'t str, label: &str, keep: &str) -> Cow<'t, str> {
+    let mut out = String::new();
+    let mut at = 0;
+    for caps in context.captures_iter(text) {
+        let (Some(whole), Some(value)) = (caps.get(0), caps.get(1).or(caps.get(2))) else {
+            continue;
+        };
+        if !keep.is_empty() && keep.contains(whole.as_str()) {
+            continue;
+        }
+        out.push_str(&text[at..value.start()]);
+        out.push_str(label);
+        at = value.end();
+    }
+    if at == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[at..]);
+    Cow::Owned(out)
+}
+
+/// Redacts the known secrets from a byte stream written in chunks (the
+/// agent's raw transcript and stderr), line by line:
+///
+/// - in a JSON-lines stream ([`Self::json_lines`], the transcript), a line
+///   that is a JSON object is redacted inside its strings only, so no
+///   secret can rewrite its structure (`"type":"assistant"` stays, and a
+///   takeover still replays it);
+/// - other lines: common values where a secret is written (see the module
+///   doc), other values plain or JSON-escaped, wherever they are — held
+///   back as many bytes as the longest form less one, so a secret split
+///   across lines or reads is still found.
+///
+/// A line is written once it is complete (or at [`Self::finish`]). With no
+/// secret known, chunks pass through untouched and uncopied.
 #[derive(Default)]
 pub struct StreamRedactor {
-    /// (form, label), from the secrets known when the stream began.
+    /// The secrets known when the stream began.
+    known: Known,
+    /// (form, label) of the values redacted wherever they are.
     forms: Vec<(Vec<u8>, Vec<u8>)>,
+    json: bool,
+    /// The line not yet complete.
+    line: Vec<u8>,
+    /// Bytes of plain lines held back for a secret that may go on.
     held: Vec<u8>,
     out: Vec<u8>,
 }
 
 impl StreamRedactor {
+    /// For a plain stream (stderr).
     pub fn new() -> StreamRedactor {
         known()
             .lock()
@@ -159,9 +283,18 @@ impl StreamRedactor {
             .unwrap_or_default()
     }
 
+    /// For a stream of JSON lines (the agent's stdout).
+    pub fn json_lines() -> StreamRedactor {
+        StreamRedactor {
+            json: true,
+            ..StreamRedactor::new()
+        }
+    }
+
     fn of(known: &Known) -> StreamRedactor {
         let forms = known
             .iter()
+            .filter(|s| s.context.is_none())
             .flat_map(|s| {
                 std::iter::once(&s.value)
                     .chain(s.escaped.iter())
@@ -169,6 +302,7 @@ impl StreamRedactor {
             })
             .collect();
         StreamRedactor {
+            known: known.clone(),
             forms,
             ..StreamRedactor::default()
         }
@@ -176,24 +310,70 @@ impl StreamRedactor {
 
     /// The part of the stream so far that can be written now, redacted.
     pub fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
-        if self.forms.is_empty() {
+        if self.known.is_empty() {
             return chunk;
         }
-        self.held.extend_from_slice(chunk);
-        let longest = self.forms.iter().map(|(f, _)| f.len()).max().unwrap_or(1);
-        let safe = self.held.len().saturating_sub(longest - 1);
-        self.drain(safe)
+        self.out.clear();
+        self.line.extend_from_slice(chunk);
+        let mut done = 0;
+        while let Some(nl) = memchr::memchr(b'\n', &self.line[done..]) {
+            let end = done + nl + 1;
+            let line = std::mem::take(&mut self.line);
+            self.take_line(&line[done..end]);
+            self.line = line;
+            done = end;
+        }
+        self.line.drain(..done);
+        &self.out
     }
 
     /// What is still held back, redacted: the end of the stream.
     pub fn finish(&mut self) -> &[u8] {
+        self.out.clear();
+        let line = std::mem::take(&mut self.line);
+        if !line.is_empty() {
+            self.take_line(&line);
+        }
         let all = self.held.len();
-        self.drain(all)
+        self.drain(all);
+        &self.out
     }
 
-    /// Redact and hand out `held[..upto]` (further, should a secret start
-    /// before `upto` and end after it); keep the rest.
-    fn drain(&mut self, upto: usize) -> &[u8] {
+    fn take_line(&mut self, line: &[u8]) {
+        let text = std::str::from_utf8(line).ok();
+        if self.json
+            && let Some(text) = text
+            && text.trim_start().starts_with('{')
+            && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+        {
+            let all = self.held.len();
+            self.drain(all);
+            let clean = redact_json_with(&self.known, text);
+            self.out.extend_from_slice(clean.as_bytes());
+            return;
+        }
+        match text {
+            Some(text) => {
+                let mut clean = Cow::Borrowed(text);
+                for s in self.known.iter() {
+                    if let Some(context) = &s.context
+                        && let Cow::Owned(c) = replace_in_context(context, &clean, &s.label, "")
+                    {
+                        clean = Cow::Owned(c);
+                    }
+                }
+                self.held.extend_from_slice(clean.as_bytes());
+            }
+            None => self.held.extend_from_slice(line),
+        }
+        let longest = self.forms.iter().map(|(f, _)| f.len()).max().unwrap_or(1);
+        let safe = self.held.len().saturating_sub(longest - 1);
+        self.drain(safe);
+    }
+
+    /// Redact and append `held[..upto]` to the output (further, should a
+    /// secret start before `upto` and end after it); keep the rest.
+    fn drain(&mut self, upto: usize) {
         let mut found: Vec<(usize, usize, usize)> = Vec::new();
         for (i, (form, _)) in self.forms.iter().enumerate() {
             for start in memchr::memmem::find_iter(&self.held, form) {
@@ -204,7 +384,6 @@ impl StreamRedactor {
         }
         // Earliest first; at one start the longest form wins.
         found.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
-        self.out.clear();
         let mut pos = 0;
         for (start, end, i) in found {
             if start < pos {
@@ -217,7 +396,6 @@ impl StreamRedactor {
         let cut = upto.max(pos);
         self.out.extend_from_slice(&self.held[pos..cut]);
         self.held.drain(..cut);
-        &self.out
     }
 }
 
@@ -294,12 +472,19 @@ const SHAPES: [(&str, &str); 7] = [
     (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "[redacted Slack token]"),
     // Google API keys.
     (r"\bAIza[0-9A-Za-z_-]{35}", "[redacted API key]"),
-    // HTTP bearer credentials (`Authorization: Bearer …`).
+    // HTTP bearer credentials (`Authorization: Bearer …`): see
+    // `looks_like_token`, "bearer authentication" is words.
     (
-        r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}",
+        r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}",
         "Bearer [redacted]",
     ),
 ];
+
+/// Whether what follows "bearer" is a credential, not a word: a digit in
+/// it, or too long for a word.
+fn looks_like_token(token: &str) -> bool {
+    (token.len() >= 12 && token.bytes().any(|b| b.is_ascii_digit())) || token.len() >= 32
+}
 
 fn shapes() -> &'static [(Regex, &'static str)] {
     static SHAPES_RE: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
@@ -313,12 +498,41 @@ fn shapes() -> &'static [(Regex, &'static str)] {
 
 /// What ralph commits (handoffs, PROMPT.md, commit messages): known
 /// secrets redacted, and every well-known token shape too, whether or not
-/// ralph's environment holds it (the agent may have read it from a file).
-pub fn scrub(text: &str) -> Cow<'_, str> {
-    let mut out = redact(text);
+/// ralph's environment holds it (the agent may have read it from a file);
+/// but what `plan` holds is left alone: ralph's prompt and handoff
+/// quote the plan, the user's own words in a file they commit themselves,
+/// and rewriting them would change the task ("reset [redacted] flow").
+/// A secret the user wrote into the plan stays where the plan is quoted,
+/// and is redacted everywhere else ralph writes.
+pub fn scrub_keeping<'t>(text: &'t str, plan: &str) -> Cow<'t, str> {
+    match known().lock() {
+        Ok(known) => scrub_with(&known, text, plan),
+        Err(_) => scrub_with(&Vec::new(), text, plan),
+    }
+}
+
+fn scrub_with<'t>(known: &Known, text: &'t str, plan: &str) -> Cow<'t, str> {
+    let mut out = replace_known_keeping(known, text, true, plan);
     for (re, label) in shapes() {
-        if let Cow::Owned(clean) = re.replace_all(&out, *label) {
-            out = Cow::Owned(clean);
+        let mut changed = false;
+        let clean = re.replace_all(&out, |caps: &regex::Captures<'_>| {
+            let whole = &caps[0];
+            let keep = (!plan.is_empty() && plan.contains(whole))
+                || caps
+                    .get(1)
+                    .is_some_and(|word| !looks_like_token(whole[word.len()..].trim_start()));
+            if keep {
+                return whole.to_string();
+            }
+            changed = true;
+            match caps.get(1) {
+                // "bearer" as it was written.
+                Some(word) => format!("{} [redacted]", word.as_str()),
+                None => label.to_string(),
+            }
+        });
+        if changed {
+            out = Cow::Owned(clean.into_owned());
         }
     }
     out
@@ -478,7 +692,7 @@ mod tests {
             AKIAIOSFODNN7EXAMPLE xoxb-1234567890-abcdefghij \
             -----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- \
             -----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn cut short";
-        let clean = scrub(text);
+        let clean = scrub_with(&Vec::new(), text, "");
         for leaked in [
             "abcdefgh12345678",
             "sk-ant-api03",
@@ -503,7 +717,126 @@ mod tests {
         }
         // Ordinary text is left as it is.
         let plain = "fix the parser; see task-1234 and the sk- prefix doc";
-        assert!(matches!(scrub(plain), Cow::Borrowed(_)));
+        assert!(matches!(
+            scrub_with(&Vec::new(), plain, ""),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    /// Issue 22: `PGPASSWORD=password`, `POSTGRES_PASSWORD=postgres` on a
+    /// dev machine rewrote the plan's words in the prompt and handoff.
+    #[test]
+    fn common_values_are_redacted_only_where_a_secret_is_written() {
+        let known = known_of(&[
+            ("PGPASSWORD", "password"),
+            ("POSTGRES_PASSWORD", "postgres"),
+            ("API_TOKEN", "tok-12345678"),
+        ]);
+        let words = "reset password flow for postgres users";
+        assert!(matches!(
+            replace_known(&known, words, true),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(scrub_with(&known, words, ""), Cow::Borrowed(_)));
+        for (text, want) in [
+            (
+                "PGPASSWORD=password psql -h db",
+                "PGPASSWORD=[redacted PGPASSWORD] psql -h db",
+            ),
+            (
+                "export POSTGRES_PASSWORD='postgres'",
+                "export POSTGRES_PASSWORD='[redacted POSTGRES_PASSWORD]'",
+            ),
+            (
+                "url postgres://app:postgres@localhost/postgres",
+                "url postgres://app:[redacted POSTGRES_PASSWORD]@localhost/postgres",
+            ),
+            ("pgpassword: password", "pgpassword: [redacted PGPASSWORD]"),
+            ("tok-12345678 anywhere", "[redacted API_TOKEN] anywhere"),
+        ] {
+            assert_eq!(replace_known(&known, text, true), want, "{text}");
+        }
+        // In JSON, inside strings: `{"env":{"PGPASSWORD":"password"}}` too.
+        let json =
+            r#"{"cmd":"PGPASSWORD=password psql","env":{"PGPASSWORD":"password"},"t":"password"}"#;
+        let v: serde_json::Value = serde_json::from_str(&redact_json_with(&known, json)).unwrap();
+        assert_eq!(v["cmd"], "PGPASSWORD=[redacted PGPASSWORD] psql");
+        assert_eq!(v["t"], "password");
+    }
+
+    /// A value the plan holds at the start is the user's word, in context
+    /// only; the plan's text is never rewritten in what quotes it.
+    #[test]
+    fn the_plans_own_text_is_kept_and_its_values_are_weak() {
+        let mut known = known_of(&[("DB_PASSWORD", "db-2024.example")]);
+        let plan =
+            "- [ ] move db-2024.example to the new host\n- [ ] support bearer authentication\n";
+        let prompt = format!("Take the first open item (now: {})", &plan[6..38]);
+        assert_eq!(scrub_with(&known, &prompt, plan), prompt);
+        assert!(scrub_with(&known, &prompt, "").contains("[redacted DB_PASSWORD]"));
+        weaken_found_in(&mut known, plan);
+        assert_eq!(replace_known(&known, &prompt, true), prompt);
+        assert_eq!(
+            replace_known(&known, "DB_PASSWORD=db-2024.example", true),
+            "DB_PASSWORD=[redacted DB_PASSWORD]"
+        );
+    }
+
+    /// Issue 22: "support bearer authentication" became "support Bearer
+    /// [redacted]".
+    #[test]
+    fn bearer_followed_by_a_word_is_not_a_token() {
+        let none = Vec::new();
+        for words in [
+            "support bearer authentication in the API client",
+            "the Bearer authorization header",
+            "bearer tokens are documented",
+        ] {
+            assert_eq!(scrub_with(&none, words, ""), words);
+        }
+        assert_eq!(
+            scrub_with(
+                &none,
+                "Authorization: bearer eyJhbGciOiJIUzI1NiJ9.e30.abc123",
+                ""
+            ),
+            "Authorization: bearer [redacted]"
+        );
+    }
+
+    /// Issue 22: `MY_TOKEN=assistant` rewrote `"type":"assistant"` in the
+    /// raw transcript, and a takeover found nothing in it.
+    #[test]
+    fn a_json_lines_stream_is_redacted_inside_strings_only() {
+        let known = known_of(&[
+            ("MY_TOKEN", "assistant"),
+            ("OTHER_TOKEN", "type\":\"x-1234"),
+            ("API_KEY", "sk-0123456789"),
+        ]);
+        let lines = [
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"key sk-0123456789, MY_TOKEN=assistant"}]}}"#,
+            "not json: sk-0123456789 and assistant",
+            r#"{"type":"result","result":"done"}"#,
+        ];
+        let stream = lines.join("\n") + "\n";
+        let bytes = stream.as_bytes();
+        for cut in 0..=bytes.len() {
+            let mut r = StreamRedactor::of(&known);
+            r.json = true;
+            let mut out = r.feed(&bytes[..cut]).to_vec();
+            out.extend_from_slice(r.feed(&bytes[cut..]));
+            out.extend_from_slice(r.finish());
+            let out = String::from_utf8(out).unwrap();
+            let got: Vec<&str> = out.lines().collect();
+            let first: serde_json::Value = serde_json::from_str(got[0]).unwrap();
+            assert_eq!(first["type"], "assistant", "cut at {cut}");
+            assert_eq!(
+                first["message"]["content"][0]["text"],
+                "key [redacted API_KEY], MY_TOKEN=[redacted MY_TOKEN]"
+            );
+            assert_eq!(got[1], "not json: [redacted API_KEY] and assistant");
+            assert_eq!(got[2], lines[2]);
+        }
     }
 
     #[test]

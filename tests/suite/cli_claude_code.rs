@@ -24,6 +24,8 @@ fn ralph(dir: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output
         .env_remove("RALPH_LOG")
         .env_remove("NO_COLOR")
         .env("TZ", "UTC")
+        // Whatever terminal runs the tests: the status line's width is fixed.
+        .env("COLUMNS", "200")
         .env("GIT_AUTHOR_NAME", "Test Author")
         .env("GIT_AUTHOR_EMAIL", "author@example.com")
         .env("GIT_COMMITTER_NAME", "Test Author")
@@ -545,5 +547,87 @@ fn statusline_and_pre_compact_agree_with_the_runs_meter() {
     assert!(
         subject.contains(&format!("({run_level} at ")),
         "the PreCompact checkpoint says {subject:?} where ralph run said {run_level}"
+    );
+}
+
+/// Issue 22: a status line wider than the terminal wraps and pushes
+/// Claude Code's prompt; on 40 columns it is cut to 40 (colours or not).
+#[test]
+fn statusline_fits_the_terminal_width() {
+    let (dir, input) = session(145_000, "claude-sonnet-4-5");
+    std::fs::write(
+        dir.path().join("fix_plan.md"),
+        format!("# Demo\n\n- [ ] {}\n", "a very long item ".repeat(20)),
+    )
+    .unwrap();
+    for env in [
+        vec![("COLUMNS", "40"), ("NO_COLOR", "1")],
+        vec![("COLUMNS", "40")],
+    ] {
+        let out = ralph(dir.path(), &["statusline"], &input, &env);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let line = out.stdout.trim_end_matches('\n');
+        let width = console::measure_text_width(line);
+        assert!(width <= 40, "{width} columns: {line:?}");
+        assert!(
+            line.starts_with("[CTX:") || line.contains("[CTX:"),
+            "{line:?}"
+        );
+    }
+}
+
+/// Issue 22: a `transcript_path` naming a FIFO (or any file that is not a
+/// regular one) must not hang the status line or the PreCompact hook.
+#[test]
+fn statusline_and_pre_compact_do_not_block_on_a_fifo() {
+    let (dir, _) = session(50_000, "claude-sonnet-4-5");
+    let root = dir.path();
+    git_project(root);
+    let fifo = root.join("fifo.jsonl");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let input = json!({"session_id": "s", "transcript_path": fifo, "cwd": root,
+        "hook_event_name": "PreCompact", "trigger": "auto",
+        "workspace": {"current_dir": root, "project_dir": root}})
+    .to_string();
+    for args in [&["statusline"][..], &["hook", "pre-compact"]] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (dir, input) = (root.to_path_buf(), input.clone());
+        let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        std::thread::spawn(move || {
+            let args: Vec<&str> = owned.iter().map(String::as_str).collect();
+            let _ = tx.send(ralph(&dir, &args, &input, &[("NO_COLOR", "1")]));
+        });
+        let out = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("`ralph {args:?}` blocked on a FIFO transcript"));
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+}
+
+/// Issue 22: a settings.json saved with a UTF-8 byte-order mark is merged
+/// (the mark kept); a `.claude` that is a file is refused with exit 2 and
+/// a hint, nothing written.
+#[test]
+fn init_claude_takes_a_bom_and_refuses_a_claude_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".claude")).unwrap();
+    let path = dir.path().join(".claude/settings.json");
+    std::fs::write(&path, "\u{feff}{\n  \"model\": \"opus\"\n}\n").unwrap();
+    let out = ralph(dir.path(), &["init", "--claude"], "", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with('\u{feff}'), "{text:?}");
+    let v: serde_json::Value = serde_json::from_str(&text['\u{feff}'.len_utf8()..]).unwrap();
+    assert_eq!(v["model"], "opus");
+    assert_eq!(v["statusLine"]["command"], "ralph statusline");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".claude"), "not a directory\n").unwrap();
+    let out = ralph(dir.path(), &["init", "--claude"], "", &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".claude")).unwrap(),
+        "not a directory\n"
     );
 }

@@ -559,3 +559,46 @@ fn ci_example_loop_completes_through_a_checkpoint() {
     let status = json(&run(ralph(root).args(["status", "--json"])).stdout);
     assert_eq!(status["status"], "completed");
 }
+
+/// Issue 22: headless (`-p`) the agent cannot ask, so "permissions ok"
+/// without anything that allows a tool was wrong: a warning with a fix,
+/// until `agent.args` or the project's Claude Code settings allow tools.
+#[test]
+fn doctor_warns_that_a_headless_agent_cannot_ask_for_permissions() {
+    let dir = project("[agent]\ncommand = \"claude-like-agent\"\n");
+    let permissions = |dir: &Path| {
+        check(
+            &json(&run(ralph(dir).args(["doctor", "--json"])).stdout),
+            "permissions",
+        )
+        .clone()
+    };
+    let p = permissions(dir.path());
+    assert_eq!(p["verdict"], "warning", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("cannot ask"), "{p}");
+    assert!(
+        p["fix"].as_str().unwrap().contains("permissions.allow"),
+        "{p}"
+    );
+
+    std::fs::create_dir(dir.path().join(".claude")).unwrap();
+    std::fs::write(
+        dir.path().join(".claude/settings.json"),
+        r#"{"permissions": {"allow": ["Edit", "Bash(cargo test:*)"]}}"#,
+    )
+    .unwrap();
+    let p = permissions(dir.path());
+    assert_eq!(p["verdict"], "ok", "{p}");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains(".claude/settings.json"),
+        "{p}"
+    );
+
+    let dir = project(
+        "[agent]\ncommand = \"claude-like-agent\"\nargs = [\"--permission-mode\", \"acceptEdits\"]\n",
+    );
+    assert_eq!(permissions(dir.path())["verdict"], "ok");
+}

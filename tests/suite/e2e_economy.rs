@@ -84,20 +84,22 @@ fn decisions_from_three_checkpoints_are_logged_committed_and_shown() {
     let prompt = p.read("PROMPT.md");
     assert!(prompt.starts_with("# Iteration 4:"), "{prompt}");
     assert!(
-        prompt.contains("## Decisions (`.ralph/decisions.md`, 4 so far)"),
-        "{prompt}"
-    );
-    assert!(
         prompt.contains(
-            "- DEC-004 (iteration 3): Parse with the csv module instead (supersedes DEC-001)"
+            "## Decisions recorded by earlier iterations (`.ralph/decisions.md`, 4 so far)"
         ),
         "{prompt}"
     );
     assert!(
-        prompt.contains("- DEC-002 (iteration 1): Dates are UTC everywhere."),
+        prompt.contains(
+            "- DEC-004, recorded by iteration 3: \"Parse with the csv module instead (supersedes DEC-001)"
+        ),
         "{prompt}"
     );
-    assert!(!prompt.contains("DEC-001 (iteration"), "{prompt}");
+    assert!(
+        prompt.contains("- DEC-002, recorded by iteration 1: \"Dates are UTC everywhere.\""),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("DEC-001, recorded"), "{prompt}");
 }
 
 /// The agent leaves 10,000 untracked build outputs (not ignored) and a few

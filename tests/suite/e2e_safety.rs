@@ -986,6 +986,24 @@ fn signals_end_a_usage_limit_wait() {
     }
 }
 
+/// Issue 22: during a usage-limit wait no agent runs; `ralph checkpoint`
+/// must not promise to ask one for its notes.
+#[test]
+fn a_checkpoint_during_a_usage_limit_wait_says_no_agent_is_asked() {
+    let scenario = limit_then_complete(&usage_limit(600));
+    let p = Project::new(PLAN, &scenario, "");
+    let child = p.spawn_run(&[]);
+    wait_for_event(&p, "limit_wait", Duration::from_secs(20));
+    let out = p.ralph().arg("checkpoint").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(!said.contains("ask the agent"), "{said}");
+    assert!(said.contains("no agent runs"), "{said}");
+    p.ralph().arg("stop").output().unwrap();
+    let run = Run::wait(child, LIMIT);
+    assert_eq!(run.code, Some(6), "{}", run.describe());
+}
+
 #[test]
 fn a_hangup_of_the_controlling_terminal_does_not_end_the_run() {
     // ralph on a pseudo-terminal as its controlling terminal; closing the

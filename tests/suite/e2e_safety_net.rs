@@ -288,7 +288,18 @@ fn a_killed_supervisors_iteration_is_taken_over_with_a_crash_handoff() {
     let messages = outside.path().join("messages.jsonl");
     let p = Project::new(PLAN, &crash_scenario(&messages.display().to_string()), "");
     let head = p.repo().head().unwrap().target().unwrap();
-    let mut first = p.spawn_unread_run();
+    // Issue 22: a credential-named variable whose value is a word of the
+    // stream's structure; redacting it there left the takeover nothing to
+    // read (no peak, no last words).
+    let mut first = p
+        .ralph()
+        .args(["run", "--json"])
+        .env("MY_TOKEN", "assistant")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     wait_for("the agent's command", LIMIT, || {
         p.path("notes.txt").exists()
             && std::fs::read_to_string(p.path(".ralph/events.jsonl"))
@@ -384,4 +395,59 @@ fn a_killed_supervisors_iteration_is_taken_over_with_a_crash_handoff() {
     let again = p.run(&["--budget-per-invocation", "--max-iterations", "1"], LIMIT);
     assert!(again.of("checkpoint").is_empty(), "{}", again.describe());
     assert_eq!(again.of("iteration_started")[0]["iteration"], 3);
+}
+
+/// Bytes under `dir`, recursively.
+fn du(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => du(&e.path()),
+                    _ => e.metadata().map_or(0, |m| m.len()),
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Issue 22 acceptance: an agent rewrites a 30 MB generated file every
+/// second for 10 iterations, snapshots every second: `.git` grows by less
+/// than twice that file (four 30 MB blobs went into one iteration's
+/// snapshots before).
+#[test]
+fn a_large_file_rewritten_every_second_is_not_kept_by_every_snapshot() {
+    const SIZE: u64 = 30_000_000;
+    // Base64 of random bytes: text, and it does not compress much.
+    let write = "mkdir -p gen && head -c 22500000 /dev/urandom | base64 -w 0 > gen/data.txt";
+    let scenario = format!(
+        "[[step]]\ncontext = 20000\ntext = \"Generating.\"\ncommand = \"{write}\"\n[[step]]\nsleep_ms = 1100\n[[step]]\ncommand = \"{write}\"\n[[step]]\nsleep_ms = 1100\n[[step]]\ncommand = \"{write} && echo more >> src.txt\"\n[[step]]\nresult = \"Generated again.\"\n"
+    );
+    let p = Project::new(
+        PLAN,
+        &scenario,
+        "[loop]\nmax_iterations = 10\n[git]\nsnapshot_interval = \"1s\"\n",
+    );
+    let before = du(&p.path(".git"));
+    let run = p.run(&[], Duration::from_secs(300));
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(
+        !run.of("snapshot").is_empty(),
+        "snapshots were taken: {}",
+        run.describe()
+    );
+    let file = std::fs::metadata(p.path("gen/data.txt")).unwrap().len();
+    assert!(file >= SIZE, "{file}");
+    let grown = du(&p.path(".git")).saturating_sub(before);
+    assert!(
+        grown < 2 * file,
+        ".git grew by {grown} bytes for a {file}-byte file"
+    );
+    // No snapshot holds it (git.max_file_size, 10 MB); the other work is kept.
+    let repo = p.repo();
+    for s in run.of("snapshot") {
+        let commit = s["commit"].as_str().unwrap();
+        assert!(blob_in(&repo, commit, "gen/data.txt").is_none(), "{s}");
+    }
 }

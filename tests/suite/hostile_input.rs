@@ -738,3 +738,219 @@ text = "Full."
         assert!(p.path(ignored).exists(), "{ignored} left in place");
     }
 }
+
+// ------------------------------------------------- printed text (issue 22)
+
+/// The first ESC or C1 control in a command's stdout, and what surrounds it.
+fn escape_in(out: &[u8]) -> Option<String> {
+    if let Some(i) = out.iter().position(|&b| b == 0x1b) {
+        return Some(
+            String::from_utf8_lossy(&out[i.saturating_sub(40)..(i + 40).min(out.len())])
+                .into_owned(),
+        );
+    }
+    let text = String::from_utf8_lossy(out);
+    let i = text.find(|c: char| ('\u{80}'..='\u{9f}').contains(&c))?;
+    Some(text[i.saturating_sub(40)..].chars().take(80).collect())
+}
+
+/// Every subcommand `ralph help` lists, and how this test prints with it
+/// (an empty list: it prints nothing of the plan's or the agent's).
+fn printing_commands() -> Vec<(&'static str, Vec<Vec<&'static str>>)> {
+    vec![
+        ("run", vec![vec!["run", "--dry-run"]]),
+        ("checkpoint", vec![]), // a WIP commit; prints ids and paths (e2e_checkpoint)
+        ("stop", vec![]),       // a request to a running supervisor
+        (
+            "context",
+            vec![
+                vec!["context"],
+                vec!["context", "--json"],
+                vec!["context", "--estimate"],
+                vec!["context", "--estimate", "--json"],
+            ],
+        ),
+        ("status", vec![vec!["status"], vec!["status", "--json"]]),
+        ("init", vec![]), // writes starter files; prints their paths
+        (
+            "prompt",
+            vec![
+                vec!["prompt"],
+                vec!["prompt", "--stats"],
+                vec!["prompt", "--json"],
+            ],
+        ),
+        ("report", vec![vec!["report"], vec!["report", "--json"]]),
+        ("doctor", vec![vec!["doctor"], vec!["doctor", "--json"]]),
+        ("completions", vec![]), // generated from the CLI definition
+        ("man", vec![]),         // generated from the CLI definition
+        ("notify", vec![vec!["notify"], vec!["notify", "--json"]]),
+        ("recover", vec![vec!["recover"], vec!["recover", "--json"]]),
+        ("demo", vec![]), // its own bundled plan in a fresh directory
+        ("sim", vec![]),  // the simulated agent itself
+        ("statusline", vec![vec!["statusline"]]),
+        ("hook", vec![vec!["hook", "session-start"]]),
+        ("help", vec![]),
+    ]
+}
+
+/// What each printing command writes to stdout on the project `p`.
+fn printed(p: &Project) -> Vec<(String, Vec<u8>)> {
+    let input = serde_json::json!({
+        "session_id": "s", "cwd": p.root(), "transcript_path": p.path("none.jsonl"),
+        "source": "compact", "hook_event_name": "SessionStart",
+        "workspace": {"current_dir": p.root(), "project_dir": p.root()},
+    })
+    .to_string();
+    let mut out = Vec::new();
+    for (_, invocations) in printing_commands() {
+        for args in invocations {
+            let mut child = p
+                .ralph()
+                .args(&args)
+                .env("NO_COLOR", "1")
+                .env("COLUMNS", "100000")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let _ = std::io::Write::write_all(&mut stdin, input.as_bytes());
+            drop(stdin);
+            out.push((args.join(" "), child.wait_with_output().unwrap().stdout));
+        }
+    }
+    out
+}
+
+/// A plan whose title and items hold what an agent that edits the plan
+/// could write: terminal escapes (clear screen, window title, OSC 52 to the
+/// clipboard), C0/C1 controls and a 1 MB line.
+fn hostile_plan(title: &str, item: &str, long: bool) -> String {
+    let long = if long {
+        "x".repeat(1 << 20)
+    } else {
+        "y".into()
+    };
+    format!(
+        "# {title}\n\n- [x] done {item}\n- [ ] {item}\n  note {item}\n- [ ] {long}\n\nDecision: {item}\n"
+    )
+}
+
+/// Issue 22 acceptance: for any plan text, no command's stdout holds an
+/// ESC or a C1 control that ralph did not put there itself (colours are
+/// off: `NO_COLOR`). `ralph help` is enumerated, so a new command must be
+/// added here.
+#[test]
+fn no_command_prints_an_escape_sequence_from_the_plan() {
+    let help = p_help();
+    let listed: Vec<&str> = printing_commands().iter().map(|(c, _)| *c).collect();
+    assert_eq!(
+        help, listed,
+        "`ralph help` lists other commands than this test"
+    );
+
+    let title = "Title \u{1b}]0;TITLE\u{7} \u{1b}[2J";
+    let item =
+        "fix \u{1b}]52;c;ZXZpbA==\u{7} it \u{9b}31m \u{9d}0;x\u{9c} \u{90}q\u{9c} \r\u{8}\u{7f}";
+    let p = Project::new(
+        &hostile_plan(title, item, true),
+        QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let run = p.ralph().arg("run").output().unwrap();
+    let json_run = p
+        .ralph()
+        .args(["run", "--json", "--fresh"])
+        .output()
+        .unwrap();
+    let mut all = printed(&p);
+    all.push(("run".into(), run.stdout));
+    all.push(("run --json".into(), json_run.stdout));
+    for (cmd, out) in &all {
+        assert!(
+            escape_in(out).is_none(),
+            "`ralph {cmd}` printed {:?}",
+            escape_in(out)
+        );
+    }
+    assert!(
+        all.iter()
+            .any(|(c, o)| c == "context --estimate"
+                && String::from_utf8_lossy(o).contains("fix  it")),
+        "the plan's text was there to print"
+    );
+
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config {
+        cases: 6,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let text = "[a-z \u{1b}\u{7}\u{0}-\u{1f}\u{7f}-\u{9f}\\[\\];0-9]{0,40}";
+    runner
+        .run(&(text, text), |(title, item)| {
+            p.write("fix_plan.md", &hostile_plan(&title, &item, false));
+            for (cmd, out) in printed(&p) {
+                proptest::prop_assert!(
+                    escape_in(&out).is_none(),
+                    "`ralph {}` printed {:?}",
+                    cmd,
+                    escape_in(&out)
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// The subcommands `ralph help` lists.
+fn p_help() -> Vec<String> {
+    let out = std::process::Command::new(BIN)
+        .arg("help")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// Issue 22: `ralph report --html fix_plan.md` wrote the page over the
+/// plan. Only a file that does not exist or a page ralph wrote is written.
+#[test]
+fn report_html_never_overwrites_a_file_ralph_did_not_write() {
+    let p = Project::new(PLAN, QUICK_L2, "[loop]\nmax_iterations = 1\n");
+    p.run(&[], LIMIT);
+    let out = p
+        .ralph()
+        .args(["report", "--html", "fix_plan.md"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hint:"));
+    assert_eq!(p.read("fix_plan.md"), PLAN);
+    for _ in 0..2 {
+        let out = p
+            .ralph()
+            .args(["report", "--html", "night.html"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(p.read("night.html").contains("<!DOCTYPE html>"));
+}

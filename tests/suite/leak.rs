@@ -601,3 +601,63 @@ fn checkpoints_not_set_off_by_the_context_are_labelled_by_their_trigger() {
     );
     assert!(!handoff.contains("L2 at 0%"), "{handoff}");
 }
+
+/// Issue 22: on a dev machine with `PGPASSWORD=password` and
+/// `POSTGRES_PASSWORD=postgres`, PROMPT.md and the committed handoff read
+/// "reset [redacted PGPASSWORD] flow for [redacted POSTGRES_PASSWORD]
+/// users", and the token-shape rule made "support Bearer [redacted] in the
+/// API client". The plan's words reach the agent and the handoff as the
+/// user wrote them; the values are still redacted where a secret is
+/// written (the agent's `PGPASSWORD=password psql`).
+#[test]
+fn common_values_and_words_of_the_plan_are_not_redacted() {
+    const ITEMS: [&str; 2] = [
+        "reset password flow for postgres users",
+        "support bearer authentication in the API client",
+    ];
+    let plan = format!("# Accounts\n\n- [ ] {}\n- [ ] {}\n", ITEMS[0], ITEMS[1]);
+    let scenario = r#"
+[[step]]
+context = 60000
+text = "Looking at the users."
+command = "echo \"PGPASSWORD=$PGPASSWORD\" > run.log"
+[[step]]
+context = 146000
+text = "Ran PGPASSWORD=password psql for the postgres users."
+"#;
+    let p = Project::new(&plan, scenario, "[loop]\nmax_iterations = 1\n");
+    let out = p
+        .ralph()
+        .args(["run", "--json"])
+        .env("PGPASSWORD", "password")
+        .env("POSTGRES_PASSWORD", "postgres")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let handoff = std::fs::read_to_string(p.handoffs().pop().unwrap()).unwrap();
+    let prompt = p.read("PROMPT.md");
+    for (name, text) in [("PROMPT.md", &prompt), ("handoff", &handoff)] {
+        for item in ITEMS {
+            assert!(text.contains(item), "{name} lost {item:?}:\n{text}");
+        }
+    }
+    assert!(
+        handoff.contains("PGPASSWORD=[redacted PGPASSWORD] psql"),
+        "the agent's use of it is still redacted:\n{handoff}"
+    );
+    let mut files = Vec::new();
+    files_under(&p.path(".ralph"), &mut files);
+    for f in files {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        assert!(
+            !text.contains("PGPASSWORD=password"),
+            "{}: {text}",
+            f.display()
+        );
+    }
+}
