@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the pinned Claude Code CLI for the end-to-end suite
-# (tests/real_claude.rs) from the npm registry.
+# (tests/suite/real_claude.rs) from the npm registry.
 #
 #   scripts/install-claude.sh [VERSION]
 #   export RALPH_E2E_CLAUDE="$(scripts/install-claude.sh)"

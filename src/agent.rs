@@ -1,7 +1,11 @@
 //! The agent process: the exact command line, spawning it in its own
-//! process group, feeding it stream-json user messages, reading its stdout
-//! live (decoded, and saved raw), stopping it (SIGINT → SIGTERM → SIGKILL),
-//! and ending everything it left behind.
+//! process group, feeding it messages, reading its stdout live (decoded,
+//! and saved raw), stopping it (SIGINT → SIGTERM → SIGKILL), and ending
+//! everything it left behind.
+//!
+//! What differs between CLIs is the agent's [`AgentKind`] (`agent/kind.rs`,
+//! the seam): its command line, its messages, its decoder, its
+//! capabilities. One module per kind holds its specifics (`agent/claude.rs`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -21,19 +25,15 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::stream::{self, StreamEvent};
 
+mod claude;
+mod kind;
+
+pub use claude::STREAM_FLAGS;
+pub use kind::{AgentKind, Capabilities, CleanStop, Metering, WindowFrom};
+
 // Their home is `procs`; the supervisor has always called them here.
 use crate::procs::kill_group;
 pub use crate::procs::{become_subreaper, kill_session, reap_orphans};
-
-/// The flags every agent gets: DESIGN.md "The loop", step 2.
-pub const STREAM_FLAGS: [&str; 6] = [
-    "-p",
-    "--output-format",
-    "stream-json",
-    "--verbose",
-    "--input-format",
-    "stream-json",
-];
 
 /// How much of the agent's stderr is kept for reports.
 const STDERR_TAIL: usize = 16 * 1024;
@@ -43,6 +43,7 @@ const STDERR_FILE_CAP: u64 = 8 << 20;
 /// What will be run, resolved from the config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentCommand {
+    pub kind: AgentKind,
     pub program: PathBuf,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
@@ -60,16 +61,14 @@ impl AgentCommand {
         } else {
             PathBuf::from(program)
         };
+        let kind = config.agent.kind;
         let mut args = lead;
-        args.extend(STREAM_FLAGS.iter().map(|s| s.to_string()));
-        if let Some(model) = &config.agent.model {
-            args.push("--model".into());
-            args.push(model.clone());
-        }
+        args.extend(kind.args(config.agent.model.as_deref()));
         args.extend(config.agent.args.iter().cloned());
         let mut env = config.agent.env.clone();
         env.insert("RALPH_ITERATION".into(), iteration.to_string());
         AgentCommand {
+            kind,
             program,
             args,
             env,
@@ -85,19 +84,11 @@ impl AgentCommand {
     }
 }
 
-/// The first (and later) user message in stream-json input format.
-pub fn user_message(text: &str) -> String {
-    let msg = serde_json::json!({
-        "type": "user",
-        "message": { "role": "user", "content": [{ "type": "text", "text": text }] }
-    });
-    format!("{msg}\n")
-}
-
 /// A decoded line and when it arrived.
 pub type Line = (StreamEvent, Instant);
 
 pub struct Agent {
+    kind: AgentKind,
     child: Option<Child>,
     pub pid: i32,
     stdin: Option<ChildStdin>,
@@ -163,10 +154,11 @@ impl Agent {
         let transcript_notes = Arc::new(Mutex::new(Vec::new()));
         let notes = transcript_notes.clone();
         let cap = cmd.transcript_cap;
+        let decoder = cmd.kind.decoder();
         let stdout_reader = std::thread::Builder::new()
             .name("agent-stdout".into())
             .spawn(move || {
-                let raw = read_stdout(out_r, raw, tx);
+                let raw = read_stdout(out_r, decoder, raw, tx);
                 if let Ok(mut notes) = notes.lock() {
                     notes.extend(transcript_notes_of(&raw, cap));
                 }
@@ -181,6 +173,7 @@ impl Agent {
             .map_err(|e| Error::wrap("cannot start the stderr reader", e))?;
         Ok((
             Agent {
+                kind: cmd.kind,
                 child: Some(child),
                 pid,
                 stdin,
@@ -193,12 +186,12 @@ impl Agent {
         ))
     }
 
-    /// Write one user message to the agent's stdin.
+    /// Write one message to the agent's stdin, in its kind's form.
     pub async fn send(&mut self, text: &str) -> bool {
         let Some(stdin) = self.stdin.as_mut() else {
             return false;
         };
-        let line = user_message(text);
+        let line = self.kind.message(text);
         stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
     }
 
@@ -288,9 +281,6 @@ pub fn resolve_program(program: &str, root: &Path) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
-/// What to do when the agent's program is not found.
-pub const NOT_FOUND_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set agent.command in ralph.toml to the agent to run";
-
 /// "`claud` (agent.command) is not on PATH".
 pub fn not_found(program: &str) -> String {
     format!(
@@ -309,7 +299,7 @@ pub fn check_program(config: &Config, root: &Path) -> Result<()> {
     let (program, _) = config.agent_program();
     match resolve_program(&program, root) {
         Some(_) => Ok(()),
-        None => Err(Error::config(not_found(&program)).with_hint(NOT_FOUND_HINT)),
+        None => Err(Error::config(not_found(&program)).with_hint(config.agent.kind.install_hint())),
     }
 }
 
@@ -338,13 +328,13 @@ const PIPE_SIZE: i32 = 256 << 10;
 /// copy; the file is complete whenever the agent is quiet).
 fn read_stdout(
     pipe: std::io::PipeReader,
+    mut decoder: stream::Decoder,
     mut raw: crate::transcript::Writer,
     tx: mpsc::Sender<Line>,
 ) -> crate::transcript::Writer {
     let _ = nix::fcntl::fcntl(&pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
     let mut pipe = pipe;
     let mut buf = vec![0u8; READ_CHUNK];
-    let mut decoder = stream::LineDecoder::new();
     // The supervisor may stop listening: keep draining so the agent never
     // blocks on a full pipe, and keep saving the transcript.
     let send = |event| {
@@ -454,23 +444,9 @@ mod tests {
     #[test]
     fn ralph_means_this_binary() {
         let mut c = Config::default();
-        c.agent.command = "ralph sim 'a b.toml'".into();
+        c.agent.command = Some("ralph sim 'a b.toml'".into());
         let cmd = AgentCommand::from_config(&c, 1);
         assert_eq!(cmd.program, std::env::current_exe().unwrap());
         assert_eq!(&cmd.args[..2], ["sim", "a b.toml"]);
-    }
-
-    #[test]
-    fn user_message_matches_the_recorded_stdin() {
-        let line = user_message("Work through fix_plan.md.");
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        let recorded: serde_json::Value = serde_json::from_str(
-            include_str!("../tests/fixtures/claude-2.1.197/mid-session-message.stdin.jsonl")
-                .lines()
-                .next()
-                .unwrap(),
-        )
-        .unwrap();
-        assert_eq!(v, recorded);
     }
 }

@@ -59,7 +59,9 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Context(args) => commands::context(&root, args.json, args.watch, args.estimate),
         Command::Status(args) => commands::status(&root, args.json),
         Command::Init(args) if args.claude => commands::init_claude(&root, args.json),
-        Command::Init(args) => commands::init(&root, args.force, args.json),
+        Command::Init(args) => {
+            commands::init(&root, args.agent.unwrap_or_default(), args.force, args.json)
+        }
         Command::Prompt(args) => commands::prompt(
             &root,
             &RunArgs {

@@ -153,6 +153,9 @@ pub struct InitArgs {
     /// Only add ralph's status line and hooks to .claude/settings.json (merged, shown as a diff)
     #[arg(long)]
     pub claude: bool,
+    /// The agent kind ralph.toml starts with (`[agent] kind`)
+    #[arg(long, value_name = "KIND", value_enum, conflicts_with = "claude")]
+    pub agent: Option<crate::agent::AgentKind>,
 }
 
 #[derive(Debug, Args)]

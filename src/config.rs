@@ -1,14 +1,16 @@
 //! `ralph.toml`: the configuration keys of DESIGN.md, their defaults, and
 //! their validation (unknown keys and bad values name the key and line).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod agent;
+
 pub use crate::breaker::BreakerConfig;
 use crate::error::{Error, Result};
 pub use crate::span::{Span, format_duration};
+pub use agent::{AgentConfig, AgentKind};
 
 pub const FILE_NAME: &str = "ralph.toml";
 
@@ -28,20 +30,6 @@ pub struct Config {
     pub prompt: crate::token_budget::PromptConfig,
     pub handoff: crate::token_budget::HandoffConfig,
     pub runs: crate::transcript::RunsConfig,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct AgentConfig {
-    /// Program, optionally followed by leading arguments (shell-style
-    /// quoting); `ralph` means this very binary (for `ralph sim`).
-    pub command: String,
-    pub args: Vec<String>,
-    pub model: Option<String>,
-    /// 0 = detect from the model.
-    pub context_window: u64,
-    pub reserve_tokens: u64,
-    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -164,19 +152,6 @@ impl Default for Config {
             prompt: Default::default(),
             handoff: Default::default(),
             runs: Default::default(),
-        }
-    }
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        AgentConfig {
-            command: "claude".into(),
-            args: Vec::new(),
-            model: None,
-            context_window: 0,
-            reserve_tokens: 33_000,
-            env: BTreeMap::new(),
         }
     }
 }
@@ -349,7 +324,9 @@ impl Config {
         if c.checkpoint_tokens == Some(0) {
             return bad("context", "checkpoint_tokens", "must be at least 1".into());
         }
-        if self.agent.command.trim().is_empty() || shlex::split(&self.agent.command).is_none() {
+        if let Some(command) = &self.agent.command
+            && (command.trim().is_empty() || shlex::split(command).is_none())
+        {
             return bad("agent", "command", "empty or unbalanced quotes".into());
         }
         let a = &self.agent;
@@ -430,8 +407,10 @@ impl Config {
         }
         // What reaches a process (exec, environment) cannot hold a NUL byte.
         let a = &self.agent;
-        let texts = [("agent", "command", &a.command)]
-            .into_iter()
+        let texts = a
+            .command
+            .iter()
+            .map(|c| ("agent", "command", c))
             .chain(a.model.iter().map(|m| ("agent", "model", m)))
             .chain(a.args.iter().map(|s| ("agent", "args", s)))
             .chain(
@@ -504,13 +483,7 @@ impl Config {
 
     /// The agent program and its leading arguments from `agent.command`.
     pub fn agent_program(&self) -> (String, Vec<String>) {
-        let mut words = shlex::split(&self.agent.command).unwrap_or_default();
-        let program = if words.is_empty() {
-            "claude".to_string()
-        } else {
-            words.remove(0)
-        };
-        (program, words)
+        self.agent.program()
     }
 
     /// Usable percentage thresholds in order L1, L2, L3.

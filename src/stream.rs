@@ -24,26 +24,64 @@ pub fn decode_line(line: &[u8]) -> StreamEvent {
     )
 }
 
-/// Decode one line from a reader positioned at its start, consuming the
-/// line and its newline; every byte consumed is passed to `sink` too.
-/// Memory use does not depend on the line's length. Returns `None` at end
-/// of input.
+/// Decode one Claude Code line from a reader positioned at its start,
+/// consuming the line and its newline; every byte consumed is passed to
+/// `sink` too. Memory use does not depend on the line's length. Returns
+/// `None` at end of input.
 pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> Option<StreamEvent> {
-    let mut decoder = LineDecoder::new();
-    loop {
-        let available = match reader.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return decoder.finish(),
-        };
-        if available.is_empty() {
-            return decoder.finish();
+    Decoder::claude().next_from(reader, sink)
+}
+
+/// The decoder of one agent kind's stdout (`AgentKind::decoder`): fed with
+/// whatever chunks the pipe gives, it yields ralph's own events. One per
+/// agent process: a kind's decoder may carry state from line to line.
+#[derive(Debug)]
+pub enum Decoder {
+    /// Claude Code's `stream-json`.
+    Claude(LineDecoder),
+}
+
+impl Decoder {
+    pub fn claude() -> Decoder {
+        Decoder::Claude(LineDecoder::new())
+    }
+
+    /// Feed the next bytes of the stream: how many were consumed (up to
+    /// the end of the current line), and the event if a line ended there.
+    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+        match self {
+            Decoder::Claude(d) => d.push(bytes),
         }
-        let (used, event) = decoder.push(available);
-        sink(&available[..used]);
-        reader.consume(used);
-        if event.is_some() {
-            return event;
+    }
+
+    /// End of input: the last line, if it had no newline.
+    pub fn finish(&mut self) -> Option<StreamEvent> {
+        match self {
+            Decoder::Claude(d) => d.finish(),
+        }
+    }
+
+    /// The next event from a reader (see [`decode_from`]).
+    pub fn next_from<R: BufRead>(
+        &mut self,
+        reader: &mut R,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> Option<StreamEvent> {
+        loop {
+            let available = match reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.finish(),
+            };
+            if available.is_empty() {
+                return self.finish();
+            }
+            let (used, event) = self.push(available);
+            sink(&available[..used]);
+            reader.consume(used);
+            if event.is_some() {
+                return event;
+            }
         }
     }
 }

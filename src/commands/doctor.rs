@@ -263,19 +263,32 @@ fn probe(
 }
 
 fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
+    let kind = config.agent.kind;
+    c.ok(
+        "agent kind",
+        format!(
+            "{kind} ({}): {}",
+            kind.product(),
+            kind.capabilities().describe()
+        ),
+    );
     let (program, lead) = config.agent_program();
     let Some(path) = crate::agent::resolve_program(&program, root) else {
         return c.problem(
             "agent",
             crate::agent::not_found(&program),
-            crate::agent::NOT_FOUND_HINT,
+            kind.install_hint(),
         );
     };
     let itself = program == "ralph";
     if itself {
         let detail = format!(
             "`{}` is ralph itself: {}",
-            config.agent.command,
+            config
+                .agent
+                .command
+                .as_deref()
+                .unwrap_or(kind.default_command()),
             path.display()
         );
         c.ok("agent", detail);

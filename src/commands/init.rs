@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use std::borrow::Cow;
+
 use super::Report;
+use crate::agent::AgentKind;
 use crate::config::FILE_NAME;
 use crate::error::{Error, Result};
 use crate::state::{self, Layout};
@@ -53,21 +56,34 @@ impl Report for InitReport {
 }
 
 /// Every file `ralph init` writes, relative to the root, with its content.
-fn scaffold() -> Vec<(PathBuf, &'static str)> {
-    let mut files = vec![(PathBuf::from(FILE_NAME), CONFIG_TEMPLATE)];
+fn scaffold(kind: AgentKind) -> Vec<(PathBuf, Cow<'static, str>)> {
+    let mut files = vec![(PathBuf::from(FILE_NAME), config_template(kind))];
     for (name, text) in crate::prompt::EMBEDDED {
-        files.push((Path::new("prompts").join(name), text));
+        files.push((Path::new("prompts").join(name), text.into()));
     }
-    files.push((PathBuf::from("fix_plan.md"), PLAN_TEMPLATE));
-    files.push((Path::new(".ralph").join(".gitignore"), state::GITIGNORE));
+    files.push((PathBuf::from("fix_plan.md"), PLAN_TEMPLATE.into()));
+    files.push((
+        Path::new(".ralph").join(".gitignore"),
+        state::GITIGNORE.into(),
+    ));
     files
 }
 
-/// `ralph init [--force] [--json]`.
-pub fn init(root: &Path, force: bool, json: bool) -> Result<i32> {
+/// The commented `ralph.toml` for an agent kind: the defaults with its `kind`.
+fn config_template(kind: AgentKind) -> Cow<'static, str> {
+    let default = format!("\nkind = \"{}\"\n", AgentKind::default().name());
+    if kind == AgentKind::default() {
+        return CONFIG_TEMPLATE.into();
+    }
+    let chosen = format!("\nkind = \"{}\"\n", kind.name());
+    CONFIG_TEMPLATE.replacen(&default, &chosen, 1).into()
+}
+
+/// `ralph init [--agent KIND] [--force] [--json]`.
+pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32> {
     let mut report = InitReport::default();
     let mut writes = Vec::new();
-    for (rel, text) in scaffold() {
+    for (rel, text) in scaffold(kind) {
         let path = root.join(&rel);
         let name = rel.display().to_string();
         match std::fs::read(&path) {
@@ -94,7 +110,7 @@ pub fn init(root: &Path, force: bool, json: bool) -> Result<i32> {
         .map_err(|e| Error::io("cannot create", root.join("prompts"), e))?;
     Layout::new(root).ensure()?;
     for (path, text) in writes {
-        std::fs::write(&path, text).map_err(|e| Error::io("cannot write", &path, e))?;
+        std::fs::write(&path, text.as_bytes()).map_err(|e| Error::io("cannot write", &path, e))?;
     }
     report.warnings =
         crate::ownership::setup_warnings(root, &crate::config::Config::load(root)?.prompt_file);
@@ -116,9 +132,22 @@ mod tests {
     /// Every key of the config, unset options included, is in the template
     /// (commented out when it has no default value).
     #[test]
+    fn init_agent_writes_the_kind() {
+        for kind in AgentKind::ALL {
+            let text = config_template(kind);
+            let c = Config::parse(&text, Path::new(FILE_NAME)).unwrap();
+            assert_eq!(c.agent.kind, kind);
+            let mut expected = Config::default();
+            expected.agent.kind = kind;
+            assert_eq!(c, expected, "only the kind differs");
+        }
+    }
+
+    #[test]
     fn config_template_names_every_key() {
         let mut full = Config::default();
         full.agent.model = Some("m".into());
+        full.agent.command = Some("c".into());
         full.loop_.max_duration = Some(crate::config::Span::secs(1));
         full.loop_.max_cost_usd = Some(1.0);
         let value = toml::Value::try_from(&full).unwrap();

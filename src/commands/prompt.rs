@@ -17,7 +17,7 @@ use crate::tiers;
 pub struct NextIteration {
     pub iteration: u32,
     pub plan: Plan,
-    /// The PROMPT.md text, sent as the first stream-json user message.
+    /// The PROMPT.md text, given as the kind gives it (`AgentKind::prompt_via`).
     pub prompt: String,
     pub command: AgentCommand,
     /// What the prompt and the handoff it names cost against their budgets.

@@ -50,7 +50,7 @@ pub fn load_config(root: &Path, args: &RunArgs) -> Result<Config> {
             ))
             .with_hint("quote it as one argument: --agent \"ralph sim scenario.toml\""));
         }
-        config.agent.command = command.clone();
+        config.agent.command = Some(command.clone());
     }
     Ok(config)
 }
@@ -95,11 +95,13 @@ pub struct DryRunReport {
     pub plan: String,
     pub plan_open: usize,
     pub plan_done: usize,
+    /// `agent.kind`.
+    pub kind: crate::agent::AgentKind,
     /// The agent's command line, one word each.
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub prompt_file: String,
-    /// The PROMPT.md text, sent as the first stream-json user message.
+    /// The PROMPT.md text, given as the kind gives it (`AgentKind::prompt_via`).
     pub prompt: String,
 }
 
@@ -118,14 +120,18 @@ impl Report for DryRunReport {
             "# plan: {} ({} open, {} done)",
             self.plan, self.plan_open, self.plan_done
         );
+        let kind = self.kind;
+        let caps = kind.capabilities().describe();
+        let _ = writeln!(out, "# agent kind: {kind} ({}): {caps}", kind.product());
         let _ = writeln!(out, "# agent command: {}", quoted.join(" "));
         for (k, v) in &self.env {
             let _ = writeln!(out, "# agent env: {k}={v}");
         }
         let _ = writeln!(
             out,
-            "# prompt ({}), sent as the first stream-json user message:",
-            self.prompt_file
+            "# prompt ({}), {}:",
+            self.prompt_file,
+            kind.prompt_via()
         );
         out.push_str(&self.prompt);
         out
@@ -140,6 +146,7 @@ fn dry_run(root: &Path, config: &Config, fresh: bool, json: bool) -> Result<i32>
         plan: config.plan.display().to_string(),
         plan_open: next.plan.open_count(),
         plan_done: next.plan.done_count(),
+        kind: next.command.kind,
         command: next.command.display(),
         env: next.command.env,
         prompt_file: config.prompt_file.display().to_string(),

@@ -63,7 +63,7 @@ impl Supervisor {
             estimates,
             checkpoint_percent: c.checkpoint_percent,
             cap: c.checkpoint_tokens,
-            nudge: c.nudge_at_l1,
+            nudge: c.nudge_at_l1 && self.config.agent.kind.capabilities().message,
             nudged: false,
             split: false,
         }

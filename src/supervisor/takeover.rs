@@ -17,7 +17,6 @@ use super::{Now, Supervisor, record, snapshots, verdict};
 use crate::checkpoint;
 use crate::events::Event;
 use crate::repo::Repo;
-use crate::stream::decode_from;
 
 impl Supervisor {
     /// What a run does as it starts, before its first iteration: prune old
@@ -100,7 +99,9 @@ impl Supervisor {
         };
         machine.handle(exited, &now, &mut effects);
         let mut reader = BufReader::with_capacity(128 << 10, file);
-        while let Some(event) = decode_from(&mut reader, &mut |_| {}) {
+        // Decoded as the configured kind's output, as it was live.
+        let mut decoder = self.config.agent.kind.decoder();
+        while let Some(event) = decoder.next_from(&mut reader, &mut |_| {}) {
             effects.clear();
             machine.handle(Input::Line(event, now.mono), &now, &mut effects);
         }

@@ -44,7 +44,8 @@ impl IterationLimits {
             iteration_timeout: config.loop_.iteration_timeout.0,
             idle_timeout: config.loop_.idle_timeout.0,
             grace: config.context.grace.0,
-            agent_handoff: config.context.agent_handoff,
+            // Only an agent that takes a message mid-session can be asked.
+            agent_handoff: config.context.agent_handoff && config.agent.kind.capabilities().message,
             promise: config.loop_.completion_promise.clone(),
             budgets: budgets.clone(),
             cost_before: state.cost_usd,

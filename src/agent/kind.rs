@@ -1,0 +1,174 @@
+//! Agent kinds: which CLI runs an iteration (`[agent] kind`). Each kind says
+//! how it is started and given its prompt, how its output decodes into
+//! ralph's [`StreamEvent`](crate::stream::StreamEvent)s, where its window
+//! size comes from, how it is stopped, and what it can do ([`Capabilities`]).
+//! Everything past this seam (the iteration machine, the meter, the rules)
+//! sees only ralph's own events and these capabilities, never a vendor name.
+//!
+//! Adding a kind: a variant of [`AgentKind`] (a plain config value in
+//! `config/agent.rs`) and its row in each `match` below, a module
+//! beside this one with its command line (and, if it speaks a protocol on
+//! stdin, its wire), a decoder in `stream/`, and its row in docs/agents.md.
+
+use serde::Serialize;
+
+use super::claude;
+pub use crate::config::AgentKind;
+use crate::stream::Decoder;
+
+/// How the context is metered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metering {
+    /// Usage of every model call, as it happens: levels act mid-session.
+    Live,
+    /// Usage only once the process ends: no live level ("not metered live").
+    PerProcess,
+}
+
+/// How a session is stopped cleanly, before SIGTERM and SIGKILL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanStop {
+    /// SIGINT to the agent's process group (the CLI ends its turn).
+    Sigint,
+}
+
+/// Where the size of the context window comes from (besides
+/// `agent.context_window`, which always wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowFrom {
+    /// The model's name, then `modelUsage.contextWindow` of its results.
+    ModelAndResult,
+}
+
+/// What a kind can do; the supervisor's checkpoint protocol follows them,
+/// so behaviour degrades honestly where a CLI cannot do something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    pub metering: Metering,
+    /// Takes a message mid-session: the L1 nudge and the L2 request for
+    /// handoff notes.
+    pub message: bool,
+    pub stop: CleanStop,
+    pub window: WindowFrom,
+    /// Its transcript as ralph saved it replays through the decoder for a
+    /// takeover after kill -9.
+    pub replay: bool,
+}
+
+impl AgentKind {
+    /// The product, for people.
+    pub fn product(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "Claude Code",
+        }
+    }
+
+    /// What to do when the agent's program is not found.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            AgentKind::Claude => claude::NOT_FOUND_HINT,
+        }
+    }
+
+    /// How the prompt reaches the agent, for `--dry-run`.
+    pub fn prompt_via(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "sent as the first stream-json user message",
+        }
+    }
+
+    pub fn capabilities(self) -> Capabilities {
+        match self {
+            AgentKind::Claude => Capabilities {
+                metering: Metering::Live,
+                message: true,
+                stop: CleanStop::Sigint,
+                window: WindowFrom::ModelAndResult,
+                replay: true,
+            },
+        }
+    }
+
+    /// ralph's own arguments, after the command's leading words and before
+    /// `agent.args`.
+    pub(crate) fn args(self, model: Option<&str>) -> Vec<String> {
+        match self {
+            AgentKind::Claude => claude::args(model),
+        }
+    }
+
+    /// A message for the agent's stdin: the prompt, the L1 nudge, the L2
+    /// request for notes.
+    pub(crate) fn message(self, text: &str) -> String {
+        match self {
+            AgentKind::Claude => claude::user_message(text),
+        }
+    }
+
+    /// A decoder of the agent's stdout into ralph's events (live, and for
+    /// the replay of a saved transcript).
+    pub fn decoder(self) -> Decoder {
+        match self {
+            AgentKind::Claude => Decoder::claude(),
+        }
+    }
+}
+
+impl Capabilities {
+    /// What they mean for a run, in one line (doctor, `--dry-run`).
+    pub fn describe(&self) -> String {
+        let meter = match self.metering {
+            Metering::Live => "metered live",
+            Metering::PerProcess => "not metered live",
+        };
+        let message = if self.message {
+            "mid-session messages"
+        } else {
+            "no mid-session message"
+        };
+        let stop = match self.stop {
+            CleanStop::Sigint => "stop: SIGINT",
+        };
+        let window = match self.window {
+            WindowFrom::ModelAndResult => "window: model name, results",
+        };
+        let replay = if self.replay {
+            "replay after a crash"
+        } else {
+            "no replay after a crash"
+        };
+        format!("{meter}, {message}, {stop}, {window}, {replay}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_config_values() {
+        for kind in AgentKind::ALL {
+            let toml = format!("kind = \"{}\"", kind.name());
+            #[derive(serde::Deserialize)]
+            struct K {
+                kind: AgentKind,
+            }
+            let k: K = toml::from_str(&toml).unwrap();
+            assert_eq!(k.kind, kind);
+            assert_eq!(kind.to_string(), kind.name());
+            let value = clap::ValueEnum::to_possible_value(&kind).unwrap();
+            assert_eq!(value.get_name(), kind.name());
+        }
+    }
+
+    #[test]
+    fn claude_is_the_default_and_does_everything() {
+        assert_eq!(AgentKind::default(), AgentKind::Claude);
+        let c = AgentKind::Claude.capabilities();
+        assert_eq!(c.metering, Metering::Live);
+        assert!(c.message && c.replay);
+    }
+}

@@ -1,0 +1,88 @@
+//! The `[agent]` section: which CLI runs the iterations and how. The kind
+//! is a plain value here; what each kind does is `agent/kind.rs`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `[agent] kind`: the CLI ralph runs (default: Claude Code). Its
+/// behaviour (command line, decoder, capabilities) is in `agent/kind.rs`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentKind {
+    /// Claude Code (`claude -p --output-format stream-json`).
+    #[default]
+    Claude,
+}
+
+impl AgentKind {
+    pub const ALL: [AgentKind; 1] = [AgentKind::Claude];
+
+    /// The name in `ralph.toml` and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "claude",
+        }
+    }
+
+    /// `agent.command` when `ralph.toml` does not set it.
+    pub fn default_command(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "claude",
+        }
+    }
+}
+
+impl std::fmt::Display for AgentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Which CLI it is: its command line, protocol, decoder, capabilities.
+    pub kind: AgentKind,
+    /// Program, optionally followed by leading arguments (shell-style
+    /// quoting); `ralph` means this very binary (for `ralph sim`). Unset:
+    /// the kind's own CLI ([`AgentKind::default_command`]).
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub model: Option<String>,
+    /// 0 = detect from the model.
+    pub context_window: u64,
+    pub reserve_tokens: u64,
+    pub env: BTreeMap<String, String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            kind: AgentKind::Claude,
+            command: None,
+            args: Vec::new(),
+            model: None,
+            context_window: 0,
+            reserve_tokens: 33_000,
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+impl AgentConfig {
+    /// The program and its leading arguments: `command`, or the kind's CLI.
+    pub fn program(&self) -> (String, Vec<String>) {
+        let default = self.kind.default_command();
+        let command = self.command.as_deref().unwrap_or(default);
+        let mut words = shlex::split(command).unwrap_or_default();
+        let program = if words.is_empty() {
+            default.to_string()
+        } else {
+            words.remove(0)
+        };
+        (program, words)
+    }
+}

@@ -1,0 +1,306 @@
+//! Shared harness of the end-to-end tests: a temp git repo with a plan, a
+//! `ralph.toml` whose agent is `ralph sim scenario.toml`, and helpers to run
+//! the built binary and read what it left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+
+/// A scenario: one iteration that jumps past L2 (87% of the usable window)
+/// while writing `work.txt`.
+pub const QUICK_L2: &str = r#"
+[[step]]
+context = 146000
+text = "Writing."
+path = "work.txt"
+content = "work in progress\n"
+"#;
+
+/// A scenario: one iteration that changes nothing.
+pub const IDLE: &str = "[[step]]\ncontext = 20000\ntext = \"Looking around.\"\n[[step]]\nresult = \"Nothing changed.\"\n";
+
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+impl Project {
+    /// A git repo with one commit holding `fix_plan.md`, `ralph.toml`
+    /// (`[agent] command = "ralph sim scenario.toml"` + `extra_config`) and
+    /// `scenario.toml`.
+    pub fn new(plan: &str, scenario: &str, extra_config: &str) -> Project {
+        let p = Project::bare(plan, scenario, extra_config);
+        p.git_init();
+        p
+    }
+
+    /// The same files, not in a git repository.
+    pub fn bare(plan: &str, scenario: &str, extra_config: &str) -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Project { dir };
+        p.write("fix_plan.md", plan);
+        p.write("scenario.toml", scenario);
+        p.write("ralph.toml", &config(extra_config));
+        p
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    pub fn git_init(&self) {
+        let repo = git2::Repository::init(self.root()).unwrap();
+        let sig = git2::Signature::now("test", "test@example.com").unwrap();
+        let mut index = repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
+            .unwrap();
+    }
+
+    pub fn repo(&self) -> git2::Repository {
+        git2::Repository::open(self.root()).unwrap()
+    }
+
+    /// Commit subjects, newest first.
+    pub fn log(&self) -> Vec<String> {
+        let repo = self.repo();
+        let mut walk = repo.revwalk().unwrap();
+        walk.push_head().unwrap();
+        walk.map(|id| {
+            repo.find_commit(id.unwrap())
+                .unwrap()
+                .summary()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+    }
+
+    /// Paths changed by the commit at HEAD.
+    pub fn head_files(&self) -> Vec<String> {
+        let repo = self.repo();
+        let head = repo.head().unwrap().peel_to_commit().unwrap();
+        let parent_tree = head.parent(0).ok().map(|p| p.tree().unwrap());
+        let diff = repo
+            .diff_tree_to_tree(parent_tree.as_ref(), Some(&head.tree().unwrap()), None)
+            .unwrap();
+        diff.deltas()
+            .map(|d| d.new_file().path().unwrap().display().to_string())
+            .collect()
+    }
+
+    pub fn ralph(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.current_dir(self.root())
+            .env_remove("NO_COLOR")
+            .env("RALPH_LOG", "off");
+        c
+    }
+
+    /// `ralph run --json ARGS`, bounded by `limit`.
+    pub fn run(&self, args: &[&str], limit: Duration) -> Run {
+        Run::wait(self.spawn_run(args), limit)
+    }
+
+    pub fn spawn_run(&self, args: &[&str]) -> Child {
+        self.ralph()
+            .arg("run")
+            .arg("--json")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `ralph run --json`, its output thrown away: a run to be killed,
+    /// read through `.ralph/` (a pipe nobody reads could block it).
+    pub fn spawn_unread_run(&self) -> Child {
+        self.ralph()
+            .args(["run", "--json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    pub fn state(&self) -> Value {
+        serde_json::from_str(&self.read(".ralph/state.json")).unwrap()
+    }
+
+    pub fn handoffs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(self.path(".ralph/handoffs"))
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        v.retain(|p| p.extension().is_some_and(|e| e == "md"));
+        v.sort();
+        v
+    }
+}
+
+pub fn config(extra: &str) -> String {
+    format!("[agent]\ncommand = \"ralph sim scenario.toml\"\n\n{extra}\n")
+}
+
+/// A finished `ralph run --json`.
+pub struct Run {
+    pub code: Option<i32>,
+    pub events: Vec<Value>,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    pub fn wait(mut child: Child, limit: Duration) -> Run {
+        let started = Instant::now();
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "ralph run did not end within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let elapsed = started.elapsed();
+        Run::from_output(child.wait_with_output().unwrap(), elapsed)
+    }
+
+    pub fn from_output(out: Output, elapsed: Duration) -> Run {
+        let events = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect();
+        Run {
+            code: out.status.code(),
+            events,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            elapsed,
+        }
+    }
+
+    pub fn of(&self, kind: &str) -> Vec<&Value> {
+        self.events.iter().filter(|e| e["event"] == kind).collect()
+    }
+
+    pub fn ended(&self) -> &Value {
+        self.of("run_ended")
+            .last()
+            .copied()
+            .unwrap_or_else(|| panic!("no run_ended event; stderr: {}", self.stderr))
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "exit {:?}\nevents:\n{}\nstderr:\n{}",
+            self.code,
+            self.events
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            self.stderr
+        )
+    }
+}
+
+/// Pids of live processes whose command line contains `needle`.
+pub fn processes_matching(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // Zombies are dead already.
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie
+                && String::from_utf8_lossy(&cmd)
+                    .replace('\0', " ")
+                    .contains(needle)
+        })
+        .collect()
+}
+
+/// Poll `cond` every 20 ms until it holds; fail naming `what` after `within`.
+pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Poll `.ralph/events.jsonl` until an event of `kind` shows up.
+pub fn wait_for_event(p: &Project, kind: &str, within: Duration) {
+    let needle = format!("\"event\":\"{kind}\"");
+    wait_until(&format!("no {kind} event"), within, || {
+        std::fs::read_to_string(p.path(".ralph/events.jsonl")).is_ok_and(|l| l.contains(&needle))
+    });
+}
+
+/// Poll until the file at `rel` exists.
+pub fn wait_for_file(p: &Project, rel: &str, within: Duration) {
+    wait_until(&format!("{rel} never appeared"), within, || {
+        p.path(rel).exists()
+    });
+}
+
+/// Poll until a process whose command line contains `needle` runs.
+pub fn wait_for_process(needle: &str, within: Duration) {
+    wait_until(&format!("`{needle}` never started"), within, || {
+        !processes_matching(needle).is_empty()
+    });
+}
+
+/// `s` as a TOML basic string (a JSON string is one: the same escapes).
+pub fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// Every file under `dir`.
+pub fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}

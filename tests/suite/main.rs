@@ -1,0 +1,37 @@
+//! ralph's integration tests, one binary (one link instead of one per file):
+//! a module per subject. Each runs the built `ralph` (and `ralph sim`, or
+//! the real Claude Code CLI against a mock API) in its own temp directory,
+//! so the tests of every module run side by side in this one process.
+//!
+//! Run one subject with a filter: `cargo test --test suite e2e_safety::`.
+//! The real-CLI suites are `cargo test --test suite real_claude` (both
+//! `real_claude::` and `real_claude_hooks::`; skipped without the CLI, see
+//! `real_claude.rs`). Snapshots live in `snapshots/`, named
+//! `suite__<module>__<name>.snap`.
+//!
+//! Not here: `tests/bench_smoke.rs`, a `harness = false` binary that runs
+//! the benchmark suite and is also that suite's helper process.
+
+mod common;
+
+mod architecture;
+mod cli_claude_code;
+mod cli_report;
+mod cli_setup;
+mod e2e_checkpoint;
+mod e2e_economy;
+mod e2e_git;
+mod e2e_hooks;
+mod e2e_loop;
+mod e2e_safety;
+mod e2e_safety_net;
+mod e2e_seams;
+mod hostile_input;
+mod leak;
+mod morning_report;
+mod prompt_budget;
+mod real_claude;
+mod real_claude_hooks;
+mod reliability;
+mod sim_protocol;
+mod token_estimate;
