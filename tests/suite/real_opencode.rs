@@ -6,19 +6,17 @@
 //!
 //! Skipped when the CLI is not installed (`RALPH_E2E_REQUIRE=1`: failed).
 
-mod agent_mock;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use agent_mock::cli::{self, Cli, Installed};
-use agent_mock::openai::{self, OpenAi};
-use agent_mock::{MockServer, Reply};
+use crate::agent_mock::cli::{self, Cli, Installed};
+use crate::agent_mock::openai::{self, OpenAi};
+use crate::agent_mock::{MockServer, Reply};
 use serde_json::json;
 
 fn opencode_cli() -> Cli {
-    let pinned = include_str!("../scripts/opencode-version");
+    let pinned = include_str!("../../scripts/opencode-version");
     Cli {
         product: "opencode",
         env: "RALPH_E2E_OPENCODE",

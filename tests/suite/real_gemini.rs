@@ -8,19 +8,17 @@
 //!
 //! Skipped when the CLI is not installed (`RALPH_E2E_REQUIRE=1`: failed).
 
-mod agent_mock;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use agent_mock::cli::{self, Cli, Installed};
-use agent_mock::gemini::{self, Gemini};
-use agent_mock::{MockServer, Reply};
+use crate::agent_mock::cli::{self, Cli, Installed};
+use crate::agent_mock::gemini::{self, Gemini};
+use crate::agent_mock::{MockServer, Reply};
 use serde_json::json;
 
 fn gemini_cli() -> Cli {
-    let pinned = include_str!("../scripts/gemini-version");
+    let pinned = include_str!("../../scripts/gemini-version");
     Cli {
         product: "Gemini CLI",
         env: "RALPH_E2E_GEMINI",
