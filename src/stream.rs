@@ -5,9 +5,13 @@
 use std::io::BufRead;
 
 mod event;
+mod gemini;
+mod opencode;
 mod raw;
 
 pub use event::*;
+pub use gemini::GeminiDecoder;
+pub use opencode::OpencodeDecoder;
 use raw::{RawLine, classify};
 
 /// Decode one line held in memory.
@@ -39,6 +43,10 @@ pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> O
 pub enum Decoder {
     /// Claude Code's `stream-json`.
     Claude(LineDecoder),
+    /// opencode's `run --format json`.
+    Opencode(OpencodeDecoder),
+    /// Gemini CLI's `-o stream-json`.
+    Gemini(GeminiDecoder),
 }
 
 impl Decoder {
@@ -51,6 +59,8 @@ impl Decoder {
     pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         match self {
             Decoder::Claude(d) => d.push(bytes),
+            Decoder::Opencode(d) => d.push(bytes),
+            Decoder::Gemini(d) => d.push(bytes),
         }
     }
 
@@ -58,6 +68,8 @@ impl Decoder {
     pub fn finish(&mut self) -> Option<StreamEvent> {
         match self {
             Decoder::Claude(d) => d.finish(),
+            Decoder::Opencode(d) => d.finish(),
+            Decoder::Gemini(d) => d.finish(),
         }
     }
 
@@ -197,27 +209,46 @@ impl LineDecoder {
     /// end of the current line; returns how many bytes were consumed and the
     /// decoded line if it ended there. Call again with the rest.
     pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+        self.push_with(bytes, decode_line)
+    }
+
+    /// End of input: the last line, if it had no newline.
+    pub fn finish(&mut self) -> Option<StreamEvent> {
+        self.finish_with(decode_line)
+    }
+
+    /// [`Self::push`] with another kind's line decoder: lines are bounded
+    /// the same way (strings other than `text`/`result` cut to 4 KiB), then
+    /// `decode` reads the line or its compacted form.
+    pub(crate) fn push_with(
+        &mut self,
+        bytes: &[u8],
+        mut decode: impl FnMut(&[u8]) -> StreamEvent,
+    ) -> (usize, Option<StreamEvent>) {
         if self.seen == 0 {
             let direct = &bytes[..bytes.len().min(DIRECT_LINE + 1)];
             if let Some(end) = memchr::memchr(b'\n', direct) {
-                return (end + 1, Some(decode_line(&bytes[..end])));
+                return (end + 1, Some(decode(&bytes[..end])));
             }
         }
         let (used, ended) = self.scan(bytes);
         self.seen += used as u64;
         if ended {
-            (used, Some(self.end_line()))
+            (used, Some(self.end_line(decode)))
         } else {
             (used, None)
         }
     }
 
-    /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
-        (self.seen > 0).then(|| self.end_line())
+    /// [`Self::finish`] with another kind's line decoder.
+    pub(crate) fn finish_with(
+        &mut self,
+        decode: impl FnMut(&[u8]) -> StreamEvent,
+    ) -> Option<StreamEvent> {
+        (self.seen > 0).then(|| self.end_line(decode))
     }
 
-    fn end_line(&mut self) -> StreamEvent {
+    fn end_line(&mut self, mut decode: impl FnMut(&[u8]) -> StreamEvent) -> StreamEvent {
         let event = if self.overflow {
             StreamEvent::Invalid {
                 reason: format!(
@@ -227,7 +258,7 @@ impl LineDecoder {
                 ),
             }
         } else {
-            decode_line(&self.kept)
+            decode(&self.kept)
         };
         self.kept.clear();
         if self.kept.capacity() > 2 * LONG_STRING {
@@ -508,6 +539,25 @@ fn is_high_surrogate_escape(esc: &[u8]) -> bool {
         && esc[1] == b'u'
         && matches!(esc[2], b'd' | b'D')
         && matches!(esc[3], b'8' | b'9' | b'a' | b'b' | b'A' | b'B')
+}
+
+/// One line of a kind other than Claude Code, read into `T`; an empty
+/// line, or one that is not a JSON object of that shape, is
+/// [`StreamEvent::Invalid`].
+pub(crate) fn parse_object<'a, T: serde::Deserialize<'a>>(line: &'a [u8]) -> Result<T, StreamEvent> {
+    let line = trim_line(line);
+    if line.is_empty() {
+        return Err(StreamEvent::Invalid {
+            reason: "empty line".into(),
+        });
+    }
+    serde_json::from_slice(line).map_err(|e| StreamEvent::Invalid {
+        reason: if line.first() == Some(&b'{') {
+            format!("unexpected JSON: {e}")
+        } else {
+            "not a JSON object".into()
+        },
+    })
 }
 
 fn trim_line(line: &[u8]) -> &[u8] {
