@@ -922,9 +922,9 @@ fn bench_decode(opts: &Opts, s: &Sizes) -> Vec<Row> {
 /// item tracker; and estimating a plan's open items once per iteration.
 fn bench_estimate(opts: &Opts, s: &Sizes) -> Vec<Row> {
     use ralph::context::{ContextMeter, Thresholds};
-    use ralph::estimate::{Inputs, Sample, estimate};
-    use ralph::items::ItemTracker;
     use ralph::plan::Plan;
+    use ralph::plan::estimate::{Inputs, Sample, estimate};
+    use ralph::plan::items::ItemTracker;
     use ralph::stream::{StreamEvent, decode_line};
 
     let size = s.transcript.min(64 << 20);

@@ -11,12 +11,12 @@ use crate::config::Config;
 use crate::context::Level;
 use crate::error::Result;
 use crate::plan::{self, Plan};
+use crate::prompt::fit;
+use crate::prompt::tiers::{self, Detail, PlanTiers};
 use crate::prompt::{self, Templates};
-use crate::prompt_budget;
 use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
 use crate::state::{FileInProgress, Layout, RunState, Trigger};
 use crate::stream::ToolCall;
-use crate::tiers::{self, Detail, PlanTiers};
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
@@ -156,7 +156,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     saved.agent_notes = agent_notes.is_some();
     // The notes stay under `.ralph/notes/`: without the secrets they quote.
     if let (Some(p), Some(text)) = (&m.notes_path, &agent_notes)
-        && let std::borrow::Cow::Owned(clean) = crate::secrets::redact(text)
+        && let std::borrow::Cow::Owned(clean) = crate::text::secrets::redact(text)
     {
         let _ = crate::state::write_private(&root.join(p), clean.as_bytes());
     }
@@ -174,7 +174,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
 
     let key_files: Vec<String> = changes
         .iter()
-        .filter(|c| crate::secrets::is_key_file(&c.path))
+        .filter(|c| crate::text::secrets::is_key_file(&c.path))
         .map(|c| crate::repo::display_path(c.path.as_bytes()))
         .collect();
     if config.git.wip_commit && !key_files.is_empty() {
@@ -190,7 +190,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     let branch = repo.as_ref().and_then(Repo::branch);
     let base_commit = repo.as_ref().and_then(Repo::head_id);
     // Logged before the WIP commit, which carries the log.
-    match crate::decisions::record(root, m.iteration, agent_notes.as_deref(), &plan_text) {
+    match crate::plan::decisions::record(root, m.iteration, agent_notes.as_deref(), &plan_text) {
         Ok(new) => saved.decisions = new.len(),
         Err(e) => saved
             .warnings
@@ -284,7 +284,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     };
     // Written again, with the truth, should the WIP commit it promises fail.
     let write_handoff = |saved: &mut Saved, will_commit: bool, commit_note: Option<String>| {
-        let fitted = prompt_budget::fit(max, &costs, |d: &Detail| {
+        let fitted = fit::fit(max, &costs, |d: &Detail| {
             render(d, will_commit, commit_note.as_deref())
         });
         match fitted {
@@ -294,7 +294,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
                     // Committed: the agent's notes and words must not carry a secret.
                     crate::state::write_private(
                         &path,
-                        crate::secrets::scrub(&fitted.text).as_bytes(),
+                        crate::text::secrets::scrub(&fitted.text).as_bytes(),
                     )
                 }) {
                     Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
@@ -325,7 +325,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         }
         Some(r) => {
             let message = commit_message(config, m, &mut saved);
-            let message = crate::secrets::scrub(&message);
+            let message = crate::text::secrets::scrub(&message);
             match r.wip_commit_leaving_out(&message, &own, &saved.left_out) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
@@ -412,7 +412,7 @@ pub fn perform_standalone(
     moment: impl FnOnce(&Config, &RunState) -> Moment,
 ) -> Result<Saved> {
     let config = Config::load(root)?;
-    crate::secrets::remember(&config.agent.env);
+    crate::text::secrets::remember(&config.agent.env);
     let templates = Templates::load(root)?;
     let layout = Layout::new(root);
     layout.ensure()?;

@@ -1,25 +1,25 @@
-//! The PROMPT.md of each iteration: config, state and plan rendered through
-//! the `PROMPT.md.j2` template (see `templates`).
+//! What ralph writes for the agent to read: PROMPT.md of each iteration and
+//! the handoff at a checkpoint, rendered through MiniJinja templates and
+//! fitted to a token budget by stepping tiered views down until they fit.
+//!
+//! ```text
+//! prompt.rs          this map
+//! prompt/
+//!   render.rs        render_prompt: config + state + plan → PROMPT.md
+//!   templates.rs     embedded templates (prompts/*.j2), user overrides, strict rendering
+//!   fit.rs           [prompt]/[handoff] max_tokens: render at less detail until it fits; stats
+//!   tiers.rs         tiered views of the plan, iterations, file lists; Detail
+//!   tokens.rs        the token estimator (fitted against a real BPE tokenizer)
+//! ```
+//!
+//! Pitfalls: templates render strictly (an undefined variable is an error
+//! with file and line); the handoff document's text is rendered in
+//! `checkpoint` through `fit`.
 
-use std::path::Path;
+pub mod fit;
+mod render;
+pub mod templates;
+pub mod tiers;
+pub mod tokens;
 
-use crate::config::Config;
-use crate::error::Result;
-use crate::plan::Plan;
-use crate::state::RunState;
-pub use crate::templates::{CHECKPOINT_REQUEST, EMBEDDED, HANDOFF, PROMPT, Templates, render_str};
-
-/// The PROMPT.md of iteration `iteration`: plan, progress so far, the
-/// decision log and the resume block while a checkpoint is active, tiered
-/// to fit `[prompt] max_tokens` (`prompt_budget`).
-pub fn render_prompt(
-    root: &Path,
-    templates: &Templates,
-    config: &Config,
-    state: &RunState,
-    plan: &Plan,
-    iteration: u32,
-) -> Result<String> {
-    crate::prompt_budget::render_prompt(root, templates, config, state, plan, iteration)
-        .map(|f| f.text)
-}
+pub use render::*;

@@ -16,10 +16,10 @@ use super::status::Phase;
 use crate::config::{Config, format_duration};
 use crate::context::{Level, MeterReading, Thresholds};
 use crate::error::{Error, Result};
+use crate::events::terminal::{bar, sparkline, tokens_short};
 use crate::events::{Event, Record};
-use crate::items::ItemAccount;
 use crate::plan::Plan;
-use crate::report::{bar, sparkline, tokens_short};
+use crate::plan::items::ItemAccount;
 use crate::state::{HistoryEntry, Layout, RunState};
 
 /// How often `--watch` looks for news.

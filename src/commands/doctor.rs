@@ -195,8 +195,8 @@ fn check_budget(c: &mut Checks, root: &Path, config: &Config) {
         return;
     };
     let p = &next.stats.prompt;
-    let tokens = crate::tiers::thousands(p.tokens);
-    let budget = crate::tiers::thousands(p.budget);
+    let tokens = crate::prompt::tiers::thousands(p.tokens);
+    let budget = crate::prompt::tiers::thousands(p.budget);
     if p.fits {
         return c.ok(
             "prompt budget",
@@ -208,7 +208,7 @@ fn check_budget(c: &mut Checks, root: &Path, config: &Config) {
     let largest: Vec<String> = sections
         .iter()
         .take(2)
-        .map(|s| format!("{} {}", s.name, crate::tiers::thousands(s.tokens)))
+        .map(|s| format!("{} {}", s.name, crate::prompt::tiers::thousands(s.tokens)))
         .collect();
     c.warn(
         "prompt budget",
@@ -418,10 +418,10 @@ fn check_git(c: &mut Checks, root: &Path) {
 /// The prompt file ralph may not overwrite, and each condition that would
 /// skip every WIP commit of the night.
 fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
-    if crate::ownership::prompt_owner(root, &config.prompt_file)
-        == crate::ownership::PromptOwner::Foreign
+    if crate::state::ownership::prompt_owner(root, &config.prompt_file)
+        == crate::state::ownership::PromptOwner::Foreign
     {
-        let e = crate::ownership::foreign_prompt_error(&config.prompt_file);
+        let e = crate::state::ownership::foreign_prompt_error(&config.prompt_file);
         c.error("prompt file", &e, "");
     }
     let Ok(Some(repo)) = crate::repo::Repo::open(root) else {

@@ -11,10 +11,10 @@ use super::Report;
 use crate::config::Config;
 use crate::context::window_for_model;
 use crate::error::{Error, Result};
-use crate::estimate::{Basis, Confidence, Estimate, Fit, fit};
-use crate::items::{self, ShardRequest, checkpoint_at};
+use crate::events::terminal::tokens_short;
 use crate::plan::Plan;
-use crate::report::tokens_short;
+use crate::plan::estimate::{Basis, Confidence, Estimate, Fit, fit};
+use crate::plan::items::{self, ShardRequest, checkpoint_at};
 use crate::state::{Layout, RunState};
 
 /// What a fresh Claude Code session holds before any work: system prompt,

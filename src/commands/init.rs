@@ -112,8 +112,10 @@ pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32
     for (path, text) in writes {
         std::fs::write(&path, text.as_bytes()).map_err(|e| Error::io("cannot write", &path, e))?;
     }
-    report.warnings =
-        crate::ownership::setup_warnings(root, &crate::config::Config::load(root)?.prompt_file);
+    report.warnings = crate::state::ownership::setup_warnings(
+        root,
+        &crate::config::Config::load(root)?.prompt_file,
+    );
     super::print(&report.render(json))?;
     Ok(0)
 }

@@ -10,9 +10,9 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::prompt::Templates;
-use crate::prompt_budget::{self, DocStats, Stats};
+use crate::prompt::fit::{self, DocStats, Stats};
+use crate::prompt::tiers;
 use crate::state::{Layout, RunState};
-use crate::tiers;
 
 pub struct NextIteration {
     pub iteration: u32,
@@ -30,8 +30,8 @@ impl NextIteration {
     pub fn preview(root: &Path, config: &Config, fresh: bool) -> Result<NextIteration> {
         let templates = Templates::load(root)?;
         templates.check(&[
-            crate::templates::PROMPT,
-            crate::templates::CHECKPOINT_REQUEST,
+            crate::prompt::templates::PROMPT,
+            crate::prompt::templates::CHECKPOINT_REQUEST,
         ])?;
         let plan = Plan::load(&root.join(&config.plan))?;
         let mut state = match RunState::load(&Layout::new(root).state())? {
@@ -40,8 +40,7 @@ impl NextIteration {
         };
         state.shard_request = super::estimate::next_shard(root, config, &state, &plan);
         let iteration = state.iteration + 1;
-        let fitted =
-            prompt_budget::render_prompt(root, &templates, config, &state, &plan, iteration)?;
+        let fitted = fit::render_prompt(root, &templates, config, &state, &plan, iteration)?;
         let stats = Stats::new(root, config, &state, &plan, &fitted, iteration);
         Ok(NextIteration {
             iteration,

@@ -1,13 +1,13 @@
 //! `ralph report [RUN]`: the morning report of the latest run (or one, or
 //! all): the HTML page written to a file, a short summary (or `--json`)
-//! on stdout. The figures are built by `crate::morning`.
+//! on stdout. The figures are built by `crate::report`.
 
 use std::path::Path;
 
 use crate::cli::ReportArgs;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::morning::{self, Which};
+use crate::report::{self, Which};
 use crate::state::Layout;
 
 pub fn report(root: &Path, args: &ReportArgs) -> Result<i32> {
@@ -21,14 +21,14 @@ pub fn report(root: &Path, args: &ReportArgs) -> Result<i32> {
     // The thresholds and budgets drawn on the charts; a broken config must
     // not keep the user from seeing what happened.
     let config = Config::load(root).ok();
-    let runs = morning::reports(&layout, config.as_ref(), &which)?;
+    let runs = report::reports(&layout, config.as_ref(), &which)?;
     let path = match &args.html {
         Some(p) => std::env::current_dir()
             .map(|d| d.join(p))
             .unwrap_or(p.clone()),
-        None => morning::default_path(&layout),
+        None => report::default_path(&layout),
     };
-    morning::write_html(root, &path, &runs)?;
+    report::write_html(root, &path, &runs)?;
     let out = if args.json {
         let json = match runs.as_slice() {
             [one] if !args.all => serde_json::to_string(one),
@@ -37,7 +37,7 @@ pub fn report(root: &Path, args: &ReportArgs) -> Result<i32> {
         json.map_err(|e| Error::wrap("cannot serialize the report", e))? + "\n"
     } else {
         let tz = jiff::tz::TimeZone::system();
-        let mut text: Vec<String> = runs.iter().map(|r| morning::text::render(r, &tz)).collect();
+        let mut text: Vec<String> = runs.iter().map(|r| report::text::render(r, &tz)).collect();
         text.push(format!("report: {}\n", path.display()));
         text.join("\n")
     };

@@ -12,51 +12,12 @@ use super::prompt::NextIteration;
 use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::events::terminal::Terminal;
 use crate::events::{Bus, JsonLines};
-use crate::report::Terminal;
 use crate::supervisor::{self, RunOptions, Supervisor};
 
-/// The config with `ralph run`'s flags applied on top.
-pub fn load_config(root: &Path, args: &RunArgs) -> Result<Config> {
-    let mut config = Config::load(root)?;
-    if let Some(plan) = &args.plan {
-        // A plan given on the command line is relative to where the user is.
-        let abs = std::env::current_dir()
-            .map(|d| d.join(plan))
-            .unwrap_or(plan.clone());
-        config.plan = abs.strip_prefix(root).map(Path::to_path_buf).unwrap_or(abs);
-    }
-    if let Some(n) = args.max_iterations {
-        if n == 0 {
-            return Err(Error::usage("--max-iterations must be at least 1"));
-        }
-        config.loop_.max_iterations = n;
-    }
-    if let Some(c) = args.max_cost {
-        if !(c > 0.0 && c.is_finite()) {
-            return Err(Error::usage(format!(
-                "--max-cost {c} is not a positive amount"
-            )));
-        }
-        config.loop_.max_cost_usd = Some(c);
-    }
-    if let Some(m) = &args.model {
-        config.agent.model = Some(m.clone());
-    }
-    if let Some(command) = &args.agent {
-        if shlex::split(command).is_none_or(|words| words.is_empty()) {
-            return Err(Error::usage(format!(
-                "--agent `{command}` is empty or has unbalanced quotes"
-            ))
-            .with_hint("quote it as one argument: --agent \"ralph sim scenario.toml\""));
-        }
-        config.agent.command = Some(command.clone());
-    }
-    Ok(config)
-}
-
 pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
-    let config = load_config(root, args)?;
+    let config = super::load_config(root, args)?;
     let deadline = args
         .deadline
         .as_deref()

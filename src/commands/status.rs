@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Report;
-use crate::breaker::{BreakerState, Status as BreakerStatus};
 use crate::config::{Config, format_duration};
 use crate::error::Result;
+use crate::rules::breaker::{BreakerState, Status as BreakerStatus};
 use crate::state::{self, IterationRecord, Layout, RunState, RunStatus};
 
 /// The run's status, from the state file and the lock together.

@@ -139,7 +139,7 @@ impl Repo {
         let head = parent.map(|c| c.tree()).transpose()?;
         let staged: Vec<std::path::PathBuf> = index
             .iter()
-            .filter(|e| crate::secrets::is_key_file(&String::from_utf8_lossy(&e.path)))
+            .filter(|e| crate::text::secrets::is_key_file(&String::from_utf8_lossy(&e.path)))
             .filter(|e| {
                 let in_head = head
                     .as_ref()
@@ -193,7 +193,7 @@ impl Repo {
             // not: the handoff lists them as left uncommitted.
             if own.is_runtime(path)
                 || (new_file && own.is_left_out(path))
-                || crate::secrets::is_key_file(&String::from_utf8_lossy(path))
+                || crate::text::secrets::is_key_file(&String::from_utf8_lossy(path))
             {
                 continue;
             }
@@ -409,7 +409,7 @@ mod tests {
 
     use super::*;
     use crate::repo::FileChange;
-    use crate::repo::tests::*;
+    use crate::repo::repository::tests::*;
 
     #[test]
     fn wip_commit_includes_the_decision_log_even_where_ralph_dir_is_ignored() {

@@ -12,20 +12,11 @@ use serde::Serialize;
 
 use crate::{Error, Result};
 
-use super::{Own, OwnPaths, Repo, bytes_to_path, status_options};
+use super::{LeftOut, Own, OwnPaths, Repo, bytes_to_path, status_options};
 
 /// How many bytes of a file decide whether it is binary (git's own rule:
 /// a NUL byte in the first 8000).
 const BINARY_PROBE: usize = 8000;
-
-/// A file or directory (ending in `/`) kept out of a WIP commit, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct LeftOut {
-    /// Workdir-relative, `/`-separated; a directory ends in `/`.
-    pub path: String,
-    /// Why, for the handoff: "binary file", "12.0 MB, over git.max_file_size", …
-    pub why: String,
-}
 
 /// The limits of `[git]`: what a WIP commit takes of the new files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,7 +154,7 @@ fn megabytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::repo::tests::*;
+    use crate::repo::repository::tests::*;
 
     const GUARD: Guard = Guard {
         max_file_size: 1000,

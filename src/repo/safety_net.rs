@@ -447,7 +447,7 @@ mod tests {
     use std::fs;
 
     use super::*;
-    use crate::repo::tests::*;
+    use crate::repo::repository::tests::*;
 
     fn index_bytes(root: &Path) -> Vec<u8> {
         fs::read(root.join(".git/index")).unwrap()

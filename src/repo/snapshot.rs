@@ -266,7 +266,7 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use crate::repo::CommitOutcome;
-    use crate::repo::tests::*;
+    use crate::repo::repository::tests::*;
 
     #[test]
     fn snapshot_progress_in_git() {

@@ -54,7 +54,7 @@ pub fn stash_ids(root: &std::path::Path) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::repo::tests::*;
+    use crate::repo::repository::tests::*;
 
     #[test]
     fn new_stash_entries_are_found_by_id() {

@@ -248,7 +248,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::repo::tests::*;
+    use crate::repo::repository::tests::*;
 
     #[test]
     fn changes_lists_kinds_and_skips_own_and_ignored() {

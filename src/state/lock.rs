@@ -24,7 +24,7 @@ pub struct LockInfo {
     /// Every session a process of the run was seen in while the agent ran
     /// (the tools' own sessions): a supervisor taking over ends them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sessions: Vec<crate::procs::SessionRecord>,
+    pub sessions: Vec<crate::agent::procs::SessionRecord>,
 }
 
 /// The held lock: an exclusive `flock` on `.ralph/lock`, released by the
@@ -37,7 +37,7 @@ pub struct Lock {
     /// The previous holder died in the middle of a checkpoint.
     pub stale_committing: bool,
     /// The sessions the previous holder recorded.
-    pub stale_sessions: Vec<crate::procs::SessionRecord>,
+    pub stale_sessions: Vec<crate::agent::procs::SessionRecord>,
 }
 
 impl Lock {
@@ -111,7 +111,7 @@ impl Lock {
     /// Add the sessions seen now to those recorded (written only when
     /// that adds one): a session stays recorded until the run ends, since
     /// its leader may exit and leave members behind.
-    pub fn add_sessions(&mut self, seen: Vec<crate::procs::SessionRecord>) -> Result<()> {
+    pub fn add_sessions(&mut self, seen: Vec<crate::agent::procs::SessionRecord>) -> Result<()> {
         let before = self.info.sessions.len();
         for s in seen {
             if !self.info.sessions.iter().any(|r| r.sid == s.sid) {

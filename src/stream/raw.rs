@@ -356,7 +356,7 @@ impl RawLine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{decode_all, fixtures};
+    use super::super::decode::tests::{decode_all, fixtures};
     use super::super::*;
 
     #[test]

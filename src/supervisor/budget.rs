@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::Now;
 use crate::config::Config;
+use crate::config::span::format_duration;
 use crate::error::{Error, Result};
-use crate::span::format_duration;
 use crate::state::RunState;
 
 /// Which budget is spent; shown as the run's end reason.
@@ -178,7 +178,7 @@ pub(super) fn parse_deadline(text: &str, now: &jiff::Zoned) -> Result<jiff::Time
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::span::Span;
+    use crate::config::span::Span;
 
     fn limits(counted_from: CountedFrom, start: &Now) -> Budgets {
         let mut config = Config::default();

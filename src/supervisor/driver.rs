@@ -21,8 +21,8 @@ use crate::agent::{Agent, Line};
 use crate::config::format_duration;
 use crate::events::{Bus, Event};
 use crate::hooks::{self, Hooks};
+use crate::prompt::templates::{self, Templates};
 use crate::state::{Layout, Lock};
-use crate::templates::{self, Templates};
 
 /// How long the lines an agent left in its pipe may take to read once it
 /// exited (nothing writes to the pipe any more: this only bounds a stuck
@@ -169,9 +169,11 @@ impl<'a> Driver<'a> {
                     // Within a beat of a `git clean -fdx`, the lock is ours
                     // again; another holder is found before the next iteration.
                     let layout = Layout::new(self.root);
-                    let _ = crate::ownership::keep_runtime(&layout, self.lock, self.bus);
+                    let _ = crate::state::ownership::keep_runtime(&layout, self.lock, self.bus);
                     self.bus.tick();
-                    let _ = self.lock.add_sessions(crate::procs::descendant_sessions());
+                    let _ = self
+                        .lock
+                        .add_sessions(crate::agent::procs::descendant_sessions());
                 }
                 Effect::DetachDisplay => self.bus.detach(),
                 Effect::Snapshot(reason) => {

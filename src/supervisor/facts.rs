@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::stop::SignalCount;
 use crate::context::Level;
-use crate::limits::LimitHit;
+use crate::rules::limits::LimitHit;
 use crate::state::Trigger;
 use crate::stream::{ResultMessage, ToolCall};
 
@@ -65,7 +65,7 @@ pub(super) struct Facts {
     /// `None` when the agent never started.
     pub meter: Option<MeterSummary>,
     /// Item by item (`None` without a plan to follow).
-    pub items: Option<crate::items::ItemsOutcome>,
+    pub items: Option<crate::plan::items::ItemsOutcome>,
 }
 
 /// The first non-blank line, trimmed, at most 120 characters.

@@ -19,11 +19,11 @@ use super::signals::Request;
 use super::snapshots::SnapshotReason;
 use super::stop::{Overdue, SignalCount, StopSequence};
 use crate::checkpoint;
-use crate::completion;
 use crate::context::{Change, ContextMeter, Level, round1};
 use crate::events::Event;
-use crate::limits;
 use crate::plan::Plan;
+use crate::rules::completion;
+use crate::rules::limits;
 use crate::state::Trigger;
 use crate::stream::StreamEvent;
 pub(super) use seams::{NudgeRequest, SeamWatch};
@@ -1017,14 +1017,17 @@ mod tests {
         let plan = Plan::parse("- [ ] one\n- [ ] two\n");
         let estimates = two
             .map(|t| {
-                let high = crate::estimate::Confidence::High;
-                ("two".to_string(), crate::estimate::Estimate::known(t, high))
+                let high = crate::plan::estimate::Confidence::High;
+                (
+                    "two".to_string(),
+                    crate::plan::estimate::Estimate::known(t, high),
+                )
             })
             .into_iter()
             .collect();
         let plan_path = PathBuf::from("/repo/fix_plan.md");
         let seams = SeamWatch {
-            tracker: crate::items::ItemTracker::new(Path::new("/repo"), &plan_path, &plan),
+            tracker: crate::plan::items::ItemTracker::new(Path::new("/repo"), &plan_path, &plan),
             plan_path,
             initial: plan,
             estimates,

@@ -6,13 +6,13 @@
 use super::Now;
 use super::facts::{CheckpointMark, Facts, first_line};
 use super::verdict::Verdict;
-use crate::breaker::{self, BreakerConfig, Trip};
 use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::context::round1;
 use crate::events::Event;
-use crate::items;
 use crate::plan::Plan;
+use crate::plan::items;
+use crate::rules::breaker::{self, BreakerConfig, Trip};
 use crate::state::{
     ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger,
 };
@@ -238,7 +238,7 @@ pub(super) fn moment(
 }
 
 /// The run's last event, from the state it ends with; `report` is the
-/// morning report's page (`crate::morning`) when it was written.
+/// morning report's page (`crate::report`) when it was written.
 pub(super) fn ended(
     state: &RunState,
     exit_code: i32,

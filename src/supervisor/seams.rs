@@ -11,8 +11,8 @@ use super::Supervisor;
 use super::facts::Facts;
 use super::iteration::{self, SeamWatch};
 use crate::events::Event;
-use crate::items::{self, CarryOver, ItemTracker};
 use crate::plan::Plan;
+use crate::plan::items::{self, CarryOver, ItemTracker};
 use crate::repo::Repo;
 
 /// Changed files listed in a carry-over block.

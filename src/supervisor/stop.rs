@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::budget::BudgetSpent;
-use crate::span::format_duration;
+use crate::config::span::format_duration;
 use crate::state::Trigger;
 
 /// Between SIGINT and SIGTERM, and SIGTERM and SIGKILL.

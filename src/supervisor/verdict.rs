@@ -5,11 +5,11 @@
 use super::budget::BudgetSpent;
 use super::facts::{CheckpointMark, Facts};
 use super::stop::SignalCount;
-use crate::breaker::{self, Admission, BreakerState, Trip};
 use crate::config::format_duration;
 use crate::context::Level;
 use crate::events::Event;
-use crate::limits::LimitHit;
+use crate::rules::breaker::{self, Admission, BreakerState, Trip};
+use crate::rules::limits::LimitHit;
 use crate::state::{RunStatus, Trigger};
 
 /// How a run ended; maps to the exit codes of DESIGN.md.
@@ -700,7 +700,7 @@ mod tests {
         ];
         for (split, tree_progress, items_done, progress) in table {
             let facts = Facts {
-                items: Some(crate::items::ItemsOutcome {
+                items: Some(crate::plan::items::ItemsOutcome {
                     split,
                     ..Default::default()
                 }),

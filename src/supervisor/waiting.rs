@@ -10,7 +10,7 @@ use super::limit_wait::LimitPlan;
 use super::verdict::Outcome;
 use super::{Now, Supervisor};
 use crate::events::Event;
-use crate::limits::LimitHit;
+use crate::rules::limits::LimitHit;
 use crate::state::RunStatus;
 
 impl Supervisor {

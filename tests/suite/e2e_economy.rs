@@ -144,7 +144,7 @@ fn a_10000_file_change_gives_a_capped_handoff_within_budget() {
     let committed = p.head_files().len();
     assert!(committed < 100, "{committed} files committed");
     let doc = std::fs::read_to_string(p.handoffs().pop().unwrap()).unwrap();
-    let tokens = ralph::tokens::estimate(&doc);
+    let tokens = ralph::prompt::tokens::estimate(&doc);
     assert!(tokens <= 4_000, "{tokens} tokens");
     // Every section is still there.
     for section in [

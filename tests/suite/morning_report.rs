@@ -555,22 +555,22 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
 #[test]
 fn a_thousand_iterations_render_in_under_a_second_and_a_few_megabytes() {
     let (records, state) = long_night();
-    let page = ralph::morning::html::Page {
+    let page = ralph::report::html::Page {
         root_href: "../",
         tz: jiff::tz::TimeZone::UTC,
         generated_at: "now",
     };
     let started = Instant::now();
-    let report = ralph::morning::model::build(
+    let report = ralph::report::model::build(
         "night",
         &records,
         Some(&state),
         ralph::context::Thresholds::DEFAULT,
-        ralph::morning::Budgets::default(),
+        ralph::report::Budgets::default(),
     );
     let built = started.elapsed();
-    let html = ralph::morning::html::render(std::slice::from_ref(&report), &page);
-    let text = ralph::morning::text::render(&report, &jiff::tz::TimeZone::UTC);
+    let html = ralph::report::html::render(std::slice::from_ref(&report), &page);
+    let text = ralph::report::text::render(&report, &jiff::tz::TimeZone::UTC);
     let took = started.elapsed();
     eprintln!(
         "1,000 iterations, {} events: built in {built:?}, built and rendered in {took:?} ({} build), page {} KiB",

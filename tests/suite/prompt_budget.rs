@@ -7,9 +7,9 @@ use ralph::config::Config;
 use ralph::context::Level;
 use ralph::plan::Plan;
 use ralph::prompt::Templates;
-use ralph::prompt_budget::render_prompt;
+use ralph::prompt::fit::render_prompt;
+use ralph::prompt::tiers::NEXT_IN_FULL;
 use ralph::state::{FileInProgress, HistoryEntry, IterationRecord, RunState};
-use ralph::tiers::NEXT_IN_FULL;
 
 const OUTCOMES: [&str; 5] = [
     "done",
@@ -59,7 +59,7 @@ fn state(iterations: u32, files: usize, outcome_seed: usize) -> RunState {
 fn decisions(root: &std::path::Path, n: u32) {
     for i in 1..=n {
         let supersedes = if i == 4 { " (supersedes DEC-002)" } else { "" };
-        ralph::decisions::record(
+        ralph::plan::decisions::record(
             root,
             i * 10,
             Some(&format!(

@@ -14,7 +14,7 @@ fn estimate_is_within_ten_percent_of_the_reference_tokenizer() {
         let cols: Vec<&str> = line.split('\t').collect();
         let text = std::fs::read_to_string(dir.join(cols[0])).unwrap();
         let reference: f64 = cols[2].parse().unwrap();
-        let estimate = ralph::tokens::estimate(&text) as f64;
+        let estimate = ralph::prompt::tokens::estimate(&text) as f64;
         let bytes_over_4 = text.len() as f64 / 4.0;
         let err = estimate / reference - 1.0;
         println!(

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 
 use super::{Effect, IterationMachine};
 use crate::context::{Change, Level, round1};
-use crate::estimate::Estimate;
 use crate::events::Event;
-use crate::items::{self, ItemTracker, ItemsOutcome};
 use crate::plan::Plan;
+use crate::plan::estimate::Estimate;
+use crate::plan::items::{self, ItemTracker, ItemsOutcome};
 use crate::state::Trigger;
 use crate::stream::StreamEvent;
 

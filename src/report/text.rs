@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::charts::{duration, money};
 use super::html::headline;
 use super::model::RunReport;
-use crate::report::{sparkline, tokens_short};
+use crate::events::terminal::{sparkline, tokens_short};
 
 /// Cells a sparkline may take (the label column is 15 wide).
 const SPARK: usize = 40;

@@ -10,13 +10,13 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::context::Level;
-use crate::decisions;
 use crate::error::Result;
 use crate::plan::Plan;
+use crate::plan::decisions;
+use crate::prompt::templates::{PROMPT, Templates};
+use crate::prompt::tiers::{self, Detail, HistoryTiers, PlanTiers};
+use crate::prompt::tokens;
 use crate::state::{FileInProgress, RunState, Trigger};
-use crate::templates::{PROMPT, Templates};
-use crate::tiers::{self, Detail, HistoryTiers, PlanTiers};
-use crate::tokens;
 
 /// A document rendered within (or as close as it gets to) its budget.
 #[derive(Debug, Clone)]
@@ -84,7 +84,7 @@ pub fn render_prompt(
                 resume => resume(state, iteration, d),
                 decisions => decisions::view(&log, d.decisions),
                 decisions_file => decisions::FILE,
-                shard => crate::items::shard_view(state.shard_request.as_ref(), config.context.shard_percent),
+                shard => crate::plan::items::shard_view(state.shard_request.as_ref(), config.context.shard_percent),
                 carry_over => &state.carry_over,
             },
         )
@@ -236,7 +236,7 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::token_budget::{HANDOFF_MAX_TOKENS, PROMPT_MAX_TOKENS};
+    use crate::config::token_budget::{HANDOFF_MAX_TOKENS, PROMPT_MAX_TOKENS};
 
     #[test]
     fn fit_drops_one_liners_until_the_text_fits() {

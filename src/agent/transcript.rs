@@ -64,7 +64,7 @@ pub struct Writer {
     pub cut_strings: u64,
     /// The first write error; nothing is written after it.
     pub error: Option<std::io::Error>,
-    redact: crate::secrets::StreamRedactor,
+    redact: crate::text::secrets::StreamRedactor,
 }
 
 impl Writer {
@@ -77,7 +77,7 @@ impl Writer {
             out: Vec::new(),
             cut_strings: 0,
             error: None,
-            redact: crate::secrets::StreamRedactor::new(),
+            redact: crate::text::secrets::StreamRedactor::new(),
         }
     }
 

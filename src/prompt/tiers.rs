@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use crate::context::Level;
 use crate::plan::Plan;
+use crate::prompt::tokens;
 use crate::state::RunState;
-use crate::tokens;
 
 /// Open items after the current one that are always shown in full.
 pub const NEXT_IN_FULL: usize = 3;

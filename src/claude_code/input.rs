@@ -3,11 +3,6 @@
 //! install them. Everything here runs at Claude Code's call, so it never
 //! fails a session: errors become a short message and exit code 0.
 
-pub mod hook;
-pub mod settings;
-pub mod statusline;
-pub mod transcript;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

@@ -196,7 +196,7 @@ pub fn record(
     let mut added = Vec::new();
     for text in found {
         // Committed: a decision quoting a credential must not carry it.
-        let text = crate::secrets::redact(&cut(&text, MAX_TEXT)).into_owned();
+        let text = crate::text::secrets::redact(&cut(&text, MAX_TEXT)).into_owned();
         let k = key(&text);
         if seen.contains(&k) {
             continue;

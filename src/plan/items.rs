@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::estimate::{self, Confidence, Estimate, Sample};
 use crate::plan::Plan;
+use crate::plan::estimate::{self, Confidence, Estimate, Sample};
 use crate::stream::ToolCall;
 
 /// What the run knows about one plan item, summed over the iterations that

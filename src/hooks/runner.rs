@@ -6,17 +6,15 @@
 //! `on_level`, which fires while the agent works. docs/hooks.md is the
 //! user's side of this.
 
-mod process;
-
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::process;
+use super::process::End;
 use crate::config::HooksConfig;
 use crate::events::{Bus, Event, Record};
-use process::End;
-pub use process::watch_interrupts;
 
 /// Wait before the first retry of a failed command; doubles after each.
 const RETRY_DELAY: Duration = Duration::from_secs(1);

@@ -4,7 +4,7 @@
 use super::model::{IterationRow, MarkKind, RunReport};
 use super::svg::{Scale, Shape, Svg, thin, ticks, time_ticks};
 use crate::config::format_duration;
-use crate::report::tokens_short;
+use crate::events::terminal::tokens_short;
 
 /// Turns clock offsets (seconds since the run's start) into local times.
 pub struct Clock {

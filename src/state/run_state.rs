@@ -9,14 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-mod lock;
-
-pub use lock::{Lock, LockInfo, read_lock, running_supervisor};
-
-use crate::breaker::BreakerState;
 use crate::context::Level;
 use crate::error::{Error, Result};
-use crate::items::{CarryOver, ItemAccount, ShardRequest};
+use crate::plan::items::{CarryOver, ItemAccount, ShardRequest};
+use crate::rules::breaker::BreakerState;
 
 pub const STATE_VERSION: u32 = 1;
 
@@ -415,7 +411,7 @@ impl RunState {
         let json = serde_json::to_string_pretty(self)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
         // The state quotes the agent (last words, errors): no secrets in it.
-        let atomic = write_atomic(path, crate::secrets::redact_json(&json).as_bytes());
+        let atomic = write_atomic(path, crate::text::secrets::redact_json(&json).as_bytes());
         let ended = !matches!(
             self.status,
             RunStatus::New | RunStatus::Running | RunStatus::Waiting
@@ -427,7 +423,7 @@ impl RunState {
         }
         let json = serde_json::to_string(self)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
-        let json = crate::secrets::redact_json(&json);
+        let json = crate::text::secrets::redact_json(&json);
         write_in_place(path, json.as_bytes()).map_err(|_| atomic.unwrap_err())
     }
 
@@ -535,6 +531,7 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::{Lock, running_supervisor};
 
     #[test]
     fn statuses_and_triggers_are_written_as_their_names() {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::charts::{self, Clock, duration, money, outcome_class, short};
 use super::model::{IterationRow, RunReport};
 use super::svg::esc;
-use crate::report::tokens_short;
+use crate::events::terminal::tokens_short;
 
 /// How the page refers to the project: `root_href` is the project root
 /// relative to the page (`../` for `.ralph/report.html`), for the handoff

@@ -16,13 +16,13 @@ pub const NUDGE: &str = "nudge.md.j2";
 
 /// The templates compiled into ralph, as `ralph init` writes them out.
 pub const EMBEDDED: [(&str, &str); 4] = [
-    (PROMPT, include_str!("../prompts/PROMPT.md.j2")),
+    (PROMPT, include_str!("../../prompts/PROMPT.md.j2")),
     (
         CHECKPOINT_REQUEST,
-        include_str!("../prompts/checkpoint-request.md.j2"),
+        include_str!("../../prompts/checkpoint-request.md.j2"),
     ),
-    (HANDOFF, include_str!("../prompts/handoff.md.j2")),
-    (NUDGE, include_str!("../prompts/nudge.md.j2")),
+    (HANDOFF, include_str!("../../prompts/handoff.md.j2")),
+    (NUDGE, include_str!("../../prompts/nudge.md.j2")),
 ];
 
 /// The variables each template is rendered with (docs/commands.md).

@@ -3,16 +3,9 @@
 //! built from what the run recorded (`.ralph/events.jsonl`,
 //! `.ralph/state.json`). Not the live terminal view; that is `report`.
 
-pub mod charts;
-pub mod html;
-pub mod model;
-pub mod svg;
-pub mod text;
-
 use std::path::{Component, Path, PathBuf};
 
-pub use model::{Budgets, RunReport};
-
+use super::{Budgets, RunReport, html, model};
 use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
@@ -113,7 +106,7 @@ pub fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result<()> {
         generated_at: &jiff::Zoned::now().strftime("%Y-%m-%d %H:%M %Z").to_string(),
     };
     let text = html::render(runs, &page);
-    crate::state::write_atomic(path, crate::secrets::redact(&text).as_bytes())
+    crate::state::write_atomic(path, crate::text::secrets::redact(&text).as_bytes())
 }
 
 /// The way from directory `from` to directory `to`, as a URL prefix
@@ -166,7 +159,7 @@ pub fn write_after_run(layout: &Layout, config: &Config, state: &RunState) -> Re
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
         crate::state::write_atomic(
             &kept.join("state.json"),
-            crate::secrets::redact(&json).as_bytes(),
+            crate::text::secrets::redact(&json).as_bytes(),
         )?;
     }
     let records = read_log(&layout.events());

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::span::Span;
+use crate::config::span::Span;
 
 /// `[breaker]` in ralph.toml: how many iterations of each kind open the
 /// breaker, and how long it stays open.

@@ -1,0 +1,448 @@
+//! The agent process: the exact command line, spawning it in its own
+//! process group, feeding it messages, reading its stdout live (decoded,
+//! and saved raw), stopping it (SIGINT → SIGTERM → SIGKILL), and ending
+//! everything it left behind.
+//!
+//! What differs between CLIs is the agent's [`AgentKind`] (`agent/kind.rs`,
+//! the seam): its command line, its messages, its decoder, its
+//! capabilities. One module per kind holds its specifics (`agent/claude.rs`).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::stream::{self, StreamEvent};
+
+use super::AgentKind;
+
+// Their home is `procs`; the supervisor has always called them here.
+use crate::agent::procs::kill_group;
+pub use crate::agent::procs::{become_subreaper, kill_session, reap_orphans};
+
+/// How much of the agent's stderr is kept for reports.
+const STDERR_TAIL: usize = 16 * 1024;
+/// How much of the agent's stderr is saved beside the transcript.
+const STDERR_FILE_CAP: u64 = 8 << 20;
+
+/// What will be run, resolved from the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentCommand {
+    pub kind: AgentKind,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// Bytes of the transcript written as they come (`runs.transcript_cap_mib`).
+    pub transcript_cap: u64,
+}
+
+impl AgentCommand {
+    pub fn from_config(config: &Config, iteration: u32) -> AgentCommand {
+        let (program, lead) = config.agent_program();
+        // `ralph` as the agent means this very binary: `ralph sim` demos
+        // and tests run without ralph on PATH.
+        let program = if program == "ralph" {
+            std::env::current_exe().unwrap_or_else(|_| PathBuf::from("ralph"))
+        } else {
+            PathBuf::from(program)
+        };
+        let kind = config.agent.kind;
+        let mut args = lead;
+        args.extend(kind.args(config.agent.model.as_deref()));
+        args.extend(config.agent.args.iter().cloned());
+        let mut env = config.agent.env.clone();
+        env.insert("RALPH_ITERATION".into(), iteration.to_string());
+        AgentCommand {
+            kind,
+            program,
+            args,
+            env,
+            transcript_cap: config.runs.transcript_cap_mib << 20,
+        }
+    }
+
+    /// The command line as a user would type it (for `--dry-run` and logs).
+    pub fn display(&self) -> Vec<String> {
+        std::iter::once(self.program.display().to_string())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+}
+
+/// A decoded line and when it arrived.
+pub type Line = (StreamEvent, Instant);
+
+pub struct Agent {
+    kind: AgentKind,
+    child: Option<Child>,
+    pub pid: i32,
+    stdin: Option<ChildStdin>,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
+    /// What the transcript writer has to report once the stdout reader is done.
+    transcript_notes: Arc<Mutex<Vec<String>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    pub started: Instant,
+}
+
+impl Agent {
+    /// Start the agent in `cwd`; decoded stdout lines arrive on the returned
+    /// channel, raw stdout goes to `transcript`.
+    pub fn spawn(
+        cmd: &AgentCommand,
+        cwd: &Path,
+        transcript: &Path,
+    ) -> Result<(Agent, mpsc::Receiver<Line>)> {
+        let (out_r, out_w) =
+            std::io::pipe().map_err(|e| Error::wrap("cannot create a pipe for the agent", e))?;
+        let (err_r, err_w) =
+            std::io::pipe().map_err(|e| Error::wrap("cannot create a pipe for the agent", e))?;
+        let raw =
+            create_private(transcript).map_err(|e| Error::io("cannot create", transcript, e))?;
+        let stderr_path = transcript.with_extension("stderr");
+        let mut command = Command::new(&cmd.program);
+        command
+            .args(&cmd.args)
+            .envs(&cmd.env)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(out_w))
+            .stderr(Stdio::from(err_w))
+            .kill_on_drop(true);
+        // SAFETY: setsid and prctl are async-signal-safe system calls that
+        // only change the child's own attributes.
+        unsafe {
+            command.pre_exec(|| {
+                // A session of its own (its session id and process group id
+                // are its pid): the group is what `signal` reaches, and the
+                // session still holds the tools that the agent put in process
+                // groups of their own, so that a supervisor taking over after
+                // a crash finds them (`kill_session`).
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                // If the supervisor dies (kill -9), the agent dies with it.
+                // The signal fires when the thread that forked exits: that is
+                // the main thread (the runtime is current-thread).
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command.spawn().map_err(|e| {
+            Error::wrap(
+                format!("cannot start the agent `{}`", cmd.program.display()),
+                e,
+            )
+        })?;
+        // Our copies of the write ends must go, or the readers never see EOF.
+        drop(command);
+        let pid = child.id().map_or(0, |p| p as i32);
+        let stdin = child.stdin.take();
+        let (tx, rx) = mpsc::channel(1024);
+        let raw = crate::agent::transcript::Writer::new(raw, cmd.transcript_cap);
+        let transcript_notes = Arc::new(Mutex::new(Vec::new()));
+        let notes = transcript_notes.clone();
+        let cap = cmd.transcript_cap;
+        let decoder = cmd.kind.decoder();
+        let stdout_reader = std::thread::Builder::new()
+            .name("agent-stdout".into())
+            .spawn(move || {
+                let raw = read_stdout(out_r, decoder, raw, tx);
+                if let Ok(mut notes) = notes.lock() {
+                    notes.extend(transcript_notes_of(&raw, cap));
+                }
+            })
+            .map_err(|e| Error::wrap("cannot start the stdout reader", e))?;
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let tail = stderr_tail.clone();
+        let stderr_file = create_private(&stderr_path).ok();
+        let stderr_reader = std::thread::Builder::new()
+            .name("agent-stderr".into())
+            .spawn(move || read_stderr(err_r, stderr_file, &tail))
+            .map_err(|e| Error::wrap("cannot start the stderr reader", e))?;
+        Ok((
+            Agent {
+                kind: cmd.kind,
+                child: Some(child),
+                pid,
+                stdin,
+                stderr_tail,
+                transcript_notes,
+                readers: vec![stdout_reader, stderr_reader],
+                started: Instant::now(),
+            },
+            rx,
+        ))
+    }
+
+    /// Write one message to the agent's stdin, in its kind's form.
+    pub async fn send(&mut self, text: &str) -> bool {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return false;
+        };
+        let line = self.kind.message(text);
+        stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
+    }
+
+    /// Close stdin: the CLI ends after its current turn.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub fn stdin_open(&self) -> bool {
+        self.stdin.is_some()
+    }
+
+    /// Signal the agent's whole process group (its tools included).
+    pub fn signal(&self, sig: Signal) {
+        if self.pid > 0 {
+            let _ = killpg(Pid::from_raw(self.pid), sig);
+        }
+    }
+
+    /// Hand the child to whoever waits for its exit (a task of its own, so
+    /// that waiting never holds a borrow of the agent).
+    pub fn take_child(&mut self) -> Child {
+        self.child.take().expect("the child is taken once")
+    }
+
+    pub fn stderr_tail(&self) -> String {
+        let tail = self
+            .stderr_tail
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        String::from_utf8_lossy(&tail).into_owned()
+    }
+
+    /// What became of the transcript (cut past its cap, a write that
+    /// failed), once [`Agent::join_readers`] returned.
+    pub fn transcript_notes(&self) -> Vec<String> {
+        self.transcript_notes
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default()
+    }
+
+    /// After the agent exited: end its process group and every orphan it
+    /// left (ralph is a child subreaper). Then nothing holds its pipes any
+    /// more, and the readers reach EOF once their lines are taken.
+    pub fn end_leftovers(&self) {
+        kill_group(self.pid);
+        reap_orphans();
+    }
+
+    /// Let the readers finish (only then is [`Agent::stderr_tail`]
+    /// complete). The stdout reader can only finish once every line it
+    /// decoded was received: drain the channel first.
+    pub fn join_readers(&mut self) {
+        for r in self.readers.drain(..) {
+            // Readers end at EOF, which comes once every writer is gone.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !r.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if r.is_finished() {
+                let _ = r.join();
+            }
+        }
+    }
+}
+
+/// The program `agent.command` names, as ralph would start it (`ralph`
+/// is this binary; a path with a `/` is relative to the project root).
+pub fn resolve_program(program: &str, root: &Path) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        p.metadata().is_ok_and(|m| {
+            m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+        })
+    };
+    if program == "ralph" {
+        return std::env::current_exe().ok();
+    }
+    if program.contains('/') {
+        // The agent runs in the project root.
+        let p = root.join(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+/// "`claud` (agent.command) is not on PATH".
+pub fn not_found(program: &str) -> String {
+    format!(
+        "`{program}` (agent.command) is not {}",
+        if program.contains('/') {
+            "an executable file"
+        } else {
+            "on PATH"
+        }
+    )
+}
+
+/// A mistyped `agent.command` is bad input (exit 2) before the first
+/// iteration, not a failure per iteration until the breaker opens.
+pub fn check_program(config: &Config, root: &Path) -> Result<()> {
+    let (program, _) = config.agent_program();
+    match resolve_program(&program, root) {
+        Some(_) => Ok(()),
+        None => Err(Error::config(not_found(&program)).with_hint(config.agent.kind.install_hint())),
+    }
+}
+
+/// A new file readable by the user only: the agent's output may quote
+/// anything it read.
+fn create_private(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// How much the reader takes from the pipe at once: small enough that the
+/// chunk is still in the CPU cache when it is decoded and then written (a
+/// 1 MiB chunk costs about 25% more CPU per byte on the stream benchmark).
+const READ_CHUNK: usize = 128 << 10;
+/// Pipe capacity asked for: a fast agent can run ahead by two chunks
+/// instead of waiting for the reader at every 64 KiB.
+const PIPE_SIZE: i32 = 256 << 10;
+
+/// The stdout reader: decode each chunk's lines and hand them over, then
+/// append the chunk as read to the raw transcript (one write per read, no
+/// copy; the file is complete whenever the agent is quiet).
+fn read_stdout(
+    pipe: std::io::PipeReader,
+    mut decoder: stream::Decoder,
+    mut raw: crate::agent::transcript::Writer,
+    tx: mpsc::Sender<Line>,
+) -> crate::agent::transcript::Writer {
+    let _ = nix::fcntl::fcntl(&pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+    let mut pipe = pipe;
+    let mut buf = vec![0u8; READ_CHUNK];
+    // The supervisor may stop listening: keep draining so the agent never
+    // blocks on a full pipe, and keep saving the transcript.
+    let send = |event| {
+        let _ = tx.blocking_send((event, Instant::now()));
+    };
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        // Lines first: reaction time matters more than the file.
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            let (used, event) = decoder.push(rest);
+            if let Some(event) = event {
+                send(event);
+            }
+            rest = &rest[used..];
+        }
+        raw.write(&buf[..n]);
+    }
+    if let Some(event) = decoder.finish() {
+        send(event);
+    }
+    raw.finish();
+    raw
+}
+
+/// Warnings about a finished transcript.
+fn transcript_notes_of(raw: &crate::agent::transcript::Writer, cap: u64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(e) = &raw.error {
+        notes.push(format!(
+            "cannot save the transcript, the rest of it is lost (disk full?): {e}"
+        ));
+    }
+    if raw.cut_strings > 0 {
+        notes.push(format!(
+            "the transcript passed runs.transcript_cap_mib ({} MiB): {} long strings after it were cut to {} bytes",
+            cap >> 20,
+            raw.cut_strings,
+            crate::agent::transcript::ELIDED_STRING
+        ));
+    }
+    notes
+}
+
+fn read_stderr(pipe: std::io::PipeReader, mut file: Option<File>, tail: &Mutex<Vec<u8>>) {
+    let mut pipe = pipe;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut saved = 0u64;
+    let mut redact = crate::text::secrets::StreamRedactor::new();
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Some(f) = file.as_mut()
+            && saved < STDERR_FILE_CAP
+        {
+            let _ = f.write_all(redact.feed(&buf[..n]));
+            saved += n as u64;
+        }
+        if let Ok(mut t) = tail.lock() {
+            t.extend_from_slice(&buf[..n]);
+            if t.len() > STDERR_TAIL {
+                let cut = t.len() - STDERR_TAIL;
+                t.drain(..cut);
+            }
+        }
+    }
+    if let Some(f) = file.as_mut() {
+        let _ = f.write_all(redact.finish());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_has_stream_flags_model_then_user_args() {
+        let mut c = Config::default();
+        c.agent.model = Some("claude-opus-4-1".into());
+        c.agent.args = vec!["--dangerously-skip-permissions".into()];
+        let cmd = AgentCommand::from_config(&c, 4);
+        assert_eq!(cmd.program, PathBuf::from("claude"));
+        assert_eq!(
+            cmd.args,
+            [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--input-format",
+                "stream-json",
+                "--model",
+                "claude-opus-4-1",
+                "--dangerously-skip-permissions"
+            ]
+        );
+        assert_eq!(cmd.env["RALPH_ITERATION"], "4");
+    }
+
+    #[test]
+    fn ralph_means_this_binary() {
+        let mut c = Config::default();
+        c.agent.command = Some("ralph sim 'a b.toml'".into());
+        let cmd = AgentCommand::from_config(&c, 1);
+        assert_eq!(cmd.program, std::env::current_exe().unwrap());
+        assert_eq!(&cmd.args[..2], ["sim", "a b.toml"]);
+    }
+}

@@ -1,0 +1,393 @@
+//! What the supervisor reports: the [`Event`] stream (the schema of
+//! `.ralph/events.jsonl` and of `ralph run --json`), and the [`Sink`]s
+//! that consume it.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::{Level, MeterReading};
+use crate::error::{Error, Result};
+use crate::state::Trigger;
+
+/// One thing that happened. Serialized with `"event": "<snake_case name>"`
+/// and a `ts` (RFC 3339) by [`Record`]; documented in docs/events.md.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        resumed: bool,
+        first_iteration: u32,
+        max_iterations: u32,
+        plan: String,
+        pid: u32,
+    },
+    IterationStarted {
+        iteration: u32,
+        command: Vec<String>,
+        transcript: String,
+        resume_from: Option<String>,
+    },
+    /// After every main-thread turn: the meter's reading.
+    Context {
+        iteration: u32,
+        reading: MeterReading,
+        tool: Option<String>,
+    },
+    LevelChanged {
+        iteration: u32,
+        from: Level,
+        to: Level,
+        percent: f64,
+        tokens: u64,
+    },
+    Compacted {
+        iteration: u32,
+        pre_tokens: u64,
+        post_tokens: u64,
+    },
+    ApiRetry {
+        iteration: u32,
+        attempt: u64,
+        max_retries: u64,
+        error_status: Option<u64>,
+        error: Option<String>,
+    },
+    /// The plan changed live: items checked off, and the item now current.
+    ItemChecked {
+        iteration: u32,
+        items: Vec<String>,
+        next: Option<String>,
+        percent: f64,
+        /// Tokens the next item is estimated at, and what is left before
+        /// the checkpoint.
+        next_estimate: Option<u64>,
+        remaining: u64,
+    },
+    /// At L1: the agent was told to finish its item and not start another.
+    Nudged {
+        iteration: u32,
+        percent: f64,
+        item: Option<String>,
+    },
+    /// The next prompt asks for the item to be split into sub-items.
+    ShardSuggested {
+        iteration: u32,
+        item: String,
+        /// `too_large` or `checkpointed`.
+        reason: String,
+        estimate: Option<u64>,
+        percent: f64,
+    },
+    CheckpointRequested {
+        iteration: u32,
+        trigger: Trigger,
+        level: Level,
+        percent: f64,
+        notes_path: Option<String>,
+    },
+    AgentSignalled {
+        iteration: u32,
+        signal: String,
+        reason: String,
+    },
+    AgentExited {
+        iteration: u32,
+        code: Option<i32>,
+        signal: Option<i32>,
+        seconds: f64,
+    },
+    Checkpoint {
+        iteration: u32,
+        trigger: Trigger,
+        level: Level,
+        percent: f64,
+        tokens: u64,
+        commit: Option<String>,
+        commit_note: Option<String>,
+        handoff: Option<String>,
+    },
+    /// The safety net recorded the work tree on a hidden ref
+    /// (`ralph recover`).
+    Snapshot {
+        iteration: u32,
+        /// `interval` (every `git.snapshot_interval`) or `stop` (ralph is
+        /// about to stop the agent).
+        reason: String,
+        commit: String,
+        #[serde(rename = "ref")]
+        reference: String,
+    },
+    Hook {
+        hook: String,
+        command: String,
+        ok: bool,
+        detail: String,
+        /// 1, then 2… when `hooks.retries` runs a failed command again.
+        #[serde(default = "first_attempt")]
+        attempt: u32,
+    },
+    PrematurePromise {
+        iteration: u32,
+        open_items: usize,
+    },
+    IterationEnded {
+        iteration: u32,
+        outcome: String,
+        progress: bool,
+        cost_usd: f64,
+        peak_percent: f64,
+        seconds: f64,
+        error: Option<String>,
+        invalid_lines: u64,
+        skipped_lines: u64,
+    },
+    Breaker {
+        status: String,
+        rule: Option<String>,
+        message: String,
+    },
+    LimitWait {
+        until: String,
+        seconds: u64,
+        source: String,
+        detail: String,
+    },
+    Warning {
+        message: String,
+    },
+    RunEnded {
+        outcome: String,
+        exit_code: i32,
+        reason: String,
+        iterations: u32,
+        cost_usd: f64,
+        /// The morning report written as the run ended (`crate::report`).
+        #[serde(default)]
+        report: Option<String>,
+    },
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+/// An event with its time, as written to the log and to `--json` output.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub ts: String,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+impl Record {
+    /// `event` stamped now, with every known secret replaced: what the
+    /// sinks (and the hooks, on stdin) get.
+    pub fn new(event: Event) -> Record {
+        Record {
+            ts: crate::state::now_rfc3339(),
+            event: redacted(event),
+        }
+    }
+}
+
+/// A consumer of events: the event log, JSON output, the terminal.
+pub trait Sink {
+    fn event(&mut self, record: &Record);
+    /// Called about once a second while a run is going (live displays).
+    fn tick(&mut self) {}
+    /// The terminal went away (SIGHUP): stop drawing.
+    fn detach(&mut self) {}
+}
+
+/// `.ralph/events.jsonl`: append-only, one record per line, each written
+/// with a single `write` so that a killed supervisor loses nothing already
+/// reported and tears at most the record it was writing.
+pub struct EventLog {
+    out: File,
+    /// Re-opened when the file was deleted under the run (`git clean -fdx`).
+    path: std::path::PathBuf,
+    /// A write failed (disk full): warned once.
+    failed: bool,
+    /// The last write may have been partial: the next record starts a line.
+    torn: bool,
+}
+
+impl EventLog {
+    pub fn open(path: &Path) -> Result<EventLog> {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::io("cannot open the event log", path, e))?;
+        // A supervisor killed mid-record left a torn line: end it, or this
+        // run's first record would be glued to it and lost to every reader.
+        if ends_torn(&mut file).unwrap_or(false) {
+            file.write_all(b"\n")
+                .map_err(|e| Error::io("cannot write to the event log", path, e))?;
+        }
+        Ok(EventLog {
+            out: file,
+            path: path.to_path_buf(),
+            failed: false,
+            torn: false,
+        })
+    }
+}
+
+/// Whether a non-empty file's last byte is not a newline.
+fn ends_torn(file: &mut File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
+impl Sink for EventLog {
+    fn event(&mut self, record: &Record) {
+        use std::os::unix::fs::MetadataExt as _;
+        if self.out.metadata().is_ok_and(|m| m.nlink() == 0)
+            && let Ok(reopened) = EventLog::open(&self.path)
+        {
+            *self = reopened;
+        }
+        let mut line = if self.torn { vec![b'\n'] } else { Vec::new() };
+        if serde_json::to_writer(&mut line, record).is_err() {
+            return;
+        }
+        line.push(b'\n');
+        // A full disk must not stop the run; the state file still records it.
+        self.torn = self.out.write_all(&line).is_err();
+        if self.torn && !self.failed {
+            self.failed = true;
+            tracing::warn!("cannot append to .ralph/events.jsonl; events may be missing");
+        }
+    }
+}
+
+/// `ralph run --json`: the same records on stdout.
+pub struct JsonLines<W: Write> {
+    out: W,
+}
+
+impl<W: Write> JsonLines<W> {
+    pub fn new(out: W) -> Self {
+        JsonLines { out }
+    }
+}
+
+impl<W: Write> Sink for JsonLines<W> {
+    fn event(&mut self, record: &Record) {
+        // stdout may be a closed pipe; never fail the run for it.
+        let _ = serde_json::to_writer(&mut self.out, record);
+        let _ = self.out.write_all(b"\n");
+        let _ = self.out.flush();
+    }
+}
+
+/// Fan-out to every sink.
+#[derive(Default)]
+pub struct Bus {
+    sinks: Vec<Box<dyn Sink>>,
+}
+
+impl Bus {
+    pub fn new() -> Self {
+        Bus::default()
+    }
+    pub fn add(&mut self, sink: Box<dyn Sink>) {
+        self.sinks.push(sink);
+    }
+    pub fn emit(&mut self, event: Event) {
+        self.publish(&Record::new(event));
+    }
+    /// Hand a record made by [`Record::new`] to every sink.
+    pub fn publish(&mut self, record: &Record) {
+        tracing::trace!(event = ?record.event, "event");
+        for s in &mut self.sinks {
+            s.event(record);
+        }
+    }
+    pub fn tick(&mut self) {
+        for s in &mut self.sinks {
+            s.tick();
+        }
+    }
+    pub fn detach(&mut self) {
+        for s in &mut self.sinks {
+            s.detach();
+        }
+    }
+}
+
+/// The event with every known secret replaced: events carry what the agent
+/// or a hook said, which may quote one (see `secrets`).
+fn redacted(event: Event) -> Event {
+    let Ok(json) = serde_json::to_string(&event) else {
+        return event;
+    };
+    match crate::text::secrets::redact_json(&json) {
+        std::borrow::Cow::Borrowed(_) => event,
+        std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).unwrap_or(event),
+    }
+}
+
+/// Read `.ralph/events.jsonl`, skipping lines that do not parse (a torn
+/// last line after a crash).
+pub fn read_log(path: &Path) -> Vec<Record> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_flat_json_with_event_name() {
+        let r = Record {
+            ts: "2026-11-21T22:00:00Z".into(),
+            event: Event::Warning {
+                message: "x".into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"ts":"2026-11-21T22:00:00Z","event":"warning","message":"x"}"#
+        );
+    }
+
+    #[test]
+    fn log_appends_and_reads_back_skipping_torn_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut bus = Bus::new();
+        bus.add(Box::new(EventLog::open(&path).unwrap()));
+        bus.emit(Event::Warning {
+            message: "one".into(),
+        });
+        bus.emit(Event::Warning {
+            message: "two".into(),
+        });
+        drop(bus);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"ts\":\"x\",\"event\":\"warn").unwrap();
+        let records = read_log(&path);
+        assert_eq!(records.len(), 2);
+        assert!(matches!(&records[1].event, Event::Warning { message } if message == "two"));
+    }
+}

@@ -1,0 +1,672 @@
+//! The plan file (`fix_plan.md`): markdown checkbox items — open `[ ]`,
+//! in progress `[~]` (open, and the current item), done `[x]`, cancelled
+//! `[-]` (not work: neither open nor done) — outside code fences and HTML
+//! comments, and the specs it names (for the handoff's "context to reload").
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Plans larger than this are refused: they would not fit in a prompt anyway.
+pub const MAX_PLAN_BYTES: u64 = 4 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub text: String,
+    pub done: bool,
+    /// 1-based line in the plan file.
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The first `# heading`, if any: the run's objective.
+    pub title: Option<String>,
+    /// Open and done items (`[~]` ones are open).
+    pub items: Vec<Item>,
+    /// The indented lines under an item (its notes), by index in `items`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<usize, String>,
+    /// Lines of the open items marked `[~]`, in progress.
+    #[serde(default)]
+    pub in_progress: Vec<usize>,
+    /// `[-]` items: dropped from the plan, shown but never worked on.
+    #[serde(default)]
+    pub cancelled: Vec<Item>,
+}
+
+/// How an item is marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Open,
+    InProgress,
+    Done,
+    Cancelled,
+}
+
+impl Plan {
+    pub fn parse(text: &str) -> Plan {
+        let mut plan = Plan::default();
+        let mut in_fence = false;
+        let mut in_comment = false;
+        // The indentation of the last item while the lines below it are its notes.
+        let mut under: Option<usize> = None;
+        for (i, line) in text.lines().enumerate() {
+            let uncommented = outside_comments(line, &mut in_comment);
+            let line = uncommented.as_ref();
+            let t = line.trim_start();
+            let indent = line.len() - t.len();
+            let fence = t.starts_with("```") || t.starts_with("~~~");
+            if under.is_some_and(|at| indent > at || t.is_empty())
+                && (in_fence || fence || checkbox(t).is_none())
+            {
+                let note = plan.notes.entry(plan.items.len() - 1).or_default();
+                note.push_str(line.trim_end());
+                note.push('\n');
+            } else if !t.is_empty() {
+                under = None;
+            }
+            if fence {
+                in_fence = !in_fence;
+                continue;
+            }
+            if in_fence {
+                continue;
+            }
+            if plan.title.is_none()
+                && let Some(h) = t.strip_prefix("# ")
+            {
+                plan.title = Some(h.trim().to_string());
+                continue;
+            }
+            if let Some((mark, text)) = checkbox(t) {
+                let item = Item {
+                    text: text.to_string(),
+                    done: mark == Mark::Done,
+                    line: i + 1,
+                };
+                match mark {
+                    // Not work: no notes either.
+                    Mark::Cancelled => plan.cancelled.push(item),
+                    Mark::InProgress => {
+                        plan.in_progress.push(item.line);
+                        plan.items.push(item);
+                        under = Some(indent);
+                    }
+                    Mark::Open | Mark::Done => {
+                        plan.items.push(item);
+                        under = Some(indent);
+                    }
+                }
+            }
+        }
+        for note in plan.notes.values_mut() {
+            note.truncate(note.trim_end().len());
+        }
+        plan.notes.retain(|_, n| !n.is_empty());
+        plan
+    }
+
+    /// The notes under item `index` (its indented lines), if any.
+    pub fn notes_of(&self, index: usize) -> Option<&str> {
+        self.notes.get(&index).map(String::as_str)
+    }
+
+    /// Read and parse the plan; missing, binary or huge files are errors.
+    pub fn load(path: &Path) -> Result<Plan> {
+        let meta = std::fs::metadata(path).map_err(|e| {
+            let err = Error::io("cannot read the plan", path, e);
+            if !path.exists() {
+                return Error::usage(format!("plan file {} does not exist", path.display()))
+                    .with_hint(
+                        "create it with `ralph init`, or name another: `ralph run PLAN.md`",
+                    );
+            }
+            err
+        })?;
+        if !meta.is_file() {
+            return Err(Error::usage(format!(
+                "plan {} is not a file",
+                path.display()
+            )));
+        }
+        if meta.len() > MAX_PLAN_BYTES {
+            return Err(Error::usage(format!(
+                "plan {} is {} bytes; plans over {} bytes are refused",
+                path.display(),
+                meta.len(),
+                MAX_PLAN_BYTES
+            ))
+            .with_hint("split the plan, or keep details in specs it links to"));
+        }
+        let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read the plan", path, e))?;
+        if bytes.contains(&0) {
+            return Err(Error::usage(format!(
+                "plan {} looks binary (it contains NUL bytes)",
+                path.display()
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            Error::usage(format!(
+                "plan {} is not UTF-8 text (bad byte at offset {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
+        Ok(Plan::parse(&text))
+    }
+
+    pub fn open(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(|i| !i.done)
+    }
+
+    pub fn done(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(|i| i.done)
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.open().count()
+    }
+
+    pub fn done_count(&self) -> usize {
+        self.done().count()
+    }
+
+    /// The item the agent is working on: the first one marked in
+    /// progress, else the first open one.
+    pub fn current(&self) -> Option<&Item> {
+        self.open()
+            .find(|i| self.in_progress.contains(&i.line))
+            .or_else(|| self.open().next())
+    }
+
+    /// What templates see of the plan: every item in file order, with its
+    /// mark (` `, `~`, `x`, `-`).
+    pub fn view(&self) -> PlanView<'_> {
+        let mut items: Vec<ItemView<'_>> = self
+            .items
+            .iter()
+            .map(|i| {
+                let (mark, status) = if i.done {
+                    ("x", "done")
+                } else if self.in_progress.contains(&i.line) {
+                    ("~", "in_progress")
+                } else {
+                    (" ", "open")
+                };
+                ItemView::of(i, mark, status)
+            })
+            .chain(
+                self.cancelled
+                    .iter()
+                    .map(|i| ItemView::of(i, "-", "cancelled")),
+            )
+            .collect();
+        items.sort_by_key(|i| i.line);
+        PlanView {
+            items,
+            done_count: self.done_count(),
+            open_count: self.open_count(),
+            in_progress: &self.in_progress,
+            in_progress_count: self.in_progress.len(),
+            cancelled_count: self.cancelled.len(),
+            current: self.current().map(|i| i.text.as_str()),
+        }
+    }
+
+    /// Items done in `self` that were open in `before`.
+    pub fn newly_done(&self, before: &Plan) -> Vec<String> {
+        self.done()
+            .filter(|i| before.open().any(|b| b.text == i.text))
+            .map(|i| i.text.clone())
+            .collect()
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlanView<'a> {
+    pub items: Vec<ItemView<'a>>,
+    pub done_count: usize,
+    /// Open items, those in progress included.
+    pub open_count: usize,
+    /// Lines of the items in progress (`[~]`).
+    pub in_progress: &'a [usize],
+    pub in_progress_count: usize,
+    pub cancelled_count: usize,
+    pub current: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ItemView<'a> {
+    pub text: &'a str,
+    pub done: bool,
+    pub line: usize,
+    /// The checkbox's mark: " ", "~", "x" or "-".
+    pub mark: &'static str,
+    /// "open", "in_progress", "done" or "cancelled".
+    pub status: &'static str,
+}
+
+impl<'a> ItemView<'a> {
+    fn of(item: &'a Item, mark: &'static str, status: &'static str) -> ItemView<'a> {
+        ItemView {
+            text: &item.text,
+            done: item.done,
+            line: item.line,
+            mark,
+            status,
+        }
+    }
+}
+
+/// `line` without its HTML comments (`<!-- … -->`, which may span lines:
+/// `in_comment` carries that over). A checkbox inside one is not an item.
+fn outside_comments<'l>(line: &'l str, in_comment: &mut bool) -> std::borrow::Cow<'l, str> {
+    if !*in_comment && !line.contains("<!--") {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::new();
+    let mut rest = line;
+    loop {
+        if *in_comment {
+            match rest.find("-->") {
+                Some(end) => {
+                    rest = &rest[end + 3..];
+                    *in_comment = false;
+                }
+                None => break,
+            }
+        } else {
+            match rest.find("<!--") {
+                Some(start) => {
+                    out.push_str(&rest[..start]);
+                    rest = &rest[start + 4..];
+                    *in_comment = true;
+                }
+                None => {
+                    out.push_str(rest);
+                    break;
+                }
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `- [ ] text`, `* [x] text`, `1. [X] text`, `- [~] text`, `- [-] text`
+/// → (mark, text).
+fn checkbox(line: &str) -> Option<(Mark, &str)> {
+    let rest = if let Some(r) = line.strip_prefix(['-', '*', '+']) {
+        r
+    } else {
+        let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        line[digits..].strip_prefix(['.', ')'])?
+    };
+    let rest = rest.strip_prefix(' ')?.trim_start();
+    let mark = rest.get(..3)?;
+    let mark = match mark {
+        "[ ]" => Mark::Open,
+        "[x]" | "[X]" => Mark::Done,
+        "[~]" => Mark::InProgress,
+        "[-]" => Mark::Cancelled,
+        _ => return None,
+    };
+    let text = rest[3..].trim();
+    (!text.is_empty()).then_some((mark, text))
+}
+
+/// Files a plan points at that the next session should reload: markdown
+/// links and backticked paths that exist under `root`, plus CLAUDE.md.
+pub fn context_files(root: &Path, plan_text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for candidate in ["CLAUDE.md", "AGENTS.md"] {
+        if root.join(candidate).is_file() {
+            out.push(candidate.to_string());
+        }
+    }
+    let link = regex::Regex::new(r"\]\(([^)\s#]+)\)|`([^`\s]+\.[A-Za-z0-9]+)`").expect("regex");
+    for cap in link.captures_iter(plan_text) {
+        let Some(m) = cap.get(1).or_else(|| cap.get(2)) else {
+            continue;
+        };
+        let path = m.as_str().trim_start_matches("./");
+        if path.contains("://") || out.iter().any(|p| p == path) {
+            continue;
+        }
+        if root.join(path).is_file() {
+            out.push(path.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_items_title_and_lines() {
+        let p = Plan::parse(
+            "# Ship the parser\n\nIntro text.\n- [x] tokenizer\n- [ ] parser  \n  * [X] nested done\n1. [ ] numbered\n- [] not an item\n- plain bullet\n",
+        );
+        assert_eq!(p.title.as_deref(), Some("Ship the parser"));
+        assert_eq!(
+            p.items,
+            vec![
+                Item {
+                    text: "tokenizer".into(),
+                    done: true,
+                    line: 4
+                },
+                Item {
+                    text: "parser".into(),
+                    done: false,
+                    line: 5
+                },
+                Item {
+                    text: "nested done".into(),
+                    done: true,
+                    line: 6
+                },
+                Item {
+                    text: "numbered".into(),
+                    done: false,
+                    line: 7
+                },
+            ]
+        );
+        assert_eq!(p.current().unwrap().text, "parser");
+        assert_eq!((p.open_count(), p.done_count()), (2, 2));
+    }
+
+    #[test]
+    fn commented_out_items_are_not_items() {
+        let p = Plan::parse(
+            "- [ ] real <!-- a note -->\n<!-- - [ ] hidden -->\n<!--\n- [ ] hidden too\n-->\n- [x] done\n",
+        );
+        let texts: Vec<&str> = p.items.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["real", "done"]);
+        assert_eq!(p.items[1].line, 6);
+        // Every open item checked: the plan is complete.
+        let done = Plan::parse("<!--\n- [ ] example\n-->\n- [x] a\n");
+        assert_eq!(done.open_count(), 0);
+    }
+
+    #[test]
+    fn in_progress_is_open_and_current_cancelled_is_neither() {
+        let p = Plan::parse("- [ ] a\n- [~] b\n- [-] c\n- [x] d\n");
+        assert_eq!((p.open_count(), p.done_count()), (2, 1));
+        assert_eq!(p.current().unwrap().text, "b");
+        let view = p.view();
+        let marks: Vec<(&str, &str, &str)> = view
+            .items
+            .iter()
+            .map(|i| (i.mark, i.text, i.status))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                (" ", "a", "open"),
+                ("~", "b", "in_progress"),
+                ("-", "c", "cancelled"),
+                ("x", "d", "done")
+            ]
+        );
+        assert_eq!((view.in_progress_count, view.cancelled_count), (1, 1));
+        // Only cancelled and done items left: nothing is open.
+        assert_eq!(Plan::parse("- [-] c\n- [x] d\n").open_count(), 0);
+    }
+
+    #[test]
+    fn indented_lines_are_the_notes_of_the_item_above() {
+        let p = Plan::parse(
+            "- [ ] parser\n  Decision: use nom\n\n  ```\n  - [ ] not an item\n  ```\n  - [ ] nested\n    its note\n- [x] done\nplain paragraph\n  not a note\n",
+        );
+        let texts: Vec<&str> = p.items.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["parser", "nested", "done"]);
+        assert_eq!(
+            p.notes_of(0),
+            Some("  Decision: use nom\n\n  ```\n  - [ ] not an item\n  ```")
+        );
+        assert_eq!(p.notes_of(1), Some("    its note"));
+        assert_eq!(p.notes_of(2), None);
+    }
+
+    #[test]
+    fn code_fences_are_not_items() {
+        let p = Plan::parse("```\n- [ ] example in code\n```\n- [ ] real\n");
+        assert_eq!(p.items.len(), 1);
+        assert_eq!(p.items[0].text, "real");
+    }
+
+    #[test]
+    fn newly_done_compares_by_text() {
+        let before = Plan::parse("- [ ] a\n- [ ] b\n- [x] c\n");
+        let after = Plan::parse("- [x] a\n- [ ] b\n- [x] c\n");
+        assert_eq!(after.newly_done(&before), vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn load_refuses_missing_binary_and_non_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Plan::load(&dir.path().join("nope.md")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("does not exist"));
+        std::fs::write(dir.path().join("bin.md"), b"- [ ] a\0b").unwrap();
+        assert!(
+            Plan::load(&dir.path().join("bin.md"))
+                .unwrap_err()
+                .to_string()
+                .contains("binary")
+        );
+        std::fs::write(dir.path().join("latin.md"), b"- [ ] caf\xe9").unwrap();
+        assert!(
+            Plan::load(&dir.path().join("latin.md"))
+                .unwrap_err()
+                .to_string()
+                .contains("UTF-8")
+        );
+        std::fs::write(dir.path().join("empty.md"), b"").unwrap();
+        assert_eq!(
+            Plan::load(&dir.path().join("empty.md")).unwrap(),
+            Plan::default()
+        );
+    }
+
+    #[test]
+    fn context_files_found_in_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("CLAUDE.md"), "x").unwrap();
+        std::fs::create_dir(dir.path().join("specs")).unwrap();
+        std::fs::write(dir.path().join("specs/parser.md"), "x").unwrap();
+        let files = context_files(
+            dir.path(),
+            "- [ ] see [spec](specs/parser.md) and `specs/parser.md` and `missing.md` [web](https://x.y/z.md)",
+        );
+        assert_eq!(
+            files,
+            vec!["CLAUDE.md".to_string(), "specs/parser.md".into()]
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_without_panic(s in "\\PC*") {
+            let p = Plan::parse(&s);
+            proptest::prop_assert!(p.items.iter().all(|i| !i.text.is_empty()));
+        }
+    }
+
+    // ---- fuzzing: plans built from known pieces, with the items they hold ----
+
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config as RunnerConfig, TestRunner};
+
+    /// One piece of a generated plan.
+    #[derive(Debug, Clone)]
+    enum Piece {
+        /// A checkbox item: bullet, indent, done, mark style, text.
+        Item(&'static str, usize, bool, bool, String),
+        Heading(String),
+        Prose(String),
+        /// A fenced block: whatever is inside (items too) is not an item.
+        Fence(&'static str, Vec<String>),
+        /// Looks like an item but is not one.
+        NearMiss(&'static str),
+        Blank,
+    }
+
+    /// Text that is an item's text as written: non-empty, no line break,
+    /// no surrounding white space; anything else goes (brackets, backticks,
+    /// markup, other scripts).
+    fn item_text() -> impl Strategy<Value = String> {
+        "[^\\s\\p{C}][^\\n\\r\\p{C}]{0,30}[^\\s\\p{C}]|[^\\s\\p{C}]"
+    }
+
+    fn piece() -> impl Strategy<Value = Piece> {
+        prop_oneof![
+            4 => (
+                prop_oneof![Just("-"), Just("*"), Just("+"), Just("1."), Just("12)")],
+                0usize..6,
+                any::<bool>(),
+                any::<bool>(),
+                item_text()
+            )
+                .prop_map(|(b, indent, done, upper, t)| Piece::Item(b, indent, done, upper, t)),
+            1 => item_text().prop_map(Piece::Heading),
+            1 => "[A-Za-z][A-Za-z ,.]{0,40}".prop_map(Piece::Prose),
+            1 => (
+                prop_oneof![Just("```"), Just("~~~"), Just("```rust")],
+                prop::collection::vec(
+                    prop_oneof![item_text().prop_map(|t| format!("- [ ] {t}")), "[a-z ]{0,20}"],
+                    0..4
+                )
+            )
+                .prop_map(|(f, body)| Piece::Fence(f, body)),
+            1 => prop_oneof![
+                Just("- [] not an item"),
+                Just("-[ ] no space"),
+                Just("- [y] odd mark"),
+                Just("- [ ]"),
+                Just("- [ ]    "),
+                Just("a. [ ] letter"),
+                Just("[ ] no bullet"),
+            ]
+            .prop_map(Piece::NearMiss),
+            1 => Just(Piece::Blank),
+        ]
+    }
+
+    /// The plan's text and what parsing it must give: (text, done, line) of
+    /// each item, and the title.
+    fn render(pieces: &[Piece]) -> (String, Vec<(String, bool, usize)>, Option<String>) {
+        let mut lines: Vec<String> = Vec::new();
+        let mut items = Vec::new();
+        let mut title = None;
+        for p in pieces {
+            match p {
+                Piece::Item(bullet, indent, done, upper, text) => {
+                    let mark = match (done, upper) {
+                        (false, _) => " ",
+                        (true, false) => "x",
+                        (true, true) => "X",
+                    };
+                    lines.push(format!("{}{bullet} [{mark}] {text}", " ".repeat(*indent)));
+                    items.push((text.clone(), *done, lines.len()));
+                }
+                Piece::Heading(h) => {
+                    lines.push(format!("# {h}"));
+                    title.get_or_insert_with(|| h.clone());
+                }
+                Piece::Prose(t) => lines.push(t.clone()),
+                Piece::Fence(f, body) => {
+                    lines.push(f.to_string());
+                    lines.extend(body.iter().cloned());
+                    lines.push(f[..3].to_string());
+                }
+                Piece::NearMiss(t) => lines.push(t.to_string()),
+                Piece::Blank => lines.push(String::new()),
+            }
+        }
+        (lines.join("\n"), items, title)
+    }
+
+    fn check_generated_plans(cases: u32) {
+        let mut runner = TestRunner::new(RunnerConfig {
+            cases,
+            failure_persistence: None,
+            ..RunnerConfig::default()
+        });
+        let input = (prop::collection::vec(piece(), 0..20), any::<bool>());
+        runner
+            .run(&input, |(pieces, crlf)| {
+                let (mut text, want, title) = render(&pieces);
+                if crlf {
+                    text = text.replace('\n', "\r\n");
+                }
+                let plan = Plan::parse(&text);
+                let got: Vec<(String, bool, usize)> = plan
+                    .items
+                    .iter()
+                    .map(|i| (i.text.clone(), i.done, i.line))
+                    .collect();
+                prop_assert_eq!(got, want);
+                prop_assert_eq!(&plan.title, &title);
+                prop_assert_eq!(plan.open_count() + plan.done_count(), plan.items.len());
+                // Checking every open item makes them all newly done.
+                let mut done = plan.clone();
+                for i in &mut done.items {
+                    i.done = true;
+                }
+                let mut open: Vec<String> = plan.open().map(|i| i.text.clone()).collect();
+                let mut newly = done.newly_done(&plan);
+                open.sort();
+                open.dedup();
+                newly.sort();
+                newly.dedup();
+                prop_assert_eq!(newly, open);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn generated_plans_parse_to_their_items() {
+        check_generated_plans(1000);
+    }
+
+    #[test]
+    #[ignore = "long mode"]
+    fn generated_plans_parse_to_their_items_long() {
+        check_generated_plans(20_000);
+    }
+
+    /// Whatever bytes the plan file holds, loading it gives a plan or a
+    /// bad-input error (exit 2), never a panic.
+    #[test]
+    fn any_plan_file_loads_or_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.md");
+        let mut runner = TestRunner::new(RunnerConfig {
+            cases: 300,
+            failure_persistence: None,
+            ..RunnerConfig::default()
+        });
+        runner
+            .run(&prop::collection::vec(any::<u8>(), 0..400), |bytes| {
+                std::fs::write(&path, &bytes).unwrap();
+                match Plan::load(&path) {
+                    Ok(p) => prop_assert!(p.items.iter().all(|i| !i.text.is_empty())),
+                    Err(e) => prop_assert_eq!(e.exit_code(), 2, "{}", e),
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}

@@ -1,0 +1,27 @@
+//! The PROMPT.md of each iteration: config, state and plan rendered through
+//! the `PROMPT.md.j2` template (see `templates`).
+
+use std::path::Path;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::plan::Plan;
+pub use crate::prompt::templates::{
+    CHECKPOINT_REQUEST, EMBEDDED, HANDOFF, PROMPT, Templates, render_str,
+};
+use crate::state::RunState;
+
+/// The PROMPT.md of iteration `iteration`: plan, progress so far, the
+/// decision log and the resume block while a checkpoint is active, tiered
+/// to fit `[prompt] max_tokens` (`prompt_budget`).
+pub fn render_prompt(
+    root: &Path,
+    templates: &Templates,
+    config: &Config,
+    state: &RunState,
+    plan: &Plan,
+    iteration: u32,
+) -> Result<String> {
+    crate::prompt::fit::render_prompt(root, templates, config, state, plan, iteration)
+        .map(|f| f.text)
+}

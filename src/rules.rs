@@ -1,0 +1,15 @@
+//! Pure judgements on what the agent did: whether it is going round in
+//! circles (the circuit breaker), whether it claims completion, whether it
+//! hit a usage limit and when that resets.
+//!
+//! ```text
+//! rules.rs           this map
+//! rules/
+//!   breaker.rs       no progress, same error, failures, denials; closed/half-open/open
+//!   completion.rs    <promise>TEXT</promise> in the agent's own final text
+//!   limits.rs        usage limits in the agent's lines, reset times with time zones
+//! ```
+
+pub mod breaker;
+pub mod completion;
+pub mod limits;

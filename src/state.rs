@@ -1,0 +1,23 @@
+//! ralph's runtime directory `.ralph/`: its layout (every path under it),
+//! the run state `.ralph/state.json` (versioned, written atomically), the
+//! `flock`ed `.ralph/lock` that names the running supervisor, and which
+//! files are ralph's (the prompt file, its output files, git's exclude).
+//!
+//! ```text
+//! state.rs           this map
+//! state/
+//!   run_state.rs     Layout, RunState and its records, Trigger, atomic/private writes
+//!   lock.rs          Lock, LockInfo: the running supervisor and its agent's sessions
+//!   ownership.rs     the prompt file ralph may overwrite, .git/info/exclude, keep_runtime
+//! ```
+//!
+//! Pitfalls: `state.json` is an on-disk format (`STATE_VERSION`); add
+//! fields with serde defaults, never rename. Everything under `.ralph/` is
+//! user-only (0700/0600).
+
+mod lock;
+pub mod ownership;
+mod run_state;
+
+pub use lock::{Lock, LockInfo, read_lock, running_supervisor};
+pub use run_state::*;

@@ -1,0 +1,534 @@
+//! `Supervisor`: the run as a whole — the loop of iterations, measuring
+//! before and after each, checkpoints, the end of a run. This file and
+//! `record` are the only writers of `RunState`'s bookkeeping during a run.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::budget::{self, Budgets};
+use super::driver::Driver;
+use super::facts::{CheckpointMark, Facts, rel};
+use super::iteration::{IterationLimits, IterationMachine};
+use super::limit_wait::LimitBackoff;
+use super::signals::{Request, Signals};
+pub use super::verdict::Outcome;
+use super::verdict::{Measured, Next, RunFlags};
+use super::{Now, driver, iteration, record, verdict};
+use crate::agent::{self, Agent, AgentCommand};
+use crate::checkpoint;
+use crate::config::Config;
+use crate::context::Level;
+use crate::error::Result;
+use crate::events::{Bus, Event, EventLog};
+use crate::hooks;
+use crate::plan::Plan;
+use crate::prompt;
+use crate::prompt::templates::Templates;
+use crate::repo::{self, OwnPaths};
+use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
+
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub fresh: bool,
+    pub reset_breaker: bool,
+    /// Stop before this moment (`--deadline HH:MM`).
+    pub deadline: Option<jiff::Timestamp>,
+    /// Count the budgets from this invocation, not the run's start.
+    pub budget_per_invocation: bool,
+}
+
+/// Everything one run needs, shared by its iterations.
+pub struct Supervisor {
+    pub(super) root: PathBuf,
+    pub(super) layout: Layout,
+    pub(super) config: Config,
+    pub(super) templates: Templates,
+    pub(super) reset_breaker: bool,
+    pub(super) bus: Bus,
+    pub(super) state: RunState,
+    pub(super) lock: Lock,
+    pub(super) signals: Signals,
+    pub(super) hooks: hooks::Hooks,
+    pub(super) budgets: Budgets,
+    pub(super) flags: RunFlags,
+    pub(super) backoff: LimitBackoff,
+    /// The snapshot taken after the last iteration while nothing has touched
+    /// the tree since (no WIP commit, hook or wait): the next iteration
+    /// starts from it instead of a second full status of the repository.
+    pub(super) reuse_snapshot: Option<repo::Snapshot>,
+}
+
+impl Supervisor {
+    pub fn new(root: &Path, config: Config, opts: RunOptions, mut bus: Bus) -> Result<Supervisor> {
+        let layout = Layout::new(root);
+        crate::text::secrets::remember(&config.agent.env);
+        let templates = Templates::load(root)?;
+        templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
+        agent::check_program(&config, root)?;
+        let plan = Plan::load(&root.join(&config.plan))?;
+        let state_path = layout.state();
+        let previous = match RunState::load(&state_path) {
+            Ok(s) => s,
+            Err(e) if opts.fresh => {
+                let _ = std::fs::rename(&state_path, state_path.with_extension("json.bad"));
+                tracing::warn!("unreadable state replaced: {e}");
+                None
+            }
+            Err(e) => return Err(e),
+        }
+        .filter(|s| !opts.fresh && !s.is_finished());
+        // The first prompt, rendered now: an undefined variable in the
+        // user's template is bad input (exit 2) before anything is started,
+        // counted or written.
+        let first = previous.as_ref().map_or(1, |s| s.iteration + 1);
+        prompt::render_prompt(
+            root,
+            &templates,
+            &config,
+            previous.as_ref().unwrap_or(&RunState::default()),
+            &plan,
+            first,
+        )?;
+        crate::state::ownership::claim_prompt_file(root, &config.prompt_file)?;
+        layout.ensure()?;
+        let signals = Signals::install(&layout)?;
+        hooks::watch_interrupts();
+        let run_id = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
+        let lock = Lock::acquire(&layout, &run_id)?;
+        crate::state::remove_dead_temp_files(&layout.dir);
+        // Only the lock holder writes the log: a refused second instance must not.
+        bus.add(Box::new(EventLog::open(&layout.events())?));
+        crate::state::ownership::at_start(root, &config.prompt_file, &mut bus);
+        if let Some(pgid) = lock.stale_agent_pgid {
+            // The previous supervisor died; its agent (killed by its
+            // parent-death signal) and the tools it started must not live on.
+            tracing::warn!(
+                "the previous supervisor died; ending what is left of its agent (session {pgid})"
+            );
+            agent::kill_session(pgid);
+        }
+        lock.stale_sessions
+            .iter()
+            .for_each(crate::agent::procs::kill_recorded_session);
+        if lock.stale_committing {
+            // It died inside a WIP commit: the git lock files it held would
+            // skip every checkpoint from now on ("another git process is
+            // running"). They are its own, not another git's.
+            let removed = repo::remove_stale_commit_locks(root);
+            if !removed.is_empty() {
+                bus.emit(Event::Warning {
+                    message: format!(
+                        "the previous supervisor died during a WIP commit; removed the git lock files it left: {}",
+                        removed.join(", ")
+                    ),
+                });
+            }
+        }
+        let state = previous.unwrap_or_else(|| RunState {
+            run_id: run_id.clone(),
+            started_at: now_rfc3339(),
+            ..RunState::default()
+        });
+        for message in crate::agent::transcript::tidy(&layout.runs(), &state.run_id, &config.runs) {
+            bus.emit(Event::Warning { message });
+        }
+        let counted_from =
+            budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
+        let mut sup = Supervisor {
+            root: root.to_path_buf(),
+            layout,
+            templates,
+            reset_breaker: opts.reset_breaker,
+            bus,
+            state,
+            lock,
+            signals,
+            hooks: hooks::Hooks::new(&config.hooks, root),
+            budgets: Budgets::new(&config, opts.deadline, Instant::now(), counted_from),
+            flags: RunFlags::default(),
+            backoff: LimitBackoff::default(),
+            reuse_snapshot: None,
+            config,
+        };
+        sup.lock.info.run_id = sup.state.run_id.clone();
+        sup.lock.set_agent(None)?;
+        // A state that cannot be written now (a read-only or full `.ralph/`)
+        // is an error before any agent starts; later failures are warnings,
+        // so that a disk filling up overnight does not stop the work.
+        let state_path = sup.layout.state();
+        sup.state.save(&state_path)?;
+        Ok(sup)
+    }
+
+    pub(super) fn save(&mut self) {
+        let path = self.layout.state();
+        if let Err(e) = self.state.save(&path) {
+            self.bus.emit(Event::Warning {
+                message: format!("cannot save the run state: {e}"),
+            });
+        }
+    }
+
+    pub(super) fn emit_all(&mut self, events: Vec<Event>) {
+        for e in events {
+            self.publish(e, None);
+        }
+    }
+
+    /// Publish `event` and run the hooks of its `[hooks]` point, if it has
+    /// one, with `reason` as `RALPH_REASON` (src/hooks: env, stdin payload,
+    /// retries).
+    pub(super) fn publish(&mut self, event: Event, reason: Option<String>) {
+        // Built only when a hook runs: it reads the plan from disk.
+        let (state, plan) = (&self.state, self.root.join(&self.config.plan));
+        let facts = || hooks::Facts {
+            iteration: state.iteration,
+            run_id: state.run_id.clone(),
+            item: Plan::load(&plan)
+                .ok()
+                .and_then(|p| p.current().map(|i| i.text.clone())),
+            handoff: state.last_handoff.clone(),
+            reason,
+        };
+        if self.hooks.emit(&mut self.bus, event, facts) {
+            // A hook may have changed the tree.
+            self.tree_touched();
+        }
+    }
+
+    /// Something may have changed the work tree: the snapshot taken after
+    /// the last iteration no longer tells where the next one starts.
+    pub(super) fn tree_touched(&mut self) {
+        self.reuse_snapshot = None;
+    }
+
+    pub(super) fn plan(&self) -> Plan {
+        Plan::load(&self.root.join(&self.config.plan)).unwrap_or_default()
+    }
+
+    pub(super) fn own(&self) -> OwnPaths {
+        OwnPaths {
+            prompt_file: self.config.prompt_file.clone(),
+        }
+    }
+
+    /// The machine of iteration `number`: its limits and a fresh meter.
+    pub(super) fn machine(&self, number: u32, now: &Now) -> IterationMachine {
+        let limits = IterationLimits::new(
+            &self.config,
+            number,
+            &self.root,
+            &self.budgets,
+            &self.state,
+            jiff::tz::TimeZone::system(),
+        );
+        let meter = iteration::meter(&self.config, &self.state);
+        IterationMachine::new(limits, meter, self.flags.signals, now)
+    }
+
+    /// Run iterations until a rule says stop.
+    pub async fn run(mut self) -> Result<Outcome> {
+        agent::become_subreaper();
+        let resumed = self.state.iteration > 0;
+        let plan = self.plan();
+        let limit = self.budgets.iteration_limit();
+        let dead = record::start(&mut self.state, &self.config, &plan, limit);
+        self.bus.emit(Event::RunStarted {
+            run_id: self.state.run_id.clone(),
+            resumed,
+            first_iteration: self.state.iteration + 1,
+            max_iterations: self.state.max_iterations,
+            plan: self.config.plan.display().to_string(),
+            pid: std::process::id(),
+        });
+        self.take_over(dead);
+        if self.reset_breaker {
+            self.state.breaker.reset(Now::read().wall.as_second());
+            let reset = Event::Breaker {
+                status: "closed".into(),
+                rule: None,
+                message: "reset by hand (--reset-breaker)".into(),
+            };
+            self.publish(reset, None);
+        }
+        let (outcome, reason) = match self.iterations().await {
+            Ok(end) => end,
+            Err(e) => {
+                // ralph's own failure (a template, the disk): the state and
+                // the last event say so, with the code the process exits with.
+                self.finish_as(RunStatus::Failed, e.exit_code(), format!("failed: {e}"));
+                return Err(e);
+            }
+        };
+        self.finish_as(outcome.status(), outcome.exit_code(), reason);
+        Ok(outcome)
+    }
+
+    pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
+        self.state.status = status;
+        self.state.exit_reason = Some(reason.clone());
+        self.state.waiting_until = None;
+        self.state.supervisor_pid = None;
+        self.save();
+        // The morning report (src/morning), for the user and the hooks.
+        let report =
+            crate::report::after_run(&self.layout, &self.config, &self.state, &mut self.bus);
+        let ended = record::ended(&self.state, exit_code, reason, report);
+        self.publish(ended, None);
+    }
+
+    pub(super) async fn iterations(&mut self) -> Result<(Outcome, String)> {
+        loop {
+            // A signal or `ralph stop` between two iterations must not
+            // start another agent.
+            while let Some(request) = self.signals.pending().await {
+                if let Some(end) = self.on_request_between(request, "between iterations") {
+                    return Ok(end);
+                }
+            }
+            let now = Now::read();
+            let admission = self
+                .state
+                .breaker
+                .admit(&self.config.breaker, now.wall.as_second());
+            let mut events = Vec::new();
+            let gate = verdict::gate(
+                admission,
+                &self.state.breaker,
+                &self.flags,
+                self.budgets.spent(&now, self.state.cost_usd),
+                self.budgets.iterations_counted(self.state.iteration),
+                self.config.loop_.max_iterations,
+                &mut events,
+            );
+            self.emit_all(events);
+            if let Next::End(outcome, why) = gate {
+                return Ok((outcome, why));
+            }
+            crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, &mut self.bus)?;
+            let number = self.state.iteration + 1;
+            self.state.iteration = number;
+            let plan_before = self.plan();
+            let snap_before = match self.reuse_snapshot.take() {
+                Some(s) => Some(s),
+                None => repo::snapshot(&self.root, &self.own()).ok(),
+            };
+            let facts = self.run_agent(number, &plan_before).await?;
+            if let Some(end) = self.after_agent(facts, &plan_before, snap_before).await {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// One agent process, from its prompt to its last line.
+    pub(super) async fn run_agent(&mut self, number: u32, plan: &Plan) -> Result<Facts> {
+        let started_at = now_rfc3339();
+        let seams = self.prepare_seams(number, plan);
+        let prompt_text = prompt::render_prompt(
+            &self.root,
+            &self.templates,
+            &self.config,
+            &self.state,
+            plan,
+            number,
+        )?;
+        let prompt_path = self.root.join(&self.config.prompt_file);
+        // Committed with the next checkpoint; it quotes the agent's last words.
+        let saved_prompt = crate::text::secrets::scrub(&prompt_text);
+        if let Err(e) =
+            crate::state::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
+        {
+            self.bus.emit(Event::Warning {
+                message: format!("cannot write {}: {e}", prompt_path.display()),
+            });
+        }
+        let cmd = AgentCommand::from_config(&self.config, number);
+        let run_dir = self.layout.run_dir(&self.state.run_id);
+        let transcript = self.layout.transcript(&self.state.run_id, number);
+        let resume_from = self
+            .state
+            .context_checkpoint
+            .active
+            .then(|| self.state.context_checkpoint.handoff_file.clone())
+            .flatten();
+        self.state.status = RunStatus::Running;
+        self.save();
+        self.bus.emit(Event::IterationStarted {
+            iteration: number,
+            command: cmd.display(),
+            transcript: rel(&self.root, &transcript),
+            resume_from,
+        });
+        let spawned = crate::state::create_dir_private(&run_dir)
+            .and_then(|()| Agent::spawn(&cmd, &self.root, &transcript));
+        let (mut agent, lines) = match spawned {
+            Ok(x) => x,
+            Err(e) => {
+                self.state.context_window = iteration::meter(&self.config, &self.state).window();
+                return Ok(Facts {
+                    number,
+                    started_at,
+                    spawn_error: Some(e.render().trim_end().replace('\n', "; ")),
+                    signals: self.flags.signals,
+                    ..Facts::default()
+                });
+            }
+        };
+        let _ = self.lock.set_agent(Some(agent.pid));
+        let exited = driver::watch_exit(&mut agent);
+        // The prompt is the first user message; the resume block has now
+        // been handed over.
+        agent.send(&prompt_text).await;
+        if self.state.context_checkpoint.active {
+            self.state.context_checkpoint.active = false;
+            self.save();
+        }
+        let machine = self.machine(number, &Now::read()).with_seams(seams);
+        let hook_facts = hooks::Facts {
+            iteration: number,
+            run_id: self.state.run_id.clone(),
+            item: plan.current().map(|i| i.text.clone()),
+            handoff: self.state.last_handoff.clone(),
+            reason: None,
+        };
+        let driver = Driver::new(
+            self.safety_net(number),
+            &mut self.bus,
+            &self.templates,
+            &self.root,
+            &mut self.signals,
+            &mut self.lock,
+            (&mut self.hooks, hook_facts),
+        );
+        let mut facts = driver.drive(machine, &mut agent, lines, exited).await;
+        facts.started_at = started_at;
+        let _ = self.lock.set_agent(None);
+        record::meter(&mut self.state, &facts);
+        Ok(facts)
+    }
+
+    /// Progress, checkpoint, state, rules. `Some` ends the run.
+    pub(super) async fn after_agent(
+        &mut self,
+        facts: Facts,
+        plan_before: &Plan,
+        snap_before: Option<repo::Snapshot>,
+    ) -> Option<(Outcome, String)> {
+        let plan_after = self.plan();
+        let snap_after = repo::snapshot(&self.root, &self.own()).ok();
+        let tree_progress = match (&snap_before, &snap_after) {
+            (Some(b), Some(a)) => repo::made_progress(&self.root, b, a),
+            _ => false,
+        };
+        self.reuse_snapshot = snap_after;
+        let measured = Measured {
+            tree_progress,
+            items_done: !plan_after.newly_done(plan_before).is_empty(),
+        };
+        self.flags.absorb(&facts);
+        let verdict = verdict::judge(&facts, &measured, &self.flags);
+        if let Some(mark) = verdict.checkpoint {
+            self.save_checkpoint(&facts, mark);
+        } else if let Some(message) =
+            crate::plan::decisions::record_from_plan(&self.root, &self.config.plan, facts.number)
+        {
+            self.bus.emit(Event::Warning { message });
+        }
+        let mut events = Vec::new();
+        let trip = record::iteration(
+            &mut self.state,
+            &facts,
+            &verdict,
+            &plan_after,
+            snap_before.as_ref().map(|s| s.changes_fingerprint.as_str()),
+            &self.config.breaker,
+            &Now::read(),
+            &mut events,
+        );
+        self.after_seams(&facts);
+        // Saved first: on_iteration_end hooks read the state of the
+        // iteration that ended.
+        self.save();
+        self.emit_all(events);
+        let mut events = Vec::new();
+        let next = verdict::next(
+            &facts,
+            trip,
+            &self.flags,
+            self.budgets.spent(&Now::read(), self.state.cost_usd),
+            plan_after.open_count(),
+            self.config.loop_.require_plan_complete,
+            &mut events,
+        );
+        self.emit_all(events);
+        match next {
+            Next::Continue => {
+                self.backoff.clear();
+                None
+            }
+            Next::WaitForLimit(hit) => self.wait_for_limit(hit).await,
+            Next::End(outcome, why) => Some((outcome, why)),
+        }
+    }
+
+    pub(super) fn save_checkpoint(&mut self, facts: &Facts, mark: CheckpointMark) {
+        self.tree_touched();
+        let reserve = self.config.agent.reserve_tokens;
+        let moment = record::moment(&self.state, facts, mark, reserve);
+        // Recorded in the lock: should ralph die inside the commit, the next
+        // run knows that git's lock files are its own (state::LockInfo).
+        let _ = self.lock.set_committing(true);
+        let saved = checkpoint::perform(&self.root, &self.config, &self.templates, &moment);
+        let _ = self.lock.set_committing(false);
+        for w in &saved.warnings {
+            self.bus.emit(Event::Warning { message: w.clone() });
+        }
+        record::checkpoint(&mut self.state, facts, mark, &moment, &saved, now_rfc3339());
+        self.save();
+        let done = Event::Checkpoint {
+            iteration: facts.number,
+            trigger: mark.trigger,
+            level: mark.level,
+            percent: crate::context::round1(moment.percent),
+            tokens: moment.tokens,
+            commit: saved.commit.clone(),
+            commit_note: saved.commit_note.clone(),
+            handoff: saved.handoff.clone(),
+        };
+        self.publish(done, Some(moment.reason.clone()));
+    }
+
+    /// A request that arrives while no agent runs. `Some` ends the run.
+    pub(super) fn on_request_between(
+        &mut self,
+        request: Request,
+        when: &str,
+    ) -> Option<(Outcome, String)> {
+        match request {
+            Request::Interrupt => {
+                self.flags.signals.bump();
+                return Some((Outcome::Interrupted, format!("interrupted {when}")));
+            }
+            Request::Stop => return Some((Outcome::Stopped, format!("stopped on request {when}"))),
+            Request::Hangup => self.bus.detach(),
+            Request::Checkpoint(_) => {
+                let facts = Facts {
+                    number: self.state.iteration,
+                    ..Facts::default()
+                };
+                let mark = CheckpointMark {
+                    trigger: Trigger::Manual,
+                    level: Level::L2,
+                    percent: 0.0,
+                };
+                self.save_checkpoint(&facts, mark);
+            }
+        }
+        None
+    }
+}
+
+/// Parse `--deadline HH:MM`: the next such local time.
+pub fn parse_deadline(text: &str) -> Result<jiff::Timestamp> {
+    budget::parse_deadline(text, &jiff::Zoned::now())
+}
