@@ -9,6 +9,8 @@
 //!   kind.rs          AgentKind, the seam per agent CLI: command line, messages, decoder,
 //!                    capabilities
 //!   claude.rs        Claude Code's specifics (stream-json flags, user messages)
+//!   opencode.rs      opencode's (`run --format json`, prompt on stdin)
+//!   gemini.rs        Gemini CLI's (`-o stream-json`, prompt on stdin)
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
 //!   procs.rs         the processes ralph ends, from /proc: groups, sessions, orphans
 //!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
@@ -19,7 +21,9 @@
 //! memory.
 
 mod claude;
+mod gemini;
 mod kind;
+mod opencode;
 mod process;
 pub mod procs;
 pub mod transcript;

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::claude;
+use super::{claude, gemini, opencode};
 pub use crate::config::AgentKind;
 use crate::stream::Decoder;
 
@@ -41,6 +41,9 @@ pub enum CleanStop {
 pub enum WindowFrom {
     /// The model's name, then `modelUsage.contextWindow` of its results.
     ModelAndResult,
+    /// The model's name only (the CLI reports no window): set
+    /// `agent.context_window` for a model ralph does not know.
+    ModelName,
 }
 
 /// What a kind can do; the supervisor's checkpoint protocol follows them,
@@ -63,6 +66,8 @@ impl AgentKind {
     pub fn product(self) -> &'static str {
         match self {
             AgentKind::Claude => "Claude Code",
+            AgentKind::Opencode => "opencode",
+            AgentKind::Gemini => "Gemini CLI",
         }
     }
 
@@ -70,6 +75,8 @@ impl AgentKind {
     pub fn install_hint(self) -> &'static str {
         match self {
             AgentKind::Claude => claude::NOT_FOUND_HINT,
+            AgentKind::Opencode => opencode::NOT_FOUND_HINT,
+            AgentKind::Gemini => gemini::NOT_FOUND_HINT,
         }
     }
 
@@ -77,6 +84,7 @@ impl AgentKind {
     pub fn prompt_via(self) -> &'static str {
         match self {
             AgentKind::Claude => "sent as the first stream-json user message",
+            AgentKind::Opencode | AgentKind::Gemini => "written to stdin, which then closes",
         }
     }
 
@@ -89,6 +97,20 @@ impl AgentKind {
                 window: WindowFrom::ModelAndResult,
                 replay: true,
             },
+            AgentKind::Opencode => Capabilities {
+                metering: Metering::Live,
+                message: false,
+                stop: CleanStop::Sigint,
+                window: WindowFrom::ModelName,
+                replay: true,
+            },
+            AgentKind::Gemini => Capabilities {
+                metering: Metering::PerProcess,
+                message: false,
+                stop: CleanStop::Sigint,
+                window: WindowFrom::ModelName,
+                replay: true,
+            },
         }
     }
 
@@ -97,6 +119,8 @@ impl AgentKind {
     pub(crate) fn args(self, model: Option<&str>) -> Vec<String> {
         match self {
             AgentKind::Claude => claude::args(model),
+            AgentKind::Opencode => opencode::args(model),
+            AgentKind::Gemini => gemini::args(model),
         }
     }
 
@@ -105,6 +129,8 @@ impl AgentKind {
     pub(crate) fn message(self, text: &str) -> String {
         match self {
             AgentKind::Claude => claude::user_message(text),
+            // The prompt as it is; stdin closes after it.
+            AgentKind::Opencode | AgentKind::Gemini => text.to_string(),
         }
     }
 
@@ -113,6 +139,8 @@ impl AgentKind {
     pub fn decoder(self) -> Decoder {
         match self {
             AgentKind::Claude => Decoder::claude(),
+            AgentKind::Opencode => Decoder::Opencode(crate::stream::OpencodeDecoder::new()),
+            AgentKind::Gemini => Decoder::Gemini(crate::stream::GeminiDecoder::new()),
         }
     }
 }
@@ -134,6 +162,7 @@ impl Capabilities {
         };
         let window = match self.window {
             WindowFrom::ModelAndResult => "window: model name, results",
+            WindowFrom::ModelName => "window: model name or agent.context_window",
         };
         let replay = if self.replay {
             "replay after a crash"

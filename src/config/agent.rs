@@ -15,15 +15,21 @@ pub enum AgentKind {
     /// Claude Code (`claude -p --output-format stream-json`).
     #[default]
     Claude,
+    /// opencode (`opencode run --format json`).
+    Opencode,
+    /// Gemini CLI (`gemini -o stream-json`).
+    Gemini,
 }
 
 impl AgentKind {
-    pub const ALL: [AgentKind; 1] = [AgentKind::Claude];
+    pub const ALL: [AgentKind; 3] = [AgentKind::Claude, AgentKind::Opencode, AgentKind::Gemini];
 
     /// The name in `ralph.toml` and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
+            AgentKind::Opencode => "opencode",
+            AgentKind::Gemini => "gemini",
         }
     }
 
@@ -31,6 +37,8 @@ impl AgentKind {
     pub fn default_command(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
+            AgentKind::Opencode => "opencode",
+            AgentKind::Gemini => "gemini",
         }
     }
 }

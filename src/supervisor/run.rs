@@ -377,8 +377,12 @@ impl Supervisor {
         let _ = self.lock.set_agent(Some(agent.pid));
         let exited = driver::watch_exit(&mut agent);
         // The prompt is the first user message; the resume block has now
-        // been handed over.
+        // been handed over. A kind that takes no message mid-session reads
+        // its prompt up to the end of stdin.
         agent.send(&prompt_text).await;
+        if !self.config.agent.kind.capabilities().message {
+            agent.close_stdin();
+        }
         if self.state.context_checkpoint.active {
             self.state.context_checkpoint.active = false;
             self.save();

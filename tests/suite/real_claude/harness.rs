@@ -167,31 +167,49 @@ impl Project {
     /// The directories, the plan and a git repository; `ralph.toml` and the
     /// first commit come with [`Project::serve`], once the mock's address is known.
     pub fn new(name: &str, claude: &Claude, setup: &Setup) -> Project {
+        Project::for_agent(
+            name,
+            &format!("Claude Code {} ({})", claude.version, claude.path.display()),
+            setup,
+            |_, home| {
+                let command = shlex::try_quote(claude.path.to_str().expect("a UTF-8 path"))
+                    .expect("a quotable path")
+                    .into_owned();
+                format!(
+                    r#"command = {command}
+model = "{MODEL}"
+args = ["--dangerously-skip-permissions"]
+env = {{ IS_SANDBOX = "1", ANTHROPIC_BASE_URL = "@API_URL@", ANTHROPIC_API_KEY = "dummy-e2e-key", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", HOME = {home} }}"#,
+                    command = toml_str(&command),
+                    home = toml_str(home.to_str().unwrap()),
+                )
+            },
+        )
+    }
+
+    /// The same for any agent: `agent(root, home)` gives the body of
+    /// `[agent]` (`@API_URL@` stands for the mock's address).
+    pub fn for_agent(
+        name: &str,
+        what: &str,
+        setup: &Setup,
+        agent: impl FnOnce(&Path, &Path) -> String,
+    ) -> Project {
         let dir = tempfile::Builder::new()
             .prefix(&format!("ralph-e2e-{name}-"))
             .tempdir()
             .expect("temp dir");
-        eprintln!(
-            "{name}: Claude Code {} ({}) in {}",
-            claude.version,
-            claude.path.display(),
-            dir.path().display()
-        );
+        eprintln!("{name}: {what} in {}", dir.path().display());
         let root = dir.path().join("repo");
         let home = dir.path().join("home");
         std::fs::create_dir_all(&root).unwrap();
         std::fs::create_dir_all(&home).unwrap();
-        let command = shlex::try_quote(claude.path.to_str().expect("a UTF-8 path"))
-            .expect("a quotable path")
-            .into_owned();
+        let agent = agent(&root, &home);
         let config = format!(
             r#"plan = "fix_plan.md"
 
 [agent]
-command = {command}
-model = "{MODEL}"
-args = ["--dangerously-skip-permissions"]
-env = {{ IS_SANDBOX = "1", ANTHROPIC_BASE_URL = "@API_URL@", ANTHROPIC_API_KEY = "dummy-e2e-key", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", HOME = {home} }}
+{agent}
 
 [loop]
 max_iterations = {max}
@@ -205,8 +223,6 @@ grace = "{grace}"
 cooldown = "1m"
 {breaker}
 "#,
-            command = toml_str(&command),
-            home = toml_str(home.to_str().unwrap()),
             max = setup.max_iterations,
             idle = setup.idle_timeout,
             iter = setup.iteration_timeout,
@@ -233,15 +249,19 @@ cooldown = "1m"
     /// the first commit.
     pub fn serve(&self, script: impl Fn(&ApiRequest) -> Reply + Send + Sync + 'static) -> MockApi {
         let api = MockApi::start(&mock_api::log_path(self.base.as_path()), script);
-        let url = api.url();
+        self.configure(&api.url());
+        api
+    }
+
+    /// Write `ralph.toml` for the mock at `url` and make the first commit.
+    pub fn configure(&self, url: &str) {
         std::fs::write(
             self.root.join("ralph.toml"),
-            self.config.replace("@API_URL@", &url),
+            self.config.replace("@API_URL@", url),
         )
         .unwrap();
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "-m", "initial"]);
-        api
     }
 
     /// Absolute path of a file in the repository, as the CLI's tools want it.
