@@ -113,6 +113,10 @@ impl Agent {
         let mut command = Command::new(&cmd.program);
         command
             .args(&cmd.args)
+            // PWD as a shell would set it: CLIs that take their project
+            // directory from $PWD (opencode) must not work in the
+            // directory ralph was started from (a subdirectory).
+            .env("PWD", cwd)
             .envs(&cmd.env)
             .current_dir(cwd)
             .stdin(Stdio::piped())

@@ -538,7 +538,9 @@ fn is_high_surrogate_escape(esc: &[u8]) -> bool {
 /// One line of a kind other than Claude Code, read into `T`; an empty
 /// line, or one that is not a JSON object of that shape, is
 /// [`StreamEvent::Invalid`].
-pub(crate) fn parse_object<'a, T: serde::Deserialize<'a>>(line: &'a [u8]) -> Result<T, StreamEvent> {
+pub(crate) fn parse_object<'a, T: serde::Deserialize<'a>>(
+    line: &'a [u8],
+) -> Result<T, StreamEvent> {
     let line = trim_line(line);
     if line.is_empty() {
         return Err(StreamEvent::Invalid {

@@ -282,8 +282,14 @@ mod tests {
     #[test]
     fn statuses_of_error_texts() {
         for (text, status) in [
-            ("[API Error: {\"error\":{\"code\":500,\"message\":\"x\"}}]", Some(500)),
-            ("[API Error: You have exhausted your daily quota on this model.]", Some(429)),
+            (
+                "[API Error: {\"error\":{\"code\":500,\"message\":\"x\"}}]",
+                Some(500),
+            ),
+            (
+                "[API Error: You have exhausted your daily quota on this model.]",
+                Some(429),
+            ),
             ("Model stream ended with an invalid chunk", None),
             ("\"code\": 503 overloaded", Some(503)),
         ] {
@@ -293,7 +299,9 @@ mod tests {
 
     #[test]
     fn odd_lines() {
-        let events = decode(b"{\"type\":\"error\",\"severity\":\"warning\",\"message\":\"Loop detected\"}\n[1]\n\n");
+        let events = decode(
+            b"{\"type\":\"error\",\"severity\":\"warning\",\"message\":\"Loop detected\"}\n[1]\n\n",
+        );
         assert!(matches!(&events[0], StreamEvent::Other { kind } if kind == "error"));
         assert!(matches!(events[1], StreamEvent::Invalid { .. }));
         assert!(matches!(events[2], StreamEvent::Invalid { .. }));

@@ -325,7 +325,10 @@ mod tests {
             assert_eq!(results.len(), 1, "{file}: {events:?}");
             assert!(results[0].is_error, "{file}");
             assert_eq!(results[0].api_error_status, Some(status), "{file}");
-            assert!(results[0].text.as_deref().unwrap().contains(words), "{file}");
+            assert!(
+                results[0].text.as_deref().unwrap().contains(words),
+                "{file}"
+            );
         }
     }
 
@@ -334,11 +337,7 @@ mod tests {
         let all = fixture("write-file.jsonl");
         let text = String::from_utf8(all).unwrap();
         // Up to the first tool call's step end: the model wanted tools.
-        let cut: String = text
-            .lines()
-            .take(4)
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let cut: String = text.lines().take(4).map(|l| format!("{l}\n")).collect();
         let events = decode(cut.as_bytes());
         assert!(!events.iter().any(|e| matches!(e, StreamEvent::Result(_))));
         // Killed before any step finished.

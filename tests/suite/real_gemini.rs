@@ -116,21 +116,34 @@ fn gemini_writes_a_file_against_the_mock() {
     let api = MockServer::start(
         &dir.path().join("api.jsonl"),
         Gemini::new(|chat| match chat.assistant_turns() {
-            0 => Reply::turn(12_000)
-                .text("Writing hello.txt.")
-                .tool("write_file", json!({"file_path": "hello.txt", "content": "hello\n"})),
-            1 => Reply::turn(12_600)
-                .tool("run_shell_command", json!({"command": "cat hello.txt", "description": "Show hello.txt"})),
+            0 => Reply::turn(12_000).text("Writing hello.txt.").tool(
+                "write_file",
+                json!({"file_path": "hello.txt", "content": "hello\n"}),
+            ),
+            1 => Reply::turn(12_600).tool(
+                "run_shell_command",
+                json!({"command": "cat hello.txt", "description": "Show hello.txt"}),
+            ),
             _ => Reply::turn(13_100).text("Done: hello.txt says hello."),
         }),
     );
     let setup = Setup::new("write");
     let out = run_gemini(&g, &setup, &api.url(), "Create hello.txt saying hello");
     show(&out, &api);
-    eprintln!("tools: {:?}", api.main_requests().first().map(|r| gemini::Chat(r).tools()));
-    cli::record(&format!("gemini-{}", g.version), "write-file.jsonl", &out.stdout);
+    eprintln!(
+        "tools: {:?}",
+        api.main_requests().first().map(|r| gemini::Chat(r).tools())
+    );
+    cli::record(
+        &format!("gemini-{}", g.version),
+        "write-file.jsonl",
+        &out.stdout,
+    );
     assert!(out.status.success());
-    assert_eq!(std::fs::read_to_string(setup.root.join("hello.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(setup.root.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
 }
 
 /// An API error the CLI does not retry.
@@ -147,7 +160,11 @@ fn gemini_reports_an_api_error() {
     let setup = Setup::new("api-error");
     let out = run_gemini(&g, &setup, &api.url(), "Create hello.txt saying hello");
     show(&out, &api);
-    cli::record(&format!("gemini-{}", g.version), "api-error.jsonl", &out.stdout);
+    cli::record(
+        &format!("gemini-{}", g.version),
+        "api-error.jsonl",
+        &out.stdout,
+    );
 }
 
 /// A usage limit: 429 `RESOURCE_EXHAUSTED`, per-day quota.
@@ -157,9 +174,16 @@ fn gemini_reports_a_usage_limit() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let api = MockServer::start(&dir.path().join("api.jsonl"), Gemini::new(|_| gemini::usage_limit()));
+    let api = MockServer::start(
+        &dir.path().join("api.jsonl"),
+        Gemini::new(|_| gemini::usage_limit()),
+    );
     let setup = Setup::new("limit");
     let out = run_gemini(&g, &setup, &api.url(), "Create hello.txt saying hello");
     show(&out, &api);
-    cli::record(&format!("gemini-{}", g.version), "usage-limit.jsonl", &out.stdout);
+    cli::record(
+        &format!("gemini-{}", g.version),
+        "usage-limit.jsonl",
+        &out.stdout,
+    );
 }

@@ -54,7 +54,11 @@ impl Cli {
             None => Path::new(env!("CARGO_MANIFEST_DIR")).join(&self.default_path),
         };
         if !path.exists() {
-            return skip(format!("{} is not installed at {}", self.product, path.display()));
+            return skip(format!(
+                "{} is not installed at {}",
+                self.product,
+                path.display()
+            ));
         }
         let out = Command::new(&path)
             .arg("--version")
@@ -107,7 +111,9 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Output {
 /// (how the decoders' fixtures were made).
 pub fn record(dir: &str, name: &str, bytes: &[u8]) {
     if std::env::var("RALPH_RECORD_FIXTURES").is_ok_and(|v| v == "1") {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(dir);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(name), bytes).unwrap();
     }

@@ -49,7 +49,9 @@ pub struct Chat<'a>(pub &'a Request);
 
 impl Chat<'_> {
     pub fn contents(&self) -> &[Value] {
-        self.0.body["contents"].as_array().map_or(&[], Vec::as_slice)
+        self.0.body["contents"]
+            .as_array()
+            .map_or(&[], Vec::as_slice)
     }
 
     /// Model turns already in the conversation: 0 for a session's first request.
@@ -131,7 +133,16 @@ impl Responder for Gemini {
             // task is): one answer that satisfies each.
             let answer = json!({"next_speaker": "user", "reasoning": "mock",
                 "complexity_score": 10, "complexity_reasoning": "mock"});
-            return Response::json(200, &response(vec![json!({"text": answer.to_string()})], 500, "STOP", &model, r.seq));
+            return Response::json(
+                200,
+                &response(
+                    vec![json!({"text": answer.to_string()})],
+                    500,
+                    "STOP",
+                    &model,
+                    r.seq,
+                ),
+            );
         }
         Response::json(
             404,
@@ -188,7 +199,10 @@ fn render(reply: Reply, model: &str, seq: usize) -> Response {
         .iter()
         .map(|t| {
             let mut e = response(vec![json!({"text": t})], prompt_tokens, "", model, seq);
-            e["candidates"][0].as_object_mut().unwrap().remove("finishReason");
+            e["candidates"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("finishReason");
             e.to_string()
         })
         .collect();

@@ -43,7 +43,9 @@ pub struct Chat<'a>(pub &'a Request);
 
 impl Chat<'_> {
     pub fn messages(&self) -> &[Value] {
-        self.0.body["messages"].as_array().map_or(&[], Vec::as_slice)
+        self.0.body["messages"]
+            .as_array()
+            .map_or(&[], Vec::as_slice)
     }
 
     /// Assistant turns already in the conversation: 0 for a session's first request.
@@ -157,7 +159,10 @@ fn render(reply: Reply, r: &Request) -> Response {
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
         .to_string()
     };
-    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
     for t in &text {
         events.push(chunk(json!({"content": t}), Value::Null));
     }
@@ -168,7 +173,11 @@ fn render(reply: Reply, r: &Request) -> Response {
             Value::Null,
         ));
     }
-    let finish = if tools.is_empty() { "stop" } else { "tool_calls" };
+    let finish = if tools.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     events.push(chunk(json!({}), json!(finish)));
     // Most of the prompt is served from the cache, as on a long session.
     let cached = prompt_tokens.saturating_sub(prompt_tokens.min(100));

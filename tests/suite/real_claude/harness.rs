@@ -129,6 +129,8 @@ pub struct Setup<'a> {
     pub max_iterations: u32,
     /// Extra lines for `[breaker]`.
     pub breaker: &'a str,
+    /// Extra sections at the end of `ralph.toml`.
+    pub extra: &'a str,
     pub idle_timeout: &'a str,
     pub iteration_timeout: &'a str,
     pub grace: &'a str,
@@ -140,6 +142,7 @@ impl Default for Setup<'_> {
             plan: "# E2E plan\n\n- [ ] Create hello.txt saying hello\n",
             max_iterations: 3,
             breaker: "",
+            extra: "",
             idle_timeout: "40s",
             iteration_timeout: "50s",
             grace: "10s",
@@ -222,12 +225,14 @@ grace = "{grace}"
 [breaker]
 cooldown = "1m"
 {breaker}
+{extra}
 "#,
             max = setup.max_iterations,
             idle = setup.idle_timeout,
             iter = setup.iteration_timeout,
             grace = setup.grace,
             breaker = setup.breaker,
+            extra = setup.extra,
         );
         let p = Project {
             root,
