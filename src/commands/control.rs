@@ -115,6 +115,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         last_tools: Vec::new(),
         files_touched: Vec::new(),
         notes_path: None,
+        unasked: None,
         stash_before: None,
     })?;
     for w in &saved.warnings {
