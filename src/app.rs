@@ -8,7 +8,8 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command, RunArgs};
 use crate::commands;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::project::Project;
 
 /// Parse arguments, run, print errors; returns the process exit code.
 pub fn main() -> i32 {
@@ -41,17 +42,13 @@ fn init_tracing() {
 }
 
 fn dispatch(cli: Cli) -> Result<i32> {
-    let root = match &cli.dir {
-        Some(d) => d.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Error::wrap("cannot read the current directory", e))?,
+    let start = Project::start_dir(cli.dir.as_deref())?;
+    // `init` makes a project where it is told; every other command works on
+    // the project the start directory belongs to (found upward, as git does).
+    let root = match &cli.command {
+        Command::Init(_) => start,
+        _ => Project::find(&start).root().to_path_buf(),
     };
-    if !root.is_dir() {
-        return Err(Error::usage(format!(
-            "{} is not a directory",
-            root.display()
-        )));
-    }
     match cli.command {
         Command::Run(args) => commands::run(&root, &args),
         Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason, args.json),
@@ -77,6 +74,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Completions(args) => commands::completions(args.shell),
         Command::Man => commands::man(),
         Command::Recover(args) => commands::recover(&root, &args),
+        Command::Notify(args) => commands::notify(&root, args.test, args.json),
         Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => Ok(ralph_sim::run(&args)?),
         Command::Statusline => commands::statusline(&root),

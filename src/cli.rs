@@ -46,6 +46,8 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff), e.g. `ralph man > ralph.1`
     Man,
+    /// The `[notify]` channels and the events they get; `--test` sends a test notification on each
+    Notify(NotifyArgs),
     /// List the work-tree snapshots ralph took during iterations, or restore one (into the work tree or onto a new branch)
     Recover(RecoverArgs),
     /// Run the bundled demo in a fresh directory, with `ralph sim` as the agent
@@ -59,6 +61,16 @@ pub enum Command {
         #[command(subcommand)]
         event: HookEvent,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyArgs {
+    /// Send a test notification on every channel (with retries); exit 1 if one fails
+    #[arg(long)]
+    pub test: bool,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -13,7 +13,7 @@
 //! Pitfalls: values are passed in the environment, never interpolated into
 //! the command; the loop waits for hooks except `on_level`.
 
-mod process;
+pub(crate) mod process;
 mod runner;
 
 pub use process::watch_interrupts;

@@ -77,3 +77,4 @@ mod waiting;
 
 use now::Now;
 pub use run::*;
+pub use seams::next_shard;

@@ -10,6 +10,7 @@ use super::{Input, transcript};
 use crate::checkpoint::{self, Moment, Saved};
 use crate::config::Config;
 use crate::error::Result;
+use crate::project::Project;
 use crate::state::{Layout, RunState, Trigger};
 use crate::stream::StreamEvent;
 
@@ -23,7 +24,7 @@ pub enum Outcome {
 /// `ralph hook pre-compact`: a handoff from the transcript and the tree,
 /// and the WIP commit, before Claude Code compacts.
 pub fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
-    let Some(root) = super::project_root(dir) else {
+    let Some(root) = Project::discover(dir).map(|p| p.root().to_path_buf()) else {
         return Ok(Outcome::Skipped(format!(
             "{} is not in a ralph project (no ralph.toml or .ralph/)",
             dir.display()
@@ -145,7 +146,8 @@ pub fn session_start(input: &Input, dir: &Path) -> std::result::Result<SessionSt
     if !RESUME_SOURCES.contains(&source) {
         return Err(format!("source `{source}`"));
     }
-    let root = super::project_root(dir)
+    let root = Project::discover(dir)
+        .map(|p| p.root().to_path_buf())
         .ok_or_else(|| format!("{} is not in a ralph project", dir.display()))?;
     if super::under_supervisor() {
         return Err(
@@ -192,7 +194,8 @@ pub fn resume_block(root: &Path) -> Option<String> {
     let text = std::fs::read_to_string(root.join(&rel)).ok()?;
     let body = strip_front_matter(&text).trim();
     let config = Config::load(root).unwrap_or_default();
-    let item = crate::plan::Plan::load(&root.join(&config.plan))
+    let item = Project::at(root)
+        .plan(&config)
         .ok()
         .and_then(|p| p.current().map(|i| i.text.clone()));
     let written = front_matter_value(&text, "date")

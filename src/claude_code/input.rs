@@ -87,11 +87,7 @@ impl Input {
 /// ralph's meter for this session: the configured window, else the one
 /// Claude Code reports for the model, else the model's name.
 pub fn meter(config: &Config, input: &Input) -> ContextMeter {
-    let mut meter = ContextMeter::new(
-        config.agent.context_window,
-        config.agent.reserve_tokens,
-        config.thresholds(),
-    );
+    let mut meter = config.meter();
     if let Some(model) = input.model_id() {
         if let Some(w) = input.context_window_size() {
             meter = meter.with_known_windows(&[(model.to_string(), w)].into());
@@ -133,14 +129,6 @@ pub fn read_input() -> Result<Input, String> {
             INPUT_WAIT.as_secs()
         )),
     }
-}
-
-/// The ralph project `dir` belongs to: the nearest directory at or above
-/// it with a `ralph.toml` or a `.ralph/`. `None` outside any.
-pub fn project_root(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .find(|d| d.join(crate::config::FILE_NAME).is_file() || d.join(".ralph").is_dir())
-        .map(Path::to_path_buf)
 }
 
 /// Set in the agent's environment by ralph's supervisor: the session is one
@@ -195,18 +183,5 @@ mod tests {
         assert_eq!(meter(&config, &Input::default()).window(), 200_000);
         config.agent.context_window = 300_000;
         assert_eq!(meter(&config, &reported).window(), 300_000);
-    }
-
-    #[test]
-    fn the_project_is_found_above_the_directory() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("ralph.toml"), "").unwrap();
-        std::fs::create_dir_all(d.path().join("a/b")).unwrap();
-        assert_eq!(
-            project_root(&d.path().join("a/b")).as_deref(),
-            Some(d.path())
-        );
-        let outside = tempfile::tempdir().unwrap();
-        assert_eq!(project_root(outside.path()), None);
     }
 }

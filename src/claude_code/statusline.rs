@@ -9,6 +9,7 @@ use console::Style;
 use super::{Input, transcript};
 use crate::config::Config;
 use crate::context::Level;
+use crate::project::Project;
 use crate::stream::StreamEvent;
 
 /// Cells of the bar.
@@ -75,7 +76,7 @@ pub fn view(input: &Input, root: &Path) -> View {
 }
 
 fn current_item(root: &Path, config: &Config) -> Option<String> {
-    let plan = crate::plan::Plan::load(&root.join(&config.plan)).ok()?;
+    let plan = Project::at(root).plan(config).ok()?;
     if plan.items.is_empty() {
         return None;
     }

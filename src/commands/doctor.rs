@@ -14,7 +14,7 @@ use super::Report;
 use super::prompt::NextIteration;
 use crate::config::Config;
 use crate::error::Result;
-use crate::plan::Plan;
+use crate::project::Project;
 use crate::prompt::{EMBEDDED, Templates};
 
 /// How long `<agent> --version` and `--help` may take.
@@ -129,7 +129,7 @@ impl DoctorReport {
 
 fn check_plan(c: &mut Checks, root: &Path, config: &Config) -> bool {
     let name = config.plan.display();
-    match Plan::load(&root.join(&config.plan)) {
+    match Project::at(root).plan(config) {
         Ok(plan) if plan.items.is_empty() => c.warn(
             "plan",
             format!("{name} has no checkbox items"),

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::events::terminal::tokens_short;
 use crate::plan::Plan;
 use crate::plan::estimate::{Basis, Confidence, Estimate, Fit, fit};
-use crate::plan::items::{self, ShardRequest, checkpoint_at};
+use crate::plan::items::{self, checkpoint_at};
 use crate::state::{Layout, RunState};
 
 /// What a fresh Claude Code session holds before any work: system prompt,
@@ -151,26 +151,6 @@ fn estimate_of(
     );
     let prior = (usable as f64 * config.context.estimate_prior_percent / 100.0) as u64;
     items::estimate_item(root, item, &history, prior)
-}
-
-/// The split the next iteration's prompt asks for, decided as the loop
-/// decides it (for `ralph prompt` and `ralph run --dry-run`).
-pub fn next_shard(
-    root: &Path,
-    config: &Config,
-    state: &RunState,
-    plan: &Plan,
-) -> Option<ShardRequest> {
-    let item = &plan.current()?.text;
-    let usable = usable(config, state);
-    let e = estimate_of(root, config, state, item, usable);
-    items::shard_request(
-        item,
-        Some(&e),
-        &state.items,
-        usable,
-        config.context.shard_percent,
-    )
 }
 
 /// The usable window of the run (its known window, else the configured or

@@ -152,6 +152,16 @@ mod tests {
         full.agent.command = Some("c".into());
         full.loop_.max_duration = Some(crate::config::Span::secs(1));
         full.loop_.max_cost_usd = Some(1.0);
+        let n = &mut full.notify;
+        for key in [
+            &mut n.webhook,
+            &mut n.ntfy,
+            &mut n.slack,
+            &mut n.email_command,
+        ] {
+            *key = Some("x".into());
+        }
+        (n.telegram_token, n.telegram_chat) = (Some("t".into()), Some("c".into()));
         let value = toml::Value::try_from(&full).unwrap();
         let table = value.as_table().unwrap();
         for (key, v) in table {

@@ -9,6 +9,7 @@ use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
+use crate::project::Project;
 use crate::prompt::Templates;
 use crate::prompt::fit::{self, DocStats, Stats};
 use crate::prompt::tiers;
@@ -33,12 +34,12 @@ impl NextIteration {
             crate::prompt::templates::PROMPT,
             crate::prompt::templates::CHECKPOINT_REQUEST,
         ])?;
-        let plan = Plan::load(&root.join(&config.plan))?;
+        let plan = Project::at(root).plan(config)?;
         let mut state = match RunState::load(&Layout::new(root).state())? {
             Some(s) if !fresh && !s.is_finished() => s,
             _ => RunState::default(),
         };
-        state.shard_request = super::estimate::next_shard(root, config, &state, &plan);
+        state.shard_request = crate::supervisor::next_shard(root, config, &state, &plan);
         let iteration = state.iteration + 1;
         let fitted = fit::render_prompt(root, &templates, config, &state, &plan, iteration)?;
         let stats = Stats::new(root, config, &state, &plan, &fitted, iteration);

@@ -5,13 +5,14 @@ use std::path::Path;
 
 use crate::claude_code::{self, statusline};
 use crate::error::Result;
+use crate::project::Project;
 
 pub fn statusline(root: &Path) -> Result<i32> {
     let line = match claude_code::read_input() {
         Ok(input) => {
             let dir = input.dir().unwrap_or(root);
-            let project = claude_code::project_root(dir).unwrap_or_else(|| dir.to_path_buf());
-            statusline::render(&statusline::view(&input, &project), color())
+            let project = Project::find(dir);
+            statusline::render(&statusline::view(&input, project.root()), color())
         }
         Err(why) => statusline::fallback(&why),
     };

@@ -28,6 +28,7 @@ pub struct Config {
     pub prompt: crate::config::token_budget::PromptConfig,
     pub handoff: crate::config::token_budget::HandoffConfig,
     pub runs: crate::agent::transcript::RunsConfig,
+    pub notify: crate::notify::config::NotifyConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -150,6 +151,7 @@ impl Default for Config {
             prompt: Default::default(),
             handoff: Default::default(),
             runs: Default::default(),
+            notify: Default::default(),
         }
     }
 }
@@ -446,6 +448,11 @@ impl Config {
                 );
             }
         }
+        for (section, check) in [("notify", self.notify.check())] {
+            if let Err((key, why)) = check {
+                return bad(section, key, why);
+            }
+        }
         if self.plan.as_os_str().is_empty() {
             return bad("", "plan", "must name the plan file".into());
         }
@@ -482,6 +489,19 @@ impl Config {
     /// The agent program and its leading arguments from `agent.command`.
     pub fn agent_program(&self) -> (String, Vec<String>) {
         self.agent.program()
+    }
+
+    /// The context meter as this config sets it up: `[agent]`'s window and
+    /// reserve, `[context]`'s thresholds and `checkpoint_tokens`. The one
+    /// constructor: `ralph run`'s iterations, the status line and the
+    /// PreCompact hook all start from it, so they agree on the level.
+    pub fn meter(&self) -> crate::context::ContextMeter {
+        crate::context::ContextMeter::new(
+            self.agent.context_window,
+            self.agent.reserve_tokens,
+            self.thresholds(),
+        )
+        .with_checkpoint_cap(self.context.checkpoint_tokens)
     }
 
     /// Usable percentage thresholds in order L1, L2, L3.

@@ -160,6 +160,14 @@ pub enum Event {
     Warning {
         message: String,
     },
+    /// Something only a person can settle; the run stops or goes on without
+    /// it and says so here (`reason`: `conflict`, `verify_failing`, …).
+    /// Notified as `needs_human` (docs/notifications.md).
+    NeedsHuman {
+        iteration: u32,
+        reason: String,
+        message: String,
+    },
     RunEnded {
         outcome: String,
         exit_code: i32,

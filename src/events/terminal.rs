@@ -220,6 +220,11 @@ pub fn describe(event: &Event) -> Option<String> {
             format_duration(Duration::from_secs(*seconds))
         ),
         Event::Warning { message } => format!("warning: {message}"),
+        Event::NeedsHuman {
+            iteration,
+            reason,
+            message,
+        } => format!("needs a human ({reason}, iteration {iteration}): {message}"),
         Event::RunEnded {
             outcome,
             exit_code,

@@ -148,7 +148,7 @@ impl std::fmt::Display for RunStatus {
 }
 
 /// Where ralph keeps its runtime files under the project root.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     pub root: PathBuf,
     pub dir: PathBuf,

@@ -22,6 +22,7 @@ use crate::error::Result;
 use crate::events::{Bus, Event, EventLog};
 use crate::hooks;
 use crate::plan::Plan;
+use crate::project::Project;
 use crate::prompt;
 use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
@@ -65,7 +66,7 @@ impl Supervisor {
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
-        let plan = Plan::load(&root.join(&config.plan))?;
+        let plan = Project::at(root).plan(&config)?;
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
@@ -98,6 +99,9 @@ impl Supervisor {
         crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
+        if let Some(notifier) = crate::notify::Notifier::start(&config.notify, root)? {
+            bus.add(Box::new(notifier));
+        }
         crate::state::ownership::at_start(root, &config.prompt_file, &mut bus);
         if let Some(pgid) = lock.stale_agent_pgid {
             // The previous supervisor died; its agent (killed by its
@@ -203,7 +207,9 @@ impl Supervisor {
     }
 
     pub(super) fn plan(&self) -> Plan {
-        Plan::load(&self.root.join(&self.config.plan)).unwrap_or_default()
+        Project::at(&self.root)
+            .plan(&self.config)
+            .unwrap_or_default()
     }
 
     pub(super) fn own(&self) -> OwnPaths {

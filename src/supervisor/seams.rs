@@ -6,14 +6,61 @@
 //! `estimate`, the machine's part in `iteration/seams.rs`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::Supervisor;
 use super::facts::Facts;
 use super::iteration::{self, SeamWatch};
+use crate::config::Config;
 use crate::events::Event;
 use crate::plan::Plan;
-use crate::plan::items::{self, CarryOver, ItemTracker};
+use crate::plan::estimate::Estimate;
+use crate::plan::items::{self, CarryOver, ItemTracker, ShardRequest};
 use crate::repo::Repo;
+use crate::state::{Layout, RunState};
+
+/// The estimates of the plan's open items and the split the next prompt
+/// asks for: the one shard decision, the loop's, which `ralph prompt` and
+/// `ralph run --dry-run` show too.
+pub(crate) fn shard_decision(
+    root: &Path,
+    config: &Config,
+    state: &RunState,
+    plan: &Plan,
+) -> (BTreeMap<String, Estimate>, Option<ShardRequest>) {
+    let c = &config.context;
+    let usable = iteration::meter(config, state).usable();
+    let ledger = items::read_ledger(&items::ledger_path(&Layout::new(root).dir));
+    let history = items::history(ledger, &state.items);
+    let prior = (usable as f64 * c.estimate_prior_percent / 100.0) as u64;
+    let estimates: BTreeMap<_, _> = plan
+        .open()
+        .map(|i| {
+            let e = items::estimate_item(root, &i.text, &history, prior);
+            (i.text.clone(), e)
+        })
+        .collect();
+    let request = plan.current().and_then(|item| {
+        items::shard_request(
+            &item.text,
+            estimates.get(&item.text),
+            &state.items,
+            usable,
+            c.shard_percent,
+        )
+    });
+    (estimates, request)
+}
+
+/// The split the next iteration's prompt asks for, as the loop decides it.
+pub fn next_shard(
+    root: &Path,
+    config: &Config,
+    state: &RunState,
+    plan: &Plan,
+) -> Option<ShardRequest> {
+    shard_decision(root, config, state, plan).1
+}
 
 /// Changed files listed in a carry-over block.
 const CARRY_OVER_FILES: usize = 10;
@@ -23,27 +70,7 @@ impl Supervisor {
     /// what it needs to follow the items live.
     pub(super) fn prepare_seams(&mut self, number: u32, plan: &Plan) -> SeamWatch {
         let c = self.config.context.clone();
-        let usable = iteration::meter(&self.config, &self.state).usable();
-        let ledger = items::read_ledger(&items::ledger_path(&self.layout.dir));
-        let history = items::history(ledger, &self.state.items);
-        let prior = (usable as f64 * c.estimate_prior_percent / 100.0) as u64;
-        let estimates: BTreeMap<_, _> = plan
-            .open()
-            .map(|i| {
-                let e = items::estimate_item(&self.root, &i.text, &history, prior);
-                (i.text.clone(), e)
-            })
-            .collect();
-        let current = plan.current().map(|i| i.text.clone());
-        let request = current.and_then(|item| {
-            items::shard_request(
-                &item,
-                estimates.get(&item),
-                &self.state.items,
-                usable,
-                c.shard_percent,
-            )
-        });
+        let (estimates, request) = shard_decision(&self.root, &self.config, &self.state, plan);
         if let Some(r) = &request {
             let event = Event::ShardSuggested {
                 iteration: number,

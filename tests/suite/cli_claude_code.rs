@@ -487,3 +487,63 @@ fn doctor_reports_whether_the_claude_code_parts_are_installed() {
     let c = check(dir.path());
     assert_eq!(c["verdict"], "ok", "{c}");
 }
+
+/// The status line and the PreCompact hook meter a transcript as `ralph
+/// run` meters it: the same window, thresholds and `checkpoint_tokens`. Here
+/// a 1M window puts 250k tokens at 26% (L0 by percentage), and
+/// `checkpoint_tokens = 200000` makes it L2 for all three.
+#[test]
+fn statusline_and_pre_compact_agree_with_the_runs_meter() {
+    use crate::common::Project;
+    let scenario = "[[step]]\ncontext = 250000\ntext = \"Working.\"\npath = \"work.txt\"\ncontent = \"w\\n\"\n";
+    let p = Project::new(
+        "# Demo\n\n- [ ] parser\n",
+        scenario,
+        "[context]\ncheckpoint_tokens = 200000\n",
+    );
+    // common::config's [agent] has the sim as its command; the window joins it.
+    let toml = p
+        .read("ralph.toml")
+        .replace("[agent]\n", "[agent]\ncontext_window = 1000000\n");
+    p.write("ralph.toml", &toml);
+    let run = p.run(
+        &["--max-iterations", "1"],
+        std::time::Duration::from_secs(60),
+    );
+    let readings = run.of("context");
+    let last = readings.last().expect("the run metered the agent");
+    let run_level = last["reading"]["level"].as_str().unwrap().to_string();
+    assert_eq!(run_level, "L2", "{}", run.describe());
+    let transcript = std::fs::read_dir(p.path(".ralph/runs"))
+        .unwrap()
+        .map(|d| d.unwrap().path().join("iter-001.jsonl"))
+        .find(|t| t.is_file())
+        .expect("the run's transcript");
+
+    let status_input = json!({"session_id": "s", "transcript_path": transcript, "cwd": p.root(),
+        "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet"}})
+    .to_string();
+    let out = ralph(
+        p.root(),
+        &["statusline"],
+        &status_input,
+        &[("NO_COLOR", "1")],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!(" {run_level}]")),
+        "the status line says {} where ralph run said {run_level}",
+        out.stdout
+    );
+
+    let hook_input = json!({"session_id": "s", "transcript_path": transcript, "cwd": p.root(),
+        "hook_event_name": "PreCompact", "trigger": "auto"})
+    .to_string();
+    let out = ralph(p.root(), &["hook", "pre-compact"], &hook_input, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let subject = git(p.root(), &["log", "-1", "--format=%s"]);
+    assert!(
+        subject.contains(&format!("({run_level} at ")),
+        "the PreCompact checkpoint says {subject:?} where ralph run said {run_level}"
+    );
+}

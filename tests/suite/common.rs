@@ -2,6 +2,8 @@
 //! `ralph.toml` whose agent is `ralph sim scenario.toml`, and helpers to run
 //! the built binary and read what it left behind.
 
+pub mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

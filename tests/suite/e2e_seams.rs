@@ -435,3 +435,38 @@ fn the_prompt_preview_carries_the_shard_request_of_a_too_large_item() {
             .contains("Split this item")
     );
 }
+
+/// `ralph prompt` shows the shard decision the loop makes, not one of its
+/// own: a run continued after its first iteration had seen a 1M window
+/// (the state says so) but names no model, so the loop's meter starts at
+/// the default 200k window, where a ~150k-token item is past the 60% from
+/// which items are split. The preview and the run's first prompt agree.
+#[test]
+fn the_prompt_preview_makes_the_loops_shard_decision() {
+    let p = Project::new(
+        "- [ ] port everything in `specs/big.md`\n- [ ] small\n",
+        "[[step]]\ncontext = 30000\ntext = \"Looking.\"\n[[step]]\nresult = \"Later.\"\n",
+        "",
+    );
+    p.write("specs/big.md", &"word ".repeat(96_000));
+    let layout = ralph::state::Layout::new(p.root());
+    layout.ensure().unwrap();
+    let mut state = ralph::state::RunState {
+        run_id: "r1".into(),
+        iteration: 1,
+        status: "interrupted".into(),
+        context_window: 1_000_000,
+        ..ralph::state::RunState::default()
+    };
+    state.save(&layout.state()).unwrap();
+    let out = p.ralph().arg("prompt").output().unwrap();
+    let preview = String::from_utf8(out.stdout).unwrap();
+    let run = p.run(&["--max-iterations", "2"], LIMIT);
+    let shard = run.of("shard_suggested");
+    assert_eq!(shard.len(), 1, "{}", run.describe());
+    assert!(
+        preview.contains("## Split this item first"),
+        "the loop asks for a split ({}), the preview does not:\n{preview}",
+        shard[0]
+    );
+}

@@ -58,13 +58,7 @@ impl IterationLimits {
 /// The meter for the next agent: the configured window, and what earlier
 /// results told about the model's.
 pub(in crate::supervisor) fn meter(config: &Config, state: &RunState) -> ContextMeter {
-    let mut meter = ContextMeter::new(
-        config.agent.context_window,
-        config.agent.reserve_tokens,
-        config.thresholds(),
-    )
-    .with_known_windows(&state.known_windows)
-    .with_checkpoint_cap(config.context.checkpoint_tokens);
+    let mut meter = config.meter().with_known_windows(&state.known_windows);
     if let Some(m) = &config.agent.model {
         meter.set_model(m);
     }

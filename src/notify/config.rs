@@ -1,0 +1,129 @@
+//! `[notify]` in `ralph.toml`: the channels, which events go out, and the
+//! delivery limits (docs/notifications.md). A leaf: imports only `span`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::span::Span;
+
+/// What a notification is about; the `event` field of every payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The run ended (any outcome but a spent budget).
+    RunEnded,
+    /// The run stopped because a budget (cost, duration, deadline, quota) was spent.
+    BudgetStop,
+    BreakerOpen,
+    /// A usage limit: the run sleeps until it resets.
+    LimitWait,
+    /// Something only a person can settle (a merge conflict, verify failing
+    /// again and again): `Event::NeedsHuman`.
+    NeedsHuman,
+    /// `ralph notify --test`.
+    Test,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::RunEnded,
+        Kind::BudgetStop,
+        Kind::BreakerOpen,
+        Kind::LimitWait,
+        Kind::NeedsHuman,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::RunEnded => "run_ended",
+            Kind::BudgetStop => "budget_stop",
+            Kind::BreakerOpen => "breaker_open",
+            Kind::LimitWait => "limit_wait",
+            Kind::NeedsHuman => "needs_human",
+            Kind::Test => "test",
+        }
+    }
+}
+
+/// `[notify]`. A value that starts with `$` names an environment variable
+/// holding it (`slack = "$SLACK_WEBHOOK"`), so that no secret need be
+/// committed with `ralph.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotifyConfig {
+    /// A JSON POST of the documented payload to this URL.
+    pub webhook: Option<String>,
+    /// An ntfy topic URL (`https://ntfy.sh/my-topic`).
+    pub ntfy: Option<String>,
+    /// A Slack incoming-webhook URL.
+    pub slack: Option<String>,
+    /// A Telegram bot token and the chat it writes to.
+    pub telegram_token: Option<String>,
+    pub telegram_chat: Option<String>,
+    /// The Bot API's address (a proxy, or a local server in tests).
+    pub telegram_api: String,
+    /// `notify-send` on this machine, when it is installed.
+    pub desktop: bool,
+    /// A command that sends mail: run with `sh -c`, the text on stdin,
+    /// `RALPH_NOTIFY_SUBJECT` and `RALPH_NOTIFY_EVENT` in its environment
+    /// (e.g. `mail -s "$RALPH_NOTIFY_SUBJECT" me@example.com`).
+    pub email_command: Option<String>,
+    /// Which events are sent (all by default).
+    pub events: Vec<Kind>,
+    /// The longest one delivery attempt may take; also the longest the end
+    /// of a run waits for notifications still being delivered.
+    pub timeout: Span,
+    /// Attempts after a failed one, `backoff`, then twice that, … apart.
+    pub retries: u32,
+    pub backoff: Span,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        NotifyConfig {
+            webhook: None,
+            ntfy: None,
+            slack: None,
+            telegram_token: None,
+            telegram_chat: None,
+            telegram_api: "https://api.telegram.org".into(),
+            desktop: false,
+            email_command: None,
+            events: Kind::ALL.to_vec(),
+            timeout: Span::secs(10),
+            retries: 3,
+            backoff: Span::secs(1),
+        }
+    }
+}
+
+/// The most `notify.retries` may be.
+pub const MAX_RETRIES: u32 = 10;
+
+impl NotifyConfig {
+    /// The key that is wrong, and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.retries > MAX_RETRIES {
+            return Err((
+                "retries",
+                format!("{} is more than {MAX_RETRIES}", self.retries),
+            ));
+        }
+        if self.timeout.0.is_zero() {
+            return Err(("timeout", "must be longer than 0s".into()));
+        }
+        for (key, url) in [
+            ("webhook", &self.webhook),
+            ("ntfy", &self.ntfy),
+            ("slack", &self.slack),
+        ] {
+            if let Some(url) = url
+                && !url.starts_with('$')
+                && !url.starts_with("https://")
+                && !url.starts_with("http://")
+            {
+                return Err((key, "is not an http(s) URL or a $VARIABLE".into()));
+            }
+        }
+        Ok(())
+    }
+}

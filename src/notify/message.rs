@@ -1,0 +1,313 @@
+//! What a notification says: which events become one ([`Watch`]), their
+//! title and text, and each channel's payload. Pure: records in, data out.
+
+use serde_json::{Value, json};
+
+use super::config::Kind;
+use crate::events::{Event, Record};
+
+/// One notification, the same for every channel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub kind: Kind,
+    /// The project's directory name.
+    pub project: String,
+    pub ts: String,
+    /// One line: "ralph · myproject: run completed".
+    pub title: String,
+    /// A few lines for a person.
+    pub text: String,
+    /// The event's own fields (docs/events.md), plus `items_done` at the end
+    /// of a run: what a program receiving the webhook reads.
+    pub details: Value,
+}
+
+/// Turns the supervisor's records into notices: which ones matter, and
+/// what the run did so far (items checked off) for the last one.
+#[derive(Debug, Default)]
+pub struct Watch {
+    project: String,
+    wanted: Vec<Kind>,
+    items_done: Vec<String>,
+}
+
+impl Watch {
+    pub fn new(project: &str, wanted: &[Kind]) -> Watch {
+        Watch {
+            project: project.to_string(),
+            wanted: wanted.to_vec(),
+            items_done: Vec::new(),
+        }
+    }
+
+    /// The notice `record` calls for, if any.
+    pub fn notice(&mut self, record: &Record) -> Option<Notice> {
+        if let Event::ItemChecked { items, .. } = &record.event {
+            self.items_done.extend(items.iter().cloned());
+        }
+        let (kind, headline, text) = describe(&record.event, &self.items_done)?;
+        if !self.wanted.contains(&kind) {
+            return None;
+        }
+        let mut details = serde_json::to_value(&record.event).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut details {
+            map.remove("event");
+            if matches!(kind, Kind::RunEnded | Kind::BudgetStop) {
+                map.insert("items_done".into(), json!(self.items_done));
+            }
+        }
+        Some(Notice {
+            kind,
+            project: self.project.clone(),
+            ts: record.ts.clone(),
+            title: format!("ralph · {}: {headline}", self.project),
+            text,
+            details,
+        })
+    }
+}
+
+/// `ralph notify --test`'s notice.
+pub fn test_notice(project: &str, ts: &str) -> Notice {
+    Notice {
+        kind: Kind::Test,
+        project: project.to_string(),
+        ts: ts.to_string(),
+        title: format!("ralph · {project}: test notification"),
+        text: "ralph can reach this channel (ralph notify --test).".into(),
+        details: json!({}),
+    }
+}
+
+/// The kind, headline and text of an event that is notified.
+fn describe(event: &Event, items_done: &[String]) -> Option<(Kind, String, String)> {
+    match event {
+        Event::RunEnded {
+            outcome,
+            exit_code,
+            reason,
+            iterations,
+            cost_usd,
+            report,
+        } => {
+            let kind = if outcome == "budget_spent" {
+                Kind::BudgetStop
+            } else {
+                Kind::RunEnded
+            };
+            let headline = match kind {
+                Kind::BudgetStop => "stopped on budget".to_string(),
+                _ => format!("run {}", outcome.replace('_', " ")),
+            };
+            let mut text = format!(
+                "{reason}\n{iterations} iteration(s), ${cost_usd:.2}, exit code {exit_code}.\n{} item(s) done",
+                items_done.len()
+            );
+            if !items_done.is_empty() {
+                text.push_str(": ");
+                text.push_str(&items_done.join("; "));
+            }
+            text.push('.');
+            if let Some(report) = report {
+                text.push_str(&format!("\nReport: {report}"));
+            }
+            Some((kind, headline, text))
+        }
+        Event::Breaker {
+            status,
+            rule,
+            message,
+        } if status == "open" => Some((
+            Kind::BreakerOpen,
+            "circuit breaker open".into(),
+            match rule {
+                Some(rule) => format!("{message} (rule: {rule})"),
+                None => message.clone(),
+            },
+        )),
+        Event::LimitWait {
+            until,
+            seconds,
+            detail,
+            ..
+        } => Some((
+            Kind::LimitWait,
+            format!("usage limit, waiting until {until}"),
+            format!(
+                "{detail}\nThe run sleeps {} and goes on by itself.",
+                crate::config::span::format_duration(std::time::Duration::from_secs(*seconds))
+            ),
+        )),
+        Event::NeedsHuman {
+            reason, message, ..
+        } => Some((
+            Kind::NeedsHuman,
+            format!("needs a human ({})", reason.replace('_', " ")),
+            message.clone(),
+        )),
+        _ => None,
+    }
+}
+
+/// The generic webhook's JSON body (docs/notifications.md).
+pub fn webhook_body(n: &Notice) -> Value {
+    json!({
+        "source": "ralph",
+        "event": n.kind.name(),
+        "project": n.project,
+        "ts": n.ts,
+        "title": n.title,
+        "text": n.text,
+        "details": n.details,
+    })
+}
+
+/// A Slack incoming webhook's body.
+pub fn slack_body(n: &Notice) -> Value {
+    json!({ "text": format!("*{}*\n{}", n.title, n.text) })
+}
+
+/// A Telegram `sendMessage` body.
+pub fn telegram_body(n: &Notice, chat: &str) -> Value {
+    json!({
+        "chat_id": chat,
+        "text": format!("{}\n\n{}", n.title, n.text),
+        "disable_web_page_preview": true,
+    })
+}
+
+/// ntfy's headers (the body is the text): a title, a tag, and a higher
+/// priority for what needs someone.
+pub fn ntfy_headers(n: &Notice) -> [(&'static str, String); 3] {
+    let (tag, priority) = match n.kind {
+        Kind::NeedsHuman | Kind::BreakerOpen => ("warning", "high"),
+        Kind::BudgetStop | Kind::LimitWait => ("hourglass", "default"),
+        Kind::RunEnded | Kind::Test => ("robot", "default"),
+    };
+    // Header values must be visible ASCII.
+    let title: String = n
+        .title
+        .replace('·', "-")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    [
+        ("Title", title),
+        ("Tags", tag.to_string()),
+        ("Priority", priority.to_string()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(event: Event) -> Record {
+        Record {
+            ts: "2026-11-24T03:00:00Z".into(),
+            event,
+        }
+    }
+
+    fn ended(outcome: &str) -> Event {
+        Event::RunEnded {
+            outcome: outcome.into(),
+            exit_code: 0,
+            reason: "plan complete".into(),
+            iterations: 3,
+            cost_usd: 1.5,
+            report: Some(".ralph/report.html".into()),
+        }
+    }
+
+    #[test]
+    fn the_events_that_matter_become_notices_and_the_rest_do_not() {
+        let mut w = Watch::new("proj", &Kind::ALL);
+        let warning = Event::Warning {
+            message: "x".into(),
+        };
+        assert_eq!(w.notice(&record(warning)), None);
+        let half = Event::Breaker {
+            status: "half-open".into(),
+            rule: None,
+            message: "cooldown over".into(),
+        };
+        assert_eq!(w.notice(&record(half)), None);
+        let open = Event::Breaker {
+            status: "open".into(),
+            rule: Some("no_progress".into()),
+            message: "3 iterations without progress".into(),
+        };
+        assert_eq!(w.notice(&record(open)).unwrap().kind, Kind::BreakerOpen);
+        let wait = Event::LimitWait {
+            until: "2026-11-24T09:00:00Z".into(),
+            seconds: 3600,
+            source: "rate_limit_event".into(),
+            detail: "limit".into(),
+        };
+        let n = w.notice(&record(wait)).unwrap();
+        assert_eq!(n.kind, Kind::LimitWait);
+        assert!(n.title.contains("2026-11-24T09:00:00Z"), "{}", n.title);
+        let human = Event::NeedsHuman {
+            iteration: 4,
+            reason: "conflict".into(),
+            message: "merge conflict in src/a.rs".into(),
+        };
+        assert_eq!(w.notice(&record(human)).unwrap().kind, Kind::NeedsHuman);
+    }
+
+    #[test]
+    fn the_end_of_a_run_says_outcome_cost_items_and_report() {
+        let mut w = Watch::new("proj", &Kind::ALL);
+        let checked = Event::ItemChecked {
+            iteration: 1,
+            items: vec!["Add parser".into()],
+            next: None,
+            percent: 10.0,
+            next_estimate: None,
+            remaining: 0,
+        };
+        assert_eq!(w.notice(&record(checked)), None);
+        let n = w.notice(&record(ended("completed"))).unwrap();
+        assert_eq!(n.kind, Kind::RunEnded);
+        assert_eq!(n.title, "ralph · proj: run completed");
+        assert!(n.text.contains("$1.50"), "{}", n.text);
+        assert!(n.text.contains("1 item(s) done: Add parser"), "{}", n.text);
+        assert!(n.text.contains("Report: .ralph/report.html"), "{}", n.text);
+        let body = webhook_body(&n);
+        assert_eq!(body["event"], "run_ended");
+        assert_eq!(body["details"]["outcome"], "completed");
+        assert_eq!(body["details"]["cost_usd"], 1.5);
+        assert_eq!(body["details"]["items_done"], json!(["Add parser"]));
+        assert_eq!(body["details"].get("event"), None);
+        let budget = w.notice(&record(ended("budget_spent"))).unwrap();
+        assert_eq!(budget.kind, Kind::BudgetStop);
+    }
+
+    #[test]
+    fn only_the_wanted_kinds_are_sent() {
+        let mut w = Watch::new("proj", &[Kind::BreakerOpen]);
+        assert_eq!(w.notice(&record(ended("completed"))), None);
+    }
+
+    #[test]
+    fn channel_payloads() {
+        let n = test_notice("proj", "t");
+        assert_eq!(
+            slack_body(&n)["text"],
+            "*ralph · proj: test notification*\nralph can reach this channel (ralph notify --test)."
+        );
+        assert_eq!(telegram_body(&n, "42")["chat_id"], "42");
+        let headers = ntfy_headers(&n);
+        assert_eq!(
+            headers[0],
+            ("Title", "ralph - proj: test notification".into())
+        );
+    }
+}

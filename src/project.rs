@@ -1,0 +1,157 @@
+//! "This project": where it is, where its runtime files go, its config and
+//! its plan. Every command, the Claude Code hooks and the status line find
+//! the project here, so `ralph status` in `src/` means the same project as
+//! `ralph run` at its root.
+//!
+//! Finding it works as git finds a repository: from the starting directory
+//! (the current one, or `-C DIR`) upward, the nearest directory with a
+//! `ralph.toml` or a `.ralph/` is the project; with neither anywhere above,
+//! the starting directory is (a new project, as `ralph run` in a fresh
+//! directory always was). `ralph init` takes its directory as it is.
+//!
+//! The plan is loaded here, once, with one error policy: a plan that is
+//! missing, not a file, too big or not text is an [`Error`] naming it;
+//! callers that must never fail (the hooks, the status line) decide what to
+//! show instead, the loader does not guess.
+//!
+//! A run's *scope* (the path prefix under the repository a run may stage
+//! and measure, for monorepo subprojects) belongs to the project too; it is
+//! added here, beside the root, by the run-scope work.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{self, Config};
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::state::Layout;
+
+/// One ralph project: its root and the layout of its `.ralph/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    layout: Layout,
+}
+
+impl Project {
+    /// The project `start` belongs to: the nearest directory at or above it
+    /// with a `ralph.toml` or a `.ralph/`; `start` itself if there is none.
+    pub fn find(start: &Path) -> Project {
+        Project::discover(start).unwrap_or_else(|| Project::at(start))
+    }
+
+    /// The project `start` is in, if any: the nearest directory at or above
+    /// it with a `ralph.toml` or a `.ralph/`.
+    pub fn discover(start: &Path) -> Option<Project> {
+        start.ancestors().find(|d| is_project(d)).map(Project::at)
+    }
+
+    /// The project rooted exactly at `root` (`ralph init`, the demo).
+    pub fn at(root: &Path) -> Project {
+        Project {
+            layout: Layout::new(root),
+        }
+    }
+
+    /// The starting directory of a command: `-C DIR`, or the current one.
+    pub fn start_dir(dir: Option<&Path>) -> Result<PathBuf> {
+        let start = match dir {
+            Some(d) => d.to_path_buf(),
+            None => std::env::current_dir()
+                .map_err(|e| Error::wrap("cannot read the current directory", e))?,
+        };
+        if !start.is_dir() {
+            return Err(Error::usage(format!(
+                "{} is not a directory",
+                start.display()
+            )));
+        }
+        Ok(start)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.layout.root
+    }
+
+    /// Every path under `.ralph/`.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// `ralph.toml` (defaults when there is none).
+    pub fn config(&self) -> Result<Config> {
+        Config::load(self.root())
+    }
+
+    /// Where the plan `config` names is.
+    pub fn plan_path(&self, config: &Config) -> PathBuf {
+        self.root().join(&config.plan)
+    }
+
+    /// The plan `config` names: the one loader, with the one error policy
+    /// (see the module's documentation).
+    pub fn plan(&self, config: &Config) -> Result<Plan> {
+        Plan::load(&self.plan_path(config))
+    }
+}
+
+/// A directory is a project's root when it holds a `ralph.toml` or ralph's
+/// runtime directory.
+fn is_project(dir: &Path) -> bool {
+    dir.join(config::FILE_NAME).is_file() || Layout::new(dir).dir.is_dir()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn found_upward_from_a_subdirectory() {
+        let d = tempfile::tempdir().unwrap();
+        let sub = d.path().join("src/deep");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(d.path().join("ralph.toml"), "").unwrap();
+        assert_eq!(Project::find(&sub).root(), d.path());
+        assert_eq!(Project::find(d.path()).root(), d.path());
+    }
+
+    #[test]
+    fn a_ralph_dir_marks_a_project_without_a_config() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join(".ralph")).unwrap();
+        std::fs::create_dir_all(d.path().join("a/b")).unwrap();
+        assert_eq!(Project::find(&d.path().join("a/b")).root(), d.path());
+    }
+
+    #[test]
+    fn the_nearest_project_wins_a_subproject_is_its_own() {
+        let d = tempfile::tempdir().unwrap();
+        let sub = d.path().join("services/api");
+        std::fs::create_dir_all(sub.join("src")).unwrap();
+        std::fs::write(d.path().join("ralph.toml"), "").unwrap();
+        std::fs::write(sub.join("ralph.toml"), "").unwrap();
+        assert_eq!(Project::find(&sub.join("src")).root(), sub);
+    }
+
+    #[test]
+    fn outside_any_project_the_start_is_the_root() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(Project::discover(d.path()), None);
+        assert_eq!(Project::find(d.path()).root(), d.path());
+        assert_eq!(
+            Project::find(d.path()).layout().dir,
+            d.path().join(".ralph")
+        );
+    }
+
+    #[test]
+    fn the_plan_is_the_one_config_names() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("ralph.toml"), "plan = \"PLAN.md\"\n").unwrap();
+        std::fs::write(d.path().join("PLAN.md"), "- [ ] one\n").unwrap();
+        let p = Project::find(d.path());
+        let config = p.config().unwrap();
+        assert_eq!(p.plan(&config).unwrap().open_count(), 1);
+        let missing = Config::default();
+        let e = p.plan(&missing).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+}
