@@ -200,4 +200,19 @@ mod tests {
         assert_eq!(c.metering, Metering::Live);
         assert!(c.message && c.replay);
     }
+
+    #[test]
+    fn opencode_meters_live_without_messages_and_gemini_does_not_meter_live() {
+        let o = AgentKind::Opencode.capabilities();
+        assert_eq!((o.metering, o.message), (Metering::Live, false));
+        let g = AgentKind::Gemini.capabilities();
+        assert_eq!((g.metering, g.message), (Metering::PerProcess, false));
+        assert_eq!(
+            AgentKind::Opencode.args(Some("p/m")),
+            ["run", "--format", "json", "--model", "p/m"]
+        );
+        assert_eq!(AgentKind::Gemini.args(None), ["-o", "stream-json"]);
+        // The prompt as it is, on stdin.
+        assert_eq!(AgentKind::Gemini.message("Do it."), "Do it.");
+    }
 }

@@ -537,22 +537,18 @@ fn is_high_surrogate_escape(esc: &[u8]) -> bool {
 
 /// One line of a kind other than Claude Code, read into `T`; an empty
 /// line, or one that is not a JSON object of that shape, is
-/// [`StreamEvent::Invalid`].
-pub(crate) fn parse_object<'a, T: serde::Deserialize<'a>>(
-    line: &'a [u8],
-) -> Result<T, StreamEvent> {
+/// [`StreamEvent::Invalid`] for the reason returned.
+pub(crate) fn parse_object<'a, T: serde::Deserialize<'a>>(line: &'a [u8]) -> Result<T, String> {
     let line = trim_line(line);
     if line.is_empty() {
-        return Err(StreamEvent::Invalid {
-            reason: "empty line".into(),
-        });
+        return Err("empty line".into());
     }
-    serde_json::from_slice(line).map_err(|e| StreamEvent::Invalid {
-        reason: if line.first() == Some(&b'{') {
+    serde_json::from_slice(line).map_err(|e| {
+        if line.first() == Some(&b'{') {
             format!("unexpected JSON: {e}")
         } else {
             "not a JSON object".into()
-        },
+        }
     })
 }
 

@@ -127,7 +127,7 @@ impl State {
     fn decode(&mut self, line: &[u8]) -> StreamEvent {
         let line: Line = match super::parse_object(line) {
             Ok(l) => l,
-            Err(invalid) => return invalid,
+            Err(reason) => return StreamEvent::Invalid { reason },
         };
         match (line.kind.as_str(), line.role.as_deref()) {
             ("init", _) => StreamEvent::Init {

@@ -147,7 +147,7 @@ impl State {
     fn decode(&mut self, line: &[u8]) -> StreamEvent {
         let line: Line = match super::parse_object(line) {
             Ok(l) => l,
-            Err(invalid) => return invalid,
+            Err(reason) => return StreamEvent::Invalid { reason },
         };
         if self.session.is_none() {
             self.session = line.session_id.clone();
