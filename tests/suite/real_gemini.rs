@@ -290,6 +290,20 @@ fn ralph_runs_gemini_to_completion() {
     let state = p.state();
     assert_eq!(state["status"], "completed", "{state:#}");
     assert_eq!(state["context_history"][0]["peak_tokens"], 0, "{state:#}");
+    // Every reading says it is no measure of the context.
+    let readings = p.events_named("context");
+    assert!(!readings.is_empty());
+    assert!(
+        readings.iter().all(|e| e["reading"]["not_metered"] == true),
+        "{readings:?}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["context", "--json"])
+        .current_dir(&p.root)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["metered_live"], false, "{report:#}");
     assert!(p.handoffs().is_empty());
     assert_nothing_left(&p);
     p.keep_if_asked();
