@@ -45,22 +45,23 @@ fn dispatch(cli: Cli) -> Result<i32> {
     let start = Project::start_dir(cli.dir.as_deref())?;
     // `init` makes a project where it is told; every other command works on
     // the project the start directory belongs to (found upward, as git does).
-    let root = match &cli.command {
-        Command::Init(_) => start,
-        _ => Project::find(&start).root().to_path_buf(),
+    let project = match &cli.command {
+        Command::Init(_) => Project::at(&start),
+        _ => Project::find(&start),
     };
+    let root = project.root();
     match cli.command {
-        Command::Run(args) => commands::run(&root, &args),
-        Command::Checkpoint(args) => commands::checkpoint(&root, &args.reason, args.json),
-        Command::Stop(args) => commands::stop(&root, args.json),
-        Command::Context(args) => commands::context(&root, args.json, args.watch, args.estimate),
-        Command::Status(args) => commands::status(&root, args.json),
-        Command::Init(args) if args.claude => commands::init_claude(&root, args.json),
+        Command::Run(args) => commands::run(&project, &args),
+        Command::Checkpoint(args) => commands::checkpoint(&project, &args.reason, args.json),
+        Command::Stop(args) => commands::stop(&project, args.json),
+        Command::Context(args) => commands::context(&project, args.json, args.watch, args.estimate),
+        Command::Status(args) => commands::status(&project, args.json),
+        Command::Init(args) if args.claude => commands::init_claude(root, args.json),
         Command::Init(args) => {
-            commands::init(&root, args.agent.unwrap_or_default(), args.force, args.json)
+            commands::init(root, args.agent.unwrap_or_default(), args.force, args.json)
         }
         Command::Prompt(args) => commands::prompt(
-            &root,
+            &project,
             &RunArgs {
                 plan: args.plan,
                 fresh: args.fresh,
@@ -69,15 +70,15 @@ fn dispatch(cli: Cli) -> Result<i32> {
             args.stats,
             args.json,
         ),
-        Command::Report(args) => commands::report(&root, &args),
-        Command::Doctor(args) => commands::doctor(&root, args.json),
+        Command::Report(args) => commands::report(&project, &args),
+        Command::Doctor(args) => commands::doctor(&project, args.json),
         Command::Completions(args) => commands::completions(args.shell),
         Command::Man => commands::man(),
-        Command::Recover(args) => commands::recover(&root, &args),
-        Command::Notify(args) => commands::notify(&root, args.test, args.json),
+        Command::Recover(args) => commands::recover(&project, &args),
+        Command::Notify(args) => commands::notify(&project, args.test, args.json),
         Command::Demo(args) => commands::demo(args.path),
         Command::Sim(args) => Ok(ralph_sim::run(&args)?),
-        Command::Statusline => commands::statusline(&root),
-        Command::Hook { event } => commands::hook(&root, event),
+        Command::Statusline => commands::statusline(&project),
+        Command::Hook { event } => commands::hook(&project, event),
     }
 }

@@ -9,14 +9,14 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::context::Level;
-use crate::error::Result;
 use crate::plan::{self, Plan};
 use crate::prompt::fit;
 use crate::prompt::tiers::{self, Detail, PlanTiers};
 use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
-use crate::state::{FileInProgress, Layout, RunState, Trigger};
+use crate::state::{FileInProgress, Layout, Trigger};
 use crate::stream::ToolCall;
+use crate::text::cut;
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
@@ -63,12 +63,6 @@ pub struct Saved {
     pub stashed: Vec<StashEntry>,
     /// Work the WIP commit left out (too big, binary, too many new files).
     pub left_out: Vec<LeftOut>,
-}
-
-/// "Context Checkpoint L2 at 87% - parser": one predictable form for
-/// commits and handoffs, so tools that index the repo find them.
-pub fn title(level: Level, percent: f64, item: Option<&str>) -> String {
-    titled("context", level, percent, item)
 }
 
 /// The title by trigger: "Context Checkpoint L2 at 87% - parser" for the
@@ -408,31 +402,6 @@ pub fn stash_names(stashed: &[StashEntry]) -> Vec<String> {
         .collect()
 }
 
-/// A checkpoint with no supervisor running (`ralph checkpoint` without a
-/// run, Claude Code's PreCompact hook): perform it and record its handoff
-/// and commit in the state.
-pub fn perform_standalone(
-    root: &Path,
-    moment: impl FnOnce(&Config, &RunState) -> Moment,
-) -> Result<Saved> {
-    let config = Config::load(root)?;
-    crate::text::secrets::remember(&config.agent.env);
-    let templates = Templates::load(root)?;
-    let layout = Layout::new(root);
-    layout.ensure()?;
-    let mut state = RunState::load(&layout.state())?.unwrap_or_default();
-    let saved = perform(root, &config, &templates, &moment(&config, &state));
-    state.last_handoff.clone_from(&saved.handoff);
-    if saved.commit.is_some() {
-        state.last_commit.clone_from(&saved.commit);
-    }
-    if state.run_id.is_empty() {
-        state.run_id = "manual".into();
-    }
-    state.save(&layout.state())?;
-    Ok(saved)
-}
-
 /// The files the agent changed that are work in progress: not the notes
 /// it wrote on ralph's request, nor anything else in ralph's `.ralph/`
 /// (the handoff carries the notes themselves).
@@ -496,13 +465,6 @@ fn one_line(text: &str) -> String {
     }
 }
 
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    format!("{}…", text.chars().take(max).collect::<String>())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,15 +506,6 @@ mod tests {
         assert_eq!(yaml["iteration"], 3);
         assert_eq!(yaml["context_percent"], 87.4);
         assert_eq!(yaml["trigger"], "true");
-    }
-
-    #[test]
-    fn titles_have_one_form() {
-        assert_eq!(
-            title(Level::L2, 86.6, Some("parser")),
-            "Context Checkpoint L2 at 87% - parser"
-        );
-        assert_eq!(title(Level::L3, 95.0, None), "Context Checkpoint L3 at 95%");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use serde::Serialize;
 use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::project::Project;
 
 pub use claude::init_claude;
 pub use context::context;
@@ -89,8 +90,9 @@ fn local_time(ts: &str) -> String {
 }
 
 /// The config with `ralph run`'s flags applied on top.
-pub fn load_config(root: &Path, args: &RunArgs) -> Result<Config> {
-    let mut config = Config::load(root)?;
+pub fn load_config(project: &Project, args: &RunArgs) -> Result<Config> {
+    let root = project.root();
+    let mut config = project.config()?;
     if let Some(plan) = &args.plan {
         // A plan given on the command line is relative to where the user is.
         let abs = std::env::current_dir()

@@ -3,25 +3,25 @@
 
 pub mod agent;
 pub mod app;
-pub mod checkpoint;
-pub mod claude_code;
-pub mod cli;
-pub mod commands;
+mod checkpoint;
+mod claude_code;
+mod cli;
+mod commands;
 pub mod config;
 pub mod context;
 pub mod error;
 pub mod events;
-pub mod hooks;
-pub mod notify;
+mod hooks;
+mod notify;
 pub mod plan;
-pub mod project;
+mod project;
 pub mod prompt;
 pub mod repo;
 pub mod report;
-pub mod rules;
+mod rules;
 pub mod state;
 pub mod stream;
-pub mod supervisor;
-pub mod text;
+mod supervisor;
+mod text;
 
 pub use error::{Error, Result};

@@ -15,6 +15,5 @@ pub mod config;
 mod deliver;
 mod message;
 
-pub use config::{Kind, NotifyConfig};
-pub use deliver::{Channel, Delivery, Notifier, deliver};
-pub use message::{Notice, test_notice};
+pub use deliver::{Channel, Notifier, deliver};
+pub use message::test_notice;

@@ -14,9 +14,11 @@
 //! callers that must never fail (the hooks, the status line) decide what to
 //! show instead, the loader does not guess.
 //!
-//! A run's *scope* (the path prefix under the repository a run may stage
-//! and measure, for monorepo subprojects) belongs to the project too; it is
-//! added here, beside the root, by the run-scope work.
+//! A run's *scope* follows from the root: the project's directory relative
+//! to its git work tree is all a run stages, commits, snapshots and counts
+//! as progress (`repo/scope.rs` keys it with the work tree and refuses an
+//! overlapping run in the same work tree; `Own` in `repo/repository.rs`
+//! keeps everything outside it out).
 
 use std::path::{Path, PathBuf};
 

@@ -15,7 +15,9 @@
 //!   health.rs        commit_blockers: split/sparse index, detached HEAD (doctor, WIP commit)
 //!   stash.rs         stash entries, those made since an iteration began
 //!   outputs.rs       the files ralph's own stdout/stderr write to
-//!   safety_net.rs    work-tree snapshots on refs/ralph/snapshots/<run>/<iteration>
+//!   scope.rs         a run's scope: the key of its work tree and project, the claim that
+//!                    refuses an overlapping run, the work tree's commit lock
+//!   safety_net.rs    work-tree snapshots on refs/ralph/snapshots/<scope>/<run>/<iteration>
 //! ```
 //!
 //! Pitfalls: never touch HEAD, the index or the stash outside a WIP commit;
@@ -28,16 +30,18 @@ mod health;
 mod outputs;
 mod repository;
 mod safety_net;
+mod scope;
 mod snapshot;
 mod stash;
 mod stat;
 
-pub use commit::{CommitOutcome, remove_stale_commit_locks, wip_commit_at};
+pub use commit::{CommitOutcome, remove_stale_commit_locks};
 pub use guard::{Guard, UntrackedGroup};
 pub use health::Blocker;
 pub use outputs::{output_files, remember_output_files};
 pub use repository::*;
 pub use safety_net::{Restored, SNAPSHOT_REFS, SnapshotInfo, SnapshotOutcome};
+pub use scope::ScopeClaim;
 pub use snapshot::{Snapshot, made_progress, snapshot};
 pub use stash::{StashEntry, stash_ids};
 pub use stat::{FileChange, display_path};

@@ -76,5 +76,6 @@ mod verdict;
 mod waiting;
 
 use now::Now;
+pub use record::checkpoint_outside_a_run;
 pub use run::*;
 pub use seams::next_shard;

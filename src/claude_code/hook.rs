@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::{Input, transcript};
-use crate::checkpoint::{self, Moment, Saved};
+use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::error::Result;
 use crate::project::Project;
@@ -49,7 +49,7 @@ pub fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
         None => transcript::Recent::default(),
     };
     let trigger = input.trigger.as_deref().unwrap_or("auto");
-    let saved = checkpoint::perform_standalone(&root, |config, state| {
+    let saved = crate::supervisor::checkpoint_outside_a_run(&root, |config, state| {
         moment(config, state, input, &root, recent, trigger)
     })?;
     for w in &saved.warnings {

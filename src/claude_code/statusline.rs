@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::context::Level;
 use crate::project::Project;
 use crate::stream::StreamEvent;
+use crate::text::fit_width;
 
 /// Cells of the bar.
 const BAR: usize = 10;
@@ -81,7 +82,7 @@ fn current_item(root: &Path, config: &Config) -> Option<String> {
         return None;
     }
     Some(match plan.current() {
-        Some(item) => cut(&item.text, ITEM_CHARS),
+        Some(item) => fit_width(&item.text, ITEM_CHARS),
         None => "plan done".into(),
     })
 }
@@ -143,13 +144,6 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    format!("{}…", text.chars().take(max - 1).collect::<String>())
-}
-
 /// What to print when even the input could not be read.
 pub fn fallback(why: &str) -> String {
     format!("[CTX: ?] {why}")
@@ -170,8 +164,8 @@ mod tests {
 
     #[test]
     fn long_items_are_cut() {
-        assert_eq!(cut("short", 10), "short");
-        assert_eq!(cut("a rather long item", 8), "a rathe…");
+        assert_eq!(fit_width("short", 10), "short");
+        assert_eq!(fit_width("a rather long item", 8), "a rathe…");
     }
 
     #[test]

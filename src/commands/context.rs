@@ -20,6 +20,7 @@ use crate::events::terminal::{bar, sparkline, tokens_short};
 use crate::events::{Event, Record};
 use crate::plan::Plan;
 use crate::plan::items::ItemAccount;
+use crate::project::Project;
 use crate::state::{HistoryEntry, Layout, RunState};
 
 /// How often `--watch` looks for news.
@@ -467,15 +468,16 @@ impl Report for ContextReport {
 
 /// `ralph context [--json] [--watch] [--estimate [ITEM]]`.
 pub fn context(
-    root: &Path,
+    project: &Project,
     json: bool,
     watch: bool,
     estimate: Option<Option<String>>,
 ) -> Result<i32> {
+    let root = project.root();
     let mut watcher = Watcher::new(root);
     if let Some(item) = estimate {
         let report = watcher.report()?;
-        let config = Config::load(root)?;
+        let config = project.config()?;
         let state = RunState::load(&watcher.layout.state())?.unwrap_or_default();
         let plan = Plan::load(&root.join(watcher.live.plan.as_ref().unwrap_or(&config.plan))).ok();
         let occupancy = report

@@ -2,15 +2,13 @@
 //! supervisor (a signal, with `.ralph/control.json` for the reason), or a
 //! checkpoint of the tree as it stands when no run is going.
 
-use std::path::Path;
-
 use serde::Serialize;
 
 use super::Report;
-use crate::checkpoint::{self, Moment};
-use crate::config::Config;
+use crate::checkpoint::Moment;
 use crate::context::Level;
 use crate::error::{Error, Result};
+use crate::project::Project;
 use crate::state::{self, Layout, Trigger};
 
 /// What to write to `.ralph/control.json` for a running supervisor.
@@ -75,8 +73,9 @@ impl Report for CheckpointReport {
     }
 }
 
-pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
-    let layout = Layout::new(root);
+pub fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<i32> {
+    let root = project.root();
+    let layout = project.layout();
     let mut report = CheckpointReport {
         outcome: "requested",
         supervisor_pid: None,
@@ -85,7 +84,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         handoff: None,
         warnings: Vec::new(),
     };
-    if let Some(pid) = send_to_supervisor(&layout, nix::sys::signal::Signal::SIGUSR1, Some(reason))?
+    if let Some(pid) = send_to_supervisor(layout, nix::sys::signal::Signal::SIGUSR1, Some(reason))?
     {
         report.supervisor_pid = Some(pid);
         super::print(&report.render(json))?;
@@ -93,7 +92,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
     }
     // A clean tree has nothing to save: a handoff alone, committed each
     // time, would only pile up.
-    let config = Config::load(root)?;
+    let config = project.config()?;
     let own = crate::repo::OwnPaths::new(config.prompt_file.clone());
     if let Ok(Some(repo)) = crate::repo::Repo::open(root)
         && repo.changes(&own).is_ok_and(|c| c.is_empty())
@@ -102,7 +101,7 @@ pub fn checkpoint(root: &Path, reason: &str, json: bool) -> Result<i32> {
         super::print(&report.render(json))?;
         return Ok(0);
     }
-    let saved = checkpoint::perform_standalone(root, |_, state| Moment {
+    let saved = crate::supervisor::checkpoint_outside_a_run(root, |_, state| Moment {
         iteration: state.iteration,
         trigger: Trigger::Manual,
         level: Level::L2,
@@ -145,9 +144,9 @@ impl Report for StopReport {
     }
 }
 
-pub fn stop(root: &Path, json: bool) -> Result<i32> {
-    let layout = Layout::new(root);
-    match send_to_supervisor(&layout, nix::sys::signal::Signal::SIGUSR2, None)? {
+pub fn stop(project: &Project, json: bool) -> Result<i32> {
+    let layout = project.layout();
+    match send_to_supervisor(layout, nix::sys::signal::Signal::SIGUSR2, None)? {
         Some(pid) => {
             super::print(
                 &StopReport {

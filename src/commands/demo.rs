@@ -52,7 +52,7 @@ pub fn demo(dir: Option<PathBuf>) -> Result<i32> {
     let tree = repo.find_tree(index.write_tree()?)?;
     repo.commit(Some("HEAD"), &sig, &sig, "demo: the plan", &tree, &[])?;
     eprintln!("demo project: {}", dir.display());
-    let code = super::run(&dir, &RunArgs::default())?;
+    let code = super::run(&crate::project::Project::at(&dir), &RunArgs::default())?;
     eprintln!(
         "\ndemo finished (exit {code}). Look around:\n  cd {}\n  git log --stat\n  ls .ralph/handoffs && cat PROMPT.md\n  ralph -C {} status",
         dir.display(),

@@ -503,7 +503,8 @@ impl Report for DoctorReport {
 }
 
 /// `ralph doctor [--json]`: exit 0 when there is no problem, 1 otherwise.
-pub fn doctor(root: &Path, json: bool) -> Result<i32> {
+pub fn doctor(project: &Project, json: bool) -> Result<i32> {
+    let root = project.root();
     let report = DoctorReport::examine(root);
     super::print(&report.render(json))?;
     Ok(if report.ok { 0 } else { 1 })

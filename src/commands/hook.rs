@@ -2,13 +2,13 @@
 //! `SessionStart` hooks. They never block a session: every error is a line
 //! on stderr and exit 0, so Claude Code goes on (and compacts).
 
-use std::path::Path;
-
 use crate::claude_code::{self, hook::Outcome};
 use crate::cli::HookEvent;
 use crate::error::Result;
+use crate::project::Project;
 
-pub fn hook(root: &Path, event: HookEvent) -> Result<i32> {
+pub fn hook(project: &Project, event: HookEvent) -> Result<i32> {
+    let root = project.root();
     let input = match claude_code::read_input() {
         Ok(i) => i,
         Err(why) => {

@@ -3,14 +3,13 @@
 //! run's retries and timeout, and says how it went.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::Serialize;
 
 use super::{Report, print};
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::notify::{self, Channel};
+use crate::project::Project;
 
 #[derive(Debug, Serialize)]
 pub struct NotifyReport {
@@ -53,8 +52,9 @@ impl Report for NotifyReport {
     }
 }
 
-pub fn notify(root: &Path, test: bool, json: bool) -> Result<i32> {
-    let config = Config::load(root)?;
+pub fn notify(project: &Project, test: bool, json: bool) -> Result<i32> {
+    let root = project.root();
+    let config = project.config()?;
     let channels = Channel::all(&config.notify)?;
     if channels.is_empty() {
         return Err(Error::config("no notification channel is configured")

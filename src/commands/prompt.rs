@@ -55,8 +55,9 @@ impl NextIteration {
 
 /// `ralph prompt [PLAN] [--fresh] [--stats] [--json]`: the PROMPT.md the
 /// next iteration would get, or what its sections cost (`--stats`, `--json`).
-pub fn prompt(root: &Path, args: &RunArgs, stats: bool, json: bool) -> Result<i32> {
-    let config = super::load_config(root, args)?;
+pub fn prompt(project: &Project, args: &RunArgs, stats: bool, json: bool) -> Result<i32> {
+    let root = project.root();
+    let config = super::load_config(project, args)?;
     let next = NextIteration::preview(root, &config, args.fresh)?;
     if stats || json {
         super::print(&super::Report::render(&next.stats, json))?;

@@ -3,7 +3,6 @@
 //! new branch.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -11,6 +10,7 @@ use super::{Report, local_time, print};
 use crate::cli::RecoverArgs;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::project::Project;
 use crate::repo::{OwnPaths, Repo, Restored, SnapshotInfo};
 
 #[derive(Serialize)]
@@ -73,7 +73,8 @@ impl Report for Restored {
     }
 }
 
-pub fn recover(root: &Path, args: &RecoverArgs) -> Result<i32> {
+pub fn recover(project: &Project, args: &RecoverArgs) -> Result<i32> {
+    let root = project.root();
     let repo = Repo::open(root)?.ok_or_else(|| {
         Error::usage(format!("{} is not in a git repository", root.display()))
             .with_hint("snapshots are git objects: there are none outside a repository")

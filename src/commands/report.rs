@@ -2,16 +2,14 @@
 //! all): the HTML page written to a file, a short summary (or `--json`)
 //! on stdout. The figures are built by `crate::report`.
 
-use std::path::Path;
-
 use crate::cli::ReportArgs;
-use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::project::Project;
 use crate::report::{self, Which};
-use crate::state::Layout;
 
-pub fn report(root: &Path, args: &ReportArgs) -> Result<i32> {
-    let layout = Layout::new(root);
+pub fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
+    let root = project.root();
+    let layout = project.layout();
     let which = match (&args.run, args.all) {
         (Some(_), true) => return Err(Error::usage("give a RUN or --all, not both")),
         (Some(id), false) => Which::Run(id.clone()),
@@ -20,13 +18,13 @@ pub fn report(root: &Path, args: &ReportArgs) -> Result<i32> {
     };
     // The thresholds and budgets drawn on the charts; a broken config must
     // not keep the user from seeing what happened.
-    let config = Config::load(root).ok();
-    let runs = report::reports(&layout, config.as_ref(), &which)?;
+    let config = project.config().ok();
+    let runs = report::reports(layout, config.as_ref(), &which)?;
     let path = match &args.html {
         Some(p) => std::env::current_dir()
             .map(|d| d.join(p))
             .unwrap_or(p.clone()),
-        None => report::default_path(&layout),
+        None => report::default_path(layout),
     };
     report::write_html(root, &path, &runs)?;
     let out = if args.json {

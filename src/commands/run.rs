@@ -14,10 +14,12 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::terminal::Terminal;
 use crate::events::{Bus, JsonLines};
+use crate::project::Project;
 use crate::supervisor::{self, RunOptions, Supervisor};
 
-pub fn run(root: &Path, args: &RunArgs) -> Result<i32> {
-    let config = super::load_config(root, args)?;
+pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
+    let root = project.root();
+    let config = super::load_config(project, args)?;
     let deadline = args
         .deadline
         .as_deref()

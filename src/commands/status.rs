@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::Report;
 use crate::config::{Config, format_duration};
 use crate::error::Result;
+use crate::project::Project;
 use crate::rules::breaker::{BreakerState, Status as BreakerStatus};
 use crate::state::{self, IterationRecord, Layout, RunState, RunStatus};
 
@@ -283,7 +284,8 @@ impl Report for StatusReport {
 }
 
 /// `ralph status [--json]`: always exit 0 (it reports; it judges nothing).
-pub fn status(root: &Path, json: bool) -> Result<i32> {
+pub fn status(project: &Project, json: bool) -> Result<i32> {
+    let root = project.root();
     let report = StatusReport::load(root)?;
     super::print(&report.render(json))?;
     Ok(0)

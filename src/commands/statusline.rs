@@ -1,13 +1,12 @@
 //! `ralph statusline`: Claude Code's `statusLine` command. Whatever goes
 //! wrong, it prints a line and exits 0: a status line must never fail.
 
-use std::path::Path;
-
 use crate::claude_code::{self, statusline};
 use crate::error::Result;
 use crate::project::Project;
 
-pub fn statusline(root: &Path) -> Result<i32> {
+pub fn statusline(project: &Project) -> Result<i32> {
+    let root = project.root();
     let line = match claude_code::read_input() {
         Ok(input) => {
             let dir = input.dir().unwrap_or(root);

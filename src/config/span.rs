@@ -23,10 +23,6 @@ impl Span {
         }
         Ok(Span(d.unsigned_abs()))
     }
-
-    pub fn display(&self) -> String {
-        format_duration(self.0)
-    }
 }
 
 /// "1h02m", "4m05s", "12s": short, for status lines and reports.

@@ -12,6 +12,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::text::cut;
 
 /// The log, relative to the project root (committed, unlike the rest of `.ralph/`).
 pub const FILE: &str = ".ralph/decisions.md";
@@ -298,13 +299,6 @@ pub fn view(log: &[Decision], n: usize) -> Option<LogView> {
         count: log.len(),
         latest,
     })
-}
-
-fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
 }
 
 #[cfg(test)]

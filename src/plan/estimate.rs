@@ -227,16 +227,6 @@ pub enum Fit {
     Split,
 }
 
-impl Fit {
-    pub fn name(self) -> &'static str {
-        match self {
-            Fit::Fits => "fits",
-            Fit::FreshWindow => "fresh_window",
-            Fit::Split => "split",
-        }
-    }
-}
-
 /// `remaining`: tokens left before the checkpoint in the current window;
 /// `fresh`: what a fresh window offers before its checkpoint; `shard_at`:
 /// the size from which an item should be split.

@@ -159,18 +159,6 @@ pub fn shard_request(
     })
 }
 
-/// How many of the latest iterations, in a row, worked on `item` and ended
-/// in a checkpoint. `iterations`: (item, checkpointed), oldest first.
-pub fn checkpoint_streak<'a>(
-    iterations: impl DoubleEndedIterator<Item = (Option<&'a str>, bool)>,
-    item: &str,
-) -> u32 {
-    iterations
-        .rev()
-        .take_while(|(i, cp)| *cp && *i == Some(item))
-        .count() as u32
-}
-
 /// Whether the plan gained checkbox items: the agent split an item.
 pub fn split(before: &Plan, after: &Plan) -> bool {
     after
@@ -496,16 +484,6 @@ mod tests {
         for (e, streak, want) in table {
             assert_eq!(shard_reason(e.as_ref(), shard_at, streak), want);
         }
-        let it = [
-            (Some("a"), true),
-            (Some("b"), false),
-            (Some("b"), true),
-            (Some("b"), true),
-        ];
-        assert_eq!(checkpoint_streak(it.iter().copied(), "b"), 2);
-        assert_eq!(checkpoint_streak(it[..3].iter().copied(), "b"), 1);
-        assert_eq!(checkpoint_streak(it[..2].iter().copied(), "b"), 0);
-        assert_eq!(checkpoint_streak(it.iter().copied(), "a"), 0);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::prompt::templates::{PROMPT, Templates};
 use crate::prompt::tiers::{self, Detail, HistoryTiers, PlanTiers};
 use crate::prompt::tokens;
 use crate::state::{FileInProgress, RunState, Trigger};
+use crate::text::cut;
 
 /// A document rendered within (or as close as it gets to) its budget.
 #[derive(Debug, Clone)]
@@ -104,8 +105,8 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
             level => cp.level.map_or("L2", Level::name),
             percent => cp.percent_at_checkpoint.round() as i64,
             handoff_file => cp.handoff_file.as_deref().unwrap_or("(no handoff was written)"),
-            current_item => cp.current_todo_item.as_deref().map(|t| tiers::cut_chars(t, 400)),
-            progress => cp.progress_on_item.as_deref().map(|t| tiers::cut_chars(t, 300)),
+            current_item => cp.current_todo_item.as_deref().map(|t| cut(t, 400)),
+            progress => cp.progress_on_item.as_deref().map(|t| cut(t, 300)),
             files => files.shown,
             files_more => files.summary,
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
@@ -160,7 +161,7 @@ pub fn sections(text: &str) -> Vec<Section> {
             fence = !fence;
         }
         if !fence && let Some(h) = line.strip_prefix("## ") {
-            out.push((tiers::cut_chars(h.trim(), 60), String::new()));
+            out.push((cut(h.trim(), 60), String::new()));
         }
         let body = &mut out.last_mut().expect("one section").1;
         body.push_str(line);

@@ -14,6 +14,7 @@ use crate::context::Level;
 use crate::plan::Plan;
 use crate::prompt::tokens;
 use crate::state::RunState;
+use crate::text::cut;
 
 /// Open items after the current one that are always shown in full.
 pub const NEXT_IN_FULL: usize = 3;
@@ -142,7 +143,7 @@ impl PlanTiers {
                     NEXT_NOTE_TOKENS
                 };
                 FullItem {
-                    text: cut_chars(&item.text, ITEM_CHARS * 4),
+                    text: cut(&item.text, ITEM_CHARS * 4),
                     line: item.line,
                     notes: plan.notes_of(*index).map(|n| {
                         cut_tokens(
@@ -160,7 +161,7 @@ impl PlanTiers {
         let others: Vec<String> = rest
             .iter()
             .take(detail.open_lines)
-            .map(|(_, i)| cut_chars(&i.text, ITEM_CHARS))
+            .map(|(_, i)| cut(&i.text, ITEM_CHARS))
             .collect();
         PlanTiers {
             done_count: done.len(),
@@ -168,7 +169,7 @@ impl PlanTiers {
             done_hidden: done.len() - recent,
             done_recent: done[done.len() - recent..]
                 .iter()
-                .map(|t| cut_chars(t, ITEM_CHARS))
+                .map(|t| cut(t, ITEM_CHARS))
                 .collect(),
             more_open: rest.len() - others.len(),
             full,
@@ -180,7 +181,7 @@ impl PlanTiers {
     pub fn open_line_costs(plan: &Plan) -> Vec<usize> {
         plan.open()
             .skip(1 + NEXT_IN_FULL)
-            .map(|i| tokens::estimate(&format!("- [ ] {}\n", cut_chars(&i.text, ITEM_CHARS))))
+            .map(|i| tokens::estimate(&format!("- [ ] {}\n", cut(&i.text, ITEM_CHARS))))
             .collect()
     }
 }
@@ -218,7 +219,7 @@ impl HistoryTiers {
                 let c = peaks.get(&h.iteration);
                 HistoryLine {
                     iteration: h.iteration,
-                    outcome: cut_chars(&h.outcome, ITEM_CHARS),
+                    outcome: cut(&h.outcome, ITEM_CHARS),
                     checkpoint: c.is_some_and(|c| c.1),
                     level: c.and_then(|c| c.2).map(Level::name),
                     peak_percent: c.map_or(0.0, |c| c.0),
@@ -404,13 +405,6 @@ pub fn thousands(n: usize) -> String {
     out
 }
 
-pub fn cut_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
-}
-
 /// `text` cut at a line end so that it costs at most about `max` tokens,
 /// with `tail` appended when cut.
 pub fn cut_tokens(text: &str, max: usize, tail: &str) -> String {
@@ -424,7 +418,7 @@ pub fn cut_tokens(text: &str, max: usize, tail: &str) -> String {
         if used + cost > max {
             // A single huge line: keep what fits of it.
             if out.is_empty() {
-                out.push_str(&cut_chars(line, max.saturating_sub(used) * 3));
+                out.push_str(&cut(line, max.saturating_sub(used) * 3));
                 out.push('\n');
             }
             break;

@@ -86,6 +86,8 @@ impl Repo {
         }
         let mut own = self.own(own);
         own.leave_out(left_out);
+        // Runs of other projects in this work tree stage into the same index.
+        let _serialised = self.commit_lock();
         match self.try_wip_commit(message, &own) {
             Ok(outcome) => {
                 debug!(?outcome, "WIP commit");
@@ -192,6 +194,7 @@ impl Repo {
             // Key files (`.env`, `*.pem` …) never go into a commit, ignored or
             // not: the handoff lists them as left uncommitted.
             if own.is_runtime(path)
+                || !own.in_scope(path)
                 || (new_file && own.is_left_out(path))
                 || crate::text::secrets::is_key_file(&String::from_utf8_lossy(path))
             {
@@ -231,6 +234,31 @@ impl Repo {
         Ok(staged)
     }
 
+    /// The tree of a project below the work tree's top: HEAD's tree outside
+    /// the project's directory, the index inside it. What another project's
+    /// agent staged in the shared index is not this commit's.
+    pub(super) fn scoped_tree(
+        &self,
+        index: &git2::Index,
+        head: Option<&git2::Tree<'_>>,
+        scope: &[u8],
+    ) -> std::result::Result<git2::Oid, git2::Error> {
+        let mut tree = git2::Index::new()?;
+        if let Some(head) = head {
+            tree.read_tree(head)?;
+        }
+        let outside: Vec<git2::IndexEntry> =
+            tree.iter().filter(|e| !e.path.starts_with(scope)).collect();
+        tree.clear()?;
+        for entry in outside
+            .into_iter()
+            .chain(index.iter().filter(|e| e.path.starts_with(scope)))
+        {
+            tree.add(&entry)?;
+        }
+        tree.write_tree_to(&self.git)
+    }
+
     fn stage_and_commit(
         &self,
         index: &mut git2::Index,
@@ -240,8 +268,12 @@ impl Repo {
     ) -> std::result::Result<CommitOutcome, git2::Error> {
         let staged = self.stage_work_tree(index, own)?;
         trace!(staged, "staged work-tree changes");
-        let tree_id = index.write_tree()?;
         let parent_tree = parent.map(|c| c.tree()).transpose()?;
+        let tree_id = if own.scope.is_empty() {
+            index.write_tree()?
+        } else {
+            self.scoped_tree(index, parent_tree.as_ref(), &own.scope)?
+        };
         let unchanged = match &parent_tree {
             Some(tree) => tree.id() == tree_id,
             None => index.is_empty(),
@@ -279,23 +311,6 @@ impl Repo {
             id: id.to_string(),
             files,
         })
-    }
-}
-
-/// Convenience for callers without a [`Repo`]: open `root` and WIP-commit,
-/// skipping with a reason when it is not in a git repository.
-pub fn wip_commit_at(root: &Path, message: &str, own: &OwnPaths) -> CommitOutcome {
-    match Repo::open(root) {
-        Ok(Some(repo)) => repo.wip_commit(message, own),
-        Ok(None) => CommitOutcome::Skipped {
-            reason: format!(
-                "no WIP commit: {} is not in a git repository; run `git init` to get checkpoints committed",
-                root.display()
-            ),
-        },
-        Err(e) => CommitOutcome::Skipped {
-            reason: format!("no WIP commit: {}", e.render().trim_end()),
-        },
     }
 }
 
@@ -725,15 +740,6 @@ mod tests {
         let (dir, git) = init_repo();
         fs::create_dir(git.path().join("rebase-merge")).unwrap();
         assert_skipped_and_unchanged(dir.path(), &git, "rebase is in progress");
-    }
-
-    #[test]
-    fn not_a_repository_is_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "a.txt", "a");
-        let reason = skipped(wip_commit_at(dir.path(), "wip", &own()));
-        assert!(reason.contains("not in a git repository"), "{reason}");
-        assert!(!dir.path().join(".git").exists());
     }
 
     #[test]

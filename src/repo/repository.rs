@@ -103,11 +103,6 @@ impl Repo {
         }))
     }
 
-    /// The project root this repository was opened for.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// The repository's working directory (may be above the project root).
     pub fn workdir(&self) -> &Path {
         // open() refuses bare repositories, so there always is one.
@@ -147,34 +142,6 @@ impl Repo {
     pub(super) fn own(&self, own: &OwnPaths) -> Own {
         Own::new(&self.prefix, &self.root, own)
     }
-
-    /// Commits reachable from HEAD but not from `since`: 0 when equal, when HEAD
-    /// is unborn or when `since` is not a known commit. `None` means "before the
-    /// first commit", so every commit counts.
-    pub fn commits_since(&self, since: Option<&str>) -> usize {
-        let Some(head) = self.head_oid() else {
-            return 0;
-        };
-        let hide = match since {
-            None => None,
-            Some(text) => match Oid::from_str(text).and_then(|id| self.git.find_commit(id)) {
-                Ok(commit) => Some(commit.id()),
-                Err(_) => return 0,
-            },
-        };
-        if hide == Some(head) {
-            return 0;
-        }
-        let count = || -> std::result::Result<usize, git2::Error> {
-            let mut walk = self.git.revwalk()?;
-            walk.push(head)?;
-            if let Some(hide) = hide {
-                walk.hide(hide)?;
-            }
-            Ok(walk.filter(|id| id.is_ok()).count())
-        };
-        count().unwrap_or(0)
-    }
 }
 
 /// ralph's own paths in git's form (workdir-relative, `/`-separated bytes).
@@ -192,6 +159,9 @@ pub(super) struct Own {
     /// Work a WIP commit leaves out this time (key files, huge or binary
     /// outputs); files or directories.
     pub(super) left_out: Vec<Vec<u8>>,
+    /// The project directory (`/`-terminated, empty for the whole work
+    /// tree): nothing outside it is the run's to stage, snapshot or count.
+    pub(super) scope: Vec<u8>,
 }
 
 impl Own {
@@ -213,7 +183,13 @@ impl Own {
             decisions: [prefix, DECISIONS_FILE.as_bytes()].concat(),
             streams,
             left_out: Vec::new(),
+            scope: prefix.to_vec(),
         }
+    }
+
+    /// Inside the project's directory.
+    pub(super) fn in_scope(&self, path: &[u8]) -> bool {
+        path.starts_with(&self.scope)
     }
 
     pub(super) fn leave_out(&mut self, left_out: &[LeftOut]) {
@@ -231,9 +207,10 @@ impl Own {
         &self.paths[0]
     }
 
-    /// ralph's own writes: never the agent's progress.
+    /// ralph's own writes, or outside the project: never the agent's
+    /// progress.
     pub(super) fn contains(&self, path: &[u8]) -> bool {
-        self.paths.iter().any(|own| is_under(path, own))
+        !self.in_scope(path) || self.paths.iter().any(|own| is_under(path, own))
     }
 
     /// Runtime files, never committed: `.ralph/` except its handoffs and
@@ -503,23 +480,6 @@ pub(super) mod tests {
         let repo = open(dir.path());
         assert!(repo.branch().is_some());
         assert_eq!(repo.head_id(), None);
-        assert_eq!(repo.commits_since(None), 0);
-    }
-
-    #[test]
-    fn commits_since_counts_new_commits() {
-        let (dir, git) = init_repo();
-        let repo = open(dir.path());
-        let first = repo.head_id().unwrap();
-        assert_eq!(repo.commits_since(Some(&first)), 0);
-        write(dir.path(), "c.txt", "c");
-        commit_all(&git, "two");
-        write(dir.path(), "d.txt", "d");
-        commit_all(&git, "three");
-        assert_eq!(repo.commits_since(Some(&first)), 2);
-        assert_eq!(repo.commits_since(None), 3);
-        assert_eq!(repo.commits_since(Some("not-a-commit")), 0);
-        assert_eq!(repo.commits_since(Some(&"1".repeat(40))), 0);
     }
 
     #[test]
@@ -530,8 +490,12 @@ pub(super) mod tests {
         write(&root, ".ralph/state.json", "{}");
         write(&root, ".ralph/handoffs/h.md", "h");
         write(&root, "PROMPT.md", "p");
-        // Not ralph's: only the project root's `.ralph` and prompt are.
+        // Outside the project: neither its change nor its commit, even staged.
         write(dir.path(), "PROMPT.md", "top-level file of the user");
+        write(dir.path(), "a.txt", "alpha, staged by someone else\n");
+        let mut index = git.index().unwrap();
+        index.add_path(Path::new("a.txt")).unwrap();
+        index.write().unwrap();
         let repo = open(&root);
         let paths: Vec<String> = repo
             .changes(&own())
@@ -539,13 +503,33 @@ pub(super) mod tests {
             .into_iter()
             .map(|c| c.path)
             .collect();
-        assert_eq!(paths, ["PROMPT.md", "sub/code.rs"]);
+        assert_eq!(paths, ["sub/code.rs"]);
+        let before = repo.snapshot(&own()).unwrap();
+        write(dir.path(), "b.txt", "beta, edited outside\n");
+        assert_eq!(repo.snapshot(&own()).unwrap(), before, "not progress");
         committed(repo.wip_commit("wip", &own()));
         let tree = head_files(&git);
         assert!(tree.contains_key("sub/code.rs"));
         assert!(tree.contains_key("sub/.ralph/handoffs/h.md"));
         assert!(tree.contains_key("sub/PROMPT.md"));
         assert!(!tree.contains_key("sub/.ralph/state.json"));
+        assert!(!tree.contains_key("PROMPT.md"));
+        assert_eq!(tree["a.txt"], b"alpha\n", "the staged change is not taken");
+        // …and stays staged, as it was.
+        let staged = git
+            .statuses(None)
+            .unwrap()
+            .iter()
+            .find(|e| e.path() == Some("a.txt"))
+            .unwrap()
+            .status();
+        assert!(staged.contains(git2::Status::INDEX_MODIFIED), "{staged:?}");
+        // A commit of another project counts as no progress here.
+        let after = repo.snapshot(&own()).unwrap();
+        write(dir.path(), "c.txt", "gamma\n");
+        commit_all(&git, "the other project's work");
+        let later = repo.snapshot(&own()).unwrap();
+        assert!(!super::super::made_progress(&root, &after, &later));
     }
 
     #[test]

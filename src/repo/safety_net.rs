@@ -1,6 +1,10 @@
-//! ralph's own safety net: snapshots of the whole work tree as commit
-//! objects on hidden refs (`refs/ralph/snapshots/<run>/<iteration>`), and
-//! what `ralph recover` lists and restores from them.
+//! ralph's own safety net: snapshots of the project's files as commit
+//! objects on hidden refs (`refs/ralph/snapshots/<scope>/<run>/<iteration>`,
+//! the scope being the work tree and project, `repo/scope.rs`), and what
+//! `ralph recover` lists and restores from them. A work tree lists, prunes
+//! and restores only its own project's snapshots; refs written before scopes
+//! existed (`refs/ralph/snapshots/<run>/<iteration>`) count as the main
+//! work tree's top-level project's.
 //!
 //! A snapshot is taken with the WIP commit's rules (tracked and untracked
 //! files, no ignored files, no ralph runtime files) through a private copy
@@ -22,8 +26,10 @@ use crate::{Error, Result};
 /// branch list, `git log --all` aside, shows them.
 pub const SNAPSHOT_REFS: &str = "refs/ralph/snapshots/";
 const BASE: &str = "Ralph-Base: ";
-const SCRATCH_INDEX: &str = "ralph-snapshot.index";
+const SCRATCH_INDEX: &str = "ralph-snapshot";
 const PREVIOUS: &str = "Ralph-Previous: ";
+const WORK_TREE: &str = "Ralph-Work-Tree: ";
+const PROJECT: &str = "Ralph-Project: ";
 
 /// What [`Repo::record_snapshot`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +93,7 @@ impl Repo {
         iteration: u32,
         own: &OwnPaths,
     ) -> std::result::Result<SnapshotOutcome, git2::Error> {
-        let reference = format!("{SNAPSHOT_REFS}{run}/{iteration}");
+        let reference = format!("{SNAPSHOT_REFS}{}/{run}/{iteration}", self.scope_key());
         let previous = self.git.refname_to_id(&reference).ok();
         let tree_id = self.work_tree_as_tree(own)?;
         let base = self.head_oid();
@@ -106,9 +112,11 @@ impl Repo {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let show = |id: Option<Oid>| id.map_or_else(|| "none".to_string(), |id| id.to_string());
         let message = format!(
-            "ralph snapshot: run {run}, iteration {iteration}\n\n{BASE}{}\n{PREVIOUS}{}\n",
+            "ralph snapshot: run {run}, iteration {iteration}\n\n{BASE}{}\n{PREVIOUS}{}\n{WORK_TREE}{}\n{PROJECT}{}\n",
             show(base),
-            show(previous)
+            show(previous),
+            self.workdir().display(),
+            self.project_label(),
         );
         let who = Signature::now("ralph", "ralph@localhost")?;
         let parents: Vec<_> = parents.iter().collect();
@@ -128,9 +136,10 @@ impl Repo {
     /// is only read.
     fn work_tree_as_tree(&self, own: &OwnPaths) -> std::result::Result<Oid, git2::Error> {
         let git = Repository::open(self.git.path())?;
-        // One name, not one per process: only the lock holder snapshots, and
-        // a supervisor killed mid-snapshot leaves no file for good.
-        let scratch = self.git.path().join(SCRATCH_INDEX);
+        // One name per scope, not one per process: only the scope's lock
+        // holder snapshots, and a supervisor killed mid-snapshot leaves no
+        // file for good.
+        let scratch = self.git.path().join(self.scratch_index());
         let copied = fs::copy(self.git.path().join("index"), &scratch);
         if let Err(e) = &copied
             && e.kind() != std::io::ErrorKind::NotFound
@@ -148,20 +157,39 @@ impl Repo {
                 prefix: self.prefix.clone(),
             };
             let mut index = view.git.index()?;
-            view.stage_work_tree(&mut index, &view.own(own))?;
-            index.write_tree()
+            let own = view.own(own);
+            view.stage_work_tree(&mut index, &own)?;
+            if own.scope.is_empty() {
+                index.write_tree()
+            } else {
+                view.scoped_tree(&index, view.head_tree()?.as_ref(), &own.scope)
+            }
         })();
         let _ = fs::remove_file(&scratch);
         result
     }
 
-    /// Every snapshot, newest first.
+    fn scratch_index(&self) -> String {
+        format!("{SCRATCH_INDEX}-{}.index", self.scope_key())
+    }
+
+    /// Whether a snapshot ref is this work tree's project's.
+    fn is_own(&self, parsed: &ParsedRef) -> bool {
+        match &parsed.scope {
+            Some(scope) => *scope == self.scope_key(),
+            // Written before scopes: only the main work tree's top-level
+            // project could have written them correctly.
+            None => self.prefix.is_empty() && self.git.path() == self.git.commondir(),
+        }
+    }
+
+    /// This work tree's project's snapshots, newest first.
     pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>> {
-        self.try_snapshots()
+        self.try_snapshots(true)
             .map_err(|e| Error::wrap("cannot list ralph's snapshots", e))
     }
 
-    fn try_snapshots(&self) -> std::result::Result<Vec<SnapshotInfo>, git2::Error> {
+    fn try_snapshots(&self, own_only: bool) -> std::result::Result<Vec<SnapshotInfo>, git2::Error> {
         let head_tree = self.head_tree()?;
         let mut out = Vec::new();
         for reference in self.git.references_glob(&format!("{SNAPSHOT_REFS}*"))? {
@@ -169,9 +197,13 @@ impl Repo {
             let Some(name) = reference.name() else {
                 continue;
             };
-            let Some((run, iteration)) = parse_ref(name) else {
+            let Some(parsed) = parse_ref(name) else {
                 continue;
             };
+            if own_only && !self.is_own(&parsed) {
+                continue;
+            }
+            let ParsedRef { run, iteration, .. } = parsed;
             let mut next = reference.target();
             while let Some(id) = next {
                 let commit = self.git.find_commit(id)?;
@@ -201,9 +233,10 @@ impl Repo {
         Ok(out)
     }
 
-    /// Delete the snapshot refs of all but the newest `keep_runs` runs (run
-    /// ids sort by time), `current` counted and always kept. Returns the
-    /// runs removed.
+    /// Delete the snapshot refs of all but the newest `keep_runs` runs of
+    /// this work tree's project (run ids sort by time), `current` counted and
+    /// always kept; other work trees' and projects' are not counted nor
+    /// touched. Returns the runs removed.
     pub fn prune_snapshots(&self, keep_runs: usize, current: &str) -> Vec<String> {
         let Ok(refs) = self.git.references_glob(&format!("{SNAPSHOT_REFS}*")) else {
             return Vec::new();
@@ -212,7 +245,8 @@ impl Repo {
             .flatten()
             .filter_map(|r| {
                 let name = r.name()?.to_string();
-                Some((parse_ref(&name)?.0, name))
+                let parsed = parse_ref(&name).filter(|p| self.is_own(p))?;
+                Some((parsed.run, name))
             })
             .collect();
         let mut runs: Vec<String> = by_run
@@ -232,13 +266,65 @@ impl Repo {
         old
     }
 
-    /// Find a snapshot by short or full commit id, by ref name, or by
-    /// `<run>/<iteration>` (the newest of that iteration).
+    /// Find one of this project's snapshots by short or full commit id, by
+    /// ref name, or by `<run>/<iteration>` (the newest of that iteration).
+    /// Another work tree's or project's snapshot is refused, naming where it
+    /// belongs.
     pub fn find_snapshot(&self, spec: &str) -> Result<SnapshotInfo> {
-        let all = self.snapshots()?;
+        let own = self.snapshots()?;
+        match self.find_in(&own, spec) {
+            Some(found) => Ok(found),
+            None => {
+                let all = self
+                    .try_snapshots(false)
+                    .map_err(|e| Error::wrap("cannot list ralph's snapshots", e))?;
+                Err(match self.find_in(&all, spec) {
+                    Some(theirs) => self.not_ours(&theirs),
+                    None => Error::usage(format!("no snapshot `{}`", spec.trim()))
+                        .with_hint("`ralph recover` lists the snapshots with their ids"),
+                })
+            }
+        }
+    }
+
+    /// The refusal of another work tree's (or project's) snapshot.
+    fn not_ours(&self, theirs: &SnapshotInfo) -> Error {
+        let commit = Oid::from_str(&theirs.commit)
+            .ok()
+            .and_then(|id| self.git.find_commit(id).ok());
+        let said = |key: &str| {
+            commit
+                .as_ref()
+                .and_then(|c| c.message().map(str::to_string))
+                .and_then(|m| {
+                    m.lines()
+                        .find_map(|l| l.strip_prefix(key).map(str::to_string))
+                })
+        };
+        let whose = match (said(WORK_TREE), said(PROJECT)) {
+            (Some(tree), Some(project)) => format!("work tree {tree}, project {project}"),
+            (Some(tree), None) => format!("work tree {tree}"),
+            _ => "an older ralph's run in the main work tree".to_string(),
+        };
+        Error::usage(format!(
+            "snapshot {} belongs to another work tree or project ({whose}), not to {} in {}",
+            theirs.id,
+            self.project_label(),
+            self.workdir().display()
+        ))
+        .with_hint(format!(
+            "restore it from there (`ralph recover {}` in that project), or onto a new branch without touching this work tree: `ralph recover {} --branch NAME` there",
+            theirs.id, theirs.id
+        ))
+    }
+
+    fn find_in(&self, all: &[SnapshotInfo], spec: &str) -> Option<SnapshotInfo> {
         let spec = spec.trim();
+        let scoped = format!("{SNAPSHOT_REFS}{}/{spec}", self.scope_key());
         let by_ref = |s: &SnapshotInfo| {
-            s.reference == spec || s.reference == format!("{SNAPSHOT_REFS}{spec}")
+            s.reference == spec
+                || s.reference == format!("{SNAPSHOT_REFS}{spec}")
+                || s.reference == scoped
         };
         // The newest of a chain is the one the ref points at.
         let found = all
@@ -253,10 +339,7 @@ impl Repo {
                     .collect();
                 (matches.len() == 1).then(|| matches[0])
             });
-        found.cloned().ok_or_else(|| {
-            Error::usage(format!("no snapshot `{spec}`"))
-                .with_hint("`ralph recover` lists the snapshots with their ids")
-        })
+        found.cloned()
     }
 
     /// Write the files the snapshot changed (against the commit it was taken
@@ -304,6 +387,11 @@ impl Repo {
             let (Some(rel), true) = (file.path_bytes(), file.exists()) else {
                 continue;
             };
+            // Only the project's own files: another project's work in the
+            // same tree is its own run's to restore.
+            if !rel.starts_with(&self.prefix) {
+                continue;
+            }
             if file.mode() == git2::FileMode::Commit {
                 continue;
             }
@@ -425,10 +513,27 @@ fn beneath_symlink(workdir: &Path, path: &Path) -> bool {
     })
 }
 
-/// `refs/ralph/snapshots/<run>/<iteration>` → (run, iteration).
-fn parse_ref(name: &str) -> Option<(String, u32)> {
-    let (run, iteration) = name.strip_prefix(SNAPSHOT_REFS)?.rsplit_once('/')?;
-    Some((run.to_string(), iteration.parse().ok()?))
+/// A snapshot ref's parts.
+struct ParsedRef {
+    /// None for a ref written before scopes existed.
+    scope: Option<String>,
+    run: String,
+    iteration: u32,
+}
+
+/// `refs/ralph/snapshots/<scope>/<run>/<iteration>` (or, written before
+/// scopes, `refs/ralph/snapshots/<run>/<iteration>`) → its parts.
+fn parse_ref(name: &str) -> Option<ParsedRef> {
+    let (rest, iteration) = name.strip_prefix(SNAPSHOT_REFS)?.rsplit_once('/')?;
+    let (scope, run) = match rest.split_once('/') {
+        Some((scope, run)) => (Some(scope.to_string()), run),
+        None => (None, rest),
+    };
+    Some(ParsedRef {
+        scope,
+        run: run.to_string(),
+        iteration: iteration.parse().ok()?,
+    })
 }
 
 /// A commit id named in a `Ralph-…:` line of a snapshot's message.
@@ -611,7 +716,7 @@ mod tests {
             "beta, committed later\n",
             "a file the snapshot did not change keeps its newer content"
         );
-        assert!(!root.join(".git").join(SCRATCH_INDEX).exists());
+        assert!(!root.join(".git").join(repo.scratch_index()).exists());
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub struct Snapshot {
     /// [`made_progress`] can ignore commits that touch only these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub own_paths: Vec<String>,
+    /// The project directory (`svc-a/`; empty for the whole work tree):
+    /// commits that change nothing under it are not the agent's progress.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scope: String,
 }
 
 impl Repo {
@@ -75,6 +79,7 @@ impl Repo {
             files,
             in_git: true,
             own_paths: own.paths(),
+            scope: String::from_utf8_lossy(&own.scope).into_owned(),
         })
     }
 }
@@ -114,7 +119,7 @@ pub fn made_progress(root: &Path, before: &Snapshot, after: &Snapshot) -> bool {
             // weigh, so do not count it against the agent.
             return true;
         };
-        match commits_changed_work(root, before.head.as_deref(), after_head, &after.own_paths) {
+        match commits_changed_work(root, before.head.as_deref(), after_head, after) {
             Some(true) | None => return true,
             Some(false) => {}
         }
@@ -129,7 +134,7 @@ fn commits_changed_work(
     root: &Path,
     before: Option<&str>,
     after: &str,
-    own_paths: &[String],
+    snapshot: &Snapshot,
 ) -> Option<bool> {
     let git = Repository::discover(root).ok()?;
     let after = git.find_commit(Oid::from_str(after).ok()?).ok()?;
@@ -151,11 +156,16 @@ fn commits_changed_work(
         .diff_tree_to_tree(before_tree.as_ref(), Some(&after_tree), None)
         .ok()?;
     let own = Own {
-        paths: own_paths.iter().map(|p| p.as_bytes().to_vec()).collect(),
+        paths: snapshot
+            .own_paths
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .collect(),
         handoffs: Vec::new(),
         decisions: Vec::new(),
         streams: Vec::new(),
         left_out: Vec::new(),
+        scope: snapshot.scope.as_bytes().to_vec(),
     };
     let changed = diff.deltas().any(|delta| {
         [delta.old_file().path_bytes(), delta.new_file().path_bytes()]
@@ -249,6 +259,7 @@ fn walk_snapshot(root: &Path, own: &OwnPaths) -> Result<Snapshot> {
         files: entries.len(),
         in_git: false,
         own_paths: Vec::new(),
+        scope: String::new(),
     })
 }
 

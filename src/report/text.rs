@@ -7,6 +7,7 @@ use super::charts::{duration, money};
 use super::html::headline;
 use super::model::RunReport;
 use crate::events::terminal::{sparkline, tokens_short};
+use crate::text::fit_width;
 
 /// Cells a sparkline may take (the label column is 15 wide).
 const SPARK: usize = 40;
@@ -161,11 +162,11 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
             out,
             "{:>4}  {:<22} {:>6} {:>7} {:>7}  {}",
             i.iteration,
-            cut(&i.outcome, 22),
+            fit_width(&i.outcome, 22),
             peak,
             duration(i.seconds),
             money(i.cost_usd),
-            cut(i.item.as_deref().unwrap_or("-"), 27)
+            fit_width(i.item.as_deref().unwrap_or("-"), 27)
         );
     }
     out
@@ -185,17 +186,7 @@ fn line(out: &mut String, label: &str, values: &[f64], note: &str) {
             .map(|v| if top > 0.0 { v / top * 100.0 } else { 0.0 }),
     );
     let room = 80usize.saturating_sub(15 + groups.len() + 2);
-    let _ = writeln!(out, "{label:<15}{cells}  {}", cut(note, room));
-}
-
-/// At most `max` characters, with `…` when cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
-    s.push('…');
-    s
+    let _ = writeln!(out, "{label:<15}{cells}  {}", fit_width(note, room));
 }
 
 fn wrap(text: &str, width: usize) -> Vec<String> {
@@ -203,12 +194,12 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     for word in text.split_whitespace() {
         let last = lines.last_mut().expect("one line");
         if !last.is_empty() && last.chars().count() + 1 + word.chars().count() > width {
-            lines.push(cut(word, width));
+            lines.push(fit_width(word, width));
         } else {
             if !last.is_empty() {
                 last.push(' ');
             }
-            last.push_str(&cut(word, width));
+            last.push_str(&fit_width(word, width));
         }
     }
     lines
@@ -220,8 +211,8 @@ mod tests {
 
     #[test]
     fn cut_and_wrap_keep_to_the_width() {
-        assert_eq!(cut("abcdef", 4), "abc…");
-        assert_eq!(cut("abc", 4), "abc");
+        assert_eq!(fit_width("abcdef", 4), "abc…");
+        assert_eq!(fit_width("abc", 4), "abc");
         let long = "word ".repeat(40);
         assert!(wrap(&long, 80).iter().all(|l| l.chars().count() <= 80));
     }

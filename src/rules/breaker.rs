@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::span::Span;
+use crate::text::cut;
 
 /// `[breaker]` in ralph.toml: how many iterations of each kind open the
 /// breaker, and how long it stays open.
@@ -281,12 +282,7 @@ impl BreakerState {
 }
 
 fn short(text: &str) -> String {
-    let line = text.lines().next().unwrap_or("").trim();
-    if line.chars().count() > 160 {
-        format!("{}…", line.chars().take(160).collect::<String>())
-    } else {
-        line.to_string()
-    }
+    cut(text.lines().next().unwrap_or("").trim(), 160)
 }
 
 static VOLATILE: LazyLock<Vec<(regex::Regex, &'static str)>> = LazyLock::new(|| {

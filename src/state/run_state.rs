@@ -294,6 +294,10 @@ pub struct RunState {
     pub version: u32,
     pub run_id: String,
     pub task_name: String,
+    /// The plan file the run works through, as `ralph.toml` or `ralph run
+    /// PLAN` named it: another plan is another run.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub plan: String,
     pub objective: String,
     /// The number of the latest iteration started (0 before the first).
     pub iteration: u32,
@@ -339,6 +343,7 @@ impl Default for RunState {
             version: STATE_VERSION,
             run_id: String::new(),
             task_name: String::new(),
+            plan: String::new(),
             objective: String::new(),
             iteration: 0,
             started_at: String::new(),

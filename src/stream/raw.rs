@@ -8,6 +8,7 @@ use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::event::*;
+use crate::text::cut_bytes;
 
 pub(super) fn classify(parsed: serde_json::Result<RawLine>, first: Option<u8>) -> StreamEvent {
     match parsed {
@@ -202,7 +203,7 @@ impl ToolInput {
             .into_iter()
             .flatten()
             .find_map(|l| l.0.clone())
-            .map(cut)
+            .map(|t| cut_bytes(t, SUMMARY_LEN))
     }
 }
 
@@ -244,17 +245,6 @@ fn blocks<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RawBlock>, D::Error> {
 }
 
 const SUMMARY_LEN: usize = 200;
-
-fn cut(text: String) -> String {
-    if text.len() <= SUMMARY_LEN {
-        return text;
-    }
-    let mut end = SUMMARY_LEN;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
 
 impl RawLine {
     fn into_event(self) -> StreamEvent {

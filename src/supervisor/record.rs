@@ -9,13 +9,156 @@ use super::verdict::Verdict;
 use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::context::round1;
-use crate::events::Event;
+use crate::events::{Bus, Event};
 use crate::plan::Plan;
 use crate::plan::items;
 use crate::rules::breaker::{self, BreakerConfig, Trip};
 use crate::state::{
-    ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger,
+    ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger, now_rfc3339,
 };
+
+/// A new run's id: the local start time (ids sort by time, as transcripts
+/// and snapshot pruning expect), then a few hex digits that tell apart runs
+/// started in the same second in other work trees or projects.
+pub(super) fn new_run_id(root: &std::path::Path, repo: Option<&crate::repo::Repo>) -> String {
+    use sha2::Digest as _;
+    let now = jiff::Zoned::now();
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(repo.map(crate::repo::Repo::scope_key).unwrap_or_default());
+    hasher.update(root.as_os_str().as_encoded_bytes());
+    hasher.update(std::process::id().to_le_bytes());
+    hasher.update(now.timestamp().as_nanosecond().to_le_bytes());
+    let tag: String = hasher.finalize()[..2]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}-{tag}", now.strftime("%Y%m%d-%H%M%S"))
+}
+
+/// What `ralph run` makes of the state it finds.
+#[derive(Debug, PartialEq)]
+pub(super) enum Start {
+    /// Go on with this unfinished run of the same plan.
+    Continue(Box<RunState>),
+    /// A new run.
+    New {
+        /// The new run starts from this checkpoint, made outside a run
+        /// (`ralph checkpoint`, Claude Code's PreCompact hook): its
+        /// `context_checkpoint`, `last_handoff` and `last_commit`.
+        resume: Option<Box<RunState>>,
+        /// An unfinished run whose supervisor died: its last iteration is
+        /// taken over (crash handoff, WIP commit) before the new run starts.
+        replaced: Option<Box<RunState>>,
+        /// Why the previous run is not continued, for the user.
+        notice: Option<String>,
+    },
+}
+
+impl Start {
+    /// The run this one continues, if it does.
+    pub(super) fn continued(&self) -> Option<&RunState> {
+        match self {
+            Start::Continue(s) => Some(s),
+            Start::New { .. } => None,
+        }
+    }
+
+    /// The run's state (the one continued, or a new one named `run_id`,
+    /// resuming from a checkpoint made outside a run if there is one), and
+    /// the run it replaces; the notice, if any, is emitted.
+    pub(super) fn into_state(self, run_id: &str, bus: &mut Bus) -> (RunState, Option<RunState>) {
+        let (resume, replaced, notice) = match self {
+            Start::Continue(s) => return (*s, None),
+            Start::New {
+                resume,
+                replaced,
+                notice,
+            } => (resume, replaced, notice),
+        };
+        if let Some(message) = notice {
+            bus.emit(Event::Warning { message });
+        }
+        let mut state = RunState {
+            run_id: run_id.to_string(),
+            started_at: now_rfc3339(),
+            ..RunState::default()
+        };
+        if let Some(from) = resume {
+            state.context_checkpoint = from.context_checkpoint;
+            state.last_handoff = from.last_handoff;
+            state.last_commit = from.last_commit;
+        }
+        (state, replaced.map(|s| *s))
+    }
+}
+
+/// Whether to continue the previous run (`previous`, the state on disk)
+/// or start a new one: a new one with `--fresh`, after a completed run, when
+/// the state names no run yet (only a checkpoint made outside a run, or
+/// older ralph's `manual` run), or when the run was on another plan (`plan`,
+/// as `ralph.toml` or the command line names it).
+pub(super) fn start_from(previous: Option<RunState>, fresh: bool, plan: &str) -> Start {
+    let Some(previous) = previous else {
+        return Start::New {
+            resume: None,
+            replaced: None,
+            notice: None,
+        };
+    };
+    // What an older ralph wrote for a checkpoint before any run.
+    let no_run = previous.run_id.is_empty()
+        || (previous.run_id == "manual" && previous.started_at.is_empty());
+    let carried = (!fresh && previous.context_checkpoint.active).then(|| previous.clone());
+    if no_run || previous.is_finished() {
+        return Start::New {
+            resume: carried.map(Box::new),
+            replaced: None,
+            notice: None,
+        };
+    }
+    let other_plan = match previous.plan.as_str() {
+        "" => !previous.task_name.is_empty() && previous.task_name != plan_stem(plan),
+        was => was != plan,
+    };
+    if !fresh && !other_plan {
+        return Start::Continue(Box::new(previous));
+    }
+    let notice = other_plan.then(|| {
+        format!(
+            "the unfinished run {} was on {}, not {plan}: a new run starts on {plan} (the old run's state is kept in .ralph/runs/{}/state.json)",
+            previous.run_id,
+            previous_plan(&previous),
+            previous.run_id,
+        )
+    });
+    let died = previous.status.is_active();
+    Start::New {
+        resume: None,
+        replaced: died.then(|| Box::new(previous)),
+        notice,
+    }
+}
+
+fn plan_stem(plan: &str) -> String {
+    std::path::Path::new(plan)
+        .file_stem()
+        .map_or_else(|| plan.to_string(), |s| s.to_string_lossy().into_owned())
+}
+
+fn previous_plan(state: &RunState) -> String {
+    match state.plan.as_str() {
+        "" => format!("a plan named {}", state.task_name),
+        plan => plan.to_string(),
+    }
+}
+
+/// The iteration a dead supervisor left unfinished: started, not recorded.
+pub(super) fn dead_iteration(state: &RunState) -> Option<u32> {
+    (state.status.is_active()
+        && state.iteration > 0
+        && state.history.last().map(|h| h.iteration) != Some(state.iteration))
+    .then_some(state.iteration)
+}
 
 /// The meter's part, once the agent is gone.
 pub(super) fn meter(state: &mut RunState, facts: &Facts) {
@@ -39,45 +182,68 @@ pub(super) fn meter(state: &mut RunState, facts: &Facts) {
 }
 
 /// A checkpoint was saved: where to resume from.
-pub(super) fn checkpoint(
-    state: &mut RunState,
-    facts: &Facts,
-    mark: CheckpointMark,
-    moment: &Moment,
-    saved: &Saved,
-    timestamp: String,
-) {
+pub(super) fn checkpoint(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp: String) {
+    if let Some(h) = state.context_history.last_mut() {
+        h.checkpoint = true;
+        h.level = Some(moment.level);
+        h.handoff.clone_from(&saved.handoff);
+    }
+    resume_point(state, moment, saved, timestamp);
+}
+
+/// Where the next iteration resumes after the checkpoint `saved` made at
+/// `moment` (by the loop, or outside a run: `ralph checkpoint`, the
+/// PreCompact hook): the active `context_checkpoint`, the last handoff and
+/// commit.
+fn resume_point(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp: String) {
     state.context_checkpoint = ContextCheckpoint {
         active: true,
-        level: Some(mark.level),
+        level: Some(moment.level),
         percent_at_checkpoint: round1(moment.percent),
         timestamp: Some(timestamp),
         handoff_file: saved.handoff.clone(),
         resume_summary: Some(saved.resume_summary.clone()),
         files_in_progress: saved.files_in_progress.clone(),
         current_todo_item: saved.current_item.clone(),
-        progress_on_item: facts
-            .text_at_checkpoint
-            .as_deref()
-            .or(facts.last_text.as_deref())
-            .map(first_line),
-        trigger: Some(mark.trigger),
+        progress_on_item: moment.last_text.as_deref().map(first_line),
+        trigger: Some(moment.trigger),
         commit: saved.commit.clone(),
         commit_note: saved.commit_note.clone(),
         stashed: crate::checkpoint::stash_names(&saved.stashed),
         left_out: saved.left_out.iter().map(|l| l.path.clone()).collect(),
     };
-    if let Some(h) = state.context_history.last_mut() {
-        h.checkpoint = true;
-        h.level = Some(mark.level);
-        h.handoff.clone_from(&saved.handoff);
-    }
     if saved.commit.is_some() {
         state.last_commit.clone_from(&saved.commit);
     }
     if saved.handoff.is_some() {
         state.last_handoff.clone_from(&saved.handoff);
     }
+}
+
+/// A checkpoint with no supervisor running (`ralph checkpoint` without a
+/// run, Claude Code's PreCompact hook): perform it and record its handoff
+/// and commit in the state, as the point the next `ralph run` resumes
+/// from. Before any run the state names no run: the next `ralph run`
+/// starts one (and resumes from here), none is invented.
+pub fn checkpoint_outside_a_run(
+    root: &std::path::Path,
+    moment: impl FnOnce(&Config, &RunState) -> Moment,
+) -> crate::error::Result<Saved> {
+    let config = Config::load(root)?;
+    crate::text::secrets::remember(&config.agent.env);
+    let templates = crate::prompt::Templates::load(root)?;
+    let layout = crate::state::Layout::new(root);
+    layout.ensure()?;
+    let mut state = RunState::load(&layout.state())?.unwrap_or_default();
+    let moment = moment(&config, &state);
+    let saved = crate::checkpoint::perform(root, &config, &templates, &moment);
+    if saved.handoff.is_some() {
+        resume_point(&mut state, &moment, &saved, now_rfc3339());
+    } else if saved.commit.is_some() {
+        state.last_commit.clone_from(&saved.commit);
+    }
+    state.save(&layout.state())?;
+    Ok(saved)
 }
 
 /// What the iteration adds to the run: cost, plan, breaker, history. The
@@ -184,14 +350,12 @@ pub(super) fn start(
     plan: &Plan,
     max_iterations: u32,
 ) -> Option<u32> {
-    let dead = (state.status.is_active()
-        && state.iteration > 0
-        && state.history.last().map(|h| h.iteration) != Some(state.iteration))
-    .then_some(state.iteration);
+    let dead = dead_iteration(state);
     state.status = RunStatus::Running;
     state.exit_reason = None;
     state.supervisor_pid = Some(std::process::id());
     state.max_iterations = max_iterations;
+    state.plan = config.plan.display().to_string();
     state.completion_promise = config.loop_.completion_promise.clone();
     state.task_name = config
         .plan
@@ -260,6 +424,78 @@ pub(super) fn ended(
 mod tests {
     use super::*;
     use crate::state::IterationRecord;
+
+    #[test]
+    fn a_run_continues_only_its_own_unfinished_plan() {
+        let state = |run_id: &str, status: RunStatus, plan: &str| RunState {
+            run_id: run_id.into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            status,
+            plan: plan.into(),
+            task_name: "fix_plan".into(),
+            ..RunState::default()
+        };
+        let continues = |s: RunState, fresh: bool, plan: &str| {
+            matches!(start_from(Some(s), fresh, plan), Start::Continue(_))
+        };
+        let unfinished = state("r1", RunStatus::IterationLimit, "fix_plan.md");
+        assert!(continues(unfinished.clone(), false, "fix_plan.md"));
+        assert!(!continues(unfinished.clone(), true, "fix_plan.md"));
+        assert!(!continues(unfinished.clone(), false, "other.md"));
+        // A state of an older ralph (no plan recorded): the plan's name tells.
+        let older = state("r1", RunStatus::IterationLimit, "");
+        assert!(continues(older.clone(), false, "fix_plan.md"));
+        assert!(!continues(older, false, "docs/other.md"));
+        assert!(!continues(
+            state("r1", RunStatus::Completed, "fix_plan.md"),
+            false,
+            "fix_plan.md"
+        ));
+        // Another plan: a new run, said why; nothing to take over.
+        let Start::New {
+            replaced,
+            notice,
+            resume,
+        } = start_from(Some(unfinished), false, "other.md")
+        else {
+            panic!()
+        };
+        assert!(replaced.is_none() && resume.is_none());
+        assert!(notice.unwrap().contains("was on fix_plan.md, not other.md"));
+        // A dead supervisor's run is taken over before --fresh starts anew.
+        let died = state("r1", RunStatus::Running, "fix_plan.md");
+        let Start::New {
+            replaced, notice, ..
+        } = start_from(Some(died), true, "fix_plan.md")
+        else {
+            panic!()
+        };
+        assert_eq!(replaced.unwrap().run_id, "r1");
+        assert!(notice.is_none());
+    }
+
+    #[test]
+    fn a_checkpoint_before_any_run_is_resumed_by_a_new_run() {
+        let mut only_checkpoint = RunState::default();
+        only_checkpoint.context_checkpoint.active = true;
+        only_checkpoint.last_handoff = Some(".ralph/handoffs/h.md".into());
+        let mut older = only_checkpoint.clone();
+        older.run_id = "manual".into();
+        for s in [only_checkpoint, older] {
+            let Start::New {
+                resume, replaced, ..
+            } = start_from(Some(s.clone()), false, "p.md")
+            else {
+                panic!("{s:?} is no run to continue")
+            };
+            assert_eq!(resume.unwrap().last_handoff, s.last_handoff);
+            assert!(replaced.is_none());
+            let Start::New { resume, .. } = start_from(Some(s), true, "p.md") else {
+                panic!()
+            };
+            assert!(resume.is_none(), "--fresh starts from nothing");
+        }
+    }
 
     #[test]
     fn a_dead_supervisors_unfinished_iteration_is_named() {

@@ -57,6 +57,12 @@ pub struct Supervisor {
     /// the tree since (no WIP commit, hook or wait): the next iteration
     /// starts from it instead of a second full status of the repository.
     pub(super) reuse_snapshot: Option<repo::Snapshot>,
+    /// This run's claim on its project in its work tree (`repo/scope.rs`),
+    /// held for the run's life.
+    pub(super) _claim: Option<repo::ScopeClaim>,
+    /// The unfinished run of a dead supervisor that this new one replaces
+    /// (`--fresh`, another plan): its last iteration is taken over first.
+    pub(super) replaced: Option<RunState>,
 }
 
 impl Supervisor {
@@ -76,17 +82,18 @@ impl Supervisor {
                 None
             }
             Err(e) => return Err(e),
-        }
-        .filter(|s| !opts.fresh && !s.is_finished());
+        };
+        let start = record::start_from(previous, opts.fresh, &config.plan.display().to_string());
+        let previous = start.continued();
         // The first prompt, rendered now: an undefined variable in the
         // user's template is bad input (exit 2) before anything is started,
         // counted or written.
-        let first = previous.as_ref().map_or(1, |s| s.iteration + 1);
+        let first = previous.map_or(1, |s| s.iteration + 1);
         prompt::render_prompt(
             root,
             &templates,
             &config,
-            previous.as_ref().unwrap_or(&RunState::default()),
+            previous.unwrap_or(&RunState::default()),
             &plan,
             first,
         )?;
@@ -94,8 +101,13 @@ impl Supervisor {
         layout.ensure()?;
         let signals = Signals::install(&layout)?;
         hooks::watch_interrupts();
-        let run_id = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
+        // As everywhere in a run, a repository git2 cannot open is no repository.
+        let repo = repo::Repo::open(root).ok().flatten();
+        let run_id = record::new_run_id(root, repo.as_ref());
         let lock = Lock::acquire(&layout, &run_id)?;
+        // After the project's own lock (a second run of this project is
+        // refused by it, naming its pid): the work tree's other projects.
+        let claim = repo.as_ref().map(repo::Repo::claim_scope).transpose()?;
         crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
@@ -128,14 +140,7 @@ impl Supervisor {
                 });
             }
         }
-        let state = previous.unwrap_or_else(|| RunState {
-            run_id: run_id.clone(),
-            started_at: now_rfc3339(),
-            ..RunState::default()
-        });
-        for message in crate::agent::transcript::tidy(&layout.runs(), &state.run_id, &config.runs) {
-            bus.emit(Event::Warning { message });
-        }
+        let (state, replaced) = start.into_state(&run_id, &mut bus);
         let counted_from =
             budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
         let mut sup = Supervisor {
@@ -152,15 +157,21 @@ impl Supervisor {
             flags: RunFlags::default(),
             backoff: LimitBackoff::default(),
             reuse_snapshot: None,
+            _claim: claim,
+            replaced,
             config,
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
         sup.lock.set_agent(None)?;
         // A state that cannot be written now (a read-only or full `.ralph/`)
         // is an error before any agent starts; later failures are warnings,
-        // so that a disk filling up overnight does not stop the work.
+        // so that a disk filling up overnight does not stop the work. A
+        // replaced run's state stays on disk until its takeover is done.
         let state_path = sup.layout.state();
-        sup.state.save(&state_path)?;
+        sup.replaced
+            .as_mut()
+            .unwrap_or(&mut sup.state)
+            .save(&state_path)?;
         Ok(sup)
     }
 
@@ -235,6 +246,8 @@ impl Supervisor {
     /// Run iterations until a rule says stop.
     pub async fn run(mut self) -> Result<Outcome> {
         agent::become_subreaper();
+        self.close_replaced();
+        self.tidy_runs();
         let resumed = self.state.iteration > 0;
         let plan = self.plan();
         let limit = self.budgets.iteration_limit();
@@ -500,7 +513,7 @@ impl Supervisor {
         for w in &saved.warnings {
             self.bus.emit(Event::Warning { message: w.clone() });
         }
-        record::checkpoint(&mut self.state, facts, mark, &moment, &saved, now_rfc3339());
+        record::checkpoint(&mut self.state, &moment, &saved, now_rfc3339());
         self.save();
         let done = Event::Checkpoint {
             iteration: facts.number,

@@ -17,6 +17,7 @@ use super::{Now, Supervisor, record, snapshots, verdict};
 use crate::checkpoint;
 use crate::events::Event;
 use crate::repo::Repo;
+use crate::state::RunStatus;
 
 impl Supervisor {
     /// What a run does as it starts, before its first iteration: prune old
@@ -25,9 +26,53 @@ impl Supervisor {
     pub(super) fn take_over(&mut self, dead: Option<u32>) {
         let keep = self.config.git.snapshot_keep_runs;
         snapshots::prune(&self.root, keep, &self.state.run_id);
-        let Some(number) = dead else {
+        if let Some(number) = dead {
+            self.take_over_iteration(number);
+        }
+    }
+
+    /// A new run (`--fresh`, another plan) replaces the unfinished run of a
+    /// dead supervisor: that run's last iteration is taken over first, under
+    /// that run's id (its transcript, its snapshots), and the run is closed
+    /// as interrupted, its final state kept beside its transcripts for the
+    /// report. The new run starts after, from a tree whose work is saved.
+    pub(super) fn close_replaced(&mut self) {
+        let Some(old) = self.replaced.take() else {
             return;
         };
+        let new = std::mem::replace(&mut self.state, old);
+        if let Some(number) = record::dead_iteration(&self.state) {
+            self.take_over_iteration(number);
+        }
+        self.state.status = RunStatus::Interrupted;
+        self.state.exit_reason = Some(
+            "its supervisor died; a new run took over its last iteration and replaced it".into(),
+        );
+        self.state.supervisor_pid = None;
+        let dir = self.layout.run_dir(&self.state.run_id);
+        let kept = crate::state::create_dir_private(&dir)
+            .and_then(|()| self.state.save(&dir.join("state.json")));
+        if let Err(e) = kept {
+            self.bus.emit(Event::Warning {
+                message: format!("cannot keep the replaced run's state: {e}"),
+            });
+        }
+        self.state = new;
+        self.save();
+    }
+
+    /// Old runs' transcripts deleted or gzipped (`[runs]`): after the
+    /// replaced run's takeover, which reads its transcript.
+    pub(super) fn tidy_runs(&mut self) {
+        let runs = self.layout.runs();
+        for message in crate::agent::transcript::tidy(&runs, &self.state.run_id, &self.config.runs)
+        {
+            self.bus.emit(Event::Warning { message });
+        }
+    }
+
+    /// Take over iteration `number`, which a dead supervisor left unfinished.
+    fn take_over_iteration(&mut self, number: u32) {
         let transcript = self.layout.transcript(&self.state.run_id, number);
         let mut facts = self.replay(number, &transcript).unwrap_or(Facts {
             number,

@@ -28,6 +28,7 @@ mod e2e_loop;
 mod e2e_notify;
 mod e2e_safety;
 mod e2e_safety_net;
+mod e2e_scope;
 mod e2e_seams;
 mod hostile_input;
 mod leak;

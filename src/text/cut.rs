@@ -1,0 +1,71 @@
+//! Cutting text short, the one way each: by characters with `…` after what
+//! is kept ([`cut`]), to a width that includes the `…` ([`fit_width`]), and
+//! by bytes on a character boundary ([`cut_bytes`]).
+
+/// The first `max` characters of `text`, and `…` when there was more.
+pub fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// `text` in at most `width` characters, the `…` that marks a cut included
+/// (for columns on a terminal).
+pub fn fit_width(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    cut(text, width.saturating_sub(1))
+}
+
+/// At most `max` bytes of `text`, cut on a character boundary, and `…` when
+/// there was more.
+pub fn cut_bytes(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_keeps_max_characters_then_marks_the_cut() {
+        for (text, max, want) in [
+            ("", 3, ""),
+            ("abc", 3, "abc"),
+            ("abcd", 3, "abc…"),
+            ("ééé", 2, "éé…"),
+            ("abc", 0, "…"),
+        ] {
+            assert_eq!(cut(text, max), want, "{text:?} {max}");
+        }
+    }
+
+    #[test]
+    fn fit_width_counts_the_mark() {
+        for (text, width, want) in [
+            ("abc", 3, "abc"),
+            ("abcd", 3, "ab…"),
+            ("日本語テキスト", 4, "日本語…"),
+            ("abcd", 0, "…"),
+        ] {
+            assert_eq!(fit_width(text, width), want, "{text:?} {width}");
+        }
+    }
+
+    #[test]
+    fn cut_bytes_stays_on_a_character_boundary() {
+        assert_eq!(cut_bytes("abc".into(), 3), "abc");
+        assert_eq!(cut_bytes("abcd".into(), 3), "abc…");
+        // 'é' is two bytes: a cut inside it backs off before it.
+        assert_eq!(cut_bytes("aé".into(), 2), "a…");
+    }
+}
