@@ -502,9 +502,6 @@ impl Config {
             self.thresholds(),
         )
         .with_checkpoint_cap(self.context.checkpoint_tokens)
-        .not_metered_live(
-            self.agent.kind.capabilities().metering == crate::agent::Metering::PerProcess,
-        )
     }
 
     /// Usable percentage thresholds in order L1, L2, L3.
