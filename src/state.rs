@@ -7,6 +7,7 @@
 //! state.rs           this map
 //! state/
 //!   run_state.rs     Layout, RunState and its records, Trigger, atomic/private writes
+//!   outcome.rs       IterationOutcome: an iteration's outcome, typed, as the same strings
 //!   lock.rs          Lock, LockInfo: the running supervisor and its agent's sessions
 //!   ownership.rs     the prompt file ralph may overwrite, .git/info/exclude, keep_runtime
 //! ```
@@ -16,8 +17,10 @@
 //! user-only (0700/0600).
 
 mod lock;
+mod outcome;
 pub mod ownership;
 mod run_state;
 
 pub use lock::{Lock, LockInfo, read_lock, running_supervisor};
+pub use outcome::IterationOutcome;
 pub use run_state::*;

@@ -6,6 +6,9 @@
 #[allow(dead_code)]
 mod perf;
 
+/// Most the capped run may cost relative to the uncapped one here.
+const CAPPED_LIMIT: f64 = 1.15;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // This binary is also the helper of its benchmarks (agent, RSS probe).
@@ -16,6 +19,7 @@ fn main() {
         .join(format!("bench-smoke-{}", std::process::id()));
     let opts = perf::Opts {
         size: perf::Size::Tiny,
+        transcript_mib: None,
         only: None,
         dir,
         keep: false,
@@ -36,5 +40,19 @@ fn main() {
             "no ratio: {r:?}"
         );
     }
+    // One ratio is checked even at this size: the run past its transcript
+    // cap against the same run uncapped, in CPU time (what a loaded machine
+    // inflates least). Cutting strings must not cost more than writing them
+    // whole; when it parsed every byte on its own (before issue 20's fix) it
+    // cost 1.4× at 300 MiB in a release build and more in this debug one.
+    let capped = rows
+        .iter()
+        .find(|r| r.what.starts_with(perf::CAPPED_VS_UNCAPPED) && r.what.ends_with("(CPU time)"))
+        .expect("the capped vs uncapped row");
+    assert!(
+        capped.ratio <= CAPPED_LIMIT,
+        "past its transcript cap a run costs {:.2}× the uncapped run (limit {CAPPED_LIMIT}): {capped:?}",
+        capped.ratio
+    );
     println!("bench smoke: {} rows, all with ratios", rows.len());
 }

@@ -146,6 +146,11 @@ impl AgentKind {
 }
 
 impl Capabilities {
+    /// Usage of every model call as it happens: levels act mid-session.
+    pub fn metered_live(&self) -> bool {
+        self.metering == Metering::Live
+    }
+
     /// What they mean for a run, in one line (doctor, `--dry-run`).
     pub fn describe(&self) -> String {
         let meter = match self.metering {

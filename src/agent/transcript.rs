@@ -121,21 +121,50 @@ impl Writer {
 fn track(scan: &mut Scan, bytes: &[u8]) {
     let mut i = 0;
     while i < bytes.len() {
-        if scan.in_string && !scan.escaped && scan.hex_left == 0 {
-            // Jump to the next byte that matters.
-            match memchr::memchr3(b'"', b'\\', b'\n', &bytes[i..]) {
-                Some(k) => i += k,
-                None => return,
-            }
-        } else if !scan.in_string {
-            match memchr::memchr2(b'"', b'\n', &bytes[i..]) {
-                Some(k) => i += k,
-                None => return,
-            }
+        let rest = &bytes[i..];
+        i += if !scan.in_string {
+            memchr::memchr2(b'"', b'\n', rest).unwrap_or(rest.len())
+        } else if scan.hex_left == 0 {
+            string_run(scan, rest)
+        } else {
+            0
+        };
+        if let Some(&b) = bytes.get(i) {
+            step(scan, b);
+            i += 1;
         }
-        step(scan, bytes[i]);
-        i += 1;
     }
+}
+
+/// Inside a string (no `\uXXXX` digits due): how many of `bytes` come
+/// before the byte that ends it, its closing quote or a line end (all of
+/// them if none does), with `scan.escaped` brought up to there. Only quotes
+/// and line ends are searched for: a quote is escaped when an odd number of
+/// backslashes comes right before it, so the backslashes of a string full
+/// of escapes (`\n`, `\"`, `\\`) cost nothing.
+fn string_run(scan: &mut Scan, bytes: &[u8]) -> usize {
+    let mut from = 0;
+    while let Some(k) = memchr::memchr2(b'"', b'\n', &bytes[from..]) {
+        let at = from + k;
+        if bytes[at] == b'\n' || !escaped_at(bytes, at, scan.escaped) {
+            scan.escaped = false;
+            return at;
+        }
+        from = at + 1;
+    }
+    scan.escaped = escaped_at(bytes, bytes.len(), scan.escaped);
+    bytes.len()
+}
+
+/// Whether the byte at `at` is escaped: an odd number of backslashes comes
+/// right before it (`escaped`: one more before `bytes`).
+fn escaped_at(bytes: &[u8], at: usize, escaped: bool) -> bool {
+    let run = bytes[..at]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'\\')
+        .count();
+    (run + usize::from(run == at && escaped)) % 2 == 1
 }
 
 /// Advance the scan over one byte; true when it closes a string.
@@ -173,33 +202,68 @@ fn step(scan: &mut Scan, b: u8) -> bool {
 /// Copy `bytes` to `out` with every string cut after [`ELIDED_STRING`]
 /// bytes (never inside an escape or a UTF-8 character), the cut counted
 /// in the string itself: `"abc…[+1234 bytes]"`. Returns how many strings
-/// were cut.
+/// were cut. Runs of bytes that change nothing (outside strings: all but
+/// quotes and line ends; inside: all but quotes, backslashes and line
+/// ends) are copied or skipped whole; only the bytes around them go
+/// through [`elide_byte`].
 fn elide(scan: &mut Scan, bytes: &[u8], out: &mut Vec<u8>) -> u64 {
     let mut strings = 0;
-    for &b in bytes {
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &bytes[i..];
         let plain = !scan.escaped && scan.hex_left == 0;
-        let closes = scan.in_string && b == b'"' && plain;
-        let at_boundary = plain && (b & 0xC0) != 0x80;
-        if scan.in_string
-            && !closes
-            && b != b'\n'
-            && (scan.cut > 0 || (scan.kept >= ELIDED_STRING && at_boundary))
-        {
-            scan.cut += 1;
-            step(scan, b);
-            continue;
+        let run = if !scan.in_string {
+            let n = memchr::memchr2(b'"', b'\n', rest).unwrap_or(rest.len());
+            out.extend_from_slice(&rest[..n]);
+            n
+        } else if scan.hex_left == 0 && scan.cut > 0 {
+            let n = string_run(scan, rest);
+            scan.cut += n as u64;
+            n
+        } else if plain && scan.kept < ELIDED_STRING {
+            let room = ELIDED_STRING - scan.kept;
+            let n = memchr::memchr3(b'"', b'\\', b'\n', &rest[..room.min(rest.len())])
+                .unwrap_or(room.min(rest.len()));
+            out.extend_from_slice(&rest[..n]);
+            scan.kept += n;
+            n
+        } else {
+            0
+        };
+        i += run;
+        if run == 0 {
+            strings += elide_byte(scan, bytes[i], out);
+            i += 1;
         }
-        if closes && scan.cut > 0 {
-            out.extend_from_slice(format!("…[+{} bytes]", scan.cut).as_bytes());
-            strings += 1;
-        }
-        if scan.in_string {
-            scan.kept += 1;
-        }
-        step(scan, b);
-        out.push(b);
     }
     strings
+}
+
+/// [`elide`] for one byte; 1 when it closes a cut string.
+fn elide_byte(scan: &mut Scan, b: u8, out: &mut Vec<u8>) -> u64 {
+    let plain = !scan.escaped && scan.hex_left == 0;
+    let closes = scan.in_string && b == b'"' && plain;
+    let at_boundary = plain && (b & 0xC0) != 0x80;
+    if scan.in_string
+        && !closes
+        && b != b'\n'
+        && (scan.cut > 0 || (scan.kept >= ELIDED_STRING && at_boundary))
+    {
+        scan.cut += 1;
+        step(scan, b);
+        return 0;
+    }
+    let mut cut = 0;
+    if closes && scan.cut > 0 {
+        let _ = write!(out, "…[+{} bytes]", scan.cut);
+        cut = 1;
+    }
+    if scan.in_string {
+        scan.kept += 1;
+    }
+    step(scan, b);
+    out.push(b);
+    cut
 }
 
 /// When a run starts: delete the run directories under `runs_dir` but the
@@ -332,6 +396,66 @@ mod tests {
                     // Cut, unless the string ended inside its last character.
                     prop_assert!(b == v || b.ends_with(" bytes]"), "{}", b);
                 }
+            }
+        });
+    }
+
+    #[test]
+    fn a_cut_string_keeps_its_first_bytes_and_counts_the_rest_however_it_is_read() {
+        use proptest::prelude::*;
+        proptest!(|(values in proptest::collection::vec("\\PC{0,700}", 1..4), chunk in 1usize..700)| {
+            let line = serde_json::to_string(&values).unwrap() + "\n";
+            let mut whole = Vec::new();
+            elide(&mut Scan::default(), line.as_bytes(), &mut whole);
+            let mut out = Vec::new();
+            let mut scan = Scan::default();
+            for piece in line.as_bytes().chunks(chunk) {
+                elide(&mut scan, piece, &mut out);
+            }
+            prop_assert_eq!(&out, &whole);
+            let text = String::from_utf8(out).unwrap();
+            let back: Vec<String> = serde_json::from_str(text.trim_end()).unwrap();
+            for (b, v) in back.iter().zip(&values) {
+                let written = serde_json::to_string(v).unwrap();
+                let written = &written[1..written.len() - 1];
+                if b == v {
+                    prop_assert!(written.len() <= ELIDED_STRING + 6, "{} not cut", written.len());
+                    continue;
+                }
+                // `prefix…[+N bytes]`: the prefix is the string as written
+                // up to the first whole character at or past the limit.
+                let (prefix, count) = b.rsplit_once("…[+").unwrap();
+                let cut: usize = count.strip_suffix(" bytes]").unwrap().parse().unwrap();
+                let kept = serde_json::to_string(prefix).unwrap();
+                let kept = &kept[1..kept.len() - 1];
+                prop_assert_eq!(kept, &written[..written.len() - cut]);
+                prop_assert!((ELIDED_STRING..ELIDED_STRING + 6).contains(&kept.len()), "{}", kept.len());
+            }
+        });
+    }
+
+    #[test]
+    fn past_a_cap_crossed_anywhere_every_line_stays_json() {
+        use proptest::prelude::*;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("iter-001.jsonl");
+        // Strings dense with escapes: quotes, backslashes, line ends, tabs.
+        let text = "[a-z\"\\\\\n\té\u{1}]{0,700}";
+        proptest!(|(lines in proptest::collection::vec(proptest::collection::vec(text, 1..4), 1..4), cap in 0u64..3000, chunk in 1usize..400)| {
+            let input: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
+            let mut w = Writer::new(File::create(&path).unwrap(), cap);
+            for piece in input.as_bytes().chunks(chunk) {
+                w.write(piece);
+            }
+            w.finish();
+            let out = std::fs::read(&path).unwrap();
+            let cap = (cap as usize).min(input.len());
+            prop_assert_eq!(&out[..cap], &input.as_bytes()[..cap]);
+            let out = String::from_utf8(out).unwrap();
+            prop_assert_eq!(out.lines().count(), lines.len());
+            for (l, values) in out.lines().zip(&lines) {
+                let back: Vec<String> = serde_json::from_str(l).unwrap();
+                prop_assert_eq!(back.len(), values.len());
             }
         });
     }

@@ -243,8 +243,7 @@ impl Watcher {
         let plan_item = Plan::load(&self.root.join(plan))
             .ok()
             .and_then(|p| p.current().map(|i| i.text.clone()));
-        let metered_live =
-            config.agent.kind.capabilities().metering == crate::agent::Metering::Live;
+        let metered_live = config.agent.kind.capabilities().metered_live();
         let current = self.live.reading.clone();
         let occupancy = current.as_ref().filter(|_| live).map(|r| r.meter.tokens);
         let item = plan_item

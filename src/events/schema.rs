@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Level, MeterReading};
 use crate::error::{Error, Result};
-use crate::state::Trigger;
+use crate::rules::breaker;
+use crate::state::{IterationOutcome, Trigger};
 
 /// One thing that happened. Serialized with `"event": "<snake_case name>"`
 /// and a `ts` (RFC 3339) by [`Record`]; documented in docs/events.md.
@@ -92,7 +93,8 @@ pub enum Event {
     },
     AgentSignalled {
         iteration: u32,
-        signal: String,
+        #[serde(with = "signal_name")]
+        signal: nix::sys::signal::Signal,
         reason: String,
     },
     AgentExited {
@@ -137,7 +139,7 @@ pub enum Event {
     },
     IterationEnded {
         iteration: u32,
-        outcome: String,
+        outcome: IterationOutcome,
         progress: bool,
         cost_usd: f64,
         peak_percent: f64,
@@ -147,7 +149,8 @@ pub enum Event {
         skipped_lines: u64,
     },
     Breaker {
-        status: String,
+        #[serde(with = "breaker_status")]
+        status: breaker::Status,
         rule: Option<String>,
         message: String,
     },
@@ -361,9 +364,90 @@ pub fn read_log(path: &Path) -> Vec<Record> {
         .collect()
 }
 
+/// A signal as events name it: "SIGINT", "SIGTERM", "SIGKILL".
+mod signal_name {
+    use nix::sys::signal::Signal;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(signal: &Signal, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(signal.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Signal, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse()
+            .map_err(|_| serde::de::Error::custom(format!("unknown signal `{name}`")))
+    }
+}
+
+/// The breaker's status as events name it: "closed", "half-open", "open"
+/// (`state.json` keeps serde's snake_case names; events the human ones).
+mod breaker_status {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::rules::breaker::Status;
+
+    pub fn serialize<S: Serializer>(status: &Status, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(status.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Status, D::Error> {
+        let name = String::deserialize(d)?;
+        [Status::Closed, Status::HalfOpen, Status::Open]
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown breaker status `{name}`")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_fields_are_written_as_the_documented_strings() {
+        use crate::context::Level;
+        use nix::sys::signal::Signal;
+        for (event, field, text) in [
+            (
+                Event::Breaker {
+                    status: breaker::Status::HalfOpen,
+                    rule: None,
+                    message: "m".into(),
+                },
+                "status",
+                "half-open",
+            ),
+            (
+                Event::AgentSignalled {
+                    iteration: 1,
+                    signal: Signal::SIGKILL,
+                    reason: "r".into(),
+                },
+                "signal",
+                "SIGKILL",
+            ),
+            (
+                Event::IterationEnded {
+                    iteration: 1,
+                    outcome: IterationOutcome::Checkpoint(Trigger::RateLimit, Level::L2),
+                    progress: false,
+                    cost_usd: 0.0,
+                    peak_percent: 0.0,
+                    seconds: 0.0,
+                    error: None,
+                    invalid_lines: 0,
+                    skipped_lines: 0,
+                },
+                "outcome",
+                "checkpoint (rate_limit, L2)",
+            ),
+        ] {
+            let json = serde_json::to_value(&event).unwrap();
+            assert_eq!(json[field], text, "{json}");
+            assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+        }
+    }
 
     #[test]
     fn records_are_flat_json_with_event_name() {

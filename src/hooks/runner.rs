@@ -256,8 +256,8 @@ fn env(point: Point, event: &Event, facts: Facts) -> Vec<(String, String)> {
             ..
         } => {
             vars.push(("RALPH_PROGRESS", progress.to_string()));
-            vars.push(("RALPH_OUTCOME", outcome.clone()));
-            error.clone().unwrap_or_else(|| outcome.clone())
+            vars.push(("RALPH_OUTCOME", outcome.to_string()));
+            error.clone().unwrap_or_else(|| outcome.to_string())
         }
         Event::RunEnded {
             outcome,
@@ -284,7 +284,7 @@ fn env(point: Point, event: &Event, facts: Facts) -> Vec<(String, String)> {
             rule,
             message,
         } => {
-            vars.push(("RALPH_BREAKER", status.clone()));
+            vars.push(("RALPH_BREAKER", status.to_string()));
             vars.push(("RALPH_RULE", rule.clone().unwrap_or_default()));
             message.clone()
         }
@@ -688,7 +688,7 @@ mod tests {
             "checkpoint requested by hand (lunch)"
         );
         let breaker = Event::Breaker {
-            status: "open".into(),
+            status: crate::rules::breaker::Status::Open,
             rule: Some("no_progress".into()),
             message: "3 iterations without progress".into(),
         };

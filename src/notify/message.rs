@@ -117,7 +117,7 @@ fn describe(event: &Event, items_done: &[String]) -> Option<(Kind, String, Strin
             status,
             rule,
             message,
-        } if status == "open" => Some((
+        } if *status == crate::rules::breaker::Status::Open => Some((
             Kind::BreakerOpen,
             "circuit breaker open".into(),
             match rule {
@@ -234,13 +234,13 @@ mod tests {
         };
         assert_eq!(w.notice(&record(warning)), None);
         let half = Event::Breaker {
-            status: "half-open".into(),
+            status: crate::rules::breaker::Status::HalfOpen,
             rule: None,
             message: "cooldown over".into(),
         };
         assert_eq!(w.notice(&record(half)), None);
         let open = Event::Breaker {
-            status: "open".into(),
+            status: crate::rules::breaker::Status::Open,
             rule: Some("no_progress".into()),
             message: "3 iterations without progress".into(),
         };

@@ -219,7 +219,7 @@ impl HistoryTiers {
                 let c = peaks.get(&h.iteration);
                 HistoryLine {
                     iteration: h.iteration,
-                    outcome: cut(&h.outcome, ITEM_CHARS),
+                    outcome: cut(&h.outcome.to_string(), ITEM_CHARS),
                     checkpoint: c.is_some_and(|c| c.1),
                     level: c.and_then(|c| c.2).map(Level::name),
                     peak_percent: c.map_or(0.0, |c| c.0),
@@ -230,7 +230,7 @@ impl HistoryTiers {
             let old = &all[..split];
             let mut kinds: Vec<(String, usize)> = Vec::new();
             for h in old {
-                let kind = outcome_kind(&h.outcome);
+                let kind = h.outcome.kind();
                 match kinds.iter_mut().find(|(k, _)| *k == kind) {
                     Some((_, n)) => *n += 1,
                     None => kinds.push((kind, 1)),
@@ -253,17 +253,6 @@ impl HistoryTiers {
         });
         HistoryTiers { older, recent }
     }
-}
-
-/// "checkpoint (context, L2)" → "checkpoint", "agent did not start: …" →
-/// "agent did not start", "usage limit" as it is.
-fn outcome_kind(outcome: &str) -> String {
-    outcome
-        .split([':', '('])
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 /// A list capped at some length, the rest counted by directory.

@@ -5,6 +5,7 @@ use super::model::{IterationRow, MarkKind, RunReport};
 use super::svg::{Scale, Shape, Svg, thin, ticks, time_ticks};
 use crate::config::format_duration;
 use crate::events::terminal::tokens_short;
+use crate::state::IterationOutcome;
 
 /// Turns clock offsets (seconds since the run's start) into local times.
 pub struct Clock {
@@ -49,17 +50,13 @@ pub fn duration(secs: f64) -> String {
 }
 
 /// The CSS class of an iteration's outcome: its colour in every chart.
-pub fn outcome_class(outcome: &str) -> &'static str {
-    if outcome.starts_with("checkpoint") {
-        "o-cp"
-    } else if outcome == "usage limit" {
-        "o-limit"
-    } else if matches!(outcome, "failed" | "crash") || outcome.starts_with("agent did not start") {
-        "o-fail"
-    } else if outcome == "promise" {
-        "o-promise"
-    } else {
-        "o-done"
+pub fn outcome_class(outcome: &IterationOutcome) -> &'static str {
+    match outcome {
+        IterationOutcome::Checkpoint(..) => "o-cp",
+        IterationOutcome::UsageLimit => "o-limit",
+        o if o.is_failure() => "o-fail",
+        IterationOutcome::Promise => "o-promise",
+        _ => "o-done",
     }
 }
 
@@ -442,10 +439,16 @@ mod tests {
 
     #[test]
     fn outcomes_have_their_colour() {
-        assert_eq!(outcome_class("checkpoint (context, L2)"), "o-cp");
-        assert_eq!(outcome_class("usage limit"), "o-limit");
-        assert_eq!(outcome_class("agent did not start: x"), "o-fail");
-        assert_eq!(outcome_class("crash"), "o-fail");
-        assert_eq!(outcome_class("done"), "o-done");
+        for (text, class) in [
+            ("checkpoint (context, L2)", "o-cp"),
+            ("usage limit", "o-limit"),
+            ("agent did not start: x", "o-fail"),
+            ("failed", "o-fail"),
+            ("crash", "o-fail"),
+            ("promise", "o-promise"),
+            ("done", "o-done"),
+        ] {
+            assert_eq!(outcome_class(&text.into()), class, "{text}");
+        }
     }
 }

@@ -276,7 +276,7 @@ fn contexts(out: &mut String, r: &RunReport) {
             anchor(r, row),
             row.iteration,
             outcome_class(&row.outcome),
-            esc(&row.outcome),
+            esc(&row.outcome.to_string()),
             row.peak_percent,
             esc(row.item.as_deref().unwrap_or(""))
         );
@@ -341,7 +341,7 @@ fn cells(out: &mut String, anchor: &str, row: &IterationRow, clock: &Clock, page
         esc(row.item.as_deref().unwrap_or("")),
         checked,
         outcome_class(&row.outcome),
-        esc(&row.outcome),
+        esc(&row.outcome.to_string()),
         row.start_offset.map(|o| clock.label(o)).unwrap_or_default(),
         duration(row.seconds),
         row.peak_percent,

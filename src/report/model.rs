@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::context::{Level, Thresholds};
 use crate::events::{Event, Record};
-use crate::state::RunState;
+use crate::state::{IterationOutcome, RunState};
 
 /// Everything the report shows about one run (also its `--json` form).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -61,7 +61,7 @@ pub struct IterationRow {
     pub items_checked: Vec<String>,
     pub items_done: Option<usize>,
     pub items_open: Option<usize>,
-    pub outcome: String,
+    pub outcome: IterationOutcome,
     pub progress: bool,
     pub error: Option<String>,
     pub cost_usd: f64,
@@ -368,7 +368,7 @@ pub fn build(
             } => report.breaker.push(BreakerChange {
                 at: r.ts.clone(),
                 offset: None,
-                status: status.clone(),
+                status: status.to_string(),
                 rule: rule.clone(),
                 message: message.clone(),
             }),
@@ -684,7 +684,7 @@ mod tests {
                 150,
                 Event::AgentSignalled {
                     iteration: 1,
-                    signal: "SIGINT".into(),
+                    signal: nix::sys::signal::Signal::SIGINT,
                     reason: "grace period over".into(),
                 },
             ),
@@ -708,7 +708,7 @@ mod tests {
             rec(
                 201,
                 Event::Breaker {
-                    status: "open".into(),
+                    status: crate::rules::breaker::Status::Open,
                     rule: Some("no_progress".into()),
                     message: "no progress".into(),
                 },

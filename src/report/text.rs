@@ -162,7 +162,7 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
             out,
             "{:>4}  {:<22} {:>6} {:>7} {:>7}  {}",
             i.iteration,
-            fit_width(&i.outcome, 22),
+            fit_width(&i.outcome.to_string(), 22),
             peak,
             duration(i.seconds),
             money(i.cost_usd),

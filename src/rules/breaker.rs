@@ -48,6 +48,12 @@ pub enum Status {
     Open,
 }
 
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Status {
     pub fn name(self) -> &'static str {
         match self {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::IterationOutcome;
 use crate::context::Level;
 use crate::error::{Error, Result};
 use crate::plan::items::{CarryOver, ItemAccount, ShardRequest};
@@ -256,7 +257,7 @@ pub struct IterationRecord {
     pub iteration: u32,
     pub started_at: String,
     pub ended_at: String,
-    pub outcome: String,
+    pub outcome: IterationOutcome,
     pub exit_code: Option<i32>,
     pub progress: bool,
     pub cost_usd: f64,

@@ -547,7 +547,7 @@ impl IterationMachine {
             out,
             Event::AgentSignalled {
                 iteration: self.facts.number,
-                signal: format!("{sig:?}"),
+                signal: sig,
                 reason: reason.to_string(),
             },
         );

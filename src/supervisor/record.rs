@@ -268,7 +268,7 @@ pub(super) fn iteration(
         .record(&verdict.breaker, cfg, now.wall.as_second());
     if was == breaker::Status::HalfOpen && state.breaker.status == breaker::Status::Closed {
         events.push(Event::Breaker {
-            status: "closed".into(),
+            status: breaker::Status::Closed,
             rule: None,
             message: "the trial iteration made progress".into(),
         });
@@ -290,7 +290,7 @@ pub(super) fn iteration(
     let commit = verdict
         .checkpoint
         .and_then(|_| state.context_checkpoint.commit.clone());
-    let outcome = verdict.outcome.to_string();
+    let outcome = verdict.outcome.clone();
     let items = facts.items.as_ref();
     if let Some(o) = items {
         let cut = facts.checkpoint.is_some_and(|c| cut_off(c.trigger));

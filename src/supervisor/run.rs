@@ -264,7 +264,7 @@ impl Supervisor {
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
             let reset = Event::Breaker {
-                status: "closed".into(),
+                status: crate::rules::breaker::Status::Closed,
                 rule: None,
                 message: "reset by hand (--reset-breaker)".into(),
             };

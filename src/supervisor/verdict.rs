@@ -10,7 +10,7 @@ use crate::context::Level;
 use crate::events::Event;
 use crate::rules::breaker::{self, Admission, BreakerState, Trip};
 use crate::rules::limits::LimitHit;
-use crate::state::{RunStatus, Trigger};
+use crate::state::{IterationOutcome, RunStatus, Trigger};
 
 /// How a run ended; maps to the exit codes of DESIGN.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,33 +43,6 @@ impl Outcome {
             Outcome::BudgetSpent => RunStatus::BudgetSpent,
             Outcome::Stopped => RunStatus::Stopped,
             Outcome::Interrupted => RunStatus::Interrupted,
-        }
-    }
-}
-
-/// One iteration's outcome as the history and the events name it.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum IterationOutcome {
-    NotStarted(String),
-    UsageLimit,
-    Checkpoint(Trigger, Level),
-    Failed,
-    Promise,
-    Done,
-    /// The supervisor died during it; the next run took it over.
-    Crash,
-}
-
-impl std::fmt::Display for IterationOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IterationOutcome::NotStarted(e) => write!(f, "agent did not start: {e}"),
-            IterationOutcome::UsageLimit => f.write_str("usage limit"),
-            IterationOutcome::Checkpoint(t, l) => write!(f, "checkpoint ({t}, {l})"),
-            IterationOutcome::Failed => f.write_str("failed"),
-            IterationOutcome::Promise => f.write_str("promise"),
-            IterationOutcome::Done => f.write_str("done"),
-            IterationOutcome::Crash => f.write_str("crash"),
         }
     }
 }
@@ -292,7 +265,7 @@ pub(super) fn exit_rule(case: Case, events: &mut Vec<Event>) -> Next {
     match case.breaker {
         Some(BreakerEnd::Tripped(trip)) => {
             events.push(Event::Breaker {
-                status: "open".into(),
+                status: breaker::Status::Open,
                 rule: Some(trip.rule.into()),
                 message: format!("{}; {}", trip.message, trip.hint),
             });
@@ -339,7 +312,7 @@ pub(super) fn gate(
         Admission::Go => None,
         Admission::Trial => {
             events.push(Event::Breaker {
-                status: "half-open".into(),
+                status: breaker::Status::HalfOpen,
                 rule: breaker.rule.clone(),
                 message: "cooldown over: one trial iteration".into(),
             });
@@ -841,7 +814,7 @@ mod tests {
         );
         assert!(matches!(next, Next::End(Outcome::IterationLimit, _)));
         assert!(
-            matches!(events.as_slice(), [Event::Breaker { status, .. }] if status == "half-open")
+            matches!(events.as_slice(), [Event::Breaker { status, .. }] if *status == breaker::Status::HalfOpen)
         );
         let next = gate(Admission::Go, &breaker, &flags, None, 9, 10, &mut events);
         assert_eq!(next, Next::Continue);

@@ -58,8 +58,7 @@ impl IterationLimits {
 /// The meter for the next agent: the configured window, and what earlier
 /// results told about the model's.
 pub(in crate::supervisor) fn meter(config: &Config, state: &RunState) -> ContextMeter {
-    let per_process =
-        config.agent.kind.capabilities().metering == crate::agent::Metering::PerProcess;
+    let per_process = !config.agent.kind.capabilities().metered_live();
     let mut meter = config
         .meter()
         .with_known_windows(&state.known_windows)
