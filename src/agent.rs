@@ -9,6 +9,8 @@
 //!   kind.rs          AgentKind, the seam per agent CLI: command line, messages, decoder,
 //!                    capabilities
 //!   claude.rs        Claude Code's specifics (stream-json flags, user messages)
+//!   codex.rs         Codex's app-server client (Wire): handshake, turns, steer, interrupt,
+//!                    answers to the server's requests
 //!   opencode.rs      opencode's (`run --format json`, prompt on stdin)
 //!   gemini.rs        Gemini CLI's (`-o stream-json`, prompt on stdin)
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
@@ -21,6 +23,7 @@
 //! memory.
 
 mod claude;
+mod codex;
 mod gemini;
 mod kind;
 mod opencode;

@@ -89,6 +89,8 @@ pub enum WindowSource {
     Default,
     ModelName,
     Result,
+    /// Reported with each model call's usage (Codex's `modelContextWindow`).
+    Reported,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -200,6 +202,9 @@ impl ContextMeter {
                 self.relevel()
             }
             StreamEvent::Assistant(msg) if msg.is_main_thread() && !msg.is_synthetic() => {
+                if let Some(w) = msg.context_window {
+                    self.learn_window(w, WindowSource::Reported);
+                }
                 let tokens = msg.usage.occupancy();
                 if tokens == 0 {
                     return None;
@@ -235,16 +240,25 @@ impl ContextMeter {
                     .and_then(|m| r.context_windows.get(m))
                     .or_else(|| r.context_windows.values().max())
                     .copied();
-                if let Some(w) = learned.filter(|&w| w > self.reserve) {
-                    self.window = w;
-                    self.window_source = WindowSource::Result;
-                    if let Some(m) = &self.model {
-                        self.known.insert(m.clone(), w);
-                    }
+                if let Some(w) = learned {
+                    self.learn_window(w, WindowSource::Result);
                 }
                 self.relevel()
             }
             _ => None,
+        }
+    }
+
+    /// A window the agent reported (unless `agent.context_window` is set,
+    /// or it would leave no usable window), remembered for its model.
+    fn learn_window(&mut self, w: u64, source: WindowSource) {
+        if self.window_source == WindowSource::Config || w <= self.reserve {
+            return;
+        }
+        self.window = w;
+        self.window_source = source;
+        if let Some(m) = &self.model {
+            self.known.insert(m.clone(), w);
         }
     }
 

@@ -5,7 +5,9 @@
 //! ```text
 //! stream.rs          this map
 //! stream/
-//!   decode.rs        LineDecoder, decode_line, decode_from: short lines parsed in place,
+//!   codex.rs         CodexDecoder: `codex app-server` lines into the same events, and the
+//!                    Controls its client (agent/codex.rs) acts on
+//!   decode.rs        Decoder (one per kind), LineDecoder, decode_line, decode_from: short lines parsed in place,
 //!                    long ones compacted while they stream past (≤ MAX_COMPACTED a line)
 //!   event.rs         StreamEvent and its parts: what ralph knows about a line
 //!   raw.rs           the wire shapes (serde), Lenient, ToolInput, classify, into_event
@@ -22,12 +24,14 @@
 //! error (the agent's output is not ours to trust); keep decoding pure so
 //! `benches/perf.rs` measures it alone.
 
+mod codex;
 mod decode;
 mod event;
 mod gemini;
 mod opencode;
 mod raw;
 
+pub use codex::{CodexDecoder, Control};
 pub use decode::*;
 pub use event::*;
 pub use gemini::GeminiDecoder;

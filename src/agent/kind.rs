@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::{claude, gemini, opencode};
+use super::{claude, codex, gemini, opencode};
 pub use crate::config::AgentKind;
 use crate::stream::Decoder;
 
@@ -32,6 +32,8 @@ pub enum Metering {
 pub enum CleanStop {
     /// SIGINT to the agent's process group (the CLI ends its turn).
     Sigint,
+    /// A protocol request that interrupts the turn (`turn/interrupt`).
+    Interrupt,
 }
 
 /// Where the size of the context window comes from (besides
@@ -41,6 +43,8 @@ pub enum CleanStop {
 pub enum WindowFrom {
     /// The model's name, then `modelUsage.contextWindow` of its results.
     ModelAndResult,
+    /// Reported with the usage of every model call.
+    Reported,
     /// The model's name only (the CLI reports no window): set
     /// `agent.context_window` for a model ralph does not know.
     ModelName,
@@ -66,6 +70,7 @@ impl AgentKind {
     pub fn product(self) -> &'static str {
         match self {
             AgentKind::Claude => "Claude Code",
+            AgentKind::Codex => "Codex",
             AgentKind::Opencode => "opencode",
             AgentKind::Gemini => "Gemini CLI",
         }
@@ -75,6 +80,7 @@ impl AgentKind {
     pub fn install_hint(self) -> &'static str {
         match self {
             AgentKind::Claude => claude::NOT_FOUND_HINT,
+            AgentKind::Codex => codex::NOT_FOUND_HINT,
             AgentKind::Opencode => opencode::NOT_FOUND_HINT,
             AgentKind::Gemini => gemini::NOT_FOUND_HINT,
         }
@@ -84,6 +90,9 @@ impl AgentKind {
     pub fn prompt_via(self) -> &'static str {
         match self {
             AgentKind::Claude => "sent as the first stream-json user message",
+            AgentKind::Codex => {
+                "sent as the first turn (`turn/start`) of a `codex app-server` thread"
+            }
             AgentKind::Opencode | AgentKind::Gemini => "written to stdin, which then closes",
         }
     }
@@ -95,6 +104,13 @@ impl AgentKind {
                 message: true,
                 stop: CleanStop::Sigint,
                 window: WindowFrom::ModelAndResult,
+                replay: true,
+            },
+            AgentKind::Codex => Capabilities {
+                metering: Metering::Live,
+                message: true,
+                stop: CleanStop::Interrupt,
+                window: WindowFrom::Reported,
                 replay: true,
             },
             AgentKind::Opencode => Capabilities {
@@ -116,19 +132,22 @@ impl AgentKind {
 
     /// ralph's own arguments, after the command's leading words and before
     /// `agent.args`.
+    /// (Codex takes the model in `thread/start`.)
     pub(crate) fn args(self, model: Option<&str>) -> Vec<String> {
         match self {
             AgentKind::Claude => claude::args(model),
+            AgentKind::Codex => codex::args(),
             AgentKind::Opencode => opencode::args(model),
             AgentKind::Gemini => gemini::args(model),
         }
     }
 
-    /// A message for the agent's stdin: the prompt, the L1 nudge, the L2
-    /// request for notes.
+    /// The line written to stdin for a message (the prompt; the L1 nudge
+    /// and the L2 request for kinds that take them). Codex's messages go
+    /// through its app-server client instead.
     pub(crate) fn message(self, text: &str) -> String {
         match self {
-            AgentKind::Claude => claude::user_message(text),
+            AgentKind::Claude | AgentKind::Codex => claude::user_message(text),
             // The prompt as it is; stdin closes after it.
             AgentKind::Opencode | AgentKind::Gemini => text.to_string(),
         }
@@ -139,6 +158,7 @@ impl AgentKind {
     pub fn decoder(self) -> Decoder {
         match self {
             AgentKind::Claude => Decoder::claude(),
+            AgentKind::Codex => Decoder::Codex(crate::stream::CodexDecoder::new()),
             AgentKind::Opencode => Decoder::Opencode(crate::stream::OpencodeDecoder::new()),
             AgentKind::Gemini => Decoder::Gemini(crate::stream::GeminiDecoder::new()),
         }
@@ -164,9 +184,11 @@ impl Capabilities {
         };
         let stop = match self.stop {
             CleanStop::Sigint => "stop: SIGINT",
+            CleanStop::Interrupt => "stop: turn/interrupt",
         };
         let window = match self.window {
             WindowFrom::ModelAndResult => "window: model name, results",
+            WindowFrom::Reported => "window: reported per call",
             WindowFrom::ModelName => "window: model name or agent.context_window",
         };
         let replay = if self.replay {

@@ -5,7 +5,8 @@
 //!
 //! What differs between CLIs is the agent's [`AgentKind`] (`agent/kind.rs`,
 //! the seam): its command line, its messages, its decoder, its
-//! capabilities. One module per kind holds its specifics (`agent/claude.rs`).
+//! capabilities. One module per kind holds its specifics (`agent/claude.rs`,
+//! `agent/codex.rs`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -25,7 +26,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::stream::{self, StreamEvent};
 
-use super::AgentKind;
+use super::{AgentKind, codex};
 
 // Their home is `procs`; the supervisor has always called them here.
 use crate::agent::procs::kill_group;
@@ -41,6 +42,8 @@ const STDERR_FILE_CAP: u64 = 8 << 20;
 pub struct AgentCommand {
     pub kind: AgentKind,
     pub program: PathBuf,
+    /// `agent.model`, for a kind that takes it in its protocol (Codex).
+    pub model: Option<String>,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
     /// Bytes of the transcript written as they come (`runs.transcript_cap_mib`).
@@ -65,6 +68,7 @@ impl AgentCommand {
         env.insert("RALPH_ITERATION".into(), iteration.to_string());
         AgentCommand {
             kind,
+            model: config.agent.model.clone(),
             program,
             args,
             env,
@@ -83,11 +87,21 @@ impl AgentCommand {
 /// A decoded line and when it arrived.
 pub type Line = (StreamEvent, Instant);
 
+/// How ralph talks to the agent.
+enum Input {
+    /// Messages are lines on stdin (Claude Code's stream-json; the plain
+    /// prompt of opencode and Gemini CLI); `None` once closed.
+    Lines(Option<ChildStdin>),
+    /// A protocol client that also answers the server (Codex's app-server),
+    /// shared with the stdout reader.
+    Rpc(Arc<Mutex<codex::Wire>>),
+}
+
 pub struct Agent {
     kind: AgentKind,
     child: Option<Child>,
     pub pid: i32,
-    stdin: Option<ChildStdin>,
+    input: Input,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     /// What the transcript writer has to report once the stdout reader is done.
     transcript_notes: Arc<Mutex<Vec<String>>>,
@@ -110,6 +124,15 @@ impl Agent {
         let raw =
             create_private(transcript).map_err(|e| Error::io("cannot create", transcript, e))?;
         let stderr_path = transcript.with_extension("stderr");
+        // A protocol kind's stdin is written from two threads (the reader
+        // answers the server): a plain pipe behind the wire's lock.
+        let rpc_pipe = match cmd.kind {
+            AgentKind::Claude | AgentKind::Opencode | AgentKind::Gemini => None,
+            AgentKind::Codex => Some(
+                std::io::pipe()
+                    .map_err(|e| Error::wrap("cannot create a pipe for the agent", e))?,
+            ),
+        };
         let mut command = Command::new(&cmd.program);
         command
             .args(&cmd.args)
@@ -119,7 +142,13 @@ impl Agent {
             .env("PWD", cwd)
             .envs(&cmd.env)
             .current_dir(cwd)
-            .stdin(Stdio::piped())
+            .stdin(match &rpc_pipe {
+                Some((r, _)) => Stdio::from(
+                    r.try_clone()
+                        .map_err(|e| Error::wrap("cannot create a pipe for the agent", e))?,
+                ),
+                None => Stdio::piped(),
+            })
             .stdout(Stdio::from(out_w))
             .stderr(Stdio::from(err_w))
             .kill_on_drop(true);
@@ -148,7 +177,18 @@ impl Agent {
         // Our copies of the write ends must go, or the readers never see EOF.
         drop(command);
         let pid = child.id().map_or(0, |p| p as i32);
-        let stdin = child.stdin.take();
+        let input = match rpc_pipe {
+            Some((_, writer)) => {
+                let cwd = cwd.display().to_string();
+                let wire = codex::Wire::start(writer, &cwd, cmd.model.as_deref());
+                Input::Rpc(Arc::new(Mutex::new(wire)))
+            }
+            None => Input::Lines(child.stdin.take()),
+        };
+        let wire = match &input {
+            Input::Rpc(w) => Some(w.clone()),
+            Input::Lines(_) => None,
+        };
         let (tx, rx) = mpsc::channel(1024);
         let raw = crate::agent::transcript::Writer::new(raw, cmd.transcript_cap);
         let transcript_notes = Arc::new(Mutex::new(Vec::new()));
@@ -158,7 +198,7 @@ impl Agent {
         let stdout_reader = std::thread::Builder::new()
             .name("agent-stdout".into())
             .spawn(move || {
-                let raw = read_stdout(out_r, decoder, raw, tx);
+                let raw = read_stdout(out_r, decoder, wire, raw, tx);
                 if let Ok(mut notes) = notes.lock() {
                     notes.extend(transcript_notes_of(&raw, cap));
                 }
@@ -176,7 +216,7 @@ impl Agent {
                 kind: cmd.kind,
                 child: Some(child),
                 pid,
-                stdin,
+                input,
                 stderr_tail,
                 transcript_notes,
                 readers: vec![stdout_reader, stderr_reader],
@@ -186,26 +226,43 @@ impl Agent {
         ))
     }
 
-    /// Write one message to the agent's stdin, in its kind's form.
+    /// Send the agent a message (the prompt, the L1 nudge, the L2 request
+    /// for notes) in its kind's form: whether it went out.
     pub async fn send(&mut self, text: &str) -> bool {
-        let Some(stdin) = self.stdin.as_mut() else {
-            return false;
-        };
-        let line = self.kind.message(text);
-        stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
+        match &mut self.input {
+            Input::Lines(None) => false,
+            Input::Lines(Some(stdin)) => {
+                let line = self.kind.message(text);
+                stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
+            }
+            Input::Rpc(wire) => lock(wire).send(text),
+        }
     }
 
-    /// Close stdin: the CLI ends after its current turn.
+    /// No more input: the CLI ends after its current turn.
     pub fn close_stdin(&mut self) {
-        self.stdin = None;
+        match &mut self.input {
+            Input::Lines(stdin) => *stdin = None,
+            Input::Rpc(wire) => lock(wire).close(),
+        }
     }
 
     pub fn stdin_open(&self) -> bool {
-        self.stdin.is_some()
+        match &self.input {
+            Input::Lines(stdin) => stdin.is_some(),
+            Input::Rpc(wire) => lock(wire).is_open(),
+        }
     }
 
-    /// Signal the agent's whole process group (its tools included).
+    /// Signal the agent's whole process group (its tools included). For a
+    /// kind with a clean stop of its own, SIGINT is that request while a
+    /// turn runs (`turn/interrupt`); SIGTERM and SIGKILL are signals.
     pub fn signal(&self, sig: Signal) {
+        if let (Signal::SIGINT, Input::Rpc(wire)) = (sig, &self.input)
+            && lock(wire).interrupt()
+        {
+            return;
+        }
         if self.pid > 0 {
             let _ = killpg(Pid::from_raw(self.pid), sig);
         }
@@ -258,6 +315,13 @@ impl Agent {
             }
         }
     }
+}
+
+/// The wire's lock; a reader thread that panicked holding it leaves a
+/// wire that is still usable (every change is complete before a write).
+fn lock(wire: &Mutex<codex::Wire>) -> std::sync::MutexGuard<'_, codex::Wire> {
+    wire.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The program `agent.command` names, as ralph would start it (`ralph`
@@ -329,6 +393,7 @@ const PIPE_SIZE: i32 = 256 << 10;
 fn read_stdout(
     pipe: std::io::PipeReader,
     mut decoder: stream::Decoder,
+    wire: Option<Arc<Mutex<codex::Wire>>>,
     mut raw: crate::agent::transcript::Writer,
     tx: mpsc::Sender<Line>,
 ) -> crate::agent::transcript::Writer {
@@ -351,6 +416,10 @@ fn read_stdout(
         let mut rest = &buf[..n];
         while !rest.is_empty() {
             let (used, event) = decoder.push(rest);
+            // The server's requests are answered before anything else.
+            if let (Some(wire), Some(control)) = (&wire, decoder.take_control()) {
+                lock(wire).on_control(control);
+            }
             if let Some(event) = event {
                 send(event);
             }

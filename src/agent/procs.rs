@@ -15,6 +15,38 @@ pub fn kill_group(pgid: i32) {
     }
 }
 
+/// A process group this run started for itself (a hook's), as recorded in
+/// `.ralph/hook-groups.json` while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GroupRecord {
+    pub pgid: i32,
+    /// When its leader started (clock ticks since boot).
+    pub leader_start: Option<u64>,
+}
+
+impl GroupRecord {
+    /// The group led by `pid`, as it is now.
+    pub fn of(pid: i32) -> GroupRecord {
+        GroupRecord {
+            pgid: pid,
+            leader_start: read_stat(pid).map(|p| p.start),
+        }
+    }
+}
+
+/// End a recorded group a dead supervisor left behind: SIGKILL to the
+/// group, unless its leader is alive with another start time (a reused
+/// pid: someone else's group).
+pub fn kill_recorded_group(g: &GroupRecord) {
+    let leader = read_stat(g.pgid).filter(|p| !p.zombie);
+    if let (Some(p), Some(start)) = (leader, g.leader_start)
+        && p.start != start
+    {
+        return;
+    }
+    kill_group(g.pgid);
+}
+
 /// A session that a process of this run lives in, as recorded in the lock
 /// (`state::LockInfo::sessions`): Claude Code starts each Bash tool in a
 /// session of its own, out of reach of the agent's session and group.

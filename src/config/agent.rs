@@ -15,6 +15,8 @@ pub enum AgentKind {
     /// Claude Code (`claude -p --output-format stream-json`).
     #[default]
     Claude,
+    /// Codex (`codex app-server`).
+    Codex,
     /// opencode (`opencode run --format json`).
     Opencode,
     /// Gemini CLI (`gemini -o stream-json`).
@@ -22,12 +24,18 @@ pub enum AgentKind {
 }
 
 impl AgentKind {
-    pub const ALL: [AgentKind; 3] = [AgentKind::Claude, AgentKind::Opencode, AgentKind::Gemini];
+    pub const ALL: [AgentKind; 4] = [
+        AgentKind::Claude,
+        AgentKind::Codex,
+        AgentKind::Opencode,
+        AgentKind::Gemini,
+    ];
 
     /// The name in `ralph.toml` and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
             AgentKind::Opencode => "opencode",
             AgentKind::Gemini => "gemini",
         }
@@ -37,6 +45,7 @@ impl AgentKind {
     pub fn default_command(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
             AgentKind::Opencode => "opencode",
             AgentKind::Gemini => "gemini",
         }

@@ -3,12 +3,16 @@
 //! (one thread, `poll`), bounded by a timeout and by ralph's interrupts.
 //! Whatever the command started ends with it: its group is killed when it
 //! exits, times out or is interrupted, so nothing it left behind can hold
-//! a pipe open or outlive the hook.
+//! a pipe open or outlive the hook. While it runs its group is recorded
+//! in `.ralph/hook-groups.json` (as the agent's sessions are in the lock):
+//! a supervisor killed with `kill -9` cannot end it, the next one does
+//! ([`end_left_behind`]).
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -51,6 +55,55 @@ pub fn watch_interrupts() {
             }
         }
     });
+}
+
+/// Where the live hook groups are recorded, and which they are.
+struct GroupFile {
+    path: PathBuf,
+    live: Vec<crate::agent::procs::GroupRecord>,
+}
+
+/// Set once by the supervisor ([`record_groups_in`]): one run per process.
+static GROUPS: Mutex<Option<GroupFile>> = Mutex::new(None);
+
+/// Record the process group of every hook while it runs in `path`.
+pub fn record_groups_in(path: PathBuf) {
+    *GROUPS.lock().unwrap_or_else(|e| e.into_inner()) = Some(GroupFile {
+        path,
+        live: Vec::new(),
+    });
+}
+
+/// Add (`Some`) or remove a hook's group from the record.
+fn note_group(pgid: i32, running: bool) {
+    let mut groups = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(file) = groups.as_mut() else {
+        return;
+    };
+    file.live.retain(|g| g.pgid != pgid);
+    if running {
+        file.live.push(crate::agent::procs::GroupRecord::of(pgid));
+    }
+    let json = serde_json::to_vec(&file.live).expect("group records serialise");
+    if let Err(e) = crate::state::write_atomic(&file.path, &json) {
+        tracing::warn!("cannot record the hook's process group: {e}");
+    }
+}
+
+/// End the hook groups a dead supervisor recorded (`kill -9` while a hook
+/// ran, an `on_level` hook in the background above all); the file goes.
+/// Returns how many groups were recorded.
+pub fn end_left_behind(path: &Path) -> usize {
+    let Ok(text) = std::fs::read(path) else {
+        return 0;
+    };
+    let groups: Vec<crate::agent::procs::GroupRecord> =
+        serde_json::from_slice(&text).unwrap_or_default();
+    groups
+        .iter()
+        .for_each(crate::agent::procs::kill_recorded_group);
+    let _ = std::fs::remove_file(path);
+    groups.len()
 }
 
 /// How a hook process ended.
@@ -105,6 +158,7 @@ pub fn run(
         }
     };
     let group = Pid::from_raw(child.id() as i32);
+    note_group(group.as_raw(), true);
     let mut pipes = Pipes::of(&mut child, stdin);
     let deadline = Instant::now() + timeout;
     let end = loop {
@@ -127,6 +181,7 @@ pub fn run(
         let _ = child.wait();
     }
     reap_group(group);
+    note_group(group.as_raw(), false);
     // What was written before the end is still in the pipes; a process
     // that escaped the group (setsid) may hold them open, so read only
     // what is there.

@@ -102,6 +102,45 @@ impl Repo {
         }
     }
 
+    /// A commit of the changes to tracked files only (new files stay
+    /// untracked), with the WIP commit's rules: what the user left modified
+    /// before a run, committed on its own so that the agent's first WIP
+    /// commit holds only the agent's work. Returns the files it held.
+    pub fn commit_tracked_changes(
+        &self,
+        message: &str,
+        own: &OwnPaths,
+    ) -> (CommitOutcome, Vec<String>) {
+        let files: Vec<String> = match self.changes(own) {
+            Ok(changes) => changes
+                .into_iter()
+                .filter(|c| c.kind != "??" && !crate::text::secrets::is_key_file(&c.path))
+                .map(|c| c.path)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if files.is_empty() {
+            return (CommitOutcome::NothingToCommit, files);
+        }
+        if let Some(reason) = self.commit_blocker() {
+            return (
+                CommitOutcome::Skipped {
+                    reason: format!("no commit: {reason}"),
+                },
+                files,
+            );
+        }
+        let mut own = self.own(own);
+        own.tracked_only = true;
+        let _serialised = self.commit_lock();
+        let outcome =
+            self.try_wip_commit(message, &own)
+                .unwrap_or_else(|e| CommitOutcome::Skipped {
+                    reason: format!("no commit: git error: {}", e.message()),
+                });
+        (outcome, files)
+    }
+
     fn try_wip_commit(
         &self,
         message: &str,
@@ -195,7 +234,8 @@ impl Repo {
             // not: the handoff lists them as left uncommitted.
             if own.is_runtime(path)
                 || !own.in_scope(path)
-                || (new_file && own.is_left_out(path))
+                || (new_file && (own.tracked_only || own.is_left_out(path)))
+                || (own.tracked_only && own.contains(path))
                 || crate::text::secrets::is_key_file(&String::from_utf8_lossy(path))
             {
                 continue;
@@ -228,7 +268,7 @@ impl Repo {
         // A `.ralph/.gitignore` older than the decision log ignores it:
         // stage it by name (as `git add -f` would).
         let decisions = bytes_to_path(&own.decisions);
-        if self.workdir().join(&decisions).is_file() {
+        if !own.tracked_only && self.workdir().join(&decisions).is_file() {
             index.add_path(&decisions)?;
         }
         Ok(staged)

@@ -159,6 +159,9 @@ pub(super) struct Own {
     /// Work a WIP commit leaves out this time (key files, huge or binary
     /// outputs); files or directories.
     pub(super) left_out: Vec<Vec<u8>>,
+    /// Stage changes to tracked files only (the user's edits found at the
+    /// start of a run), no new file.
+    pub(super) tracked_only: bool,
     /// The project directory (`/`-terminated, empty for the whole work
     /// tree): nothing outside it is the run's to stage, snapshot or count.
     pub(super) scope: Vec<u8>,
@@ -183,6 +186,7 @@ impl Own {
             decisions: [prefix, DECISIONS_FILE.as_bytes()].concat(),
             streams,
             left_out: Vec::new(),
+            tracked_only: false,
             scope: prefix.to_vec(),
         }
     }

@@ -165,6 +165,7 @@ fn commits_changed_work(
         decisions: Vec::new(),
         streams: Vec::new(),
         left_out: Vec::new(),
+        tracked_only: false,
         scope: snapshot.scope.as_bytes().to_vec(),
     };
     let changed = diff.deltas().any(|delta| {

@@ -92,7 +92,7 @@ static EPOCH: LazyLock<Regex> =
 
 static RESET: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)resets?\s+(?:at\s+)?(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<day>\d{1,2}),?\s+(?:at\s+)?)?(?P<h>\d{1,2})(?::(?P<m>\d{2}))?\s*(?P<ampm>am|pm)?(?:\s*\((?P<tz>[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)*)\))?",
+        r"(?i)(?:resets?|try again)\s+(?:at\s+)?(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(?P<year>\d{4}),?\s+)?(?:at\s+)?)?(?P<h>\d{1,2})(?::(?P<m>\d{2}))?\s*(?P<ampm>am|pm)?(?:\s*\((?P<tz>[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)*)\))?",
     )
     .expect("reset regex")
 });
@@ -104,7 +104,8 @@ static RESET: LazyLock<Regex> = LazyLock::new(|| {
 const JUST_PASSED: jiff::SignedDuration = jiff::SignedDuration::from_secs(5 * 60);
 
 /// The reset moment written in limit text ("resets 3:45pm",
-/// "resets Nov 22, 3pm (Europe/Berlin)", "limit reached|1795300000"),
+/// "resets Nov 22, 3pm (Europe/Berlin)", "limit reached|1795300000",
+/// Codex's "try again at 3:05 PM" and "try again at Sep 26th, 2026 3:05 PM"),
 /// as the next such moment after `now` (or one that just passed), in the
 /// named time zone or `now`'s.
 pub fn parse_reset(text: &str, now: &Zoned) -> Option<Timestamp> {
@@ -134,7 +135,9 @@ pub fn parse_reset(text: &str, now: &Zoned) -> Option<Timestamp> {
             let month = month_number(mon.as_str())?;
             let day: i8 = day.as_str().parse().ok()?;
             let this_year = civil::Date::new(local_now.year(), month, day).ok()?;
-            if this_year.to_datetime(time).to_zoned(tz.clone()).ok()? < recent {
+            if let Some(year) = c.name("year") {
+                civil::Date::new(year.as_str().parse().ok()?, month, day).ok()?
+            } else if this_year.to_datetime(time).to_zoned(tz.clone()).ok()? < recent {
                 civil::Date::new(local_now.year() + 1, month, day).ok()?
             } else {
                 this_year
@@ -205,6 +208,20 @@ mod tests {
         assert_eq!(t.to_string(), "2026-11-22T20:00:00Z");
         let t = parse_reset("weekly limit · resets Nov 21, 3pm", &now).unwrap();
         assert_eq!(t.to_string(), "2027-11-21T20:00:00Z");
+    }
+
+    #[test]
+    fn codex_try_again_at() {
+        let now = at("2026-11-24T22:30:00[UTC]");
+        let t = parse_reset("You’ve hit your usage limit. Try again at 11:05 PM.", &now).unwrap();
+        assert_eq!(t.to_string(), "2026-11-24T23:05:00Z");
+        let t = parse_reset(
+            "You’ve hit your usage limit. Upgrade to Pro, or try again at Nov 25th, 2026 1:05 AM.",
+            &now,
+        )
+        .unwrap();
+        assert_eq!(t.to_string(), "2026-11-25T01:05:00Z");
+        assert!(parse_reset("You’ve hit your usage limit. Try again later.", &now).is_none());
     }
 
     #[test]

@@ -168,6 +168,10 @@ impl Layout {
     pub fn events(&self) -> PathBuf {
         self.dir.join("events.jsonl")
     }
+    /// The process groups of the hooks running now (`hooks/process.rs`).
+    pub fn hook_groups(&self) -> PathBuf {
+        self.dir.join("hook-groups.json")
+    }
     pub fn lock(&self) -> PathBuf {
         self.dir.join("lock")
     }

@@ -4,6 +4,7 @@
 
 use std::io::BufRead;
 
+use super::codex::{CodexDecoder, Control};
 use super::event::*;
 use super::raw::{RawLine, classify};
 use super::{GeminiDecoder, OpencodeDecoder};
@@ -37,6 +38,8 @@ pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> O
 pub enum Decoder {
     /// Claude Code's `stream-json`.
     Claude(LineDecoder),
+    /// `codex app-server`'s JSON-RPC messages.
+    Codex(CodexDecoder),
     /// opencode's `run --format json`.
     Opencode(OpencodeDecoder),
     /// Gemini CLI's `-o stream-json`.
@@ -48,11 +51,20 @@ impl Decoder {
         Decoder::Claude(LineDecoder::new())
     }
 
+    /// What the last line means for the agent's wire (a protocol kind's).
+    pub fn take_control(&mut self) -> Option<Control> {
+        match self {
+            Decoder::Claude(_) | Decoder::Opencode(_) | Decoder::Gemini(_) => None,
+            Decoder::Codex(d) => d.take_control(),
+        }
+    }
+
     /// Feed the next bytes of the stream: how many were consumed (up to
     /// the end of the current line), and the event if a line ended there.
     pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         match self {
             Decoder::Claude(d) => d.push(bytes),
+            Decoder::Codex(d) => d.push(bytes),
             Decoder::Opencode(d) => d.push(bytes),
             Decoder::Gemini(d) => d.push(bytes),
         }
@@ -62,6 +74,7 @@ impl Decoder {
     pub fn finish(&mut self) -> Option<StreamEvent> {
         match self {
             Decoder::Claude(d) => d.finish(),
+            Decoder::Codex(d) => d.finish(),
             Decoder::Opencode(d) => d.finish(),
             Decoder::Gemini(d) => d.finish(),
         }

@@ -79,6 +79,9 @@ pub struct AssistantMessage {
     pub tool_calls: Vec<ToolCall>,
     /// Set on synthetic error messages (`rate_limit`, `invalid_request`, …).
     pub error: Option<String>,
+    /// The window size the agent reported with this usage (Codex's
+    /// `modelContextWindow`); Claude Code reports it only in results.
+    pub context_window: Option<u64>,
 }
 
 impl AssistantMessage {

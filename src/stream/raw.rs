@@ -244,7 +244,7 @@ fn blocks<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RawBlock>, D::Error> {
     d.deserialize_any(V)
 }
 
-const SUMMARY_LEN: usize = 200;
+pub(super) const SUMMARY_LEN: usize = 200;
 
 impl RawLine {
     fn into_event(self) -> StreamEvent {
@@ -293,6 +293,7 @@ impl RawLine {
                     text,
                     tool_calls,
                     error: self.error.and_then(Lenient::text),
+                    context_window: None,
                 })
             }
             ("user", _) => StreamEvent::User {

@@ -126,6 +126,12 @@ impl Supervisor {
         lock.stale_sessions
             .iter()
             .for_each(crate::agent::procs::kill_recorded_session);
+        // And the hooks it was running (an `on_level` hook in the background).
+        let hook_groups = layout.hook_groups();
+        if hooks::process::end_left_behind(&hook_groups) > 0 {
+            tracing::warn!("the previous supervisor died; its hooks were ended");
+        }
+        hooks::process::record_groups_in(hook_groups);
         if lock.stale_committing {
             // It died inside a WIP commit: the git lock files it held would
             // skip every checkpoint from now on ("another git process is

@@ -16,7 +16,7 @@ use super::iteration::Input;
 use super::{Now, Supervisor, record, snapshots, verdict};
 use crate::checkpoint;
 use crate::events::Event;
-use crate::repo::Repo;
+use crate::repo::{CommitOutcome, Repo};
 use crate::state::RunStatus;
 
 impl Supervisor {
@@ -29,6 +29,55 @@ impl Supervisor {
         if let Some(number) = dead {
             self.take_over_iteration(number);
         }
+        if self.state.iteration == 0 {
+            self.commit_changes_before_run();
+        }
+    }
+
+    /// A new run found tracked files modified in its project (the user's
+    /// own edits): they are committed on their own, before any agent runs,
+    /// so that the agent's first WIP commit holds only the agent's work
+    /// (with `git.wip_commit = false`, only said). New untracked files are
+    /// left as they are (`ownership::at_start` warns about them).
+    fn commit_changes_before_run(&mut self) {
+        let Some(repo) = Repo::open(&self.root).ok().flatten() else {
+            return;
+        };
+        let message = "ralph: changes present before the run\n\nTracked files modified before `ralph run` started, committed on their own\nso that the agent's first WIP commit holds only its work.\n";
+        let (outcome, files) = if self.config.git.wip_commit {
+            repo.commit_tracked_changes(message, &self.own())
+        } else {
+            let files = repo.changes(&self.own()).unwrap_or_default();
+            let files = files.into_iter().filter(|c| c.kind != "??").map(|c| c.path);
+            (CommitOutcome::NothingToCommit, files.collect())
+        };
+        if files.is_empty() {
+            return;
+        }
+        let shown = files.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        let more = match files.len() {
+            n if n > 5 => format!(" and {} more", n - 5),
+            _ => String::new(),
+        };
+        let what = match &outcome {
+            CommitOutcome::Committed { id, .. } => format!(
+                "committed on their own as {} (\"ralph: changes present before the run\"), before the agent's work",
+                &id[..id.len().min(10)]
+            ),
+            CommitOutcome::Skipped { reason } => {
+                format!("not committed ({reason}): the first WIP commit will hold them")
+            }
+            CommitOutcome::NothingToCommit => {
+                "git.wip_commit is off: they stay uncommitted".to_string()
+            }
+        };
+        self.bus.emit(Event::Warning {
+            message: format!(
+                "{} tracked file(s) were modified before the run: {shown}{more}; {what}",
+                files.len()
+            ),
+        });
+        self.tree_touched();
     }
 
     /// A new run (`--fresh`, another plan) replaces the unfinished run of a

@@ -575,3 +575,140 @@ fn a_pre_compact_handoff_is_resumed_by_the_next_run() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("handoff"));
     assert_resumed_from_a_checkpoint_made_outside_a_run(&p, &messages);
 }
+
+// ----------------------------------------------------- leftovers of a kill
+
+/// The agent climbs into L1 (its `on_level` hook starts in the background)
+/// and works on until its supervisor is killed.
+const CLIMBS_AND_HANGS: &str = r#"
+[[step]]
+context = 135000
+text = "Deep in the parser."
+[[step]]
+hang = true
+"#;
+
+#[test]
+fn an_on_level_hook_does_not_outlive_kill_9_and_the_takeover() {
+    let p = Project::new(
+        PLAN,
+        CLIMBS_AND_HANGS,
+        "[hooks]\non_level = [\"exec sleep 417\"]\ntimeout = \"10m\"\n",
+    );
+    p.write("idle.toml", common::IDLE);
+    let mut first = p.spawn_unread_run();
+    common::wait_for_process("sleep 417", LIMIT);
+    // Recorded as it starts (a kill in the instant between the spawn and
+    // the record would miss it).
+    common::wait_until("the hook's group recorded", LIMIT, || {
+        std::fs::read_to_string(p.path(".ralph/hook-groups.json")).is_ok_and(|t| t.contains("pgid"))
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !common::processes_matching("sleep 417").is_empty(),
+        "the hook is in a group of its own: kill -9 of ralph leaves it"
+    );
+    let run = p.run(
+        &["--max-iterations", "1", "--agent", "ralph sim idle.toml"],
+        LIMIT,
+    );
+    let left = common::processes_matching("sleep 417");
+    for pid in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        left.is_empty(),
+        "the takeover ends the dead run's hook: {left:?}\n{}",
+        run.describe()
+    );
+    assert!(
+        !p.path(".ralph/hook-groups.json").exists() || {
+            p.read(".ralph/hook-groups.json").trim() == "[]"
+        }
+    );
+}
+
+// ------------------------------------------------------- the user's edits
+
+#[test]
+fn tracked_edits_found_at_start_are_committed_on_their_own() {
+    let p = Project::bare(PLAN, common::QUICK_L2, "[loop]\nmax_iterations = 1\n");
+    p.write("tracked.txt", "committed\n");
+    p.write("notes/todo.txt", "committed too\n");
+    p.git_init();
+    // The user's own edits, left before starting ralph.
+    p.write("tracked.txt", "edited by the user\n");
+    std::fs::remove_file(p.path("notes/todo.txt")).unwrap();
+    p.write("scratch.txt", "untracked, the user's\n");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(
+        warned(
+            &run,
+            "2 tracked file(s) were modified before the run: notes/todo.txt, tracked.txt; committed on their own"
+        ),
+        "{}",
+        run.describe()
+    );
+    let log = commits(&p);
+    let before = log
+        .iter()
+        .find(|(subject, _)| subject == "ralph: changes present before the run")
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    assert_eq!(before.1, ["notes/todo.txt", "tracked.txt"], "{log:#?}");
+    // The agent's WIP commit, after it, holds the agent's work only.
+    let (subject, files) = &log[0];
+    assert!(subject.starts_with("ralph: checkpoint"), "{log:#?}");
+    assert!(files.iter().any(|f| f == "work.txt"), "{files:?}");
+    assert!(
+        !files
+            .iter()
+            .any(|f| f == "tracked.txt" || f == "notes/todo.txt"),
+        "{files:?}"
+    );
+    assert_eq!(
+        log[1].0, "ralph: changes present before the run",
+        "{log:#?}"
+    );
+    // A continued run does not take the agent's uncommitted work for the user's.
+    p.write("work.txt", "the agent's, uncommitted\n");
+    let again = p.run(&[], LIMIT);
+    assert!(
+        !warned(&again, "modified before the run"),
+        "{}",
+        again.describe()
+    );
+}
+
+// ---------------------------------------------------- ralph's own output
+
+#[test]
+fn ralphs_output_through_tee_is_neither_progress_nor_committed() {
+    let p = Project::new(PLAN, common::QUICK_L2, "[breaker]\nno_progress = 2\n");
+    let out = std::process::Command::new("bash")
+        .current_dir(p.root())
+        .env("RALPH_LOG", "off")
+        .args([
+            "-c",
+            "set -o pipefail; \"$0\" run --max-iterations 6 2>&1 | tee ralph.log",
+            common::BIN,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = p.read("ralph.log");
+    assert_eq!(out.status.code(), Some(3), "the breaker opens: {text}");
+    assert!(!text.is_empty());
+    for (subject, files) in commits(&p) {
+        assert!(
+            !files.iter().any(|f| f == "ralph.log"),
+            "{subject}: {files:?}"
+        );
+    }
+}

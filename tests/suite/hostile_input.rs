@@ -719,12 +719,17 @@ text = "Full."
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
     let files = p.head_files();
-    for kept in ["src.txt", "build.txt", ".gitignore"] {
+    for kept in ["src.txt", "build.txt"] {
         assert!(
             files.contains(&kept.to_string()),
             "{kept} missing: {files:?}"
         );
     }
+    // The user's staged .gitignore was committed on its own before the run.
+    assert_eq!(p.log()[1], "ralph: changes present before the run");
+    let repo = p.repo();
+    let head = repo.head().unwrap().peel_to_tree().unwrap();
+    assert!(head.get_path(Path::new(".gitignore")).is_ok());
     for ignored in ["build/app", "node_modules/x/i.js", ".env", "debug.log"] {
         assert!(
             !files.iter().any(|f| f == ignored),

@@ -33,22 +33,45 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn pinned() -> String {
-    PINNED_VERSION.trim().to_string()
+/// An agent CLI the end-to-end suites run, and where its install script
+/// puts it.
+pub struct CliSpec {
+    pub product: &'static str,
+    /// The variable naming a binary to test instead.
+    pub env: &'static str,
+    pub script: &'static str,
+    /// The contents of its `scripts/*-version` file.
+    pub pinned: &'static str,
+    /// Where the install script puts the pinned version.
+    pub default_location: fn(&str) -> PathBuf,
+    /// The version in what `--version` printed.
+    pub version_of: fn(&str) -> String,
 }
 
-/// Where scripts/install-claude.sh puts the pinned version by default.
-pub fn default_location() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/claude-e2e")
-        .join(pinned())
-        .join("node_modules/.bin/claude")
-}
+pub const CLAUDE: CliSpec = CliSpec {
+    product: "Claude Code",
+    env: "RALPH_E2E_CLAUDE",
+    script: "scripts/install-claude.sh",
+    pinned: PINNED_VERSION,
+    default_location: |v| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target/claude-e2e")
+            .join(v)
+            .join("node_modules/.bin/claude")
+    },
+    version_of: |out| out.split_whitespace().next().unwrap_or("").to_string(),
+};
 
 /// The CLI to test: `$RALPH_E2E_CLAUDE`, else the install script's default
 /// location. `None` (after printing why) when there is none that runs;
 /// with `RALPH_E2E_REQUIRE=1` that is a failure instead of a skip.
 pub fn claude(test: &str) -> Option<Claude> {
+    find(test, &CLAUDE)
+}
+
+/// The CLI of `spec` to test (see [`claude`]).
+pub fn find(test: &str, spec: &CliSpec) -> Option<Claude> {
+    let pinned = spec.pinned.trim();
     let required = std::env::var("RALPH_E2E_REQUIRE").is_ok_and(|v| v == "1");
     let skip = |why: String| {
         if required {
@@ -57,18 +80,21 @@ pub fn claude(test: &str) -> Option<Claude> {
         // Straight to stderr: libtest captures eprintln! of passing tests.
         let _ = writeln!(
             std::io::stderr(),
-            "skipped: {test}: {why}; run scripts/install-claude.sh (Claude Code {}) or set RALPH_E2E_CLAUDE",
-            pinned()
+            "skipped: {test}: {why}; run {} ({} {pinned}) or set {}",
+            spec.script,
+            spec.product,
+            spec.env
         );
         None
     };
-    let path = match std::env::var_os("RALPH_E2E_CLAUDE").filter(|p| !p.is_empty()) {
+    let path = match std::env::var_os(spec.env).filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
-        None => default_location(),
+        None => (spec.default_location)(pinned),
     };
     if !path.exists() {
         return skip(format!(
-            "the Claude Code CLI is not installed at {}",
+            "the {} CLI is not installed at {}",
+            spec.product,
             path.display()
         ));
     }
@@ -79,15 +105,15 @@ pub fn claude(test: &str) -> Option<Claude> {
         Ok(out) => out,
         Err(e) => return skip(format!("{} --version failed: {e}", path.display())),
     };
-    let version = out.split_whitespace().next().unwrap_or("").to_string();
+    let version = (spec.version_of)(&out);
     if version.is_empty() {
         return skip(format!("{} --version printed nothing", path.display()));
     }
-    if version != pinned() {
+    if version != pinned {
         let _ = writeln!(
             std::io::stderr(),
-            "note: {test}: testing Claude Code {version}, not the pinned {}",
-            pinned()
+            "note: {test}: testing {} {version}, not the pinned {pinned}",
+            spec.product
         );
     }
     Some(Claude { path, version })
@@ -170,24 +196,32 @@ impl Project {
     /// The directories, the plan and a git repository; `ralph.toml` and the
     /// first commit come with [`Project::serve`], once the mock's address is known.
     pub fn new(name: &str, claude: &Claude, setup: &Setup) -> Project {
-        Project::for_agent(
-            name,
-            &format!("Claude Code {} ({})", claude.version, claude.path.display()),
-            setup,
-            |_, home| {
-                let command = shlex::try_quote(claude.path.to_str().expect("a UTF-8 path"))
-                    .expect("a quotable path")
-                    .into_owned();
-                format!(
-                    r#"command = {command}
+        Project::with_agent(name, "Claude Code", claude, setup, |command, home| {
+            format!(
+                r#"command = {command}
 model = "{MODEL}"
 args = ["--dangerously-skip-permissions"]
-env = {{ IS_SANDBOX = "1", ANTHROPIC_BASE_URL = "@API_URL@", ANTHROPIC_API_KEY = "dummy-e2e-key", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", HOME = {home} }}"#,
-                    command = toml_str(&command),
-                    home = toml_str(home.to_str().unwrap()),
-                )
-            },
-        )
+env = {{ IS_SANDBOX = "1", ANTHROPIC_BASE_URL = "@API_URL@", ANTHROPIC_API_KEY = "dummy-e2e-key", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", HOME = {home} }}"#
+            )
+        })
+    }
+
+    /// A project whose `[agent]` section is `agent(command, home)` (both
+    /// TOML strings; `@API_URL@` becomes the mock's address).
+    pub fn with_agent(
+        name: &str,
+        product: &str,
+        cli: &Claude,
+        setup: &Setup,
+        agent: impl FnOnce(&str, &str) -> String,
+    ) -> Project {
+        let command = shlex::try_quote(cli.path.to_str().expect("a UTF-8 path"))
+            .expect("a quotable path")
+            .into_owned();
+        let what = format!("{product} {} ({})", cli.version, cli.path.display());
+        Project::for_agent(name, &what, setup, |_, home| {
+            agent(&toml_str(&command), &toml_str(home.to_str().unwrap()))
+        })
     }
 
     /// The same for any agent: `agent(root, home)` gives the body of
@@ -253,7 +287,14 @@ cooldown = "1m"
     /// Start the mock API with `script`, point `ralph.toml` at it and make
     /// the first commit.
     pub fn serve(&self, script: impl Fn(&ApiRequest) -> Reply + Send + Sync + 'static) -> MockApi {
-        let api = MockApi::start(&mock_api::log_path(self.base.as_path()), script);
+        self.point_at(MockApi::start(
+            &mock_api::log_path(self.base.as_path()),
+            script,
+        ))
+    }
+
+    /// Point `ralph.toml` at a started mock and make the first commit.
+    pub fn point_at(&self, api: MockApi) -> MockApi {
         self.configure(&api.url());
         api
     }
@@ -307,6 +348,8 @@ cooldown = "1m"
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
             if k.starts_with("ANTHROPIC_")
+                || k.starts_with("OPENAI_")
+                || k.starts_with("CODEX_")
                 || k.starts_with("CLAUDE_")
                 || k.starts_with("CLAUDECODE")
                 || k.starts_with("RALPH_")

@@ -231,9 +231,17 @@ impl Reply {
 }
 
 type Script = dyn Fn(&ApiRequest) -> Reply + Send + Sync;
+/// A whole HTTP response for a request (another provider's API).
+type RawScript = dyn Fn(&ApiRequest) -> Vec<u8> + Send + Sync;
+
+/// Who answers: the Messages API script, or another API's responder.
+enum Responder {
+    Messages(Box<Script>),
+    Raw(Box<RawScript>),
+}
 
 struct Shared {
-    script: Box<Script>,
+    responder: Responder,
     requests: Mutex<Vec<ApiRequest>>,
     log: Mutex<Option<std::fs::File>>,
     seq: AtomicUsize,
@@ -254,10 +262,23 @@ impl MockApi {
         log: &Path,
         script: impl Fn(&ApiRequest) -> Reply + Send + Sync + 'static,
     ) -> MockApi {
+        MockApi::serve(log, Responder::Messages(Box::new(script)))
+    }
+
+    /// Serve another API: `respond` gives the whole HTTP response (see
+    /// [`http`]); `POST …/responses` counts as a main request.
+    pub fn start_raw(
+        log: &Path,
+        respond: impl Fn(&ApiRequest) -> Vec<u8> + Send + Sync + 'static,
+    ) -> MockApi {
+        MockApi::serve(log, Responder::Raw(Box::new(respond)))
+    }
+
+    fn serve(log: &Path, responder: Responder) -> MockApi {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the mock API");
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
-            script: Box::new(script),
+            responder,
             requests: Mutex::new(Vec::new()),
             log: Mutex::new(std::fs::File::create(log).ok()),
             seq: AtomicUsize::new(0),
@@ -399,7 +420,8 @@ fn serve(conn: TcpStream, shared: &Shared) {
             .is_some_and(|c| c.eq_ignore_ascii_case("close"));
         let is_messages =
             method == "POST" && (path == "/v1/messages" || path.starts_with("/v1/messages?"));
-        let main = is_messages && body["tools"].as_array().is_some_and(|t| !t.is_empty());
+        let main = is_messages && body["tools"].as_array().is_some_and(|t| !t.is_empty())
+            || method == "POST" && path.ends_with("/responses");
         let request = ApiRequest {
             seq: shared.seq.fetch_add(1, Ordering::SeqCst),
             main_seq: main.then(|| shared.main_seq.fetch_add(1, Ordering::SeqCst)),
@@ -472,6 +494,13 @@ fn record(shared: &Shared, request: &ApiRequest) {
 
 fn respond(shared: &Shared, request: &ApiRequest, is_messages: bool) -> Vec<u8> {
     let id = request.seq;
+    let script = match &shared.responder {
+        Responder::Messages(script) => script,
+        Responder::Raw(respond) => {
+            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| respond(request)))
+                .unwrap_or_else(|_| http(500, "text/plain", id, b"the mock's script panicked"));
+        }
+    };
     match (request.method.as_str(), request.path.as_str()) {
         ("HEAD", _) => http(200, "text/plain", id, &[]),
         ("POST", p) if p.starts_with("/v1/messages/count_tokens") => {
@@ -481,7 +510,7 @@ fn respond(shared: &Shared, request: &ApiRequest, is_messages: bool) -> Vec<u8> 
             // A panicking script must not take the connection's thread down
             // silently: answer 500 and keep the panic text in the log.
             let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                (shared.script)(request)
+                script(request)
             }))
             .unwrap_or_else(|_| Reply::error(500, "api_error", "the mock's script panicked"));
             render(reply, request)
@@ -590,7 +619,7 @@ fn block_json(b: &Block, request: usize, i: usize) -> Value {
     }
 }
 
-fn http(status: u16, content_type: &str, id: usize, body: &[u8]) -> Vec<u8> {
+pub fn http(status: u16, content_type: &str, id: usize, body: &[u8]) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",

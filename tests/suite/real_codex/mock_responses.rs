@@ -1,0 +1,181 @@
+//! A mock of the OpenAI Responses API (`POST /v1/responses`, server-sent
+//! events) for the real Codex CLI, served by the Messages mock's HTTP
+//! server (`MockApi::start_raw`). Codex is pointed at it with `-c
+//! model_providers.mock={base_url=…, wire_api="responses", env_key=…}`.
+//!
+//! Each request goes to the test's script, which answers with a [`Answer`]:
+//! a model call (`exec_command` calls and/or a message, with the usage that
+//! says how full the context is) or an HTTP error.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::real_claude::mock_api::{ApiRequest, MockApi, http, log_path};
+
+/// What one model call outputs.
+#[derive(Debug, Clone)]
+pub enum Out {
+    Text(String),
+    /// An `exec_command` call: a shell command Codex runs.
+    Exec(String),
+}
+
+#[derive(Debug, Clone)]
+pub enum Answer {
+    Call {
+        out: Vec<Out>,
+        /// Input tokens the call reports: what ralph's meter reads.
+        occupancy: u64,
+    },
+    Error {
+        status: u16,
+        body: Value,
+    },
+}
+
+impl Answer {
+    pub fn call(occupancy: u64) -> Answer {
+        Answer::Call {
+            out: Vec::new(),
+            occupancy,
+        }
+    }
+
+    pub fn text(self, text: &str) -> Answer {
+        self.with(Out::Text(text.to_string()))
+    }
+
+    pub fn exec(self, command: &str) -> Answer {
+        self.with(Out::Exec(command.to_string()))
+    }
+
+    fn with(mut self, o: Out) -> Answer {
+        if let Answer::Call { out, .. } = &mut self {
+            out.push(o);
+        }
+        self
+    }
+
+    pub fn error(status: u16, body: Value) -> Answer {
+        Answer::Error { status, body }
+    }
+}
+
+/// What the tests read of a request.
+pub trait ResponsesRequest {
+    /// The Codex thread (one per agent process).
+    fn thread(&self) -> String;
+    /// Every text of the input: user messages (the prompt, steered
+    /// messages) and the outputs of earlier calls.
+    fn input_text(&self) -> String;
+    /// The user messages only.
+    fn user_text(&self) -> String;
+    /// `exec_command` calls already made in this thread.
+    fn calls(&self) -> usize;
+}
+
+impl ResponsesRequest for ApiRequest {
+    fn thread(&self) -> String {
+        self.header("thread-id").unwrap_or("-").to_string()
+    }
+
+    fn input_text(&self) -> String {
+        input(self)
+            .iter()
+            .map(|i| match i["type"].as_str() {
+                Some("message") => message_text(i),
+                Some("function_call_output") => i["output"].as_str().unwrap_or("").to_string(),
+                _ => String::new(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn user_text(&self) -> String {
+        input(self)
+            .iter()
+            .filter(|i| i["type"] == "message" && i["role"] == "user")
+            .map(message_text)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn calls(&self) -> usize {
+        input(self)
+            .iter()
+            .filter(|i| i["type"] == "function_call")
+            .count()
+    }
+}
+
+fn input(r: &ApiRequest) -> &[Value] {
+    r.body["input"].as_array().map_or(&[], Vec::as_slice)
+}
+
+fn message_text(item: &Value) -> String {
+    item["content"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// Serve `script` on 127.0.0.1.
+pub fn start(
+    dir: &Path,
+    script: impl Fn(&ApiRequest) -> Answer + Send + Sync + 'static,
+) -> MockApi {
+    MockApi::start_raw(&log_path(dir), move |req| {
+        if !req.is_main() {
+            return http(404, "application/json", req.seq, b"{}");
+        }
+        render(script(req), req.seq)
+    })
+}
+
+fn render(answer: Answer, id: usize) -> Vec<u8> {
+    let (out, occupancy) = match answer {
+        Answer::Error { status, body } => {
+            return http(status, "application/json", id, body.to_string().as_bytes());
+        }
+        Answer::Call { out, occupancy } => (out, occupancy),
+    };
+    let rid = format!("resp_e2e_{id:04}");
+    let mut events = vec![json!({"type": "response.created", "response": {"id": rid}})];
+    for (i, o) in out.iter().enumerate() {
+        let item = match o {
+            Out::Text(t) => json!({
+                "type": "message", "role": "assistant", "id": format!("msg_e2e_{id:04}_{i}"),
+                "content": [{"type": "output_text", "text": t}],
+            }),
+            Out::Exec(cmd) => json!({
+                "type": "function_call", "name": "exec_command",
+                "arguments": json!({"cmd": cmd}).to_string(),
+                "call_id": format!("call_e2e_{id:04}_{i}"),
+            }),
+        };
+        events.push(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
+    }
+    events.push(
+        json!({"type": "response.completed", "response": {"id": rid, "usage": {
+            "input_tokens": occupancy,
+            "input_tokens_details": {"cached_tokens": occupancy / 2},
+            "output_tokens": 40,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": occupancy + 40,
+        }}}),
+    );
+    let mut body = String::new();
+    for e in events {
+        body.push_str(&format!(
+            "event: {}\ndata: {e}\n\n",
+            e["type"].as_str().unwrap()
+        ));
+    }
+    http(200, "text/event-stream", id, body.as_bytes())
+}
