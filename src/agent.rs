@@ -16,6 +16,8 @@
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
 //!   procs.rs         the processes ralph ends, from /proc: groups, sessions, orphans
 //!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
+//!   sandbox.rs       the box the agent may run in ([agent] sandbox = "bwrap"): bubblewrap's
+//!                    arguments, the start-of-run probe, the environment it withholds
 //! ```
 //!
 //! Pitfalls: the agent's output is hostile input (escape sequences, huge
@@ -29,6 +31,7 @@ mod kind;
 mod opencode;
 mod process;
 pub mod procs;
+pub mod sandbox;
 pub mod transcript;
 
 pub use claude::STREAM_FLAGS;

@@ -23,5 +23,6 @@ pub mod state;
 pub mod stream;
 mod supervisor;
 mod text;
+mod verify;
 
 pub use error::{Error, Result};

@@ -8,8 +8,10 @@
 //!   breaker.rs       no progress, same error, failures, denials; closed/half-open/open
 //!   completion.rs    <promise>TEXT</promise> in the agent's own final text
 //!   limits.rs        usage limits in the agent's lines, reset times with time zones
+//!   quota.rs         the quota guard: the 5-hour and weekly windows used, past their share
 //! ```
 
 pub mod breaker;
 pub mod completion;
 pub mod limits;
+pub mod quota;

@@ -50,6 +50,7 @@
 //!   facts.rs             what an iteration leaves behind (plain data)
 //!   snapshots.rs         the safety net's snapshots during an iteration, pruning at the start
 //!   takeover.rs          taking over a dead supervisor's iteration (replay of its transcript)
+//!   verify.rs            [verify]: when the checks run, a refused completion, the final commit
 //! ```
 //!
 //! # Pitfalls
@@ -73,6 +74,7 @@ mod snapshots;
 mod stop;
 mod takeover;
 mod verdict;
+mod verify;
 mod waiting;
 
 use now::Now;

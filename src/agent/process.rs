@@ -46,12 +46,16 @@ pub struct AgentCommand {
     pub model: Option<String>,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Variables of ralph's environment the agent does not get (the sandbox's).
+    pub env_remove: Vec<String>,
     /// Bytes of the transcript written as they come (`runs.transcript_cap_mib`).
     pub transcript_cap: u64,
 }
 
 impl AgentCommand {
-    pub fn from_config(config: &Config, iteration: u32) -> AgentCommand {
+    /// The agent of iteration `iteration` in the project at `root`, in the
+    /// sandbox the config asks for (`agent::sandbox`).
+    pub fn from_config(config: &Config, iteration: u32, root: &Path) -> AgentCommand {
         let (program, lead) = config.agent_program();
         // `ralph` as the agent means this very binary: `ralph sim` demos
         // and tests run without ralph on PATH.
@@ -66,14 +70,34 @@ impl AgentCommand {
         args.extend(config.agent.args.iter().cloned());
         let mut env = config.agent.env.clone();
         env.insert("RALPH_ITERATION".into(), iteration.to_string());
-        AgentCommand {
+        let mut cmd = AgentCommand {
             kind,
             model: config.agent.model.clone(),
             program,
             args,
             env,
+            env_remove: Vec::new(),
             transcript_cap: config.runs.transcript_cap_mib << 20,
+        };
+        if config.agent.sandbox == super::sandbox::Kind::Bwrap {
+            cmd.sandbox(config, root);
         }
+        cmd
+    }
+
+    /// Run it under bubblewrap (`Supervisor::new` checked that it works).
+    fn sandbox(&mut self, config: &Config, root: &Path) {
+        use super::sandbox;
+        let program = resolve_program(&self.program.display().to_string(), root);
+        let home = config.agent.env.get("HOME").map(String::as_str);
+        let layout = sandbox::layout(root, home, program);
+        let mut args = sandbox::bwrap_args(&layout, &config.sandbox);
+        args.push("--".into());
+        args.push(self.program.display().to_string());
+        args.append(&mut self.args);
+        self.args = args;
+        self.program = sandbox::bwrap().unwrap_or_else(|| "bwrap".into());
+        self.env_remove = sandbox::withheld_env(&config.sandbox, &config.agent.env);
     }
 
     /// The command line as a user would type it (for `--dry-run` and logs).
@@ -134,6 +158,9 @@ impl Agent {
             ),
         };
         let mut command = Command::new(&cmd.program);
+        for name in &cmd.env_remove {
+            command.env_remove(name);
+        }
         command
             .args(&cmd.args)
             // PWD as a shell would set it: CLIs that take their project
@@ -491,7 +518,7 @@ mod tests {
         let mut c = Config::default();
         c.agent.model = Some("claude-opus-4-1".into());
         c.agent.args = vec!["--dangerously-skip-permissions".into()];
-        let cmd = AgentCommand::from_config(&c, 4);
+        let cmd = AgentCommand::from_config(&c, 4, Path::new("."));
         assert_eq!(cmd.program, PathBuf::from("claude"));
         assert_eq!(
             cmd.args,
@@ -514,7 +541,7 @@ mod tests {
     fn ralph_means_this_binary() {
         let mut c = Config::default();
         c.agent.command = Some("ralph sim 'a b.toml'".into());
-        let cmd = AgentCommand::from_config(&c, 1);
+        let cmd = AgentCommand::from_config(&c, 1, Path::new("."));
         assert_eq!(cmd.program, std::env::current_exe().unwrap());
         assert_eq!(&cmd.args[..2], ["sim", "a b.toml"]);
     }

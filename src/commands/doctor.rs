@@ -106,9 +106,11 @@ impl DoctorReport {
         check_templates(&mut c, root, &config, plan_ok);
         check_agent(&mut c, root, &config);
         check_sandbox(&mut c, &config);
+        check_box(&mut c, &config);
         check_git(&mut c, root);
         check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
+        check_verify(&mut c, root, &config);
         if let Some((detail, fix)) = crate::claude_code::settings::doctor(root) {
             match fix {
                 Some(fix) => c.warn("claude code", detail, fix),
@@ -344,6 +346,28 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
     }
 }
 
+/// `[agent] sandbox`: the box can be made here; without one, say what the
+/// agent can reach (`ralph init` says whether bubblewrap would work).
+fn check_box(c: &mut Checks, config: &Config) {
+    use crate::agent::sandbox::Kind;
+    if config.agent.sandbox == Kind::None {
+        return c.ok(
+            "sandbox",
+            "none: the agent can read and write whatever ralph can (docs/sandbox.md)",
+        );
+    }
+    match crate::agent::sandbox::probe() {
+        Ok(bwrap) => c.ok(
+            "sandbox",
+            format!(
+                "bwrap ({}): the agent writes only the project; $HOME is private",
+                bwrap.display()
+            ),
+        ),
+        Err((why, fix)) => c.problem("sandbox", why, fix),
+    }
+}
+
 fn check_sandbox(c: &mut Checks, config: &Config) {
     // /proc/self belongs to the effective user (Linux).
     let root_user = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
@@ -470,6 +494,46 @@ fn check_write_access(c: &mut Checks, root: &Path) {
             ),
             "fix the permissions, or run ralph as the user who owns the project",
         ),
+    }
+}
+
+/// `[verify] commands`, run once as a run would before a completion.
+fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
+    use crate::verify::{self, When};
+    if config.verify.commands.is_empty() {
+        let proposed = super::init::verify_commands(root);
+        let example = proposed.first().map_or("make test", String::as_str);
+        return c.warn(
+            "verify",
+            "no [verify] commands: a completion rests on the agent's word alone",
+            format!("add the project's checks to ralph.toml, e.g. `[verify] commands = [\"{example}\"]` (docs/verify.md)"),
+        );
+    }
+    let v = verify::run(&config.verify, root, &[], 0, When::Doctor);
+    for check in &v.checks {
+        let summary = check.summary(Some(config.verify.timeout.0));
+        if check.status == verify::Status::Passed {
+            c.ok("verify", format!("{summary} ({:.1}s)", check.seconds));
+        } else {
+            let last = check.output.lines().last().unwrap_or("").trim();
+            let detail = if last.is_empty() {
+                summary
+            } else {
+                format!("{summary}: {}", crate::text::cut(last, 200))
+            };
+            c.problem(
+                "verify",
+                detail,
+                "a run cannot complete while it fails: fix the project, or the command in [verify] commands",
+            );
+        }
+    }
+    for skipped in &v.skipped {
+        c.warn(
+            "verify",
+            format!("`{skipped}` not run after the failure"),
+            "it runs once the commands before it pass",
+        );
     }
 }
 

@@ -2,12 +2,11 @@
 //! the embedded templates in `prompts/` for editing, a starter plan and
 //! `.ralph/.gitignore`. Never overwrites a file without `--force`.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-
-use std::borrow::Cow;
 
 use super::Report;
 use crate::agent::AgentKind;
@@ -31,6 +30,11 @@ pub struct InitReport {
     /// What stands in the way of a run (a prompt file ralph did not write).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The sandbox on offer here (`[agent] sandbox`, docs/sandbox.md).
+    pub sandbox: String,
+    /// The `[verify] commands` proposed for the project found.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
 }
 
 impl Report for InitReport {
@@ -48,6 +52,14 @@ impl Report for InitReport {
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");
         }
+        let _ = writeln!(out, "sandbox: {}", self.sandbox);
+        if !self.verify.is_empty() {
+            let _ = writeln!(
+                out,
+                "proposed [verify] commands (ralph runs them before it accepts a completion): {}",
+                self.verify.join(", ")
+            );
+        }
         out.push_str(
             "next: write the plan in fix_plan.md, then check the setup with `ralph doctor` and `ralph run --dry-run`\n",
         );
@@ -55,9 +67,10 @@ impl Report for InitReport {
     }
 }
 
-/// Every file `ralph init` writes, relative to the root, with its content.
-fn scaffold(kind: AgentKind) -> Vec<(PathBuf, Cow<'static, str>)> {
-    let mut files = vec![(PathBuf::from(FILE_NAME), config_template(kind))];
+/// Every file `ralph init` writes, relative to the root, with its content:
+/// the config proposes `[verify] commands` for the project it finds.
+fn scaffold(root: &Path, kind: AgentKind) -> Vec<(PathBuf, Cow<'static, str>)> {
+    let mut files = vec![(PathBuf::from(FILE_NAME), config_template(root, kind))];
     for (name, text) in crate::prompt::EMBEDDED {
         files.push((Path::new("prompts").join(name), text.into()));
     }
@@ -69,21 +82,68 @@ fn scaffold(kind: AgentKind) -> Vec<(PathBuf, Cow<'static, str>)> {
     files
 }
 
-/// The commented `ralph.toml` for an agent kind: the defaults with its `kind`.
-fn config_template(kind: AgentKind) -> Cow<'static, str> {
-    let default = format!("\nkind = \"{}\"\n", AgentKind::default().name());
-    if kind == AgentKind::default() {
-        return CONFIG_TEMPLATE.into();
+/// The checks of the project kinds `root` shows (Cargo, npm with a test
+/// script, pytest, Go), in that order.
+pub fn verify_commands(root: &Path) -> Vec<String> {
+    let has = |name: &str| root.join(name).exists();
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default();
+    let mut out = Vec::new();
+    if has("Cargo.toml") {
+        out.push("cargo test".to_string());
     }
-    let chosen = format!("\nkind = \"{}\"\n", kind.name());
-    CONFIG_TEMPLATE.replacen(&default, &chosen, 1).into()
+    let npm_test = serde_json::from_str::<serde_json::Value>(&read("package.json"))
+        .ok()
+        .and_then(|p| p["scripts"]["test"].as_str().map(str::to_string))
+        // npm's placeholder script fails by design: not a check.
+        .is_some_and(|t| !t.contains("no test specified"));
+    if npm_test {
+        out.push("npm test".to_string());
+    }
+    let pytest = has("pytest.ini")
+        || has("conftest.py")
+        || read("pyproject.toml").contains("[tool.pytest")
+        || read("setup.cfg").contains("[tool:pytest]")
+        || read("tox.ini").contains("[pytest]");
+    if pytest {
+        out.push("python -m pytest -q".to_string());
+    }
+    if has("go.mod") {
+        out.push("go test ./...".to_string());
+    }
+    out
+}
+
+/// The commented `ralph.toml` for an agent kind: the defaults with its
+/// `kind`, and the checks proposed for the project found.
+fn config_template(root: &Path, kind: AgentKind) -> Cow<'static, str> {
+    let mut text: Cow<'static, str> = CONFIG_TEMPLATE.into();
+    if kind != AgentKind::default() {
+        let default = format!("\nkind = \"{}\"\n", AgentKind::default().name());
+        let chosen = format!("\nkind = \"{}\"\n", kind.name());
+        text = text.replacen(&default, &chosen, 1).into();
+    }
+    let proposed = verify_commands(root);
+    if !proposed.is_empty() {
+        let list: Vec<String> = proposed.iter().map(|c| format!("{c:?}")).collect();
+        let line = format!(
+            "commands = [{}]  # proposed by `ralph init`",
+            list.join(", ")
+        );
+        text = text
+            .replacen("\ncommands = []\n", &format!("\n{line}\n"), 1)
+            .into();
+    }
+    text
 }
 
 /// `ralph init [--agent KIND] [--force] [--json]`.
 pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32> {
-    let mut report = InitReport::default();
+    let mut report = InitReport {
+        verify: verify_commands(root),
+        ..InitReport::default()
+    };
     let mut writes = Vec::new();
-    for (rel, text) in scaffold(kind) {
+    for (rel, text) in scaffold(root, kind) {
         let path = root.join(&rel);
         let name = rel.display().to_string();
         match std::fs::read(&path) {
@@ -116,6 +176,10 @@ pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32
         root,
         &crate::config::Config::load(root)?.prompt_file,
     );
+    report.sandbox = match crate::agent::sandbox::probe() {
+        Ok(_) => "bubblewrap works here: set `sandbox = \"bwrap\"` under [agent] in ralph.toml to keep the agent inside the project (docs/sandbox.md)".into(),
+        Err((why, fix)) => format!("not available ({why}); {fix}"),
+    };
     super::print(&report.render(json))?;
     Ok(0)
 }
@@ -124,6 +188,46 @@ pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32
 mod tests {
     use super::*;
     use crate::config::Config;
+
+    #[test]
+    fn init_proposes_the_checks_of_the_project_it_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert!(verify_commands(root).is_empty());
+        let config = |root: &Path| {
+            let (_, text) = scaffold(root, AgentKind::default()).swap_remove(0);
+            Config::parse(&text, Path::new(FILE_NAME))
+                .unwrap()
+                .verify
+                .commands
+        };
+        assert!(config(root).is_empty());
+        std::fs::write(
+            root.join("package.json"),
+            r#"{"scripts": {"test": "echo \"Error: no test specified\" && exit 1"}}"#,
+        )
+        .unwrap();
+        assert!(
+            verify_commands(root).is_empty(),
+            "npm's placeholder is no check"
+        );
+        std::fs::write(
+            root.join("package.json"),
+            r#"{"scripts": {"test": "vitest"}}"#,
+        )
+        .unwrap();
+        std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+        std::fs::write(root.join("pyproject.toml"), "[tool.pytest.ini_options]\n").unwrap();
+        std::fs::write(root.join("go.mod"), "module x\n").unwrap();
+        let all = [
+            "cargo test",
+            "npm test",
+            "python -m pytest -q",
+            "go test ./...",
+        ];
+        assert_eq!(verify_commands(root), all);
+        assert_eq!(config(root), all);
+    }
 
     #[test]
     fn config_template_parses_to_the_defaults() {
@@ -136,7 +240,7 @@ mod tests {
     #[test]
     fn init_agent_writes_the_kind() {
         for kind in AgentKind::ALL {
-            let text = config_template(kind);
+            let text = config_template(Path::new("/nonexistent"), kind);
             let c = Config::parse(&text, Path::new(FILE_NAME)).unwrap();
             assert_eq!(c.agent.kind, kind);
             let mut expected = Config::default();
@@ -152,6 +256,8 @@ mod tests {
         full.agent.command = Some("c".into());
         full.loop_.max_duration = Some(crate::config::Span::secs(1));
         full.loop_.max_cost_usd = Some(1.0);
+        full.quota.five_hour_percent = Some(90.0);
+        full.quota.weekly_percent = Some(80.0);
         let n = &mut full.notify;
         for key in [
             &mut n.webhook,

@@ -47,7 +47,7 @@ impl NextIteration {
             iteration,
             plan,
             prompt: fitted.text,
-            command: AgentCommand::from_config(config, iteration),
+            command: AgentCommand::from_config(config, iteration, root),
             stats,
         })
     }

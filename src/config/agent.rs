@@ -73,6 +73,8 @@ pub struct AgentConfig {
     pub context_window: u64,
     pub reserve_tokens: u64,
     pub env: BTreeMap<String, String>,
+    /// `none` or `bwrap`: the agent in a box (`[sandbox]`, docs/sandbox.md).
+    pub sandbox: crate::agent::sandbox::Kind,
 }
 
 impl Default for AgentConfig {
@@ -85,6 +87,7 @@ impl Default for AgentConfig {
             context_window: 0,
             reserve_tokens: 33_000,
             env: BTreeMap::new(),
+            sandbox: Default::default(),
         }
     }
 }

@@ -28,7 +28,10 @@ pub struct Config {
     pub prompt: crate::config::token_budget::PromptConfig,
     pub handoff: crate::config::token_budget::HandoffConfig,
     pub runs: crate::agent::transcript::RunsConfig,
+    pub verify: crate::verify::checks::VerifyConfig,
     pub notify: crate::notify::config::NotifyConfig,
+    pub quota: crate::rules::quota::QuotaConfig,
+    pub sandbox: crate::agent::sandbox::SandboxConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -113,6 +116,8 @@ pub struct HooksConfig {
     pub on_breaker: Vec<String>,
     /// A wait for a usage limit to reset begins.
     pub on_limit_wait: Vec<String>,
+    /// ralph ran the `[verify]` commands (passed or failed).
+    pub on_verify: Vec<String>,
     /// How long one hook may run before it is killed and logged.
     pub timeout: Span,
     /// How many times a failed hook command is run again.
@@ -124,7 +129,7 @@ pub const MAX_HOOK_RETRIES: u32 = 5;
 
 impl HooksConfig {
     /// Each hook point's key with its commands.
-    pub fn points(&self) -> [(&'static str, &[String]); 6] {
+    pub fn points(&self) -> [(&'static str, &[String]); 7] {
         [
             ("on_checkpoint", &self.on_checkpoint),
             ("on_iteration_end", &self.on_iteration_end),
@@ -132,6 +137,7 @@ impl HooksConfig {
             ("on_level", &self.on_level),
             ("on_breaker", &self.on_breaker),
             ("on_limit_wait", &self.on_limit_wait),
+            ("on_verify", &self.on_verify),
         ]
     }
 }
@@ -151,7 +157,10 @@ impl Default for Config {
             prompt: Default::default(),
             handoff: Default::default(),
             runs: Default::default(),
+            verify: Default::default(),
             notify: Default::default(),
+            quota: Default::default(),
+            sandbox: Default::default(),
         }
     }
 }
@@ -219,6 +228,7 @@ impl Default for HooksConfig {
             on_level: Vec::new(),
             on_breaker: Vec::new(),
             on_limit_wait: Vec::new(),
+            on_verify: Vec::new(),
             timeout: Span::secs(60),
             retries: 0,
         }
@@ -380,6 +390,9 @@ impl Config {
                 return bad("breaker", key, "must be at least 1".into());
             }
         }
+        if let Some((key, why)) = self.verify.problem() {
+            return bad("verify", key, why);
+        }
         if self.hooks.retries > MAX_HOOK_RETRIES {
             return bad(
                 "hooks",
@@ -448,7 +461,10 @@ impl Config {
                 );
             }
         }
-        for (section, check) in [("notify", self.notify.check())] {
+        for (section, check) in [
+            ("notify", self.notify.check()),
+            ("quota", self.quota.check()),
+        ] {
             if let Err((key, why)) = check {
                 return bad(section, key, why);
             }

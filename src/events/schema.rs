@@ -137,6 +137,17 @@ pub enum Event {
         iteration: u32,
         open_items: usize,
     },
+    /// ralph ran the `[verify]` commands (docs/verify.md).
+    Verify {
+        #[serde(flatten)]
+        verification: crate::verify::checks::Verification,
+    },
+    /// The agent kept its promise but the run did not complete: the
+    /// `[verify]` commands failed.
+    CompletionRefused {
+        iteration: u32,
+        reason: String,
+    },
     IterationEnded {
         iteration: u32,
         outcome: IterationOutcome,

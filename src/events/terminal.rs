@@ -176,6 +176,19 @@ pub fn describe(event: &Event) -> Option<String> {
         } => format!(
             "iteration {iteration}: the agent promised completion but {open_items} plan item(s) are open; going on"
         ),
+        Event::Verify { verification: v } => format!(
+            "iteration {}: verify at {}: {}{}",
+            v.iteration,
+            v.when.name(),
+            v.summary(),
+            v.checks
+                .last()
+                .map(|c| format!(" ({:.1}s)", c.seconds))
+                .unwrap_or_default()
+        ),
+        Event::CompletionRefused { iteration, reason } => format!(
+            "iteration {iteration}: completion refused: {reason}; the next iteration fixes it"
+        ),
         Event::IterationEnded {
             iteration,
             outcome,

@@ -30,6 +30,7 @@ pub enum Point {
     Level,
     Breaker,
     LimitWait,
+    Verify,
 }
 
 impl Point {
@@ -42,6 +43,7 @@ impl Point {
             Event::LevelChanged { from, to, .. } if to > from => Point::Level,
             Event::Breaker { .. } => Point::Breaker,
             Event::LimitWait { .. } => Point::LimitWait,
+            Event::Verify { .. } => Point::Verify,
             _ => return None,
         })
     }
@@ -55,6 +57,7 @@ impl Point {
             Point::Level => "on_level",
             Point::Breaker => "on_breaker",
             Point::LimitWait => "on_limit_wait",
+            Point::Verify => "on_verify",
         }
     }
 }
@@ -297,6 +300,14 @@ fn env(point: Point, event: &Event, facts: Facts) -> Vec<(String, String)> {
             vars.push(("RALPH_UNTIL", until.clone()));
             vars.push(("RALPH_WAIT_SECONDS", seconds.to_string()));
             detail.clone()
+        }
+        Event::Verify { verification: v } => {
+            vars.push((
+                "RALPH_VERIFY",
+                if v.passed { "passed" } else { "failed" }.to_string(),
+            ));
+            vars.push(("RALPH_VERIFY_WHEN", v.when.name().to_string()));
+            v.summary()
         }
         _ => String::new(),
     };

@@ -34,6 +34,10 @@ pub struct ItemAccount {
     pub confidence: Option<Confidence>,
     /// The iteration that split it into sub-items, if one did.
     pub split_in: Option<u32>,
+    /// The `[verify]` commands passed (or not) after it was checked off
+    /// (`verify.on = ["item"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
 }
 
 impl ItemAccount {

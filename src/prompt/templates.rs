@@ -44,6 +44,7 @@ pub const VARIABLES: [(&str, &[&str]); 3] = [
             "decisions_file",
             "shard",
             "carry_over",
+            "verify",
         ],
     ),
     (

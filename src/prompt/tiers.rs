@@ -40,6 +40,8 @@ pub struct Detail {
     pub changes: usize,
     /// Latest decisions shown inline.
     pub decisions: usize,
+    /// Last lines of a failed `[verify]` command's output.
+    pub verify_lines: usize,
 }
 
 impl Detail {
@@ -51,6 +53,7 @@ impl Detail {
         files: 10,
         changes: 40,
         decisions: 5,
+        verify_lines: 40,
     };
 
     /// The next smaller detail for a text `over` tokens too long, given the
@@ -83,8 +86,9 @@ impl Detail {
 /// The order in which lists give way once the one-liners are gone: each to
 /// a floor that keeps its section useful, then to the last floor.
 type Field = fn(&mut Detail) -> &mut usize;
-const STEPS: [(Field, usize); 9] = [
+const STEPS: [(Field, usize); 11] = [
     (|d| &mut d.changes, 10),
+    (|d| &mut d.verify_lines, 15),
     (|d| &mut d.iterations, 3),
     (|d| &mut d.files, 3),
     (|d| &mut d.done_recent, 1),
@@ -93,6 +97,7 @@ const STEPS: [(Field, usize); 9] = [
     (|d| &mut d.changes, 1),
     (|d| &mut d.files, 1),
     (|d| &mut d.decisions, 1),
+    (|d| &mut d.verify_lines, 5),
 ];
 
 /// An item shown in full.
@@ -496,6 +501,7 @@ mod tests {
                 files: 1,
                 changes: 1,
                 decisions: 1,
+                verify_lines: 5,
             }
         );
     }

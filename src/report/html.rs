@@ -129,7 +129,18 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
             format!("{} tokens", tokens_short(r.metrics.peak_tokens_max)),
         ),
     ];
-    for (name, value, note) in cards {
+    let quota = r.quota.iter().map(|w| {
+        (
+            if w.window == crate::rules::quota::Window::FiveHour {
+                "5-hour quota"
+            } else {
+                "Weekly quota"
+            },
+            format!("{:.0}%", w.percent),
+            w.line(str::to_string),
+        )
+    });
+    for (name, value, note) in cards.into_iter().chain(quota) {
         let _ = write!(
             out,
             r#"<div class="card"><div class="k">{name}</div><div class="v">{}</div><div class="n">{}</div></div>"#,
@@ -162,6 +173,7 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
     }
     out.push_str("</section></div>\n");
 
+    super::story::verify_html(out, &r.verify);
     metrics(out, r);
     contexts(out, r);
     table(out, r, page);

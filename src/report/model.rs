@@ -37,7 +37,12 @@ pub struct RunReport {
     pub iterations: Vec<IterationRow>,
     pub waits: Vec<Wait>,
     pub breaker: Vec<BreakerChange>,
+    /// The runs of the `[verify]` commands, oldest first.
+    pub verify: Vec<super::story::VerifyRow>,
     pub metrics: Metrics,
+    /// The subscription's windows as the agent last reported them (the
+    /// quota guard); empty when it reported none.
+    pub quota: Vec<crate::rules::quota::WindowView>,
 }
 
 /// The limits the run was held to, as far as they are known.
@@ -230,7 +235,9 @@ pub fn build(
         iterations: Vec::new(),
         waits: Vec::new(),
         breaker: Vec::new(),
+        verify: Vec::new(),
         metrics: Metrics::default(),
+        quota: Vec::new(),
     };
     let mut rows: BTreeMap<u32, IterationRow> = BTreeMap::new();
     let mut starts: BTreeMap<u32, jiff::Timestamp> = BTreeMap::new();
@@ -372,6 +379,9 @@ pub fn build(
                 rule: rule.clone(),
                 message: message.clone(),
             }),
+            Event::Verify { .. } => report
+                .verify
+                .extend(super::story::VerifyRow::of(&r.ts, &r.event)),
             Event::LimitWait {
                 until,
                 seconds,

@@ -89,7 +89,12 @@ fn build(
         max_cost_usd: config.and_then(|c| c.loop_.max_cost_usd),
         max_duration_secs: config.and_then(|c| c.loop_.max_duration.map(|d| d.0.as_secs_f64())),
     };
-    model::build(id, records, state, thresholds, budgets)
+    let mut report = model::build(id, records, state, thresholds, budgets);
+    // As the run last saw them, reset since or not.
+    if let Some(s) = state.filter(|s| s.run_id == id) {
+        report.quota = crate::rules::quota::WindowView::all(&s.quota, config.map(|c| &c.quota), 0);
+    }
+    report
 }
 
 /// Write the page for `runs` to `path` (atomically, user-only: it quotes

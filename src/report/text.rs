@@ -47,6 +47,9 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         r.iterations.len(),
         r.commits.len()
     );
+    for w in &r.quota {
+        let _ = writeln!(out, "quota: {}", w.line(str::to_string));
+    }
     out.push('\n');
     let m = &r.metrics;
     let peaks: Vec<f64> = r.iterations.iter().map(|i| i.peak_percent).collect();
@@ -131,6 +134,11 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         None => format!("{} (items not recorded)", m.resumes),
     };
     let _ = writeln!(out, "{:<15}{resumes}", "resumes");
+    let _ = writeln!(
+        out,
+        "{}",
+        fit_width(&super::story::verify_text(&r.verify), 80)
+    );
     let _ = writeln!(
         out,
         "{:<15}{} breaker trip(s) · {} usage-limit wait(s), {}",

@@ -18,6 +18,8 @@ pub enum IterationOutcome {
     Checkpoint(Trigger, Level),
     Failed,
     Promise,
+    /// It kept its promise, but the `[verify]` commands failed.
+    Refused,
     Done,
     /// The supervisor died during it; the next run took it over.
     Crash,
@@ -60,12 +62,15 @@ impl IterationOutcome {
         matches!(self, IterationOutcome::Checkpoint(..))
     }
 
-    /// Whether the agent failed (it did not start, failed, or its
-    /// supervisor crashed).
+    /// Whether the agent failed (it did not start, failed, claimed
+    /// completion over failing checks, or its supervisor crashed).
     pub fn is_failure(&self) -> bool {
         matches!(
             self,
-            IterationOutcome::NotStarted(_) | IterationOutcome::Failed | IterationOutcome::Crash
+            IterationOutcome::NotStarted(_)
+                | IterationOutcome::Failed
+                | IterationOutcome::Refused
+                | IterationOutcome::Crash
         )
     }
 
@@ -75,6 +80,7 @@ impl IterationOutcome {
             "usage limit" => IterationOutcome::UsageLimit,
             "failed" => IterationOutcome::Failed,
             "promise" => IterationOutcome::Promise,
+            "refused" => IterationOutcome::Refused,
             "done" => IterationOutcome::Done,
             "crash" => IterationOutcome::Crash,
             _ => {
@@ -111,6 +117,7 @@ impl std::fmt::Display for IterationOutcome {
             IterationOutcome::Checkpoint(t, l) => write!(f, "checkpoint ({t}, {l})"),
             IterationOutcome::Failed => f.write_str("failed"),
             IterationOutcome::Promise => f.write_str("promise"),
+            IterationOutcome::Refused => f.write_str("refused"),
             IterationOutcome::Done => f.write_str("done"),
             IterationOutcome::Crash => f.write_str("crash"),
             IterationOutcome::Other(text) => f.write_str(text),
@@ -152,6 +159,7 @@ mod tests {
             ),
             (IterationOutcome::Failed, "failed"),
             (IterationOutcome::Promise, "promise"),
+            (IterationOutcome::Refused, "refused"),
             (IterationOutcome::Done, "done"),
             (IterationOutcome::Crash, "crash"),
             (

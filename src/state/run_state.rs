@@ -323,6 +323,9 @@ pub struct RunState {
     /// Context windows the agent's results reported, by model.
     pub known_windows: std::collections::BTreeMap<String, u64>,
     pub cost_usd: f64,
+    /// The subscription's 5-hour and weekly usage the agent last reported
+    /// (the quota guard, `rules::quota`).
+    pub quota: crate::rules::quota::Usage,
     pub consecutive_failures: u32,
     pub breaker: BreakerState,
     pub history: Vec<IterationRecord>,
@@ -340,6 +343,10 @@ pub struct RunState {
     /// Uncommitted work on an unfinished item, told to the next prompt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub carry_over: Option<CarryOver>,
+    /// The latest run of the `[verify]` commands; while it failed, the
+    /// next prompt asks for the failure to be fixed first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::verify::checks::Verification>,
 }
 
 impl Default for RunState {
@@ -367,6 +374,7 @@ impl Default for RunState {
             context_window: 0,
             known_windows: Default::default(),
             cost_usd: 0.0,
+            quota: Default::default(),
             consecutive_failures: 0,
             breaker: BreakerState::default(),
             history: Vec::new(),
@@ -377,6 +385,7 @@ impl Default for RunState {
             items: Vec::new(),
             shard_request: None,
             carry_over: None,
+            verify: None,
         }
     }
 }

@@ -57,6 +57,8 @@ pub enum StreamEvent {
         status: String,
         resets_at: Option<i64>,
         kind: Option<String>,
+        /// How much of each subscription window is used (the quota guard).
+        windows: Vec<WindowUsage>,
     },
     Result(ResultMessage),
     /// Valid JSON of a type or subtype ralph does not use (skipped, counted).
@@ -67,6 +69,17 @@ pub enum StreamEvent {
     Invalid {
         reason: String,
     },
+}
+
+/// One subscription window's usage as the agent reported it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowUsage {
+    /// The agent's name for it (`five_hour`, `seven_day`, …).
+    pub name: String,
+    /// The fraction used (1.0 at the limit; more when past it).
+    pub utilization: f64,
+    /// Epoch seconds.
+    pub resets_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -121,6 +121,55 @@ struct RawRateLimit {
     resets_at: Option<Lenient>,
     #[serde(rename = "rateLimitType")]
     kind: Option<String>,
+    /// The fraction used of the window `rateLimitType` names.
+    utilization: Option<Lenient>,
+    /// Every window the API reported (`anthropic-ratelimit-unified-*`
+    /// headers), whichever limits now.
+    #[serde(rename = "unifiedWindows")]
+    windows: Option<BTreeMap<String, RawWindow>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawWindow {
+    utilization: Option<Lenient>,
+    #[serde(rename = "resetsAt")]
+    resets_at: Option<Lenient>,
+}
+
+impl RawRateLimit {
+    /// The windows with a utilization: each of `unifiedWindows`, then the
+    /// top-level one (which wins: it describes the limiting window).
+    fn windows(&mut self) -> Vec<WindowUsage> {
+        let at = |r: Option<&Lenient>| {
+            r.and_then(|l| l.0.as_deref())
+                .and_then(|s| s.parse::<f64>().ok())
+                .map(|n| n as i64)
+        };
+        let mut out: Vec<WindowUsage> = std::mem::take(&mut self.windows)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(name, w)| {
+                Some(WindowUsage {
+                    name,
+                    resets_at: at(w.resets_at.as_ref()),
+                    utilization: w.utilization.and_then(Lenient::fraction)?,
+                })
+            })
+            .collect();
+        if let (Some(name), Some(utilization)) = (
+            self.kind.clone(),
+            self.utilization.take().and_then(Lenient::fraction),
+        ) {
+            out.retain(|w| w.name != name);
+            out.push(WindowUsage {
+                name,
+                utilization,
+                resets_at: at(self.resets_at.as_ref()),
+            });
+        }
+        out
+    }
 }
 
 /// A scalar of any JSON type, kept as text; objects and arrays are skipped
@@ -212,7 +261,12 @@ impl Lenient {
         self.0
     }
     fn number(self) -> Option<u64> {
-        self.0.and_then(|s| s.parse::<f64>().ok()).map(|f| f as u64)
+        self.fraction().map(|f| f as u64)
+    }
+    fn fraction(self) -> Option<f64> {
+        self.0
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|f| f.is_finite())
     }
 }
 
@@ -300,8 +354,9 @@ impl RawLine {
                 parent_tool_use_id: self.parent_tool_use_id,
             },
             ("rate_limit_event", _) => {
-                let info = self.rate_limit_info.unwrap_or_default();
+                let mut info = self.rate_limit_info.unwrap_or_default();
                 StreamEvent::RateLimit {
+                    windows: info.windows(),
                     status: info.status,
                     resets_at: info.resets_at.and_then(Lenient::number).map(|n| n as i64),
                     kind: info.kind,
@@ -496,8 +551,38 @@ mod tests {
             StreamEvent::RateLimit {
                 status: "rejected".into(),
                 resets_at: Some(1_795_300_000),
-                kind: Some("five_hour".into())
+                kind: Some("five_hour".into()),
+                windows: Vec::new(),
             }
+        );
+        // Claude Code 2.1.328 as a subscriber past a warning threshold
+        // (recorded against a mock API sending the
+        // anthropic-ratelimit-unified-{5h,7d}-* headers): every window, and
+        // the limiting one at the top level (which wins).
+        let e = decode_line(
+            br#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1795758011,"rateLimitType":"seven_day","utilization":0.93,"isUsingOverage":false,"surpassedThreshold":0.9,"unifiedWindows":{"five_hour":{"utilization":0.42,"resetsAt":1795502411,"status":"allowed"},"seven_day":{"utilization":0.93,"resetsAt":1795758011,"status":"allowed_warning","surpassedThreshold":0.9}}},"uuid":"dda3e0b7-3096-4e7d-9132-c422d24d0cb1","session_id":"3adab3a9-49b7-4873-9a5a-81e67079b5a4"}"#,
+        );
+        let StreamEvent::RateLimit {
+            windows, status, ..
+        } = e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(status, "allowed_warning");
+        assert_eq!(
+            windows,
+            [
+                WindowUsage {
+                    name: "five_hour".into(),
+                    utilization: 0.42,
+                    resets_at: Some(1_795_502_411)
+                },
+                WindowUsage {
+                    name: "seven_day".into(),
+                    utilization: 0.93,
+                    resets_at: Some(1_795_758_011)
+                },
+            ]
         );
         let e = decode_line(
             br#"{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":167000,"post_tokens":21000}}"#,

@@ -11,14 +11,20 @@ use super::Now;
 use crate::config::Config;
 use crate::config::span::format_duration;
 use crate::error::{Error, Result};
+use crate::rules::quota::{QuotaConfig, Reached, Usage};
 use crate::state::RunState;
 
 /// Which budget is spent; shown as the run's end reason.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum BudgetSpent {
-    Cost { spent: f64, max: f64 },
+    Cost {
+        spent: f64,
+        max: f64,
+    },
     Duration(Duration),
     Deadline(jiff::Timestamp),
+    /// The quota guard: a subscription window used past its share.
+    Quota(Reached),
 }
 
 impl std::fmt::Display for BudgetSpent {
@@ -32,6 +38,7 @@ impl std::fmt::Display for BudgetSpent {
                 write!(f, "loop.max_duration {} reached", format_duration(*max))
             }
             BudgetSpent::Deadline(t) => write!(f, "deadline {t} reached"),
+            BudgetSpent::Quota(reached) => write!(f, "{reached}"),
         }
     }
 }
@@ -43,6 +50,7 @@ pub(super) struct Budgets {
     pub max_cost: Option<f64>,
     pub max_duration: Option<Duration>,
     pub deadline: Option<jiff::Timestamp>,
+    pub quota: QuotaConfig,
     /// When this invocation started (the duration counts from here, plus
     /// `counted_from.elapsed`).
     pub started: Instant,
@@ -105,6 +113,7 @@ impl Budgets {
             max_cost: config.loop_.max_cost_usd,
             max_duration: config.loop_.max_duration.map(|d| d.0),
             deadline,
+            quota: config.quota.clone(),
             started,
             counted_from,
         }
@@ -124,13 +133,17 @@ impl Budgets {
             .saturating_add(self.max_iterations)
     }
 
-    /// The budget spent at `now`, with `cost` spent so far in the run.
-    pub(super) fn spent(&self, now: &Now, cost: f64) -> Option<BudgetSpent> {
+    /// The budget spent at `now`, with `cost` spent so far in the run and
+    /// the subscription's windows used as `usage` says.
+    pub(super) fn spent(&self, now: &Now, cost: f64, usage: &Usage) -> Option<BudgetSpent> {
         let spent = cost - self.counted_from.cost;
         if let Some(max) = self.max_cost
             && spent >= max
         {
             return Some(BudgetSpent::Cost { spent, max });
+        }
+        if let Some(reached) = usage.reached(&self.quota, now.wall.as_second()) {
+            return Some(BudgetSpent::Quota(reached));
         }
         self.time_spent_within(now, Duration::ZERO)
     }
@@ -199,13 +212,13 @@ mod tests {
         assert_eq!(b.iteration_limit(), 2);
         assert_eq!(b.iterations_counted(2), 2);
         assert_eq!(
-            b.spent(&now, 0.99),
+            b.spent(&now, 0.99, &Usage::default()),
             Some(BudgetSpent::Duration(Duration::from_secs(3600)))
         );
         let fresh = limits(CountedFrom::new(false, 2, 0.99, Duration::ZERO), &now);
-        assert_eq!(fresh.spent(&now, 0.99), None);
+        assert_eq!(fresh.spent(&now, 0.99, &Usage::default()), None);
         assert!(matches!(
-            fresh.spent(&now, 1.0),
+            fresh.spent(&now, 1.0, &Usage::default()),
             Some(BudgetSpent::Cost { .. })
         ));
     }
@@ -219,9 +232,10 @@ mod tests {
         );
         assert_eq!(b.iteration_limit(), 4, "run-wide: iteration 4 of at most 4");
         assert_eq!(b.iterations_counted(3), 1);
-        assert_eq!(b.spent(&now, 1.98), None);
+        assert_eq!(b.spent(&now, 1.98, &Usage::default()), None);
         assert_eq!(
-            b.spent(&now, 1.99).map(|s| s.to_string()),
+            b.spent(&now, 1.99, &Usage::default())
+                .map(|s| s.to_string()),
             Some("cost budget spent: $1.00 of loop.max_cost_usd $1.00".into())
         );
         assert!(
@@ -277,6 +291,7 @@ mod tests {
             max_cost: Some(5.0),
             max_duration: Some(Duration::from_secs(3600)),
             deadline: Some("2026-11-22T06:30:00Z".parse().unwrap()),
+            quota: Default::default(),
             started: start,
             max_iterations: 50,
             counted_from: CountedFrom::default(),
@@ -295,21 +310,21 @@ mod tests {
         let start = Now::read().mono;
         let b = budgets(start);
         let early = now(start, 60, "2026-11-22T05:00:00Z");
-        assert_eq!(b.spent(&early, 4.99), None);
+        assert_eq!(b.spent(&early, 4.99, &Usage::default()), None);
         // Cost first, shown with what was spent.
-        let cost = b.spent(&early, 5.0).unwrap();
+        let cost = b.spent(&early, 5.0, &Usage::default()).unwrap();
         assert_eq!(
             cost.to_string(),
             "cost budget spent: $5.00 of loop.max_cost_usd $5.00"
         );
         let late = now(start, 3600, "2026-11-22T05:00:00Z");
         assert_eq!(
-            b.spent(&late, 0.0).unwrap().to_string(),
+            b.spent(&late, 0.0, &Usage::default()).unwrap().to_string(),
             "loop.max_duration 1h00m reached"
         );
         let past = now(start, 60, "2026-11-22T06:30:00Z");
         assert_eq!(
-            b.spent(&past, 0.0).unwrap().to_string(),
+            b.spent(&past, 0.0, &Usage::default()).unwrap().to_string(),
             "deadline 2026-11-22T06:30:00Z reached"
         );
         // Reached within a wait: the wait would end after the deadline.
@@ -331,11 +346,12 @@ mod tests {
             max_cost: None,
             max_duration: None,
             deadline: None,
+            quota: Default::default(),
             started: start,
             max_iterations: 50,
             counted_from: CountedFrom::default(),
         };
-        assert_eq!(none.spent(&past, 1e9), None);
+        assert_eq!(none.spent(&past, 1e9, &Usage::default()), None);
         assert_eq!(none.time_spent_within(&past, Duration::MAX), None);
     }
 }

@@ -51,6 +51,8 @@ pub(super) struct Facts {
     pub tool_calls: Vec<ToolCall>,
     pub files_touched: Vec<String>,
     pub permission_denials: Vec<String>,
+    /// The subscription's usage: the run's before, updated by the agent's reports.
+    pub quota: crate::rules::quota::Usage,
     pub promise: bool,
     pub stderr_tail: String,
     pub seconds: f64,

@@ -126,6 +126,7 @@ impl IterationMachine {
             facts: Facts {
                 number: limits.number,
                 signals,
+                quota: limits.quota_before.clone(),
                 ..Facts::default()
             },
             next_snapshot: limits.snapshot_every.map(|d| now.mono + d),
@@ -268,8 +269,12 @@ impl IterationMachine {
                 }
             }
             StreamEvent::RateLimit {
-                status, resets_at, ..
+                status,
+                resets_at,
+                windows,
+                ..
             } => {
+                it.quota.observe(windows);
                 if let Some(hit) = limits::from_event(status, *resets_at) {
                     it.limit.get_or_insert(hit);
                 }
@@ -315,10 +320,11 @@ impl IterationMachine {
                     out.push(Effect::CloseStdin);
                 }
                 if self.stop.is_running()
-                    && let Some(why) = self
-                        .limits
-                        .budgets
-                        .spent(now, self.limits.cost_before + it.cost_usd)
+                    && let Some(why) = self.limits.budgets.spent(
+                        now,
+                        self.limits.cost_before + it.cost_usd,
+                        &it.quota,
+                    )
                 {
                     it.stop_reason = Some(why.to_string());
                 }
@@ -454,7 +460,7 @@ impl IterationMachine {
             Some(Overdue::Idle(l.idle_timeout))
         } else {
             l.budgets
-                .spent(now, l.cost_before + self.facts.cost_usd)
+                .spent(now, l.cost_before + self.facts.cost_usd, &self.facts.quota)
                 .map(Overdue::Budget)
         }
     }
@@ -579,11 +585,13 @@ mod tests {
                 max_cost: Some(10.0),
                 max_duration: None,
                 deadline: None,
+                quota: Default::default(),
                 started: t0.mono,
                 max_iterations: 50,
                 counted_from: Default::default(),
             },
             cost_before: 0.0,
+            quota_before: Default::default(),
             tz: jiff::tz::TimeZone::UTC,
             snapshot_every: None,
         };

@@ -127,6 +127,7 @@ mod tests {
             max_cost: None,
             max_duration: None,
             deadline: None,
+            quota: Default::default(),
             started,
             max_iterations: 50,
             counted_from: Default::default(),

@@ -260,6 +260,7 @@ pub(super) fn iteration(
     events: &mut Vec<Event>,
 ) -> Option<Trip> {
     state.cost_usd += facts.cost_usd;
+    state.quota = facts.quota.clone();
     state.todo_items = plan_after.open().map(|i| i.text.clone()).collect();
     state.completed_items = plan_after.done().map(|i| i.text.clone()).collect();
     let was = state.breaker.status;

@@ -72,6 +72,8 @@ impl Supervisor {
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
+        let agent_home = config.agent.env.get("HOME").map(String::as_str);
+        agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
         let plan = Project::at(root).plan(&config)?;
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
@@ -321,7 +323,8 @@ impl Supervisor {
                 admission,
                 &self.state.breaker,
                 &self.flags,
-                self.budgets.spent(&now, self.state.cost_usd),
+                self.budgets
+                    .spent(&now, self.state.cost_usd, &self.state.quota),
                 self.budgets.iterations_counted(self.state.iteration),
                 self.config.loop_.max_iterations,
                 &mut events,
@@ -367,7 +370,7 @@ impl Supervisor {
                 message: format!("cannot write {}: {e}", prompt_path.display()),
             });
         }
-        let cmd = AgentCommand::from_config(&self.config, number);
+        let cmd = AgentCommand::from_config(&self.config, number, &self.root);
         let run_dir = self.layout.run_dir(&self.state.run_id);
         let transcript = self.layout.transcript(&self.state.run_id, number);
         let resume_from = self
@@ -450,12 +453,19 @@ impl Supervisor {
             _ => false,
         };
         self.reuse_snapshot = snap_after;
+        let checked = plan_after.newly_done(plan_before);
         let measured = Measured {
             tree_progress,
-            items_done: !plan_after.newly_done(plan_before).is_empty(),
+            items_done: !checked.is_empty(),
         };
         self.flags.absorb(&facts);
-        let verdict = verdict::judge(&facts, &measured, &self.flags);
+        let mut verdict = verdict::judge(&facts, &measured, &self.flags);
+        let mut gate = verdict::Gate {
+            open_items: plan_after.open_count(),
+            require_plan_complete: self.config.loop_.require_plan_complete,
+            refused: None,
+        };
+        self.verify_iteration(&facts, &mut verdict, &mut gate, checked);
         if let Some(mark) = verdict.checkpoint {
             self.save_checkpoint(&facts, mark);
         } else if let Some(message) =
@@ -484,9 +494,9 @@ impl Supervisor {
             &facts,
             trip,
             &self.flags,
-            self.budgets.spent(&Now::read(), self.state.cost_usd),
-            plan_after.open_count(),
-            self.config.loop_.require_plan_complete,
+            self.budgets
+                .spent(&Now::read(), self.state.cost_usd, &self.state.quota),
+            gate,
             &mut events,
         );
         self.emit_all(events);
@@ -496,6 +506,10 @@ impl Supervisor {
                 None
             }
             Next::WaitForLimit(hit) => self.wait_for_limit(hit).await,
+            Next::End(Outcome::Completed, mut why) => {
+                self.leave_clean(facts.number, &mut why);
+                Some((Outcome::Completed, why))
+            }
             Next::End(outcome, why) => Some((outcome, why)),
         }
     }

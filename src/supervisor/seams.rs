@@ -101,6 +101,7 @@ impl Supervisor {
     pub(super) fn after_seams(&mut self, facts: &Facts) {
         // Handed over with the prompt; the next iteration decides anew.
         self.state.shard_request = None;
+        self.mark_items_verified(facts.number);
         let Some(outcome) = &facts.items else {
             return;
         };

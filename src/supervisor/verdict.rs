@@ -164,6 +164,17 @@ pub(super) fn crashed(facts: &Facts, progress: bool) -> Verdict {
     }
 }
 
+/// The agent kept its promise over failing checks (`why`, the failed
+/// verification's summary): not a completion, and a failure for the
+/// breaker, so that the same failure claimed done again and again opens it
+/// (`same_error`) instead of looping all night.
+pub(super) fn refuse(verdict: &mut Verdict, why: String) {
+    verdict.outcome = IterationOutcome::Refused;
+    verdict.error = Some(why.clone());
+    verdict.breaker.failed = true;
+    verdict.breaker.error = Some(why);
+}
+
 /// Why this iteration counts as a failure, if it does.
 pub(super) fn failure_of(it: &Facts, we_stopped: bool) -> Option<String> {
     if let Some(e) = &it.spawn_error {
@@ -234,6 +245,8 @@ pub(super) struct Case {
     /// The agent kept its promise in this iteration; the plan's open items.
     pub promise: Option<(u32, usize)>,
     pub require_plan_complete: bool,
+    /// Why the promise does not complete the run: the checks failed.
+    pub refused: Option<String>,
     pub breaker: Option<BreakerEnd>,
     pub stop_requested: bool,
     pub budget: Option<BudgetSpent>,
@@ -255,6 +268,8 @@ pub(super) fn exit_rule(case: Case, events: &mut Vec<Event>) -> Next {
                 iteration,
                 open_items,
             });
+        } else if let Some(reason) = case.refused {
+            events.push(Event::CompletionRefused { iteration, reason });
         } else {
             return Next::End(
                 Outcome::Completed,
@@ -337,21 +352,38 @@ pub(super) fn gate(
     )
 }
 
+/// What stands between a promise and the run's completion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Gate {
+    /// The plan's open items when the iteration ended.
+    pub open_items: usize,
+    pub require_plan_complete: bool,
+    /// The `[verify]` commands failed: why.
+    pub refused: Option<String>,
+}
+
+impl Gate {
+    /// A promise made now would pass the plan gate.
+    pub(super) fn plan_passes(&self) -> bool {
+        !self.require_plan_complete || self.open_items == 0
+    }
+}
+
 /// After an iteration: does the run go on?
 pub(super) fn next(
     facts: &Facts,
     trip: Option<Trip>,
     flags: &RunFlags,
     budget: Option<BudgetSpent>,
-    open_items: usize,
-    require_plan_complete: bool,
+    gate: Gate,
     events: &mut Vec<Event>,
 ) -> Next {
     exit_rule(
         Case {
             signalled: flags.signals.any(),
-            promise: facts.promise.then_some((facts.number, open_items)),
-            require_plan_complete,
+            promise: facts.promise.then_some((facts.number, gate.open_items)),
+            require_plan_complete: gate.require_plan_complete,
+            refused: gate.refused,
             breaker: trip.map(BreakerEnd::Tripped),
             stop_requested: flags.stop_requested,
             budget,
@@ -648,6 +680,7 @@ mod tests {
             signalled: true,
             promise: Some((4, 0)),
             require_plan_complete: false,
+            refused: None,
             breaker: Some(BreakerEnd::Tripped(trip())),
             stop_requested: true,
             budget: Some(BudgetSpent::Cost {
@@ -738,6 +771,51 @@ mod tests {
             assert_eq!(exit_rule(case.clone(), &mut events), decided);
             take_away(&mut case);
         }
+    }
+
+    #[test]
+    fn a_promise_over_failing_checks_is_refused_and_the_rules_go_on() {
+        let refused = Case {
+            signalled: false,
+            breaker: None,
+            stop_requested: false,
+            budget: None,
+            limit: None,
+            iteration_limit: None,
+            refused: Some("verify failed: `make` exited with 2".into()),
+            ..all()
+        };
+        let mut events = Vec::new();
+        assert_eq!(exit_rule(refused.clone(), &mut events), Next::Continue);
+        assert_eq!(
+            events,
+            [Event::CompletionRefused {
+                iteration: 4,
+                reason: "verify failed: `make` exited with 2".into()
+            }]
+        );
+        // Refused again and again: the breaker (fed the failure) ends it.
+        let tripped = Case {
+            breaker: Some(BreakerEnd::Tripped(trip())),
+            ..refused
+        };
+        assert!(matches!(
+            exit_rule(tripped, &mut Vec::new()),
+            Next::End(Outcome::BreakerOpen, _)
+        ));
+        // The refusal is a failure with a stable fingerprint.
+        let mut v = judge(
+            &Facts {
+                promise: true,
+                ..Facts::default()
+            },
+            &Measured::default(),
+            &RunFlags::default(),
+        );
+        refuse(&mut v, "verify failed: `make` exited with 2".into());
+        assert_eq!(v.outcome.to_string(), "refused");
+        assert!(v.breaker.failed);
+        assert_eq!(v.breaker.error.as_deref(), v.error.as_deref());
     }
 
     #[test]

@@ -112,16 +112,37 @@ fn l2_with_agent_notes_commits_hands_off_and_resumes() {
 
     // The WIP commit carries the work, the plan, the prompt and the handoff,
     // and nothing of ralph's runtime files.
+    // Iteration 2 completed with its plan edits uncommitted: ralph's final
+    // commit (issue 23) comes after the checkpoint's.
     let log = p.log();
-    assert_eq!(log[0], "ralph: checkpoint iter 1 (L2 at 87%)", "{log:?}");
+    assert_eq!(
+        log[0], "ralph: final commit at completion (iteration 2)",
+        "{log:?}"
+    );
+    assert_eq!(log[1], "ralph: checkpoint iter 1 (L2 at 87%)", "{log:?}");
     let repo = p.repo();
-    let wip = repo.head().unwrap().peel_to_commit().unwrap();
+    let wip = repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .parent(0)
+        .unwrap();
     assert!(
         wip.message()
             .unwrap()
             .contains("Context Checkpoint L2 at 87% - parser")
     );
-    let files = p.head_files();
+    let files: Vec<String> = repo
+        .diff_tree_to_tree(
+            Some(&wip.parent(0).unwrap().tree().unwrap()),
+            Some(&wip.tree().unwrap()),
+            None,
+        )
+        .unwrap()
+        .deltas()
+        .map(|d| d.new_file().path().unwrap().display().to_string())
+        .collect();
     let handoff = p.handoffs().pop().expect("a handoff");
     let handoff_rel = handoff
         .strip_prefix(p.root())

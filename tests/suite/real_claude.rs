@@ -745,3 +745,82 @@ fn emergency_level_stops_at_once_then_resume() {
     assert_nothing_left(&p);
     p.keep_if_asked();
 }
+
+/// (7) The quota guard: the CLI, logged in as a subscriber, turns the API's
+/// `anthropic-ratelimit-unified-7d-*` headers (93% of the weekly limit
+/// used) into a `rate_limit_event`; with `quota.weekly_percent = 90` ralph
+/// finishes the iteration through a checkpoint (the work is committed) and
+/// ends the run as a spent budget (exit 5), saying which window and how
+/// full; `ralph status` shows the windows.
+#[test]
+fn the_quota_guard_stops_the_run_at_the_weekly_share() {
+    let _serial = harness::serial();
+    let Some(claude) = harness::claude("the_quota_guard_stops_the_run_at_the_weekly_share") else {
+        return;
+    };
+    let setup = Setup {
+        subscriber: true,
+        extra: "[quota]\nweekly_percent = 90\n",
+        ..Setup::default()
+    };
+    let p = Project::new("quota", &claude, &setup);
+    let hello = p.path("hello.txt");
+    let api = p.serve(move |req| {
+        if req.last_user_text().contains(CHECKPOINT_MARK) {
+            Reply::turn(22_000).text("Handoff: hello.txt is written; the plan item is still open.")
+        } else if req.assistant_turns() == 0 {
+            Reply::turn(20_000)
+                .usage_limits(0.30, 0.93)
+                .text("I'll create hello.txt.")
+                .tool("Write", json!({"file_path": hello, "content": "hello\n"}))
+        } else {
+            // Long enough for ralph to see the usage and ask for a handoff.
+            Reply::turn(21_000)
+                .after(Duration::from_secs(4))
+                .text("hello.txt is written.")
+        }
+    });
+
+    let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(55));
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    assert_eq!(code, 5, "stopped on the quota\n{}", diag());
+    eprintln!("quota: ralph took {took:.1?}");
+    let ended = p.events_named("run_ended");
+    let reason = ended[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "quota guard: the weekly limit is 93% used (quota.weekly_percent 90%), resets "
+        ),
+        "{reason}\n{}",
+        diag()
+    );
+    assert_eq!(ended[0]["outcome"], "budget_spent");
+    assert_eq!(p.events_named("iteration_started").len(), 1, "{}", diag());
+    let cp = p.events_named("checkpoint");
+    assert_eq!(cp.len(), 1, "{}", diag());
+    assert_eq!(cp[0]["trigger"], "budget");
+    assert_eq!(
+        p.git(&["show", "HEAD:hello.txt"]),
+        "hello\n",
+        "the work is committed"
+    );
+    let state = p.state();
+    assert_eq!(state["quota"]["weekly"]["percent"], 93.0, "{state:#}");
+    assert_eq!(state["quota"]["five_hour"]["percent"], 30.0, "{state:#}");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("status")
+        .current_dir(&p.root)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("quota      weekly 93% (stop at 90%), resets "),
+        "{status}"
+    );
+    assert!(
+        status.contains("quota      5-hour 30%, resets "),
+        "{status}"
+    );
+    assert_nothing_left(&p);
+    p.keep_if_asked();
+}

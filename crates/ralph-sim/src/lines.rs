@@ -296,17 +296,25 @@ pub(crate) fn rate_limit_line(
     status: &str,
     resets_at: i64,
     limit_type: &str,
+    utilization: Option<f64>,
     uuid: &str,
 ) -> String {
+    let mut info = Obj::new()
+        .v("status", status)
+        .v("resetsAt", resets_at)
+        .v("rateLimitType", limit_type);
+    if let Some(u) = utilization {
+        info = info.v("utilization", u).v("isUsingOverage", false).o(
+            "unifiedWindows",
+            Obj::new().o(
+                limit_type,
+                Obj::new().v("utilization", u).v("resetsAt", resets_at),
+            ),
+        );
+    }
     Obj::new()
         .v("type", "rate_limit_event")
-        .o(
-            "rate_limit_info",
-            Obj::new()
-                .v("status", status)
-                .v("resetsAt", resets_at)
-                .v("rateLimitType", limit_type),
-        )
+        .o("rate_limit_info", info)
         .v("uuid", uuid)
         .v("session_id", ctx.session_id)
         .done()
@@ -676,6 +684,7 @@ mod tests {
             "rejected",
             1_800_000_000,
             "five_hour",
+            None,
             "u",
         ))
         .unwrap();

@@ -111,6 +111,9 @@ struct Sim<'a> {
     exit_code: i32,
     /// What the Write/Edit calls touched, for the default handoff notes.
     touched: Vec<String>,
+    /// The tool calls that failed (their first lines), for the notes too:
+    /// an agent says what it was refused.
+    failed: Vec<String>,
 }
 
 /// Plays `steps` as iteration `iteration`; returns the process exit code.
@@ -152,6 +155,7 @@ pub(crate) fn play(
         in_flight: None,
         exit_code: cfg.exit_code,
         touched: Vec::new(),
+        failed: Vec::new(),
         cfg,
     };
     sim.run()
@@ -260,6 +264,7 @@ impl Sim<'_> {
                     &limit.status,
                     epoch_secs() + limit.resets_in_secs,
                     &limit.limit_type,
+                    limit.utilization,
                     &uuid,
                 );
                 self.emit(&line)?;
@@ -517,6 +522,12 @@ impl Sim<'_> {
         }
         for item in &self.touched {
             notes.push_str(&format!("- {item}\n"));
+        }
+        if !self.failed.is_empty() {
+            notes.push_str("\n## Failed\n");
+            for failure in &self.failed {
+                notes.push_str(&format!("- {failure}\n"));
+            }
         }
         notes.push_str(
             "\n## In progress\n- nothing: the last edit was finished before stopping\n\n\

@@ -160,6 +160,7 @@ keyed_struct!(RawStep {
     rate_limit: String,
     resets_in_secs: i64,
     rate_limit_type: String,
+    utilization: f64,
     // errors and results
     error: String,
     api_error_status: u16,
@@ -209,7 +210,10 @@ pub(crate) const KINDS: &[(&str, &[&str])] = &[
         &["max_retries", "error_status", "retry_delay_ms"],
     ),
     ("compact", &["trigger", "pre_tokens", "post_tokens"]),
-    ("rate_limit", &["resets_in_secs", "rate_limit_type"]),
+    (
+        "rate_limit",
+        &["resets_in_secs", "rate_limit_type", "utilization"],
+    ),
     (
         "error",
         &[

@@ -107,6 +107,9 @@ pub(crate) struct RateLimit {
     pub(crate) status: String,
     pub(crate) resets_in_secs: i64,
     pub(crate) limit_type: String,
+    /// The fraction of the window used (`utilization`, and the window in
+    /// `unifiedWindows`), as Claude Code reports it past a warning threshold.
+    pub(crate) utilization: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -222,6 +225,7 @@ impl Step {
                     .rate_limit_type
                     .take()
                     .unwrap_or_else(|| "five_hour".into()),
+                utilization: raw.utilization,
             }),
             "error" => {
                 let kind = raw.error.take().unwrap_or_default();

@@ -23,6 +23,8 @@ pub(in crate::supervisor) struct IterationLimits {
     pub budgets: Budgets,
     /// The run's cost before this iteration.
     pub cost_before: f64,
+    /// The subscription's usage last reported (the quota guard).
+    pub quota_before: crate::rules::quota::Usage,
     /// For reset times written as local times.
     pub tz: jiff::tz::TimeZone,
     /// `git.snapshot_interval`; `None`: no snapshots.
@@ -49,6 +51,7 @@ impl IterationLimits {
             promise: config.loop_.completion_promise.clone(),
             budgets: budgets.clone(),
             cost_before: state.cost_usd,
+            quota_before: state.quota.clone(),
             tz,
             snapshot_every: Some(config.git.snapshot_interval.0).filter(|d| !d.is_zero()),
         }

@@ -160,6 +160,12 @@ pub struct Setup<'a> {
     pub idle_timeout: &'a str,
     pub iteration_timeout: &'a str,
     pub grace: &'a str,
+    /// Log the CLI in as a claude.ai subscriber (`CLAUDE_CODE_OAUTH_TOKEN`)
+    /// instead of with an API key: only then does it read the API's
+    /// subscription usage headers into `rate_limit_event` lines.
+    pub subscriber: bool,
+    /// More of `ralph.toml`, at its end (whole sections).
+    pub extra: &'a str,
 }
 
 impl Default for Setup<'_> {
@@ -172,6 +178,8 @@ impl Default for Setup<'_> {
             idle_timeout: "40s",
             iteration_timeout: "50s",
             grace: "10s",
+            subscriber: false,
+            extra: "",
         }
     }
 }
@@ -201,7 +209,12 @@ impl Project {
                 r#"command = {command}
 model = "{MODEL}"
 args = ["--dangerously-skip-permissions"]
-env = {{ IS_SANDBOX = "1", ANTHROPIC_BASE_URL = "@API_URL@", ANTHROPIC_API_KEY = "dummy-e2e-key", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", HOME = {home} }}"#
+env = {{ IS_SANDBOX = "1", ANTHROPIC_BASE_URL = "@API_URL@", {auth}, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", HOME = {home} }}"#,
+                auth = if setup.subscriber {
+                    r#"CLAUDE_CODE_OAUTH_TOKEN = "sk-ant-oat01-e2e-dummy""#
+                } else {
+                    r#"ANTHROPIC_API_KEY = "dummy-e2e-key""#
+                },
             )
         })
     }
@@ -261,6 +274,7 @@ cooldown = "1m"
 {breaker}
 {extra}
 "#,
+            extra = setup.extra,
             max = setup.max_iterations,
             idle = setup.idle_timeout,
             iter = setup.iteration_timeout,

@@ -186,6 +186,8 @@ pub enum Reply {
         /// Context occupancy the message reports: what ralph's meter reads.
         occupancy: u64,
         delay: Duration,
+        /// Response headers beyond the usual (`anthropic-ratelimit-unified-*`).
+        headers: Vec<(String, String)>,
     },
     Error {
         status: u16,
@@ -201,7 +203,50 @@ impl Reply {
             blocks: Vec::new(),
             occupancy,
             delay: Duration::ZERO,
+            headers: Vec::new(),
         }
+    }
+
+    /// The subscription usage headers the API sends a claude.ai login
+    /// (Claude Code 2.1.328 reads them into `rate_limit_event` lines only
+    /// when logged in that way, `CLAUDE_CODE_OAUTH_TOKEN`): the 5-hour and
+    /// weekly windows used by these fractions, resetting in 1 h and 3 days.
+    pub fn usage_limits(mut self, five_hour: f64, seven_day: f64) -> Reply {
+        if let Reply::Message { headers, .. } = &mut self {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let (reset5, reset7) = (now + 3600, now + 3 * 86400);
+            let warn = |u: f64| {
+                if u >= 0.75 {
+                    "allowed_warning"
+                } else {
+                    "allowed"
+                }
+            };
+            for (k, v) in [
+                ("status", "allowed".to_string()),
+                ("reset", reset5.to_string()),
+                ("5h-utilization", five_hour.to_string()),
+                ("5h-reset", reset5.to_string()),
+                ("5h-status", warn(five_hour).to_string()),
+                ("7d-utilization", seven_day.to_string()),
+                ("7d-reset", reset7.to_string()),
+                ("7d-status", warn(seven_day).to_string()),
+            ] {
+                headers.push((format!("anthropic-ratelimit-unified-{k}"), v));
+            }
+        }
+        self
+    }
+
+    /// Answer only after `wait`.
+    pub fn after(mut self, wait: Duration) -> Reply {
+        if let Reply::Message { delay, .. } = &mut self {
+            *delay = wait;
+        }
+        self
     }
 
     pub fn text(mut self, text: &str) -> Reply {
@@ -546,6 +591,7 @@ fn render(reply: Reply, request: &ApiRequest) -> Vec<u8> {
             blocks,
             occupancy,
             delay,
+            headers,
         } => {
             std::thread::sleep(delay);
             let model = request.model().to_string();
@@ -601,7 +647,17 @@ fn render(reply: Reply, request: &ApiRequest) -> Vec<u8> {
             for (name, data) in events {
                 body.push_str(&format!("event: {name}\ndata: {data}\n\n"));
             }
-            http(200, "text/event-stream", id, body.as_bytes())
+            let mut out = http(200, "text/event-stream", id, body.as_bytes());
+            if !headers.is_empty() {
+                // Before the blank line that ends the head.
+                let head_end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+                let extra: String = headers
+                    .iter()
+                    .map(|(k, v)| format!("\r\n{k}: {v}"))
+                    .collect();
+                out.splice(head_end..head_end, extra.into_bytes());
+            }
+            out
         }
     }
 }

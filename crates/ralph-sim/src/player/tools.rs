@@ -129,6 +129,19 @@ impl Sim<'_> {
         outcome: &ToolOutcome,
         parent: Option<&str>,
     ) -> Flow<()> {
+        if outcome.is_error == Some(true)
+            && let Some(text) = outcome.content.as_str()
+        {
+            let text = text
+                .replace("<tool_use_error>", "")
+                .replace("</tool_use_error>", "");
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with("Exit code"))
+                .take(3)
+                .collect();
+            self.failed.push(lines.join("; "));
+        }
         let uuid = self.ids.uuid();
         let line = tool_result_line(&self.ctx(), id, outcome, parent, &uuid, &timestamp());
         self.emit(&line)

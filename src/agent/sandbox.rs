@@ -1,0 +1,400 @@
+//! The agent in a box (`[agent] sandbox`, `[sandbox]`, docs/sandbox.md):
+//! with `sandbox = "bwrap"` every agent, whatever its kind, runs under
+//! bubblewrap. The project's work tree and its git dirs are writable;
+//! the rest of the file system is read-only; the places where other
+//! people's and the user's own files live (`/home`, `/root`, `/tmp`, …,
+//! and `$HOME`) are hidden behind empty tmpfs, with `$HOME` a private one
+//! holding only the entries the agent CLI needs (`sandbox.home`).
+//! Credential variables of ralph's environment are not passed on, except
+//! the agent's own (`sandbox.pass_env`, `agent.env`).
+//!
+//! `bwrap_args` is pure (what is mounted where, in order: later mounts
+//! cover earlier ones); `wrap` applies it to an [`AgentCommand`]; `check`
+//! runs at the start of a run and refuses to run without the sandbox it
+//! was asked for. Pitfalls: a bind of a missing source fails, so optional
+//! ones use `--bind-try`; the agent stays in ralph's session and process
+//! group (no `--new-session`, no PID namespace), so ralph's signals, its
+//! subreaper and the takeover after a crash reach everything inside; as
+//! root the capabilities are dropped, or the agent could remount `/`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// `[agent] sandbox`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// The agent runs as ralph does (today's behaviour).
+    #[default]
+    None,
+    /// bubblewrap (Linux).
+    Bwrap,
+}
+
+/// `[sandbox]`: what the box lets through.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Entries of `$HOME` shared (read-write) with the private home: the
+    /// agent CLI's config and credentials.
+    pub home: Vec<String>,
+    /// More writable paths (`~/` is the agent's home, relative paths are
+    /// the project's).
+    pub read_write: Vec<String>,
+    /// Paths inside the hidden places made visible read-only (a tool
+    /// chain under `$HOME`, e.g. `~/.nvm`).
+    pub read_only: Vec<String>,
+    /// More paths hidden (other repositories outside the hidden places).
+    pub hide: Vec<String>,
+    /// The network: `true` shares the host's (the agent needs its API);
+    /// `false` gives the agent none at all (a local model only).
+    pub network: bool,
+    /// Credential variables of ralph's environment the agent still gets.
+    pub pass_env: Vec<String>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            home: [".claude", ".claude.json", ".codex"]
+                .map(String::from)
+                .to_vec(),
+            read_write: Vec::new(),
+            read_only: Vec::new(),
+            hide: Vec::new(),
+            network: true,
+            pass_env: [
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "OPENAI_API_KEY",
+                "CODEX_API_KEY",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    }
+}
+
+/// Where other people's and the user's own files live: hidden.
+pub const HIDDEN: [&str; 8] = [
+    "/home",
+    "/root",
+    "/tmp",
+    "/var/tmp",
+    "/mnt",
+    "/media",
+    "/srv",
+    "/run/user",
+];
+
+/// What the box is made of for one project.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    /// The project root (canonical).
+    pub root: PathBuf,
+    /// The repository's git dir and common dir when outside the root (a
+    /// linked worktree, `--separate-git-dir`).
+    pub git_dirs: Vec<PathBuf>,
+    /// `$HOME` of the agent and of ralph (hidden, then the private one).
+    pub homes: Vec<PathBuf>,
+    /// The agent's program, resolved (made visible read-only: it may live
+    /// under a hidden place).
+    pub program: Option<PathBuf>,
+    pub as_root: bool,
+}
+
+/// `bwrap`'s arguments for `layout`, up to (not including) the `--` and
+/// the agent's command.
+pub fn bwrap_args(layout: &Layout, config: &SandboxConfig) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |words: &[&str]| a.extend(words.iter().map(|w| w.to_string()));
+    let s = |p: &Path| p.display().to_string();
+    push(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    let agent_home = layout
+        .homes
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "/nonexistent".into());
+    let expand = |p: &str| -> PathBuf {
+        match p.strip_prefix("~/") {
+            Some(rest) => agent_home.join(rest),
+            None if p == "~" => agent_home.clone(),
+            None => layout.root.join(p),
+        }
+    };
+    let mut hidden: Vec<PathBuf> = HIDDEN.iter().map(PathBuf::from).collect();
+    hidden.extend(layout.homes.iter().cloned());
+    hidden.extend(config.hide.iter().map(|p| expand(p)));
+    for h in &hidden {
+        // `--tmpfs` needs the mount point: only what exists is hidden.
+        if h.exists() {
+            push(&["--tmpfs", &s(h)]);
+        }
+    }
+    // The private home: empty but for what the agent CLI needs.
+    for home in &layout.homes {
+        for entry in &config.home {
+            let p = home.join(entry);
+            push(&["--bind-try", &s(&p), &s(&p)]);
+        }
+    }
+    for p in config.read_only.iter().map(|p| expand(p)) {
+        push(&["--ro-bind-try", &s(&p), &s(&p)]);
+    }
+    if let Some(program) = &layout.program {
+        // Its directory (a package's files beside the binary), then the
+        // name it is called by (a symlink elsewhere).
+        if let Some(dir) = program
+            .canonicalize()
+            .ok()
+            .as_deref()
+            .and_then(Path::parent)
+        {
+            push(&["--ro-bind-try", &s(dir), &s(dir)]);
+        }
+        push(&["--ro-bind-try", &s(program), &s(program)]);
+    }
+    push(&["--bind", &s(&layout.root), &s(&layout.root)]);
+    for d in &layout.git_dirs {
+        push(&["--bind", &s(d), &s(d)]);
+    }
+    for p in config.read_write.iter().map(|p| expand(p)) {
+        push(&["--bind-try", &s(&p), &s(&p)]);
+    }
+    if !config.network {
+        push(&["--unshare-net"]);
+    }
+    if layout.as_root {
+        push(&["--cap-drop", "ALL"]);
+    }
+    push(&["--die-with-parent", "--chdir", &s(&layout.root)]);
+    a
+}
+
+/// Whether this process runs as root (Linux: /proc/self is the effective user's).
+pub fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// The box of the project at `root` for an agent whose environment sets
+/// `agent_home` (`agent.env.HOME`), running `program`.
+pub fn layout(root: &Path, agent_home: Option<&str>, program: Option<PathBuf>) -> Layout {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let mut git_dirs = Vec::new();
+    if let Ok(repo) = git2::Repository::discover(&root) {
+        for d in [repo.path(), repo.commondir()] {
+            let d = d.canonicalize().unwrap_or_else(|_| d.to_path_buf());
+            if !d.starts_with(&root) && !git_dirs.contains(&d) {
+                git_dirs.push(d);
+            }
+        }
+    }
+    let mut homes: Vec<PathBuf> = Vec::new();
+    for h in agent_home
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(std::env::var_os("HOME").map(PathBuf::from))
+    {
+        if !h.as_os_str().is_empty() && h != Path::new("/") && !homes.contains(&h) {
+            homes.push(h);
+        }
+    }
+    Layout {
+        root,
+        git_dirs,
+        homes,
+        program,
+        as_root: running_as_root(),
+    }
+}
+
+/// The bubblewrap binary on PATH.
+pub fn bwrap() -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join("bwrap"))
+        .find(|p| p.is_file())
+}
+
+const MISSING_HINT: &str = "install bubblewrap (`apt-get install bubblewrap`, `dnf install bubblewrap`, `pacman -S bubblewrap`), or set `sandbox = \"none\"` under [agent] in ralph.toml";
+const BROKEN_HINT: &str = "bubblewrap needs user namespaces: `sysctl kernel.unprivileged_userns_clone=1` (Debian), `sysctl kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu 24.04+); in a container, allow them (e.g. docker run --security-opt seccomp=unconfined --cap-add SYS_ADMIN) or run ralph as root there; or set `sandbox = \"none\"` under [agent]";
+
+/// Whether a box can be made here: bubblewrap is installed and runs.
+/// Err: the message and the fix.
+pub fn probe() -> std::result::Result<PathBuf, (String, &'static str)> {
+    if !cfg!(target_os = "linux") {
+        return Err((
+            "`sandbox = \"bwrap\"` needs Linux (bubblewrap); this is not Linux".into(),
+            "on macOS use Claude Code's own sandbox (docs/sandbox.md) or run ralph in a Linux container or VM, and set `sandbox = \"none\"` under [agent]",
+        ));
+    }
+    let Some(bwrap) = bwrap() else {
+        return Err((
+            "`sandbox = \"bwrap\"` but bubblewrap (`bwrap`) is not installed".into(),
+            MISSING_HINT,
+        ));
+    };
+    let mut cmd = std::process::Command::new(&bwrap);
+    cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    if running_as_root() {
+        cmd.args(["--cap-drop", "ALL"]);
+    }
+    let out = cmd
+        .arg("true")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| (format!("cannot run {}: {e}", bwrap.display()), MISSING_HINT))?;
+    if out.status.success() {
+        Ok(bwrap)
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err((
+            format!(
+                "bubblewrap cannot make a sandbox here ({}): {}",
+                out.status,
+                err.trim()
+            ),
+            BROKEN_HINT,
+        ))
+    }
+}
+
+/// At the start of a run: the sandbox asked for can be made, and the
+/// project is not a place the sandbox hides whole.
+pub fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result<()> {
+    if kind == Kind::None {
+        return Ok(());
+    }
+    probe().map_err(|(message, hint)| Error::config(message).with_hint(hint))?;
+    let l = layout(root, agent_home, None);
+    if l.root == Path::new("/") || l.homes.iter().any(|h| h.starts_with(&l.root)) {
+        return Err(Error::config(format!(
+            "the sandbox cannot run an agent in {}: it would see the whole home directory",
+            l.root.display()
+        ))
+        .with_hint("run ralph in a project directory below $HOME, or set `sandbox = \"none\"` under [agent]"));
+    }
+    Ok(())
+}
+
+/// Credential variables of ralph's environment that the agent must not get.
+pub fn withheld_env(
+    config: &SandboxConfig,
+    agent_env: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut out: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| crate::text::secrets::is_credential_name(k))
+        .filter(|k| !config.pass_env.contains(k) && !agent_env.contains_key(k))
+        .collect();
+    // A TMPDIR in a hidden place would not exist inside.
+    if !agent_env.contains_key("TMPDIR") {
+        out.push("TMPDIR".into());
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(args: &[String]) -> String {
+        args.join(" ")
+    }
+
+    #[test]
+    fn the_project_is_bound_after_the_hidden_places_and_the_home_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        let root = dir.path().join("proj");
+        let layout = Layout {
+            root: root.clone(),
+            git_dirs: vec!["/repos/main/.git".into()],
+            homes: vec![home.clone()],
+            program: None,
+            as_root: false,
+        };
+        let config = SandboxConfig {
+            read_write: vec!["~/.cache/pip".into(), "build-out".into()],
+            ..SandboxConfig::default()
+        };
+        let a = bwrap_args(&layout, &config);
+        let w = words(&a);
+        assert!(
+            w.starts_with("--ro-bind / / --dev /dev --proc /proc"),
+            "{w}"
+        );
+        let pos = |needle: &str| w.find(needle).unwrap_or_else(|| panic!("{needle} in {w}"));
+        // /tmp exists everywhere: hidden; the home too.
+        let tmp = pos("--tmpfs /tmp ");
+        let home_hidden = pos(&format!("--tmpfs {} ", home.display()));
+        let project = pos(&format!("--bind {0} {0}", root.display()));
+        assert!(tmp < project && home_hidden < project, "{w}");
+        assert!(w.contains(&format!(
+            "--bind-try {0}/.claude {0}/.claude",
+            home.display()
+        )));
+        assert!(
+            w.contains("--bind /repos/main/.git /repos/main/.git"),
+            "{w}"
+        );
+        assert!(w.contains(&format!(
+            "--bind-try {0}/.cache/pip {0}/.cache/pip",
+            home.display()
+        )));
+        assert!(w.contains(&format!(
+            "--bind-try {0}/build-out {0}/build-out",
+            root.display()
+        )));
+        assert!(!w.contains(".ssh"), "{w}");
+        assert!(
+            !w.contains("--unshare-net") && !w.contains("--cap-drop"),
+            "{w}"
+        );
+        assert!(w.ends_with(&format!("--die-with-parent --chdir {}", root.display())));
+    }
+
+    #[test]
+    fn no_network_and_root_drop_what_they_must() {
+        let layout = Layout {
+            root: "/p".into(),
+            git_dirs: Vec::new(),
+            homes: Vec::new(),
+            program: None,
+            as_root: true,
+        };
+        let config = SandboxConfig {
+            network: false,
+            ..SandboxConfig::default()
+        };
+        let w = words(&bwrap_args(&layout, &config));
+        assert!(w.contains("--unshare-net"), "{w}");
+        assert!(w.contains("--cap-drop ALL"), "{w}");
+    }
+
+    #[test]
+    fn credential_variables_are_withheld_unless_passed() {
+        // SAFETY: a test of its own; nothing else reads these names.
+        unsafe {
+            std::env::set_var("RALPH_SANDBOX_TEST_SECRET", "x");
+            std::env::set_var("RALPH_SANDBOX_TEST_API_KEY", "x");
+        }
+        let config = SandboxConfig {
+            pass_env: vec!["RALPH_SANDBOX_TEST_API_KEY".into()],
+            ..SandboxConfig::default()
+        };
+        let withheld = withheld_env(&config, &Default::default());
+        assert!(
+            withheld.contains(&"RALPH_SANDBOX_TEST_SECRET".to_string()),
+            "{withheld:?}"
+        );
+        assert!(!withheld.contains(&"RALPH_SANDBOX_TEST_API_KEY".to_string()));
+        assert!(withheld.contains(&"TMPDIR".to_string()));
+    }
+}

@@ -1,0 +1,158 @@
+//! The run's side of `[verify]` (docs/verify.md): when an iteration calls
+//! for the checks (a promise past the plan gate, an item checked off, a
+//! checkpoint: `verify.on`), running them, and what a failure changes —
+//! the completion refused, the verdict a failure for the breaker, the
+//! state's `verify` (the next prompt's "fix first" block), the items
+//! verified. And once the run completes, the tree it leaves: a final
+//! commit under the WIP rules, or the reason says what is uncommitted.
+
+use super::Supervisor;
+use super::facts::Facts;
+use super::verdict::{Gate, Verdict, refuse};
+use crate::events::Event;
+use crate::repo::{CommitOutcome, Repo};
+use crate::verify::{self, Verification, When};
+
+/// Paths named in the reason of a completion over uncommitted changes.
+const DIRTY_PATHS: usize = 5;
+
+impl Supervisor {
+    /// Run the checks if this iteration calls for them, at most once: a
+    /// completion claim first, then an item checked off, then a checkpoint.
+    /// A failure at a completion refuses it (`gate.refused`, `verdict`).
+    pub(super) fn verify_iteration(
+        &mut self,
+        facts: &Facts,
+        verdict: &mut Verdict,
+        gate: &mut Gate,
+        checked: Vec<String>,
+    ) {
+        let v = &self.config.verify;
+        let when = if facts.promise && gate.plan_passes() && !self.flags.signals.any() {
+            When::Completion
+        } else if !checked.is_empty() && v.runs_on(When::Item) {
+            When::Item
+        } else if verdict.checkpoint.is_some() && v.runs_on(When::Checkpoint) {
+            When::Checkpoint
+        } else {
+            return;
+        };
+        if !v.runs_on(when) {
+            return;
+        }
+        let mut result = self.verify(facts.number, when);
+        if when == When::Item {
+            result.items = checked;
+        }
+        if when == When::Completion && !result.passed {
+            let why = result.summary();
+            refuse(verdict, why.clone());
+            gate.refused = Some(why);
+        }
+        self.state.verify = Some(result.clone());
+        self.publish(
+            Event::Verify {
+                verification: result,
+            },
+            None,
+        );
+    }
+
+    /// Book this iteration's item verification to the items it verified
+    /// (their accounts exist once the iteration is recorded).
+    pub(super) fn mark_items_verified(&mut self, iteration: u32) {
+        let Some(v) = self
+            .state
+            .verify
+            .as_ref()
+            .filter(|v| v.iteration == iteration && v.when == When::Item)
+        else {
+            return;
+        };
+        for account in self.state.items.iter_mut() {
+            if v.items.contains(&account.item) {
+                account.verified = Some(v.passed);
+            }
+        }
+    }
+
+    /// Run the `[verify]` commands now. Whatever they started and left
+    /// behind (re-parented to ralph, a subreaper) is ended with them.
+    fn verify(&mut self, iteration: u32, when: When) -> Verification {
+        let env = [
+            ("RALPH_ITERATION".to_string(), iteration.to_string()),
+            ("RALPH_VERIFY_WHEN".to_string(), when.name().to_string()),
+            ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
+        ];
+        let result = verify::run(&self.config.verify, &self.root, &env, iteration, when);
+        crate::agent::procs::reap_orphans();
+        // A build or a test may write files: the next iteration's "before"
+        // is taken again.
+        self.tree_touched();
+        result
+    }
+
+    /// The run completes: commit what the agent left uncommitted (the WIP
+    /// commit's rules: `git.wip_commit`, ralph's files, the size and key-file
+    /// guards), and say in `reason` what is still uncommitted, if anything.
+    pub(super) fn leave_clean(&mut self, iteration: u32, reason: &mut String) {
+        let own = self.own();
+        let Ok(Some(repo)) = Repo::open(&self.root) else {
+            return;
+        };
+        if repo.changes(&own).map_or(true, |c| c.is_empty()) {
+            return;
+        }
+        let mut note = None;
+        if self.config.git.wip_commit {
+            let left_out = repo
+                .left_out(&own, &self.config.git.guard())
+                .unwrap_or_default();
+            let message = format!(
+                "ralph: final commit at completion (iteration {iteration})\n\nThe agent kept its promise with these changes uncommitted.\nTrigger: completion\n"
+            );
+            match repo.wip_commit_leaving_out(&message, &own, &left_out) {
+                CommitOutcome::Committed { id, .. } => {
+                    self.state.last_commit = Some(id.clone());
+                    *reason = format!(
+                        "{reason}; its uncommitted changes were committed ({})",
+                        &id[..id.len().min(10)]
+                    );
+                }
+                CommitOutcome::NothingToCommit => {}
+                CommitOutcome::Skipped { reason } => note = Some(reason),
+            }
+        } else {
+            note = Some("git.wip_commit is off".into());
+        }
+        let left: Vec<String> = repo
+            .changes(&own)
+            .unwrap_or_default()
+            .iter()
+            .map(|c| crate::repo::display_path(c.path.as_bytes()))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        let mut paths = left
+            .iter()
+            .take(DIRTY_PATHS)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        if left.len() > DIRTY_PATHS {
+            paths.push_str(&format!(" and {} more", left.len() - DIRTY_PATHS));
+        }
+        let why = note.map(|n| format!(" ({n})")).unwrap_or_default();
+        *reason = format!(
+            "{reason}; NOT committed: {} file(s) left uncommitted{why}: {paths}",
+            left.len()
+        );
+        self.bus.emit(Event::Warning {
+            message: format!(
+                "completed with {} uncommitted file(s){why}: {paths}",
+                left.len()
+            ),
+        });
+    }
+}
