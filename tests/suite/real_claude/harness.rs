@@ -155,8 +155,6 @@ pub struct Setup<'a> {
     pub max_iterations: u32,
     /// Extra lines for `[breaker]`.
     pub breaker: &'a str,
-    /// Extra sections at the end of `ralph.toml`.
-    pub extra: &'a str,
     pub idle_timeout: &'a str,
     pub iteration_timeout: &'a str,
     pub grace: &'a str,
@@ -174,7 +172,6 @@ impl Default for Setup<'_> {
             plan: "# E2E plan\n\n- [ ] Create hello.txt saying hello\n",
             max_iterations: 3,
             breaker: "",
-            extra: "",
             idle_timeout: "40s",
             iteration_timeout: "50s",
             grace: "10s",
@@ -274,7 +271,6 @@ cooldown = "1m"
 {breaker}
 {extra}
 "#,
-            extra = setup.extra,
             max = setup.max_iterations,
             idle = setup.idle_timeout,
             iter = setup.iteration_timeout,
