@@ -11,6 +11,8 @@
 //!   claude.rs        Claude Code's specifics (stream-json flags, user messages)
 //!   codex.rs         Codex's app-server client (Wire): handshake, turns, steer, interrupt,
 //!                    answers to the server's requests
+//!   opencode.rs      opencode's (`run --format json`, prompt on stdin)
+//!   gemini.rs        Gemini CLI's (`-o stream-json`, prompt on stdin)
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
 //!   procs.rs         the processes ralph ends, from /proc: groups, sessions, orphans
 //!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
@@ -24,7 +26,9 @@
 
 mod claude;
 mod codex;
+mod gemini;
 mod kind;
+mod opencode;
 mod process;
 pub mod procs;
 pub mod sandbox;

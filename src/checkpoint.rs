@@ -34,6 +34,9 @@ pub struct Moment {
     pub files_touched: Vec<String>,
     /// Where the agent was asked to write its notes (relative to the root).
     pub notes_path: Option<PathBuf>,
+    /// Why no notes were asked for, when the agent could not be asked (a
+    /// kind that takes no message mid-session): the handoff says so.
+    pub unasked: Option<String>,
     /// The stash entries (ids) when the iteration began; None when no
     /// iteration was watched (`ralph checkpoint` without a run).
     pub stash_before: Option<Vec<String>>,
@@ -260,6 +263,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         files_touched_more => tiers::cap(older, 0, |p: &String| p.as_str()).summary,
         agent_notes => &agent_notes,
         notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
+        unasked => &m.unasked,
         git_available => repo.is_some(),
         will_commit => will_commit,
         left_uncommitted => &key_files,

@@ -128,6 +128,9 @@ pub struct ContextMeter {
     compactions: Vec<Compaction>,
     /// `context.checkpoint_tokens`: L2 at this occupancy at the latest.
     cap: Option<u64>,
+    /// The agent reports no usage per model call (a kind metered per
+    /// process): its readings say so rather than show a number.
+    not_metered: bool,
 }
 
 impl ContextMeter {
@@ -155,7 +158,15 @@ impl ContextMeter {
             samples: VecDeque::new(),
             compactions: Vec::new(),
             cap: None,
+            not_metered: false,
         }
+    }
+
+    /// For an agent that reports no usage per model call: no level acts,
+    /// and every reading says "not metered live".
+    pub fn not_metered_live(mut self, not_metered: bool) -> Self {
+        self.not_metered = not_metered;
+        self
     }
 
     /// Start from windows earlier results reported (see [`Self::known_windows`]).
@@ -360,6 +371,7 @@ impl ContextMeter {
             peak_percent: round1(self.peak_percent),
             rate_per_min: self.rate_per_min().map(|r| r.round()),
             eta_to_checkpoint_secs: self.eta_to_checkpoint().map(|d| d.as_secs()),
+            not_metered: self.not_metered,
         }
     }
 }
@@ -375,6 +387,10 @@ pub struct MeterReading {
     pub peak_percent: f64,
     pub rate_per_min: Option<f64>,
     pub eta_to_checkpoint_secs: Option<u64>,
+    /// The agent's kind is not metered live: the numbers are not its
+    /// context (absent: metered).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_metered: bool,
 }
 
 pub fn round1(x: f64) -> f64 {

@@ -10,8 +10,15 @@
 //!   decode.rs        Decoder (one per kind), LineDecoder, decode_line, decode_from: short lines parsed in place,
 //!                    long ones compacted while they stream past (≤ MAX_COMPACTED a line)
 //!   event.rs         StreamEvent and its parts: what ralph knows about a line
-//!   raw.rs           the wire shapes (serde), Lenient, classify, into_event
+//!   raw.rs           the wire shapes (serde), Lenient, ToolInput, classify, into_event
+//!   opencode.rs      OpencodeDecoder: `opencode run --format json` (usage per model step)
+//!   gemini.rs        GeminiDecoder: Gemini CLI's `-o stream-json` (no usage passed on)
 //! ```
+//!
+//! Every kind's decoder bounds its lines with the same `LineDecoder`
+//! (`push_with`), and yields the same events: the iteration machine never
+//! learns which CLI spoke. Tool names are translated into ralph's
+//! vocabulary (`Write`, `Edit`, `Bash`…) by each decoder.
 //!
 //! Pitfalls: a line that fails to decode is an `Invalid` event, never an
 //! error (the agent's output is not ours to trust); keep decoding pure so
@@ -20,8 +27,12 @@
 mod codex;
 mod decode;
 mod event;
+mod gemini;
+mod opencode;
 mod raw;
 
 pub use codex::{CodexDecoder, Control};
 pub use decode::*;
 pub use event::*;
+pub use gemini::GeminiDecoder;
+pub use opencode::OpencodeDecoder;

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::{claude, codex};
+use super::{claude, codex, gemini, opencode};
 pub use crate::config::AgentKind;
 use crate::stream::Decoder;
 
@@ -45,6 +45,9 @@ pub enum WindowFrom {
     ModelAndResult,
     /// Reported with the usage of every model call.
     Reported,
+    /// The model's name only (the CLI reports no window): set
+    /// `agent.context_window` for a model ralph does not know.
+    ModelName,
 }
 
 /// What a kind can do; the supervisor's checkpoint protocol follows them,
@@ -68,6 +71,8 @@ impl AgentKind {
         match self {
             AgentKind::Claude => "Claude Code",
             AgentKind::Codex => "Codex",
+            AgentKind::Opencode => "opencode",
+            AgentKind::Gemini => "Gemini CLI",
         }
     }
 
@@ -76,6 +81,8 @@ impl AgentKind {
         match self {
             AgentKind::Claude => claude::NOT_FOUND_HINT,
             AgentKind::Codex => codex::NOT_FOUND_HINT,
+            AgentKind::Opencode => opencode::NOT_FOUND_HINT,
+            AgentKind::Gemini => gemini::NOT_FOUND_HINT,
         }
     }
 
@@ -86,6 +93,7 @@ impl AgentKind {
             AgentKind::Codex => {
                 "sent as the first turn (`turn/start`) of a `codex app-server` thread"
             }
+            AgentKind::Opencode | AgentKind::Gemini => "written to stdin, which then closes",
         }
     }
 
@@ -105,6 +113,20 @@ impl AgentKind {
                 window: WindowFrom::Reported,
                 replay: true,
             },
+            AgentKind::Opencode => Capabilities {
+                metering: Metering::Live,
+                message: false,
+                stop: CleanStop::Sigint,
+                window: WindowFrom::ModelName,
+                replay: true,
+            },
+            AgentKind::Gemini => Capabilities {
+                metering: Metering::PerProcess,
+                message: false,
+                stop: CleanStop::Sigint,
+                window: WindowFrom::ModelName,
+                replay: true,
+            },
         }
     }
 
@@ -115,6 +137,19 @@ impl AgentKind {
         match self {
             AgentKind::Claude => claude::args(model),
             AgentKind::Codex => codex::args(),
+            AgentKind::Opencode => opencode::args(model),
+            AgentKind::Gemini => gemini::args(model),
+        }
+    }
+
+    /// The line written to stdin for a message (the prompt; the L1 nudge
+    /// and the L2 request for kinds that take them). Codex's messages go
+    /// through its app-server client instead.
+    pub(crate) fn message(self, text: &str) -> String {
+        match self {
+            AgentKind::Claude | AgentKind::Codex => claude::user_message(text),
+            // The prompt as it is; stdin closes after it.
+            AgentKind::Opencode | AgentKind::Gemini => text.to_string(),
         }
     }
 
@@ -124,11 +159,18 @@ impl AgentKind {
         match self {
             AgentKind::Claude => Decoder::claude(),
             AgentKind::Codex => Decoder::Codex(crate::stream::CodexDecoder::new()),
+            AgentKind::Opencode => Decoder::Opencode(crate::stream::OpencodeDecoder::new()),
+            AgentKind::Gemini => Decoder::Gemini(crate::stream::GeminiDecoder::new()),
         }
     }
 }
 
 impl Capabilities {
+    /// Usage of every model call as it happens: levels act mid-session.
+    pub fn metered_live(&self) -> bool {
+        self.metering == Metering::Live
+    }
+
     /// What they mean for a run, in one line (doctor, `--dry-run`).
     pub fn describe(&self) -> String {
         let meter = match self.metering {
@@ -147,6 +189,7 @@ impl Capabilities {
         let window = match self.window {
             WindowFrom::ModelAndResult => "window: model name, results",
             WindowFrom::Reported => "window: reported per call",
+            WindowFrom::ModelName => "window: model name or agent.context_window",
         };
         let replay = if self.replay {
             "replay after a crash"
@@ -183,5 +226,20 @@ mod tests {
         let c = AgentKind::Claude.capabilities();
         assert_eq!(c.metering, Metering::Live);
         assert!(c.message && c.replay);
+    }
+
+    #[test]
+    fn opencode_meters_live_without_messages_and_gemini_does_not_meter_live() {
+        let o = AgentKind::Opencode.capabilities();
+        assert_eq!((o.metering, o.message), (Metering::Live, false));
+        let g = AgentKind::Gemini.capabilities();
+        assert_eq!((g.metering, g.message), (Metering::PerProcess, false));
+        assert_eq!(
+            AgentKind::Opencode.args(Some("p/m")),
+            ["run", "--format", "json", "--model", "p/m"]
+        );
+        assert_eq!(AgentKind::Gemini.args(None), ["-o", "stream-json"]);
+        // The prompt as it is, on stdin.
+        assert_eq!(AgentKind::Gemini.message("Do it."), "Do it.");
     }
 }

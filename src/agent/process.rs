@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::stream::{self, StreamEvent};
 
-use super::{AgentKind, claude, codex};
+use super::{AgentKind, codex};
 
 // Their home is `procs`; the supervisor has always called them here.
 use crate::agent::procs::kill_group;
@@ -113,8 +113,8 @@ pub type Line = (StreamEvent, Instant);
 
 /// How ralph talks to the agent.
 enum Input {
-    /// Messages are lines on stdin (Claude Code's stream-json); `None`
-    /// once closed.
+    /// Messages are lines on stdin (Claude Code's stream-json; the plain
+    /// prompt of opencode and Gemini CLI); `None` once closed.
     Lines(Option<ChildStdin>),
     /// A protocol client that also answers the server (Codex's app-server),
     /// shared with the stdout reader.
@@ -122,6 +122,7 @@ enum Input {
 }
 
 pub struct Agent {
+    kind: AgentKind,
     child: Option<Child>,
     pub pid: i32,
     input: Input,
@@ -150,7 +151,7 @@ impl Agent {
         // A protocol kind's stdin is written from two threads (the reader
         // answers the server): a plain pipe behind the wire's lock.
         let rpc_pipe = match cmd.kind {
-            AgentKind::Claude => None,
+            AgentKind::Claude | AgentKind::Opencode | AgentKind::Gemini => None,
             AgentKind::Codex => Some(
                 std::io::pipe()
                     .map_err(|e| Error::wrap("cannot create a pipe for the agent", e))?,
@@ -162,6 +163,10 @@ impl Agent {
         }
         command
             .args(&cmd.args)
+            // PWD as a shell would set it: CLIs that take their project
+            // directory from $PWD (opencode) must not work in the
+            // directory ralph was started from (a subdirectory).
+            .env("PWD", cwd)
             .envs(&cmd.env)
             .current_dir(cwd)
             .stdin(match &rpc_pipe {
@@ -235,6 +240,7 @@ impl Agent {
             .map_err(|e| Error::wrap("cannot start the stderr reader", e))?;
         Ok((
             Agent {
+                kind: cmd.kind,
                 child: Some(child),
                 pid,
                 input,
@@ -253,7 +259,7 @@ impl Agent {
         match &mut self.input {
             Input::Lines(None) => false,
             Input::Lines(Some(stdin)) => {
-                let line = claude::user_message(text);
+                let line = self.kind.message(text);
                 stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
             }
             Input::Rpc(wire) => lock(wire).send(text),

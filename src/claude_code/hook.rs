@@ -94,6 +94,7 @@ fn moment(
             .map(|p| relative(root, p))
             .collect(),
         notes_path: None,
+        unasked: None,
         stash_before: None,
     }
 }

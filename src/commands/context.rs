@@ -65,6 +65,9 @@ pub struct ContextReport {
     pub iteration: u32,
     /// `current` is the reading of an iteration that is running now.
     pub live: bool,
+    /// The agent's kind reports its usage per model call; when it does not
+    /// (Gemini CLI), no reading is shown, only "not metered live".
+    pub metered_live: bool,
     /// The latest reading: of the live iteration, or the last one of the
     /// last iteration when none is running.
     pub current: Option<Reading>,
@@ -240,6 +243,7 @@ impl Watcher {
         let plan_item = Plan::load(&self.root.join(plan))
             .ok()
             .and_then(|p| p.current().map(|i| i.text.clone()));
+        let metered_live = config.agent.kind.capabilities().metered_live();
         let current = self.live.reading.clone();
         let occupancy = current.as_ref().filter(|_| live).map(|r| r.meter.tokens);
         let item = plan_item
@@ -261,11 +265,22 @@ impl Watcher {
             item,
             items: state.items.clone(),
             iterations,
-            recommendation: recommend(&phase, live, current.as_ref(), &thresholds),
+            recommendation: if metered_live || !live {
+                recommend(&phase, live, current.as_ref(), &thresholds)
+            } else {
+                Recommendation {
+                    code: "not_metered_live",
+                    message: format!(
+                        "{} reports its usage only when its run ends: the context is not metered live, no level acts mid-session; budgets, the breaker and handoffs at the iteration's end still do",
+                        config.agent.kind.product()
+                    ),
+                }
+            },
             run_id: (!state.run_id.is_empty()).then(|| state.run_id.clone()),
             iteration: state.iteration.max(self.live.started.unwrap_or(0)),
             phase,
             live,
+            metered_live,
             current,
             thresholds,
             plan_item,
@@ -353,6 +368,9 @@ impl Report for ContextReport {
             None => writeln!(out, "run       {headline}"),
         };
         match &self.current {
+            _ if !self.metered_live => {
+                let _ = writeln!(out, "context   not metered live");
+            }
             Some(r) => {
                 let m = &r.meter;
                 let _ = writeln!(
@@ -412,7 +430,7 @@ impl Report for ContextReport {
             out.push_str(&e.lines());
         }
         let _ = writeln!(out, "advice    {}", self.recommendation.message);
-        if self.history.is_empty() {
+        if self.history.is_empty() || !self.metered_live {
             return out;
         }
         let shown = &self.history[self.history.len().saturating_sub(HISTORY_ROWS)..];
@@ -526,6 +544,7 @@ mod tests {
                 peak_percent: percent,
                 rate_per_min: eta.map(|_| 1000.0),
                 eta_to_checkpoint_secs: eta,
+                not_metered: false,
             },
             meaning: level.meaning(),
             tool: None,
@@ -569,6 +588,29 @@ mod tests {
             supervisor_pid: None,
         };
         assert_eq!(recommend(&ended, false, Some(&r), &T).code, "not_running");
+    }
+
+    #[test]
+    fn an_agent_not_metered_live_shows_no_number() {
+        let report = |metered_live| ContextReport {
+            phase: live(),
+            run_id: Some("r".into()),
+            iteration: 2,
+            live: true,
+            metered_live,
+            current: Some(reading(0.0, Level::L0, None)),
+            thresholds: T,
+            plan_item: None,
+            item: None,
+            items: Vec::new(),
+            iterations: Vec::new(),
+            recommendation: recommend(&live(), true, None, &T),
+            history: vec![HistoryEntry::default()],
+        };
+        let text = report(false).human();
+        assert!(text.contains("context   not metered live"), "{text}");
+        assert!(!text.contains('%'), "no invented percentage: {text}");
+        assert!(report(true).human().contains("0.0%"));
     }
 
     #[test]

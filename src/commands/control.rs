@@ -125,6 +125,7 @@ pub fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<i32> {
         last_tools: Vec::new(),
         files_touched: Vec::new(),
         notes_path: None,
+        unasked: None,
         stash_before: None,
     })?;
     for w in &saved.warnings {

@@ -17,16 +17,27 @@ pub enum AgentKind {
     Claude,
     /// Codex (`codex app-server`).
     Codex,
+    /// opencode (`opencode run --format json`).
+    Opencode,
+    /// Gemini CLI (`gemini -o stream-json`).
+    Gemini,
 }
 
 impl AgentKind {
-    pub const ALL: [AgentKind; 2] = [AgentKind::Claude, AgentKind::Codex];
+    pub const ALL: [AgentKind; 4] = [
+        AgentKind::Claude,
+        AgentKind::Codex,
+        AgentKind::Opencode,
+        AgentKind::Gemini,
+    ];
 
     /// The name in `ralph.toml` and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
             AgentKind::Codex => "codex",
+            AgentKind::Opencode => "opencode",
+            AgentKind::Gemini => "gemini",
         }
     }
 
@@ -35,6 +46,8 @@ impl AgentKind {
         match self {
             AgentKind::Claude => "claude",
             AgentKind::Codex => "codex",
+            AgentKind::Opencode => "opencode",
+            AgentKind::Gemini => "gemini",
         }
     }
 }

@@ -285,7 +285,9 @@ pub fn status_line(
     elapsed: Duration,
 ) -> String {
     let mut s = format!("iter {iteration}");
-    if let Some(r) = reading {
+    if reading.is_some_and(|r| r.not_metered) {
+        s.push_str(" context not metered live");
+    } else if let Some(r) = reading {
         s.push_str(&format!(
             " {} {:.1}% {}/{} {}",
             bar(r.percent, 20),
@@ -470,6 +472,7 @@ mod tests {
             peak_percent: 85.0,
             rate_per_min: Some(4_100.0),
             eta_to_checkpoint_secs: Some(0),
+            not_metered: false,
         };
         let line = status_line(
             3,
@@ -481,6 +484,16 @@ mod tests {
             line,
             "iter 3 ▕█████████████████░░░▏ 85.0% 142k/167k L2 +4k/min · Write src/x.rs · 12m04s"
         );
+        // An agent that reports no usage per call: no number is shown.
+        let r = MeterReading {
+            tokens: 0,
+            percent: 0.0,
+            level: Level::L0,
+            not_metered: true,
+            ..r
+        };
+        let line = status_line(3, Some(&r), None, Duration::from_secs(5));
+        assert_eq!(line, "iter 3 context not metered live · 5s");
     }
 
     #[test]

@@ -83,6 +83,7 @@ pub const VARIABLES: [(&str, &[&str]); 3] = [
             "files_touched_more",
             "agent_notes",
             "notes_path",
+            "unasked",
             "git_available",
             "will_commit",
             "left_uncommitted",

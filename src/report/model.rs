@@ -75,6 +75,10 @@ pub struct IterationRow {
     pub peak_tokens: u64,
     /// The usable window (tokens) its readings are a percentage of.
     pub usable_tokens: u64,
+    /// Its agent was not metered live (Gemini CLI): `peak_percent` and the
+    /// readings are no measure of its context.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub not_metered: bool,
     /// Why ralph checkpointed it (`context`, `manual`, `budget`, …).
     pub trigger: Option<String>,
     pub level: Option<Level>,
@@ -280,6 +284,7 @@ pub fn build(
             } => {
                 let (row, at) = row_at(&mut rows, &starts, *iteration, ts);
                 row.usable_tokens = reading.usable;
+                row.not_metered |= reading.not_metered;
                 row.readings.push(Reading {
                     at,
                     tokens: reading.tokens,
@@ -648,6 +653,7 @@ mod tests {
                     peak_percent: 0.0,
                     rate_per_min: None,
                     eta_to_checkpoint_secs: None,
+                    not_metered: false,
                 },
                 tool: None,
             },

@@ -53,15 +53,23 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
     out.push('\n');
     let m = &r.metrics;
     let peaks: Vec<f64> = r.iterations.iter().map(|i| i.peak_percent).collect();
-    line(
-        &mut out,
-        "context peaks",
-        &peaks,
-        &format!(
-            "max {:.1}% · median {:.1}%",
-            m.peak_percent_max, m.peak_percent_median
-        ),
-    );
+    if !r.iterations.is_empty() && r.iterations.iter().all(|i| i.not_metered) {
+        let _ = writeln!(
+            out,
+            "{:<15}not metered live (the agent reports usage only when its run ends)",
+            "context peaks"
+        );
+    } else {
+        line(
+            &mut out,
+            "context peaks",
+            &peaks,
+            &format!(
+                "max {:.1}% · median {:.1}%",
+                m.peak_percent_max, m.peak_percent_median
+            ),
+        );
+    }
     let costs: Vec<f64> = r.iterations.iter().map(|i| i.cost_usd).collect();
     let per = money(r.cost_usd / r.iterations.len().max(1) as f64);
     let budget = r
@@ -153,12 +161,17 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         );
     }
     for i in &r.iterations[skip..] {
+        let peak = if i.not_metered {
+            "n/m".to_string()
+        } else {
+            format!("{:.1}%", i.peak_percent)
+        };
         let _ = writeln!(
             out,
-            "{:>4}  {:<22} {:>5.1}% {:>7} {:>7}  {}",
+            "{:>4}  {:<22} {:>6} {:>7} {:>7}  {}",
             i.iteration,
             fit_width(&i.outcome.to_string(), 22),
-            i.peak_percent,
+            peak,
             duration(i.seconds),
             money(i.cost_usd),
             fit_width(i.item.as_deref().unwrap_or("-"), 27)

@@ -7,6 +7,7 @@ use std::io::BufRead;
 use super::codex::{CodexDecoder, Control};
 use super::event::*;
 use super::raw::{RawLine, classify};
+use super::{GeminiDecoder, OpencodeDecoder};
 
 /// Decode one line held in memory.
 pub fn decode_line(line: &[u8]) -> StreamEvent {
@@ -39,6 +40,10 @@ pub enum Decoder {
     Claude(LineDecoder),
     /// `codex app-server`'s JSON-RPC messages.
     Codex(CodexDecoder),
+    /// opencode's `run --format json`.
+    Opencode(OpencodeDecoder),
+    /// Gemini CLI's `-o stream-json`.
+    Gemini(GeminiDecoder),
 }
 
 impl Decoder {
@@ -49,7 +54,7 @@ impl Decoder {
     /// What the last line means for the agent's wire (a protocol kind's).
     pub fn take_control(&mut self) -> Option<Control> {
         match self {
-            Decoder::Claude(_) => None,
+            Decoder::Claude(_) | Decoder::Opencode(_) | Decoder::Gemini(_) => None,
             Decoder::Codex(d) => d.take_control(),
         }
     }
@@ -60,6 +65,8 @@ impl Decoder {
         match self {
             Decoder::Claude(d) => d.push(bytes),
             Decoder::Codex(d) => d.push(bytes),
+            Decoder::Opencode(d) => d.push(bytes),
+            Decoder::Gemini(d) => d.push(bytes),
         }
     }
 
@@ -68,6 +75,8 @@ impl Decoder {
         match self {
             Decoder::Claude(d) => d.finish(),
             Decoder::Codex(d) => d.finish(),
+            Decoder::Opencode(d) => d.finish(),
+            Decoder::Gemini(d) => d.finish(),
         }
     }
 
@@ -207,27 +216,46 @@ impl LineDecoder {
     /// end of the current line; returns how many bytes were consumed and the
     /// decoded line if it ended there. Call again with the rest.
     pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+        self.push_with(bytes, decode_line)
+    }
+
+    /// End of input: the last line, if it had no newline.
+    pub fn finish(&mut self) -> Option<StreamEvent> {
+        self.finish_with(decode_line)
+    }
+
+    /// [`Self::push`] with another kind's line decoder: lines are bounded
+    /// the same way (strings other than `text`/`result` cut to 4 KiB), then
+    /// `decode` reads the line or its compacted form.
+    pub(crate) fn push_with(
+        &mut self,
+        bytes: &[u8],
+        mut decode: impl FnMut(&[u8]) -> StreamEvent,
+    ) -> (usize, Option<StreamEvent>) {
         if self.seen == 0 {
             let direct = &bytes[..bytes.len().min(DIRECT_LINE + 1)];
             if let Some(end) = memchr::memchr(b'\n', direct) {
-                return (end + 1, Some(decode_line(&bytes[..end])));
+                return (end + 1, Some(decode(&bytes[..end])));
             }
         }
         let (used, ended) = self.scan(bytes);
         self.seen += used as u64;
         if ended {
-            (used, Some(self.end_line()))
+            (used, Some(self.end_line(decode)))
         } else {
             (used, None)
         }
     }
 
-    /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
-        (self.seen > 0).then(|| self.end_line())
+    /// [`Self::finish`] with another kind's line decoder.
+    pub(crate) fn finish_with(
+        &mut self,
+        decode: impl FnMut(&[u8]) -> StreamEvent,
+    ) -> Option<StreamEvent> {
+        (self.seen > 0).then(|| self.end_line(decode))
     }
 
-    fn end_line(&mut self) -> StreamEvent {
+    fn end_line(&mut self, mut decode: impl FnMut(&[u8]) -> StreamEvent) -> StreamEvent {
         let event = if self.overflow {
             StreamEvent::Invalid {
                 reason: format!(
@@ -237,7 +265,7 @@ impl LineDecoder {
                 ),
             }
         } else {
-            decode_line(&self.kept)
+            decode(&self.kept)
         };
         self.kept.clear();
         if self.kept.capacity() > 2 * LONG_STRING {
@@ -518,6 +546,23 @@ fn is_high_surrogate_escape(esc: &[u8]) -> bool {
         && esc[1] == b'u'
         && matches!(esc[2], b'd' | b'D')
         && matches!(esc[3], b'8' | b'9' | b'a' | b'b' | b'A' | b'B')
+}
+
+/// One line of a kind other than Claude Code, read into `T`; an empty
+/// line, or one that is not a JSON object of that shape, is
+/// [`StreamEvent::Invalid`] for the reason returned.
+pub(crate) fn parse_object<'a, T: serde::Deserialize<'a>>(line: &'a [u8]) -> Result<T, String> {
+    let line = trim_line(line);
+    if line.is_empty() {
+        return Err("empty line".into());
+    }
+    serde_json::from_slice(line).map_err(|e| {
+        if line.first() == Some(&b'{') {
+            format!("unexpected JSON: {e}")
+        } else {
+            "not a JSON object".into()
+        }
+    })
 }
 
 fn trim_line(line: &[u8]) -> &[u8] {

@@ -75,12 +75,16 @@ struct RawBlock {
     text: Option<String>,
     id: Option<String>,
     name: Option<String>,
-    input: Option<RawToolInput>,
+    input: Option<ToolInput>,
 }
 
+/// A tool call's input, as every kind's decoder reads it: the file it works
+/// on, a command or a description. Claude Code, Gemini CLI (`file_path`)
+/// and opencode (`filePath`) name the file differently.
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct RawToolInput {
+pub(super) struct ToolInput {
+    #[serde(alias = "filePath")]
     file_path: Option<Lenient>,
     notebook_path: Option<Lenient>,
     path: Option<Lenient>,
@@ -233,6 +237,25 @@ impl<'de> Deserialize<'de> for Lenient {
     }
 }
 
+impl ToolInput {
+    /// The file the tool works on, if any.
+    pub(super) fn path(&self) -> Option<String> {
+        [&self.file_path, &self.notebook_path, &self.path]
+            .into_iter()
+            .flatten()
+            .find_map(|l| l.0.clone())
+    }
+
+    /// A command or a short description, cut to a reportable length.
+    pub(super) fn summary(&self) -> Option<String> {
+        [&self.command, &self.description, &self.pattern]
+            .into_iter()
+            .flatten()
+            .find_map(|l| l.0.clone())
+            .map(|t| cut_bytes(t, SUMMARY_LEN))
+    }
+}
+
 impl Lenient {
     fn text(self) -> Option<String> {
         self.0
@@ -307,20 +330,11 @@ impl RawLine {
                         "text" => text.extend(block.text),
                         _ => {
                             let input = block.input.unwrap_or_default();
-                            let path = [input.file_path, input.notebook_path, input.path]
-                                .into_iter()
-                                .flatten()
-                                .find_map(Lenient::text);
-                            let summary = [input.command, input.description, input.pattern]
-                                .into_iter()
-                                .flatten()
-                                .find_map(Lenient::text)
-                                .map(|t| cut_bytes(t, SUMMARY_LEN));
                             tool_calls.push(ToolCall {
                                 id: block.id.unwrap_or_default(),
                                 name: block.name.unwrap_or_default(),
-                                path,
-                                summary,
+                                path: input.path(),
+                                summary: input.summary(),
                             });
                         }
                     }

@@ -401,6 +401,7 @@ pub(super) fn moment(
         last_tools: facts.tool_calls.clone(),
         files_touched: facts.files_touched.clone(),
         notes_path: facts.notes_path.clone(),
+        unasked: None,
         stash_before: facts.stash_before.clone(),
     }
 }

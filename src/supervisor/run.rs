@@ -431,8 +431,12 @@ impl Supervisor {
         let _ = self.lock.set_agent(Some(agent.pid));
         let exited = driver::watch_exit(&mut agent);
         // The prompt is the first user message; the resume block has now
-        // been handed over.
+        // been handed over. A kind that takes no message mid-session reads
+        // its prompt up to the end of stdin.
         agent.send(&prompt_text).await;
+        if !self.config.agent.kind.capabilities().message {
+            agent.close_stdin();
+        }
         if self.state.context_checkpoint.active {
             self.state.context_checkpoint.active = false;
             self.save();
@@ -539,7 +543,14 @@ impl Supervisor {
     pub(super) fn save_checkpoint(&mut self, facts: &Facts, mark: CheckpointMark) {
         self.tree_touched();
         let reserve = self.config.agent.reserve_tokens;
-        let moment = record::moment(&self.state, facts, mark, reserve);
+        let mut moment = record::moment(&self.state, facts, mark, reserve);
+        let kind = self.config.agent.kind;
+        if moment.notes_path.is_none() && !kind.capabilities().message {
+            moment.unasked = Some(format!(
+                "{} takes no message mid-session, so none could be asked for: this handoff was written from the transcript and the work tree.",
+                kind.product()
+            ));
+        }
         // Recorded in the lock: should ralph die inside the commit, the next
         // run knows that git's lock files are its own (state::LockInfo).
         let _ = self.lock.set_committing(true);

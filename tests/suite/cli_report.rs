@@ -34,6 +34,7 @@ fn reading(tokens: u64, level: Level, rate: Option<f64>, eta: Option<u64>) -> Me
         peak_percent: percent,
         rate_per_min: rate,
         eta_to_checkpoint_secs: eta,
+        not_metered: false,
     }
 }
 

@@ -6,13 +6,16 @@
 //! Run one subject with a filter: `cargo test --test suite e2e_safety::`.
 //! The real-CLI suites are `cargo test --test suite real_claude` (both
 //! `real_claude::` and `real_claude_hooks::`; skipped without the CLI, see
-//! `real_claude.rs`) and `cargo test --test suite real_codex` (the real
-//! Codex CLI against a mock Responses API; `real_codex.rs`). Snapshots live in `snapshots/`, named
+//! `real_claude.rs`), `cargo test --test suite real_codex` (the real
+//! Codex CLI against a mock Responses API; `real_codex.rs`), and
+//! `real_opencode::` and `real_gemini::` (those CLIs against the mocks in
+//! `agent_mock/`). Snapshots live in `snapshots/`, named
 //! `suite__<module>__<name>.snap`.
 //!
 //! Not here: `tests/bench_smoke.rs`, a `harness = false` binary that runs
 //! the benchmark suite and is also that suite's helper process.
 
+mod agent_mock;
 mod common;
 
 mod architecture;
@@ -40,6 +43,8 @@ mod prompt_budget;
 mod real_claude;
 mod real_claude_hooks;
 mod real_codex;
+mod real_gemini;
+mod real_opencode;
 mod reliability;
 mod sim_protocol;
 mod token_estimate;

@@ -495,6 +495,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
                         peak_percent: tokens as f64 / 1670.0,
                         rate_per_min: None,
                         eta_to_checkpoint_secs: None,
+                        not_metered: false,
                     },
                     tool: Some("Edit".into()),
                 },

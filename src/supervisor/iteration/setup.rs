@@ -61,7 +61,11 @@ impl IterationLimits {
 /// The meter for the next agent: the configured window, and what earlier
 /// results told about the model's.
 pub(in crate::supervisor) fn meter(config: &Config, state: &RunState) -> ContextMeter {
-    let mut meter = config.meter().with_known_windows(&state.known_windows);
+    let per_process = !config.agent.kind.capabilities().metered_live();
+    let mut meter = config
+        .meter()
+        .with_known_windows(&state.known_windows)
+        .not_metered_live(per_process);
     if let Some(m) = &config.agent.model {
         meter.set_model(m);
     }

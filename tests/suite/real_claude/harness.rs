@@ -225,24 +225,33 @@ env = {{ IS_SANDBOX = "1", ANTHROPIC_BASE_URL = "@API_URL@", {auth}, CLAUDE_CODE
         setup: &Setup,
         agent: impl FnOnce(&str, &str) -> String,
     ) -> Project {
+        let command = shlex::try_quote(cli.path.to_str().expect("a UTF-8 path"))
+            .expect("a quotable path")
+            .into_owned();
+        let what = format!("{product} {} ({})", cli.version, cli.path.display());
+        Project::for_agent(name, &what, setup, |_, home| {
+            agent(&toml_str(&command), &toml_str(home.to_str().unwrap()))
+        })
+    }
+
+    /// The same for any agent: `agent(root, home)` gives the body of
+    /// `[agent]` (`@API_URL@` stands for the mock's address).
+    pub fn for_agent(
+        name: &str,
+        what: &str,
+        setup: &Setup,
+        agent: impl FnOnce(&Path, &Path) -> String,
+    ) -> Project {
         let dir = tempfile::Builder::new()
             .prefix(&format!("ralph-e2e-{name}-"))
             .tempdir()
             .expect("temp dir");
-        eprintln!(
-            "{name}: {product} {} ({}) in {}",
-            cli.version,
-            cli.path.display(),
-            dir.path().display()
-        );
+        eprintln!("{name}: {what} in {}", dir.path().display());
         let root = dir.path().join("repo");
         let home = dir.path().join("home");
         std::fs::create_dir_all(&root).unwrap();
         std::fs::create_dir_all(&home).unwrap();
-        let command = shlex::try_quote(cli.path.to_str().expect("a UTF-8 path"))
-            .expect("a quotable path")
-            .into_owned();
-        let agent = agent(&toml_str(&command), &toml_str(home.to_str().unwrap()));
+        let agent = agent(&root, &home);
         let config = format!(
             r#"plan = "fix_plan.md"
 
@@ -262,12 +271,12 @@ cooldown = "1m"
 {breaker}
 {extra}
 "#,
-            extra = setup.extra,
             max = setup.max_iterations,
             idle = setup.idle_timeout,
             iter = setup.iteration_timeout,
             grace = setup.grace,
             breaker = setup.breaker,
+            extra = setup.extra,
         );
         let p = Project {
             root,
@@ -296,15 +305,19 @@ cooldown = "1m"
 
     /// Point `ralph.toml` at a started mock and make the first commit.
     pub fn point_at(&self, api: MockApi) -> MockApi {
-        let url = api.url();
+        self.configure(&api.url());
+        api
+    }
+
+    /// Write `ralph.toml` for the mock at `url` and make the first commit.
+    pub fn configure(&self, url: &str) {
         std::fs::write(
             self.root.join("ralph.toml"),
-            self.config.replace("@API_URL@", &url),
+            self.config.replace("@API_URL@", url),
         )
         .unwrap();
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "-m", "initial"]);
-        api
     }
 
     /// Absolute path of a file in the repository, as the CLI's tools want it.

@@ -1,0 +1,18 @@
+//! opencode: `opencode run --format json [--model provider/model]`, the
+//! prompt on stdin (read to its end, so stdin closes after it: no message
+//! mid-session). Its output decodes with `stream::OpencodeDecoder`, usage
+//! per model step. A session can be continued by id (`run --session ID`),
+//! which the decoder learns from the first line.
+
+/// What to do when the `opencode` program is not found.
+pub const NOT_FOUND_HINT: &str = "install opencode (`npm install -g opencode-ai`), or set agent.command in ralph.toml to the agent to run";
+
+/// ralph's own arguments; `model` is opencode's `provider/model`.
+pub(crate) fn args(model: Option<&str>) -> Vec<String> {
+    let mut args: Vec<String> = ["run", "--format", "json"].map(String::from).into();
+    if let Some(model) = model {
+        args.push("--model".into());
+        args.push(model.to_string());
+    }
+    args
+}
