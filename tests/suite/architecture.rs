@@ -20,10 +20,24 @@ use std::path::{Path, PathBuf};
 /// thing, and one that holds one thing is listed below with its reason.
 const MAX_LINES: usize = 600;
 /// Files allowed to be longer, each with the reason.
-const SIZE_EXCEPTIONS: [(&str, &str); 1] = [(
-    "crates/ralph-sim/src/player.rs",
-    "the simulator's interpreter: one match over step kinds reads best whole",
-)];
+const SIZE_EXCEPTIONS: [(&str, &str); 4] = [
+    (
+        "crates/ralph-sim/src/player.rs",
+        "the simulator's interpreter: one match over step kinds reads best whole",
+    ),
+    (
+        "src/config/schema.rs",
+        "the ralph.toml schema: one struct per section, each beside its defaults",
+    ),
+    (
+        "src/commands/doctor.rs",
+        "doctor's checks in the order it prints them, one function each",
+    ),
+    (
+        "src/supervisor/run.rs",
+        "the Supervisor's body: the loop between iterations and how a Next is applied",
+    ),
+];
 /// Words in a file's `//!` that say it exists to keep another file short:
 /// such an "extension file" splits one thing by size, not by role.
 const EXTENSION_MARKS: [&str; 4] = ["600 lines", "line limit", "for room", "to stay under"];
