@@ -260,6 +260,11 @@ fn replace_in_context<'t>(context: &Regex, text: &'t str, label: &str, keep: &st
 ///
 /// A line is written once it is complete (or at [`Self::finish`]). With no
 /// secret known, chunks pass through untouched and uncopied.
+/// Most bytes of one unfinished line held for redaction inside its JSON
+/// strings; a longer line is redacted as plain text (as stream decoding
+/// bounds a line at 4 MiB too).
+const LINE_HOLD: usize = 4 << 20;
+
 #[derive(Default)]
 pub struct StreamRedactor {
     /// The secrets known when the stream began.
@@ -324,6 +329,13 @@ impl StreamRedactor {
             done = end;
         }
         self.line.drain(..done);
+        // A line is held whole only up to the decoder's own bound; past it
+        // the line goes on as plain text, so memory stays bounded whatever
+        // the agent prints on one line.
+        if self.line.len() > LINE_HOLD {
+            let line = std::mem::take(&mut self.line);
+            self.take_line(&line);
+        }
         &self.out
     }
 
@@ -802,6 +814,28 @@ mod tests {
             ),
             "Authorization: bearer [redacted]"
         );
+    }
+
+    #[test]
+    fn a_line_longer_than_the_hold_is_not_buffered_whole() {
+        let known = known_of(&[("API_KEY", "sk-0123456789")]);
+        let mut r = StreamRedactor::of(&known);
+        r.json = true;
+        let mut chunk = vec![b'a'; 64 << 10];
+        chunk[100..113].copy_from_slice(b"sk-0123456789");
+        let mut out = Vec::new();
+        let mut most = 0;
+        for _ in 0..(16 << 20) / chunk.len() {
+            out.extend_from_slice(r.feed(&chunk));
+            most = most.max(r.line.len() + r.held.len());
+        }
+        out.extend_from_slice(r.finish());
+        assert!(most <= LINE_HOLD + chunk.len(), "held {most} bytes");
+        assert_eq!(
+            out.len(),
+            256 * (64 << 10) - 256 * 13 + 256 * b"[redacted API_KEY]".len()
+        );
+        assert!(!out.windows(13).any(|w| w == b"sk-0123456789"));
     }
 
     /// Issue 22: `MY_TOKEN=assistant` rewrote `"type":"assistant"` in the
