@@ -357,7 +357,10 @@ mod tests {
     fn after_names_units_by_the_start_of_their_text() {
         let plan = "- [ ] Set up the database\n- [ ] Build the API (after: set up)\n- [ ] Docs (after: Build the API; Set up the database)\n- [ ] Alone\n";
         let u = units(plan).unwrap();
-        assert_eq!(keys(&u), ["Set up the database", "Build the API", "Docs", "Alone"]);
+        assert_eq!(
+            keys(&u),
+            ["Set up the database", "Build the API", "Docs", "Alone"]
+        );
         assert_eq!(u[1].after, [0]);
         assert_eq!(u[2].after, [1, 0]);
         let none = BTreeSet::new();
@@ -382,10 +385,7 @@ mod tests {
         assert_eq!(u[2].after, [1]);
         assert_eq!(u[3].after, [2]);
         assert!(u[4].after.is_empty() && u[5].after.is_empty());
-        assert_eq!(
-            ready(&u, &BTreeSet::new(), &BTreeSet::new()),
-            [0, 1, 4, 5]
-        );
+        assert_eq!(ready(&u, &BTreeSet::new(), &BTreeSet::new()), [0, 1, 4, 5]);
     }
 
     #[test]
@@ -393,7 +393,11 @@ mod tests {
         for (plan, item, why) in [
             ("- [ ] a (after: zzz)\n", "a", "names no item"),
             ("- [ ] a (after: a)\n", "a", "names itself"),
-            ("- [ ] ab\n- [ ] ac\n- [ ] d (after: a)\n", "d", "matches 2 items"),
+            (
+                "- [ ] ab\n- [ ] ac\n- [ ] d (after: a)\n",
+                "d",
+                "matches 2 items",
+            ),
             ("- [ ] a (after: b)\n- [ ] b (after: a)\n", "a", "cycle"),
         ] {
             let err = units(plan).unwrap_err();

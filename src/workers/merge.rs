@@ -73,7 +73,8 @@ pub fn merge(repo: &Repository, req: &MergeRequest<'_>) -> Result<Merged> {
         theirs
     } else {
         let (ours_c, theirs_c) = (
-            repo.find_commit(ours).map_err(git_err("cannot read a commit"))?,
+            repo.find_commit(ours)
+                .map_err(git_err("cannot read a commit"))?,
             repo.find_commit(theirs)
                 .map_err(git_err("cannot read a commit"))?,
         );
@@ -88,7 +89,9 @@ pub fn merge(repo: &Repository, req: &MergeRequest<'_>) -> Result<Merged> {
         let tree = index
             .write_tree_to(repo)
             .map_err(git_err("cannot write the merged tree"))?;
-        let tree = repo.find_tree(tree).map_err(git_err("cannot read a tree"))?;
+        let tree = repo
+            .find_tree(tree)
+            .map_err(git_err("cannot read a tree"))?;
         let (author, committer) =
             crate::repo::identities(repo).map_err(git_err("cannot name the committer"))?;
         repo.commit(
@@ -105,7 +108,10 @@ pub fn merge(repo: &Repository, req: &MergeRequest<'_>) -> Result<Merged> {
         req.backup_ref,
         ours,
         true,
-        &format!("ralph: {} before merging {}", req.run_branch, req.worker_branch),
+        &format!(
+            "ralph: {} before merging {}",
+            req.run_branch, req.worker_branch
+        ),
     )
     .map_err(git_err("cannot write the backup ref"))?;
     if checked_out(repo, &run_ref)
@@ -120,7 +126,9 @@ pub fn merge(repo: &Repository, req: &MergeRequest<'_>) -> Result<Merged> {
         ours,
         &format!("ralph: merge {}", req.worker_branch),
     )
-    .map_err(git_err("cannot move the run branch (did something else move it?)"))?;
+    .map_err(git_err(
+        "cannot move the run branch (did something else move it?)",
+    ))?;
     Ok(if fast_forward {
         Merged::FastForward {
             from: ours.to_string(),
@@ -259,7 +267,10 @@ mod tests {
         );
         assert_eq!(tip(&repo, "main"), work);
         assert_eq!(repo.refname_to_id("refs/ralph/merges/r/1").unwrap(), before);
-        assert_eq!(std::fs::read_to_string(dir.path().join("b.txt")).unwrap(), "b\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+            "b\n"
+        );
         assert!(repo.statuses(None).unwrap().is_empty(), "work tree clean");
         // Again: nothing to do.
         let again = merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/2")).unwrap();
@@ -293,8 +304,18 @@ mod tests {
     fn a_conflict_writes_nothing_and_keeps_the_worker_branch() {
         let (dir, repo) = repo();
         let holder = tempfile::tempdir().unwrap();
-        on_branch(&repo, holder.path(), "ralph/r/w1", &[("a.txt", "one\nTWO by w1\nthree\n")]);
-        let w2 = on_branch(&repo, holder.path(), "ralph/r/w2", &[("a.txt", "one\n2 by w2\nthree\n")]);
+        on_branch(
+            &repo,
+            holder.path(),
+            "ralph/r/w1",
+            &[("a.txt", "one\nTWO by w1\nthree\n")],
+        );
+        let w2 = on_branch(
+            &repo,
+            holder.path(),
+            "ralph/r/w2",
+            &[("a.txt", "one\n2 by w2\nthree\n")],
+        );
         merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/1")).unwrap();
         let before = tip(&repo, "main");
         let got = merge(&repo, &request("ralph/r/w2", "refs/ralph/merges/r/2")).unwrap();
@@ -318,7 +339,12 @@ mod tests {
     fn the_users_files_in_the_way_block_the_merge_and_are_kept() {
         let (dir, repo) = repo();
         let holder = tempfile::tempdir().unwrap();
-        on_branch(&repo, holder.path(), "ralph/r/w1", &[("b.txt", "b\n"), ("a.txt", "one\ntwo\nthree\nfour\n")]);
+        on_branch(
+            &repo,
+            holder.path(),
+            "ralph/r/w1",
+            &[("b.txt", "b\n"), ("a.txt", "one\ntwo\nthree\nfour\n")],
+        );
         let before = tip(&repo, "main");
         // An untracked file where the branch adds one; an edit where it edits.
         std::fs::write(dir.path().join("b.txt"), "the user's\n").unwrap();
