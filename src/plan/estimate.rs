@@ -126,21 +126,15 @@ pub struct Inputs<'a> {
     pub usable: u64,
 }
 
-/// The history without its corrupt samples, each capped at
-/// [`SAMPLE_WINDOWS`] usable windows (its estimate too).
-pub fn sound(history: &[Sample], usable: u64) -> Vec<Sample> {
+/// A sample as the estimates count it: `(tokens, estimate)` each capped
+/// at [`SAMPLE_WINDOWS`] usable windows; `None` when it is corrupt (0
+/// tokens, or above [`CORRUPT_WINDOWS`]).
+pub fn sound(s: &Sample, usable: u64) -> Option<(u64, Option<u64>)> {
     let cap = usable.max(1).saturating_mul(SAMPLE_WINDOWS);
     let corrupt = usable.max(1).saturating_mul(CORRUPT_WINDOWS);
     let ok = |t: u64| t > 0 && t <= corrupt;
-    history
-        .iter()
-        .filter(|s| ok(s.tokens) && s.estimate.is_none_or(ok))
-        .map(|s| Sample {
-            item: s.item.clone(),
-            tokens: s.tokens.min(cap),
-            estimate: s.estimate.map(|e| e.min(cap)),
-        })
-        .collect()
+    (ok(s.tokens) && s.estimate.is_none_or(ok))
+        .then(|| (s.tokens.min(cap), s.estimate.map(|e| e.min(cap))))
 }
 
 /// The weighted median of `(value, weight)`: the value at which half the
@@ -164,17 +158,19 @@ fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
 
 pub fn estimate(inputs: &Inputs) -> Estimate {
     let words = words(inputs.item);
-    let history = sound(inputs.history, inputs.usable);
     let mut weighted = Vec::new();
     let mut costs = Vec::new();
-    for s in &history {
+    for s in inputs.history {
+        let Some((tokens, _)) = sound(s, inputs.usable) else {
+            continue;
+        };
         let sim = similarity(&words, &self::words(&s.item));
         if sim >= SIMILAR {
-            weighted.push((s.tokens as f64, sim));
-            costs.push(s.tokens as f64);
+            weighted.push((tokens as f64, sim));
+            costs.push(tokens as f64);
         }
     }
-    let correction = correction(&history);
+    let correction = correction(inputs.history, inputs.usable);
     let named_tokens = inputs.named_bytes.div_ceil(BYTES_PER_TOKEN);
     if !costs.is_empty() {
         return Estimate {
@@ -217,14 +213,14 @@ fn confidence_of(costs: &[f64]) -> Confidence {
 
 /// The median of actual ÷ estimated over the recent items that had an
 /// estimate (EST-004), once there are [`CORRECTION_MIN`] of them: if items
-/// keep costing twice what was guessed, the next guess doubles. `history`
-/// is [`sound`] already.
-pub fn correction(history: &[Sample]) -> f64 {
+/// keep costing twice what was guessed, the next guess doubles. Only
+/// [`sound`] samples count.
+pub fn correction(history: &[Sample], usable: u64) -> f64 {
     let mut ratios: Vec<f64> = history
         .iter()
         .rev()
-        .filter_map(|s| match s.estimate {
-            Some(e) if e > 0 => Some(s.tokens as f64 / e as f64),
+        .filter_map(|s| match sound(s, usable)? {
+            (tokens, Some(e)) => Some(tokens as f64 / e as f64),
             _ => None,
         })
         .take(CORRECTION_WINDOW)
@@ -439,7 +435,7 @@ mod tests {
             ),
         ];
         for (history, corr, tokens) in table {
-            assert_eq!(correction(&history), corr, "{history:?}");
+            assert_eq!(correction(&history, 160_000), corr, "{history:?}");
             assert_eq!(
                 est("unrelated work", &history, 0).tokens,
                 tokens,
@@ -466,9 +462,9 @@ mod tests {
         corrupt.push(s("add csv parser empty", 0, Some(20_000)));
         assert_eq!(est("add csv parser tests", &corrupt, 0), e);
         // The cap: one sample of 1.5M counts as two windows at most.
-        let capped = sound(&history, 160_000);
-        assert_eq!(capped.last().unwrap().tokens, 320_000);
-        assert_eq!(sound(&corrupt, 160_000).len(), history.len());
+        let sound = |s: &Sample| sound(s, 160_000);
+        assert_eq!(sound(history.last().unwrap()), Some((320_000, None)));
+        assert_eq!(corrupt.iter().filter_map(sound).count(), history.len());
     }
 
     #[test]
