@@ -411,6 +411,16 @@ fn operation_in_progress(state: RepositoryState) -> Option<(&'static str, &'stat
     })
 }
 
+/// (author, committer) of a commit ralph makes in `git` other than a WIP
+/// commit (a worker branch's merge, the coordinator's plan commit), by the
+/// same rules as the WIP commit's.
+pub fn identities(
+    git: &Repository,
+) -> std::result::Result<(Signature<'static>, Signature<'static>), git2::Error> {
+    let ids = signature(&git.config()?, |key| std::env::var(key).ok())?;
+    Ok((ids.author, ids.committer))
+}
+
 struct Identities {
     author: Signature<'static>,
     committer: Signature<'static>,
