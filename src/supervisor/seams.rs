@@ -88,7 +88,7 @@ impl Supervisor {
             let event = Event::ShardSuggested {
                 iteration: number,
                 item: r.item.clone(),
-                reason: r.reason.name().into(),
+                reason: r.reason,
                 estimate: r.estimate,
                 percent: r.percent,
             };

@@ -33,7 +33,7 @@ impl Supervisor {
         let waiting = Event::LimitWait {
             until: until.to_string(),
             seconds: wait.as_secs(),
-            source: hit.source.into(),
+            source: hit.source,
             detail: hit.detail.clone(),
         };
         self.publish(waiting, None);
