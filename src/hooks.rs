@@ -17,11 +17,10 @@
 //! Pitfalls: values are passed in the environment, never interpolated into
 //! the command; the loop waits for hooks except `on_level`.
 
-mod point;
+pub(crate) mod point;
 pub(crate) mod process;
 mod runner;
 pub(crate) mod verify;
 
-pub use point::Point;
 pub use process::watch_interrupts;
 pub use runner::*;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Level, MeterReading};
 use crate::error::{Error, Result};
-use crate::hooks;
+use crate::hooks::point::Point;
 use crate::plan::items::ShardReason;
 use crate::rules::breaker;
 use crate::rules::limits::LimitSource;
@@ -128,7 +128,7 @@ pub enum Event {
         reference: String,
     },
     Hook {
-        hook: hooks::Point,
+        hook: Point,
         command: String,
         ok: bool,
         detail: String,
@@ -540,7 +540,6 @@ mod tests {
             cost_usd: 0.0,
             report: None,
         };
-        use crate::hooks::Point;
         for (event, field, text) in [
             (snapshot(SnapshotReason::Interval), "reason", "interval"),
             (snapshot(SnapshotReason::Stop), "reason", "stop"),

@@ -353,6 +353,8 @@ impl Supervisor {
             crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
+            // A `| tee ralph.log` that opened its file after ralph started.
+            repo::remember_output_files();
             let plan_before = self.plan();
             let snap_before = match self.reuse_snapshot.take() {
                 Some(s) => Some(s),
