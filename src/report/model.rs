@@ -39,6 +39,9 @@ pub struct RunReport {
     pub breaker: Vec<BreakerChange>,
     /// The runs of the `[verify]` commands, oldest first.
     pub verify: Vec<super::story::VerifyRow>,
+    /// What changed overnight: the start commit, the agent's own commits,
+    /// the diffstat since the start (read from git by `story::read_git`).
+    pub story: super::story::Story,
     pub metrics: Metrics,
     /// The subscription's windows as the agent last reported them (the
     /// quota guard); empty when it reported none.
@@ -86,6 +89,15 @@ pub struct IterationRow {
     pub commit: Option<String>,
     /// The handoff it resumed from.
     pub resumed_from: Option<String>,
+    /// The agent CLI's session id, and the command that reopens it.
+    pub session_id: Option<String>,
+    pub resume_command: Option<String>,
+    /// HEAD when it ended.
+    pub head: Option<String>,
+    /// The commits the agent made in it (not ralph's WIP commits), and the
+    /// diffstat of what it committed (its checkpoint's WIP commit included).
+    pub agent_commits: Vec<crate::repo::CommitLine>,
+    pub diffstat: Option<crate::repo::DiffStat>,
     pub readings: Vec<Reading>,
     pub marks: Vec<Mark>,
 }
@@ -236,6 +248,11 @@ pub fn build(
         waits: Vec::new(),
         breaker: Vec::new(),
         verify: Vec::new(),
+        story: super::story::Story {
+            start_commit: state.and_then(|s| s.start_commit.clone()),
+            end_commit: state.and_then(|s| s.end_commit.clone()),
+            ..Default::default()
+        },
         metrics: Metrics::default(),
         quota: Vec::new(),
     };
@@ -469,6 +486,8 @@ fn merge_state(report: &mut RunReport, rows: &mut BTreeMap<u32, IterationRow>, s
         if row.commit.is_none() {
             row.commit.clone_from(&h.commit);
         }
+        row.session_id.clone_from(&h.session_id);
+        row.head.clone_from(&h.head);
     }
     for h in &s.context_history {
         let row = row(rows, h.iteration);

@@ -327,6 +327,8 @@ pub(super) fn iteration(
                 .sum()
         }),
         split: items.is_some_and(|o| o.split),
+        session_id: facts.session_id.clone(),
+        head: None,
     });
     events.push(Event::IterationEnded {
         iteration: facts.number,
