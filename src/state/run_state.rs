@@ -363,6 +363,9 @@ pub struct RunState {
     pub start_commit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_commit: Option<String>,
+    /// When the run ended (RFC 3339); none while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
 }
 
 impl Default for RunState {
@@ -405,6 +408,7 @@ impl Default for RunState {
             verify_failures: 0,
             start_commit: None,
             end_commit: None,
+            ended_at: None,
         }
     }
 }

@@ -363,6 +363,7 @@ pub(super) fn start(
     let dead = dead_iteration(state);
     state.status = RunStatus::Running;
     state.exit_reason = None;
+    state.ended_at = None;
     state.supervisor_pid = Some(std::process::id());
     state.max_iterations = max_iterations;
     state.plan = config.plan.display().to_string();

@@ -324,6 +324,7 @@ impl Supervisor {
 
     pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
         self.state.end_commit = self.head();
+        self.state.ended_at = Some(jiff::Timestamp::now().to_string());
         self.state.status = status;
         self.state.exit_reason = Some(reason.clone());
         self.state.waiting_until = None;

@@ -30,6 +30,7 @@ mod e2e_items;
 mod e2e_loop;
 mod e2e_notify;
 mod e2e_quota;
+mod e2e_resume;
 mod e2e_safety;
 mod e2e_safety_net;
 mod e2e_sandbox;
