@@ -76,7 +76,7 @@ pub fn read_git(r: &mut RunReport, root: &std::path::Path, kind: AgentKind) {
                 .map(|c| c.id),
         );
     }
-    let mine = |c: &CommitLine| ralph.iter().any(|id| *id == c.id);
+    let mine = |c: &CommitLine| ralph.contains(&c.id);
     let all = repo.commits_between(&start, &end).unwrap_or_default();
     r.story.ralph_commits = all.iter().filter(|c| mine(c)).count();
     r.story.agent_commits = all.into_iter().filter(|c| !mine(c)).collect();
