@@ -177,7 +177,7 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
     }
     out.push_str("</section></div>\n");
 
-    super::story::changes_html(out, r);
+    super::changes::changes_html(out, r);
     super::story::verify_html(out, &r.verify);
     metrics(out, r);
     contexts(out, r);

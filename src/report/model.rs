@@ -39,8 +39,7 @@ pub struct RunReport {
     pub breaker: Vec<BreakerChange>,
     /// The runs of the `[verify]` commands, oldest first.
     pub verify: Vec<super::story::VerifyRow>,
-    /// What changed overnight: the start commit, the agent's own commits,
-    /// the diffstat since the start (read from git by `story::read_git`).
+    /// What changed overnight (from git: `changes::read_git`).
     pub story: super::story::Story,
     pub metrics: Metrics,
     /// The subscription's windows as the agent last reported them (the
@@ -89,13 +88,11 @@ pub struct IterationRow {
     pub commit: Option<String>,
     /// The handoff it resumed from.
     pub resumed_from: Option<String>,
-    /// The agent CLI's session id, and the command that reopens it.
+    /// Its agent session, the command that reopens it, HEAD at its end,
+    /// the agent's commits in it and the diffstat of all it committed.
     pub session_id: Option<String>,
     pub resume_command: Option<String>,
-    /// HEAD when it ended.
     pub head: Option<String>,
-    /// The commits the agent made in it (not ralph's WIP commits), and the
-    /// diffstat of what it committed (its checkpoint's WIP commit included).
     pub agent_commits: Vec<crate::repo::CommitLine>,
     pub diffstat: Option<crate::repo::DiffStat>,
     pub readings: Vec<Reading>,

@@ -92,7 +92,7 @@ fn build(
     };
     let mut report = model::build(id, records, state, thresholds, budgets);
     let kind = config.map(|c| c.agent.kind).unwrap_or_default();
-    super::story::read_git(&mut report, root, kind);
+    super::changes::read_git(&mut report, root, kind);
     // As the run last saw them, reset since or not.
     if let Some(s) = state.filter(|s| s.run_id == id) {
         report.quota = crate::rules::quota::WindowView::all(&s.quota, config.map(|c| &c.quota), 0);

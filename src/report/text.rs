@@ -139,7 +139,7 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         "{}",
         fit_width(&super::story::verify_text(&r.verify), 80)
     );
-    for l in super::story::changes_text(r) {
+    for l in super::changes::changes_text(r) {
         let _ = writeln!(out, "{}", fit_width(&l, 80));
     }
     let _ = writeln!(
@@ -180,7 +180,7 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
             fit_width(i.item.as_deref().unwrap_or("-"), 27)
         );
     }
-    let sessions = super::story::sessions_text(r);
+    let sessions = super::changes::sessions_text(r);
     if !sessions.is_empty() {
         let _ = writeln!(
             out,
