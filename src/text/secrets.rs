@@ -271,6 +271,12 @@ pub struct StreamRedactor {
     known: Known,
     /// (form, label) of the values redacted wherever they are.
     forms: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Every known value as written and JSON-escaped, common ones too: a
+    /// line holding none of them is written as it is, unparsed.
+    finders: Vec<memchr::memmem::Finder<'static>>,
+    /// A value spans lines (a PEM key): no line can be passed over, as
+    /// one may begin it.
+    multiline: bool,
     json: bool,
     /// The line not yet complete.
     line: Vec<u8>,
@@ -306,9 +312,18 @@ impl StreamRedactor {
                     .map(|f| (f.as_bytes().to_vec(), s.label.as_bytes().to_vec()))
             })
             .collect();
+        let values = || {
+            known
+                .iter()
+                .flat_map(|s| std::iter::once(&s.value).chain(s.escaped.iter()))
+        };
         StreamRedactor {
             known: known.clone(),
             forms,
+            finders: values()
+                .map(|v| memchr::memmem::Finder::new(v.as_bytes()).into_owned())
+                .collect(),
+            multiline: values().any(|v| v.contains('\n')),
             ..StreamRedactor::default()
         }
     }
@@ -352,6 +367,17 @@ impl StreamRedactor {
     }
 
     fn take_line(&mut self, line: &[u8]) {
+        // Most lines hold no secret: as they are, with no JSON parse. (With
+        // nothing held back, a whole line and no value spanning lines, no
+        // secret begins here to end in a later line.)
+        if self.held.is_empty()
+            && !self.multiline
+            && line.ends_with(b"\n")
+            && !self.finders.iter().any(|f| f.find(line).is_some())
+        {
+            self.out.extend_from_slice(line);
+            return;
+        }
         let text = std::str::from_utf8(line).ok();
         if self.json
             && let Some(text) = text
@@ -873,6 +899,37 @@ mod tests {
         }
     }
 
+    /// A line that holds no known value goes out whole as soon as it is
+    /// complete, unparsed; one after a line that left bytes held back, or
+    /// with a value that spans lines known, takes the full path.
+    #[test]
+    fn a_line_without_a_secret_is_passed_whole() {
+        let known = known_of(&[("API_KEY", "sk-0123456789")]);
+        for line in [
+            "{\"type\":\"result\",\"result\":\"done\"}\n",
+            "plain text, no JSON\n",
+            "{\"truncated\":\n",
+        ] {
+            let mut r = StreamRedactor::of(&known);
+            r.json = true;
+            assert_eq!(r.feed(line.as_bytes()), line.as_bytes());
+            assert_eq!(r.finish(), b"");
+        }
+        // After a plain line with a secret, whose tail may still be held.
+        let mut r = StreamRedactor::of(&known);
+        r.json = true;
+        let mut out = r.feed(b"oops sk-0123\n").to_vec();
+        out.extend_from_slice(r.feed(b"{\"a\":1}\n"));
+        out.extend_from_slice(r.finish());
+        assert_eq!(out, b"oops sk-0123\n{\"a\":1}\n");
+        let pem = "-----BEGIN KEY-----\nabcdefgh\n-----END KEY-----";
+        let mut r = StreamRedactor::of(&known_of(&[("DEPLOY_KEY", pem)]));
+        let mut out = r.feed(b"x -----BEGIN KEY-----\n").to_vec();
+        out.extend_from_slice(r.feed(b"abcdefgh\n-----END KEY----- y\n"));
+        out.extend_from_slice(r.finish());
+        assert_eq!(out, b"x [redacted DEPLOY_KEY] y\n");
+    }
+
     #[test]
     fn key_files_are_known_by_name() {
         for path in [
@@ -902,6 +959,9 @@ mod tests {
             before in "\\PC{0,10}",
             after in "[\\PC\\n\"\\\\]{0,10}",
         ) {
+            // A one-word value (letters only, short) is common: redacted in
+            // context only, by design (`common_values_are_redacted_only_where_a_secret_is_written`).
+            proptest::prop_assume!(!is_common(&secret));
             let known = known_of(&[("SOME_API_TOKEN", &secret)]);
             let record = serde_json::json!({
                 "kind": "warning",
