@@ -25,7 +25,15 @@
 //! merge updates it only with git's safe checkout.
 
 pub mod assign;
+mod child;
+mod config;
+mod coordinator;
+mod ledger;
 pub mod merge;
+mod worktree;
 
 pub use assign::{Unit, UnitState};
+pub use config::WorkersConfig;
+pub(crate) use child::WORKER_PROMPT;
+pub(crate) use coordinator::{Options, run};
 pub use merge::{MergeRequest, Merged, merge};

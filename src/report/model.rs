@@ -592,6 +592,7 @@ mod tests {
         let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
         Record {
             ts: (t0 + jiff::SignedDuration::from_secs(secs)).to_string(),
+            worker: None,
             event,
         }
     }
