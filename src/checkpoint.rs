@@ -443,7 +443,12 @@ fn commit_message(config: &Config, m: &Moment, saved: &mut Saved) -> String {
 }
 
 fn unique_handoff_name(layout: &Layout, now: &jiff::Zoned, iteration: u32) -> PathBuf {
-    let stamp = now.strftime("%Y-%m-%d-%H%M").to_string();
+    let mut stamp = now.strftime("%Y-%m-%d-%H%M").to_string();
+    // Workers' handoffs meet on the run branch: named apart, they merge
+    // without an add/add conflict.
+    if let Some(worker) = crate::workers::this_worker() {
+        stamp = format!("{stamp}-{worker}");
+    }
     let rel = |suffix: &str| {
         PathBuf::from(".ralph/handoffs").join(format!("{stamp}-iter{iteration:03}{suffix}.md"))
     };

@@ -78,7 +78,7 @@ mod verify;
 mod waiting;
 
 use now::Now;
-pub(crate) use record::new_run_id;
 pub use record::checkpoint_outside_a_run;
+pub(crate) use record::new_run_id;
 pub use run::*;
 pub use seams::next_shard;

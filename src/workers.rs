@@ -33,7 +33,7 @@ pub mod merge;
 mod worktree;
 
 pub use assign::{Unit, UnitState};
+pub(crate) use child::{WORKER_PROMPT, this_worker};
 pub use config::WorkersConfig;
-pub(crate) use child::WORKER_PROMPT;
 pub(crate) use coordinator::{Options, run};
 pub use merge::{MergeRequest, Merged, merge};

@@ -41,10 +41,10 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     }
     let workers = match args.worker {
         Some(_) => 1,
-        None => config
-            .workers
-            .workers(args.workers)
-            .map_err(|why| Error::usage(why).with_hint("fewer workers, or raise [workers] max_worktrees in ralph.toml"))?,
+        None => config.workers.workers(args.workers).map_err(|why| {
+            Error::usage(why)
+                .with_hint("fewer workers, or raise [workers] max_worktrees in ralph.toml")
+        })?,
     };
     if workers > 1 {
         let pass = [("--model", &args.model), ("--agent", &args.agent)]

@@ -27,6 +27,14 @@ pub const WORKER_PLAN: &str = ".ralph/worker-plan.md";
 /// A worker's prompt file (`prompt_file`), out of its commits.
 pub const WORKER_PROMPT: &str = ".ralph/PROMPT.md";
 
+/// The worker this process's loop is (`RALPH_WORKER`, set by the
+/// coordinator on its children), if any: printable names only.
+pub fn this_worker() -> Option<String> {
+    std::env::var("RALPH_WORKER").ok().filter(|w| {
+        !w.is_empty() && w.len() <= 40 && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
+}
+
 /// What the children tell the coordinator.
 pub enum Msg {
     Record(String, Box<Record>),
@@ -41,8 +49,15 @@ pub struct Child {
 
 /// Start `a`'s worker. `fresh`: a new run in its worktree (a new unit or
 /// task); otherwise it continues (and takes over) the run there.
-pub fn spawn(a: &Assignment, fresh: bool, pass: &[String], tx: &Sender<Msg>) -> Result<Child> {
-    let exe = std::env::current_exe().map_err(|e| Error::wrap("cannot find ralph's own program", e))?;
+pub fn spawn(
+    a: &Assignment,
+    run_branch: &str,
+    fresh: bool,
+    pass: &[String],
+    tx: &Sender<Msg>,
+) -> Result<Child> {
+    let exe =
+        std::env::current_exe().map_err(|e| Error::wrap("cannot find ralph's own program", e))?;
     let mut cmd = Command::new(exe);
     cmd.current_dir(&a.project_dir)
         .args(["run", "--json", "--worker", &a.worker])
@@ -52,6 +67,7 @@ pub fn spawn(a: &Assignment, fresh: bool, pass: &[String], tx: &Sender<Msg>) -> 
         .env("RALPH_WORKER", &a.worker)
         .env("RALPH_ITEM", &a.item)
         .env("RALPH_WORKER_TASK", a.task.name())
+        .env("RALPH_RUN_BRANCH", run_branch)
         .env("PWD", &a.project_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -100,7 +116,8 @@ pub fn spawn(a: &Assignment, fresh: bool, pass: &[String], tx: &Sender<Msg>) -> 
 
 impl Child {
     pub fn signal(&self, signal: Signal) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.process.id() as i32), signal);
+        let _ =
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.process.id() as i32), signal);
     }
 
     /// Its exit code once it has exited (128 + the signal that ended it).

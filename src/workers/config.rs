@@ -71,12 +71,12 @@ mod tests {
         assert_eq!(c.workers(None), Ok(1));
         assert_eq!(c.workers(Some(3)), Ok(3));
         let err = c.workers(Some(9)).unwrap_err();
-        assert!(err.contains("9 workers") && err.contains("max_worktrees is 8"), "{err}");
+        assert!(
+            err.contains("9 workers") && err.contains("max_worktrees is 8"),
+            "{err}"
+        );
         assert!(c.workers(Some(0)).is_err());
-        let bad = WorkersConfig {
-            count: 0,
-            ..c
-        };
+        let bad = WorkersConfig { count: 0, ..c };
         assert_eq!(bad.check().unwrap_err().0, "count");
     }
 }

@@ -102,8 +102,8 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
         .workdir()
         .canonicalize()
         .map_err(|e| Error::io("cannot resolve", repo.workdir(), e))?;
-    let git = Repository::open(&workdir)
-        .map_err(|e| Error::wrap("cannot open the git repository", e))?;
+    let git =
+        Repository::open(&workdir).map_err(|e| Error::wrap("cannot open the git repository", e))?;
     let canon_root = root
         .canonicalize()
         .map_err(|e| Error::io("cannot resolve", &root, e))?;
@@ -170,7 +170,7 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
                 .as_deref()
                 .unwrap_or(Path::new(".ralph/worktrees")),
         )
-    .join(&run_id);
+        .join(&run_id);
     install_signals()?;
     let mut c = Coordinator {
         root,
@@ -338,7 +338,9 @@ impl Coordinator {
             return;
         }
         let l = &self.config.loop_;
-        if l.max_cost_usd.is_some_and(|max| self.ledger.cost_usd >= max) {
+        if l.max_cost_usd
+            .is_some_and(|max| self.ledger.cost_usd >= max)
+        {
             self.halt(Stop::Budget);
         } else if l
             .max_duration
@@ -485,7 +487,7 @@ impl Coordinator {
             branch: a.branch.clone(),
             worktree: a.worktree.display().to_string(),
         });
-        let child = child::spawn(a, fresh, &self.opts.pass, tx)?;
+        let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
         Ok(())
     }
@@ -494,12 +496,9 @@ impl Coordinator {
     /// budgets and the usage limit are counted here.
     fn heard(&mut self, msg: Msg) {
         match msg {
-            Msg::Said(worker, line) => self.bus.emit_from(
-                &worker,
-                Event::Warning {
-                    message: line,
-                },
-            ),
+            Msg::Said(worker, line) => self
+                .bus
+                .emit_from(&worker, Event::Warning { message: line }),
             Msg::Record(worker, mut record) => {
                 match &record.event {
                     Event::IterationEnded { cost_usd, .. } => {
@@ -557,7 +556,10 @@ impl Coordinator {
             // breaker, a bad setup): left to a person, branch kept.
             self.ledger.assignments[i].status = match code {
                 5 | 6 | 130 | 143 => Status::Paused,
-                _ => Status::Left(format!("its loop ended: {} (exit {code})", outcome_name(code))),
+                _ => Status::Left(format!(
+                    "its loop ended: {} (exit {code})",
+                    outcome_name(code)
+                )),
             };
             return self.save();
         }
@@ -573,7 +575,8 @@ impl Coordinator {
                 &OwnPaths::new(&self.config.prompt_file),
             );
             if let crate::repo::CommitOutcome::Skipped { reason } = outcome {
-                self.bus.emit_from(&a.worker, Event::Warning { message: reason });
+                self.bus
+                    .emit_from(&a.worker, Event::Warning { message: reason });
             }
         }
     }
@@ -708,7 +711,14 @@ impl Coordinator {
             .map_err(err)?;
         let (author, committer) = crate::repo::identities(&self.git).map_err(err)?;
         self.git
-            .commit(Some("HEAD"), &author, &committer, message, &tree, &[&parent])
+            .commit(
+                Some("HEAD"),
+                &author,
+                &committer,
+                message,
+                &tree,
+                &[&parent],
+            )
             .map_err(err)?;
         Ok(())
     }
@@ -723,9 +733,10 @@ impl Coordinator {
             .assignments
             .iter()
             .map(|a| {
-                let commits = worktree::commits_ahead(&self.git, &a.branch, &self.ledger.run_branch)
-                    .map(|c| c.len())
-                    .unwrap_or(0);
+                let commits =
+                    worktree::commits_ahead(&self.git, &a.branch, &self.ledger.run_branch)
+                        .map(|c| c.len())
+                        .unwrap_or(0);
                 format!("{} ({}, {commits} commit(s) not merged)", a.branch, a.item)
             })
             .collect();
@@ -738,9 +749,11 @@ impl Coordinator {
                 4,
                 format!("{} iterations over all workers", self.ledger.iterations),
             ),
-            None if open == 0 && left.is_empty() => {
-                ("completed", 0, "every item is merged and checked off".to_string())
-            }
+            None if open == 0 && left.is_empty() => (
+                "completed",
+                0,
+                "every item is merged and checked off".to_string(),
+            ),
             None => (
                 "incomplete",
                 4,

@@ -124,7 +124,9 @@ mod tests {
         let repo = Repository::init(dir.path()).unwrap();
         repo.set_head("refs/heads/main").unwrap();
         let sig = git2::Signature::now("t", "t@example.com").unwrap();
-        let tree = repo.find_tree(repo.index().unwrap().write_tree().unwrap()).unwrap();
+        let tree = repo
+            .find_tree(repo.index().unwrap().write_tree().unwrap())
+            .unwrap();
         let tip = repo
             .commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
             .unwrap();

@@ -102,9 +102,18 @@ fn assert_all_merged(p: &Project, items: &[&str]) {
             "a worker committed the plan: {subject}"
         );
     }
-    assert!(ralph_branches(&repo).is_empty(), "{:?}", ralph_branches(&repo));
+    assert!(
+        ralph_branches(&repo).is_empty(),
+        "{:?}",
+        ralph_branches(&repo)
+    );
     assert!(repo.worktrees().unwrap().is_empty(), "worktrees left");
-    assert!(repo.statuses(None).unwrap().iter().all(|s| s.path().is_some_and(|p| p.starts_with(".ralph"))));
+    assert!(
+        repo.statuses(None)
+            .unwrap()
+            .iter()
+            .all(|s| s.path().is_some_and(|p| p.starts_with(".ralph")))
+    );
 }
 
 #[test]
@@ -124,12 +133,18 @@ fn six_independent_items_with_three_workers_are_all_merged_once_and_faster() {
     // Each item given once, merged once; events name their worker.
     let started = run.of("worker_started");
     assert_eq!(started.len(), 6, "{}", run.describe());
-    let workers: std::collections::BTreeSet<&str> =
-        started.iter().map(|e| e["worker"].as_str().unwrap()).collect();
+    let workers: std::collections::BTreeSet<&str> = started
+        .iter()
+        .map(|e| e["worker"].as_str().unwrap())
+        .collect();
     assert_eq!(workers.len(), 3, "{workers:?}");
     let merges = run.of("merge");
     assert_eq!(merges.len(), 6);
-    assert!(merges.iter().all(|m| m["outcome"] == "fast_forward" || m["outcome"] == "merge_commit"));
+    assert!(
+        merges
+            .iter()
+            .all(|m| m["outcome"] == "fast_forward" || m["outcome"] == "merge_commit")
+    );
     assert!(!worker_events(&run, "iteration_started").is_empty());
     assert!(
         worker_events(&run, "iteration_started")
@@ -142,7 +157,10 @@ fn six_independent_items_with_three_workers_are_all_merged_once_and_faster() {
         one.elapsed.as_secs_f64(),
         run.elapsed.as_secs_f64()
     );
-    assert!(ratio < 0.9, "three workers took {ratio:.2} of one loop's time");
+    assert!(
+        ratio < 0.9,
+        "three workers took {ratio:.2} of one loop's time"
+    );
 }
 
 #[test]
@@ -152,4 +170,191 @@ fn too_many_workers_are_refused_naming_the_limit() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("max_worktrees is 2"), "{err}");
+}
+
+/// Both items rewrite line 2 of `shared.txt`. Sent back to update its
+/// branch (`RALPH_WORKER_TASK=update`), the agent merges the run branch
+/// and keeps both lines.
+const SAME_LINES: &str = r#"
+[[step]]
+context = 20000
+text = "Working on my item."
+command = '''
+set -e
+g="git -c user.name=sim -c user.email=sim@example.com"
+if [ "$RALPH_WORKER_TASK" = update ]; then
+  $g merge "$RALPH_RUN_BRANCH" >/dev/null 2>&1 || true
+  { echo one; git show :2:shared.txt | sed -n 2p; git show :3:shared.txt | sed -n 2p; echo three; } > shared.txt.new
+  mv shared.txt.new shared.txt
+  $g add shared.txt
+  $g commit -q --no-edit
+else
+  printf 'one\nTWO by %s\nthree\n' "$RALPH_ITEM" > shared.txt
+  mkdir -p out && printf '%s by %s\n' "$RALPH_ITEM" "$RALPH_WORKER" > "out/$RALPH_ITEM.txt"
+fi
+sed -i '0,/- \[ \]/s//- [x]/' .ralph/worker-plan.md
+'''
+
+[[step]]
+sleep_ms = 300
+
+[[step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+
+fn is_ancestor(repo: &git2::Repository, commit: &str) -> bool {
+    let head = repo.head().unwrap().target().unwrap();
+    let id = git2::Oid::from_str(commit).unwrap();
+    head == id || repo.graph_descendant_of(head, id).unwrap()
+}
+
+#[test]
+fn two_items_editing_the_same_lines_are_merged_after_the_conflict_is_handed_back() {
+    let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
+    let p = Project::new(plan, SAME_LINES, "");
+    p.write("shared.txt", "one\ntwo\nthree\n");
+    let repo = git(p.root());
+    {
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("shared.txt")).unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let parent = repo.head().unwrap().peel_to_commit().unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "shared", &tree, &[&parent])
+            .unwrap();
+    }
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+
+    // The conflict: handed back, the worker branch kept, then merged.
+    let merges = run.of("merge");
+    let conflict = merges
+        .iter()
+        .find(|m| m["outcome"] == "conflict")
+        .unwrap_or_else(|| panic!("no conflict: {}", run.describe()));
+    assert_eq!(conflict["files"], serde_json::json!(["shared.txt"]));
+    let item = conflict["item"].as_str().unwrap();
+    let updates: Vec<_> = run
+        .of("worker_started")
+        .into_iter()
+        .filter(|e| e["task"] == "update")
+        .collect();
+    assert_eq!(updates.len(), 1, "{}", run.describe());
+    assert_eq!(updates[0]["item"], item);
+    let retried = merges
+        .iter()
+        .find(|m| m["item"] == item && m["attempt"] == 2)
+        .unwrap();
+    assert!(
+        retried["outcome"] == "fast_forward" || retried["outcome"] == "merge_commit",
+        "{retried}"
+    );
+    assert!(run.of("needs_human").is_empty());
+
+    // Nothing lost: both lines, both items' files, every merged tip and
+    // every backup on the run branch.
+    let shared = blob_on_main(&repo, "shared.txt").unwrap();
+    assert!(
+        shared.contains("TWO by alpha") && shared.contains("TWO by bravo"),
+        "{shared}"
+    );
+    assert_all_merged(&p, &["alpha", "bravo"]);
+    for m in &merges {
+        for key in ["to", "id", "from"] {
+            if let Some(id) = m[key].as_str() {
+                assert!(
+                    is_ancestor(&repo, id),
+                    "{key} {id} of {m} is not on the run branch"
+                );
+            }
+        }
+        if let Some(backup) = m["backup"].as_str() {
+            let id = repo.refname_to_id(backup).unwrap();
+            assert!(is_ancestor(&repo, &id.to_string()), "{backup}");
+        }
+    }
+}
+
+/// Like `ONE_ITEM`, slower: long enough to be killed in the middle.
+fn slow_item() -> String {
+    ONE_ITEM.replace("sleep_ms = 1500", "sleep_ms = 4000")
+}
+
+fn coordinator_events(p: &Project) -> Vec<Value> {
+    std::fs::read_to_string(p.path(".ralph/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn the_coordinator_killed_with_minus_9_is_taken_over_and_nothing_is_merged_twice() {
+    use std::os::unix::process::CommandExt;
+    let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    let p = Project::new(SIX, &slow_item(), "");
+    // The coordinator and its workers in a group of their own: kill -9 of
+    // all of them at once, as a machine would lose them.
+    let child = p
+        .ralph()
+        .args(["run", "--json", "--workers", "3"])
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    let started = std::time::Instant::now();
+    // Mid-run: one merge done, three iterations running.
+    loop {
+        let events = coordinator_events(&p);
+        let merged = events.iter().filter(|e| e["event"] == "merge").count();
+        let running = events
+            .iter()
+            .filter(|e| e["event"] == "iteration_started" && e.get("worker").is_some())
+            .count();
+        if merged >= 1 && running >= 4 {
+            break;
+        }
+        assert!(started.elapsed() < LIMIT, "never got mid-run: {events:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let mut child = child;
+    child.wait().unwrap();
+    let before = coordinator_events(&p).len();
+
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.of("run_started")[0]["resumed"], true);
+    // Every unfinished iteration taken over by its worker: a crash
+    // checkpoint (handoff, WIP commit) in its worktree.
+    let crashes: Vec<_> = worker_events(&run, "checkpoint")
+        .into_iter()
+        .filter(|e| e["trigger"] == "crash")
+        .collect();
+    assert!(!crashes.is_empty(), "{}", run.describe());
+    assert!(
+        crashes.iter().all(|c| c["handoff"].is_string()),
+        "{crashes:?}"
+    );
+    assert_all_merged(&p, &items);
+    // Over both coordinators: each item merged exactly once.
+    let all = coordinator_events(&p);
+    for item in items {
+        let merged = all
+            .iter()
+            .filter(|e| e["event"] == "merge" && e["item"] == item)
+            .filter(|e| e["outcome"] == "fast_forward" || e["outcome"] == "merge_commit")
+            .count();
+        assert_eq!(merged, 1, "{item} merged {merged} times");
+    }
+    assert!(all.len() > before);
 }
