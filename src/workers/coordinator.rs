@@ -338,14 +338,11 @@ impl Coordinator {
             return;
         }
         let l = &self.config.loop_;
-        if l.max_cost_usd
-            .is_some_and(|max| self.ledger.cost_usd >= max)
-        {
-            self.halt(Stop::Budget);
-        } else if l
+        let cost = l.max_cost_usd.is_some_and(|max| self.ledger.cost_usd >= max);
+        let time = l
             .max_duration
-            .is_some_and(|d| self.started.elapsed() >= d.0)
-        {
+            .is_some_and(|d| self.started.elapsed() >= d.0);
+        if cost || time {
             self.halt(Stop::Budget);
         } else if self.ledger.iterations >= l.max_iterations {
             self.halt(Stop::Iterations);
