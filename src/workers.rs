@@ -30,10 +30,12 @@ mod config;
 mod coordinator;
 mod ledger;
 pub mod merge;
+mod view;
 mod worktree;
 
 pub use assign::{Unit, UnitState};
-pub(crate) use child::{WORKER_PROMPT, this_worker};
+pub(crate) use child::WORKER_PROMPT;
 pub use config::WorkersConfig;
 pub(crate) use coordinator::{Options, run};
 pub use merge::{MergeRequest, Merged, merge};
+pub use view::WorkersView;

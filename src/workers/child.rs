@@ -27,14 +27,6 @@ pub const WORKER_PLAN: &str = ".ralph/worker-plan.md";
 /// A worker's prompt file (`prompt_file`), out of its commits.
 pub const WORKER_PROMPT: &str = ".ralph/PROMPT.md";
 
-/// The worker this process's loop is (`RALPH_WORKER`, set by the
-/// coordinator on its children), if any: printable names only.
-pub fn this_worker() -> Option<String> {
-    std::env::var("RALPH_WORKER").ok().filter(|w| {
-        !w.is_empty() && w.len() <= 40 && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    })
-}
-
 /// What the children tell the coordinator.
 pub enum Msg {
     Record(String, Box<Record>),
@@ -71,7 +63,10 @@ pub fn spawn(
         .env("PWD", &a.project_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // A group of its own: Ctrl-C reaches the coordinator only, which
+        // passes it on once (a second one escalates, as in one loop).
+        .process_group(0);
     // SAFETY: prctl is an async-signal-safe system call changing only the
     // child's own attributes.
     unsafe {

@@ -13,16 +13,19 @@ use std::time::{Duration, Instant};
 use git2::Repository;
 use nix::sys::signal::Signal;
 
+mod queue;
+mod setup;
+
+pub use setup::run;
+
 use super::assign::{self, UnitState};
 use super::child::{self, Child, Msg, WORKER_PLAN};
-use super::ledger::{Assignment, Ledger, MergeRecord, Status, Task};
-use super::{MergeRequest, Merged, worktree};
+use super::ledger::{Assignment, Ledger, Status, Task};
+use super::worktree;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event, EventLog};
-use crate::project::Project;
+use crate::events::{Bus, Event};
 use crate::repo::{OwnPaths, Repo};
-use crate::state::Lock;
 
 /// What the user asked for besides the count.
 pub struct Options {
@@ -60,7 +63,7 @@ enum Stop {
     Iterations,
 }
 
-struct Coordinator {
+pub(super) struct Coordinator {
     root: PathBuf,
     ralph_dir: PathBuf,
     config: Config,
@@ -79,180 +82,6 @@ struct Coordinator {
     /// Workers stopped because another hit a usage limit, and until when.
     paused_until: Option<Instant>,
     started: Instant,
-}
-
-pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
-    let root = project.root().to_path_buf();
-    let layout = project.layout().clone();
-    let repo = Repo::open(&root)?.ok_or_else(|| {
-        Error::usage("`ralph run --workers` needs a git repository: each worker has a worktree")
-            .with_hint("`git init` and commit the project, or run one loop without --workers")
-    })?;
-    let run_branch = repo.branch().ok_or_else(|| {
-        Error::usage("HEAD is detached: the workers' work is merged into the branch checked out")
-            .with_hint("check out a branch first, e.g. `git switch -c ralph-run`")
-    })?;
-    if repo.head_id().is_none() {
-        return Err(Error::usage(format!(
-            "branch {run_branch} has no commit yet: the workers' worktrees start from it"
-        ))
-        .with_hint("commit the project first"));
-    }
-    let workdir = repo
-        .workdir()
-        .canonicalize()
-        .map_err(|e| Error::io("cannot resolve", repo.workdir(), e))?;
-    let git =
-        Repository::open(&workdir).map_err(|e| Error::wrap("cannot open the git repository", e))?;
-    let canon_root = root
-        .canonicalize()
-        .map_err(|e| Error::io("cannot resolve", &root, e))?;
-    let prefix = canon_root
-        .strip_prefix(&workdir)
-        .unwrap_or(Path::new(""))
-        .to_path_buf();
-    let plan_path = root.join(&config.plan);
-    let plan_in_tree = prefix.join(&config.plan);
-    layout.ensure()?;
-    let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
-    let run_id = previous.as_ref().map_or_else(
-        || crate::supervisor::new_run_id(&root, Some(&repo)),
-        |l| l.run_id.clone(),
-    );
-    let lock = Lock::acquire(&layout, &run_id)?;
-    let _claim = repo.claim_scope()?;
-    bus.add(Box::new(EventLog::open(&layout.events())?));
-    if let Some(notifier) = crate::notify::Notifier::start(&config.notify, &root)? {
-        bus.add(Box::new(notifier));
-    }
-    crate::state::ownership::at_start(&root, &config.prompt_file, &mut bus);
-    let resumed = previous.is_some();
-    let ledger = match previous {
-        Some(l) if opts.fresh && !l.assignments.is_empty() => {
-            let branches: Vec<&str> = l.assignments.iter().map(|a| a.branch.as_str()).collect();
-            return Err(Error::usage(format!(
-                "the parallel run {} has worker branches not merged yet: {}",
-                l.run_id,
-                branches.join(", ")
-            ))
-            .with_hint("`ralph run --workers N` without --fresh finishes them; `ralph status` lists their commits"));
-        }
-        Some(l) if l.run_branch != run_branch => {
-            return Err(Error::usage(format!(
-                "the parallel run {} merges into {}, but {run_branch} is checked out",
-                l.run_id, l.run_branch
-            ))
-            .with_hint(format!("`git switch {}` and run again", l.run_branch)));
-        }
-        Some(l) if !opts.fresh => l,
-        _ => {
-            committed_before(&repo, &config, &mut bus);
-            Ledger {
-                run_id: run_id.clone(),
-                run_branch: run_branch.clone(),
-                plan: config.plan.display().to_string(),
-                started_at: crate::state::now_rfc3339(),
-                workers: opts.workers,
-                ..Ledger::default()
-            }
-        }
-    };
-    config_is_committed(&git, &prefix, &run_branch)?;
-    let text = read_plan(&plan_path)?;
-    assign::units(&text).map_err(|e| {
-        Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
-    })?;
-    let worktrees = root
-        .join(
-            config
-                .workers
-                .dir
-                .as_deref()
-                .unwrap_or(Path::new(".ralph/worktrees")),
-        )
-        .join(&run_id);
-    install_signals()?;
-    let mut c = Coordinator {
-        root,
-        ralph_dir: layout.dir.clone(),
-        git,
-        plan_path,
-        plan_in_tree,
-        prefix,
-        worktrees,
-        ledger,
-        bus,
-        children: BTreeMap::new(),
-        opts,
-        stop: None,
-        paused_until: None,
-        started: Instant::now(),
-        config,
-    };
-    c.ledger.workers = c.opts.workers;
-    c.bus.emit(Event::RunStarted {
-        run_id: run_id.clone(),
-        resumed,
-        first_iteration: c.ledger.iterations + 1,
-        max_iterations: c.config.loop_.max_iterations,
-        plan: c.ledger.plan.clone(),
-        pid: std::process::id(),
-    });
-    c.save()?;
-    let result = c.drive();
-    drop(lock);
-    result
-}
-
-/// The user's tracked edits, committed on their own before any worktree
-/// is made from the branch (as a single run does).
-fn committed_before(repo: &Repo, config: &Config, bus: &mut Bus) {
-    let (outcome, files) = repo.commit_tracked_changes(
-        "ralph: changes present before the run",
-        &OwnPaths::new(&config.prompt_file),
-    );
-    if !files.is_empty() {
-        bus.emit(Event::Warning {
-            message: format!(
-                "changes present before the run ({}): {}",
-                files.join(", "),
-                match outcome {
-                    crate::repo::CommitOutcome::Committed { id, .. } => format!(
-                        "committed on their own ({}) so that the workers start from them",
-                        &id[..id.len().min(8)]
-                    ),
-                    crate::repo::CommitOutcome::Skipped { reason } => reason,
-                    crate::repo::CommitOutcome::NothingToCommit => "nothing to commit".into(),
-                }
-            ),
-        });
-    }
-}
-
-/// Workers run from a checkout of the run branch: a `ralph.toml` they
-/// would not see is refused with the fix.
-fn config_is_committed(git: &Repository, prefix: &Path, run_branch: &str) -> Result<()> {
-    let path = git
-        .workdir()
-        .map(|w| w.join(prefix).join("ralph.toml"))
-        .filter(|p| p.is_file());
-    let Some(_) = path else { return Ok(()) };
-    let tree = git
-        .revparse_single(&format!("refs/heads/{run_branch}^{{tree}}"))
-        .and_then(|t| t.peel_to_tree())
-        .map_err(|e| Error::wrap("cannot read the run branch", e))?;
-    if tree.get_path(&prefix.join("ralph.toml")).is_err() {
-        return Err(Error::usage(format!(
-            "ralph.toml is not committed on {run_branch}: the workers' worktrees would not have it"
-        ))
-        .with_hint("commit ralph.toml (and the plan), then run again"));
-    }
-    Ok(())
-}
-
-fn read_plan(path: &Path) -> Result<String> {
-    crate::plan::Plan::load(path)?;
-    std::fs::read_to_string(path).map_err(|e| Error::io("cannot read the plan", path, e))
 }
 
 impl Coordinator {
@@ -338,7 +167,9 @@ impl Coordinator {
             return;
         }
         let l = &self.config.loop_;
-        let cost = l.max_cost_usd.is_some_and(|max| self.ledger.cost_usd >= max);
+        let cost = l
+            .max_cost_usd
+            .is_some_and(|max| self.ledger.cost_usd >= max);
         let time = l
             .max_duration
             .is_some_and(|d| self.started.elapsed() >= d.0);
@@ -461,6 +292,7 @@ impl Coordinator {
             worktree_name: name,
             task: Task::Item,
             attempts: 0,
+            restarts: 0,
             status: Status::Running,
             conflict: Vec::new(),
         };
@@ -549,15 +381,10 @@ impl Coordinator {
             outcome: outcome_name(code).into(),
         });
         if code != 0 {
-            // Stopped or paused: resumed in its worktree later. Failed (its
-            // breaker, a bad setup): left to a person, branch kept.
-            self.ledger.assignments[i].status = match code {
-                5 | 6 | 130 | 143 => Status::Paused,
-                _ => Status::Left(format!(
-                    "its loop ended: {} (exit {code})",
-                    outcome_name(code)
-                )),
-            };
+            self.ledger.assignments[i].status = after_exit(code, a.restarts);
+            if code > 128 {
+                self.ledger.assignments[i].restarts += 1;
+            }
             return self.save();
         }
         self.merge(i, tx)
@@ -576,148 +403,6 @@ impl Coordinator {
                     .emit_from(&a.worker, Event::Warning { message: reason });
             }
         }
-    }
-
-    /// The merge queue's one step: merge assignment `i`'s branch; on
-    /// success check its unit off and remove its worktree; on a conflict
-    /// hand it back, or leave it to a person after the last attempt.
-    fn merge(&mut self, i: usize, tx: &mpsc::Sender<Msg>) -> Result<()> {
-        let a = self.ledger.assignments[i].clone();
-        let attempt = a.attempts + 1;
-        let backup = format!(
-            "refs/ralph/merges/{}/{}",
-            self.ledger.run_id,
-            self.ledger.history.len() + 1
-        );
-        let message = format!("ralph: merge {} (\"{}\")", a.branch, a.item);
-        let merged = super::merge(
-            &self.git,
-            &MergeRequest {
-                run_branch: &self.ledger.run_branch,
-                worker_branch: &a.branch,
-                backup_ref: &backup,
-                message: &message,
-            },
-        )?;
-        let wrote_backup = matches!(
-            merged,
-            Merged::FastForward { .. } | Merged::MergeCommit { .. } | Merged::Blocked { .. }
-        );
-        let backup = wrote_backup.then_some(backup);
-        self.ledger.history.push(MergeRecord {
-            ts: crate::state::now_rfc3339(),
-            worker: a.worker.clone(),
-            item: a.item.clone(),
-            branch: a.branch.clone(),
-            attempt,
-            merged: merged.clone(),
-            backup: backup.clone(),
-        });
-        self.ledger.assignments[i].attempts = attempt;
-        self.save()?;
-        self.bus.emit(Event::Merge {
-            worker: a.worker.clone(),
-            item: a.item.clone(),
-            branch: a.branch.clone(),
-            attempt,
-            merged: merged.clone(),
-            backup,
-        });
-        match merged {
-            Merged::AlreadyMerged | Merged::FastForward { .. } | Merged::MergeCommit { .. } => {
-                self.merged(i)
-            }
-            Merged::Conflict { files } if attempt < self.config.workers.conflict_attempts => {
-                let a = &mut self.ledger.assignments[i];
-                a.task = Task::Update;
-                a.conflict = files.clone();
-                let a = a.clone();
-                write_worker_plan(&a.project_dir, &update_plan(&self.ledger.run_branch, &a))?;
-                self.save()?;
-                self.start(&a, true, tx)
-            }
-            Merged::Conflict { files } => {
-                let why = format!(
-                    "merge conflict in {} still unresolved after {attempt} attempt(s)",
-                    files.join(", ")
-                );
-                self.leave(i, "conflict", why)
-            }
-            Merged::Blocked { reason } => self.leave(i, "merge_blocked", reason),
-        }
-    }
-
-    fn leave(&mut self, i: usize, reason: &str, why: String) -> Result<()> {
-        let a = self.ledger.assignments[i].clone();
-        self.ledger.assignments[i].status = Status::Left(why.clone());
-        self.save()?;
-        self.bus.emit(Event::NeedsHuman {
-            iteration: self.ledger.iterations,
-            reason: reason.into(),
-            message: format!(
-                "{} (\"{}\"): {why}; its branch {} and worktree {} are kept",
-                a.worker,
-                a.item,
-                a.branch,
-                a.worktree.display()
-            ),
-        });
-        Ok(())
-    }
-
-    /// Assignment `i` is merged: its unit checked off in the plan (one
-    /// commit on the run branch), its worktree and branch removed.
-    fn merged(&mut self, i: usize) -> Result<()> {
-        let a = self.ledger.assignments.remove(i);
-        if !self.ledger.merged.contains(&a.item) {
-            self.ledger.merged.push(a.item.clone());
-        }
-        self.save()?;
-        let text = read_plan(&self.plan_path)?;
-        if let Some(checked) = assign::check_off(&text, &a.item) {
-            crate::state::write_atomic(&self.plan_path, checked.as_bytes())?;
-            self.commit_plan(&format!("ralph: \"{}\" done (merged {})", a.item, a.branch))?;
-        }
-        if let Err(e) = worktree::remove_merged(
-            &self.git,
-            &a.worktree_name,
-            &a.branch,
-            &self.ledger.run_branch,
-        ) {
-            self.bus.emit(Event::Warning {
-                message: format!("worktree {} kept: {e}", a.worktree.display()),
-            });
-        }
-        Ok(())
-    }
-
-    /// The plan, committed alone on the run branch.
-    fn commit_plan(&self, message: &str) -> Result<()> {
-        let err = |e: git2::Error| Error::wrap("cannot commit the plan", e);
-        let mut index = self.git.index().map_err(err)?;
-        index.add_path(&self.plan_in_tree).map_err(err)?;
-        index.write().map_err(err)?;
-        let tree = self
-            .git
-            .find_tree(index.write_tree().map_err(err)?)
-            .map_err(err)?;
-        let parent = self
-            .git
-            .head()
-            .and_then(|h| h.peel_to_commit())
-            .map_err(err)?;
-        let (author, committer) = crate::repo::identities(&self.git).map_err(err)?;
-        self.git
-            .commit(
-                Some("HEAD"),
-                &author,
-                &committer,
-                message,
-                &tree,
-                &[&parent],
-            )
-            .map_err(err)?;
-        Ok(())
     }
 
     fn end(&mut self) -> Result<i32> {
@@ -760,6 +445,7 @@ impl Coordinator {
         if code == 0 {
             self.ledger.ended = Some(crate::state::now_rfc3339());
         }
+        self.ledger.outcome = Some(outcome.into());
         self.save()?;
         if !left.is_empty() && code != 0 {
             self.bus.emit(Event::Warning {
@@ -779,6 +465,22 @@ impl Coordinator {
     }
 }
 
+/// The most times a worker killed by a signal is started again in its
+/// worktree (each time taking its dead iteration over).
+const MAX_RESTARTS: u32 = 5;
+
+/// Where an assignment goes when its loop ended with `code` (not 0):
+/// stopped, paused or killed, it is resumed in its worktree (a worker
+/// killed with -9 is taken over there); failed (its breaker, a bad setup),
+/// it is left to a person with its branch.
+fn after_exit(code: i32, restarts: u32) -> Status {
+    match code {
+        5 | 6 | 130 | 143 => Status::Paused,
+        c if c > 128 && restarts < MAX_RESTARTS => Status::Paused,
+        c => Status::Left(format!("its loop ended: {} (exit {c})", outcome_name(c))),
+    }
+}
+
 fn outcome_name(code: i32) -> &'static str {
     match code {
         0 => "completed",
@@ -791,6 +493,11 @@ fn outcome_name(code: i32) -> &'static str {
     }
 }
 
+fn read_plan(path: &Path) -> Result<String> {
+    crate::plan::Plan::load(path)?;
+    std::fs::read_to_string(path).map_err(|e| Error::io("cannot read the plan", path, e))
+}
+
 fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
     let path = project_dir.join(WORKER_PLAN);
     if let Some(dir) = path.parent() {
@@ -799,16 +506,18 @@ fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
     crate::state::write_atomic(&path, text.as_bytes())
 }
 
-/// The plan of a worker sent back to bring its branch up to date.
-fn update_plan(run_branch: &str, a: &Assignment) -> String {
-    format!(
-        "# Bring branch {} up to date with {run_branch}\n\n- [ ] Merge `{run_branch}` into this branch (`git merge {run_branch}`), resolve the conflicts in {} so that both sides' work is kept (this branch did: \"{}\"), and commit the merge\n",
-        a.branch,
-        a.conflict
-            .iter()
-            .map(|f| format!("`{f}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        a.item
-    )
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_stopped_or_killed_is_resumed_one_that_failed_is_left() {
+        for code in [5, 6, 130, 143, 137] {
+            assert_eq!(after_exit(code, 0), Status::Paused, "{code}");
+        }
+        assert!(matches!(after_exit(137, MAX_RESTARTS), Status::Left(_)));
+        for code in [1, 2, 3, 4] {
+            assert!(matches!(after_exit(code, 0), Status::Left(_)), "{code}");
+        }
+    }
 }

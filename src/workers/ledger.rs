@@ -58,6 +58,9 @@ pub struct Assignment {
     pub task: Task,
     /// Merges tried so far.
     pub attempts: u32,
+    /// Times its loop was started again after it died (a signal, kill -9).
+    #[serde(default)]
+    pub restarts: u32,
     #[serde(flatten)]
     pub status: Status,
     /// The files of the last conflict.
@@ -88,11 +91,14 @@ pub struct Ledger {
     /// Set when the run ended; a new `ralph run --workers` starts afresh.
     #[serde(default)]
     pub ended: Option<String>,
+    /// How the last coordinator ended (`completed`, `stopped`, …).
+    #[serde(default)]
+    pub outcome: Option<String>,
     pub workers: u32,
     pub assignments: Vec<Assignment>,
     /// Units merged in this run, in merge order.
     pub merged: Vec<String>,
-    pub history: Vec<MergeRecord>,
+    pub merges: Vec<MergeRecord>,
     /// Shared budgets, counted over every worker.
     pub iterations: u32,
     pub cost_usd: f64,

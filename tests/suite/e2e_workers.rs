@@ -289,72 +289,267 @@ fn coordinator_events(p: &Project) -> Vec<Value> {
         .collect()
 }
 
+/// The pids of the workers' own supervisors, from their locks.
+fn worker_pids(p: &Project) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(runs) = std::fs::read_dir(p.path(".ralph/worktrees")) else {
+        return pids;
+    };
+    for run in runs.flatten() {
+        for w in std::fs::read_dir(run.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let lock = std::fs::read_to_string(w.path().join(".ralph/lock")).unwrap_or_default();
+            if let Ok(info) = serde_json::from_str::<Value>(lock.trim()) {
+                let pid = info["pid"].as_i64().unwrap_or(0) as i32;
+                if pid > 0 && Path::new(&format!("/proc/{pid}")).exists() {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    pids
+}
+
+fn kill(pid: i32, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+}
+
+/// Wait until `done` holds for the coordinator's log.
+fn wait_for(p: &Project, what: &str, done: impl Fn(&[Value]) -> bool) {
+    let started = std::time::Instant::now();
+    loop {
+        let events = coordinator_events(p);
+        if done(&events) {
+            return;
+        }
+        assert!(started.elapsed() < LIMIT, "never {what}: {events:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn count(events: &[Value], f: impl Fn(&Value) -> bool) -> usize {
+    events.iter().filter(|e| f(e)).count()
+}
+
 #[test]
-fn the_coordinator_killed_with_minus_9_is_taken_over_and_nothing_is_merged_twice() {
-    use std::os::unix::process::CommandExt;
+fn workers_and_the_coordinator_killed_with_minus_9_are_taken_over_and_nothing_is_merged_twice() {
+    use nix::sys::signal::Signal;
     let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
     let p = Project::new(SIX, &slow_item(), "");
-    // The coordinator and its workers in a group of their own: kill -9 of
-    // all of them at once, as a machine would lose them.
-    let child = p
+    let mut child = p
         .ralph()
         .args(["run", "--json", "--workers", "3"])
-        .process_group(0)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let pgid = child.id() as i32;
-    let started = std::time::Instant::now();
-    // Mid-run: one merge done, three iterations running.
-    loop {
-        let events = coordinator_events(&p);
-        let merged = events.iter().filter(|e| e["event"] == "merge").count();
-        let running = events
-            .iter()
-            .filter(|e| e["event"] == "iteration_started" && e.get("worker").is_some())
-            .count();
-        if merged >= 1 && running >= 4 {
-            break;
-        }
-        assert!(started.elapsed() < LIMIT, "never got mid-run: {events:?}");
-        std::thread::sleep(Duration::from_millis(50));
+    let coordinator = child.id() as i32;
+
+    // 1. One worker killed with -9 alone: the coordinator starts it again
+    //    in its worktree, where its dead iteration is taken over.
+    wait_for(&p, "three workers running", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 3
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let pids = worker_pids(&p);
+    assert!(!pids.is_empty());
+    kill(pids[0], Signal::SIGKILL);
+    wait_for(&p, "the killed worker taken over", |e| {
+        count(e, |e| e["event"] == "checkpoint" && e["trigger"] == "crash") >= 1
+    });
+
+    // 2. Later, mid-run, the coordinator and every worker killed with -9
+    //    (a machine lost): the coordinator frozen first so it cannot react.
+    wait_for(&p, "a merge and workers running again", |e| {
+        count(e, |e| e["event"] == "merge") >= 1
+            && count(e, |e| {
+                e["event"] == "iteration_started" && e.get("worker").is_some()
+            }) >= 5
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    kill(coordinator, Signal::SIGSTOP);
+    let alive = worker_pids(&p);
+    assert!(!alive.is_empty(), "no worker running at the kill");
+    for pid in &alive {
+        kill(*pid, Signal::SIGKILL);
     }
-    std::thread::sleep(Duration::from_millis(500));
-    nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pgid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let mut child = child;
+    kill(coordinator, Signal::SIGKILL);
     child.wait().unwrap();
     let before = coordinator_events(&p).len();
 
+    // 3. Run again: every dead iteration taken over, the run completes.
     let run = p.run(&["--workers", "3"], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     assert_eq!(run.of("run_started")[0]["resumed"], true);
-    // Every unfinished iteration taken over by its worker: a crash
-    // checkpoint (handoff, WIP commit) in its worktree.
     let crashes: Vec<_> = worker_events(&run, "checkpoint")
         .into_iter()
         .filter(|e| e["trigger"] == "crash")
         .collect();
-    assert!(!crashes.is_empty(), "{}", run.describe());
+    assert!(crashes.len() >= alive.len().min(1), "{}", run.describe());
     assert!(
-        crashes.iter().all(|c| c["handoff"].is_string()),
+        crashes
+            .iter()
+            .all(|c| c["handoff"].is_string() && c["commit"].is_string()),
         "{crashes:?}"
     );
     assert_all_merged(&p, &items);
     // Over both coordinators: each item merged exactly once.
     let all = coordinator_events(&p);
     for item in items {
-        let merged = all
-            .iter()
-            .filter(|e| e["event"] == "merge" && e["item"] == item)
-            .filter(|e| e["outcome"] == "fast_forward" || e["outcome"] == "merge_commit")
-            .count();
+        let merged = count(&all, |e| {
+            e["event"] == "merge"
+                && e["item"] == item
+                && (e["outcome"] == "fast_forward" || e["outcome"] == "merge_commit")
+        });
         assert_eq!(merged, 1, "{item} merged {merged} times");
     }
     assert!(all.len() > before);
+}
+
+/// Iteration 1 climbs past L2 while writing its item's file and complies
+/// with the checkpoint; iteration 2 finishes the item.
+const L2_THEN_DONE: &str = r#"
+[[iteration]]
+[[iteration.step]]
+context = 20000
+text = "Starting."
+command = "mkdir -p out && printf '%s by %s\n' \"$RALPH_ITEM\" \"$RALPH_WORKER\" > \"out/$RALPH_ITEM.txt\""
+
+[[iteration.step]]
+context = 146000
+text = "Reading a lot."
+
+[[iteration.step]]
+sleep_ms = 5000
+
+[[iteration]]
+[[iteration.step]]
+context = 20000
+text = "Finishing."
+command = "sed -i '0,/- \\[ \\]/s//- [x]/' .ralph/worker-plan.md"
+
+[[iteration.step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+
+#[test]
+fn an_l2_checkpoint_inside_a_worker_resumes_in_that_worker() {
+    let p = Project::new("# Two\n\n- [ ] alpha\n- [ ] bravo\n", L2_THEN_DONE, "");
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &["alpha", "bravo"]);
+    let checkpoints: Vec<_> = worker_events(&run, "checkpoint")
+        .into_iter()
+        .filter(|e| e["trigger"] == "context")
+        .collect();
+    assert_eq!(checkpoints.len(), 2, "{}", run.describe());
+    for c in checkpoints {
+        let worker = c["worker"].as_str().unwrap();
+        let handoff = c["handoff"].as_str().unwrap();
+        assert!(handoff.contains(&format!("-{worker}-")), "{handoff}");
+        // The next iteration of the same worker resumes from it.
+        let resumed = worker_events(&run, "iteration_started")
+            .into_iter()
+            .find(|e| e["worker"] == worker && e["iteration"] == 2)
+            .unwrap_or_else(|| panic!("{worker} did not go on: {}", run.describe()));
+        assert_eq!(resumed["resume_from"], handoff);
+        // Its handoff is on the run branch, with the work.
+        assert!(blob_on_main(&git(p.root()), handoff).is_some(), "{handoff}");
+    }
+    // Each worker started once: the checkpoint did not hand the item on.
+    assert_eq!(run.of("worker_started").len(), 2);
+}
+
+/// `alpha`'s agent runs into a usage limit that resets in a few seconds;
+/// the others work slowly.
+fn limit_scenarios(p: &Project) {
+    let slow = ONE_ITEM.replace("sleep_ms = 1500", "sleep_ms = 6000");
+    for item in ["bravo", "charlie"] {
+        p.write(&format!("scenario-{item}.toml"), &slow);
+    }
+    p.write(
+        "scenario-alpha.toml",
+        &format!(
+            "[[iteration]]\nexit_code = 1\n[[iteration.step]]\ncontext = 20000\ntext = \"Starting.\"\n[[iteration.step]]\ndelay_ms = 1500\nrate_limit = \"rejected\"\nresets_in_secs = 5\n[[iteration.step]]\nerror = \"rate_limit\"\nresets_in_secs = 5\n\n[[iteration]]\n{}",
+            ONE_ITEM.replace("[[step]]", "[[iteration.step]]")
+        ),
+    );
+}
+
+#[test]
+fn a_usage_limit_hit_by_one_worker_pauses_every_worker() {
+    let agent = format!(
+        "[agent]\ncommand = \"sh -c 'exec {} sim \\\"scenario-$RALPH_ITEM.toml\\\" \\\"$@\\\"' sh\"\n",
+        common::BIN
+    );
+    let p = Project::new(
+        "# Three\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n",
+        "",
+        "",
+    );
+    p.write("ralph.toml", &agent);
+    limit_scenarios(&p);
+    let repo = git(p.root());
+    {
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let mut index = repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let parent = repo.head().unwrap().peel_to_commit().unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "scenarios", &tree, &[&parent])
+            .unwrap();
+    }
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &["alpha", "bravo", "charlie"]);
+    let events = &run.events;
+    let at = events
+        .iter()
+        .position(|e| e["event"] == "limit_wait")
+        .unwrap_or_else(|| panic!("no usage limit: {}", run.describe()));
+    let limited = events[at]["worker"].as_str().unwrap();
+    // Every other worker stopped after the limit (and resumed later).
+    let others: std::collections::BTreeSet<&str> = events[at..]
+        .iter()
+        .filter(|e| e["event"] == "worker_ended" && e["outcome"] == "stopped")
+        .map(|e| e["worker"].as_str().unwrap())
+        .collect();
+    assert_eq!(others.len(), 2, "{others:?}: {}", run.describe());
+    assert!(!others.contains(limited));
+    // Nobody worked on while the limit held: no iteration started between
+    // the others' stops and the reset.
+    let seconds = events[at]["seconds"].as_u64().unwrap();
+    let ts = |e: &Value| {
+        e["ts"]
+            .as_str()
+            .unwrap()
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+    };
+    let reset = ts(&events[at]) + jiff::SignedDuration::from_secs(seconds as i64);
+    let last_stop = events[at..]
+        .iter()
+        .filter(|e| e["event"] == "worker_ended" && e["outcome"] == "stopped")
+        .map(ts)
+        .max()
+        .unwrap();
+    for e in events[at..]
+        .iter()
+        .filter(|e| e["event"] == "iteration_started")
+    {
+        let t = ts(e);
+        assert!(
+            t < last_stop || t >= reset - jiff::SignedDuration::from_secs(1),
+            "{e} started during the limit (until {reset})"
+        );
+    }
 }
