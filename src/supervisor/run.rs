@@ -140,7 +140,7 @@ impl Supervisor {
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
         if !opts.worker
-            && let Some(notifier) = crate::notify::Notifier::start(&config.notify, root)?
+            && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
         {
             bus.add(Box::new(notifier));
         }

@@ -59,7 +59,7 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
     let lock = Lock::acquire(&layout, &run_id)?;
     let _claim = repo.claim_scope()?;
     bus.add(Box::new(EventLog::open(&layout.events())?));
-    if let Some(notifier) = crate::notify::Notifier::start(&config.notify, &root)? {
+    if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
         bus.add(Box::new(notifier));
     }
     crate::state::ownership::at_start(&root, &config.prompt_file, &mut bus);
