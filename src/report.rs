@@ -9,6 +9,7 @@
 //! report/
 //!   runs.rs          which runs, reading their logs and states, writing the page
 //!   model.rs         a run's figures from its event log and state (pure)
+//!   lanes.rs         a parallel run: a lane per worker, the merge queue's history
 //!   story.rs         what the night changed and how it was checked: the verify lane
 //!   charts.rs        the charts' geometry; svg.rs draws them as inline SVG
 //!   html.rs          the one page (report.css inlined, no script, a CSP that forbids loads)
@@ -17,6 +18,7 @@
 
 pub mod charts;
 pub mod html;
+pub mod lanes;
 pub mod model;
 mod runs;
 pub mod story;

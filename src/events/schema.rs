@@ -182,11 +182,11 @@ pub enum Event {
         reason: String,
         message: String,
     },
-    /// Parallel workers (docs/workers.md): the coordinator gave a worker a
+    /// Parallel workers (docs/workers.md; the record's `worker` names it):
+    /// the coordinator gave a worker a
     /// unit of the plan (`task`: `item`), or its branch to bring up to date
     /// after a merge conflict (`task`: `update`).
     WorkerStarted {
-        worker: String,
         item: String,
         task: String,
         branch: String,
@@ -194,7 +194,6 @@ pub enum Event {
     },
     /// A worker's loop ended (its own `run_ended`, as the coordinator saw it).
     WorkerEnded {
-        worker: String,
         item: String,
         exit_code: i32,
         outcome: String,
@@ -202,7 +201,6 @@ pub enum Event {
     /// The merge queue merged a worker branch into the run branch, or could
     /// not (`conflict`: handed back; `blocked`: the user's files in the way).
     Merge {
-        worker: String,
         item: String,
         branch: String,
         /// 1 for the first try, then one more after each update.

@@ -239,25 +239,19 @@ pub fn describe(event: &Event) -> Option<String> {
             message,
         } => format!("needs a human ({reason}, iteration {iteration}): {message}"),
         Event::WorkerStarted {
-            worker,
-            item,
-            task,
-            branch,
-            ..
+            item, task, branch, ..
         } => match task.as_str() {
             "update" => format!(
-                "{worker}: bring {branch} up to date with the run branch (merge conflict), item \"{item}\""
+                "bring {branch} up to date with the run branch (merge conflict), item \"{item}\""
             ),
-            _ => format!("{worker}: started on \"{item}\" (branch {branch})"),
+            _ => format!("started on \"{item}\" (branch {branch})"),
         },
         Event::WorkerEnded {
-            worker,
             item,
             exit_code,
             outcome,
-        } => format!("{worker}: \"{item}\" ended: {outcome} (exit {exit_code})"),
+        } => format!("\"{item}\" ended: {outcome} (exit {exit_code})"),
         Event::Merge {
-            worker,
             item,
             branch,
             attempt,
@@ -274,7 +268,7 @@ pub fn describe(event: &Event) -> Option<String> {
                 }
                 Merged::Blocked { reason } => format!("blocked: {reason}"),
             };
-            format!("merge {branch} ({worker}, \"{item}\", attempt {attempt}): {what}")
+            format!("merge {branch} (\"{item}\", attempt {attempt}): {what}")
         }
         Event::RunEnded {
             outcome,

@@ -39,6 +39,9 @@ pub struct RunReport {
     pub breaker: Vec<BreakerChange>,
     /// The runs of the `[verify]` commands, oldest first.
     pub verify: Vec<super::story::VerifyRow>,
+    /// A parallel run: a lane per worker and the merge queue's history.
+    #[serde(skip_serializing_if = "super::lanes::Lanes::is_empty")]
+    pub lanes: super::lanes::Lanes,
     pub metrics: Metrics,
     /// The subscription's windows as the agent last reported them (the
     /// quota guard); empty when it reported none.
@@ -181,7 +184,7 @@ pub struct Metrics {
 /// The run ids in the log, oldest first (a continued run appears once).
 pub fn run_ids(records: &[Record]) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
-    for r in records {
+    for r in records.iter().filter(|r| r.worker.is_none()) {
         if let Event::RunStarted { run_id, .. } = &r.event
             && !ids.contains(run_id)
         {
@@ -236,6 +239,7 @@ pub fn build(
         waits: Vec::new(),
         breaker: Vec::new(),
         verify: Vec::new(),
+        lanes: Default::default(),
         metrics: Metrics::default(),
         quota: Vec::new(),
     };
@@ -244,6 +248,13 @@ pub fn build(
     let mut current: Option<&str> = None;
     let mut last_ts: Option<String> = None;
     for r in records {
+        if r.worker.is_some() {
+            // A worker's own loop, in its coordinator's log: its lane.
+            if current == Some(run_id) {
+                report.lanes.record(r);
+            }
+            continue;
+        }
         if let Event::RunStarted { run_id: id, .. } = &r.event {
             current = Some(id);
         }

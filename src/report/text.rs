@@ -139,6 +139,9 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         "{}",
         fit_width(&super::story::verify_text(&r.verify), 80)
     );
+    for line in super::lanes::lanes_text(&r.lanes).lines() {
+        let _ = writeln!(out, "{}", fit_width(line, 80));
+    }
     let _ = writeln!(
         out,
         "{:<15}{} breaker trip(s) · {} usage-limit wait(s), {}",

@@ -309,13 +309,15 @@ impl Coordinator {
     }
 
     fn start(&mut self, a: &Assignment, fresh: bool, tx: &mpsc::Sender<Msg>) -> Result<()> {
-        self.bus.emit(Event::WorkerStarted {
-            worker: a.worker.clone(),
-            item: a.item.clone(),
-            task: a.task.name().into(),
-            branch: a.branch.clone(),
-            worktree: a.worktree.display().to_string(),
-        });
+        self.bus.emit_from(
+            &a.worker,
+            Event::WorkerStarted {
+                item: a.item.clone(),
+                task: a.task.name().into(),
+                branch: a.branch.clone(),
+                worktree: a.worktree.display().to_string(),
+            },
+        );
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
         Ok(())
@@ -374,12 +376,14 @@ impl Coordinator {
         };
         let a = self.ledger.assignments[i].clone();
         self.commit_leftovers(&a);
-        self.bus.emit(Event::WorkerEnded {
-            worker: a.worker.clone(),
-            item: a.item.clone(),
-            exit_code: code,
-            outcome: outcome_name(code).into(),
-        });
+        self.bus.emit_from(
+            &a.worker,
+            Event::WorkerEnded {
+                item: a.item.clone(),
+                exit_code: code,
+                outcome: outcome_name(code).into(),
+            },
+        );
         if code != 0 {
             self.ledger.assignments[i].status = after_exit(code, a.restarts);
             if code > 128 {
@@ -460,7 +464,17 @@ impl Coordinator {
             cost_usd: self.ledger.cost_usd,
             report: None,
         });
-        let _ = &self.root;
+        // The morning report, with a lane per worker and the merge queue
+        // (after run_ended, which it reads).
+        let state = crate::state::RunState {
+            run_id: self.ledger.run_id.clone(),
+            started_at: self.ledger.started_at.clone(),
+            ..Default::default()
+        };
+        let layout = crate::state::Layout::new(&self.root);
+        if let Err(e) = crate::report::write_after_run(&layout, &self.config, &state) {
+            tracing::warn!("cannot write the report: {e}");
+        }
         Ok(code)
     }
 }

@@ -151,6 +151,22 @@ fn six_independent_items_with_three_workers_are_all_merged_once_and_faster() {
             .iter()
             .all(|e| e["worker"].as_str().unwrap().starts_with('w'))
     );
+    // The morning report: a lane per worker and the merge queue.
+    let out = p.ralph().args(["report", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report.as_array().map_or(&report, |a| &a[0]);
+    assert_eq!(
+        report["lanes"]["workers"].as_array().unwrap().len(),
+        3,
+        "{report}"
+    );
+    assert_eq!(report["lanes"]["merges"].as_array().unwrap().len(), 6);
+    assert_eq!(report["outcome"], "completed");
+    let page = p.read(".ralph/report.html");
+    assert!(
+        page.contains("Merge queue") && page.contains(">w3<"),
+        "no lanes in the page"
+    );
     let ratio = run.elapsed.as_secs_f64() / one.elapsed.as_secs_f64();
     eprintln!(
         "six items: one loop {:.1}s, three workers {:.1}s, ratio {ratio:.2}",
@@ -552,4 +568,59 @@ fn a_usage_limit_hit_by_one_worker_pauses_every_worker() {
             "{e} started during the limit (until {reset})"
         );
     }
+}
+
+#[test]
+fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_finishes() {
+    let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    let p = Project::new(SIX, &slow_item(), "");
+    let child = p.spawn_run(&["--workers", "2"]);
+    wait_for(&p, "two workers running", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 2
+    });
+    let out = p.ralph().arg("stop").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Run::wait(child, LIMIT);
+    assert_eq!(run.code, Some(6), "{}", run.describe());
+    let stopped: Vec<_> = run
+        .of("worker_ended")
+        .into_iter()
+        .filter(|e| e["outcome"] == "stopped")
+        .collect();
+    assert_eq!(stopped.len(), 2, "{}", run.describe());
+
+    // Every worker branch not merged is listed, with its commits.
+    let out = p.ralph().args(["status", "--json"]).output().unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let assignments = status["workers"]["assignments"].as_array().unwrap();
+    assert_eq!(assignments.len(), 2, "{status}");
+    let repo = git(p.root());
+    for a in assignments {
+        assert_eq!(a["status"], "paused");
+        let branch = a["branch"].as_str().unwrap();
+        assert!(worktree_exists(&repo, branch), "{branch}");
+        // The checkpoint's WIP commit is there, and listed.
+        assert!(!a["unmerged"].as_array().unwrap().is_empty(), "{a}");
+    }
+    let text = p.ralph().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    for a in assignments {
+        assert!(text.contains(a["branch"].as_str().unwrap()), "{text}");
+    }
+
+    // The next run resumes them and finishes the plan.
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &items);
+}
+
+fn worktree_exists(repo: &git2::Repository, branch: &str) -> bool {
+    repo.find_branch(branch, git2::BranchType::Local).is_ok()
+        && repo.worktrees().unwrap().iter().flatten().count() > 0
 }

@@ -49,14 +49,16 @@ impl Coordinator {
         });
         self.ledger.assignments[i].attempts = attempt;
         self.save()?;
-        self.bus.emit(Event::Merge {
-            worker: a.worker.clone(),
-            item: a.item.clone(),
-            branch: a.branch.clone(),
-            attempt,
-            merged: merged.clone(),
-            backup,
-        });
+        self.bus.emit_from(
+            &a.worker,
+            Event::Merge {
+                item: a.item.clone(),
+                branch: a.branch.clone(),
+                attempt,
+                merged: merged.clone(),
+                backup,
+            },
+        );
         match merged {
             Merged::AlreadyMerged | Merged::FastForward { .. } | Merged::MergeCommit { .. } => {
                 self.merged(i)
