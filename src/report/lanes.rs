@@ -106,6 +106,22 @@ impl Lanes {
         }
     }
 
+    /// The lanes of run `run_id`: its workers' records and the
+    /// coordinator's about them, from the run's starts to its end.
+    pub fn of(run_id: &str, records: &[Record]) -> Lanes {
+        let mut lanes = Lanes::default();
+        let mut current = None;
+        for r in records {
+            if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
+                current = Some(id.as_str());
+            }
+            if current == Some(run_id) {
+                lanes.record(r);
+            }
+        }
+        lanes
+    }
+
     pub fn is_empty(&self) -> bool {
         self.workers.is_empty() && self.merges.is_empty()
     }

@@ -41,9 +41,6 @@ pub struct RunReport {
     pub verify: Vec<super::story::VerifyRow>,
     /// What changed overnight (from git: `changes::read_git`).
     pub story: super::story::Story,
-    /// A parallel run: a lane per worker and the merge queue's history.
-    #[serde(skip_serializing_if = "super::lanes::Lanes::is_empty")]
-    pub lanes: super::lanes::Lanes,
     pub metrics: Metrics,
     /// The subscription's windows as the agent last reported them (the
     /// quota guard); empty when it reported none.
@@ -253,7 +250,6 @@ pub fn build(
             end_commit: state.and_then(|s| s.end_commit.clone()),
             ..Default::default()
         },
-        lanes: Default::default(),
         metrics: Metrics::default(),
         quota: Vec::new(),
     };
@@ -261,14 +257,7 @@ pub fn build(
     let mut starts: BTreeMap<u32, jiff::Timestamp> = BTreeMap::new();
     let mut current: Option<&str> = None;
     let mut last_ts: Option<String> = None;
-    for r in records {
-        if r.worker.is_some() {
-            // A worker's own loop, in its coordinator's log: its lane.
-            if current == Some(run_id) {
-                report.lanes.record(r);
-            }
-            continue;
-        }
+    for r in records.iter().filter(|r| r.worker.is_none()) {
         if let Event::RunStarted { run_id: id, .. } = &r.event {
             current = Some(id);
         }

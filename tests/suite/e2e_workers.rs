@@ -156,11 +156,17 @@ fn six_independent_items_with_three_workers_are_all_merged_once_and_faster() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let report = report.as_array().map_or(&report, |a| &a[0]);
     assert_eq!(
-        report["lanes"]["workers"].as_array().unwrap().len(),
+        report["story"]["lanes"]["workers"]
+            .as_array()
+            .unwrap()
+            .len(),
         3,
         "{report}"
     );
-    assert_eq!(report["lanes"]["merges"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        report["story"]["lanes"]["merges"].as_array().unwrap().len(),
+        6
+    );
     assert_eq!(report["outcome"], "completed");
     let page = p.read(".ralph/report.html");
     assert!(

@@ -995,16 +995,36 @@ fn two_workers_run_the_real_cli_side_by_side_and_are_merged() {
     let reqs = api.main_requests();
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
     assert_eq!(code, 0, "both workers' work merged\n{}", diag());
-    eprintln!("workers: ralph took {took:.1?}, {} main requests", reqs.len());
-    assert_eq!(distinct_sessions(&reqs).len(), 2, "two agent processes\n{}", diag());
+    eprintln!(
+        "workers: ralph took {took:.1?}, {} main requests",
+        reqs.len()
+    );
+    assert_eq!(
+        distinct_sessions(&reqs).len(),
+        2,
+        "two agent processes\n{}",
+        diag()
+    );
     assert!(tool_errors(&reqs).is_empty(), "{:?}", tool_errors(&reqs));
     for item in ["alpha", "bravo"] {
         let text = p.git(&["show", &format!("HEAD:{item}.txt")]);
-        assert!(text.starts_with(&format!("{item} by w")), "{text}\n{}", diag());
+        assert!(
+            text.starts_with(&format!("{item} by w")),
+            "{text}\n{}",
+            diag()
+        );
     }
     let plan = p.git(&["show", "HEAD:fix_plan.md"]);
-    assert!(plan.contains("- [x] alpha") && plan.contains("- [x] bravo"), "{plan}");
-    assert_eq!(p.git(&["branch", "--list", "ralph/*"]).trim(), "", "{}", diag());
+    assert!(
+        plan.contains("- [x] alpha") && plan.contains("- [x] bravo"),
+        "{plan}"
+    );
+    assert_eq!(
+        p.git(&["branch", "--list", "ralph/*"]).trim(),
+        "",
+        "{}",
+        diag()
+    );
     let merges = p.events_named("merge");
     assert_eq!(merges.len(), 2, "{}", diag());
     let workers: std::collections::BTreeSet<String> = p
