@@ -74,14 +74,14 @@ pub struct Saved {
 
 /// The title by trigger: "Context Checkpoint L2 at 87% - parser" for the
 /// context, "Checkpoint (signal at 24%) - parser" for anything else.
-fn titled(trigger: &str, level: Level, percent: f64, item: Option<&str>) -> String {
+fn titled(trigger: Trigger, level: Level, percent: f64, item: Option<&str>) -> String {
     let mut t = match trigger {
-        "context" | "compact" => {
+        Trigger::Context | Trigger::Compact => {
             format!("Context Checkpoint {level} at {}%", percent.round() as i64)
         }
         _ => format!(
             "Checkpoint ({})",
-            crate::state::checkpoint_label(trigger, level.name(), percent)
+            crate::state::checkpoint_label(trigger, level, percent)
         ),
     };
     if let Some(item) = item {
@@ -111,12 +111,7 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     let plan = Plan::parse(&plan_text);
     saved.current_item = (m.item.clone()).or_else(|| plan.current().map(|i| i.text.clone()));
     saved.item_done = m.item.is_some() && m.item_done;
-    saved.title = titled(
-        m.trigger.name(),
-        m.level,
-        m.percent,
-        saved.current_item.as_deref(),
-    );
+    saved.title = titled(m.trigger, m.level, m.percent, saved.current_item.as_deref());
     let own = OwnPaths {
         prompt_file: config.prompt_file.clone(),
     };
@@ -348,12 +343,18 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         }
     }
 
-    saved.resume_summary = format!(
+    saved.resume_summary = resume_summary(m, &saved);
+    saved
+}
+
+/// What the next prompt says of this checkpoint (`context_checkpoint.resume_summary`).
+fn resume_summary(m: &Moment, saved: &Saved) -> String {
+    let mut summary = format!(
         "Iteration {} was checkpointed ({}){}. {}",
         m.iteration,
-        match m.trigger.name() {
-            "context" => format!("context, {} at {:.0}%", m.level, m.percent),
-            trigger => crate::state::checkpoint_label(trigger, m.level.name(), m.percent),
+        match m.trigger {
+            Trigger::Context => format!("context, {} at {:.0}%", m.level, m.percent),
+            trigger => crate::state::checkpoint_label(trigger, m.level, m.percent),
         },
         match (saved.current_item.as_deref(), saved.item_done) {
             (Some(i), true) => format!(" right after \"{i}\" was checked off"),
@@ -367,12 +368,12 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             .unwrap_or_default()
     );
     if !saved.stashed.is_empty() {
-        saved.resume_summary.push_str(&format!(
+        summary.push_str(&format!(
             " Part of its work is in the stash ({}): `git stash pop` gets it back.",
             stash_names(&saved.stashed).join(", ")
         ));
     }
-    saved
+    summary
 }
 
 /// The handoff's YAML front matter, one `key: value` line each. A string
@@ -427,9 +428,9 @@ fn commit_message(config: &Config, m: &Moment, saved: &mut Saved) -> String {
         "git.commit_message",
         crate::config::commit_message_context(
             m.iteration,
-            m.level.name(),
+            m.level,
             m.percent,
-            m.trigger.name(),
+            m.trigger,
             saved.current_item.as_deref(),
             &saved.title,
         ),
@@ -529,22 +530,78 @@ mod tests {
         assert_eq!(yaml["trigger"], "true");
     }
 
+    fn moment(trigger: Trigger, level: Level, percent: f64) -> Moment {
+        Moment {
+            iteration: 4,
+            trigger,
+            level,
+            percent,
+            tokens: 0,
+            usable: 0,
+            window: 0,
+            reason: String::new(),
+            last_text: None,
+            last_tools: Vec::new(),
+            files_touched: Vec::new(),
+            notes_path: None,
+            unasked: None,
+            item: None,
+            item_done: false,
+            stash_before: None,
+        }
+    }
+
+    #[test]
+    fn the_resume_summary_says_why_where_and_what_to_read() {
+        let saved = |item: Option<&str>, done: bool, handoff: Option<&str>| Saved {
+            current_item: item.map(String::from),
+            item_done: done,
+            handoff: handoff.map(String::from),
+            ..Saved::default()
+        };
+        let h = Some(".ralph/handoffs/h.md");
+        for (m, s, want) in [
+            (
+                moment(Trigger::Context, Level::L2, 87.4),
+                saved(Some("parser"), false, h),
+                "Iteration 4 was checkpointed (context, L2 at 87%) while working on \"parser\". Read .ralph/handoffs/h.md first.",
+            ),
+            (
+                moment(Trigger::Compact, Level::L2, 90.0),
+                saved(None, false, h),
+                "Iteration 4 was checkpointed (L2 at 90%). Read .ralph/handoffs/h.md first.",
+            ),
+            (
+                moment(Trigger::Boundary, Level::L1, 61.0),
+                saved(Some("writer"), true, h),
+                "Iteration 4 was checkpointed (boundary at 61%) right after \"writer\" was checked off. Read .ralph/handoffs/h.md first.",
+            ),
+            (
+                moment(Trigger::Manual, Level::L0, 0.0),
+                saved(None, false, None),
+                "Iteration 4 was checkpointed (manual). ",
+            ),
+        ] {
+            assert_eq!(resume_summary(&m, &s), want);
+        }
+    }
+
     #[test]
     fn checkpoints_not_set_off_by_the_context_are_labelled_by_their_trigger() {
         assert_eq!(
-            titled("signal", Level::L2, 24.4, Some("parser")),
+            titled(Trigger::Signal, Level::L2, 24.4, Some("parser")),
             "Checkpoint (signal at 24%) - parser"
         );
         assert_eq!(
-            titled("manual", Level::L2, 0.0, None),
+            titled(Trigger::Manual, Level::L2, 0.0, None),
             "Checkpoint (manual)"
         );
         assert_eq!(
-            crate::state::checkpoint_label("context", "L3", 95.2),
+            crate::state::checkpoint_label(Trigger::Context, Level::L3, 95.2),
             "L3 at 95%"
         );
         assert_eq!(
-            crate::state::checkpoint_label("timeout", "L0", 40.0),
+            crate::state::checkpoint_label(Trigger::Timeout, Level::L0, 40.0),
             "timeout at 40%"
         );
     }

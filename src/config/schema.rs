@@ -418,7 +418,14 @@ impl Config {
         if let Err(e) = crate::prompt::templates::render_str(
             &self.git.commit_message,
             "git.commit_message",
-            commit_message_context(1, "L2", 85.0, "context", Some("item"), "title"),
+            commit_message_context(
+                1,
+                crate::context::Level::L2,
+                85.0,
+                crate::state::Trigger::Context,
+                Some("item"),
+                "title",
+            ),
         ) {
             return bad("git", "commit_message", format!("template error: {e}"));
         }
@@ -539,18 +546,18 @@ impl Config {
 /// WIP commit (`checkpoint`).
 pub fn commit_message_context(
     iteration: u32,
-    level: &str,
+    level: crate::context::Level,
     percent: f64,
-    trigger: &str,
+    trigger: crate::state::Trigger,
     item: Option<&str>,
     title: &str,
 ) -> minijinja::Value {
     minijinja::context! {
         iteration => iteration,
         label => crate::state::checkpoint_label(trigger, level, percent),
-        level => level,
+        level => level.name(),
         percent => percent.round() as i64,
-        trigger => trigger,
+        trigger => trigger.name(),
         item => item,
         title => title,
     }

@@ -137,7 +137,7 @@ pub fn describe(event: &Event) -> Option<String> {
             "iteration {iteration}: checkpoint {}: {}; handoff {}",
             match trigger {
                 Trigger::Context | Trigger::Compact => format!("{level} at {percent:.1}%"),
-                _ => crate::state::checkpoint_label(trigger.name(), level.name(), *percent),
+                _ => crate::state::checkpoint_label(*trigger, *level, *percent),
             },
             match (commit, commit_note) {
                 (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),

@@ -114,8 +114,8 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
             commit_note => &cp.commit_note,
             trigger => cp.trigger.map(Trigger::name),
             label => crate::state::checkpoint_label(
-                cp.trigger.map_or("context", Trigger::name),
-                cp.level.map_or("L2", Level::name),
+                cp.trigger.unwrap_or(Trigger::Context),
+                cp.level.unwrap_or(Level::L2),
                 cp.percent_at_checkpoint,
             ),
             stashed => &cp.stashed,

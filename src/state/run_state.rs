@@ -67,11 +67,11 @@ impl std::fmt::Display for Trigger {
 /// `git.commit_message`, the handoff title): "L2 at 87%" for the context,
 /// else the trigger, with the context's percent when there was a reading:
 /// "signal at 24%", "manual".
-pub fn checkpoint_label(trigger: &str, level: &str, percent: f64) -> String {
+pub fn checkpoint_label(trigger: Trigger, level: Level, percent: f64) -> String {
     let percent = percent.round() as i64;
     match trigger {
         // Both are the context filling up (`compact`: Claude Code's own).
-        "context" | "compact" => format!("{level} at {percent}%"),
+        Trigger::Context | Trigger::Compact => format!("{level} at {percent}%"),
         _ if percent > 0 => format!("{trigger} at {percent}%"),
         _ => trigger.to_string(),
     }
