@@ -102,10 +102,64 @@ struct ChangeView {
     path: String,
 }
 
-/// Write the handoff, make the WIP commit, and say what was saved.
+/// Write the handoff, make the WIP commit, and say what was saved: gather
+/// what the checkpoint works from, write the handoff (rendered by the pure
+/// [`render_handoff`]), commit, and sum up for the next prompt.
 pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) -> Saved {
-    let layout = Layout::new(root);
     let mut saved = Saved::default();
+    let g = gather(root, config, m, &mut saved);
+    let note = if g.will_commit || g.repo.is_none() {
+        None
+    } else if !config.git.wip_commit {
+        Some("git.wip_commit is off: the changes were left uncommitted".to_string())
+    } else {
+        g.blocker
+            .as_ref()
+            .map(|b| format!("no WIP commit, the changes were left uncommitted: {b}"))
+    };
+    // 1. The handoff document, so that the WIP commit carries it.
+    write_handoff(
+        root,
+        config,
+        templates,
+        m,
+        &g,
+        &mut saved,
+        g.will_commit,
+        note,
+    );
+    // 2. The WIP commit of the tree as it stands (handoff included).
+    commit(root, config, templates, m, &g, &mut saved);
+    saved.resume_summary = resume_summary(m, &saved);
+    saved
+}
+
+/// What a checkpoint works from, read once; what could not be read is a
+/// warning in `saved`.
+struct Gathered {
+    plan_text: String,
+    plan: Plan,
+    repo: Option<Repo>,
+    own: OwnPaths,
+    changes: Vec<ChangeView>,
+    diff_stat: String,
+    /// Why a WIP commit would not be safe now.
+    blocker: Option<String>,
+    will_commit: bool,
+    /// The agent's notes, cut to half the handoff's budget.
+    agent_notes: Option<String>,
+    files_touched: Vec<String>,
+    key_files: Vec<String>,
+    branch: Option<String>,
+    /// HEAD before the WIP commit: the commit the handoff names.
+    base_commit: Option<String>,
+    reload: Vec<String>,
+    now: jiff::Zoned,
+    handoff_rel: PathBuf,
+}
+
+fn gather(root: &Path, config: &Config, m: &Moment, saved: &mut Saved) -> Gathered {
+    let layout = Layout::new(root);
     let plan_path = root.join(&config.plan);
     let plan_text = std::fs::read_to_string(&plan_path).unwrap_or_default();
     let plan = Plan::parse(&plan_text);
@@ -184,7 +238,6 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         ));
     }
 
-    // 1. The handoff document, so that the WIP commit carries it.
     let now = jiff::Zoned::now();
     let handoff_rel = unique_handoff_name(&layout, &now, m.iteration);
     let branch = repo.as_ref().and_then(Repo::branch);
@@ -214,127 +267,189 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
         tiers::cut_tokens(&n, max / 2, &tail)
     });
     let reload = plan::context_files(root, &plan_text);
-    let costs = PlanTiers::open_line_costs(&plan);
-    let (title, stashed, left_out) = (
-        saved.title.clone(),
-        saved.stashed.clone(),
-        saved.left_out.clone(),
-    );
-    let render = |d: &Detail, will_commit: bool, commit_note: Option<&str>| {
-        // The latest touched files, so that `last` is still the latest.
-        let shown = d.files.min(files_touched.len());
-        let (older, touched) = files_touched.split_at(files_touched.len() - shown);
-        let listed = tiers::cap_spread(&changes, d.changes, |c: &ChangeView| c.path.as_str());
-        // The stat of the files listed, when the list is cut.
-        let in_list = |p: &str| listed.more == 0 || listed.shown.iter().any(|c| c.path == p);
-        let ctx = minijinja::context! {
-        front_matter => front_matter(&[
-            ("title", title.as_str().into()),
-            ("date", now.strftime("%Y-%m-%d").to_string().into()),
-            ("time", now.strftime("%H:%M:%S %Z").to_string().into()),
-            ("branch", branch.as_deref().unwrap_or("none").into()),
-            ("iteration", m.iteration.into()),
-            ("trigger", m.trigger.name().into()),
-            ("level", m.level.name().into()),
-            ("context_percent", crate::context::round1(m.percent).into()),
-            ("context_tokens", m.tokens.into()),
-            ("context_usable", m.usable.into()),
-            ("context_window", m.window.into()),
-            ("base_commit", base_commit.as_deref().unwrap_or("none").into()),
-            ("wip_commit", if will_commit { "the commit that adds this file" } else { "none" }.into()),
-        ]),
-        title => &title,
-        date => now.strftime("%Y-%m-%d").to_string(),
-        time => now.strftime("%H:%M:%S %Z").to_string(),
-        branch => repo.as_ref().and_then(Repo::branch),
-        iteration => m.iteration,
-        trigger => m.trigger.name(),
-        level => m.level.name(),
-        percent => crate::context::round1(m.percent),
-        tokens => m.tokens,
-        usable => m.usable,
-        window => m.window,
-        // The WIP commit's id cannot be inside the commit itself: the
-        // handoff names the commit it was made on top of.
-        commit => repo.as_ref().and_then(Repo::head_id),
-        reason => &m.reason,
-        last_text => m.last_text.as_deref().map(|t| cut(t, 1500)),
-        last_tools => m.last_tools.iter().rev().take(8).rev().map(|t| minijinja::context! {
-            name => &t.name, path => &t.path, summary => t.summary.as_deref().map(one_line),
-        }).collect::<Vec<_>>(),
-        files_touched => touched,
-        files_touched_more => tiers::cap(older, 0, |p: &String| p.as_str()).summary,
-        agent_notes => &agent_notes,
-        notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
-        unasked => &m.unasked,
-        git_available => repo.is_some(),
-        will_commit => will_commit,
-        left_uncommitted => &key_files,
-        commit_note => commit_note,
-        changes => listed.shown,
-        changes_more => listed.summary,
-        diff_stat => tiers::cap_stat(diff_stat.trim_end(), d.changes, in_list),
-        stashed => &stashed,
-        left_out => &left_out,
-        plan => plan.view(),
-        plan_tiers => PlanTiers::new(&plan, d),
-        plan_file => config.plan.display().to_string(),
-        reload => &reload,
-        };
-        templates.render(prompt::HANDOFF, ctx)
-    };
-    // Written again, with the truth, should the WIP commit it promises fail.
-    let write_handoff = |saved: &mut Saved, will_commit: bool, commit_note: Option<String>| {
-        let fitted = fit::fit(max, &costs, |d: &Detail| {
-            render(d, will_commit, commit_note.as_deref())
-        });
-        match fitted {
-            Ok(fitted) => {
-                let path = root.join(&handoff_rel);
-                match layout.ensure().and_then(|()| {
-                    // Committed: the agent's notes and words must not carry a secret.
-                    crate::state::write_private(
-                        &path,
-                        crate::text::secrets::scrub_keeping(&fitted.text, &plan_text).as_bytes(),
-                    )
-                }) {
-                    Ok(()) => saved.handoff = Some(handoff_rel.display().to_string()),
-                    Err(e) => saved
-                        .warnings
-                        .push(format!("cannot write the handoff: {e}")),
-                }
-            }
-            Err(e) => saved
-                .warnings
-                .push(format!("cannot render the handoff: {e}")),
-        }
-    };
-    let note = if will_commit || repo.is_none() {
-        None
-    } else if !config.git.wip_commit {
-        Some("git.wip_commit is off: the changes were left uncommitted".to_string())
-    } else {
-        blocker.map(|b| format!("no WIP commit, the changes were left uncommitted: {b}"))
-    };
-    write_handoff(&mut saved, will_commit, note);
+    Gathered {
+        plan_text,
+        plan,
+        repo,
+        own,
+        changes,
+        diff_stat,
+        blocker,
+        will_commit,
+        agent_notes,
+        files_touched,
+        key_files,
+        branch,
+        base_commit,
+        reload,
+        now,
+        handoff_rel,
+    }
+}
 
-    // 2. The WIP commit of the tree as it stands (handoff included).
-    match &repo {
+/// The handoff at detail `d` (pure: everything comes from `g`, `m` and
+/// `saved`).
+#[allow(clippy::too_many_arguments)]
+fn render_handoff(
+    config: &Config,
+    templates: &Templates,
+    m: &Moment,
+    g: &Gathered,
+    saved: &Saved,
+    d: &Detail,
+    will_commit: bool,
+    commit_note: Option<&str>,
+) -> crate::error::Result<String> {
+    let now = &g.now;
+    let files_touched = &g.files_touched;
+    // The latest touched files, so that `last` is still the latest.
+    let shown = d.files.min(files_touched.len());
+    let (older, touched) = files_touched.split_at(files_touched.len() - shown);
+    let listed = tiers::cap_spread(&g.changes, d.changes, |c: &ChangeView| c.path.as_str());
+    // The stat of the files listed, when the list is cut.
+    let in_list = |p: &str| listed.more == 0 || listed.shown.iter().any(|c| c.path == p);
+    let title = &saved.title;
+    let ctx = minijinja::context! {
+    front_matter => front_matter(&[
+        ("title", title.as_str().into()),
+        ("date", now.strftime("%Y-%m-%d").to_string().into()),
+        ("time", now.strftime("%H:%M:%S %Z").to_string().into()),
+        ("branch", g.branch.as_deref().unwrap_or("none").into()),
+        ("iteration", m.iteration.into()),
+        ("trigger", m.trigger.name().into()),
+        ("level", m.level.name().into()),
+        ("context_percent", crate::context::round1(m.percent).into()),
+        ("context_tokens", m.tokens.into()),
+        ("context_usable", m.usable.into()),
+        ("context_window", m.window.into()),
+        ("base_commit", g.base_commit.as_deref().unwrap_or("none").into()),
+        ("wip_commit", if will_commit { "the commit that adds this file" } else { "none" }.into()),
+    ]),
+    title => title,
+    date => now.strftime("%Y-%m-%d").to_string(),
+    time => now.strftime("%H:%M:%S %Z").to_string(),
+    branch => &g.branch,
+    iteration => m.iteration,
+    trigger => m.trigger.name(),
+    level => m.level.name(),
+    percent => crate::context::round1(m.percent),
+    tokens => m.tokens,
+    usable => m.usable,
+    window => m.window,
+    // The WIP commit's id cannot be inside the commit itself: the
+    // handoff names the commit it was made on top of.
+    commit => &g.base_commit,
+    reason => &m.reason,
+    last_text => m.last_text.as_deref().map(|t| cut(t, 1500)),
+    last_tools => m.last_tools.iter().rev().take(8).rev().map(|t| minijinja::context! {
+        name => &t.name, path => &t.path, summary => t.summary.as_deref().map(one_line),
+    }).collect::<Vec<_>>(),
+    files_touched => touched,
+    files_touched_more => tiers::cap(older, 0, |p: &String| p.as_str()).summary,
+    agent_notes => &g.agent_notes,
+    notes_path => m.notes_path.as_ref().map(|p| p.display().to_string()),
+    unasked => &m.unasked,
+    git_available => g.repo.is_some(),
+    will_commit => will_commit,
+    left_uncommitted => &g.key_files,
+    commit_note => commit_note,
+    changes => listed.shown,
+    changes_more => listed.summary,
+    diff_stat => tiers::cap_stat(g.diff_stat.trim_end(), d.changes, in_list),
+    stashed => &saved.stashed,
+    left_out => &saved.left_out,
+    plan => g.plan.view(),
+    plan_tiers => PlanTiers::new(&g.plan, d),
+    plan_file => config.plan.display().to_string(),
+    reload => &g.reload,
+    };
+    templates.render(prompt::HANDOFF, ctx)
+}
+
+/// Render the handoff at the most detail that fits `[handoff] max_tokens`
+/// and write it; written again, with the truth, should the WIP commit it
+/// promises fail.
+#[allow(clippy::too_many_arguments)]
+fn write_handoff(
+    root: &Path,
+    config: &Config,
+    templates: &Templates,
+    m: &Moment,
+    g: &Gathered,
+    saved: &mut Saved,
+    will_commit: bool,
+    commit_note: Option<String>,
+) {
+    let costs = PlanTiers::open_line_costs(&g.plan);
+    let fitted = fit::fit(config.handoff.max_tokens, &costs, |d: &Detail| {
+        render_handoff(
+            config,
+            templates,
+            m,
+            g,
+            saved,
+            d,
+            will_commit,
+            commit_note.as_deref(),
+        )
+    });
+    match fitted {
+        Ok(fitted) => {
+            let path = root.join(&g.handoff_rel);
+            match Layout::new(root).ensure().and_then(|()| {
+                // Committed: the agent's notes and words must not carry a secret.
+                crate::state::write_private(
+                    &path,
+                    crate::text::secrets::scrub_keeping(&fitted.text, &g.plan_text).as_bytes(),
+                )
+            }) {
+                Ok(()) => saved.handoff = Some(g.handoff_rel.display().to_string()),
+                Err(e) => saved
+                    .warnings
+                    .push(format!("cannot write the handoff: {e}")),
+            }
+        }
+        Err(e) => saved
+            .warnings
+            .push(format!("cannot render the handoff: {e}")),
+    }
+}
+
+/// The WIP commit of the tree as it stands, handoff included; a commit
+/// that was skipped rewrites the handoff to say so.
+fn commit(
+    root: &Path,
+    config: &Config,
+    templates: &Templates,
+    m: &Moment,
+    g: &Gathered,
+    saved: &mut Saved,
+) {
+    match &g.repo {
         None => saved.commit_note = Some("not a git repository".into()),
         Some(_) if !config.git.wip_commit => {
             saved.commit_note = Some("git.wip_commit is off".into());
         }
         Some(r) => {
-            let message = commit_message(config, m, &mut saved);
-            let message = crate::text::secrets::scrub_keeping(&message, &plan_text);
-            match r.wip_commit_leaving_out(&message, &own, &saved.left_out) {
+            let message = commit_message(config, m, saved);
+            let message = crate::text::secrets::scrub_keeping(&message, &g.plan_text);
+            match r.wip_commit_leaving_out(&message, &g.own, &saved.left_out) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
                     saved.commit_note = Some("nothing to commit".into());
                 }
                 CommitOutcome::Skipped { reason } => {
                     if saved.handoff.is_some() {
-                        write_handoff(&mut saved, false, Some(reason.clone()));
+                        write_handoff(
+                            root,
+                            config,
+                            templates,
+                            m,
+                            g,
+                            saved,
+                            false,
+                            Some(reason.clone()),
+                        );
                     }
                     saved.warnings.push(reason.clone());
                     saved.commit_note = Some(reason);
@@ -342,9 +457,6 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             }
         }
     }
-
-    saved.resume_summary = resume_summary(m, &saved);
-    saved
 }
 
 /// What the next prompt says of this checkpoint (`context_checkpoint.resume_summary`).
@@ -548,6 +660,97 @@ mod tests {
             item: None,
             item_done: false,
             stash_before: None,
+        }
+    }
+
+    /// The handoff's render is pure: what it says of the commit follows
+    /// from the gathered facts and the commit decision alone.
+    #[test]
+    fn the_handoff_says_what_the_wip_commit_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let templates = Templates::load(dir.path()).unwrap();
+        let config = Config::default();
+        let plan_text = "# Parser\n\n- [ ] parser\n- [ ] tests\n".to_string();
+        let g = |repo: Option<Repo>| Gathered {
+            plan: Plan::parse(&plan_text),
+            plan_text: plan_text.clone(),
+            repo,
+            own: OwnPaths::new(Path::new("PROMPT.md")),
+            changes: vec![ChangeView {
+                kind: "M".into(),
+                path: "src/parser.rs".into(),
+            }],
+            diff_stat: String::new(),
+            blocker: None,
+            will_commit: false,
+            agent_notes: Some("Half of the parser is done.".into()),
+            files_touched: vec!["src/parser.rs".into()],
+            key_files: Vec::new(),
+            branch: Some("main".into()),
+            base_commit: Some("0123456789abcdef".into()),
+            reload: Vec::new(),
+            now: jiff::Zoned::now(),
+            handoff_rel: PathBuf::from(".ralph/handoffs/h.md"),
+        };
+        let git = tempfile::tempdir().unwrap();
+        git2::Repository::init(git.path()).unwrap();
+        let saved = Saved {
+            title: "Context Checkpoint L2 at 87% - parser".into(),
+            ..Saved::default()
+        };
+        let m = moment(Trigger::Context, Level::L2, 87.4);
+        for (repo, will_commit, note, has, lacks) in [
+            (
+                true,
+                true,
+                None,
+                vec![
+                    "wip_commit: the commit that adds this file",
+                    "(committed in the WIP commit that adds this file, on top of 0123456789)",
+                    "Half of the parser is done.",
+                    "`src/parser.rs`",
+                ],
+                vec!["Note:"],
+            ),
+            (
+                true,
+                false,
+                Some("no WIP commit: a merge is in progress"),
+                vec![
+                    "wip_commit: none",
+                    "Note: no WIP commit: a merge is in progress",
+                ],
+                vec!["committed in the WIP commit"],
+            ),
+            (
+                false,
+                false,
+                None,
+                vec![
+                    "wip_commit: none",
+                    "# Context Checkpoint L2 at 87% - parser",
+                ],
+                vec!["committed in the WIP commit", "Changes at checkpoint time"],
+            ),
+        ] {
+            let repo = repo.then(|| Repo::open(git.path()).unwrap().unwrap());
+            let text = render_handoff(
+                &config,
+                &templates,
+                &m,
+                &g(repo),
+                &saved,
+                &Detail::MOST,
+                will_commit,
+                note,
+            )
+            .unwrap();
+            for want in has {
+                assert!(text.contains(want), "{want:?} missing:\n{text}");
+            }
+            for unwanted in lacks {
+                assert!(!text.contains(unwanted), "{unwanted:?} present:\n{text}");
+            }
         }
     }
 
