@@ -1,7 +1,10 @@
 //! What happens after a checkpointed iteration (and on `ralph checkpoint`
 //! without a run): the handoff document, the WIP commit that carries it,
 //! and the facts the state and the hooks get. Each step survives the
-//! failure of the ones before it.
+//! failure of the ones before it: `gather` (reads; what it cannot read is a
+//! warning), `write_handoff` (through the pure `render_handoff`), `commit`
+//! (a skipped commit rewrites the handoff to say so), `resume_summary`
+//! (pure).
 
 use std::path::{Path, PathBuf};
 
