@@ -32,6 +32,7 @@ pub struct Config {
     pub notify: crate::notify::config::NotifyConfig,
     pub quota: crate::rules::quota::QuotaConfig,
     pub sandbox: crate::agent::sandbox::SandboxConfig,
+    pub fleet: crate::workers::fleet::FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -165,6 +166,7 @@ impl Default for Config {
             notify: Default::default(),
             quota: Default::default(),
             sandbox: Default::default(),
+            fleet: Default::default(),
         }
     }
 }
@@ -395,6 +397,7 @@ impl Config {
             }
         }
         (self.verify.problem()).map_or(Ok(()), |(key, why)| bad("verify", key, why))?;
+        (self.fleet.problem()).map_or(Ok(()), |(key, why)| bad("fleet", key, why))?;
         if self.hooks.retries > MAX_HOOK_RETRIES {
             return bad(
                 "hooks",

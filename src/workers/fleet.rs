@@ -21,6 +21,12 @@
 //!   lease.rs         the lease record, the expiry rule and clock skew, the fleet's ref names (pure)
 //!   units.rs         plan items as units: keys, sub-items, checking off, the one-item plan (pure)
 //!   remote.rs        Fleet: sync, the run, acquire/renew/release, the ledger, workers' status
+//!   worker.rs        the worker: join, claim, the item's worktree and loop, beats, release
+//!   child.rs         the item's loop as a child `ralph run`, stop signals
+//!   merge.rs         the merge under the merge lease: one atomic push
+//!   say.rs           the worker's events (stderr / --json, .ralph/fleet/<name>/events.jsonl)
+//!   status.rs        `ralph status --fleet NAME`
+//!   config.rs        `[fleet]`
 //! ```
 //!
 //! Pitfalls: a push that the remote refused (`Rejected`: another worker got
@@ -28,7 +34,17 @@
 //! things — the first is lost, the second is retried. Never push with
 //! `+`/`--force`: every write names the value it replaces.
 
+mod child;
+mod config;
 mod lease;
+mod merge;
 mod remote;
+mod say;
+mod status;
 mod units;
 mod wire;
+mod worker;
+
+pub use config::FleetConfig;
+pub(crate) use status::{FleetStatus, status};
+pub(crate) use worker::{Options, run};
