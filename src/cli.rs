@@ -142,7 +142,12 @@ pub struct StatusArgs {
     #[arg(long, value_name = "NAME")]
     pub fleet: Option<String>,
     /// The fleet's remote
-    #[arg(long, value_name = "REMOTE", default_value = "origin", requires = "fleet")]
+    #[arg(
+        long,
+        value_name = "REMOTE",
+        default_value = "origin",
+        requires = "fleet"
+    )]
     pub remote: String,
 }
 

@@ -24,6 +24,6 @@ pub mod stream;
 mod supervisor;
 mod text;
 mod verify;
-mod workers;
+pub mod workers;
 
 pub use error::{Error, Result};

@@ -55,7 +55,13 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
 }
 
 /// `ralph run --remote R --fleet NAME`: one worker of a fleet (docs/fleet.md).
-fn fleet_worker(root: &Path, config: Config, args: &RunArgs, remote: &str, fleet: &str) -> Result<i32> {
+fn fleet_worker(
+    root: &Path,
+    config: Config,
+    args: &RunArgs,
+    remote: &str,
+    fleet: &str,
+) -> Result<i32> {
     if args.fresh || args.deadline.is_some() || args.budget_per_invocation || args.reset_breaker {
         return Err(Error::usage(
             "--fresh, --deadline, --budget-per-invocation and --reset-breaker do not apply to a fleet worker",

@@ -40,7 +40,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "t@t")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -49,10 +53,18 @@ impl Fleet {
     fn new(items: usize, pause_ms: u64, config: &str) -> Fleet {
         let tmp = tempfile::tempdir().unwrap();
         let bare = tmp.path().join("remote.git");
-        git(tmp.path(), &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+        git(
+            tmp.path(),
+            &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+        );
         let seed = tmp.path().join("seed");
-        git(tmp.path(), &["init", "-q", "-b", "main", seed.to_str().unwrap()]);
-        let plan: String = (1..=items).map(|i| format!("- [ ] item number {i}\n")).collect();
+        git(
+            tmp.path(),
+            &["init", "-q", "-b", "main", seed.to_str().unwrap()],
+        );
+        let plan: String = (1..=items)
+            .map(|i| format!("- [ ] item number {i}\n"))
+            .collect();
         std::fs::write(seed.join("fix_plan.md"), format!("# Night\n\n{plan}")).unwrap();
         std::fs::write(seed.join("scenario.toml"), scenario(pause_ms)).unwrap();
         std::fs::write(seed.join("ralph.toml"), common::config(config)).unwrap();
@@ -64,7 +76,15 @@ impl Fleet {
 
     fn clone(&self, name: &str) -> PathBuf {
         let dir = self.tmp.path().join(name);
-        git(self.tmp.path(), &["clone", "-q", self.bare.to_str().unwrap(), dir.to_str().unwrap()]);
+        git(
+            self.tmp.path(),
+            &[
+                "clone",
+                "-q",
+                self.bare.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
         dir
     }
 
@@ -74,7 +94,9 @@ impl Fleet {
         Command::new(common::BIN)
             .current_dir(&dir)
             .env("RALPH_LOG", "off")
-            .args(["run", "--remote", "origin", "--fleet", "night", "--worker", name, "--json"])
+            .args([
+                "run", "--remote", "origin", "--fleet", "night", "--worker", name, "--json",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -94,24 +116,57 @@ impl Fleet {
             .args(["show", &format!("ralph/fleet/night/run:{path}")])
             .output()
             .unwrap();
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     fn run_files(&self, dir: &str) -> Vec<String> {
-        let out = git(&self.bare, &["ls-tree", "--name-only", "ralph/fleet/night/run", &format!("{dir}/")]);
+        let out = git(
+            &self.bare,
+            &[
+                "ls-tree",
+                "--name-only",
+                "ralph/fleet/night/run",
+                &format!("{dir}/"),
+            ],
+        );
         out.lines().map(String::from).collect()
     }
 
     fn merges(&self) -> Vec<String> {
-        let out = git(&self.bare, &["log", "--format=%s", "--first-parent", "ralph/fleet/night/run"]);
-        out.lines().filter(|l| l.starts_with("ralph fleet: merge")).map(String::from).collect()
+        let out = git(
+            &self.bare,
+            &[
+                "log",
+                "--format=%s",
+                "--first-parent",
+                "ralph/fleet/night/run",
+            ],
+        );
+        out.lines()
+            .filter(|l| l.starts_with("ralph fleet: merge"))
+            .map(String::from)
+            .collect()
     }
 
     /// What nothing should be left of once every item is merged.
     fn assert_nothing_left(&self) {
-        assert_eq!(self.refs("refs/ralph/fleet/night/claims/"), Vec::<String>::new(), "no claim left");
-        assert_eq!(self.refs("refs/heads/ralph/fleet/night/items/"), Vec::<String>::new(), "no item branch unmerged");
-        assert_eq!(self.refs("refs/ralph/fleet/night/merge"), Vec::<String>::new(), "no merge lease left");
+        assert_eq!(
+            self.refs("refs/ralph/fleet/night/claims/"),
+            Vec::<String>::new(),
+            "no claim left"
+        );
+        assert_eq!(
+            self.refs("refs/heads/ralph/fleet/night/items/"),
+            Vec::<String>::new(),
+            "no item branch unmerged"
+        );
+        assert_eq!(
+            self.refs("refs/ralph/fleet/night/merge"),
+            Vec::<String>::new(),
+            "no merge lease left"
+        );
     }
 }
 
@@ -123,13 +178,20 @@ struct Ended {
 
 impl Ended {
     fn of(&self, kind: &str) -> Vec<&Value> {
-        self.events.iter().filter(|e| e["event"] == kind && e.get("worker").is_some()).collect()
+        self.events
+            .iter()
+            .filter(|e| e["event"] == kind && e.get("worker").is_some())
+            .collect()
     }
 }
 
 fn wait(child: Child) -> Ended {
     let run = common::Run::wait(child, LIMIT);
-    Ended { code: run.code, events: run.events, stderr: run.stderr }
+    Ended {
+        code: run.code,
+        events: run.events,
+        stderr: run.stderr,
+    }
 }
 
 #[test]
@@ -156,7 +218,15 @@ fn three_workers_do_nine_items_each_exactly_once() {
     let merged: usize = ended.iter().map(|e| e.of("merged").len()).sum();
     assert_eq!((claimed, merged), (9, 9));
     // The run was created once; everyone else joined.
-    let created: usize = ended.iter().map(|e| e.of("joined").iter().filter(|j| j["created"] == true).count()).sum();
+    let created: usize = ended
+        .iter()
+        .map(|e| {
+            e.of("joined")
+                .iter()
+                .filter(|j| j["created"] == true)
+                .count()
+        })
+        .sum();
     assert_eq!(created, 1);
     fleet.assert_nothing_left();
     // `ralph status --fleet` from a fresh clone sees it all.
@@ -167,7 +237,11 @@ fn three_workers_do_nine_items_each_exactly_once() {
         .args(["status", "--fleet", "night", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     let items = status["items"].as_array().unwrap();
     assert_eq!(items.len(), 9);
@@ -183,7 +257,13 @@ fn two_workers_racing_for_the_last_item_one_gets_it() {
     let fleet = Fleet::new(1, 300, "");
     let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
     let (a, b) = (wait(a), wait(b));
-    assert_eq!((a.code, b.code), (Some(0), Some(0)), "{}\n{}", a.stderr, b.stderr);
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
     assert_eq!(a.of("claimed").len() + b.of("claimed").len(), 1);
     assert_eq!(fleet.merges().len(), 1);
     fleet.assert_nothing_left();
@@ -191,7 +271,10 @@ fn two_workers_racing_for_the_last_item_one_gets_it() {
 
 /// The newest commit of `refname` on the remote, if any.
 fn remote_ref(fleet: &Fleet, refname: &str) -> Option<String> {
-    fleet.refs(refname).first().map(|r| git(&fleet.bare, &["rev-parse", r]))
+    fleet
+        .refs(refname)
+        .first()
+        .map(|r| git(&fleet.bare, &["rev-parse", r]))
 }
 
 #[test]
@@ -234,12 +317,23 @@ fn sigterm_checkpoints_pushes_and_releases_the_claim_within_the_grace() {
     });
     assert_eq!(fleet.refs("refs/ralph/fleet/night/claims/").len(), 1);
     let sent = Instant::now();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(a.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     let a = wait(a);
-    assert!(sent.elapsed() < Duration::from_secs(15), "within the grace: {:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(15),
+        "within the grace: {:?}",
+        sent.elapsed()
+    );
     assert_eq!(a.code, Some(130), "{}", a.stderr);
     assert_eq!(a.of("released").len(), 1, "{}", a.stderr);
-    assert!(fleet.refs("refs/ralph/fleet/night/claims/").is_empty(), "claim released");
+    assert!(
+        fleet.refs("refs/ralph/fleet/night/claims/").is_empty(),
+        "claim released"
+    );
     // The work is on the item's branch on the remote, in a commit.
     let branch = fleet.refs("refs/heads/ralph/fleet/night/items/");
     assert_eq!(branch.len(), 1);
@@ -250,9 +344,15 @@ fn sigterm_checkpoints_pushes_and_releases_the_claim_within_the_grace() {
 
 #[test]
 fn an_unreachable_remote_is_retried_and_said_and_the_work_kept() {
-    let fleet = Fleet::new(1, 7000, "[fleet]\nlease = \"3s\"\nmax_retry_wait = \"1s\"\n");
+    let fleet = Fleet::new(
+        1,
+        7000,
+        "[fleet]\nlease = \"3s\"\nmax_retry_wait = \"1s\"\n",
+    );
     let a = fleet.worker("wa");
-    common::wait_until("the claim", LIMIT, || !fleet.refs("refs/ralph/fleet/night/claims/").is_empty());
+    common::wait_until("the claim", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/claims/").is_empty()
+    });
     let away = fleet.tmp.path().join("away.git");
     std::fs::rename(&fleet.bare, &away).unwrap();
     std::thread::sleep(Duration::from_secs(4));

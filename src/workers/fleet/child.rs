@@ -56,7 +56,8 @@ pub(crate) struct Loop {
 impl Loop {
     /// Start `ralph run ITEM_PLAN --fresh ARGS…` in `root`, with `env`.
     pub(crate) fn start(root: &Path, args: &[OsString], env: &[(&str, String)]) -> Result<Loop> {
-        let exe = std::env::current_exe().map_err(|e| Error::wrap("cannot find ralph's own binary", e))?;
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::wrap("cannot find ralph's own binary", e))?;
         let mut command = Command::new(exe);
         command
             .current_dir(root)
@@ -77,14 +78,21 @@ impl Loop {
         let child = command
             .spawn()
             .map_err(|e| Error::wrap("cannot start the worker's loop (`ralph run`)", e))?;
-        Ok(Loop { child, stop_sent: None })
+        Ok(Loop {
+            child,
+            stop_sent: None,
+        })
     }
 
     /// Its exit code once it has ended (a signal: 128 + its number).
     pub(crate) fn exited(&mut self) -> Option<i32> {
         use std::os::unix::process::ExitStatusExt as _;
         let status = self.child.try_wait().ok()??;
-        Some(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(9)))
+        Some(
+            status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(9)),
+        )
     }
 
     /// Ask it to stop the way a user would (SIGTERM: checkpoint, WIP

@@ -40,7 +40,10 @@ impl FleetConfig {
     /// The key that is wrong and why, if one is.
     pub(crate) fn problem(&self) -> Option<(&'static str, String)> {
         if self.lease.0.as_secs() < 3 {
-            return Some(("lease", "must be at least 3s (it is renewed every third)".into()));
+            return Some((
+                "lease",
+                "must be at least 3s (it is renewed every third)".into(),
+            ));
         }
         for (key, span) in [
             ("grace", self.grace),

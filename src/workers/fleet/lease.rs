@@ -53,7 +53,13 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    pub(crate) fn new(holder: &str, what: &str, text: &str, lease: Duration, now: Timestamp) -> Lease {
+    pub(crate) fn new(
+        holder: &str,
+        what: &str,
+        text: &str,
+        lease: Duration,
+        now: Timestamp,
+    ) -> Lease {
         Lease {
             holder: holder.to_string(),
             what: what.to_string(),
@@ -114,7 +120,11 @@ impl Lease {
         let json = serde_json::to_string(self).expect("a lease serialises");
         format!(
             "ralph fleet: {} {} by {} (generation {})\n\n{json}\n",
-            if self.what == MERGE { "merge lease" } else { "claim" },
+            if self.what == MERGE {
+                "merge lease"
+            } else {
+                "claim"
+            },
             self.what,
             self.holder,
             self.generation
@@ -166,8 +176,11 @@ impl Names {
                 fleet: fleet.to_string(),
             })
         } else {
-            Err(Error::usage(format!("`--fleet {fleet}` is not a usable fleet name"))
-                .with_hint("use letters, digits, `.`, `_` and `-` (at most 100), e.g. `--fleet nightly`"))
+            Err(
+                Error::usage(format!("`--fleet {fleet}` is not a usable fleet name")).with_hint(
+                    "use letters, digits, `.`, `_` and `-` (at most 100), e.g. `--fleet nightly`",
+                ),
+            )
         }
     }
 
@@ -255,7 +268,8 @@ pub(crate) fn valid_component(s: &str) -> bool {
         && !s.starts_with('.')
         && !s.ends_with(".lock")
         && !s.contains("..")
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 #[cfg(test)]
@@ -267,7 +281,13 @@ mod tests {
     }
 
     fn lease() -> Lease {
-        Lease::new("w1", "i-abc", "do it", Duration::from_secs(60), at("2026-11-24T03:00:00Z"))
+        Lease::new(
+            "w1",
+            "i-abc",
+            "do it",
+            Duration::from_secs(60),
+            at("2026-11-24T03:00:00Z"),
+        )
     }
 
     #[test]
@@ -300,7 +320,10 @@ mod tests {
         assert_eq!((r.generation, r.taken_at), (1, l.taken_at));
         assert!(!r.expired(at("2026-11-24T03:01:15Z"), Duration::ZERO, Duration::ZERO));
         let t = r.taken_over("w2", Duration::from_secs(90), at("2026-11-24T03:05:00Z"));
-        assert_eq!((t.generation, t.holder.as_str(), t.lease_secs), (2, "w2", 90));
+        assert_eq!(
+            (t.generation, t.holder.as_str(), t.lease_secs),
+            (2, "w2", 90)
+        );
         assert_eq!(t.took_over_from.as_deref(), Some("w1"));
         assert_eq!(t.what, "i-abc");
     }
@@ -320,7 +343,10 @@ mod tests {
         assert_eq!(n.run_branch(), "refs/heads/ralph/fleet/nightly/run");
         assert_eq!(n.claim("i-1"), "refs/ralph/fleet/nightly/claims/i-1");
         assert_eq!(n.seen(&n.run_branch()), "refs/ralph/seen/nightly/heads/run");
-        assert_eq!(n.seen(&n.claim("i-1")), "refs/ralph/seen/nightly/ctl/claims/i-1");
+        assert_eq!(
+            n.seen(&n.claim("i-1")),
+            "refs/ralph/seen/nightly/ctl/claims/i-1"
+        );
         for bad in ["", "a/b", "..", "x.lock", "a b", ".hidden", "é"] {
             assert!(Names::new(bad).is_err(), "{bad:?}");
         }

@@ -14,10 +14,10 @@ use std::path::Path;
 use git2::{Oid, build::TreeUpdateBuilder};
 
 use super::remote::{Held, WorkerState};
+use super::say::FleetEvent;
 use super::units::{Unit, check_off};
 use super::wire::{Update, WireError};
 use super::worker::{ItemEnd, Worker};
-use super::say::FleetEvent;
 use crate::error::{Error, Result};
 
 enum Attempt {
@@ -52,18 +52,22 @@ impl Worker {
             }
             let Some(view) = self.sync() else { continue };
             let merge_ref = names.merge_lease();
-            let lease = match self.fleet.acquire(&merge_ref, super::lease::MERGE, "", view.merge.as_ref()) {
-                Ok(Some(lease)) => lease,
-                Ok(None) => {
-                    self.pause(Duration::from_millis(300));
-                    continue;
-                }
-                Err(e) => {
-                    let wait = self.unreachable(&e);
-                    self.pause(wait);
-                    continue;
-                }
-            };
+            let lease =
+                match self
+                    .fleet
+                    .acquire(&merge_ref, super::lease::MERGE, "", view.merge.as_ref())
+                {
+                    Ok(Some(lease)) => lease,
+                    Ok(None) => {
+                        self.pause(Duration::from_millis(300));
+                        continue;
+                    }
+                    Err(e) => {
+                        let wait = self.unreachable(&e);
+                        self.pause(wait);
+                        continue;
+                    }
+                };
             let run = view.run.expect("joined");
             let item_tip = pushed_item.expect("pushed above");
             let attempt = match self.merge_commit(run, item_tip, unit) {
@@ -97,16 +101,27 @@ impl Worker {
                 }
                 Attempt::Conflict(files) => {
                     let _ = self.fleet.release(&lease);
-                    self.say.say(FleetEvent::Conflict { item: key.clone(), files });
+                    self.say.say(FleetEvent::Conflict {
+                        item: key.clone(),
+                        files,
+                    });
                     return Ok(None);
                 }
             };
             let _ = self.fleet.release(&lease);
             match result {
                 Ok(Some(commit)) => {
-                    self.say.say(FleetEvent::Merged { item: key.clone(), text: unit.text.clone(), commit: commit.to_string() });
+                    self.say.say(FleetEvent::Merged {
+                        item: key.clone(),
+                        text: unit.text.clone(),
+                        commit: commit.to_string(),
+                    });
                     self.spent.items_done += 1;
-                    let done = super::remote::Spent { iterations: 0, cost_usd: 0.0, items_done: 1 };
+                    let done = super::remote::Spent {
+                        iterations: 0,
+                        cost_usd: 0.0,
+                        items_done: 1,
+                    };
                     self.retry_remote(|f| f.spend(done).map(|_| ()));
                     return Ok(Some(ItemEnd::Merged));
                 }
@@ -128,12 +143,20 @@ impl Worker {
 
     fn lost(&mut self, unit: &Unit) -> Result<Option<ItemEnd>> {
         let holder = self.holder_of(&unit.key);
-        self.say.say(FleetEvent::Lost { item: unit.key.clone(), holder });
+        self.say.say(FleetEvent::Lost {
+            item: unit.key.clone(),
+            holder,
+        });
         Ok(Some(ItemEnd::Gone))
     }
 
     /// The merge commit of `item` into `run` with the plan checked off.
-    fn merge_commit(&self, run: Oid, item: Oid, unit: &Unit) -> std::result::Result<Attempt, git2::Error> {
+    fn merge_commit(
+        &self,
+        run: Oid,
+        item: Oid,
+        unit: &Unit,
+    ) -> std::result::Result<Attempt, git2::Error> {
         let repo = self.fleet.repo();
         let plan_path = self.plan_rel.to_string_lossy().into_owned();
         let run_c = repo.find_commit(run)?;
@@ -141,7 +164,10 @@ impl Worker {
             Ok(t) => t,
             Err(_) => return Err(git2::Error::from_str("the run branch has no plan")),
         };
-        let Some(current) = super::units::units(&plan_text).into_iter().find(|u| u.key == unit.key) else {
+        let Some(current) = super::units::units(&plan_text)
+            .into_iter()
+            .find(|u| u.key == unit.key)
+        else {
             return Ok(Attempt::AlreadyDone);
         };
         if current.done {
@@ -152,7 +178,11 @@ impl Worker {
         // ralph's own files: the plan and the prompt file are the run
         // branch's (the merger writes the plan; every loop regenerates its
         // prompt), and a handoff both sides wrote keeps the item's.
-        let prompt = self.root_rel.join(&self.config.prompt_file).to_string_lossy().into_owned();
+        let prompt = self
+            .root_rel
+            .join(&self.config.prompt_file)
+            .to_string_lossy()
+            .into_owned();
         let own_dir = self.root_rel.join(".ralph/").to_string_lossy().into_owned();
         for path in [&plan_path, &prompt] {
             let _ = index.remove_path(Path::new(path));
@@ -204,17 +234,30 @@ impl Worker {
             unit.key,
             self.fleet.worker()
         );
-        Ok(Attempt::Merged(repo.commit(None, &sig, &sig, &message, &tree, &[&run_c, &item_c])?))
+        Ok(Attempt::Merged(repo.commit(
+            None,
+            &sig,
+            &sig,
+            &message,
+            &tree,
+            &[&run_c, &item_c],
+        )?))
     }
 }
 
 use std::time::Duration;
 
 /// Push the item's local branch if it moved since the last push.
-fn push_branch(f: &mut super::remote::Fleet, key: &str, pushed: &mut Option<Oid>) -> std::result::Result<(), WireError> {
+fn push_branch(
+    f: &mut super::remote::Fleet,
+    key: &str,
+    pushed: &mut Option<Oid>,
+) -> std::result::Result<(), WireError> {
     let names = f.names().clone();
     let Some(tip) = f.local_ref(&names.item_branch(key)) else {
-        return Err(WireError::Local("the item's branch is gone from the clone".into()));
+        return Err(WireError::Local(
+            "the item's branch is gone from the clone".into(),
+        ));
     };
     if Some(tip) == *pushed {
         return Ok(());

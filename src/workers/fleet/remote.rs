@@ -167,7 +167,8 @@ impl Fleet {
         if let Some((oid, _)) = &view.merge {
             current.push((self.names.merge_lease(), *oid));
         }
-        self.observed.retain(|r, _| current.iter().any(|(c, _)| c == r));
+        self.observed
+            .retain(|r, _| current.iter().any(|(c, _)| c == r));
         for (r, oid) in current {
             let entry = self.observed.entry(r).or_insert((oid, now));
             if entry.0 != oid {
@@ -271,7 +272,9 @@ impl Fleet {
         for _ in 0..32 {
             let view = self.sync()?;
             let Some((old, mut ledger)) = view.ledger else {
-                return Err(WireError::Local("the fleet has no ledger: was it created?".into()));
+                return Err(WireError::Local(
+                    "the fleet has no ledger: was it created?".into(),
+                ));
             };
             ledger.iterations += spent.iterations;
             ledger.cost_usd += spent.cost_usd;
@@ -281,7 +284,10 @@ impl Fleet {
             mine.cost_usd += spent.cost_usd;
             mine.items_done += spent.items_done;
             let oid = self.record_commit(&ledger_message(&ledger), &[old])?;
-            match self.wire.push(&[Update::swap(self.names.ledger(), old, oid)]) {
+            match self
+                .wire
+                .push(&[Update::swap(self.names.ledger(), old, oid)])
+            {
                 Ok(()) => return Ok(ledger),
                 Err(WireError::Rejected(_)) => continue,
                 Err(e) => return Err(e),
@@ -359,7 +365,11 @@ pub(crate) fn read_view(repo: &Repository, names: &Names) -> Result<View, WireEr
         ..View::default()
     };
     let message = |oid: Oid| -> Result<String, WireError> {
-        Ok(repo.find_commit(oid)?.message().unwrap_or_default().to_string())
+        Ok(repo
+            .find_commit(oid)?
+            .message()
+            .unwrap_or_default()
+            .to_string())
     };
     let family = |prefix: &str| -> Result<Vec<(String, Oid)>, WireError> {
         let mut out = Vec::new();
@@ -394,7 +404,9 @@ pub(crate) fn read_view(repo: &Repository, names: &Names) -> Result<View, WireEr
     view.workers.sort_by(|a, b| a.worker.cmp(&b.worker));
     let items_prefix = names.seen(&names.item_branch(""));
     view.items = family(&items_prefix)?.into_iter().collect();
-    view.snapshots = family(&names.seen_prefix("snapshots/"))?.into_iter().collect();
+    view.snapshots = family(&names.seen_prefix("snapshots/"))?
+        .into_iter()
+        .collect();
     view.backups = family(&names.seen_prefix("backups/"))?.len();
     Ok(view)
 }
@@ -419,7 +431,11 @@ pub(crate) mod tests {
             .env("GIT_COMMITTER_EMAIL", "t@t")
             .output()
             .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
@@ -433,9 +449,15 @@ pub(crate) mod tests {
         pub(crate) fn new(files: &[(&str, &str)]) -> Remote {
             let tmp = TempDir::new().unwrap();
             let bare = tmp.path().join("remote.git");
-            git(tmp.path(), &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+            git(
+                tmp.path(),
+                &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+            );
             let seed = tmp.path().join("seed");
-            git(tmp.path(), &["init", "-q", "-b", "main", seed.to_str().unwrap()]);
+            git(
+                tmp.path(),
+                &["init", "-q", "-b", "main", seed.to_str().unwrap()],
+            );
             for (path, text) in files {
                 std::fs::write(seed.join(path), text).unwrap();
             }
@@ -449,7 +471,12 @@ pub(crate) mod tests {
             let dir = self.tmp.path().join(name);
             git(
                 self.tmp.path(),
-                &["clone", "-q", self.bare.to_str().unwrap(), dir.to_str().unwrap()],
+                &[
+                    "clone",
+                    "-q",
+                    self.bare.to_str().unwrap(),
+                    dir.to_str().unwrap(),
+                ],
             );
             dir
         }
@@ -488,7 +515,10 @@ pub(crate) mod tests {
         let view = fb.sync().unwrap();
         assert_eq!(view.run, Some(head(&a)));
         let (_, ledger) = view.ledger.unwrap();
-        assert_eq!((ledger.created_by.as_str(), ledger.plan.as_str()), ("wa", "fix_plan.md"));
+        assert_eq!(
+            (ledger.created_by.as_str(), ledger.plan.as_str()),
+            ("wa", "fix_plan.md")
+        );
     }
 
     #[test]
@@ -518,7 +548,11 @@ pub(crate) mod tests {
         });
         let mut all: Vec<String> = winners.concat();
         all.sort();
-        assert_eq!(all, ["i-0", "i-1", "i-2", "i-3", "i-4"], "each item won once: {winners:?}");
+        assert_eq!(
+            all,
+            ["i-0", "i-1", "i-2", "i-3", "i-4"],
+            "each item won once: {winners:?}"
+        );
         assert_eq!(remote.refs("refs/ralph/fleet/night/claims/").len(), 5);
     }
 
@@ -536,7 +570,11 @@ pub(crate) mod tests {
         let view = fb.sync().unwrap();
         let seen = view.claims.get("i-1").cloned().unwrap();
         assert_eq!(seen.1.holder, "wa");
-        assert!(fb.acquire(&claim, "i-1", "one", Some(&seen)).unwrap().is_none());
+        assert!(
+            fb.acquire(&claim, "i-1", "one", Some(&seen))
+                .unwrap()
+                .is_none()
+        );
         // A stops renewing; B and C, having watched it unchanged for a
         // lease, both try to take it over: exactly one does.
         let c = remote.clone("c");
@@ -572,7 +610,11 @@ pub(crate) mod tests {
                 s.spawn(move || {
                     let mut f = fleet(dir, &format!("w{i}"), Duration::from_secs(60));
                     for _ in 0..4 {
-                        let spent = Spent { iterations: 2, cost_usd: 0.25, items_done: 1 };
+                        let spent = Spent {
+                            iterations: 2,
+                            cost_usd: 0.25,
+                            items_done: 1,
+                        };
                         f.spend(spent).unwrap();
                     }
                 });

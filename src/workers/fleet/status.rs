@@ -48,11 +48,31 @@ pub struct ItemStatus {
 }
 
 /// Fetch the fleet's refs through `remote` and describe them.
-pub(crate) fn status(root: &Path, remote: &str, fleet: &str, skew: Duration) -> Result<FleetStatus> {
+pub(crate) fn status(
+    root: &Path,
+    remote: &str,
+    fleet: &str,
+    skew: Duration,
+) -> Result<FleetStatus> {
     let names = Names::new(fleet)?;
-    let mut f = Fleet::open(root, remote, names.clone(), "status", Duration::from_secs(60), skew, Duration::from_secs(60))
-        .map_err(|e| Error::usage(format!("cannot read the fleet: {e}")).with_hint("run it inside a clone of the fleet's remote"))?;
-    let view = f.sync().map_err(|e| Error::usage(format!("cannot fetch the fleet `{fleet}` from `{remote}`: {e}")))?;
+    let mut f = Fleet::open(
+        root,
+        remote,
+        names.clone(),
+        "status",
+        Duration::from_secs(60),
+        skew,
+        Duration::from_secs(60),
+    )
+    .map_err(|e| {
+        Error::usage(format!("cannot read the fleet: {e}"))
+            .with_hint("run it inside a clone of the fleet's remote")
+    })?;
+    let view = f.sync().map_err(|e| {
+        Error::usage(format!(
+            "cannot fetch the fleet `{fleet}` from `{remote}`: {e}"
+        ))
+    })?;
     let plan = match (&view.run, &view.ledger) {
         (Some(run), Some((_, ledger))) => {
             let read = || -> std::result::Result<String, git2::Error> {
@@ -103,35 +123,74 @@ impl FleetStatus {
     pub fn human(&self) -> String {
         let mut out = String::new();
         let Some(run) = &self.run else {
-            let _ = writeln!(out, "fleet {}: no run on {} yet (the first worker creates it)", self.fleet, self.remote);
+            let _ = writeln!(
+                out,
+                "fleet {}: no run on {} yet (the first worker creates it)",
+                self.fleet, self.remote
+            );
             return out;
         };
         let done = self.items.iter().filter(|i| i.state == "done").count();
-        let _ = writeln!(out, "fleet {} on {}: {} at {}", self.fleet, self.remote, self.run_branch, &run[..10.min(run.len())]);
+        let _ = writeln!(
+            out,
+            "fleet {} on {}: {} at {}",
+            self.fleet,
+            self.remote,
+            self.run_branch,
+            &run[..10.min(run.len())]
+        );
         let _ = writeln!(out, "items: {done} of {} done", self.items.len());
         for i in &self.items {
             let who = match (&i.holder, i.generation, i.lease_expires_at) {
-                (Some(h), Some(g), Some(t)) if i.state != "done" => format!(" — {h} (generation {g}, lease until {t})"),
+                (Some(h), Some(g), Some(t)) if i.state != "done" => {
+                    format!(" — {h} (generation {g}, lease until {t})")
+                }
                 _ => String::new(),
             };
-            let pushed = if i.pushed && i.state != "done" { " [work pushed]" } else { "" };
-            let _ = writeln!(out, "  {:<8} {} {}{who}{pushed}", i.state, i.key, crate::text::cut(&i.text, 80));
+            let pushed = if i.pushed && i.state != "done" {
+                " [work pushed]"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  {:<8} {} {}{who}{pushed}",
+                i.state,
+                i.key,
+                crate::text::cut(&i.text, 80)
+            );
         }
         let _ = writeln!(out, "workers: {}", self.workers.len());
         for w in &self.workers {
-            let item = w.item.as_deref().map(|k| format!(" on {k}")).unwrap_or_default();
-            let off = w.unreachable_since.map(|t| format!(", remote unreachable since {t}")).unwrap_or_default();
+            let item = w
+                .item
+                .as_deref()
+                .map(|k| format!(" on {k}"))
+                .unwrap_or_default();
+            let off = w
+                .unreachable_since
+                .map(|t| format!(", remote unreachable since {t}"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
                 "  {:<20} {}{item}, last word {}{off}; {} iterations, ${:.2}, {} merged",
-                w.worker, w.state.as_str(), w.at, w.spent.iterations, w.spent.cost_usd, w.spent.items_done
+                w.worker,
+                w.state.as_str(),
+                w.at,
+                w.spent.iterations,
+                w.spent.cost_usd,
+                w.spent.items_done
             );
         }
         if let Some(h) = &self.merging {
             let _ = writeln!(out, "merging: {h} holds the merge lease");
         }
         if let Some(l) = &self.ledger {
-            let _ = writeln!(out, "spent: {} iterations, ${:.2}; {} items merged; {} backup refs", l.iterations, l.cost_usd, l.items_done, self.backups);
+            let _ = writeln!(
+                out,
+                "spent: {} iterations, ${:.2}; {} items merged; {} backup refs",
+                l.iterations, l.cost_usd, l.items_done, self.backups
+            );
         }
         out
     }

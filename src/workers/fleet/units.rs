@@ -52,7 +52,10 @@ pub(crate) fn units(text: &str) -> Vec<Unit> {
             hash.update(format!("\0{n}").as_bytes());
         }
         *n += 1;
-        let hex: String = hash.finalize()[..6].iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = hash.finalize()[..6]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         out.push(Unit {
             key: format!("i-{hex}"),
             text: item.text.clone(),
@@ -135,7 +138,10 @@ mod tests {
         assert!(!u[2].done);
         assert!(u[1].done);
         assert_ne!(u[0].key, u[3].key);
-        assert!(u.iter().all(|u| u.key.len() == 14 && u.key.starts_with("i-")));
+        assert!(
+            u.iter()
+                .all(|u| u.key.len() == 14 && u.key.starts_with("i-"))
+        );
         // Keys do not move when lines are added above.
         let moved = units(&format!("# Night\n\nintro\n\n{}", &PLAN[9..]));
         assert_eq!(moved[2].key, u[2].key);

@@ -127,7 +127,13 @@ impl Wire {
 
     /// Fetch `refspecs` (each `+src:dst`), pruning what the remote no longer has.
     pub(crate) fn fetch(&self, refspecs: &[String]) -> Result<(), WireError> {
-        let mut args = vec!["fetch", "--prune", "--no-tags", "--quiet", "--no-write-fetch-head"];
+        let mut args = vec![
+            "fetch",
+            "--prune",
+            "--no-tags",
+            "--quiet",
+            "--no-write-fetch-head",
+        ];
         args.push(&self.remote);
         args.extend(refspecs.iter().map(String::as_str));
         let out = self.git(&args)?;
@@ -165,11 +171,7 @@ impl Wire {
         }
         // `--porcelain` prints one `<flag>\t<from>:<to>\t<summary>` line per
         // ref once the remote has answered; `!` is a refusal.
-        let refused: Vec<&str> = out
-            .stdout
-            .lines()
-            .filter(|l| l.starts_with('!'))
-            .collect();
+        let refused: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with('!')).collect();
         if refused.is_empty() {
             Err(WireError::Unreachable(tail(&out.stderr)))
         } else {

@@ -59,22 +59,43 @@ pub(crate) struct Worker {
 pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<i32> {
     let names = Names::new(&opts.fleet)?;
     let repo = Repository::discover(project_root).map_err(|e| {
-        Error::usage("a fleet worker needs a git clone of the fleet's remote")
-            .with_hint(format!("clone the repository and run `ralph run --remote R --fleet NAME` in it ({})", e.message()))
+        Error::usage("a fleet worker needs a git clone of the fleet's remote").with_hint(format!(
+            "clone the repository and run `ralph run --remote R --fleet NAME` in it ({})",
+            e.message()
+        ))
     })?;
     let workdir = repo
         .workdir()
         .ok_or_else(|| Error::usage("a fleet worker needs a clone with a work tree"))?
         .canonicalize()
         .map_err(|e| Error::io("cannot read", project_root, e))?;
-    let root = project_root.canonicalize().map_err(|e| Error::io("cannot read", project_root, e))?;
-    let root_rel = root.strip_prefix(&workdir).unwrap_or(Path::new("")).to_path_buf();
+    let root = project_root
+        .canonicalize()
+        .map_err(|e| Error::io("cannot read", project_root, e))?;
+    let root_rel = root
+        .strip_prefix(&workdir)
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
     let plan_rel = root_rel.join(&config.plan);
     let worker = worker_id(opts.worker.as_deref())?;
     let f = &config.fleet;
-    let fleet = Fleet::open(&workdir, &opts.remote, names.clone(), &worker, f.lease.0, f.clock_skew.0, f.network_timeout.0)
-        .map_err(|e| Error::wrap("cannot open the clone", e))?;
-    let say = Say::new(&worker, opts.json, root.join(".ralph/fleet").join(names.fleet()).join("events.jsonl"));
+    let fleet = Fleet::open(
+        &workdir,
+        &opts.remote,
+        names.clone(),
+        &worker,
+        f.lease.0,
+        f.clock_skew.0,
+        f.network_timeout.0,
+    )
+    .map_err(|e| Error::wrap("cannot open the clone", e))?;
+    let say = Say::new(
+        &worker,
+        opts.json,
+        root.join(".ralph/fleet")
+            .join(names.fleet())
+            .join("events.jsonl"),
+    );
     child::catch_stop_signals()?;
     let mut w = Worker {
         fleet,
@@ -89,26 +110,52 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         spent: Spent::default(),
     };
     let code = w.work()?;
-    w.status(if code == 0 { WorkerState::Finished } else if code == 130 { WorkerState::Stopped } else { WorkerState::Failed }, None, "");
+    w.status(
+        if code == 0 {
+            WorkerState::Finished
+        } else if code == 130 {
+            WorkerState::Stopped
+        } else {
+            WorkerState::Failed
+        },
+        None,
+        "",
+    );
     w.say.say(FleetEvent::Finished { exit_code: code });
     Ok(code)
 }
 
 /// `--worker`, else `RALPH_WORKER`, else the host name and pid.
 fn worker_id(given: Option<&str>) -> Result<String> {
-    let id = match given.map(String::from).or_else(|| std::env::var("RALPH_WORKER").ok()) {
+    let id = match given
+        .map(String::from)
+        .or_else(|| std::env::var("RALPH_WORKER").ok())
+    {
         Some(id) => id,
         None => {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "host".into());
-            let host: String = host.trim().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .unwrap_or_else(|_| "host".into());
+            let host: String = host
+                .trim()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
             format!("{host}-{}", std::process::id())
         }
     };
     if valid_component(&id) {
         Ok(id)
     } else {
-        Err(Error::usage(format!("the worker name `{id}` cannot name a ref"))
-            .with_hint("use letters, digits, `.`, `_` and `-`"))
+        Err(
+            Error::usage(format!("the worker name `{id}` cannot name a ref"))
+                .with_hint("use letters, digits, `.`, `_` and `-`"),
+        )
     }
 }
 
@@ -127,7 +174,11 @@ impl Worker {
                     None => continue,
                 },
             };
-            let open: Vec<Unit> = self.plan_units(&v)?.into_iter().filter(|u| !u.done).collect();
+            let open: Vec<Unit> = self
+                .plan_units(&v)?
+                .into_iter()
+                .filter(|u| !u.done)
+                .collect();
             if open.is_empty() {
                 return Ok(0);
             }
@@ -140,7 +191,11 @@ impl Worker {
                 self.pause(self.poll());
                 continue;
             };
-            let unit = open.iter().find(|u| u.key == held.lease.what).cloned().expect("claimed from open");
+            let unit = open
+                .iter()
+                .find(|u| u.key == held.lease.what)
+                .cloned()
+                .expect("claimed from open");
             match self.work_on(&v, &unit, held)? {
                 ItemEnd::Merged | ItemEnd::Gone => {}
                 ItemEnd::Stopped => return Ok(130),
@@ -151,9 +206,17 @@ impl Worker {
 
     /// Fetch; create the run from this clone's HEAD if there is none yet.
     fn join(&mut self) -> Result<View> {
-        let first = self.fleet.sync().map_err(|e| start_error(&e, self.fleet.wire().remote()))?;
+        let first = self
+            .fleet
+            .sync()
+            .map_err(|e| start_error(&e, self.fleet.wire().remote()))?;
         let created = if first.run.is_none() {
-            let head = self.fleet.repo().head().ok().and_then(|h| h.target())
+            let head = self
+                .fleet
+                .repo()
+                .head()
+                .ok()
+                .and_then(|h| h.target())
                 .ok_or_else(|| Error::usage("the clone has no commit to start the run from"))?;
             self.fleet
                 .create_run(head, &self.plan_rel.to_string_lossy())
@@ -161,15 +224,24 @@ impl Worker {
         } else {
             false
         };
-        let view = self.fleet.sync().map_err(|e| start_error(&e, self.fleet.wire().remote()))?;
+        let view = self
+            .fleet
+            .sync()
+            .map_err(|e| start_error(&e, self.fleet.wire().remote()))?;
         let open = self.plan_units(&view)?.iter().filter(|u| !u.done).count();
-        self.say.say(FleetEvent::Joined { created, run_branch: self.fleet.names().run_branch(), open_items: open });
+        self.say.say(FleetEvent::Joined {
+            created,
+            run_branch: self.fleet.names().run_branch(),
+            open_items: open,
+        });
         Ok(view)
     }
 
     /// The run branch's plan, as units.
     pub(super) fn plan_units(&self, view: &View) -> Result<Vec<Unit>> {
-        let run = view.run.ok_or_else(|| Error::internal("the fleet's run branch is gone from the remote"))?;
+        let run = view
+            .run
+            .ok_or_else(|| Error::internal("the fleet's run branch is gone from the remote"))?;
         Ok(units(&self.plan_text(run)?))
     }
 
@@ -182,8 +254,14 @@ impl Worker {
             Ok(String::from_utf8_lossy(blob.content()).into_owned())
         };
         read().map_err(|e| {
-            Error::usage(format!("the run branch has no plan at {}", self.plan_rel.display()))
-                .with_hint(format!("commit the plan before starting the fleet ({})", e.message()))
+            Error::usage(format!(
+                "the run branch has no plan at {}",
+                self.plan_rel.display()
+            ))
+            .with_hint(format!(
+                "commit the plan before starting the fleet ({})",
+                e.message()
+            ))
         })
     }
 
@@ -192,11 +270,18 @@ impl Worker {
         let names = self.fleet.names().clone();
         let free = open.iter().filter(|u| !view.claims.contains_key(&u.key));
         let expired = open.iter().filter(|u| {
-            view.claims.get(&u.key).is_some_and(|(oid, l)| self.fleet.expired(&names.claim(&u.key), *oid, l))
+            view.claims
+                .get(&u.key)
+                .is_some_and(|(oid, l)| self.fleet.expired(&names.claim(&u.key), *oid, l))
         });
         let candidates: Vec<Unit> = free.chain(expired).cloned().collect();
         for unit in candidates {
-            match self.fleet.acquire(&names.claim(&unit.key), &unit.key, &unit.text, view.claims.get(&unit.key)) {
+            match self.fleet.acquire(
+                &names.claim(&unit.key),
+                &unit.key,
+                &unit.text,
+                view.claims.get(&unit.key),
+            ) {
                 Ok(Some(held)) => {
                     self.say.say(FleetEvent::Claimed {
                         item: unit.key.clone(),
@@ -228,19 +313,39 @@ impl Worker {
         let mut note = note;
         let mut conflicts = 0;
         loop {
-            std::fs::create_dir_all(wt_root.join(".ralph")).map_err(|e| Error::io("cannot create", &wt_root, e))?;
+            std::fs::create_dir_all(wt_root.join(".ralph"))
+                .map_err(|e| Error::io("cannot create", &wt_root, e))?;
             let plan = item_plan(title.as_deref(), unit, note.as_deref());
-            std::fs::write(wt_root.join(ITEM_PLAN), plan).map_err(|e| Error::io("cannot write", wt_root.join(ITEM_PLAN), e))?;
+            std::fs::write(wt_root.join(ITEM_PLAN), plan)
+                .map_err(|e| Error::io("cannot write", wt_root.join(ITEM_PLAN), e))?;
             self.status(WorkerState::Working, Some(unit), "");
-            let code = self.supervise(unit, &mut held, &wt_root, &mut pushed_item, &mut pushed_snapshot)?;
+            let code = self.supervise(
+                unit,
+                &mut held,
+                &wt_root,
+                &mut pushed_item,
+                &mut pushed_snapshot,
+            )?;
             let Some(code) = code else {
                 return Ok(ItemEnd::Gone);
             };
             self.account(&wt_root);
             self.commit_leftovers(&wt_root, unit, code);
             if code != 0 {
-                let why = if child::stop_requested() { "stopped by a signal" } else { "the loop ended without completing the item" };
-                return self.release(unit, &held, &wt_root, &mut pushed_item, &mut pushed_snapshot, why, code);
+                let why = if child::stop_requested() {
+                    "stopped by a signal"
+                } else {
+                    "the loop ended without completing the item"
+                };
+                return self.release(
+                    unit,
+                    &held,
+                    &wt_root,
+                    &mut pushed_item,
+                    &mut pushed_snapshot,
+                    why,
+                    code,
+                );
             }
             match self.merge(unit, &mut held, &wt_root, &mut pushed_item, pushed_snapshot)? {
                 Some(end) => {
@@ -251,7 +356,15 @@ impl Worker {
                 }
                 None if conflicts >= MAX_CONFLICTS => {
                     let why = "its branch still conflicts with the run branch after the loop was asked to merge it";
-                    return self.release(unit, &held, &wt_root, &mut pushed_item, &mut pushed_snapshot, why, 1);
+                    return self.release(
+                        unit,
+                        &held,
+                        &wt_root,
+                        &mut pushed_item,
+                        &mut pushed_snapshot,
+                        why,
+                        1,
+                    );
                 }
                 // A conflict: once more, with the task of merging the run branch.
                 None => {
@@ -271,7 +384,13 @@ impl Worker {
     /// branch); on a takeover, the previous holder's newer snapshot is
     /// committed on top (the crash handoff). Returns the worktree's project
     /// root and the note for the agent.
-    fn prepare(&mut self, unit: &Unit, held: &Held, base: Oid, snapshot: Option<Oid>) -> Result<(PathBuf, Option<String>)> {
+    fn prepare(
+        &mut self,
+        unit: &Unit,
+        held: &Held,
+        base: Oid,
+        snapshot: Option<Oid>,
+    ) -> Result<(PathBuf, Option<String>)> {
         let names = self.fleet.names().clone();
         let repo = self.fleet.repo();
         let git = |e: git2::Error| Error::wrap("cannot prepare the item's worktree", e);
@@ -285,40 +404,66 @@ impl Worker {
             ));
             if let Some(snap) = snapshot.and_then(|s| repo.find_commit(s).ok())
                 && let Ok(parent) = snap.parent(0)
-                && (parent.id() == base || repo.graph_descendant_of(parent.id(), base).unwrap_or(false))
+                && (parent.id() == base
+                    || repo.graph_descendant_of(parent.id(), base).unwrap_or(false))
                 && snap.tree_id() != parent.tree_id()
             {
                 let sig = super::remote::signature().map_err(git)?;
                 let msg = format!(
                     "ralph fleet: take over \"{}\" from {from} (WIP: its work tree as last pushed)\n\nItem: {}\nSnapshot: {}\n",
-                    crate::text::cut(&unit.text, 200), unit.key, snap.id()
+                    crate::text::cut(&unit.text, 200),
+                    unit.key,
+                    snap.id()
                 );
-                tip = repo.commit(None, &sig, &sig, &msg, &snap.tree().map_err(git)?, &[&parent]).map_err(git)?;
-                self.say.say(FleetEvent::Restored { item: unit.key.clone(), commit: tip.to_string() });
+                tip = repo
+                    .commit(
+                        None,
+                        &sig,
+                        &sig,
+                        &msg,
+                        &snap.tree().map_err(git)?,
+                        &[&parent],
+                    )
+                    .map_err(git)?;
+                self.say.say(FleetEvent::Restored {
+                    item: unit.key.clone(),
+                    commit: tip.to_string(),
+                });
             }
         }
         let branch = names.item_branch(&unit.key);
         let path = self.worktree_path(&unit.key);
         self.remove_worktree(&unit.key);
         let repo = self.fleet.repo();
-        let reference = repo.reference(&branch, tip, true, "ralph fleet: the item's branch").map_err(git)?;
+        let reference = repo
+            .reference(&branch, tip, true, "ralph fleet: the item's branch")
+            .map_err(git)?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
         }
         let mut opts = WorktreeAddOptions::new();
         opts.reference(Some(&reference));
-        repo.worktree(&worktree_name(names.fleet(), &unit.key), &path, Some(&opts)).map_err(git)?;
+        repo.worktree(&worktree_name(names.fleet(), &unit.key), &path, Some(&opts))
+            .map_err(git)?;
         Ok((path.join(&self.root_rel), note))
     }
 
     fn worktree_path(&self, key: &str) -> PathBuf {
-        self.root.join(".ralph/fleet").join(self.fleet.names().fleet()).join(key)
+        self.root
+            .join(".ralph/fleet")
+            .join(self.fleet.names().fleet())
+            .join(key)
     }
 
     pub(super) fn remove_worktree(&self, key: &str) {
         let repo = self.fleet.repo();
         if let Ok(wt) = repo.find_worktree(&worktree_name(self.fleet.names().fleet(), key)) {
-            let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true).locked(true).working_tree(true)));
+            let _ = wt.prune(Some(
+                WorktreePruneOptions::new()
+                    .valid(true)
+                    .locked(true)
+                    .working_tree(true),
+            ));
         }
         let _ = std::fs::remove_dir_all(self.worktree_path(key));
     }
@@ -353,7 +498,10 @@ impl Worker {
             if child::stop_requested() {
                 child.ask_to_stop();
                 // Two thirds of the grace for the loop's checkpoint, the rest for the push.
-                if child.stop_sent().is_some_and(|t| t.elapsed() >= grace * 2 / 3) {
+                if child
+                    .stop_sent()
+                    .is_some_and(|t| t.elapsed() >= grace * 2 / 3)
+                {
                     return Ok(Some(child.kill()));
                 }
             } else if Instant::now() >= next_beat {
@@ -363,7 +511,10 @@ impl Worker {
                         child.ask_to_stop();
                         child.finish_within(grace);
                         let holder = self.holder_of(&unit.key);
-                        self.say.say(FleetEvent::Lost { item: unit.key.clone(), holder });
+                        self.say.say(FleetEvent::Lost {
+                            item: unit.key.clone(),
+                            holder,
+                        });
                         return Ok(None);
                     }
                     Err(e) => {
@@ -377,7 +528,14 @@ impl Worker {
     }
 
     /// Renew the claim, push the item's branch and a snapshot of its work tree.
-    fn beat(&mut self, unit: &Unit, held: &mut Held, wt_root: &Path, pushed_item: &mut Option<Oid>, pushed_snapshot: &mut Option<Oid>) -> std::result::Result<(), WireError> {
+    fn beat(
+        &mut self,
+        unit: &Unit,
+        held: &mut Held,
+        wt_root: &Path,
+        pushed_item: &mut Option<Oid>,
+        pushed_snapshot: &mut Option<Oid>,
+    ) -> std::result::Result<(), WireError> {
         self.fleet.renew(held)?;
         self.push_work(&unit.key, wt_root, pushed_item, pushed_snapshot)?;
         self.reconnected();
@@ -386,7 +544,13 @@ impl Worker {
     }
 
     /// Push the item branch (its local tip) and a fresh snapshot of the worktree.
-    pub(super) fn push_work(&mut self, key: &str, wt_root: &Path, pushed_item: &mut Option<Oid>, pushed_snapshot: &mut Option<Oid>) -> std::result::Result<(), WireError> {
+    pub(super) fn push_work(
+        &mut self,
+        key: &str,
+        wt_root: &Path,
+        pushed_item: &mut Option<Oid>,
+        pushed_snapshot: &mut Option<Oid>,
+    ) -> std::result::Result<(), WireError> {
         let names = self.fleet.names().clone();
         let mut updates = Vec::new();
         let tip = self.fleet.local_ref(&names.item_branch(key));
@@ -421,25 +585,46 @@ impl Worker {
     fn snapshot(&self, key: &str, wt_root: &Path) -> Option<Oid> {
         let repo = Repo::open(wt_root).ok()??;
         let own = OwnPaths::new(&self.config.prompt_file);
-        repo.record_snapshot(&format!("fleet-{key}"), 1, &own, &self.config.git.guard()).ok()?;
-        let prefix = format!("{}{}/fleet-{key}/1", crate::repo::SNAPSHOT_REFS, repo.scope_key());
-        Repository::discover(wt_root).ok()?.refname_to_id(&prefix).ok()
+        repo.record_snapshot(&format!("fleet-{key}"), 1, &own, &self.config.git.guard())
+            .ok()?;
+        let prefix = format!(
+            "{}{}/fleet-{key}/1",
+            crate::repo::SNAPSHOT_REFS,
+            repo.scope_key()
+        );
+        Repository::discover(wt_root)
+            .ok()?
+            .refname_to_id(&prefix)
+            .ok()
     }
 
     /// Commit what the loop left uncommitted (its WIP commit rules).
     fn commit_leftovers(&self, wt_root: &Path, unit: &Unit, code: i32) {
-        let Ok(Some(repo)) = Repo::open(wt_root) else { return };
+        let Ok(Some(repo)) = Repo::open(wt_root) else {
+            return;
+        };
         let own = OwnPaths::new(&self.config.prompt_file);
         let what = if code == 0 { "done" } else { "WIP" };
-        let msg = format!("ralph fleet: {what}: {} ({})\n\nWorker: {}\n", crate::text::cut(&unit.text, 200), unit.key, self.fleet.worker());
+        let msg = format!(
+            "ralph fleet: {what}: {} ({})\n\nWorker: {}\n",
+            crate::text::cut(&unit.text, 200),
+            unit.key,
+            self.fleet.worker()
+        );
         let _ = repo.wip_commit(&msg, &own);
     }
 
     /// What the item's loop spent, added to the ledger.
     fn account(&mut self, wt_root: &Path) {
         let layout = crate::state::Layout::new(wt_root);
-        let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) else { return };
-        let spent = Spent { iterations: u64::from(state.iteration), cost_usd: state.cost_usd, items_done: 0 };
+        let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) else {
+            return;
+        };
+        let spent = Spent {
+            iterations: u64::from(state.iteration),
+            cost_usd: state.cost_usd,
+            items_done: 0,
+        };
         self.spent.iterations += spent.iterations;
         self.spent.cost_usd += spent.cost_usd;
         self.retry_remote(|f| f.spend(spent).map(|_| ()));
@@ -447,13 +632,25 @@ impl Worker {
 
     /// Give the claim up with the work pushed.
     #[allow(clippy::too_many_arguments)]
-    fn release(&mut self, unit: &Unit, held: &Held, wt_root: &Path, pushed_item: &mut Option<Oid>, pushed_snapshot: &mut Option<Oid>, why: &str, code: i32) -> Result<ItemEnd> {
+    fn release(
+        &mut self,
+        unit: &Unit,
+        held: &Held,
+        wt_root: &Path,
+        pushed_item: &mut Option<Oid>,
+        pushed_snapshot: &mut Option<Oid>,
+        why: &str,
+        code: i32,
+    ) -> Result<ItemEnd> {
         let key = unit.key.clone();
         // Within the grace: a few quick attempts, no long back-off.
         let deadline = Instant::now() + self.config.fleet.grace.0 / 3;
         let mut pushed = false;
         while Instant::now() < deadline {
-            match self.push_work(&key, wt_root, pushed_item, pushed_snapshot).and_then(|()| self.fleet.release(held)) {
+            match self
+                .push_work(&key, wt_root, pushed_item, pushed_snapshot)
+                .and_then(|()| self.fleet.release(held))
+            {
                 Ok(()) => {
                     pushed = true;
                     break;
@@ -466,13 +663,25 @@ impl Worker {
             }
         }
         if pushed {
-            self.say.say(FleetEvent::Released { item: key, why: why.to_string(), exit_code: code });
+            self.say.say(FleetEvent::Released {
+                item: key,
+                why: why.to_string(),
+                exit_code: code,
+            });
         }
-        Ok(if child::stop_requested() { ItemEnd::Stopped } else { ItemEnd::Failed(code) })
+        Ok(if child::stop_requested() {
+            ItemEnd::Stopped
+        } else {
+            ItemEnd::Failed(code)
+        })
     }
 
     pub(super) fn holder_of(&mut self, key: &str) -> String {
-        self.fleet.sync().ok().and_then(|v| v.claims.get(key).map(|(_, l)| l.holder.clone())).unwrap_or_else(|| "nobody".into())
+        self.fleet
+            .sync()
+            .ok()
+            .and_then(|v| v.claims.get(key).map(|(_, l)| l.holder.clone()))
+            .unwrap_or_else(|| "nobody".into())
     }
 
     fn iterations_left(&self) -> Option<u64> {
@@ -486,10 +695,15 @@ impl Worker {
     fn budget_spent(&self, view: &View) -> Option<String> {
         let (_, ledger) = view.ledger.as_ref()?;
         if ledger.iterations >= u64::from(self.config.loop_.max_iterations) {
-            return Some(format!("{} of {} iterations", ledger.iterations, self.config.loop_.max_iterations));
+            return Some(format!(
+                "{} of {} iterations",
+                ledger.iterations, self.config.loop_.max_iterations
+            ));
         }
         match self.config.loop_.max_cost_usd {
-            Some(max) if ledger.cost_usd >= max => Some(format!("${:.2} of ${max:.2}", ledger.cost_usd)),
+            Some(max) if ledger.cost_usd >= max => {
+                Some(format!("${:.2} of ${max:.2}", ledger.cost_usd))
+            }
             _ => None,
         }
     }
@@ -517,7 +731,10 @@ impl Worker {
 
     /// Retry `op` on the remote until it goes through (unreachable: back-off)
     /// or is refused; a stop request ends the retries.
-    pub(super) fn retry_remote(&mut self, mut op: impl FnMut(&mut Fleet) -> std::result::Result<(), WireError>) -> bool {
+    pub(super) fn retry_remote(
+        &mut self,
+        mut op: impl FnMut(&mut Fleet) -> std::result::Result<(), WireError>,
+    ) -> bool {
         loop {
             match op(&mut self.fleet) {
                 Ok(()) => {
@@ -537,15 +754,21 @@ impl Worker {
     pub(super) fn unreachable(&mut self, e: &WireError) -> Duration {
         self.unreachable_since.get_or_insert_with(Instant::now);
         self.failures += 1;
-        let wait = Duration::from_secs(1u64 << self.failures.min(16)).min(self.config.fleet.max_retry_wait.0);
-        self.say.say(FleetEvent::Unreachable { error: e.to_string(), retry_in_secs: wait.as_secs() });
+        let wait = Duration::from_secs(1u64 << self.failures.min(16))
+            .min(self.config.fleet.max_retry_wait.0);
+        self.say.say(FleetEvent::Unreachable {
+            error: e.to_string(),
+            retry_in_secs: wait.as_secs(),
+        });
         wait
     }
 
     fn reconnected(&mut self) {
         self.failures = 0;
         if let Some(since) = self.unreachable_since.take() {
-            self.say.say(FleetEvent::Reconnected { after_secs: since.elapsed().as_secs() });
+            self.say.say(FleetEvent::Reconnected {
+                after_secs: since.elapsed().as_secs(),
+            });
         }
     }
 
@@ -569,7 +792,9 @@ impl Worker {
             item: unit.map(|u| u.key.clone()),
             item_text: unit.map(|u| u.text.clone()).unwrap_or_default(),
             at: Timestamp::now(),
-            unreachable_since: self.unreachable_since.map(|i| Timestamp::now() - i.elapsed()),
+            unreachable_since: self
+                .unreachable_since
+                .map(|i| Timestamp::now() - i.elapsed()),
             note: note.to_string(),
             spent: self.spent,
         };
