@@ -21,7 +21,9 @@
 //!   lease.rs         the lease record, the expiry rule and clock skew, the fleet's ref names (pure)
 //!   units.rs         plan items as units: keys, sub-items, checking off, the one-item plan (pure)
 //!   remote.rs        Fleet: sync, the run, acquire/renew/release, the ledger, workers' status
-//!   worker.rs        the worker: join, claim, the item's worktree and loop, beats, release
+//!   worker.rs        the worker: join (or create the run), pick and claim a ready unit, an item's rounds
+//!   item.rs          one item: its worktree (takeover: the pushed snapshot), its loop, beats, release
+//!   reach.rs         the remote: retries with back-off, said; pauses; the worker's status ref
 //!   child.rs         the item's loop as a child `ralph run`, stop signals
 //!   merge.rs         the merge under the merge lease: one atomic push
 //!   say.rs           the worker's events (stderr / --json, .ralph/fleet/<name>/events.jsonl)
@@ -36,8 +38,10 @@
 
 mod child;
 mod config;
+mod item;
 mod lease;
 mod merge;
+mod reach;
 mod remote;
 mod say;
 mod status;

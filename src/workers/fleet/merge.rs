@@ -10,10 +10,13 @@
 //! A conflict writes nothing and hands the item back to its worker's loop.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use git2::{Oid, build::TreeUpdateBuilder};
 
-use super::remote::{Held, WorkerState};
+use super::child;
+use super::item::Job;
+use super::remote::{Spent, WorkerState};
 use super::say::FleetEvent;
 use super::units::{Unit, check_off};
 use super::wire::{Update, WireError};
@@ -29,108 +32,113 @@ enum Attempt {
 
 impl Worker {
     /// `Some(end)`, or `None` on a conflict (the loop runs once more).
-    pub(super) fn merge(
-        &mut self,
-        unit: &Unit,
-        held: &mut Held,
-        wt_root: &Path,
-        pushed_item: &mut Option<Oid>,
-        pushed_snapshot: Option<Oid>,
-    ) -> Result<Option<ItemEnd>> {
+    pub(super) fn merge(&mut self, job: &mut Job) -> Result<Option<ItemEnd>> {
+        let unit = job.unit.clone();
         let names = self.fleet.names().clone();
         let key = unit.key.clone();
-        self.status(WorkerState::Merging, Some(unit), "");
+        self.status(WorkerState::Merging, Some(&unit), "");
+        let every = self.fleet.lease_length() / 3;
+        let mut renewed = Instant::now();
         // The item's branch on the remote first: the merge deletes it there by its value.
-        let mut snap = pushed_snapshot;
-        if !self.retry_remote(|f| push_branch(f, &key, pushed_item)) {
-            return self.lost(unit);
-        }
-        let _ = wt_root;
         loop {
-            if !self.retry_remote(|f| f.renew(held)) {
-                return self.lost(unit);
+            match self.push_work(job) {
+                Ok(()) => break,
+                Err(WireError::Rejected(_)) => return self.lost(&unit),
+                Err(_) if child::stop_requested() => return Ok(Some(ItemEnd::Stopped)),
+                Err(e) => {
+                    let wait = self.unreachable(&e);
+                    self.pause(wait);
+                }
             }
-            let Some(view) = self.sync() else { continue };
-            let merge_ref = names.merge_lease();
-            let lease =
-                match self
-                    .fleet
-                    .acquire(&merge_ref, super::lease::MERGE, "", view.merge.as_ref())
-                {
-                    Ok(Some(lease)) => lease,
-                    Ok(None) => {
-                        self.pause(Duration::from_millis(300));
-                        continue;
-                    }
+        }
+        loop {
+            if child::stop_requested() && self.unreachable_since.is_some() {
+                // Committed here, pushed as far as it got; the claim expires.
+                return Ok(Some(ItemEnd::Stopped));
+            }
+            if renewed.elapsed() >= every {
+                match self.fleet.renew(&mut job.held) {
+                    Ok(()) => renewed = Instant::now(),
+                    Err(WireError::Rejected(_)) => return self.lost(&unit),
                     Err(e) => {
                         let wait = self.unreachable(&e);
                         self.pause(wait);
                         continue;
                     }
-                };
-            let run = view.run.expect("joined");
-            let item_tip = pushed_item.expect("pushed above");
-            let attempt = match self.merge_commit(run, item_tip, unit) {
-                Ok(a) => a,
+                }
+            }
+            let Some(view) = self.sync() else { continue };
+            let lease = match self.fleet.acquire(
+                &names.merge_lease(),
+                super::lease::MERGE,
+                "",
+                view.merge.as_ref(),
+            ) {
+                Ok(Some(lease)) => lease,
+                Ok(None) => {
+                    self.pause(Duration::from_millis(300));
+                    continue;
+                }
                 Err(e) => {
-                    let _ = self.fleet.release(&lease);
-                    return Err(Error::wrap("cannot merge the item", e));
+                    let wait = self.unreachable(&e);
+                    self.pause(wait);
+                    continue;
                 }
             };
-            let result = match attempt {
-                Attempt::Merged(commit) => {
+            let run = view.run.expect("joined");
+            let item_tip = job.pushed_item.expect("pushed above");
+            let attempt = self.merge_commit(run, item_tip, &unit);
+            let pushed = match attempt {
+                Ok(Attempt::Merged(commit)) => {
                     let stamp = format!("{}-{key}", jiff::Timestamp::now().as_millisecond());
                     let mut updates = vec![
                         Update::swap(names.run_branch(), run, commit),
                         Update::create(names.backup(&stamp), run),
                         Update::delete(names.item_branch(&key), item_tip),
-                        Update::delete(names.claim(&key), held.oid),
+                        Update::delete(names.claim(&key), job.held.oid),
                     ];
-                    snap = view.snapshots.get(&key).copied().or(snap);
-                    if let Some(s) = snap {
+                    if let Some(s) = job.pushed_snapshot {
                         updates.push(Update::delete(names.snapshot(&key), s));
                     }
-                    match self.fleet.wire().push(&updates) {
-                        Ok(()) => Ok(Some(commit)),
-                        Err(e) => Err(e),
-                    }
+                    self.fleet.wire().push(&updates).map(|()| commit)
                 }
-                Attempt::AlreadyDone => {
-                    let _ = self.fleet.release(held);
-                    Ok(None)
-                }
-                Attempt::Conflict(files) => {
+                other => {
                     let _ = self.fleet.release(&lease);
-                    self.say.say(FleetEvent::Conflict {
-                        item: key.clone(),
-                        files,
-                    });
-                    return Ok(None);
+                    return match other {
+                        Ok(Attempt::AlreadyDone) => {
+                            let _ = self.fleet.release(&job.held);
+                            Ok(Some(ItemEnd::Gone))
+                        }
+                        Ok(Attempt::Conflict(files)) => {
+                            self.say.say(FleetEvent::Conflict { item: key, files });
+                            Ok(None)
+                        }
+                        Err(e) => Err(Error::wrap("cannot merge the item", e)),
+                        Ok(Attempt::Merged(_)) => unreachable!("handled above"),
+                    };
                 }
             };
             let _ = self.fleet.release(&lease);
-            match result {
-                Ok(Some(commit)) => {
+            match pushed {
+                Ok(commit) => {
                     self.say.say(FleetEvent::Merged {
                         item: key.clone(),
                         text: unit.text.clone(),
                         commit: commit.to_string(),
                     });
                     self.spent.items_done += 1;
-                    let done = super::remote::Spent {
-                        iterations: 0,
-                        cost_usd: 0.0,
+                    let done = Spent {
                         items_done: 1,
+                        ..Spent::default()
                     };
                     self.retry_remote(|f| f.spend(done).map(|_| ()));
                     return Ok(Some(ItemEnd::Merged));
                 }
-                Ok(None) => return Ok(Some(ItemEnd::Gone)),
                 // The run branch moved, or our claim is gone: look again.
                 Err(WireError::Rejected(_)) => {
                     let view = self.fleet.sync().ok();
-                    if view.is_some_and(|v| v.claims.get(&key).map(|c| c.0) != Some(held.oid)) {
-                        return self.lost(unit);
+                    if view.is_some_and(|v| v.claims.get(&key).map(|c| c.0) != Some(job.held.oid)) {
+                        return self.lost(&unit);
                     }
                 }
                 Err(e) => {
@@ -164,15 +172,10 @@ impl Worker {
             Ok(t) => t,
             Err(_) => return Err(git2::Error::from_str("the run branch has no plan")),
         };
-        let Some(current) = super::units::units(&plan_text)
-            .into_iter()
-            .find(|u| u.key == unit.key)
-        else {
+        // Checked off already (or gone from the plan): merged by another.
+        let Some(checked) = check_off(&plan_text, unit) else {
             return Ok(Attempt::AlreadyDone);
         };
-        if current.done {
-            return Ok(Attempt::AlreadyDone);
-        }
         let item_c = repo.find_commit(item)?;
         let mut index = repo.merge_commits(&run_c, &item_c, None)?;
         // ralph's own files: the plan and the prompt file are the run
@@ -210,7 +213,6 @@ impl Worker {
             return Ok(Attempt::Conflict(files));
         }
         let merged = repo.find_tree(index.write_tree_to(repo)?)?;
-        let checked = check_off(&plan_text, &current);
         let blob = repo.blob(checked.as_bytes())?;
         let run_tree = run_c.tree()?;
         let mode_of = |path: &str| match run_tree.get_path(Path::new(path)) {
@@ -243,30 +245,4 @@ impl Worker {
             &[&run_c, &item_c],
         )?))
     }
-}
-
-use std::time::Duration;
-
-/// Push the item's local branch if it moved since the last push.
-fn push_branch(
-    f: &mut super::remote::Fleet,
-    key: &str,
-    pushed: &mut Option<Oid>,
-) -> std::result::Result<(), WireError> {
-    let names = f.names().clone();
-    let Some(tip) = f.local_ref(&names.item_branch(key)) else {
-        return Err(WireError::Local(
-            "the item's branch is gone from the clone".into(),
-        ));
-    };
-    if Some(tip) == *pushed {
-        return Ok(());
-    }
-    let update = match pushed {
-        Some(old) => Update::swap(names.item_branch(key), *old, tip),
-        None => Update::create(names.item_branch(key), tip),
-    };
-    f.wire().push(&[update])?;
-    *pushed = Some(tip);
-    Ok(())
 }

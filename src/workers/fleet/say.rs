@@ -30,9 +30,10 @@ pub(crate) enum FleetEvent {
         item: String,
         commit: String,
     },
-    /// Every open item is held by a live lease: waiting for one to free up.
+    /// No open item is free (held by a live lease, or waiting for one that
+    /// is): waiting for one to free up.
     Waiting {
-        held: usize,
+        open: usize,
     },
     /// A fetch or push failed: the work stays in the clone; retried later.
     Unreachable {
@@ -108,8 +109,10 @@ impl FleetEvent {
                     &commit[..commit.len().min(10)]
                 )
             }
-            FleetEvent::Waiting { held } => {
-                format!("waiting: all {held} open items are held by other workers")
+            FleetEvent::Waiting { open } => {
+                format!(
+                    "waiting: none of the {open} open items is free (held by other workers, or waiting for items they hold)"
+                )
             }
             FleetEvent::Unreachable {
                 error,

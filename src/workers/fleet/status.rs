@@ -14,6 +14,7 @@ use super::lease::Names;
 use super::remote::{Fleet, Ledger, WorkerStatus};
 use super::units::units;
 use crate::error::{Error, Result};
+use crate::workers::assign::UnitState;
 
 /// What `ralph status --fleet` shows (`--json`: this object).
 #[derive(Debug, Serialize)]
@@ -35,7 +36,7 @@ pub struct FleetStatus {
 pub struct ItemStatus {
     pub key: String,
     pub text: String,
-    /// `done`, `claimed`, `expired` (its lease ran out: the next worker takes it over) or `open`.
+    /// `done`, `cancelled`, `claimed`, `expired` (its lease ran out: the next worker takes it over) or `open`.
     pub state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holder: Option<String>,
@@ -86,11 +87,13 @@ pub(crate) fn status(
         _ => String::new(),
     };
     let items = units(&plan)
+        .unwrap_or_default()
         .into_iter()
         .map(|u| {
             let claim = view.claims.get(&u.key);
             let state = match claim {
-                _ if u.done => "done",
+                _ if u.state == UnitState::Done => "done",
+                _ if u.state == UnitState::Cancelled => "cancelled",
                 Some((oid, lease)) if f.expired(&names.claim(&u.key), *oid, lease) => "expired",
                 Some(_) => "claimed",
                 None => "open",

@@ -1,171 +1,147 @@
-//! The plan's items as the fleet's units of work (pure): each has a key
-//! that names its refs on every machine, and the merger checks it off.
+//! The plan's units (`workers::assign`: an item with its sub-items, its
+//! `(after: …)` and `(serial)` waits) as the fleet sees them: each with a
+//! key that names its refs on every machine (pure).
 //!
-//! A unit is an item together with the checkbox items indented under it
-//! (its sub-items stay with it, on one worker). The key is a hash of the
-//! item's text (`i-` + 12 hex digits), with the number of earlier items of
-//! the same text mixed in, so two identical lines are two units; a key
-//! does not move when lines are added above the item.
+//! The key is `i-` + 12 hex digits of a hash of the unit's name (its
+//! top item's text), with the number of earlier units of the same name
+//! mixed in, so two identical lines are two units; a key does not move when
+//! lines are added above the item.
 
 use sha2::{Digest, Sha256};
 
-use crate::plan::Plan;
+use crate::error::{Error, Result};
+use crate::workers::assign::{self, UnitState};
 
 /// One unit of work on the run branch's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Unit {
     pub key: String,
-    /// The item's text.
+    /// The unit's name (`assign::Unit::key`): its top item's text.
     pub text: String,
-    /// The indented lines under it (its notes and sub-items), as written.
-    pub body: String,
-    /// Its line and its sub-items' lines (1-based).
-    pub lines: Vec<usize>,
-    pub done: bool,
+    pub state: UnitState,
+    /// The keys of the units it waits for.
+    pub after: Vec<String>,
+    /// The plan its loop gets: the title and the unit's own lines.
+    pub own_plan: String,
+}
+
+impl Unit {
+    pub(crate) fn open(&self) -> bool {
+        self.state == UnitState::Open
+    }
 }
 
 /// The units of `text` (a plan), in plan order.
-pub(crate) fn units(text: &str) -> Vec<Unit> {
-    let plan = Plan::parse(text);
-    let lines: Vec<&str> = text.lines().collect();
-    let indent = |line: usize| {
-        let l = lines.get(line - 1).copied().unwrap_or_default();
-        l.len() - l.trim_start().len()
-    };
-    let mut out: Vec<Unit> = Vec::new();
+pub(crate) fn units(text: &str) -> Result<Vec<Unit>> {
+    let parsed = assign::units(text).map_err(|e| {
+        Error::usage(format!("the plan cannot be shared out: {e}"))
+            .with_hint("fix the item's `(after: …)` marking (docs/workers.md)")
+    })?;
     let mut seen: std::collections::HashMap<&str, u32> = Default::default();
-    let mut parent_indent: Option<usize> = None;
-    for item in &plan.items {
-        let at = indent(item.line);
-        if let (Some(p), Some(unit)) = (parent_indent, out.last_mut())
-            && at > p
-        {
-            unit.lines.push(item.line);
-            unit.done &= item.done;
-            continue;
-        }
-        parent_indent = Some(at);
-        let n = seen.entry(item.text.as_str()).or_default();
-        let mut hash = Sha256::new();
-        hash.update(item.text.as_bytes());
-        if *n > 0 {
-            hash.update(format!("\0{n}").as_bytes());
-        }
-        *n += 1;
-        let hex: String = hash.finalize()[..6]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        out.push(Unit {
-            key: format!("i-{hex}"),
-            text: item.text.clone(),
-            body: body_under(&lines, item.line, at),
-            lines: vec![item.line],
-            done: item.done,
-        });
-    }
-    out
+    let keys: Vec<String> = parsed
+        .iter()
+        .map(|u| {
+            let n = seen.entry(u.key.as_str()).or_default();
+            let key = ref_key(&u.key, *n);
+            *n += 1;
+            key
+        })
+        .collect();
+    Ok(parsed
+        .iter()
+        .zip(&keys)
+        .map(|(u, key)| Unit {
+            key: key.clone(),
+            text: u.key.clone(),
+            state: u.state,
+            after: u.after.iter().map(|&i| keys[i].clone()).collect(),
+            own_plan: assign::worker_plan(text, u),
+        })
+        .collect())
 }
 
-/// The lines under the item at `line` indented deeper than `at` (blank
-/// lines between them kept, trailing ones dropped).
-fn body_under(lines: &[&str], line: usize, at: usize) -> String {
-    let mut body: Vec<&str> = Vec::new();
-    for l in lines.iter().skip(line) {
-        let t = l.trim_start();
-        if !t.is_empty() && l.len() - t.len() <= at {
-            break;
-        }
-        body.push(l.trim_end());
+fn ref_key(name: &str, nth: u32) -> String {
+    let mut hash = Sha256::new();
+    hash.update(name.as_bytes());
+    if nth > 0 {
+        hash.update(format!("\0{nth}").as_bytes());
     }
-    while body.last().is_some_and(|l| l.is_empty()) {
-        body.pop();
-    }
-    body.join("\n")
+    let hex: String = hash.finalize()[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("i-{hex}")
 }
 
-/// `text` with the unit's item and sub-items marked done (`[x]`); the rest
-/// of the file byte for byte as it was.
-pub(crate) fn check_off(text: &str, unit: &Unit) -> String {
-    let mut out = String::with_capacity(text.len());
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        if unit.lines.contains(&(i + 1)) {
-            out.push_str(&mark_done(line));
-        } else {
-            out.push_str(line);
-        }
-    }
-    out
+/// The open units whose waits are over (every unit they wait for done or
+/// cancelled on the run branch).
+pub(crate) fn ready(units: &[Unit]) -> Vec<&Unit> {
+    let met = |key: &String| units.iter().any(|u| &u.key == key && !u.open());
+    units
+        .iter()
+        .filter(|u| u.open() && u.after.iter().all(met))
+        .collect()
 }
 
-fn mark_done(line: &str) -> String {
-    for open in ["[ ]", "[~]"] {
-        if let Some(at) = line.find(open) {
-            return format!("{}[x]{}", &line[..at], &line[at + open.len()..]);
-        }
-    }
-    line.to_string()
+/// `text` with the unit checked off; `None` when it is not open there.
+pub(crate) fn check_off(text: &str, unit: &Unit) -> Option<String> {
+    assign::check_off(text, &unit.text)
 }
 
-/// The one-item plan a worker's loop runs on: the item, its sub-items and
-/// notes, and what the worker wants the agent to know (a takeover).
-pub(crate) fn item_plan(title: Option<&str>, unit: &Unit, note: Option<&str>) -> String {
-    let mut out = format!("# {}\n\n", title.unwrap_or("Fleet item"));
-    if let Some(note) = note {
-        out.push_str(note.trim_end());
-        out.push_str("\n\n");
+/// The one-item plan a worker's loop runs on, with what the worker wants
+/// the agent to know first (a takeover, a conflict) under the title.
+pub(crate) fn item_plan(unit: &Unit, note: Option<&str>) -> String {
+    let Some(note) = note else {
+        return unit.own_plan.clone();
+    };
+    let note = format!("{}\n\n", note.trim_end());
+    match unit.own_plan.split_once("\n\n") {
+        Some((title, rest)) if title.starts_with("# ") => format!("{title}\n\n{note}{rest}"),
+        _ => format!("{note}{}", unit.own_plan),
     }
-    out.push_str(&format!("- [ ] {}\n", unit.text));
-    if !unit.body.is_empty() {
-        out.push_str(&unit.body);
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const PLAN: &str = "# Night\n\n- [ ] one\n- [x] two\n- [ ] parent\n  - [ ] child a\n  - [x] child b\n  a note\n- [ ] one\n";
+    const PLAN: &str = "# Night\n\n- [ ] one\n- [x] two\n- [ ] parent\n  - [ ] child a\n  - [x] child b\n  a note\n- [ ] one\n- [ ] last (after: parent)\n";
 
     #[test]
-    fn sub_items_ride_with_their_parent_and_twins_get_their_own_key() {
-        let u = units(PLAN);
+    fn units_get_keys_that_twins_do_not_share_and_lines_above_do_not_move() {
+        let u = units(PLAN).unwrap();
         let texts: Vec<&str> = u.iter().map(|u| u.text.as_str()).collect();
-        assert_eq!(texts, ["one", "two", "parent", "one"]);
-        assert_eq!(u[2].lines, [5, 6, 7]);
-        assert!(!u[2].done);
-        assert!(u[1].done);
+        assert_eq!(texts, ["one", "two", "parent", "one", "last"]);
         assert_ne!(u[0].key, u[3].key);
         assert!(
             u.iter()
                 .all(|u| u.key.len() == 14 && u.key.starts_with("i-"))
         );
-        // Keys do not move when lines are added above.
-        let moved = units(&format!("# Night\n\nintro\n\n{}", &PLAN[9..]));
+        let moved = units(&PLAN.replace("# Night\n\n", "# Night\n\nintro\n\n")).unwrap();
         assert_eq!(moved[2].key, u[2].key);
+        assert_eq!(u[4].after, [u[2].key.clone()]);
     }
 
     #[test]
-    fn checking_off_marks_the_unit_and_nothing_else() {
-        let u = units(PLAN);
-        let after = check_off(PLAN, &u[2]);
-        assert_eq!(
-            after,
-            "# Night\n\n- [ ] one\n- [x] two\n- [x] parent\n  - [x] child a\n  - [x] child b\n  a note\n- [ ] one\n"
-        );
-        assert!(units(&after)[2].done);
-        assert!(!units(&after)[3].done);
+    fn a_unit_waits_until_what_it_is_after_is_done() {
+        let u = units(PLAN).unwrap();
+        let now: Vec<&str> = ready(&u).iter().map(|u| u.text.as_str()).collect();
+        assert_eq!(now, ["one", "parent", "one"]);
+        let after = check_off(PLAN, &u[2]).unwrap();
+        let u2 = units(&after).unwrap();
+        let later: Vec<&str> = ready(&u2).iter().map(|u| u.text.as_str()).collect();
+        assert_eq!(later, ["one", "one", "last"]);
+        assert!(check_off(&after, &u[2]).is_none(), "not open any more");
     }
 
     #[test]
-    fn the_item_plan_carries_the_item_its_sub_items_and_a_note() {
-        let u = units(PLAN);
-        let p = item_plan(Some("Night"), &u[2], Some("Taken over from w1."));
+    fn the_item_plan_carries_the_unit_and_a_note_under_the_title() {
+        let u = units(PLAN).unwrap();
+        let p = item_plan(&u[2], Some("Taken over from w1."));
         assert_eq!(
             p,
             "# Night\n\nTaken over from w1.\n\n- [ ] parent\n  - [ ] child a\n  - [x] child b\n  a note\n"
         );
+        assert_eq!(item_plan(&u[2], None), u[2].own_plan);
     }
 }

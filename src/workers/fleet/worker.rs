@@ -6,20 +6,19 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use git2::{Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
-use jiff::Timestamp;
+use git2::{Oid, Repository};
 
-use super::child::{self, ITEM_PLAN, Loop};
+use super::child::{self, ITEM_PLAN};
+use super::item::Job;
 use super::lease::{Names, valid_component};
-use super::remote::{Fleet, Held, Spent, View, WorkerState, WorkerStatus};
+use super::remote::{Fleet, Held, Spent, View, WorkerState};
 use super::say::{FleetEvent, Say};
 use super::units::{Unit, item_plan, units};
-use super::wire::{Update, WireError};
+use super::wire::WireError;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::repo::{OwnPaths, Repo};
 
 /// What the command line gave.
 pub(crate) struct Options {
@@ -160,7 +159,7 @@ fn worker_id(given: Option<&str>) -> Result<String> {
 }
 
 impl Worker {
-    fn work(&mut self) -> Result<i32> {
+    pub(super) fn work(&mut self) -> Result<i32> {
         let view = self.join()?;
         let mut view = Some(view);
         loop {
@@ -174,24 +173,22 @@ impl Worker {
                     None => continue,
                 },
             };
-            let open: Vec<Unit> = self
-                .plan_units(&v)?
-                .into_iter()
-                .filter(|u| !u.done)
-                .collect();
-            if open.is_empty() {
+            let all = self.plan_units(&v)?;
+            let open = all.iter().filter(|u| u.open()).count();
+            if open == 0 {
                 return Ok(0);
             }
             if let Some(what) = self.budget_spent(&v) {
                 self.say.say(FleetEvent::BudgetSpent { what });
                 return Ok(5);
             }
-            let Some(held) = self.claim_one(&v, &open)? else {
-                self.say_waiting(&v, open.len());
+            let ready: Vec<Unit> = super::units::ready(&all).into_iter().cloned().collect();
+            let Some(held) = self.claim_one(&v, &ready)? else {
+                self.say_waiting(&v, open);
                 self.pause(self.poll());
                 continue;
             };
-            let unit = open
+            let unit = ready
                 .iter()
                 .find(|u| u.key == held.lease.what)
                 .cloned()
@@ -205,7 +202,7 @@ impl Worker {
     }
 
     /// Fetch; create the run from this clone's HEAD if there is none yet.
-    fn join(&mut self) -> Result<View> {
+    pub(super) fn join(&mut self) -> Result<View> {
         let first = self
             .fleet
             .sync()
@@ -228,7 +225,7 @@ impl Worker {
             .fleet
             .sync()
             .map_err(|e| start_error(&e, self.fleet.wire().remote()))?;
-        let open = self.plan_units(&view)?.iter().filter(|u| !u.done).count();
+        let open = self.plan_units(&view)?.iter().filter(|u| u.open()).count();
         self.say.say(FleetEvent::Joined {
             created,
             run_branch: self.fleet.names().run_branch(),
@@ -242,7 +239,7 @@ impl Worker {
         let run = view
             .run
             .ok_or_else(|| Error::internal("the fleet's run branch is gone from the remote"))?;
-        Ok(units(&self.plan_text(run)?))
+        units(&self.plan_text(run)?)
     }
 
     pub(super) fn plan_text(&self, commit: Oid) -> Result<String> {
@@ -266,7 +263,7 @@ impl Worker {
     }
 
     /// The first open item nobody holds, else the first whose lease expired.
-    fn claim_one(&mut self, view: &View, open: &[Unit]) -> Result<Option<Held>> {
+    pub(super) fn claim_one(&mut self, view: &View, open: &[Unit]) -> Result<Option<Held>> {
         let names = self.fleet.names().clone();
         let free = open.iter().filter(|u| !view.claims.contains_key(&u.key));
         let expired = open.iter().filter(|u| {
@@ -301,53 +298,42 @@ impl Worker {
         Ok(None)
     }
 
-    fn work_on(&mut self, view: &View, unit: &Unit, mut held: Held) -> Result<ItemEnd> {
+    pub(super) fn work_on(&mut self, view: &View, unit: &Unit, held: Held) -> Result<ItemEnd> {
         let names = self.fleet.names().clone();
         let key = unit.key.clone();
-        let mut pushed_item = view.items.get(&key).copied();
-        let mut pushed_snapshot = view.snapshots.get(&key).copied();
-        let run = view.run.expect("joined");
-        let base = pushed_item.unwrap_or(run);
-        let (wt_root, note) = self.prepare(unit, &held, base, pushed_snapshot)?;
-        let title = crate::plan::Plan::parse(&self.plan_text(run)?).title;
-        let mut note = note;
+        let pushed_item = view.items.get(&key).copied();
+        let pushed_snapshot = view.snapshots.get(&key).copied();
+        let base = pushed_item.unwrap_or(view.run.expect("joined"));
+        let (wt_root, mut note) = self.prepare(unit, &held, base, pushed_snapshot)?;
+        let mut job = Job {
+            unit: unit.clone(),
+            held,
+            wt_root,
+            pushed_item,
+            pushed_snapshot,
+        };
         let mut conflicts = 0;
         loop {
-            std::fs::create_dir_all(wt_root.join(".ralph"))
-                .map_err(|e| Error::io("cannot create", &wt_root, e))?;
-            let plan = item_plan(title.as_deref(), unit, note.as_deref());
-            std::fs::write(wt_root.join(ITEM_PLAN), plan)
-                .map_err(|e| Error::io("cannot write", wt_root.join(ITEM_PLAN), e))?;
+            let plan_file = job.wt_root.join(ITEM_PLAN);
+            std::fs::create_dir_all(job.wt_root.join(".ralph"))
+                .map_err(|e| Error::io("cannot create", &job.wt_root, e))?;
+            std::fs::write(&plan_file, item_plan(unit, note.as_deref()))
+                .map_err(|e| Error::io("cannot write", &plan_file, e))?;
             self.status(WorkerState::Working, Some(unit), "");
-            let code = self.supervise(
-                unit,
-                &mut held,
-                &wt_root,
-                &mut pushed_item,
-                &mut pushed_snapshot,
-            )?;
-            let Some(code) = code else {
+            let Some(code) = self.supervise(&mut job)? else {
                 return Ok(ItemEnd::Gone);
             };
-            self.account(&wt_root);
-            self.commit_leftovers(&wt_root, unit, code);
+            self.account(&job.wt_root);
+            self.commit_leftovers(&job, code);
             if code != 0 {
                 let why = if child::stop_requested() {
                     "stopped by a signal"
                 } else {
                     "the loop ended without completing the item"
                 };
-                return self.release(
-                    unit,
-                    &held,
-                    &wt_root,
-                    &mut pushed_item,
-                    &mut pushed_snapshot,
-                    why,
-                    code,
-                );
+                return self.release(&mut job, why, code);
             }
-            match self.merge(unit, &mut held, &wt_root, &mut pushed_item, pushed_snapshot)? {
+            match self.merge(&mut job)? {
                 Some(end) => {
                     if matches!(end, ItemEnd::Merged) {
                         self.remove_worktree(&key);
@@ -356,15 +342,7 @@ impl Worker {
                 }
                 None if conflicts >= MAX_CONFLICTS => {
                     let why = "its branch still conflicts with the run branch after the loop was asked to merge it";
-                    return self.release(
-                        unit,
-                        &held,
-                        &wt_root,
-                        &mut pushed_item,
-                        &mut pushed_snapshot,
-                        why,
-                        1,
-                    );
+                    return self.release(&mut job, why, 1);
                 }
                 // A conflict: once more, with the task of merging the run branch.
                 None => {
@@ -380,311 +358,7 @@ impl Worker {
         }
     }
 
-    /// A fresh worktree on the item's branch (its pushed tip, or the run
-    /// branch); on a takeover, the previous holder's newer snapshot is
-    /// committed on top (the crash handoff). Returns the worktree's project
-    /// root and the note for the agent.
-    fn prepare(
-        &mut self,
-        unit: &Unit,
-        held: &Held,
-        base: Oid,
-        snapshot: Option<Oid>,
-    ) -> Result<(PathBuf, Option<String>)> {
-        let names = self.fleet.names().clone();
-        let repo = self.fleet.repo();
-        let git = |e: git2::Error| Error::wrap("cannot prepare the item's worktree", e);
-        let mut tip = base;
-        let mut note = None;
-        if let Some(from) = &held.lease.took_over_from {
-            note = Some(format!(
-                "This item was taken over from worker {from}, whose lease expired (a crash or a preemption). \
-                 Its work so far is on this branch (the last commits, including a WIP commit of its work tree); \
-                 check what is done and carry on from there."
-            ));
-            if let Some(snap) = snapshot.and_then(|s| repo.find_commit(s).ok())
-                && let Ok(parent) = snap.parent(0)
-                && (parent.id() == base
-                    || repo.graph_descendant_of(parent.id(), base).unwrap_or(false))
-                && snap.tree_id() != parent.tree_id()
-            {
-                let sig = super::remote::signature().map_err(git)?;
-                let msg = format!(
-                    "ralph fleet: take over \"{}\" from {from} (WIP: its work tree as last pushed)\n\nItem: {}\nSnapshot: {}\n",
-                    crate::text::cut(&unit.text, 200),
-                    unit.key,
-                    snap.id()
-                );
-                tip = repo
-                    .commit(
-                        None,
-                        &sig,
-                        &sig,
-                        &msg,
-                        &snap.tree().map_err(git)?,
-                        &[&parent],
-                    )
-                    .map_err(git)?;
-                self.say.say(FleetEvent::Restored {
-                    item: unit.key.clone(),
-                    commit: tip.to_string(),
-                });
-            }
-        }
-        let branch = names.item_branch(&unit.key);
-        let path = self.worktree_path(&unit.key);
-        self.remove_worktree(&unit.key);
-        let repo = self.fleet.repo();
-        let reference = repo
-            .reference(&branch, tip, true, "ralph fleet: the item's branch")
-            .map_err(git)?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
-        }
-        let mut opts = WorktreeAddOptions::new();
-        opts.reference(Some(&reference));
-        repo.worktree(&worktree_name(names.fleet(), &unit.key), &path, Some(&opts))
-            .map_err(git)?;
-        Ok((path.join(&self.root_rel), note))
-    }
-
-    fn worktree_path(&self, key: &str) -> PathBuf {
-        self.root
-            .join(".ralph/fleet")
-            .join(self.fleet.names().fleet())
-            .join(key)
-    }
-
-    pub(super) fn remove_worktree(&self, key: &str) {
-        let repo = self.fleet.repo();
-        if let Ok(wt) = repo.find_worktree(&worktree_name(self.fleet.names().fleet(), key)) {
-            let _ = wt.prune(Some(
-                WorktreePruneOptions::new()
-                    .valid(true)
-                    .locked(true)
-                    .working_tree(true),
-            ));
-        }
-        let _ = std::fs::remove_dir_all(self.worktree_path(key));
-    }
-
-    /// Run the item's loop: renew, push and say while it works; forward a
-    /// stop. `None`: the item was lost to a takeover (its loop stopped).
-    fn supervise(
-        &mut self,
-        unit: &Unit,
-        held: &mut Held,
-        wt_root: &Path,
-        pushed_item: &mut Option<Oid>,
-        pushed_snapshot: &mut Option<Oid>,
-    ) -> Result<Option<i32>> {
-        let mut args = self.loop_args.clone();
-        if let Some(left) = self.iterations_left() {
-            args.extend(["--max-iterations".into(), left.max(1).to_string().into()]);
-        }
-        let env = [
-            ("RALPH_FLEET", self.fleet.names().fleet().to_string()),
-            ("RALPH_WORKER", self.fleet.worker().to_string()),
-            ("RALPH_FLEET_ITEM", unit.key.clone()),
-        ];
-        let mut child = Loop::start(wt_root, &args, &env)?;
-        let every = self.fleet.lease_length() / 3;
-        let mut next_beat = Instant::now() + every;
-        let grace = self.config.fleet.grace.0;
-        loop {
-            if let Some(code) = child.exited() {
-                return Ok(Some(code));
-            }
-            if child::stop_requested() {
-                child.ask_to_stop();
-                // Two thirds of the grace for the loop's checkpoint, the rest for the push.
-                if child
-                    .stop_sent()
-                    .is_some_and(|t| t.elapsed() >= grace * 2 / 3)
-                {
-                    return Ok(Some(child.kill()));
-                }
-            } else if Instant::now() >= next_beat {
-                match self.beat(unit, held, wt_root, pushed_item, pushed_snapshot) {
-                    Ok(()) => next_beat = Instant::now() + every,
-                    Err(WireError::Rejected(_)) => {
-                        child.ask_to_stop();
-                        child.finish_within(grace);
-                        let holder = self.holder_of(&unit.key);
-                        self.say.say(FleetEvent::Lost {
-                            item: unit.key.clone(),
-                            holder,
-                        });
-                        return Ok(None);
-                    }
-                    Err(e) => {
-                        let wait = self.unreachable(&e);
-                        next_beat = Instant::now() + wait.min(every);
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Renew the claim, push the item's branch and a snapshot of its work tree.
-    fn beat(
-        &mut self,
-        unit: &Unit,
-        held: &mut Held,
-        wt_root: &Path,
-        pushed_item: &mut Option<Oid>,
-        pushed_snapshot: &mut Option<Oid>,
-    ) -> std::result::Result<(), WireError> {
-        self.fleet.renew(held)?;
-        self.push_work(&unit.key, wt_root, pushed_item, pushed_snapshot)?;
-        self.reconnected();
-        self.status(WorkerState::Working, Some(unit), "");
-        Ok(())
-    }
-
-    /// Push the item branch (its local tip) and a fresh snapshot of the worktree.
-    pub(super) fn push_work(
-        &mut self,
-        key: &str,
-        wt_root: &Path,
-        pushed_item: &mut Option<Oid>,
-        pushed_snapshot: &mut Option<Oid>,
-    ) -> std::result::Result<(), WireError> {
-        let names = self.fleet.names().clone();
-        let mut updates = Vec::new();
-        let tip = self.fleet.local_ref(&names.item_branch(key));
-        if let Some(tip) = tip
-            && Some(tip) != *pushed_item
-        {
-            updates.push(match pushed_item {
-                Some(old) => Update::swap(names.item_branch(key), *old, tip),
-                None => Update::create(names.item_branch(key), tip),
-            });
-        }
-        let snapshot = self.snapshot(key, wt_root);
-        if let Some(snap) = snapshot
-            && Some(snap) != *pushed_snapshot
-        {
-            updates.push(match pushed_snapshot {
-                Some(old) => Update::swap(names.snapshot(key), *old, snap),
-                None => Update::create(names.snapshot(key), snap),
-            });
-        }
-        self.fleet.wire().push(&updates)?;
-        if tip.is_some() {
-            *pushed_item = tip;
-        }
-        if snapshot.is_some() {
-            *pushed_snapshot = snapshot;
-        }
-        Ok(())
-    }
-
-    /// The worktree recorded as a snapshot commit (the safety net's staging rules).
-    fn snapshot(&self, key: &str, wt_root: &Path) -> Option<Oid> {
-        let repo = Repo::open(wt_root).ok()??;
-        let own = OwnPaths::new(&self.config.prompt_file);
-        repo.record_snapshot(&format!("fleet-{key}"), 1, &own, &self.config.git.guard())
-            .ok()?;
-        let prefix = format!(
-            "{}{}/fleet-{key}/1",
-            crate::repo::SNAPSHOT_REFS,
-            repo.scope_key()
-        );
-        Repository::discover(wt_root)
-            .ok()?
-            .refname_to_id(&prefix)
-            .ok()
-    }
-
-    /// Commit what the loop left uncommitted (its WIP commit rules).
-    fn commit_leftovers(&self, wt_root: &Path, unit: &Unit, code: i32) {
-        let Ok(Some(repo)) = Repo::open(wt_root) else {
-            return;
-        };
-        let own = OwnPaths::new(&self.config.prompt_file);
-        let what = if code == 0 { "done" } else { "WIP" };
-        let msg = format!(
-            "ralph fleet: {what}: {} ({})\n\nWorker: {}\n",
-            crate::text::cut(&unit.text, 200),
-            unit.key,
-            self.fleet.worker()
-        );
-        let _ = repo.wip_commit(&msg, &own);
-    }
-
-    /// What the item's loop spent, added to the ledger.
-    fn account(&mut self, wt_root: &Path) {
-        let layout = crate::state::Layout::new(wt_root);
-        let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) else {
-            return;
-        };
-        let spent = Spent {
-            iterations: u64::from(state.iteration),
-            cost_usd: state.cost_usd,
-            items_done: 0,
-        };
-        self.spent.iterations += spent.iterations;
-        self.spent.cost_usd += spent.cost_usd;
-        self.retry_remote(|f| f.spend(spent).map(|_| ()));
-    }
-
-    /// Give the claim up with the work pushed.
-    #[allow(clippy::too_many_arguments)]
-    fn release(
-        &mut self,
-        unit: &Unit,
-        held: &Held,
-        wt_root: &Path,
-        pushed_item: &mut Option<Oid>,
-        pushed_snapshot: &mut Option<Oid>,
-        why: &str,
-        code: i32,
-    ) -> Result<ItemEnd> {
-        let key = unit.key.clone();
-        // Within the grace: a few quick attempts, no long back-off.
-        let deadline = Instant::now() + self.config.fleet.grace.0 / 3;
-        let mut pushed = false;
-        while Instant::now() < deadline {
-            match self
-                .push_work(&key, wt_root, pushed_item, pushed_snapshot)
-                .and_then(|()| self.fleet.release(held))
-            {
-                Ok(()) => {
-                    pushed = true;
-                    break;
-                }
-                Err(WireError::Rejected(_)) => break,
-                Err(e) => {
-                    self.unreachable(&e);
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-            }
-        }
-        if pushed {
-            self.say.say(FleetEvent::Released {
-                item: key,
-                why: why.to_string(),
-                exit_code: code,
-            });
-        }
-        Ok(if child::stop_requested() {
-            ItemEnd::Stopped
-        } else {
-            ItemEnd::Failed(code)
-        })
-    }
-
-    pub(super) fn holder_of(&mut self, key: &str) -> String {
-        self.fleet
-            .sync()
-            .ok()
-            .and_then(|v| v.claims.get(key).map(|(_, l)| l.holder.clone()))
-            .unwrap_or_else(|| "nobody".into())
-    }
-
-    fn iterations_left(&self) -> Option<u64> {
+    pub(super) fn iterations_left(&self) -> Option<u64> {
         let view = self.fleet.view().ok()?;
         let (_, ledger) = view.ledger?;
         Some(u64::from(self.config.loop_.max_iterations).saturating_sub(ledger.iterations))
@@ -692,7 +366,7 @@ impl Worker {
 
     /// The fleet's shared budget (`[loop] max_iterations`, `max_cost_usd`,
     /// counted over every worker on the ledger), if spent.
-    fn budget_spent(&self, view: &View) -> Option<String> {
+    pub(super) fn budget_spent(&self, view: &View) -> Option<String> {
         let (_, ledger) = view.ledger.as_ref()?;
         if ledger.iterations >= u64::from(self.config.loop_.max_iterations) {
             return Some(format!(
@@ -707,108 +381,11 @@ impl Worker {
             _ => None,
         }
     }
-
-    fn say_waiting(&mut self, view: &View, open: usize) {
-        let _ = view;
-        self.status(WorkerState::Waiting, None, "");
-        self.say.say(FleetEvent::Waiting { held: open });
-    }
-
-    /// A fetch; `None` after saying the remote is unreachable and waiting.
-    pub(super) fn sync(&mut self) -> Option<View> {
-        match self.fleet.sync() {
-            Ok(v) => {
-                self.reconnected();
-                Some(v)
-            }
-            Err(e) => {
-                let wait = self.unreachable(&e);
-                self.pause(wait);
-                None
-            }
-        }
-    }
-
-    /// Retry `op` on the remote until it goes through (unreachable: back-off)
-    /// or is refused; a stop request ends the retries.
-    pub(super) fn retry_remote(
-        &mut self,
-        mut op: impl FnMut(&mut Fleet) -> std::result::Result<(), WireError>,
-    ) -> bool {
-        loop {
-            match op(&mut self.fleet) {
-                Ok(()) => {
-                    self.reconnected();
-                    return true;
-                }
-                Err(WireError::Unreachable(e)) if !child::stop_requested() => {
-                    let wait = self.unreachable(&WireError::Unreachable(e));
-                    self.pause(wait);
-                }
-                Err(_) => return false,
-            }
-        }
-    }
-
-    /// Say the remote is unreachable; the back-off before the next try.
-    pub(super) fn unreachable(&mut self, e: &WireError) -> Duration {
-        self.unreachable_since.get_or_insert_with(Instant::now);
-        self.failures += 1;
-        let wait = Duration::from_secs(1u64 << self.failures.min(16))
-            .min(self.config.fleet.max_retry_wait.0);
-        self.say.say(FleetEvent::Unreachable {
-            error: e.to_string(),
-            retry_in_secs: wait.as_secs(),
-        });
-        wait
-    }
-
-    fn reconnected(&mut self) {
-        self.failures = 0;
-        if let Some(since) = self.unreachable_since.take() {
-            self.say.say(FleetEvent::Reconnected {
-                after_secs: since.elapsed().as_secs(),
-            });
-        }
-    }
-
-    pub(super) fn poll(&self) -> Duration {
-        (self.fleet.lease_length() / 4).clamp(Duration::from_millis(500), Duration::from_secs(5))
-    }
-
-    /// Sleep, cut short by a stop request.
-    pub(super) fn pause(&self, d: Duration) {
-        let until = Instant::now() + d;
-        while Instant::now() < until && !child::stop_requested() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Publish this worker's state (best effort: a status is not work).
-    pub(super) fn status(&mut self, state: WorkerState, unit: Option<&Unit>, note: &str) {
-        let status = WorkerStatus {
-            worker: self.fleet.worker().to_string(),
-            state,
-            item: unit.map(|u| u.key.clone()),
-            item_text: unit.map(|u| u.text.clone()).unwrap_or_default(),
-            at: Timestamp::now(),
-            unreachable_since: self
-                .unreachable_since
-                .map(|i| Timestamp::now() - i.elapsed()),
-            note: note.to_string(),
-            spent: self.spent,
-        };
-        let _ = self.fleet.say(&status);
-    }
 }
 
 /// How often an item's loop is asked to bring its branch up to date before
 /// the worker gives the item up (pushed, released) and stops.
-const MAX_CONFLICTS: u32 = 2;
-
-fn worktree_name(fleet: &str, key: &str) -> String {
-    format!("ralph-fleet-{fleet}-{key}")
-}
+pub(super) const MAX_CONFLICTS: u32 = 2;
 
 fn start_error(e: &WireError, remote: &str) -> Error {
     Error::usage(format!("cannot start the fleet worker on remote `{remote}`: {e}"))
