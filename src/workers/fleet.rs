@@ -22,6 +22,7 @@
 //!   units.rs         plan items as units: keys, sub-items, checking off, the one-item plan (pure)
 //!   remote.rs        Fleet: sync, the run, acquire/renew/release, the ledger, workers' status
 //!   worker.rs        the worker: join (or create the run), pick and claim a ready unit, an item's rounds
+//!   job.rs           the item a worker holds (Job) and how its work ended (ItemEnd)
 //!   item.rs          one item: its worktree (takeover: the pushed snapshot), its loop, beats, release
 //!   reach.rs         the remote: retries with back-off, said; pauses; the worker's status ref
 //!   child.rs         the item's loop as a child `ralph run`, stop signals
@@ -39,6 +40,7 @@
 mod child;
 mod config;
 mod item;
+mod job;
 mod lease;
 mod merge;
 mod reach;

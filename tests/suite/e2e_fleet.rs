@@ -90,18 +90,7 @@ impl Fleet {
 
     /// `ralph run --remote origin --fleet night --worker NAME --json` in a new clone.
     fn worker(&self, name: &str) -> Child {
-        let dir = self.clone(name);
-        Command::new(common::BIN)
-            .current_dir(&dir)
-            .env("RALPH_LOG", "off")
-            .args([
-                "run", "--remote", "origin", "--fleet", "night", "--worker", name, "--json",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        worker_in(&self.clone(name), name)
     }
 
     fn refs(&self, prefix: &str) -> Vec<String> {
@@ -168,6 +157,21 @@ impl Fleet {
             "no merge lease left"
         );
     }
+}
+
+/// `ralph run --remote origin --fleet night --worker NAME --json` in `dir`.
+fn worker_in(dir: &Path, name: &str) -> Child {
+    Command::new(common::BIN)
+        .current_dir(dir)
+        .env("RALPH_LOG", "off")
+        .args([
+            "run", "--remote", "origin", "--fleet", "night", "--worker", name, "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 struct Ended {
@@ -364,4 +368,55 @@ fn an_unreachable_remote_is_retried_and_said_and_the_work_kept() {
     assert_eq!(fleet.merges().len(), 1);
     assert_eq!(fleet.run_files("done").len(), 1);
     fleet.assert_nothing_left();
+}
+
+#[test]
+fn workers_reach_an_http_remote_through_the_users_credential_helper() {
+    use common::git_http::{GitHttp, PASSWORD, USER};
+    let fleet = Fleet::new(2, 100, "[fleet]\nnetwork_timeout = \"20s\"\n");
+    let server = GitHttp::start(fleet.tmp.path());
+    let url = format!("{}remote.git", server.url);
+    let clone_over_http = |name: &str, helper: bool| {
+        let dir = fleet.clone(name);
+        git(&dir, &["remote", "set-url", "origin", &url]);
+        if helper {
+            let answer = format!("!f() {{ echo username={USER}; echo password={PASSWORD}; }}; f");
+            git(&dir, &["config", "credential.helper", &answer]);
+        }
+        dir
+    };
+    // Without a credential: refused at once, no prompt waited for.
+    let started = Instant::now();
+    let refused = wait(worker_in(&clone_over_http("nohelper", false), "w0"));
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("cannot start the fleet worker"),
+        "{}",
+        refused.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(fleet.refs("refs/heads/ralph/fleet/").is_empty());
+    // With the user's credential helper: the whole run over HTTP.
+    let a = worker_in(&clone_over_http("h1", true), "w1");
+    let b = worker_in(&clone_over_http("h2", true), "w2");
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    assert_eq!(fleet.merges().len(), 2);
+    fleet.assert_nothing_left();
+    let log = server.log();
+    assert!(
+        log.iter().any(|(_, _, s)| *s == 401),
+        "asked for credentials"
+    );
+    assert!(
+        log.iter()
+            .any(|(m, p, s)| m == "POST" && p.ends_with("git-receive-pack") && *s == 200),
+        "pushed over HTTP: {log:?}"
+    );
 }

@@ -11,24 +11,14 @@ use std::time::{Duration, Instant};
 use git2::{Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
 
 use super::child::{self, Loop};
+use super::job::{ItemEnd, Job};
 use super::remote::{Held, Spent, WorkerState};
 use super::say::FleetEvent;
 use super::units::Unit;
 use super::wire::{Update, WireError};
-use super::worker::{ItemEnd, Worker};
+use super::worker::Worker;
 use crate::error::{Error, Result};
 use crate::repo::{OwnPaths, Repo};
-
-/// The item a worker holds: its unit, its claim, its worktree, and its
-/// branch's and snapshot's commits on the remote as last pushed or seen.
-pub(super) struct Job {
-    pub unit: Unit,
-    pub held: Held,
-    /// The worktree's project root.
-    pub wt_root: PathBuf,
-    pub pushed_item: Option<Oid>,
-    pub pushed_snapshot: Option<Oid>,
-}
 
 impl Worker {
     /// A fresh worktree on the item's branch (its pushed tip, or the run

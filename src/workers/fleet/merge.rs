@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use git2::{Oid, build::TreeUpdateBuilder};
 
 use super::child;
-use super::item::Job;
+use super::job::{ItemEnd, Job};
 use super::remote::{Spent, WorkerState};
 use super::say::FleetEvent;
 use super::units::{Unit, check_off};
 use super::wire::{Update, WireError};
-use super::worker::{ItemEnd, Worker};
+use super::worker::Worker;
 use crate::error::{Error, Result};
 
 enum Attempt {

@@ -11,7 +11,7 @@ use std::time::Instant;
 use git2::{Oid, Repository};
 
 use super::child::{self, ITEM_PLAN};
-use super::item::Job;
+use super::job::{ItemEnd, Job};
 use super::lease::{Names, valid_component};
 use super::remote::{Fleet, Held, Spent, View, WorkerState};
 use super::say::{FleetEvent, Say};
@@ -28,17 +28,6 @@ pub(crate) struct Options {
     pub json: bool,
     /// Passed on to each item's loop (`--model`, `--agent`).
     pub loop_args: Vec<OsString>,
-}
-
-/// How one item's work ended.
-pub(crate) enum ItemEnd {
-    Merged,
-    /// Lost to a takeover, or the merge found it already done: next item.
-    Gone,
-    /// SIGTERM/SIGINT: pushed and released.
-    Stopped,
-    /// The loop ended without completing (its exit code): pushed and released.
-    Failed(i32),
 }
 
 pub(crate) struct Worker {
