@@ -174,6 +174,23 @@ fn worker_in(dir: &Path, name: &str) -> Child {
         .unwrap()
 }
 
+/// `ralph status --fleet night --json` in a fresh clone.
+fn fleet_status(fleet: &Fleet) -> Value {
+    let dir = fleet.clone("observer");
+    let out = Command::new(common::BIN)
+        .current_dir(&dir)
+        .env("RALPH_LOG", "off")
+        .args(["status", "--fleet", "night", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 struct Ended {
     code: Option<i32>,
     events: Vec<Value>,
@@ -234,19 +251,7 @@ fn three_workers_do_nine_items_each_exactly_once() {
     assert_eq!(created, 1);
     fleet.assert_nothing_left();
     // `ralph status --fleet` from a fresh clone sees it all.
-    let dir = fleet.clone("observer");
-    let out = Command::new(common::BIN)
-        .current_dir(&dir)
-        .env("RALPH_LOG", "off")
-        .args(["status", "--fleet", "night", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = fleet_status(&fleet);
     let items = status["items"].as_array().unwrap();
     assert_eq!(items.len(), 9);
     assert!(items.iter().all(|i| i["state"] == "done"), "{status}");
@@ -254,6 +259,17 @@ fn three_workers_do_nine_items_each_exactly_once() {
     assert_eq!(workers.len(), 3);
     assert!(workers.iter().all(|w| w["state"] == "finished"), "{status}");
     assert_eq!(status["ledger"]["items_done"], 9);
+    // The night's story: every merge, by whom.
+    let merged = status["merged"].as_array().unwrap();
+    assert_eq!(merged.len(), 9);
+    for (e, w) in ended.iter().zip(["w1", "w2", "w3"]) {
+        let by_w = merged.iter().filter(|m| m["worker"] == w).count();
+        assert_eq!(by_w, e.of("merged").len(), "{w}");
+        // Each item's loop records are kept in the worker's clone.
+        let loops = fleet.tmp.path().join(w).join(".ralph/fleet/night/loops");
+        let kept = std::fs::read_dir(&loops).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(kept, by_w, "{}", loops.display());
+    }
 }
 
 #[test]
@@ -306,6 +322,17 @@ fn a_worker_killed_mid_item_is_taken_over_from_what_it_pushed() {
     assert_eq!(done.len(), 1);
     let text = fleet.run_file(&done[0]).unwrap();
     assert_eq!(text, "started by wa\nresumed by wb\n");
+    let status = fleet_status(&fleet);
+    let merged = status["merged"].as_array().unwrap();
+    assert_eq!(merged.len(), 1);
+    assert_eq!(
+        (
+            merged[0]["worker"].as_str(),
+            merged[0]["generation"].as_u64()
+        ),
+        (Some("wb"), Some(2))
+    );
+    assert_eq!(merged[0]["took_over_from"], "wa");
     assert_eq!(fleet.merges().len(), 1);
     fleet.assert_nothing_left();
 }

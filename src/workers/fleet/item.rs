@@ -89,6 +89,13 @@ impl Worker {
         Ok((path.join(&self.root_rel), note))
     }
 
+    fn loops_dir(&self) -> PathBuf {
+        self.root
+            .join(".ralph/fleet")
+            .join(self.fleet.names().fleet())
+            .join("loops")
+    }
+
     pub(super) fn worktree_path(&self, key: &str) -> PathBuf {
         self.root
             .join(".ralph/fleet")
@@ -96,7 +103,16 @@ impl Worker {
             .join(key)
     }
 
+    /// Remove the item's worktree, keeping its loop's records (state,
+    /// events, transcripts, report) under `.ralph/fleet/<name>/loops/`.
     pub(super) fn remove_worktree(&self, key: &str) {
+        let records = self.worktree_path(key).join(&self.root_rel).join(".ralph");
+        if records.is_dir() {
+            let stamp = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S");
+            let kept = self.loops_dir().join(format!("{key}-{stamp}"));
+            let _ = std::fs::create_dir_all(self.loops_dir());
+            let _ = std::fs::rename(&records, &kept);
+        }
         let repo = self.fleet.repo();
         if let Ok(wt) = repo.find_worktree(&worktree_name(self.fleet.names().fleet(), key)) {
             let _ = wt.prune(Some(

@@ -13,15 +13,30 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use git2::{Oid, build::TreeUpdateBuilder};
+use serde::{Deserialize, Serialize};
 
 use super::child;
 use super::job::{ItemEnd, Job};
+use super::lease::Lease;
 use super::remote::{Spent, WorkerState};
 use super::say::FleetEvent;
 use super::units::{Unit, check_off};
 use super::wire::{Update, WireError};
 use super::worker::Worker;
 use crate::error::{Error, Result};
+
+/// What a merge commit's message carries after its summary line (read
+/// back by `ralph status --fleet` for the fleet's history).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeRecord {
+    pub item: String,
+    pub text: String,
+    pub worker: String,
+    /// The claim's generation: above 1 when the item was taken over.
+    pub generation: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub took_over_from: Option<String>,
+}
 
 enum Attempt {
     Merged(Oid),
@@ -87,7 +102,7 @@ impl Worker {
             };
             let run = view.run.expect("joined");
             let item_tip = job.pushed_item.expect("pushed above");
-            let attempt = self.merge_commit(run, item_tip, &unit);
+            let attempt = self.merge_commit(run, item_tip, &unit, &job.held.lease);
             let pushed = match attempt {
                 Ok(Attempt::Merged(commit)) => {
                     let stamp = format!("{}-{key}", jiff::Timestamp::now().as_millisecond());
@@ -164,6 +179,7 @@ impl Worker {
         run: Oid,
         item: Oid,
         unit: &Unit,
+        lease: &Lease,
     ) -> std::result::Result<Attempt, git2::Error> {
         let repo = self.fleet.repo();
         let plan_path = self.plan_rel.to_string_lossy().into_owned();
@@ -228,13 +244,19 @@ impl Worker {
         let tree = update.create_updated(repo, &merged)?;
         let tree = repo.find_tree(tree)?;
         let sig = super::remote::signature()?;
+        let record = MergeRecord {
+            item: unit.key.clone(),
+            text: unit.text.clone(),
+            worker: self.fleet.worker().to_string(),
+            generation: lease.generation,
+            took_over_from: lease.took_over_from.clone(),
+        };
         let message = format!(
-            "ralph fleet: merge \"{}\" ({}) from {}\n\nItem: {}\nWorker: {}\n",
+            "ralph fleet: merge \"{}\" ({}) from {}\n\n{}\n",
             crate::text::cut(&unit.text, 200),
             unit.key,
             self.fleet.worker(),
-            unit.key,
-            self.fleet.worker()
+            serde_json::to_string(&record).expect("a record serialises")
         );
         Ok(Attempt::Merged(repo.commit(
             None,

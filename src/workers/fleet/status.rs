@@ -10,7 +10,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::lease::Names;
+use super::lease::{Names, record};
+use super::merge::MergeRecord;
 use super::remote::{Fleet, Ledger, WorkerStatus};
 use super::units::units;
 use crate::error::{Error, Result};
@@ -30,6 +31,17 @@ pub struct FleetStatus {
     pub merging: Option<String>,
     pub ledger: Option<Ledger>,
     pub backups: usize,
+    /// Every merge into the run branch, oldest first: the night's story.
+    pub merged: Vec<Merge>,
+}
+
+/// One merge on the run branch.
+#[derive(Debug, Serialize)]
+pub struct Merge {
+    pub at: Timestamp,
+    pub commit: String,
+    #[serde(flatten)]
+    pub record: MergeRecord,
 }
 
 #[derive(Debug, Serialize)]
@@ -109,6 +121,10 @@ pub(crate) fn status(
             }
         })
         .collect();
+    let merged = view
+        .run
+        .map(|run| history(f.repo(), run))
+        .unwrap_or_default();
     Ok(FleetStatus {
         fleet: fleet.to_string(),
         remote: remote.to_string(),
@@ -119,7 +135,31 @@ pub(crate) fn status(
         merging: view.merge.map(|(_, l)| l.holder),
         ledger: view.ledger.map(|(_, l)| l),
         backups: view.backups,
+        merged,
     })
+}
+
+/// The merges on the run branch's first-parent line, oldest first (the
+/// walk stops at the first commit that is not a fleet merge: the base).
+fn history(repo: &git2::Repository, run: git2::Oid) -> Vec<Merge> {
+    let mut out = Vec::new();
+    let mut at = Some(run);
+    while let Some(oid) = at {
+        let Ok(commit) = repo.find_commit(oid) else {
+            break;
+        };
+        let Ok(record) = record::<MergeRecord>(commit.message().unwrap_or_default()) else {
+            break;
+        };
+        out.push(Merge {
+            at: Timestamp::from_second(commit.time().seconds()).unwrap_or_default(),
+            commit: oid.to_string(),
+            record,
+        });
+        at = commit.parent_id(0).ok();
+    }
+    out.reverse();
+    out
 }
 
 impl FleetStatus {
@@ -183,6 +223,23 @@ impl FleetStatus {
                 w.spent.iterations,
                 w.spent.cost_usd,
                 w.spent.items_done
+            );
+        }
+        let _ = writeln!(out, "merged: {}", self.merged.len());
+        for m in &self.merged {
+            let from = m
+                .record
+                .took_over_from
+                .as_deref()
+                .map(|f| format!(", taken over from {f}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {} {} {} — {}{from}",
+                m.at,
+                m.record.item,
+                crate::text::cut(&m.record.text, 60),
+                m.record.worker
             );
         }
         if let Some(h) = &self.merging {
