@@ -128,8 +128,12 @@ pub struct RunArgs {
     /// The fleet's name: every worker started with the same --remote and --fleet works on the same run
     #[arg(long, value_name = "NAME", requires = "remote")]
     pub fleet: Option<String>,
-    /// This worker's name in the fleet (default: RALPH_WORKER, else the host name and pid)
-    #[arg(long, value_name = "ID", requires = "fleet")]
+    /// Run the plan with N agents at once, each in its own git worktree, merged back one at a time (docs/workers.md; `[workers] count`)
+    #[arg(long, value_name = "N", conflicts_with = "worker")]
+    pub workers: Option<u32>,
+    /// Set by the coordinator of `--workers`: this loop is worker NAME (its events are forwarded, the coordinator notifies).
+    /// With --fleet: this worker's name in the fleet (default: RALPH_WORKER, else the host name and pid)
+    #[arg(long, value_name = "NAME", hide = true)]
     pub worker: Option<String>,
 }
 

@@ -19,7 +19,19 @@ use crate::supervisor::{self, RunOptions, Supervisor};
 
 pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     let root = project.root();
-    let config = super::load_config(project, args)?;
+    let mut config = super::load_config(project, args)?;
+    // A fleet worker (`--remote R --fleet NAME`, its `--worker` its name in the fleet).
+    if let (Some(remote), Some(fleet)) = (&args.remote, &args.fleet) {
+        if args.dry_run {
+            return dry_run(root, &config, args.fresh, args.json);
+        }
+        return fleet_worker(root, config, args, remote, fleet);
+    }
+    if args.worker.is_some() {
+        // A worker's prompt stays in its own `.ralph/`: committed on every
+        // worker branch, the shared PROMPT.md would conflict at each merge.
+        config.prompt_file = crate::workers::WORKER_PROMPT.into();
+    }
     let deadline = args
         .deadline
         .as_deref()
@@ -28,21 +40,39 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     if args.dry_run {
         return dry_run(root, &config, args.fresh, args.json);
     }
-    if let (Some(remote), Some(fleet)) = (&args.remote, &args.fleet) {
-        return fleet_worker(root, config, args, remote, fleet);
-    }
     let mut bus = Bus::new();
-    let opts = RunOptions {
-        fresh: args.fresh,
-        reset_breaker: args.reset_breaker,
-        deadline,
-        budget_per_invocation: args.budget_per_invocation,
-    };
     if args.json {
         bus.add(Box::new(JsonLines::new(std::io::stdout())));
     } else {
         bus.add(Box::new(Terminal::new()));
     }
+    let workers = match args.worker {
+        Some(_) => 1,
+        None => config.workers.workers(args.workers).map_err(|why| {
+            Error::usage(why)
+                .with_hint("fewer workers, or raise [workers] max_worktrees in ralph.toml")
+        })?,
+    };
+    if workers > 1 {
+        let pass = [("--model", &args.model), ("--agent", &args.agent)]
+            .into_iter()
+            .filter_map(|(flag, v)| v.as_ref().map(|v| [flag.to_string(), v.clone()]))
+            .flatten()
+            .collect();
+        let opts = crate::workers::Options {
+            workers,
+            fresh: args.fresh,
+            pass,
+        };
+        return crate::workers::run(project, config, opts, bus);
+    }
+    let opts = RunOptions {
+        fresh: args.fresh,
+        reset_breaker: args.reset_breaker,
+        deadline,
+        budget_per_invocation: args.budget_per_invocation,
+        worker: args.worker.is_some(),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -62,9 +92,14 @@ fn fleet_worker(
     remote: &str,
     fleet: &str,
 ) -> Result<i32> {
-    if args.fresh || args.deadline.is_some() || args.budget_per_invocation || args.reset_breaker {
+    if args.fresh
+        || args.deadline.is_some()
+        || args.budget_per_invocation
+        || args.reset_breaker
+        || args.workers.is_some()
+    {
         return Err(Error::usage(
-            "--fresh, --deadline, --budget-per-invocation and --reset-breaker do not apply to a fleet worker",
+            "--fresh, --deadline, --budget-per-invocation, --reset-breaker and --workers do not apply to a fleet worker",
         )
         .with_hint("a fleet's budget is shared: set [loop] max_iterations / max_cost_usd; stop it with SIGTERM"));
     }
