@@ -51,6 +51,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
 impl Fleet {
     /// A bare remote whose `main` holds the plan, ralph.toml and the scenario.
     fn new(items: usize, pause_ms: u64, config: &str) -> Fleet {
+        Fleet::with(items, &scenario(pause_ms), config)
+    }
+
+    /// The same with a scenario of the test's own.
+    fn with(items: usize, scenario: &str, config: &str) -> Fleet {
         let tmp = tempfile::tempdir().unwrap();
         let bare = tmp.path().join("remote.git");
         git(
@@ -66,7 +71,7 @@ impl Fleet {
             .map(|i| format!("- [ ] item number {i}\n"))
             .collect();
         std::fs::write(seed.join("fix_plan.md"), format!("# Night\n\n{plan}")).unwrap();
-        std::fs::write(seed.join("scenario.toml"), scenario(pause_ms)).unwrap();
+        std::fs::write(seed.join("scenario.toml"), scenario).unwrap();
         std::fs::write(seed.join("ralph.toml"), common::config(config)).unwrap();
         git(&seed, &["add", "-A"]);
         git(&seed, &["commit", "-q", "-m", "seed"]);
@@ -446,4 +451,51 @@ fn workers_reach_an_http_remote_through_the_users_credential_helper() {
             .any(|(m, p, s)| m == "POST" && p.ends_with("git-receive-pack") && *s == 200),
         "pushed over HTTP: {log:?}"
     );
+}
+
+#[test]
+fn a_conflicting_item_goes_back_to_its_loop_which_merges_the_run_branch() {
+    // Every item writes the same file: the second merge conflicts. Asked to
+    // bring its branch up to date, the agent merges the run branch and keeps
+    // both sides.
+    let work = r#"if grep -q 'Before anything else' .ralph/fleet-item.md; then
+  run=refs/ralph/seen/night/heads/run
+  git merge --no-edit "$run" || { (git show :2:shared.txt; git show :3:shared.txt) > shared.txt; git add shared.txt; git -c user.name=a -c user.email=a@a commit -q --no-edit; }
+else
+  echo "$RALPH_FLEET_ITEM" > shared.txt
+fi"#;
+    let scenario = format!(
+        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = 1500\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+        common::toml_string(work),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/fleet-item.md"),
+    );
+    let fleet = Fleet::with(2, &scenario, "");
+    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    let conflicts: Vec<&Value> = a
+        .of("conflict")
+        .into_iter()
+        .chain(b.of("conflict"))
+        .collect();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert_eq!(conflicts[0]["files"], serde_json::json!(["shared.txt"]));
+    assert_eq!(fleet.merges().len(), 2);
+    let shared = fleet.run_file("shared.txt").unwrap();
+    assert_eq!(shared.lines().count(), 2, "both sides kept: {shared}");
+    assert!(
+        fleet
+            .run_file("fix_plan.md")
+            .unwrap()
+            .matches("- [x]")
+            .count()
+            == 2
+    );
+    fleet.assert_nothing_left();
 }
