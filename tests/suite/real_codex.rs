@@ -304,6 +304,9 @@ fn sigint_interrupts_the_turn() {
         "{}",
         diag(&p, &api)
     );
+    // And the event names the step ralph took.
+    let signals = p.events_named("agent_signalled");
+    assert_eq!(signals[0]["signal"], "turn/interrupt", "{signals:?}");
     p.keep_if_asked();
 }
 

@@ -9,6 +9,7 @@
 //! iteration's options, `input` brings stdin and signals in, `player` plays the steps
 //! (its `tools` act for real), printing `lines` with `usage` and `ids` in them.
 
+mod format;
 mod ids;
 mod input;
 mod lines;
