@@ -299,3 +299,20 @@ fn the_demo_runs_as_each_kind() {
         }
     }
 }
+
+#[test]
+fn codex_rate_limits_feed_the_quota_guard() {
+    // The sim passes a `rate_limit` step on as `account/rateLimits/updated`
+    // (`usedPercent` of a 10080-minute window: the weekly one).
+    let scenario = "[[step]]\ncontext = 20000\npath = \"parser.py\"\ncontent = \"def parse(s):\\n\"\n[[step]]\nrate_limit = \"allowed_warning\"\nrate_limit_type = \"seven_day\"\nresets_in_secs = 86400\nutilization = 0.93\n[[step]]\ndelay_ms = 2500\ntext = \"Still on the parser.\"\n[[step]]\nresult = \"Parser started.\"\n";
+    let p = project("codex", scenario, "[quota]\nweekly_percent = 90\n");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(5), "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.starts_with("quota guard: the weekly limit is 93% used (quota.weekly_percent 90%)"),
+        "{reason}"
+    );
+    assert_eq!(run.of("checkpoint")[0]["trigger"], "budget");
+    assert!(transcript(&p, &run, 1).contains(r#""method":"account/rateLimits/updated""#));
+}

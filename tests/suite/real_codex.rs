@@ -245,6 +245,53 @@ fn a_usage_limit_is_recognised() {
     p.keep_if_asked();
 }
 
+/// The account's usage that Codex passes on (`account/rateLimits/updated`,
+/// from the backend's `x-codex-*` headers) feeds the quota guard: past the
+/// weekly share the run is checkpointed and ends with exit 5.
+#[test]
+fn the_quota_guard_reads_codex_rate_limits() {
+    let _serial = harness::serial();
+    let setup = Setup {
+        extra: "[quota]\nweekly_percent = 90",
+        ..Setup::default()
+    };
+    let Some(p) = project("codex_quota", &setup) else {
+        return;
+    };
+    let api = serve(&p, |req| match req.calls() {
+        0 => Answer::call(20_000)
+            .exec("echo started > progress.txt")
+            .quota(12.0, 93.0),
+        // The guard acts on ralph's next beat, while this runs.
+        1 => Answer::call(21_000).exec("sleep 20.231").quota(12.0, 93.0),
+        _ => Answer::call(22_000).text("E2E: the guard did not stop the run"),
+    });
+    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(60));
+    assert_eq!(code, 5, "the weekly share is spent\n{}", diag(&p, &api));
+    let ended = p.events_named("run_ended");
+    let reason = ended[0]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("quota guard: the weekly limit is 93% used (quota.weekly_percent 90%)"),
+        "{reason}"
+    );
+    let checkpoints = p.events_named("checkpoint");
+    assert_eq!(checkpoints.len(), 1, "{}", diag(&p, &api));
+    assert_eq!(checkpoints[0]["trigger"], "budget", "{}", diag(&p, &api));
+    assert_eq!(
+        p.state()["quota"]["weekly"]["percent"],
+        93.0,
+        "{:#}",
+        p.state()
+    );
+    let wip_files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(
+        wip_files.lines().any(|f| f == "progress.txt"),
+        "{wip_files}"
+    );
+    assert_nothing_left(&p);
+    p.keep_if_asked();
+}
+
 /// SIGINT to ralph while Codex runs a long command: ralph interrupts the
 /// turn (`turn/interrupt`), the command dies, the work is saved and ralph
 /// exits 130 with nothing left running.

@@ -72,7 +72,7 @@ pub(crate) enum Translator {
     Claude,
     Codex(codex::Translator),
     Opencode(opencode::Translator),
-    Gemini,
+    Gemini(gemini::Translator),
 }
 
 impl Translator {
@@ -81,7 +81,7 @@ impl Translator {
             Format::Claude => Translator::Claude,
             Format::Codex => Translator::Codex(codex::Translator::new(session.clone())),
             Format::Opencode => Translator::Opencode(opencode::Translator::default()),
-            Format::Gemini => Translator::Gemini,
+            Format::Gemini => Translator::Gemini(gemini::Translator::default()),
         }
     }
 
@@ -101,18 +101,7 @@ impl Translator {
             _ if !main_thread => Vec::new(),
             Translator::Codex(t) => t.translate(&v),
             Translator::Opencode(t) => t.translate(&v),
-            Translator::Gemini => gemini::translate(&v),
-        }
-    }
-}
-
-impl Translator {
-    /// A model call of the main thread is over (its tools ran): what the format
-    /// prints then (opencode's `step_finish`).
-    pub(crate) fn end_turn(&mut self) -> Vec<String> {
-        match self {
-            Translator::Opencode(t) => t.end_step(),
-            _ => Vec::new(),
+            Translator::Gemini(t) => t.translate(&v),
         }
     }
 }
@@ -122,6 +111,19 @@ fn blocks(v: &Value) -> &[Value] {
     v["message"]["content"]
         .as_array()
         .map_or(&[], Vec::as_slice)
+}
+
+/// A tool result's text: a string, or its text blocks joined.
+fn result_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }
 
 /// What one model call of a Claude line used: (input, cache read, cache write, output).
@@ -139,6 +141,26 @@ fn usage(v: &Value) -> (u64, u64, u64, u64) {
 /// A line Claude Code prints for an API call that failed (`<synthetic>` model).
 fn is_synthetic(v: &Value) -> bool {
     v["message"]["model"] == "<synthetic>"
+}
+
+/// Rewrites a Claude Code stream-json transcript (`input`, one line each) into
+/// what the CLI that ralph runs with `args` prints for it (`ralph sim`'s
+/// translation, without playing anything): the benchmarks feed each kind's
+/// decoder with it.
+pub fn translate_transcript(
+    args: &[String],
+    input: impl std::io::BufRead,
+    mut output: impl std::io::Write,
+) -> std::io::Result<()> {
+    let session = codex::Shared::new("claude-sonnet-4-5", 200_000);
+    let mut translator = Translator::new(Format::from_args(args), &session);
+    for line in input.lines() {
+        for out in translator.translate(&line?) {
+            output.write_all(out.as_bytes())?;
+            output.write_all(b"\n")?;
+        }
+    }
+    output.flush()
 }
 
 #[cfg(test)]

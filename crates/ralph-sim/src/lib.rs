@@ -24,6 +24,7 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
+pub use crate::format::translate_transcript;
 use crate::scenario::Scenario;
 use crate::settings::{Settings, iteration_from_env, model_arg};
 

@@ -619,11 +619,6 @@ impl Sim<'_> {
         for (id, tool) in calls {
             self.run_tool(tool, &id, parent.as_deref())?;
         }
-        if !turn.subagent {
-            for line in self.translator.end_turn() {
-                self.emit_bytes(line.as_bytes(), true)?;
-            }
-        }
         Ok(())
     }
 

@@ -676,6 +676,11 @@ fn block_json(b: &Block, request: usize, i: usize) -> Value {
 }
 
 pub fn http(status: u16, content_type: &str, id: usize, body: &[u8]) -> Vec<u8> {
+    http_with(status, content_type, id, "", body)
+}
+
+/// The same with more headers (`extra`: whole `name: value\r\n` lines).
+pub fn http_with(status: u16, content_type: &str, id: usize, extra: &str, body: &[u8]) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -687,7 +692,7 @@ pub fn http(status: u16, content_type: &str, id: usize, body: &[u8]) -> Vec<u8> 
         _ => "Status",
     };
     let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncache-control: no-cache\r\nrequest-id: req_e2e_{id:04}\r\ncontent-length: {}\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncache-control: no-cache\r\nrequest-id: req_e2e_{id:04}\r\n{extra}content-length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();

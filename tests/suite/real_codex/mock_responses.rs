@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::real_claude::mock_api::{ApiRequest, MockApi, http, log_path};
+use crate::real_claude::mock_api::{ApiRequest, MockApi, http, http_with, log_path};
 
 /// What one model call outputs.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub enum Answer {
         out: Vec<Out>,
         /// Input tokens the call reports: what ralph's meter reads.
         occupancy: u64,
+        /// The subscription's usage in percent (5-hour, weekly), sent as
+        /// ChatGPT's backend does: `x-codex-primary-*`, `x-codex-secondary-*`.
+        quota: Option<(f64, f64)>,
     },
     Error {
         status: u16,
@@ -39,7 +42,16 @@ impl Answer {
         Answer::Call {
             out: Vec::new(),
             occupancy,
+            quota: None,
         }
+    }
+
+    /// The response says how much of the 5-hour and weekly windows is used.
+    pub fn quota(mut self, five_hour: f64, weekly: f64) -> Answer {
+        if let Answer::Call { quota, .. } = &mut self {
+            *quota = Some((five_hour, weekly));
+        }
+        self
     }
 
     pub fn text(self, text: &str) -> Answer {
@@ -139,11 +151,15 @@ pub fn start(
 }
 
 fn render(answer: Answer, id: usize) -> Vec<u8> {
-    let (out, occupancy) = match answer {
+    let (out, occupancy, quota) = match answer {
         Answer::Error { status, body } => {
             return http(status, "application/json", id, body.to_string().as_bytes());
         }
-        Answer::Call { out, occupancy } => (out, occupancy),
+        Answer::Call {
+            out,
+            occupancy,
+            quota,
+        } => (out, occupancy, quota),
     };
     let rid = format!("resp_e2e_{id:04}");
     let mut events = vec![json!({"type": "response.created", "response": {"id": rid}})];
@@ -177,5 +193,13 @@ fn render(answer: Answer, id: usize) -> Vec<u8> {
             e["type"].as_str().unwrap()
         ));
     }
-    http(200, "text/event-stream", id, body.as_bytes())
+    let headers = quota.map_or(String::new(), |(five_hour, weekly)| {
+        let now = jiff::Timestamp::now().as_second();
+        format!(
+            "x-codex-primary-used-percent: {five_hour}\r\nx-codex-primary-window-minutes: 300\r\nx-codex-primary-reset-at: {}\r\nx-codex-secondary-used-percent: {weekly}\r\nx-codex-secondary-window-minutes: 10080\r\nx-codex-secondary-reset-at: {}\r\n",
+            now + 3 * 3600,
+            now + 4 * 86400
+        )
+    });
+    http_with(200, "text/event-stream", id, &headers, body.as_bytes())
 }

@@ -258,6 +258,14 @@ impl Translator {
                                         "changes": [{"path": input["file_path"], "kind": {"type": kind}}]})
                                 }
                                 // Codex reads and searches with commands.
+                                Some("Read") => json!({"type": "commandExecution", "id": id,
+                                    "command": format!("cat {}", input["file_path"].as_str().unwrap_or_default()),
+                                    "status": "inProgress"}),
+                                Some(name @ ("Glob" | "Grep")) => {
+                                    json!({"type": "commandExecution", "id": id,
+                                    "command": format!("{} {}", name.to_lowercase(), input["pattern"].as_str().unwrap_or_default()),
+                                    "status": "inProgress"})
+                                }
                                 _ => continue,
                             };
                             out.push(notification("item/started", with(json!({"item": item}))));
@@ -277,6 +285,10 @@ impl Translator {
                         } else {
                             "completed"
                         });
+                        if item["type"] == "commandExecution" {
+                            item["aggregatedOutput"] = json!(super::result_text(&b["content"]));
+                            item["exitCode"] = json!(i32::from(b["is_error"] == true));
+                        }
                         out.push(notification("item/completed", with(json!({"item": item}))));
                     }
                 }
@@ -346,6 +358,13 @@ impl Translator {
                 };
                 let mut object = turn_object(&turn, state);
                 object["error"] = error;
+                // A completed turn lists its last message, as Codex's does.
+                if let Some(text) = v["result"]
+                    .as_str()
+                    .filter(|t| state == "completed" && !t.is_empty())
+                {
+                    object["items"] = json!([{"type": "agentMessage", "id": format!("{turn}#last"), "text": text}]);
+                }
                 self.shared.lock().turn = None;
                 out.push(notification(
                     "turn/completed",
@@ -449,6 +468,11 @@ mod tests {
             "add"
         );
         assert_eq!(out[4]["params"]["item"]["status"], "completed");
+        let run = r#"{"type":"assistant","message":{"id":"msg_2","usage":{"input_tokens":1},"content":[{"type":"tool_use","id":"toolu_2","name":"Bash","input":{"command":"ls"}}]},"parent_tool_use_id":null}"#;
+        let ran = r#"{"type":"user","message":{"content":[{"tool_use_id":"toolu_2","type":"tool_result","content":[{"type":"text","text":"a.txt"}]}]},"parent_tool_use_id":null}"#;
+        t.translate(&value(run));
+        let done = value(&t.translate(&value(ran))[0]);
+        assert_eq!(done["params"]["item"]["aggregatedOutput"], "a.txt");
         let limit = r#"{"type":"result","is_error":true,"api_error_status":429,"result":"You've hit your session limit · resets 3:05pm"}"#;
         out = t
             .translate(&value(limit))

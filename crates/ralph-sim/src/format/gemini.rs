@@ -19,7 +19,32 @@ fn tool_name(name: &str) -> &str {
     }
 }
 
-pub(crate) fn translate(v: &Value) -> Vec<String> {
+/// Gemini CLI's lines; keeps the model's last text (the result repeats it).
+#[derive(Default)]
+pub(crate) struct Translator {
+    last_text: String,
+}
+
+impl Translator {
+    pub(crate) fn translate(&mut self, v: &Value) -> Vec<String> {
+        let said = self.last_text.clone();
+        for b in blocks(v).iter().filter(|b| b["type"] == "text") {
+            if v["type"] == "assistant" {
+                self.last_text = b["text"].as_str().unwrap_or_default().to_string();
+            }
+        }
+        let mut lines = translate(v);
+        let text = v["result"].as_str().unwrap_or_default();
+        if v["type"] == "result" && v["is_error"] != true && !text.is_empty() && text != said {
+            let message = json!({"type": "message", "timestamp": timestamp(), "role": "assistant",
+                "content": text, "delta": true});
+            lines.insert(0, message.to_string());
+        }
+        lines
+    }
+}
+
+fn translate(v: &Value) -> Vec<String> {
     let ts = timestamp();
     let lines: Vec<Value> = match (v["type"].as_str(), v["subtype"].as_str()) {
         (Some("system"), Some("init")) => vec![
@@ -46,7 +71,7 @@ pub(crate) fn translate(v: &Value) -> Vec<String> {
                     "success"
                 };
                 json!({"type": "tool_result", "timestamp": ts, "tool_id": b["tool_use_id"],
-                    "status": status})
+                    "status": status, "output": super::result_text(&b["content"])})
             })
             .collect(),
         (Some("result"), _) => {

@@ -7,19 +7,36 @@ use serde_json::{Value, json};
 
 use super::{blocks, is_synthetic, usage};
 
-#[derive(Default)]
 pub(crate) struct Translator {
     session: String,
     /// The step in progress: its message id, whether it called tools, its usage.
     open: Option<Step>,
     /// Cost already reported in steps (the result's total is spread over them).
     cost: f64,
+    /// The tokens of the last model call, for the run's closing step.
+    tokens: Value,
 }
 
 struct Step {
     message: String,
     tools: bool,
     tokens: Value,
+    /// Its text parts.
+    text: String,
+    /// Tool calls whose result has not come: opencode prints a `tool_use`
+    /// part once the tool ran, with its output.
+    running: Vec<(String, Value)>,
+}
+
+impl Default for Translator {
+    fn default() -> Translator {
+        Translator {
+            session: String::new(),
+            open: None,
+            cost: 0.0,
+            tokens: json!({"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}),
+        }
+    }
 }
 
 fn now_ms() -> u64 {
@@ -60,6 +77,8 @@ impl Translator {
             message: message.to_string(),
             tools: false,
             tokens,
+            text: String::new(),
+            running: Vec::new(),
         });
     }
 
@@ -74,15 +93,6 @@ impl Translator {
             json!({"messageID": step.message, "sessionID": self.session, "type": "step-finish",
                 "reason": reason, "tokens": step.tokens, "cost": cost}),
         ));
-    }
-
-    /// The model call is over, its tools ran: its step ends.
-    pub(crate) fn end_step(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.open.as_ref().is_some_and(|s| s.tools) {
-            self.finish(None, 0.0, &mut out);
-        }
-        out
     }
 
     pub(crate) fn translate(&mut self, v: &Value) -> Vec<String> {
@@ -102,28 +112,53 @@ impl Translator {
                     let (input, read, write, output) = usage(v);
                     let tokens = json!({"input": input, "output": output, "reasoning": 0,
                         "cache": {"read": read, "write": write}});
+                    self.tokens = tokens.clone();
                     self.start(&message, tokens, &mut out);
                 }
                 for b in blocks(v) {
                     match b["type"].as_str() {
-                        Some("text") => out.push(self.line(
-                            "text",
-                            json!({"messageID": message, "sessionID": self.session,
-                                "type": "text", "text": b["text"]}),
-                        )),
-                        Some("tool_use") => {
+                        Some("text") => {
                             if let Some(step) = &mut self.open {
-                                step.tools = true;
+                                step.text.push_str(b["text"].as_str().unwrap_or_default());
                             }
-                            let (name, input) = tool(b["name"].as_str().unwrap_or(""), &b["input"]);
                             out.push(self.line(
-                                "tool_use",
+                                "text",
                                 json!({"messageID": message, "sessionID": self.session,
-                                    "type": "tool", "tool": name, "callID": b["id"],
-                                    "state": {"status": "completed", "input": input, "output": ""}}),
+                                    "type": "text", "text": b["text"]}),
                             ));
                         }
+                        Some("tool_use") => {
+                            let (name, input) = tool(b["name"].as_str().unwrap_or(""), &b["input"]);
+                            let part = json!({"messageID": message, "sessionID": self.session,
+                                "type": "tool", "tool": name, "callID": b["id"],
+                                "state": {"status": "running", "input": input}});
+                            if let Some(step) = &mut self.open {
+                                step.tools = true;
+                                step.running
+                                    .push((b["id"].as_str().unwrap_or("").to_string(), part));
+                            }
+                        }
                         _ => {}
+                    }
+                }
+            }
+            // A tool ran: its part, and the step's end once all its tools ran.
+            Some("user") => {
+                for b in blocks(v).iter().filter(|b| b["type"] == "tool_result") {
+                    let Some(step) = &mut self.open else { break };
+                    let id = b["tool_use_id"].as_str().unwrap_or("");
+                    let Some(at) = step.running.iter().position(|(i, _)| i == id) else {
+                        continue;
+                    };
+                    let (_, mut part) = step.running.remove(at);
+                    let failed = b["is_error"] == true;
+                    part["state"]["status"] = json!(if failed { "error" } else { "completed" });
+                    part["state"][if failed { "error" } else { "output" }] =
+                        json!(super::result_text(&b["content"]));
+                    let done = step.running.is_empty();
+                    out.push(self.line("tool_use", part));
+                    if done {
+                        self.finish(None, 0.0, &mut out);
                     }
                 }
             }
@@ -142,16 +177,23 @@ impl Translator {
                 let total = v["total_cost_usd"].as_f64().unwrap_or(0.0);
                 let cost = (total - self.cost).max(0.0);
                 self.cost = total.max(self.cost);
-                if self.open.as_ref().is_some_and(|s| s.tools) {
+                let text = v["result"].as_str().unwrap_or_default();
+                let said = match &self.open {
+                    Some(step) if !step.tools => Some(step.text.clone()),
+                    _ => None,
+                };
+                if said.is_none() {
                     // The run ends with a step of its own that calls no tool.
                     self.finish(None, 0.0, &mut out);
-                    let zero = json!({"input": 0, "output": 0, "reasoning": 0,
-                        "cache": {"read": 0, "write": 0}});
-                    self.start("msg_sim_last", zero, &mut out);
+                    let tokens = self.tokens.clone();
+                    self.start("msg_sim_last", tokens, &mut out);
+                }
+                if !text.is_empty() && said.as_deref() != Some(text) {
+                    let message = self.open.as_ref().map_or("", |s| s.message.as_str());
                     out.push(self.line(
                         "text",
-                        json!({"messageID": "msg_sim_last", "sessionID": self.session,
-                            "type": "text", "text": v["result"]}),
+                        json!({"messageID": message, "sessionID": self.session,
+                            "type": "text", "text": text}),
                     ));
                 }
                 self.finish(Some("stop"), cost, &mut out);
@@ -190,8 +232,11 @@ mod tests {
         let tool = r#"{"type":"assistant","message":{"id":"msg_1","usage":{"input_tokens":100,"cache_read_input_tokens":29900,"output_tokens":5},"content":[{"type":"tool_use","id":"toolu_1","name":"Write","input":{"file_path":"a.txt","content":"x"}}]},"parent_tool_use_id":null,"session_id":"s"}"#;
         let next = r#"{"type":"assistant","message":{"id":"msg_2","usage":{"input_tokens":10,"cache_read_input_tokens":40000},"content":[{"type":"text","text":"Done."}]},"parent_tool_use_id":null,"session_id":"s"}"#;
         let result = r#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","total_cost_usd":0.25,"session_id":"s"}"#;
+        let done = r#"{"type":"user","message":{"content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"Wrote a.txt"}]},"parent_tool_use_id":null}"#;
         let mut out = t.translate(text);
         out.extend(t.translate(tool));
+        assert_eq!(kinds(&out), ["step_start", "text"], "the tool has not run");
+        out.extend(t.translate(done));
         out.extend(t.translate(next));
         out.extend(t.translate(result));
         assert_eq!(
@@ -213,6 +258,7 @@ mod tests {
         let tool: Value = serde_json::from_str(&out[2]).unwrap();
         assert_eq!(tool["part"]["tool"], "write");
         assert_eq!(tool["part"]["state"]["input"]["filePath"], "a.txt");
+        assert_eq!(tool["part"]["state"]["output"], "Wrote a.txt");
         let last: Value = serde_json::from_str(&out[6]).unwrap();
         assert_eq!(last["part"]["reason"], "stop");
         assert_eq!(last["part"]["cost"], 0.25);
