@@ -1038,6 +1038,7 @@ fn bench_estimate(opts: &Opts, s: &Sizes) -> Vec<Row> {
             history: &history,
             named_bytes: 0,
             prior_tokens: 33_400,
+            usable: 167_000,
         }));
     }
     let once = t.elapsed();

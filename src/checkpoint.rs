@@ -37,6 +37,11 @@ pub struct Moment {
     /// Why no notes were asked for, when the agent could not be asked (a
     /// kind that takes no message mid-session): the handoff says so.
     pub unasked: Option<String>,
+    /// The item the checkpoint belongs to, when the loop followed the
+    /// items (else the plan's current one), and whether it was checked
+    /// off just before (the next item untouched).
+    pub item: Option<String>,
+    pub item_done: bool,
     /// The stash entries (ids) when the iteration began; None when no
     /// iteration was watched (`ralph checkpoint` without a run).
     pub stash_before: Option<Vec<String>>,
@@ -54,6 +59,8 @@ pub struct Saved {
     pub agent_notes: bool,
     pub files_in_progress: Vec<FileInProgress>,
     pub current_item: Option<String>,
+    /// `current_item` was checked off just before the checkpoint.
+    pub item_done: bool,
     pub resume_summary: String,
     pub warnings: Vec<String>,
     /// Decisions added to the decision log.
@@ -102,7 +109,8 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
     let plan_path = root.join(&config.plan);
     let plan_text = std::fs::read_to_string(&plan_path).unwrap_or_default();
     let plan = Plan::parse(&plan_text);
-    saved.current_item = plan.current().map(|i| i.text.clone());
+    saved.current_item = (m.item.clone()).or_else(|| plan.current().map(|i| i.text.clone()));
+    saved.item_done = m.item.is_some() && m.item_done;
     saved.title = titled(
         m.trigger.name(),
         m.level,
@@ -347,11 +355,11 @@ pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) 
             "context" => format!("context, {} at {:.0}%", m.level, m.percent),
             trigger => crate::state::checkpoint_label(trigger, m.level.name(), m.percent),
         },
-        saved
-            .current_item
-            .as_deref()
-            .map(|i| format!(" while working on \"{i}\""))
-            .unwrap_or_default(),
+        match (saved.current_item.as_deref(), saved.item_done) {
+            (Some(i), true) => format!(" right after \"{i}\" was checked off"),
+            (Some(i), false) => format!(" while working on \"{i}\""),
+            (None, _) => String::new(),
+        },
         saved
             .handoff
             .as_deref()

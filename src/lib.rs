@@ -24,5 +24,6 @@ pub mod stream;
 mod supervisor;
 mod text;
 mod verify;
+pub mod workers;
 
 pub use error::{Error, Result};

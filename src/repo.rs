@@ -37,7 +37,7 @@ mod snapshot;
 mod stash;
 mod stat;
 
-pub use commit::{CommitOutcome, remove_stale_commit_locks};
+pub use commit::{CommitOutcome, identities, remove_stale_commit_locks};
 pub use guard::{Guard, UntrackedGroup};
 pub use health::Blocker;
 pub use outputs::{output_files, remember_output_files};

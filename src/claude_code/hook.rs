@@ -96,6 +96,8 @@ fn moment(
         notes_path: None,
         unasked: None,
         stash_before: None,
+        item: None,
+        item_done: false,
     }
 }
 

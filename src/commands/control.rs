@@ -127,6 +127,8 @@ pub fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<i32> {
         notes_path: None,
         unasked: None,
         stash_before: None,
+        item: None,
+        item_done: false,
     })?;
     for w in &saved.warnings {
         eprintln!("warning: {w}");

@@ -150,7 +150,7 @@ fn estimate_of(
         &state.items,
     );
     let prior = (usable as f64 * config.context.estimate_prior_percent / 100.0) as u64;
-    items::estimate_item(root, item, &history, prior)
+    items::estimate_item(root, item, &history, prior, usable)
 }
 
 /// The usable window of the run (its known window, else the configured or

@@ -19,6 +19,10 @@ pub struct Item {
     pub done: bool,
     /// 1-based line in the plan file.
     pub line: usize,
+    /// Its indentation (bytes of leading white space): the items right
+    /// after it that are indented deeper are its sub-items.
+    #[serde(default)]
+    pub indent: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,6 +110,7 @@ impl Plan {
                     text: bounded(text, ITEM_MAX_CHARS),
                     done: mark == Mark::Done,
                     line: i + 1,
+                    indent,
                 };
                 match mark {
                     // Not work: no notes either.
@@ -195,11 +200,36 @@ impl Plan {
     }
 
     /// The item the agent is working on: the first one marked in
-    /// progress, else the first open one.
+    /// progress, else the first open one — and of that, while it has open
+    /// sub-items, its first open sub-item (a split item hands its slot to
+    /// its parts; it is current again once they are all done).
     pub fn current(&self) -> Option<&Item> {
-        self.open()
-            .find(|i| self.in_progress.contains(&i.line))
-            .or_else(|| self.open().next())
+        let open = |i: &&Item| !i.done;
+        let mut at = (self.items.iter())
+            .position(|i| !i.done && self.in_progress.contains(&i.line))
+            .or_else(|| self.items.iter().position(|i| open(&i)))?;
+        while let Some(k) = self.sub_items(at).iter().position(|i| !i.done) {
+            at += 1 + k;
+        }
+        self.items.get(at)
+    }
+
+    /// The items right after item `index` indented deeper than it: its
+    /// sub-items (and theirs).
+    pub fn sub_items(&self, index: usize) -> &[Item] {
+        let Some(parent) = self.items.get(index) else {
+            return &[];
+        };
+        let rest = &self.items[index + 1..];
+        let n = rest.iter().take_while(|i| i.indent > parent.indent).count();
+        &rest[..n]
+    }
+
+    /// Whether the open item `text` was split: it has sub-items.
+    pub fn is_split(&self, text: &str) -> bool {
+        (self.items.iter())
+            .position(|i| i.text == text && !i.done)
+            .is_some_and(|at| !self.sub_items(at).is_empty())
     }
 
     /// What templates see of the plan: every item in file order, with its
@@ -402,27 +432,71 @@ mod tests {
                 Item {
                     text: "tokenizer".into(),
                     done: true,
-                    line: 4
+                    line: 4,
+                    indent: 0
                 },
                 Item {
                     text: "parser".into(),
                     done: false,
-                    line: 5
+                    line: 5,
+                    indent: 0
                 },
                 Item {
                     text: "nested done".into(),
                     done: true,
-                    line: 6
+                    line: 6,
+                    indent: 2
                 },
                 Item {
                     text: "numbered".into(),
                     done: false,
-                    line: 7
+                    line: 7,
+                    indent: 0
                 },
             ]
         );
         assert_eq!(p.current().unwrap().text, "parser");
         assert_eq!((p.open_count(), p.done_count()), (2, 2));
+    }
+
+    #[test]
+    fn an_item_with_open_sub_items_hands_its_slot_to_the_first() {
+        // (plan, current) — issue 23 case 2: a split parent is never current
+        // while a part of it is open.
+        let table: &[(&str, &str)] = &[
+            (
+                "- [ ] big\n  - [ ] part a\n  - [ ] part b\n- [ ] next\n",
+                "part a",
+            ),
+            (
+                "- [ ] big\n  - [x] part a\n  - [ ] part b\n- [ ] next\n",
+                "part b",
+            ),
+            // every part done: the parent again (to be checked off)
+            (
+                "- [ ] big\n  - [x] part a\n  - [x] part b\n- [ ] next\n",
+                "big",
+            ),
+            // nested twice
+            (
+                "- [ ] big\n  - [ ] part a\n    - [ ] a.1\n- [ ] next\n",
+                "a.1",
+            ),
+            // in progress on the parent: still its first open part
+            ("- [ ] first\n- [~] big\n\t- [ ] part a\n", "part a"),
+            // a done parent's open parts are not its slot (the first open item is)
+            ("- [x] done\n  - [ ] stray\n- [ ] next\n", "stray"),
+            // a sibling, not a sub-item
+            ("- [ ] big\n- [ ] part a\n", "big"),
+        ];
+        for (plan, want) in table {
+            let p = Plan::parse(plan);
+            assert_eq!(p.current().unwrap().text, *want, "{plan:?}");
+        }
+        let p = Plan::parse("- [ ] big\n  - [x] part a\n- [ ] next\n");
+        assert!(p.is_split("big"));
+        assert!(!p.is_split("next"));
+        assert_eq!(p.sub_items(0).len(), 1);
     }
 
     #[test]

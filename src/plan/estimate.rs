@@ -17,6 +17,16 @@ const CORRECTION_WINDOW: usize = 20;
 /// A correction is kept within these bounds so one wild item cannot make
 /// every estimate absurd.
 const CORRECTION_RANGE: (f64, f64) = (0.25, 4.0);
+/// Items with an estimate needed before the correction applies: the median
+/// of one or two ratios is a guess, not a measurement (the demo's third
+/// item, 22k, was told to split at 100k after two dear items).
+const CORRECTION_MIN: usize = 3;
+/// A sample counts at most this many usable windows: an item that spanned
+/// ten iterations says it was big, not that its neighbours are.
+pub const SAMPLE_WINDOWS: u64 = 2;
+/// A sample above this many usable windows (or of 0 tokens) is corrupt
+/// and ignored.
+const CORRUPT_WINDOWS: u64 = 100;
 
 /// A finished item: what it really cost and what had been estimated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,26 +121,60 @@ pub struct Inputs<'a> {
     pub named_bytes: u64,
     /// What an item costs when nothing is known about it.
     pub prior_tokens: u64,
+    /// The usable window: samples are capped at [`SAMPLE_WINDOWS`] of it,
+    /// and ignored above [`CORRUPT_WINDOWS`].
+    pub usable: u64,
+}
+
+/// A sample as the estimates count it: `(tokens, estimate)` each capped
+/// at [`SAMPLE_WINDOWS`] usable windows; `None` when it is corrupt (0
+/// tokens, or above [`CORRUPT_WINDOWS`]).
+pub fn sound(s: &Sample, usable: u64) -> Option<(u64, Option<u64>)> {
+    let cap = usable.max(1).saturating_mul(SAMPLE_WINDOWS);
+    let corrupt = usable.max(1).saturating_mul(CORRUPT_WINDOWS);
+    let ok = |t: u64| t > 0 && t <= corrupt;
+    (ok(s.tokens) && s.estimate.is_none_or(ok))
+        .then(|| (s.tokens.min(cap), s.estimate.map(|e| e.min(cap))))
+}
+
+/// The weighted median of `(value, weight)`: the value at which half the
+/// weight lies on either side (one outlier moves it by one rank at most).
+fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let half = pairs.iter().map(|p| p.1).sum::<f64>() / 2.0;
+    let mut acc = 0.0;
+    for (i, &(v, w)) in pairs.iter().enumerate() {
+        acc += w;
+        if (acc - half).abs() < 1e-9 {
+            // Exactly half below: between this value and the next.
+            return pairs.get(i + 1).map_or(v, |n| (v + n.0) / 2.0);
+        }
+        if acc > half {
+            return v;
+        }
+    }
+    pairs.last().map_or(0.0, |p| p.0)
 }
 
 pub fn estimate(inputs: &Inputs) -> Estimate {
     let words = words(inputs.item);
-    let mut weight = 0.0;
-    let mut sum = 0.0;
+    let mut weighted = Vec::new();
     let mut costs = Vec::new();
     for s in inputs.history {
+        let Some((tokens, _)) = sound(s, inputs.usable) else {
+            continue;
+        };
         let sim = similarity(&words, &self::words(&s.item));
         if sim >= SIMILAR {
-            weight += sim;
-            sum += sim * s.tokens as f64;
-            costs.push(s.tokens as f64);
+            weighted.push((tokens as f64, sim));
+            costs.push(tokens as f64);
         }
     }
-    let correction = correction(inputs.history);
+    let correction = correction(inputs.history, inputs.usable);
     let named_tokens = inputs.named_bytes.div_ceil(BYTES_PER_TOKEN);
     if !costs.is_empty() {
         return Estimate {
-            tokens: (sum / weight).round() as u64,
+            tokens: weighted_median(weighted).round() as u64,
             confidence: confidence_of(&costs),
             basis: Basis::Similar,
             similar: costs.len(),
@@ -168,19 +212,20 @@ fn confidence_of(costs: &[f64]) -> Confidence {
 }
 
 /// The median of actual ÷ estimated over the recent items that had an
-/// estimate (EST-004): if items keep costing twice what was guessed, the
-/// next guess doubles.
-pub fn correction(history: &[Sample]) -> f64 {
+/// estimate (EST-004), once there are [`CORRECTION_MIN`] of them: if items
+/// keep costing twice what was guessed, the next guess doubles. Only
+/// [`sound`] samples count.
+pub fn correction(history: &[Sample], usable: u64) -> f64 {
     let mut ratios: Vec<f64> = history
         .iter()
         .rev()
-        .filter_map(|s| match s.estimate {
-            Some(e) if e > 0 => Some(s.tokens as f64 / e as f64),
+        .filter_map(|s| match sound(s, usable)? {
+            (tokens, Some(e)) => Some(tokens as f64 / e as f64),
             _ => None,
         })
         .take(CORRECTION_WINDOW)
         .collect();
-    if ratios.is_empty() {
+    if ratios.len() < CORRECTION_MIN {
         return 1.0;
     }
     ratios.sort_by(f64::total_cmp);
@@ -258,6 +303,7 @@ mod tests {
             history,
             named_bytes,
             prior_tokens: 30_000,
+            usable: 160_000,
         })
     }
 
@@ -342,14 +388,41 @@ mod tests {
                 vec![
                     s("a one", 60_000, Some(30_000)),
                     s("b two", 40_000, Some(20_000)),
+                    s("h ten", 20_000, Some(10_000)),
                 ],
                 2.0,
                 60_000,
             ),
             // cheaper than thought → halves
-            (vec![s("c three", 15_000, Some(30_000))], 0.5, 15_000),
-            // one wild item cannot make estimates absurd: clamped at 4
-            (vec![s("d four", 3_000_000, Some(1_000))], 4.0, 120_000),
+            (
+                vec![
+                    s("c three", 15_000, Some(30_000)),
+                    s("c four", 10_000, Some(20_000)),
+                    s("c five", 5_000, Some(10_000)),
+                ],
+                0.5,
+                15_000,
+            ),
+            // one or two ratios are not a measurement: no correction (the
+            // demo: two dear items made a 22k item "100.5k, split it")
+            (
+                vec![
+                    s("a one", 81_000, Some(33_400)),
+                    s("b two", 120_000, Some(33_400)),
+                ],
+                1.0,
+                30_000,
+            ),
+            // wild items cannot make estimates absurd: clamped at 4
+            (
+                vec![
+                    s("d four", 300_000, Some(1_000)),
+                    s("d five", 300_000, Some(1_000)),
+                    s("d six", 300_000, Some(1_000)),
+                ],
+                4.0,
+                120_000,
+            ),
             // the median, not the mean: one outlier among three
             (
                 vec![
@@ -362,12 +435,50 @@ mod tests {
             ),
         ];
         for (history, corr, tokens) in table {
-            assert_eq!(correction(&history), corr, "{history:?}");
+            assert_eq!(correction(&history, 160_000), corr, "{history:?}");
             assert_eq!(
                 est("unrelated work", &history, 0).tokens,
                 tokens,
                 "{history:?}"
             );
+        }
+    }
+
+    #[test]
+    fn one_outlier_or_a_corrupt_entry_does_not_move_the_estimate() {
+        // Issue 23 case 3: five similar items at ~20k and one that spanned
+        // ten iterations (1.5M); the mean said ~361k ("split it").
+        let mut history: Vec<Sample> = (0..5)
+            .map(|i| s(&format!("add csv parser case {i}"), 19_000 + i * 500, None))
+            .collect();
+        history.push(s("add csv parser streaming", 1_500_000, None));
+        let e = est("add csv parser tests", &history, 0);
+        assert_eq!(e.basis, Basis::Similar);
+        assert!(e.tokens < 25_000, "{e:?}");
+        // A corrupt entry (tokens far beyond any window) is ignored, and a
+        // zero one too: the estimate and the correction are unchanged.
+        let mut corrupt = history.clone();
+        corrupt.push(s("add csv parser corrupt", u64::MAX / 3, Some(20_000)));
+        corrupt.push(s("add csv parser empty", 0, Some(20_000)));
+        assert_eq!(est("add csv parser tests", &corrupt, 0), e);
+        // The cap: one sample of 1.5M counts as two windows at most.
+        let sound = |s: &Sample| sound(s, 160_000);
+        assert_eq!(sound(history.last().unwrap()), Some((320_000, None)));
+        assert_eq!(corrupt.iter().filter_map(sound).count(), history.len());
+    }
+
+    #[test]
+    fn weighted_median_takes_the_middle_of_the_weight() {
+        let table: &[(&[(f64, f64)], f64)] = &[
+            (&[(10.0, 1.0)], 10.0),
+            (&[(10.0, 1.0), (30.0, 1.0)], 20.0),
+            (&[(10.0, 1.0), (20.0, 1.0), (1e9, 1.0)], 20.0),
+            // a heavier neighbour pulls it its way
+            (&[(10.0, 3.0), (20.0, 1.0), (30.0, 1.0)], 10.0),
+            (&[], 0.0),
+        ];
+        for (pairs, want) in table {
+            assert_eq!(weighted_median(pairs.to_vec()), *want, "{pairs:?}");
         }
     }
 

@@ -94,14 +94,21 @@ pub fn shard_view(r: Option<&ShardRequest>, shard_percent: f64) -> Option<miniji
     Some(minijinja::context! { item => &r.item, why => why, reason => r.reason.name() })
 }
 
-/// Work an iteration left uncommitted on an unfinished item, told to the
-/// next prompt.
+/// What an iteration that ended without finishing its item (and without a
+/// checkpoint, whose handoff says it all) leaves the next prompt: its
+/// uncommitted changes, what it answered when told the context was filling
+/// (L1), and its last words — where it stopped, what comes next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CarryOver {
     pub iteration: u32,
     pub item: Option<String>,
     /// `git diff --stat`-like lines of what changed.
     pub changes: Vec<String>,
+    /// Its answer to the L1 nudge (when it differs from its last words).
+    #[serde(default)]
+    pub answer: Option<String>,
+    #[serde(default)]
+    pub last_words: Option<String>,
 }
 
 /// Tokens left before the checkpoint: the lower of `checkpoint_percent` of
@@ -140,7 +147,8 @@ pub fn shard_reason(
 }
 
 /// The split the next prompt asks for, if any: the shard rule applied to
-/// the current item, its estimate and its account.
+/// the current item, its estimate and its account — never to an item that
+/// was split already.
 pub fn shard_request(
     item: &str,
     estimate: Option<&Estimate>,
@@ -148,10 +156,12 @@ pub fn shard_request(
     usable: u64,
     shard_percent: f64,
 ) -> Option<ShardRequest> {
-    let streak = accounts
-        .iter()
-        .find(|a| a.item == item && !a.done)
-        .map_or(0, |a| a.streak);
+    let account = accounts.iter().find(|a| a.item == item && !a.done);
+    // Split once: its parts are the work now, asked to split in their turn.
+    if account.is_some_and(|a| a.split_in.is_some()) {
+        return None;
+    }
+    let streak = account.map_or(0, |a| a.streak);
     let shard_at = (usable as f64 * shard_percent / 100.0) as u64;
     let reason = shard_reason(estimate, shard_at, streak)?;
     let tokens = estimate.map(|e| e.tokens);
@@ -189,6 +199,10 @@ pub struct ItemTracker {
     checked: Vec<String>,
     /// Tokens each item consumed in this iteration, in the order worked on.
     spent: Vec<(String, u64)>,
+    /// The agent did something for the current item (a tool call other
+    /// than on the plan or ralph's files) since it became current; the
+    /// iteration's first item counts as touched.
+    touched: bool,
 }
 
 /// Items checked off since the last look, and the item now current.
@@ -210,6 +224,12 @@ pub struct ItemsOutcome {
     pub split: bool,
     /// Estimates of the items worked on, as made at the start.
     pub estimates: std::collections::BTreeMap<String, Estimate>,
+    /// The item the end of the iteration belongs to: the current one, or,
+    /// when the agent had not touched it yet, the item it checked off
+    /// last (`end_done`): a checkpoint right after a check-off is the
+    /// finished item's, not the next one's.
+    pub end: Option<String>,
+    pub end_done: bool,
 }
 
 impl ItemTracker {
@@ -224,6 +244,7 @@ impl ItemTracker {
             seen_done: plan.done().map(|i| i.text.clone()).collect(),
             checked: Vec::new(),
             spent: Vec::new(),
+            touched: true,
         }
     }
 
@@ -238,23 +259,19 @@ impl ItemTracker {
     }
 
     /// A tool call: a Write/Edit of the plan means a re-read is due once
-    /// its result is in.
+    /// its result is in; any call but on the plan or ralph's own files
+    /// (the notes) is work on the current item.
     pub fn on_tool_call(&mut self, call: &ToolCall) {
         let writes = matches!(call.name.as_str(), "Write" | "Edit" | "MultiEdit");
-        // The file name first: most edits are of other files, and this
-        // check allocates nothing.
-        let named = |p: &str| {
-            self.plan_path
-                .file_name()
-                .is_some_and(|n| p.ends_with(n.to_str().unwrap_or("\0")))
+        let Some(path) = call.path.as_deref() else {
+            self.touched = true;
+            return;
         };
-        if writes
-            && call
-                .path
-                .as_deref()
-                .is_some_and(|p| named(p) && absolute(&self.root, Path::new(p)) == self.plan_path)
-        {
-            self.plan_written = true;
+        let path = absolute(&self.root, Path::new(path));
+        if path == self.plan_path {
+            self.plan_written |= writes;
+        } else if !path.starts_with(self.root.join(".ralph")) {
+            self.touched = true;
         }
     }
 
@@ -274,14 +291,14 @@ impl ItemTracker {
             .collect();
         self.seen_done.extend(newly.iter().cloned());
         self.checked.extend(newly.iter().cloned());
-        let still_open = self
-            .current
-            .as_ref()
-            .is_some_and(|c| plan.open().any(|i| i.text == *c));
-        if !still_open && self.current.is_some() {
+        // Checked off, rewritten, or split (its first part is current now);
+        // a plan read mid-write (no items) is mended by the next read.
+        let now = plan.current().map(|i| i.text.clone());
+        if now != self.current {
             self.book();
-            self.current = plan.current().map(|i| i.text.clone());
+            self.current = now;
             self.since = Some(self.tokens);
+            self.touched = false;
         }
         (!newly.is_empty()).then(|| Checked {
             items: newly,
@@ -299,11 +316,19 @@ impl ItemTracker {
     }
 
     pub fn finish(mut self, start_item: Option<String>) -> ItemsOutcome {
-        self.book();
+        let untouched = !self.touched && !self.checked.is_empty();
+        let (end, end_done) = if untouched {
+            (self.checked.last().cloned(), true)
+        } else {
+            self.book();
+            (self.current.clone(), false)
+        };
         ItemsOutcome {
             item: start_item,
             checked: self.checked,
             spent: self.spent,
+            end,
+            end_done,
             ..ItemsOutcome::default()
         }
     }
@@ -413,12 +438,19 @@ pub fn named_bytes(root: &Path, item: &str) -> u64 {
 }
 
 /// The estimate of `item` against everything learned so far.
-pub fn estimate_item(root: &Path, item: &str, history: &[Sample], prior_tokens: u64) -> Estimate {
+pub fn estimate_item(
+    root: &Path,
+    item: &str,
+    history: &[Sample],
+    prior_tokens: u64,
+    usable: u64,
+) -> Estimate {
     estimate::estimate(&estimate::Inputs {
         item,
         history,
         named_bytes: named_bytes(root, item),
         prior_tokens,
+        usable,
     })
 }
 
@@ -505,8 +537,19 @@ mod tests {
         );
         let r = shard_request("a", None, std::slice::from_ref(&cut), 167_000, 60.0).unwrap();
         assert_eq!((r.reason, r.estimate), (ShardReason::Checkpointed, None));
-        let done = ItemAccount { done: true, ..cut };
+        let done = ItemAccount {
+            done: true,
+            ..cut.clone()
+        };
         assert_eq!(shard_request("a", None, &[done], 167_000, 60.0), None);
+        let split = ItemAccount {
+            split_in: Some(3),
+            ..cut.clone()
+        };
+        assert_eq!(
+            shard_request("a", Some(&big), &[split], 167_000, 60.0),
+            None
+        );
         assert_eq!(shard_request("a", Some(&big), &[], 167_000, 80.0), None);
     }
 
@@ -543,6 +586,7 @@ mod tests {
             })
         );
         assert_eq!(t.on_plan(&mid), None, "nothing new");
+        t.on_tool_call(&call("Read", "/p/src/two.rs"));
         t.on_tokens(90_000);
         let out = t.finish(Some("one".into()));
         assert_eq!(out.checked, ["one"]);
@@ -550,6 +594,56 @@ mod tests {
             out.spent,
             [("one".to_string(), 40_000), ("two".to_string(), 30_000)]
         );
+        assert_eq!((out.end.as_deref(), out.end_done), (Some("two"), false));
+    }
+
+    #[test]
+    fn an_end_right_after_a_check_off_belongs_to_the_finished_item() {
+        // Issue 23 case 4: checked off, then only the notes written before
+        // the checkpoint: the next item was never touched.
+        let root = Path::new("/p");
+        let before = Plan::parse("- [ ] one\n- [ ] two\n");
+        let mut t = ItemTracker::new(root, Path::new("fix_plan.md"), &before);
+        t.on_tokens(20_000);
+        t.on_tokens(120_000);
+        t.on_plan(&Plan::parse("- [x] one\n- [ ] two\n"));
+        t.on_tokens(142_000);
+        t.on_tool_call(&call("Write", "/p/.ralph/notes/iter-001.md"));
+        let out = t.finish(Some("one".into()));
+        assert_eq!(out.spent, [("one".to_string(), 100_000)]);
+        assert_eq!((out.end.as_deref(), out.end_done), (Some("one"), true));
+        let mut acc = Vec::new();
+        account(&mut acc, &out, true, None);
+        assert_eq!(acc.len(), 1, "two is not booked a checkpoint: {acc:?}");
+        assert_eq!(acc[0].checkpoints, 0);
+    }
+
+    #[test]
+    fn a_split_hands_the_slot_to_the_first_part() {
+        let root = Path::new("/p");
+        let before = Plan::parse("- [ ] big\n- [ ] next\n");
+        let mut t = ItemTracker::new(root, Path::new("fix_plan.md"), &before);
+        t.on_tokens(20_000);
+        t.on_tokens(30_000);
+        let split = Plan::parse("- [ ] big\n  - [ ] part a\n  - [ ] part b\n- [ ] next\n");
+        assert_eq!(t.on_plan(&split), None, "nothing checked");
+        assert_eq!(t.current(), Some("part a"));
+        let c = t.on_plan(&Plan::parse(
+            "- [ ] big\n  - [x] part a\n  - [ ] part b\n- [ ] next\n",
+        ));
+        assert_eq!(c.unwrap().next.as_deref(), Some("part b"));
+    }
+
+    #[test]
+    fn a_split_and_a_check_off_seen_at_once_name_the_next_part() {
+        let root = Path::new("/p");
+        let before = Plan::parse("- [ ] big `x.md`\n- [ ] next\n");
+        let mut t = ItemTracker::new(root, Path::new("fix_plan.md"), &before);
+        t.on_tokens(30_000);
+        let c = t.on_plan(&Plan::parse(
+            "- [ ] big `x.md`\n  - [x] part a\n  - [ ] part b\n- [ ] next\n",
+        ));
+        assert_eq!(c.unwrap().next.as_deref(), Some("part b"));
     }
 
     #[test]

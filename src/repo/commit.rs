@@ -9,6 +9,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use git2::{Config, DiffOptions, Repository, RepositoryState, Signature};
 use serde::Serialize;
@@ -33,18 +34,34 @@ pub enum CommitOutcome {
     Skipped { reason: String },
 }
 
+/// How long a commit waits for another git's `index.lock` to go before it
+/// skips: `git status` in another terminal holds it for a moment.
+const INDEX_LOCK_WAIT: Duration = Duration::from_secs(2);
+
 impl Repo {
-    /// Why a WIP commit would not be safe right now, if it would not.
+    /// Why a WIP commit would not be safe right now, if it would not. Waits
+    /// for the commit of another ralph run in this work tree to finish (it
+    /// holds `index.lock` meanwhile, which is not a reason to skip).
     pub fn commit_blocker(&self) -> Option<String> {
+        let _serialised = self.commit_lock();
+        self.commit_blocker_serialised()
+    }
+
+    /// [`Repo::commit_blocker`] while this process holds the commit lock.
+    fn commit_blocker_serialised(&self) -> Option<String> {
         if let Some(reason) = self.index_format_blocker() {
             return Some(reason);
         }
         let lock = self.git.path().join("index.lock");
-        if lock.exists() {
-            return Some(format!(
-                "another git process is running ({} exists); if none is, remove that file",
-                lock.display()
-            ));
+        let deadline = Instant::now() + INDEX_LOCK_WAIT;
+        while lock.exists() {
+            if Instant::now() >= deadline {
+                return Some(format!(
+                    "another git process is running ({} exists); if none is, remove that file",
+                    lock.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
         if let Some((what, hint)) = operation_in_progress(self.git.state()) {
             return Some(format!(
@@ -78,7 +95,10 @@ impl Repo {
         own: &OwnPaths,
         left_out: &[LeftOut],
     ) -> CommitOutcome {
-        if let Some(reason) = self.commit_blocker() {
+        // Runs of other projects in this work tree stage into the same index:
+        // one at a time, and the checks made in turn.
+        let _serialised = self.commit_lock();
+        if let Some(reason) = self.commit_blocker_serialised() {
             debug!(%reason, "WIP commit skipped");
             return CommitOutcome::Skipped {
                 reason: format!("no WIP commit: {reason}"),
@@ -86,8 +106,6 @@ impl Repo {
         }
         let mut own = self.own(own);
         own.leave_out(left_out);
-        // Runs of other projects in this work tree stage into the same index.
-        let _serialised = self.commit_lock();
         match self.try_wip_commit(message, &own) {
             Ok(outcome) => {
                 debug!(?outcome, "WIP commit");
@@ -122,7 +140,8 @@ impl Repo {
         if files.is_empty() {
             return (CommitOutcome::NothingToCommit, files);
         }
-        if let Some(reason) = self.commit_blocker() {
+        let _serialised = self.commit_lock();
+        if let Some(reason) = self.commit_blocker_serialised() {
             return (
                 CommitOutcome::Skipped {
                     reason: format!("no commit: {reason}"),
@@ -132,7 +151,6 @@ impl Repo {
         }
         let mut own = self.own(own);
         own.tracked_only = true;
-        let _serialised = self.commit_lock();
         let outcome =
             self.try_wip_commit(message, &own)
                 .unwrap_or_else(|e| CommitOutcome::Skipped {
@@ -409,6 +427,16 @@ fn operation_in_progress(state: RepositoryState) -> Option<(&'static str, &'stat
             ("`git am`", "`git am --continue` or `git am --abort`")
         }
     })
+}
+
+/// (author, committer) of a commit ralph makes in `git` other than a WIP
+/// commit (a worker branch's merge, the coordinator's plan commit), by the
+/// same rules as the WIP commit's.
+pub fn identities(
+    git: &Repository,
+) -> std::result::Result<(Signature<'static>, Signature<'static>), git2::Error> {
+    let ids = signature(&git.config()?, |key| std::env::var(key).ok())?;
+    Ok((ids.author, ids.committer))
 }
 
 struct Identities {
@@ -750,6 +778,46 @@ mod tests {
         git.set_head_detached(git.head().unwrap().target().unwrap())
             .unwrap();
         assert_skipped_and_unchanged(dir.path(), &git, "HEAD is detached");
+    }
+
+    /// Another ralph run of this work tree (another project) is inside its
+    /// WIP commit, holding the commit lock and git's index.lock: this one
+    /// waits and commits after it instead of skipping.
+    #[test]
+    fn the_index_lock_of_another_runs_commit_is_waited_out() {
+        let (dir, git) = init_repo();
+        write(dir.path(), "a.txt", "work\n");
+        let (repo, other) = (open(dir.path()), open(dir.path()));
+        let index_lock = git.path().join("index.lock");
+        let (held, go) = std::sync::mpsc::channel();
+        let committer = std::thread::spawn(move || {
+            let _serialised = other.commit_lock();
+            fs::write(other.git.path().join("index.lock"), "").unwrap();
+            held.send(()).unwrap();
+            // Longer than a foreign git's lock is waited for.
+            std::thread::sleep(INDEX_LOCK_WAIT + Duration::from_millis(500));
+            fs::remove_file(other.git.path().join("index.lock")).unwrap();
+        });
+        go.recv().unwrap();
+        assert!(index_lock.exists());
+        assert_eq!(repo.commit_blocker(), None);
+        assert_eq!(committed(repo.wip_commit("wip", &own())).1, 1);
+        committer.join().unwrap();
+    }
+
+    /// A foreign git's brief lock (`git status` elsewhere) is waited out.
+    #[test]
+    fn a_brief_index_lock_is_waited_out() {
+        let (dir, git) = init_repo();
+        write(dir.path(), "a.txt", "work\n");
+        let index_lock = git.path().join("index.lock");
+        fs::write(&index_lock, "").unwrap();
+        let remover = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            fs::remove_file(index_lock).unwrap();
+        });
+        assert_eq!(committed(open(dir.path()).wip_commit("wip", &own())).1, 1);
+        remover.join().unwrap();
     }
 
     #[test]

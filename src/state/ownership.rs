@@ -25,6 +25,11 @@ const EMBEDDED_MARKS: (&str, &str) = ("# Iteration ", "supervised by ralph");
 struct PromptRecord {
     path: PathBuf,
     sha256: String,
+    /// What the file held before this write, when ralph wrote that too:
+    /// the record is written before the file is replaced, so a supervisor
+    /// killed in between leaves a file that is still recorded as ralph's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    previous: Option<String>,
 }
 
 /// Who the prompt file at `prompt_file` belongs to.
@@ -47,7 +52,10 @@ pub fn prompt_owner(root: &Path, prompt_file: &Path) -> PromptOwner {
     let record: Option<PromptRecord> = std::fs::read(Layout::new(root).dir.join(PROMPT_RECORD))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    let recorded = record.is_some_and(|r| r.path == prompt_file && r.sha256 == sha256(&bytes));
+    let recorded = record.is_some_and(|r| {
+        let sha = sha256(&bytes);
+        r.path == prompt_file && (r.sha256 == sha || r.previous.as_ref() == Some(&sha))
+    });
     let text = String::from_utf8_lossy(&bytes);
     let embedded = text.starts_with(EMBEDDED_MARKS.0) && text.contains(EMBEDDED_MARKS.1);
     if recorded || embedded {
@@ -110,21 +118,45 @@ pub fn setup_warnings(root: &Path, prompt_file: &Path) -> Vec<String> {
 }
 
 /// Write the prompt file (`path`, under the root of `layout`) and record
-/// what was written, so that the next run knows the file is ralph's.
+/// what was written, so that the next run knows the file is ralph's. A
+/// supervisor killed at any point of this leaves a file the next run still
+/// recognises: the record (naming the old and the new text) is in place
+/// before the file changes, and the file is replaced whole by a rename,
+/// never truncated and rewritten.
 pub fn write_prompt(layout: &Layout, path: &Path, text: &str) -> std::io::Result<()> {
     let bytes = text.as_bytes();
-    std::fs::write(path, bytes)?;
+    let relative = path.strip_prefix(&layout.root).unwrap_or(path);
+    let previous = (prompt_owner(&layout.root, relative) == PromptOwner::Ralph)
+        .then(|| std::fs::read(path).ok().map(|old| sha256(&old)))
+        .flatten();
     let record = PromptRecord {
-        path: path
-            .strip_prefix(&layout.root)
-            .unwrap_or(path)
-            .to_path_buf(),
+        path: relative.to_path_buf(),
         sha256: sha256(bytes),
+        previous,
     };
     let json = serde_json::to_vec(&record).expect("the record serializes");
     // The record is a convenience: losing it (`git clean -fdx`) is covered
     // by the embedded template's marks, and by the next write.
-    let _ = crate::state::write_private(&layout.dir.join(PROMPT_RECORD), &json);
+    let _ = crate::state::write_atomic(&layout.dir.join(PROMPT_RECORD), &json);
+    replace_whole(layout, path, bytes)
+}
+
+/// Put `bytes` at `path` by renaming a finished temp file over it. The
+/// temp file lives in `.ralph/` (kept out of git, its leftovers removed by
+/// the next run), not beside the prompt in the work tree; where the rename
+/// cannot cross (another file system), the file is written in place.
+fn replace_whole(layout: &Layout, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let tmp = layout
+        .dir
+        .join(format!(".prompt-file.tmp-{}", std::process::id()));
+    let renamed = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return std::fs::write(path, bytes);
+    }
     Ok(())
 }
 
@@ -270,6 +302,43 @@ mod tests {
         )
         .unwrap();
         assert_eq!(prompt_owner(root, prompt), PromptOwner::Ralph);
+    }
+
+    /// A supervisor killed between the record and the file's replacement
+    /// (the restart used to refuse with exit 2: "PROMPT.md exists and was
+    /// not written by ralph").
+    #[test]
+    fn a_prompt_file_mid_replacement_is_still_ralphs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let layout = Layout::new(root);
+        layout.ensure().unwrap();
+        let prompt = Path::new("PROMPT.md");
+        write_prompt(&layout, &root.join(prompt), "iteration 1's prompt\n").unwrap();
+        // The record of iteration 2's prompt is written; the kill comes
+        // before the file is replaced.
+        let record = PromptRecord {
+            path: prompt.into(),
+            sha256: sha256(b"iteration 2's prompt\n"),
+            previous: Some(sha256(b"iteration 1's prompt\n")),
+        };
+        std::fs::write(
+            layout.dir.join(PROMPT_RECORD),
+            serde_json::to_vec(&record).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(prompt_owner(root, prompt), PromptOwner::Ralph);
+        write_prompt(&layout, &root.join(prompt), "iteration 2's prompt\n").unwrap();
+        write_prompt(&layout, &root.join(prompt), "iteration 3's prompt\n").unwrap();
+        assert_eq!(prompt_owner(root, prompt), PromptOwner::Ralph);
+        // Two writes back is not ralph's any more, and no temp file is left.
+        std::fs::write(root.join(prompt), "iteration 1's prompt\n").unwrap();
+        assert_eq!(prompt_owner(root, prompt), PromptOwner::Foreign);
+        let names: Vec<_> = std::fs::read_dir(&layout.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(!names.iter().any(|n| n.contains(".tmp-")), "{names:?}");
     }
 
     #[test]

@@ -347,6 +347,9 @@ pub struct RunState {
     /// next prompt asks for the failure to be fixed first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<crate::verify::checks::Verification>,
+    /// Failed runs of the checks in a row (0 once one passes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub verify_failures: u32,
 }
 
 impl Default for RunState {
@@ -386,6 +389,7 @@ impl Default for RunState {
             shard_request: None,
             carry_over: None,
             verify: None,
+            verify_failures: 0,
         }
     }
 }

@@ -48,6 +48,8 @@ pub(super) struct Facts {
     /// What the agent last said before the checkpoint began (afterwards it
     /// talks about its handoff, not its work).
     pub text_at_checkpoint: Option<String>,
+    /// What the agent first said after the L1 nudge.
+    pub nudge_answer: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub files_touched: Vec<String>,
     pub permission_denials: Vec<String>,

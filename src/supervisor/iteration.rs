@@ -230,6 +230,7 @@ impl IterationMachine {
     }
 
     fn on_line(&mut self, event: &StreamEvent, now: &Now, out: &mut Vec<Effect>) {
+        let nudged = self.seams.as_ref().is_some_and(|s| s.nudged);
         let it = &mut self.facts;
         let before = self.meter.tokens();
         let change = self
@@ -246,6 +247,9 @@ impl IterationMachine {
                 if !m.is_synthetic() {
                     if !m.text.is_empty() {
                         it.last_text = Some(m.text.join("\n"));
+                        if nudged && it.nudge_answer.is_none() {
+                            it.nudge_answer.clone_from(&it.last_text);
+                        }
                     }
                     for call in &m.tool_calls {
                         let mut call = call.clone();

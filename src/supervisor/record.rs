@@ -204,8 +204,12 @@ fn resume_point(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp:
         handoff_file: saved.handoff.clone(),
         resume_summary: Some(saved.resume_summary.clone()),
         files_in_progress: saved.files_in_progress.clone(),
-        current_todo_item: saved.current_item.clone(),
-        progress_on_item: moment.last_text.as_deref().map(first_line),
+        // A finished item is not resumed: the next prompt takes the first
+        // open one, and its last words are not progress on that one.
+        current_todo_item: saved.current_item.clone().filter(|_| !saved.item_done),
+        progress_on_item: (moment.last_text.as_deref())
+            .filter(|_| !saved.item_done)
+            .map(first_line),
         trigger: Some(moment.trigger),
         commit: saved.commit.clone(),
         commit_note: saved.commit_note.clone(),
@@ -403,6 +407,8 @@ pub(super) fn moment(
         notes_path: facts.notes_path.clone(),
         unasked: None,
         stash_before: facts.stash_before.clone(),
+        item: facts.items.as_ref().and_then(|o| o.end.clone()),
+        item_done: facts.items.as_ref().is_some_and(|o| o.end_done),
     }
 }
 

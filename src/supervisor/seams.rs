@@ -36,11 +36,14 @@ pub(crate) fn shard_decision(
     let estimates: BTreeMap<_, _> = plan
         .open()
         .map(|i| {
-            let e = items::estimate_item(root, &i.text, &history, prior);
+            let e = items::estimate_item(root, &i.text, &history, prior, usable);
             (i.text.clone(), e)
         })
         .collect();
-    let request = plan.current().and_then(|item| {
+    // An item with sub-items was split: never asked again (its parts are
+    // current while open; once they are done it only needs checking off).
+    let current = plan.current().filter(|i| !plan.is_split(&i.text));
+    let request = current.and_then(|item| {
         items::shard_request(
             &item.text,
             estimates.get(&item.text),
@@ -64,6 +67,16 @@ pub fn next_shard(
 
 /// Changed files listed in a carry-over block.
 const CARRY_OVER_FILES: usize = 10;
+/// Characters of the agent's words kept in a carry-over block.
+const CARRY_OVER_WORDS: usize = 1_200;
+
+/// The agent's words as a carry-over quotes them: printable, without
+/// secrets, cut.
+fn carried_words(text: &str) -> String {
+    let text = crate::text::secrets::redact(text);
+    let text = crate::text::printable_lines(&text);
+    crate::text::cut(text.trim(), CARRY_OVER_WORDS)
+}
 
 impl Supervisor {
     /// Estimate the open items, decide on a split, and give the machine
@@ -123,11 +136,21 @@ impl Supervisor {
             .as_ref()
             .filter(|i| !outcome.checked.contains(i));
         self.state.carry_over = match (facts.checkpoint, unfinished) {
-            (None, Some(item)) => self.uncommitted().map(|changes| CarryOver {
-                iteration: facts.number,
-                item: Some(item.clone()),
-                changes,
-            }),
+            (None, Some(item)) => {
+                let words = |t: &Option<String>| t.as_deref().map(carried_words);
+                let last_words = words(&facts.last_text);
+                let answer = words(&facts.nudge_answer).filter(|a| Some(a) != last_words.as_ref());
+                let changes = self.uncommitted().unwrap_or_default();
+                (!changes.is_empty() || last_words.is_some() || answer.is_some()).then(|| {
+                    CarryOver {
+                        iteration: facts.number,
+                        item: Some(item.clone()),
+                        changes,
+                        answer,
+                        last_words,
+                    }
+                })
+            }
             _ => None,
         };
     }

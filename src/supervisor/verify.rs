@@ -49,6 +49,13 @@ impl Supervisor {
             refuse(verdict, why.clone());
             gate.refused = Some(why);
         }
+        self.state.verify_failures = if result.passed {
+            0
+        } else {
+            self.state.verify_failures + 1
+        };
+        let streak = self.state.verify_failures;
+        let summary = result.summary();
         self.state.verify = Some(result.clone());
         self.publish(
             Event::Verify {
@@ -56,6 +63,20 @@ impl Supervisor {
             },
             None,
         );
+        // Once per streak: the count reached, not every failure after it.
+        let after = self.config.verify.needs_human_after;
+        if after > 0 && streak == after {
+            self.publish(
+                Event::NeedsHuman {
+                    iteration: facts.number,
+                    reason: "verify_failing".into(),
+                    message: format!(
+                        "the project's checks failed {streak} times in a row ({summary}); the run goes on, each new prompt asking the agent to fix them first"
+                    ),
+                },
+                None,
+            );
+        }
     }
 
     /// Book this iteration's item verification to the items it verified

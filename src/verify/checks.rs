@@ -22,6 +22,9 @@ pub struct VerifyConfig {
     pub timeout: Span,
     /// When they run besides a completion, which is always verified.
     pub on: Vec<When>,
+    /// After this many failed runs of the checks in a row, the run asks for
+    /// a person once (`needs_human`, reason `verify_failing`); 0: never.
+    pub needs_human_after: u32,
 }
 
 impl Default for VerifyConfig {
@@ -30,6 +33,7 @@ impl Default for VerifyConfig {
             commands: Vec::new(),
             timeout: Span::secs(10 * 60),
             on: vec![When::Completion],
+            needs_human_after: 3,
         }
     }
 }

@@ -61,11 +61,13 @@ fn append(root: &Path, events: &[(&str, Event)]) {
     }
 }
 
-/// Written as is (not with `RunState::save`, which stamps `updated_at`).
+/// Written as is (not with `RunState::save`, which stamps `updated_at`),
+/// but whole, as the supervisor writes it: a `ralph context --watch`
+/// reading a half-written file would stop with an error.
 fn write_state(root: &Path, state: &RunState) {
-    std::fs::write(
-        Layout::new(root).state(),
-        serde_json::to_vec_pretty(state).unwrap(),
+    ralph::state::write_atomic(
+        &Layout::new(root).state(),
+        &serde_json::to_vec_pretty(state).unwrap(),
     )
     .unwrap();
 }
@@ -346,9 +348,10 @@ fn context_watch_follows_new_readings_and_exits_when_the_run_ends() {
             ),
         )],
     );
-    wait_for("the new reading", limit, || seen("71.3%"));
-    assert!(seen("Edit src/writer.rs"), "{}", out.lock().unwrap());
-    assert!(seen("checkpoint soon"), "{}", out.lock().unwrap());
+    // The block arrives line by line: wait for all of it.
+    wait_for("the new reading's block", limit, || {
+        seen("71.3%") && seen("Edit src/writer.rs") && seen("checkpoint soon")
+    });
     // The run ends: the supervisor saves the state and lets go of the lock.
     state.status = "completed".into();
     write_state(root, &state);

@@ -155,6 +155,20 @@ impl Project {
         serde_json::from_str(&self.read(".ralph/state.json")).unwrap()
     }
 
+    /// Live processes started in this project (their working directory
+    /// is inside it) whose command line contains `needle`: other tests'
+    /// processes running at the same time are not this one's.
+    pub fn processes_matching(&self, needle: &str) -> Vec<i32> {
+        let root = self.root().canonicalize().unwrap();
+        processes_matching(needle)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/cwd"))
+                    .is_ok_and(|cwd| cwd.starts_with(&root))
+            })
+            .collect()
+    }
+
     pub fn handoffs(&self) -> Vec<PathBuf> {
         let mut v: Vec<_> = std::fs::read_dir(self.path(".ralph/handoffs"))
             .map(|d| d.map(|e| e.unwrap().path()).collect())

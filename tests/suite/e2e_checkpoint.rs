@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Project, QUICK_L2, Run, processes_matching};
+use common::{Project, QUICK_L2, Run};
 
 const PLAN: &str = "# Ship the parser\n\nSee `specs/parser.md`.\n\n- [ ] parser\n- [ ] tests\n";
 const LIMIT: Duration = Duration::from_secs(60);
@@ -231,7 +231,7 @@ description = "slow tests"
     assert_eq!(run.of("checkpoint").len(), 1);
     assert!(p.log()[0].starts_with("ralph: checkpoint iter 1 (L2 at 87%)"));
     assert!(
-        processes_matching("sleep 600").is_empty(),
+        p.processes_matching("sleep 600").is_empty(),
         "the tool's child is gone"
     );
 }
@@ -270,7 +270,7 @@ hang = true
     );
     assert_eq!(run.of("checkpoint")[0]["level"], "L3");
     assert!(
-        processes_matching("sleep 70").is_empty(),
+        p.processes_matching("sleep 70").is_empty(),
         "tool children and background jobs are gone"
     );
 }

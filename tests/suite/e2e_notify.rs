@@ -258,3 +258,63 @@ fn notify_test_sends_on_each_channel_and_says_which_failed() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no notification channel"));
 }
+
+#[test]
+fn checks_failing_again_and_again_ask_for_a_human_once() {
+    // Issue 27's `needs_human` for issue 23's gate: the agent claims
+    // completion over the same failing check each iteration; after
+    // `needs_human_after` failures in a row, one notice, whatever follows.
+    let server = Server::start(always(200));
+    let scenario = "[[step]]\ncontext = 30000\npath = \"fix_plan.md\"\nold = \"- [ ] parser\"\nnew = \"- [x] parser\"\n[[step]]\npath = \"fix_plan.md\"\nold = \"- [ ] tests\"\nnew = \"- [x] tests\"\n[[step]]\nresult = \"<promise>COMPLETE</promise>\"\n";
+    let p = Project::new(
+        PLAN,
+        scenario,
+        &format!(
+            "[loop]\nmax_iterations = 5\n[breaker]\nno_progress = 9\nsame_error = 9\nconsecutive_failures = 9\n[verify]\ncommands = [\"echo 'test_parse FAILED'; exit 1\"]\nneeds_human_after = 2\n[notify]\nwebhook = \"{}/hook\"\nbackoff = \"50ms\"\n",
+            server.url
+        ),
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(run.of("completion_refused").len(), 5);
+    let logged = run.of("needs_human");
+    assert_eq!(logged.len(), 1, "{}", run.describe());
+    assert_eq!(logged[0]["iteration"], 2);
+    assert_eq!(logged[0]["reason"], "verify_failing");
+    let bodies: Vec<_> = server.requests().iter().map(|r| r.json()).collect();
+    let kinds: Vec<_> = bodies
+        .iter()
+        .map(|b| b["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["needs_human", "run_ended"], "{bodies:#?}");
+    let human = &bodies[0];
+    let project = p.root().file_name().unwrap().to_str().unwrap();
+    assert_eq!(
+        human["title"],
+        format!("ralph · {project}: needs a human (verify failing)")
+    );
+    for key in ["iteration", "reason", "message"] {
+        assert_eq!(human["details"][key], logged[0][key], "{key}");
+    }
+    let message = human["text"].as_str().unwrap();
+    assert!(
+        message.contains("failed 2 times in a row")
+            && message.contains("`echo 'test_parse FAILED'; exit 1` exited with 1"),
+        "{message}"
+    );
+
+    // Off (0): the same night asks for no one.
+    let server = Server::start(always(200));
+    let p = Project::new(
+        PLAN,
+        scenario,
+        &format!(
+            "[loop]\nmax_iterations = 3\n[breaker]\nno_progress = 9\nsame_error = 9\nconsecutive_failures = 9\n[verify]\ncommands = [\"exit 1\"]\nneeds_human_after = 0\n[notify]\nwebhook = \"{}/hook\"\n",
+            server.url
+        ),
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(run.of("needs_human").is_empty());
+    assert_eq!(server.requests().len(), 1);
+}

@@ -26,6 +26,7 @@ mod e2e_checkpoint;
 mod e2e_economy;
 mod e2e_git;
 mod e2e_hooks;
+mod e2e_items;
 mod e2e_kinds;
 mod e2e_loop;
 mod e2e_notify;

@@ -1,0 +1,31 @@
+//! Parallel workers (`ralph run --workers N`, docs/workers.md): one plan
+//! run by several agents at once, each in its own git worktree, merged back
+//! one at a time with nothing stranded.
+//!
+//! Theory: the ralph the user started is the **coordinator**, the only
+//! writer of the plan and of the run branch (the branch it was started
+//! on). The plan is cut into **units** (`assign`): a top-level item with
+//! its sub-items; `(after: …)` and `(serial)` headings make units wait.
+//! Each worker is an ordinary ralph loop in its own worktree on its own
+//! branch, given one unit at a time. A finished unit's branch goes through
+//! the **merge queue** (`merge`): one merge at a time, a backup ref before
+//! each, a conflict handed back to a worker to bring its branch up to date.
+//! The coordinator checks a unit off only after its work is merged.
+//!
+//! ```text
+//! workers.rs         this map
+//! workers/
+//!   assign.rs        plan → units, `(after: …)`, `(serial)`, which are ready (pure)
+//!   merge.rs         one worker branch merged into the run branch (git2)
+//! ```
+//!
+//! Pitfalls: a worker never commits the shared plan (it works from its own
+//! copy of its unit, under `.ralph/`), or every merge would conflict on
+//! the checkboxes; the run branch's work tree is the user's checkout, so a
+//! merge updates it only with git's safe checkout.
+
+pub mod assign;
+pub mod merge;
+
+pub use assign::{Unit, UnitState};
+pub use merge::{MergeRequest, Merged, merge};

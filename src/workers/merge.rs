@@ -1,0 +1,381 @@
+//! One worker branch merged into the run branch, through git2.
+//!
+//! The coordinator calls this once per finished item, one at a time (the
+//! merge queue). Promises: the run branch only moves forward (a
+//! fast-forward or a merge commit whose first parent is its old tip), and
+//! only if nobody moved it meanwhile; a backup ref names the old tip before
+//! anything is written; on a conflict nothing is written and the worker
+//! branch is left as it is; when the run branch is checked out, its work
+//! tree is updated with git's safe checkout, which never overwrites a file
+//! the user changed and never deletes an untracked one (the merge is then
+//! `Blocked`, nothing written).
+
+use git2::{Oid, Repository, build::CheckoutBuilder};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// What merging a worker branch did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Merged {
+    /// The worker branch's commits were already on the run branch.
+    AlreadyMerged,
+    /// The run branch moved forward to the worker branch's tip.
+    FastForward { from: String, to: String },
+    /// A merge commit (first parent: the run branch's old tip).
+    MergeCommit { from: String, id: String },
+    /// Both changed the same lines: nothing written, the worker branch kept.
+    Conflict { files: Vec<String> },
+    /// The merge was clean but the run branch's work tree has changes of
+    /// the user's in the way: nothing written.
+    Blocked { reason: String },
+}
+
+/// One merge to do.
+#[derive(Debug, Clone)]
+pub struct MergeRequest<'a> {
+    /// Short name of the run branch (`main`).
+    pub run_branch: &'a str,
+    /// Short name of the worker branch (`ralph/<run>/w1`).
+    pub worker_branch: &'a str,
+    /// Full name of the ref that keeps the run branch's tip from before.
+    pub backup_ref: &'a str,
+    /// The merge commit's message.
+    pub message: &'a str,
+}
+
+fn git_err(what: &str) -> impl Fn(git2::Error) -> Error + '_ {
+    move |e| Error::wrap(what.to_string(), e)
+}
+
+/// Merge `req.worker_branch` into `req.run_branch` in `repo` (opened at the
+/// work tree where the run branch is checked out, if it is).
+pub fn merge(repo: &Repository, req: &MergeRequest<'_>) -> Result<Merged> {
+    let run_ref = format!("refs/heads/{}", req.run_branch);
+    let ours = repo
+        .refname_to_id(&run_ref)
+        .map_err(git_err("cannot read the run branch"))?;
+    let theirs = repo
+        .refname_to_id(&format!("refs/heads/{}", req.worker_branch))
+        .map_err(git_err("cannot read the worker branch"))?;
+    if ours == theirs
+        || repo
+            .graph_descendant_of(ours, theirs)
+            .map_err(git_err("cannot compare the branches"))?
+    {
+        return Ok(Merged::AlreadyMerged);
+    }
+    let fast_forward = repo
+        .graph_descendant_of(theirs, ours)
+        .map_err(git_err("cannot compare the branches"))?;
+    let new = if fast_forward {
+        theirs
+    } else {
+        let (ours_c, theirs_c) = (
+            repo.find_commit(ours)
+                .map_err(git_err("cannot read a commit"))?,
+            repo.find_commit(theirs)
+                .map_err(git_err("cannot read a commit"))?,
+        );
+        let mut index = repo
+            .merge_commits(&ours_c, &theirs_c, None)
+            .map_err(git_err("cannot merge"))?;
+        if index.has_conflicts() {
+            return Ok(Merged::Conflict {
+                files: conflicted(&index),
+            });
+        }
+        let tree = index
+            .write_tree_to(repo)
+            .map_err(git_err("cannot write the merged tree"))?;
+        let tree = repo
+            .find_tree(tree)
+            .map_err(git_err("cannot read a tree"))?;
+        let (author, committer) =
+            crate::repo::identities(repo).map_err(git_err("cannot name the committer"))?;
+        repo.commit(
+            None,
+            &author,
+            &committer,
+            req.message,
+            &tree,
+            &[&ours_c, &theirs_c],
+        )
+        .map_err(git_err("cannot write the merge commit"))?
+    };
+    repo.reference(
+        req.backup_ref,
+        ours,
+        true,
+        &format!(
+            "ralph: {} before merging {}",
+            req.run_branch, req.worker_branch
+        ),
+    )
+    .map_err(git_err("cannot write the backup ref"))?;
+    if checked_out(repo, &run_ref)
+        && let Err(reason) = update_work_tree(repo, new)
+    {
+        return Ok(Merged::Blocked { reason });
+    }
+    repo.reference_matching(
+        &run_ref,
+        new,
+        true,
+        ours,
+        &format!("ralph: merge {}", req.worker_branch),
+    )
+    .map_err(git_err(
+        "cannot move the run branch (did something else move it?)",
+    ))?;
+    Ok(if fast_forward {
+        Merged::FastForward {
+            from: ours.to_string(),
+            to: new.to_string(),
+        }
+    } else {
+        Merged::MergeCommit {
+            from: ours.to_string(),
+            id: new.to_string(),
+        }
+    })
+}
+
+/// Whether `repo`'s HEAD is `run_ref`.
+fn checked_out(repo: &Repository, run_ref: &str) -> bool {
+    repo.find_reference("HEAD")
+        .ok()
+        .and_then(|h| h.symbolic_target().map(|t| t == run_ref))
+        .unwrap_or(false)
+}
+
+/// Bring the work tree and index from HEAD's tree to `new`'s, safely: a
+/// file the user changed or an untracked file in the way stops it before
+/// anything is written.
+fn update_work_tree(repo: &Repository, new: Oid) -> std::result::Result<(), String> {
+    let commit = repo.find_commit(new).map_err(|e| e.message().to_string())?;
+    let mut opts = CheckoutBuilder::new();
+    opts.safe();
+    repo.checkout_tree(commit.as_object(), Some(&mut opts))
+        .map_err(|e| {
+            format!(
+                "the run branch's work tree has changes in the way of the merge ({})",
+                e.message()
+            )
+        })
+}
+
+/// The paths in conflict, each once.
+fn conflicted(index: &git2::Index) -> Vec<String> {
+    let mut files: Vec<String> = index
+        .conflicts()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.ok())
+        .filter_map(|c| c.our.or(c.their).or(c.ancestor))
+        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+        .collect();
+    files.dedup();
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A repository with `main` at one commit holding `a.txt` (three lines).
+    fn repo() -> (tempfile::TempDir, Repository) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        repo.set_head("refs/heads/main").unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        commit_all(&repo, "initial");
+        (dir, repo)
+    }
+
+    fn commit_all(repo: &Repository, message: &str) -> Oid {
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let mut index = repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let parents: Vec<git2::Commit> = repo
+            .head()
+            .ok()
+            .and_then(|h| h.peel_to_commit().ok())
+            .into_iter()
+            .collect();
+        let parents: Vec<&git2::Commit> = parents.iter().collect();
+        repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+            .unwrap()
+    }
+
+    /// A commit on `branch` (created from main's tip if missing) that
+    /// writes `files`, made in a worktree as a worker would.
+    fn on_branch(repo: &Repository, holder: &Path, branch: &str, files: &[(&str, &str)]) -> Oid {
+        let name = branch.replace('/', "-");
+        let path = holder.join(&name);
+        if repo.find_branch(branch, git2::BranchType::Local).is_err() {
+            let tip = repo.head().unwrap().peel_to_commit().unwrap();
+            repo.branch(branch, &tip, false).unwrap();
+        }
+        if !path.exists() {
+            let reference = repo
+                .find_reference(&format!("refs/heads/{branch}"))
+                .unwrap();
+            let mut opts = git2::WorktreeAddOptions::new();
+            opts.reference(Some(&reference));
+            repo.worktree(&name, &path, Some(&opts)).unwrap();
+        }
+        let wt = Repository::open(&path).unwrap();
+        for (f, text) in files {
+            std::fs::write(path.join(f), text).unwrap();
+        }
+        commit_all(&wt, &format!("work on {branch}"))
+    }
+
+    fn request<'a>(worker: &'a str, backup: &'a str) -> MergeRequest<'a> {
+        MergeRequest {
+            run_branch: "main",
+            worker_branch: worker,
+            backup_ref: backup,
+            message: "ralph: merge",
+        }
+    }
+
+    fn tip(repo: &Repository, branch: &str) -> Oid {
+        repo.refname_to_id(&format!("refs/heads/{branch}")).unwrap()
+    }
+
+    #[test]
+    fn a_branch_ahead_is_fast_forwarded_with_a_backup_and_the_work_tree_follows() {
+        let (dir, repo) = repo();
+        let holder = tempfile::tempdir().unwrap();
+        let before = tip(&repo, "main");
+        let work = on_branch(&repo, holder.path(), "ralph/r/w1", &[("b.txt", "b\n")]);
+        let got = merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/1")).unwrap();
+        assert_eq!(
+            got,
+            Merged::FastForward {
+                from: before.to_string(),
+                to: work.to_string()
+            }
+        );
+        assert_eq!(tip(&repo, "main"), work);
+        assert_eq!(repo.refname_to_id("refs/ralph/merges/r/1").unwrap(), before);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+            "b\n"
+        );
+        assert!(repo.statuses(None).unwrap().is_empty(), "work tree clean");
+        // Again: nothing to do.
+        let again = merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/2")).unwrap();
+        assert_eq!(again, Merged::AlreadyMerged);
+        assert!(repo.find_reference("refs/ralph/merges/r/2").is_err());
+    }
+
+    #[test]
+    fn diverged_branches_get_a_merge_commit_with_both_parents() {
+        let (dir, repo) = repo();
+        let holder = tempfile::tempdir().unwrap();
+        on_branch(&repo, holder.path(), "ralph/r/w1", &[("b.txt", "b\n")]);
+        let w2 = on_branch(&repo, holder.path(), "ralph/r/w2", &[("c.txt", "c\n")]);
+        merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/1")).unwrap();
+        let before = tip(&repo, "main");
+        let got = merge(&repo, &request("ralph/r/w2", "refs/ralph/merges/r/2")).unwrap();
+        let Merged::MergeCommit { from, id } = got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(from, before.to_string());
+        let commit = repo.find_commit(Oid::from_str(&id).unwrap()).unwrap();
+        assert_eq!(commit.parent_ids().collect::<Vec<_>>(), [before, w2]);
+        assert_eq!(tip(&repo, "main").to_string(), id);
+        for f in ["b.txt", "c.txt"] {
+            assert!(dir.path().join(f).is_file(), "{f}");
+        }
+        assert!(repo.statuses(None).unwrap().is_empty(), "work tree clean");
+    }
+
+    #[test]
+    fn a_conflict_writes_nothing_and_keeps_the_worker_branch() {
+        let (dir, repo) = repo();
+        let holder = tempfile::tempdir().unwrap();
+        on_branch(
+            &repo,
+            holder.path(),
+            "ralph/r/w1",
+            &[("a.txt", "one\nTWO by w1\nthree\n")],
+        );
+        let w2 = on_branch(
+            &repo,
+            holder.path(),
+            "ralph/r/w2",
+            &[("a.txt", "one\n2 by w2\nthree\n")],
+        );
+        merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/1")).unwrap();
+        let before = tip(&repo, "main");
+        let got = merge(&repo, &request("ralph/r/w2", "refs/ralph/merges/r/2")).unwrap();
+        assert_eq!(
+            got,
+            Merged::Conflict {
+                files: vec!["a.txt".into()]
+            }
+        );
+        assert_eq!(tip(&repo, "main"), before);
+        assert_eq!(tip(&repo, "ralph/r/w2"), w2);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "one\nTWO by w1\nthree\n"
+        );
+        assert_eq!(repo.state(), git2::RepositoryState::Clean);
+        assert!(repo.statuses(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_users_files_in_the_way_block_the_merge_and_are_kept() {
+        let (dir, repo) = repo();
+        let holder = tempfile::tempdir().unwrap();
+        on_branch(
+            &repo,
+            holder.path(),
+            "ralph/r/w1",
+            &[("b.txt", "b\n"), ("a.txt", "one\ntwo\nthree\nfour\n")],
+        );
+        let before = tip(&repo, "main");
+        // An untracked file where the branch adds one; an edit where it edits.
+        std::fs::write(dir.path().join("b.txt"), "the user's\n").unwrap();
+        let got = merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/1")).unwrap();
+        assert!(matches!(got, Merged::Blocked { .. }), "{got:?}");
+        assert_eq!(tip(&repo, "main"), before);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+            "the user's\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "one\ntwo\nthree\n"
+        );
+    }
+
+    #[test]
+    fn a_run_branch_not_checked_out_only_moves_its_ref() {
+        let (dir, repo) = repo();
+        let holder = tempfile::tempdir().unwrap();
+        let main_tip = tip(&repo, "main");
+        repo.branch("run", &repo.find_commit(main_tip).unwrap(), false)
+            .unwrap();
+        let work = on_branch(&repo, holder.path(), "ralph/r/w1", &[("b.txt", "b\n")]);
+        let req = MergeRequest {
+            run_branch: "run",
+            ..request("ralph/r/w1", "refs/ralph/merges/r/1")
+        };
+        merge(&repo, &req).unwrap();
+        assert_eq!(tip(&repo, "run"), work);
+        assert_eq!(tip(&repo, "main"), main_tip);
+        assert!(!dir.path().join("b.txt").exists());
+    }
+}
