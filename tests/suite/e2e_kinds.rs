@@ -6,6 +6,7 @@
 //! run here as they do with the real CLIs (tests/suite/real_*.rs).
 
 use crate::common;
+use crate::e2e_checkpoint::CLIMB_AND_RESUME;
 
 use std::time::Duration;
 
@@ -15,53 +16,6 @@ use nix::unistd::Pid;
 
 const PLAN: &str = "# Ship the parser\n\n- [ ] parser\n- [ ] tests\n";
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// Iteration 1 climbs past L2 (87% of 167k usable) while writing the
-/// parser; a step after that must never run. Iteration 2 finishes.
-const CLIMB_AND_RESUME: &str = r##"
-record_messages = ".ralph/messages.jsonl"
-step_delay_ms = 300
-
-[[iteration]]
-handoff_notes = "# Notes\n\n## In progress\n- parser.py:2 quoting\n\n## Next\n- tests\n"
-[[iteration.step]]
-context = 60000
-text = "Implementing the parser."
-path = "parser.py"
-content = "def parse(s):\n    return s.split(',')\n"
-
-[[iteration.step]]
-context = 120000
-command = "true"
-description = "run the tests"
-
-[[iteration.step]]
-context = 146000
-text = "Handling quoting in the parser."
-path = "parser.py"
-old = "split(',')"
-new = "split(',')  # TODO quoting"
-
-[[iteration.step]]
-context = 150000
-text = "This step must never run: the checkpoint came first."
-path = "never.txt"
-content = "x"
-
-[[iteration]]
-[[iteration.step]]
-context = 30000
-path = "fix_plan.md"
-old = "- [ ] parser"
-new = "- [x] parser"
-[[iteration.step]]
-context = 34000
-path = "fix_plan.md"
-old = "- [ ] tests"
-new = "- [x] tests"
-[[iteration.step]]
-result = "<promise>COMPLETE</promise>"
-"##;
 
 fn project(kind: &str, scenario: &str, extra: &str) -> Project {
     let p = Project::bare(PLAN, scenario, "");

@@ -90,10 +90,7 @@ fn serve(p: &Project, script: impl Fn(&ApiRequest) -> Answer + Send + Sync + 'st
 }
 
 fn iteration_of(req: &ApiRequest) -> u32 {
-    let re = Regex::new(r"# Iteration (\d+):").unwrap();
-    re.captures(&req.user_text())
-        .and_then(|c| c[1].parse().ok())
-        .unwrap_or(0)
+    harness::iteration_of(&req.user_text())
 }
 
 fn threads(reqs: &[ApiRequest]) -> Vec<String> {
@@ -105,15 +102,6 @@ fn threads(reqs: &[ApiRequest]) -> Vec<String> {
         }
     }
     threads
-}
-
-fn assert_nothing_left(p: &Project) {
-    let left = p.leftovers();
-    assert!(
-        left.is_empty(),
-        "{}: processes left behind: {left:?}",
-        p.name
-    );
 }
 
 fn diag(p: &Project, api: &MockApi) -> String {
@@ -162,7 +150,7 @@ fn writes_a_file_and_completes() {
             .any(|c| c["tool"].as_str().is_some_and(|t| t.contains("hello.txt"))),
         "the command shows as the tool at work: {contexts:?}"
     );
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -202,7 +190,7 @@ fn an_api_error_is_recognised() {
         "Codex's retries show"
     );
     assert_eq!(threads(&api.main_requests()).len(), 2);
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -241,7 +229,7 @@ fn a_usage_limit_is_recognised() {
     let state = p.state();
     let history = state["history"].as_array().unwrap();
     assert_eq!(history[0]["outcome"], "usage limit", "{state:#}");
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -288,7 +276,7 @@ fn the_quota_guard_reads_codex_rate_limits() {
         wip_files.lines().any(|f| f == "progress.txt"),
         "{wip_files}"
     );
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -331,7 +319,7 @@ fn sigint_interrupts_the_turn() {
     assert!(harness::wait_until(Duration::from_secs(5), || {
         harness::pids_matching(&sleep).is_empty()
     }));
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     let state = p.state();
     assert_eq!(state["status"], "interrupted", "{state:#}");
     let checkpoints = p.events_named("checkpoint");
@@ -414,7 +402,7 @@ fn kill_9_then_takeover() {
         harness::pids_matching(&sleep).is_empty(),
         "the command was ended"
     );
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     let state = p.state();
     let history = state["context_history"].as_array().unwrap();
     assert_eq!(history.len(), 2, "{state:#}");
@@ -534,6 +522,6 @@ fn l2_handoff_with_notes_then_resume() {
     let state = p.state();
     assert_eq!(state["status"], "completed", "{state:#}");
     assert_eq!(state["context_window"], WINDOW);
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }

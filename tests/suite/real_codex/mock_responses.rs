@@ -11,7 +11,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::real_claude::mock_api::{ApiRequest, MockApi, http, http_with, log_path};
+use crate::agent_mock::server::Response;
+use crate::real_claude::mock_api::{ApiRequest, MockApi, http, log_path};
 
 /// What one model call outputs.
 #[derive(Debug, Clone)]
@@ -150,7 +151,7 @@ pub fn start(
     })
 }
 
-fn render(answer: Answer, id: usize) -> Vec<u8> {
+fn render(answer: Answer, id: usize) -> Response {
     let (out, occupancy, quota) = match answer {
         Answer::Error { status, body } => {
             return http(status, "application/json", id, body.to_string().as_bytes());
@@ -193,13 +194,21 @@ fn render(answer: Answer, id: usize) -> Vec<u8> {
             e["type"].as_str().unwrap()
         ));
     }
-    let headers = quota.map_or(String::new(), |(five_hour, weekly)| {
+    let mut response = http(200, "text/event-stream", id, body.as_bytes());
+    if let Some((five_hour, weekly)) = quota {
         let now = jiff::Timestamp::now().as_second();
-        format!(
-            "x-codex-primary-used-percent: {five_hour}\r\nx-codex-primary-window-minutes: 300\r\nx-codex-primary-reset-at: {}\r\nx-codex-secondary-used-percent: {weekly}\r\nx-codex-secondary-window-minutes: 10080\r\nx-codex-secondary-reset-at: {}\r\n",
-            now + 3 * 3600,
-            now + 4 * 86400
-        )
-    });
-    http_with(200, "text/event-stream", id, &headers, body.as_bytes())
+        for (window, used, minutes, reset) in [
+            ("primary", five_hour, 300, now + 3 * 3600),
+            ("secondary", weekly, 10_080, now + 4 * 86400),
+        ] {
+            for (k, v) in [
+                ("used-percent", used.to_string()),
+                ("window-minutes", minutes.to_string()),
+                ("reset-at", reset.to_string()),
+            ] {
+                response.headers.push((format!("x-codex-{window}-{k}"), v));
+            }
+        }
+    }
+    response
 }
