@@ -1,7 +1,11 @@
 //! The subcommands other than the loop's core: each module loads what it
-//! needs, does one thing, and returns an exit code.
+//! needs, does one thing, and returns an exit code. `claude_code/` is the
+//! core shared by `claude`, `statusline` and `hook`: ralph inside an
+//! interactive Claude Code session (its input, transcript, status line,
+//! hooks and settings).
 
 mod claude;
+mod claude_code;
 mod context;
 mod control;
 mod demo;

@@ -7,12 +7,15 @@
 //! events/
 //!   schema.rs        Event, Record, the Sink trait, EventLog, JsonLines, Bus, read_log
 //!   terminal.rs      the human view: a status line (indicatif) on a TTY, plain lines elsewhere
+//!   notify.rs        `[notify]`: a sink that turns some events into word to a person
+//!   notify/          config (the keys), message (pure: which events, their text), deliver
 //! ```
 //!
 //! Pitfalls: the event names and fields are an on-disk format read by
 //! users' tools and `ralph report`; every event is redacted before a sink
 //! sees it.
 
+pub(crate) mod notify;
 mod schema;
 pub mod terminal;
 

@@ -1,13 +1,16 @@
-//! User hooks from `ralph.toml` `[hooks]`: which event fires which hook
-//! point, what a command gets (`RALPH_*` variables and the event's JSON line
-//! on stdin), retries, and the `hook` events that report each run.
-//! docs/hooks.md is the user's side of this.
+//! The project's own commands that ralph runs from `ralph.toml`, all on one
+//! process runner: the `[hooks]` (which event fires which hook point, what a
+//! command gets — `RALPH_*` variables and the event's JSON line on stdin —,
+//! retries, and the `hook` events that report each run; docs/hooks.md) and
+//! the `[verify]` checks (docs/verify.md).
 //!
 //! ```text
 //! hooks.rs           this map
 //! hooks/
 //!   runner.rs        Point, Facts, Hooks (a worker thread), env, retries
 //!   process.rs       one command in its own process group: pipes, timeout, kill
+//!   verify.rs        `[verify]`: the checks, run in order, stopping at the first failure
+//!   verify/checks.rs VerifyConfig, Verification (events, state), the prompt's "fix first" view
 //! ```
 //!
 //! Pitfalls: values are passed in the environment, never interpolated into
@@ -15,6 +18,7 @@
 
 pub(crate) mod process;
 mod runner;
+pub(crate) mod verify;
 
 pub use process::watch_interrupts;
 pub use runner::*;

@@ -4,7 +4,6 @@
 pub mod agent;
 pub mod app;
 mod checkpoint;
-mod claude_code;
 mod cli;
 mod commands;
 pub mod config;
@@ -12,7 +11,6 @@ pub mod context;
 pub mod error;
 pub mod events;
 mod hooks;
-mod notify;
 pub mod plan;
 mod project;
 pub mod prompt;
@@ -23,7 +21,6 @@ pub mod state;
 pub mod stream;
 mod supervisor;
 mod text;
-mod verify;
 pub mod workers;
 
 pub use error::{Error, Result};

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::Report;
-use crate::claude_code::settings::{self, PATH};
+use crate::commands::claude_code::settings::{self, PATH};
 use crate::error::{Error, Result};
 
 /// The program the settings run: `ralph` from the PATH, so that the

@@ -112,7 +112,7 @@ impl DoctorReport {
         check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
         check_verify(&mut c, root, &config);
-        if let Some((detail, fix)) = crate::claude_code::settings::doctor(root) {
+        if let Some((detail, fix)) = crate::commands::claude_code::settings::doctor(root) {
             match fix {
                 Some(fix) => c.warn("claude code", detail, fix),
                 None => c.ok("claude code", detail),
@@ -412,7 +412,7 @@ fn check_sandbox(c: &mut Checks, root: &Path, config: &Config) {
             "permissions",
             "`ralph sim` asks for none: it plays its scenario",
         ),
-        (_, false, _) => match crate::claude_code::settings::allowed_tools(root, &config.agent.args) {
+        (_, false, _) => match crate::commands::claude_code::settings::allowed_tools(root, &config.agent.args) {
             Some(by) => c.ok(
                 "permissions",
                 format!("{by} allows tools; any other is refused unasked (the agent runs with -p and cannot ask)"),
@@ -528,7 +528,7 @@ fn check_write_access(c: &mut Checks, root: &Path) {
 
 /// `[verify] commands`, run once as a run would before a completion.
 fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
-    use crate::verify::{self, When};
+    use crate::hooks::verify::{self, When};
     if config.verify.commands.is_empty() {
         let proposed = super::init::verify_commands(root);
         let example = proposed.first().map_or("make test", String::as_str);

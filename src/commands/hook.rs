@@ -2,8 +2,8 @@
 //! `SessionStart` hooks. They never block a session: every error is a line
 //! on stderr and exit 0, so Claude Code goes on (and compacts).
 
-use crate::claude_code::{self, hook::Outcome};
 use crate::cli::HookEvent;
+use crate::commands::claude_code::{self, hook::Outcome};
 use crate::error::Result;
 use crate::project::Project;
 

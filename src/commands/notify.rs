@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Report, print};
 use crate::error::{Error, Result};
-use crate::notify::{self, Channel};
+use crate::events::notify::{self, Channel};
 use crate::project::Project;
 
 #[derive(Debug, Serialize)]

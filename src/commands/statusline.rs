@@ -1,7 +1,7 @@
 //! `ralph statusline`: Claude Code's `statusLine` command. Whatever goes
 //! wrong, it prints a line and exits 0: a status line must never fail.
 
-use crate::claude_code::{self, statusline};
+use crate::commands::claude_code::{self, statusline};
 use crate::error::Result;
 use crate::project::Project;
 

@@ -28,8 +28,8 @@ pub struct Config {
     pub prompt: crate::config::token_budget::PromptConfig,
     pub handoff: crate::config::token_budget::HandoffConfig,
     pub runs: crate::agent::transcript::RunsConfig,
-    pub verify: crate::verify::checks::VerifyConfig,
-    pub notify: crate::notify::config::NotifyConfig,
+    pub verify: crate::hooks::verify::checks::VerifyConfig,
+    pub notify: crate::events::notify::config::NotifyConfig,
     pub quota: crate::rules::quota::QuotaConfig,
     pub sandbox: crate::agent::sandbox::SandboxConfig,
 }

@@ -140,7 +140,7 @@ pub enum Event {
     /// ralph ran the `[verify]` commands (docs/verify.md).
     Verify {
         #[serde(flatten)]
-        verification: crate::verify::checks::Verification,
+        verification: crate::hooks::verify::checks::Verification,
     },
     /// The agent kept its promise but the run did not complete: the
     /// `[verify]` commands failed.

@@ -136,7 +136,7 @@ impl Supervisor {
         crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
-        if let Some(notifier) = crate::notify::Notifier::start(&config.notify, root)? {
+        if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)? {
             bus.add(Box::new(notifier));
         }
         crate::state::ownership::at_start(root, &config.prompt_file, &mut bus);

@@ -10,8 +10,8 @@ use super::Supervisor;
 use super::facts::Facts;
 use super::verdict::{Gate, Verdict, refuse};
 use crate::events::Event;
+use crate::hooks::verify::{self, Verification, When};
 use crate::repo::{CommitOutcome, Repo};
-use crate::verify::{self, Verification, When};
 
 /// Paths named in the reason of a completion over uncommitted changes.
 const DIRTY_PATHS: usize = 5;

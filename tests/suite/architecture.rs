@@ -99,6 +99,24 @@ fn no_file_exists_only_to_keep_another_short() {
     assert_none("extension files", extension_files(&workspace_files()));
 }
 
+/// Issue 20: a newcomer reads `src/` as at most this many subsystems (a
+/// new concern goes inside the one it serves).
+const MAX_TOP_LEVEL_MODULES: usize = 22;
+
+#[test]
+fn src_has_at_most_22_top_level_modules() {
+    let top: BTreeSet<String> = ralph_files()
+        .iter()
+        .filter_map(|(p, _)| module_of(p))
+        .map(|m| m.split("::").next().unwrap().to_string())
+        .collect();
+    assert!(
+        top.len() <= MAX_TOP_LEVEL_MODULES,
+        "{} top-level modules: {top:?}",
+        top.len()
+    );
+}
+
 #[test]
 fn no_import_circles() {
     assert_none("import circles", circles(&ralph_files()));
