@@ -9,6 +9,7 @@
 //!   repository.rs    Repo (open, branch, HEAD), OwnPaths/Own (what a commit leaves out),
 //!                    LeftOut, index entries `git add -A` leaves alone, shared path helpers
 //!   stat.rs          changes, diff_stat
+//!   history.rs       commits and the diffstat between two commits (the morning report)
 //!   snapshot.rs      snapshots for progress, made_progress
 //!   commit.rs        the WIP commit and its staging rules (what is staged, what is left out)
 //!   guard.rs         the [git] Guard: the rules that keep work out of a WIP commit
@@ -28,6 +29,7 @@
 mod commit;
 mod guard;
 mod health;
+mod history;
 mod outputs;
 mod repository;
 mod restore;
@@ -40,6 +42,7 @@ mod stat;
 pub use commit::{CommitOutcome, identities, remove_stale_commit_locks};
 pub use guard::{Guard, UntrackedGroup};
 pub use health::Blocker;
+pub use history::{CommitLine, DiffStat};
 pub use outputs::{output_files, remember_output_files};
 pub use repository::*;
 pub use restore::Restored;

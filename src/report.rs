@@ -9,12 +9,14 @@
 //! report/
 //!   runs.rs          which runs, reading their logs and states, writing the page
 //!   model.rs         a run's figures from its event log and state (pure)
-//!   story.rs         what the night changed and how it was checked: the verify lane
+//!   story.rs         what the night changed and how it was checked (data): Story, the verify lane
+//!   changes.rs       the story read from git: commits, diffstats, sessions to reopen; their text and page
 //!   charts.rs        the charts' geometry; svg.rs draws them as inline SVG
 //!   html.rs          the one page (report.css inlined, no script, a CSP that forbids loads)
 //!   text.rs          the 80-column summary
 //! ```
 
+mod changes;
 pub mod charts;
 pub mod html;
 pub mod model;

@@ -113,6 +113,11 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
             commit_note => &cp.commit_note,
             trigger => cp.trigger.map(Trigger::name),
+            label => crate::state::checkpoint_label(
+                cp.trigger.map_or("context", Trigger::name),
+                cp.level.map_or("L2", Level::name),
+                cp.percent_at_checkpoint,
+            ),
             stashed => &cp.stashed,
             left_out => left_out.shown,
             left_out_more => left_out.summary,

@@ -177,6 +177,7 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
     }
     out.push_str("</section></div>\n");
 
+    super::changes::changes_html(out, r);
     super::story::verify_html(out, &r.verify);
     metrics(out, r);
     contexts(out, r);

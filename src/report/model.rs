@@ -39,6 +39,8 @@ pub struct RunReport {
     pub breaker: Vec<BreakerChange>,
     /// The runs of the `[verify]` commands, oldest first.
     pub verify: Vec<super::story::VerifyRow>,
+    /// What changed overnight (from git: `changes::read_git`).
+    pub story: super::story::Story,
     pub metrics: Metrics,
     /// The subscription's windows as the agent last reported them (the
     /// quota guard); empty when it reported none.
@@ -86,6 +88,13 @@ pub struct IterationRow {
     pub commit: Option<String>,
     /// The handoff it resumed from.
     pub resumed_from: Option<String>,
+    /// Its agent session, the command that reopens it, HEAD at its end,
+    /// the agent's commits in it and the diffstat of all it committed.
+    pub session_id: Option<String>,
+    pub resume_command: Option<String>,
+    pub head: Option<String>,
+    pub agent_commits: Vec<crate::repo::CommitLine>,
+    pub diffstat: Option<crate::repo::DiffStat>,
     pub readings: Vec<Reading>,
     pub marks: Vec<Mark>,
 }
@@ -236,6 +245,11 @@ pub fn build(
         waits: Vec::new(),
         breaker: Vec::new(),
         verify: Vec::new(),
+        story: super::story::Story {
+            start_commit: state.and_then(|s| s.start_commit.clone()),
+            end_commit: state.and_then(|s| s.end_commit.clone()),
+            ..Default::default()
+        },
         metrics: Metrics::default(),
         quota: Vec::new(),
     };
@@ -469,6 +483,8 @@ fn merge_state(report: &mut RunReport, rows: &mut BTreeMap<u32, IterationRow>, s
         if row.commit.is_none() {
             row.commit.clone_from(&h.commit);
         }
+        row.session_id.clone_from(&h.session_id);
+        row.head.clone_from(&h.head);
     }
     for h in &s.context_history {
         let row = row(rows, h.iteration);

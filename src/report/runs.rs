@@ -63,7 +63,7 @@ pub fn reports(layout: &Layout, config: Option<&Config>, which: &Which) -> Resul
                 .clone()
                 .filter(|s| &s.run_id == id)
                 .or_else(|| kept_state(layout, id));
-            build(id, &records, own.as_ref(), config)
+            build(&layout.root, id, &records, own.as_ref(), config)
         })
         .collect())
 }
@@ -78,6 +78,7 @@ fn kept_state(layout: &Layout, run_id: &str) -> Option<RunState> {
 }
 
 fn build(
+    root: &Path,
     id: &str,
     records: &[Record],
     state: Option<&RunState>,
@@ -90,6 +91,8 @@ fn build(
         max_duration_secs: config.and_then(|c| c.loop_.max_duration.map(|d| d.0.as_secs_f64())),
     };
     let mut report = model::build(id, records, state, thresholds, budgets);
+    let kind = config.map(|c| c.agent.kind).unwrap_or_default();
+    super::changes::read_git(&mut report, root, kind);
     // As the run last saw them, reset since or not.
     if let Some(s) = state.filter(|s| s.run_id == id) {
         report.quota = crate::rules::quota::WindowView::all(&s.quota, config.map(|c| &c.quota), 0);
@@ -187,7 +190,13 @@ pub fn write_after_run(layout: &Layout, config: &Config, state: &RunState) -> Re
         )?;
     }
     let records = read_log(&layout.events());
-    let report = build(&state.run_id, &records, Some(state), Some(config));
+    let report = build(
+        &layout.root,
+        &state.run_id,
+        &records,
+        Some(state),
+        Some(config),
+    );
     write_html(&layout.root, &path, &[report]).inspect_err(|_| {
         let _ = std::fs::remove_file(&path);
     })?;

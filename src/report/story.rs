@@ -1,6 +1,7 @@
-//! What the night changed and how it was checked: the `[verify]` runs (the
-//! verify lane), gathered from the event log, and how the page and the
-//! text summary show them. Pure: events in, rows and markup out.
+//! What the night changed and how it was checked, as data: the [`Story`]
+//! (filled from git by `changes.rs`), and the `[verify]` runs (the verify
+//! lane) from the event log, with how the page and the text summary show
+//! them. A leaf of `report`: the model holds these.
 
 use std::fmt::Write as _;
 
@@ -8,6 +9,23 @@ use serde::Serialize;
 
 use super::svg::esc;
 use crate::events::Event;
+use crate::repo::{CommitLine, DiffStat};
+
+/// What changed overnight, from git.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Story {
+    /// HEAD when the run started and when it ended.
+    pub start_commit: Option<String>,
+    pub end_commit: Option<String>,
+    /// The diffstat from the start commit to the end (or the last
+    /// iteration's HEAD while the run goes on).
+    pub diffstat: Option<DiffStat>,
+    /// Commits the agent made, oldest first: every commit since the start
+    /// but ralph's own (its WIP commits and the final commit at completion).
+    pub agent_commits: Vec<CommitLine>,
+    /// ralph's own commits since the start.
+    pub ralph_commits: usize,
+}
 
 /// One run of the `[verify]` commands.
 #[derive(Debug, Clone, PartialEq, Serialize)]

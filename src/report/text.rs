@@ -139,6 +139,9 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         "{}",
         fit_width(&super::story::verify_text(&r.verify), 80)
     );
+    for l in super::changes::changes_text(r) {
+        let _ = writeln!(out, "{}", fit_width(&l, 80));
+    }
     let _ = writeln!(
         out,
         "{:<15}{} breaker trip(s) · {} usage-limit wait(s), {}",
@@ -176,6 +179,16 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
             money(i.cost_usd),
             fit_width(i.item.as_deref().unwrap_or("-"), 27)
         );
+    }
+    let sessions = super::changes::sessions_text(r);
+    if !sessions.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nagent sessions (run it in the project to reopen one):"
+        );
+        for l in sessions {
+            let _ = writeln!(out, "{}", fit_width(&l, 80));
+        }
     }
     out
 }

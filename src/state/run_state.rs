@@ -287,6 +287,13 @@ pub struct IterationRecord {
     /// The iteration split its item into sub-items.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub split: bool,
+    /// The agent CLI's session id (`claude --resume ID` reopens it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// HEAD when it ended (its checkpoint's WIP commit included): the
+    /// report's commits and diffstat per iteration run between these.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -350,6 +357,15 @@ pub struct RunState {
     /// Failed runs of the checks in a row (0 once one passes).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub verify_failures: u32,
+    /// HEAD when the run started and when it ended: the morning report's
+    /// "what changed overnight".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_commit: Option<String>,
+    /// When the run ended (RFC 3339); none while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
 }
 
 impl Default for RunState {
@@ -390,6 +406,9 @@ impl Default for RunState {
             carry_over: None,
             verify: None,
             verify_failures: 0,
+            start_commit: None,
+            end_commit: None,
+            ended_at: None,
         }
     }
 }

@@ -50,6 +50,8 @@ pub(super) struct Facts {
     pub text_at_checkpoint: Option<String>,
     /// What the agent first said after the L1 nudge.
     pub nudge_answer: Option<String>,
+    /// The agent CLI's session id, from its init line.
+    pub session_id: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub files_touched: Vec<String>,
     pub permission_denials: Vec<String>,

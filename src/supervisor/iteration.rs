@@ -295,6 +295,12 @@ impl IterationMachine {
                 error_status: *error_status,
                 error: error.clone(),
             })),
+            StreamEvent::Init {
+                session_id: Some(id),
+                ..
+            } => {
+                it.session_id.get_or_insert_with(|| id.clone());
+            }
             StreamEvent::Result(r) => {
                 it.cost_usd = it.cost_usd.max(r.total_cost_usd);
                 for d in &r.permission_denials {

@@ -327,6 +327,8 @@ pub(super) fn iteration(
                 .sum()
         }),
         split: items.is_some_and(|o| o.split),
+        session_id: facts.session_id.clone(),
+        head: None,
     });
     events.push(Event::IterationEnded {
         iteration: facts.number,
@@ -361,6 +363,7 @@ pub(super) fn start(
     let dead = dead_iteration(state);
     state.status = RunStatus::Running;
     state.exit_reason = None;
+    state.ended_at = None;
     state.supervisor_pid = Some(std::process::id());
     state.max_iterations = max_iterations;
     state.plan = config.plan.display().to_string();

@@ -283,6 +283,9 @@ impl Supervisor {
         let plan = self.plan();
         let limit = self.budgets.iteration_limit();
         let dead = record::start(&mut self.state, &self.config, &plan, limit);
+        if self.state.start_commit.is_none() {
+            self.state.start_commit = self.head();
+        }
         self.bus.emit(Event::RunStarted {
             run_id: self.state.run_id.clone(),
             resumed,
@@ -314,7 +317,14 @@ impl Supervisor {
         Ok(outcome)
     }
 
+    /// The commit HEAD is at, if there is a repository with one.
+    pub(super) fn head(&self) -> Option<String> {
+        repo::Repo::open(&self.root).ok().flatten()?.head_id()
+    }
+
     pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
+        self.state.end_commit = self.head();
+        self.state.ended_at = Some(jiff::Timestamp::now().to_string());
         self.state.status = status;
         self.state.exit_reason = Some(reason.clone());
         self.state.waiting_until = None;
@@ -511,6 +521,10 @@ impl Supervisor {
             &mut events,
         );
         self.after_seams(&facts);
+        let head = self.head();
+        if let Some(record) = self.state.history.last_mut() {
+            record.head = head;
+        }
         // Saved first: on_iteration_end hooks read the state of the
         // iteration that ended.
         self.save();

@@ -11,7 +11,7 @@ use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::error::Result;
 use crate::project::Project;
-use crate::state::{Layout, RunState, Trigger};
+use crate::state::{ContextCheckpoint, Layout, RunState, RunStatus, Trigger};
 use crate::stream::StreamEvent;
 
 /// What a hook did, in one line for the person watching (or why it did nothing).
@@ -156,8 +156,7 @@ pub fn session_start(input: &Input, dir: &Path) -> std::result::Result<SessionSt
             "this session is one of ralph's iterations: PROMPT.md carries the resume block".into(),
         );
     }
-    let block =
-        resume_block(&root).ok_or_else(|| "no handoff in .ralph/handoffs yet".to_string())?;
+    let block = resume_block(&root)?;
     Ok(SessionStartOutput {
         hook_specific_output: SessionStartContext {
             hook_event_name: "SessionStart",
@@ -190,10 +189,62 @@ fn latest_handoff(root: &Path) -> Option<PathBuf> {
     })
 }
 
-/// What the session is told: where the work stopped and the handoff itself.
-pub fn resume_block(root: &Path) -> Option<String> {
-    let rel = latest_handoff(root)?;
-    let text = std::fs::read_to_string(root.join(&rel)).ok()?;
+/// The checkpoint a new session may resume from, by the state's truth:
+/// the one still to be resumed (`context_checkpoint.active`: no iteration
+/// of ralph's took it over yet), unless the run it belongs to completed
+/// after it was made. `Err` says why there is none.
+fn pending(state: &RunState) -> std::result::Result<&ContextCheckpoint, String> {
+    let cp = &state.context_checkpoint;
+    if !cp.active {
+        return Err("the latest checkpoint was resumed already (by ralph's loop)".into());
+    }
+    let at = |t: Option<&str>| t.and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    if state.status == RunStatus::Completed
+        && let (Some(made), Some(ended)) =
+            (at(cp.timestamp.as_deref()), at(state.ended_at.as_deref()))
+        && made <= ended
+    {
+        return Err("the run the latest checkpoint belongs to has completed".into());
+    }
+    Ok(cp)
+}
+
+/// What the state says of the checkpoint's work: committed, nothing to
+/// commit, or not committed (and why).
+fn committed(cp: &ContextCheckpoint) -> String {
+    match (&cp.commit, cp.commit_note.as_deref()) {
+        (Some(c), _) => format!("its work is committed ({})", &c[..c.len().min(10)]),
+        (None, Some("nothing to commit")) => "it left nothing uncommitted".into(),
+        (None, Some(note)) => {
+            format!("its work is NOT committed ({note}): the changes are in the work tree")
+        }
+        (None, None) => "its work is NOT committed: the changes are in the work tree".into(),
+    }
+}
+
+/// What the session is told: where the work stopped and the handoff
+/// itself — or `Err` with why not (docs/commands.md, SessionStart's rule).
+pub fn resume_block(root: &Path) -> std::result::Result<String, String> {
+    let state = RunState::load(&Layout::new(root).state()).ok().flatten();
+    let (rel, truth) = match &state {
+        Some(s) => {
+            let cp = pending(s)?;
+            let rel = cp
+                .handoff_file
+                .as_deref()
+                .map(PathBuf::from)
+                .filter(|p| root.join(p).is_file())
+                .ok_or("the latest checkpoint has no handoff file")?;
+            (rel, Some(cp))
+        }
+        // No state (a copied handoff, an older ralph): the newest file,
+        // without claims about commits.
+        None => (
+            latest_handoff(root).ok_or("no handoff in .ralph/handoffs yet")?,
+            None,
+        ),
+    };
+    let text = std::fs::read_to_string(root.join(&rel)).map_err(|e| e.to_string())?;
     let body = strip_front_matter(&text).trim();
     let config = Config::load(root).unwrap_or_default();
     let item = Project::at(root)
@@ -206,12 +257,20 @@ pub fn resume_block(root: &Path) -> Option<String> {
             None => format!(" (written {d})"),
         })
         .unwrap_or_default();
-    let mut out = format!(
-        "# Resume from a ralph checkpoint\n\n\
-         This project's work was checkpointed by ralph: the work is committed and \
-         the handoff `{}`{written} says where it stopped. Go on from there; do not restart from scratch.\n",
-        rel.display()
-    );
+    let what = match truth {
+        Some(cp) => format!(
+            "This project's work was checkpointed by ralph and not resumed since: {}. \
+             The handoff `{}`{written} says where it stopped. Go on from there; do not restart from scratch.\n",
+            committed(cp),
+            rel.display()
+        ),
+        None => format!(
+            "The newest ralph handoff in this project is `{}`{written}: it says where the work stopped. \
+             Check `git status` and `git log` before you go on.\n",
+            rel.display()
+        ),
+    };
+    let mut out = format!("# Resume from a ralph checkpoint\n\n{what}");
     if let Some(item) = item {
         out.push_str(&format!(
             "The current plan item (`{}`): **{item}**\n",
@@ -229,7 +288,7 @@ pub fn resume_block(root: &Path) -> Option<String> {
         out.push_str(body);
         out.push('\n');
     }
-    Some(out)
+    Ok(out)
 }
 
 /// A plain `key: value` of the handoff's front matter, unquoted.
@@ -293,6 +352,10 @@ mod tests {
         std::fs::write(d.path().join("fix_plan.md"), "- [x] a\n- [ ] b\n").unwrap();
         let block = resume_block(d.path()).unwrap();
         assert!(
+            block.contains("Check `git status`"),
+            "no state, no claims: {block}"
+        );
+        assert!(
             block.contains("`.ralph/handoffs/2026-01-02-0900-iter002.md`"),
             "{block}"
         );
@@ -302,6 +365,53 @@ mod tests {
         );
         assert!(block.contains("**b**"), "{block}");
         assert!(!block.contains("x: 1"), "{block}");
+    }
+
+    #[test]
+    fn a_new_session_is_offered_only_a_checkpoint_still_to_be_resumed() {
+        let state = |active: bool, made: &str, status: RunStatus, ended: Option<&str>| RunState {
+            status,
+            ended_at: ended.map(str::to_string),
+            context_checkpoint: ContextCheckpoint {
+                active,
+                timestamp: Some(made.into()),
+                ..ContextCheckpoint::default()
+            },
+            ..RunState::default()
+        };
+        let (t1, t2) = ("2026-11-20T10:00:00Z", "2026-11-20T11:00:00Z");
+        // (state, offered?)
+        let table = [
+            (state(true, t1, RunStatus::New, None), true),
+            // resumed by ralph's loop already
+            (state(false, t1, RunStatus::Running, None), false),
+            // made during a run that completed after it
+            (state(true, t1, RunStatus::Completed, Some(t2)), false),
+            // made after the completion (`ralph checkpoint` the day after)
+            (state(true, t2, RunStatus::Completed, Some(t1)), true),
+            // a run that stopped otherwise: the checkpoint is still the way on
+            (state(true, t1, RunStatus::BreakerOpen, Some(t2)), true),
+        ];
+        for (s, offered) in table {
+            assert_eq!(pending(&s).is_ok(), offered, "{s:?}");
+        }
+        let cp = |commit: Option<&str>, note: Option<&str>| ContextCheckpoint {
+            commit: commit.map(str::to_string),
+            commit_note: note.map(str::to_string),
+            ..ContextCheckpoint::default()
+        };
+        assert_eq!(
+            committed(&cp(Some("0123456789abcdef"), None)),
+            "its work is committed (0123456789)"
+        );
+        assert_eq!(
+            committed(&cp(None, Some("nothing to commit"))),
+            "it left nothing uncommitted"
+        );
+        assert!(
+            committed(&cp(None, Some("git.wip_commit is off")))
+                .starts_with("its work is NOT committed (git.wip_commit is off)")
+        );
     }
 
     #[test]
