@@ -1021,6 +1021,6 @@ fn two_workers_run_the_real_cli_side_by_side_and_are_merged() {
         .filter_map(|e| e["worker"].as_str().map(str::to_string))
         .collect();
     assert_eq!(workers.len(), 2, "{workers:?}");
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
