@@ -226,14 +226,7 @@ impl Worker {
             index.add(&entry)?;
         }
         if index.has_conflicts() {
-            let mut files: Vec<String> = index
-                .conflicts()?
-                .filter_map(|c| c.ok())
-                .filter_map(|c| c.our.or(c.their).or(c.ancestor))
-                .map(|e| String::from_utf8_lossy(&e.path).into_owned())
-                .collect();
-            files.dedup();
-            return Ok(Attempt::Conflict(files));
+            return Ok(Attempt::Conflict(crate::workers::merge::conflicted(&index)));
         }
         let merged = repo.find_tree(index.write_tree_to(repo)?)?;
         let blob = repo.blob(checked.as_bytes())?;
