@@ -75,6 +75,7 @@ pub fn render_prompt(
             minijinja::context! {
                 iteration => iteration,
                 max_iterations => config.loop_.max_iterations,
+                items_per_session => config.context.items_per_session,
                 objective => &objective,
                 plan_file => config.plan.display().to_string(),
                 plan => plan.view(),
