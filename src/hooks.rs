@@ -7,7 +7,8 @@
 //! ```text
 //! hooks.rs           this map
 //! hooks/
-//!   runner.rs        Point, Facts, Hooks (a worker thread), env, retries
+//!   point.rs         Point: the keys of `[hooks]`, as the `hook` event writes them
+//!   runner.rs        which event fires which Point, Facts, Hooks (a worker thread), env, retries
 //!   process.rs       one command in its own process group: pipes, timeout, kill
 //!   verify.rs        `[verify]`: the checks, run in order, stopping at the first failure
 //!   verify/checks.rs VerifyConfig, Verification (events, state), the prompt's "fix first" view
@@ -16,6 +17,7 @@
 //! Pitfalls: values are passed in the environment, never interpolated into
 //! the command; the loop waits for hooks except `on_level`.
 
+pub(crate) mod point;
 pub(crate) mod process;
 mod runner;
 pub(crate) mod verify;

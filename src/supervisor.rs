@@ -48,6 +48,7 @@
 //!   seams.rs             the run's side of the seams: estimates, the shard rule, the items ledger
 //!   now.rs               Now: time as a value, read once per input
 //!   facts.rs             what an iteration leaves behind (plain data)
+//!   publish.rs           Publisher: the one way an event is published, hooks run with the same facts
 //!   snapshots.rs         the safety net's snapshots during an iteration, pruning at the start
 //!   takeover.rs          taking over a dead supervisor's iteration (replay of its transcript)
 //!   verify.rs            [verify]: when the checks run, a refused completion, the final commit
@@ -66,6 +67,7 @@ mod facts;
 mod iteration;
 mod limit_wait;
 mod now;
+mod publish;
 mod record;
 mod run;
 mod seams;

@@ -11,8 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Level, MeterReading};
 use crate::error::{Error, Result};
+use crate::hooks::point::Point;
+use crate::plan::items::ShardReason;
 use crate::rules::breaker;
-use crate::state::{IterationOutcome, Trigger};
+use crate::rules::limits::LimitSource;
+use crate::state::{IterationOutcome, RunStatus, Trigger};
 
 /// One thing that happened. Serialized with `"event": "<snake_case name>"`
 /// and a `ts` (RFC 3339) by [`Record`]; documented in docs/events.md.
@@ -80,7 +83,7 @@ pub enum Event {
         iteration: u32,
         item: String,
         /// `too_large` or `checkpointed`.
-        reason: String,
+        reason: ShardReason,
         estimate: Option<u64>,
         percent: f64,
     },
@@ -119,13 +122,13 @@ pub enum Event {
         iteration: u32,
         /// `interval` (every `git.snapshot_interval`) or `stop` (ralph is
         /// about to stop the agent).
-        reason: String,
+        reason: SnapshotReason,
         commit: String,
         #[serde(rename = "ref")]
         reference: String,
     },
     Hook {
-        hook: String,
+        hook: Point,
         command: String,
         ok: bool,
         detail: String,
@@ -168,7 +171,7 @@ pub enum Event {
     LimitWait {
         until: String,
         seconds: u64,
-        source: String,
+        source: LimitSource,
         detail: String,
     },
     Warning {
@@ -183,7 +186,7 @@ pub enum Event {
         message: String,
     },
     RunEnded {
-        outcome: String,
+        outcome: RunStatus,
         exit_code: i32,
         reason: String,
         iterations: u32,
@@ -192,6 +195,31 @@ pub enum Event {
         #[serde(default)]
         report: Option<String>,
     },
+}
+
+/// Why the safety net recorded the work tree (`snapshot.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotReason {
+    /// `git.snapshot_interval` has passed.
+    Interval,
+    /// ralph is about to stop the agent.
+    Stop,
+}
+
+impl SnapshotReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            SnapshotReason::Interval => "interval",
+            SnapshotReason::Stop => "stop",
+        }
+    }
+}
+
+impl std::fmt::Display for SnapshotReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 fn first_attempt() -> u32 {
@@ -458,6 +486,93 @@ mod tests {
                 "outcome",
                 "checkpoint (rate_limit, L2)",
             ),
+            (
+                Event::ShardSuggested {
+                    iteration: 1,
+                    item: "i".into(),
+                    reason: ShardReason::TooLarge,
+                    estimate: None,
+                    percent: 0.0,
+                },
+                "reason",
+                "too_large",
+            ),
+            (
+                Event::ShardSuggested {
+                    iteration: 1,
+                    item: "i".into(),
+                    reason: ShardReason::Checkpointed,
+                    estimate: None,
+                    percent: 0.0,
+                },
+                "reason",
+                "checkpointed",
+            ),
+        ] {
+            let json = serde_json::to_value(&event).unwrap();
+            assert_eq!(json[field], text, "{json}");
+            assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+        }
+        let snapshot = |reason| Event::Snapshot {
+            iteration: 1,
+            reason,
+            commit: "c".into(),
+            reference: "r".into(),
+        };
+        let hook = |hook| Event::Hook {
+            hook,
+            command: "c".into(),
+            ok: true,
+            detail: String::new(),
+            attempt: 1,
+        };
+        let wait = |source| Event::LimitWait {
+            until: "u".into(),
+            seconds: 1,
+            source,
+            detail: String::new(),
+        };
+        let ended = |outcome| Event::RunEnded {
+            outcome,
+            exit_code: 0,
+            reason: String::new(),
+            iterations: 1,
+            cost_usd: 0.0,
+            report: None,
+        };
+        for (event, field, text) in [
+            (snapshot(SnapshotReason::Interval), "reason", "interval"),
+            (snapshot(SnapshotReason::Stop), "reason", "stop"),
+            (hook(Point::Checkpoint), "hook", "on_checkpoint"),
+            (hook(Point::IterationEnd), "hook", "on_iteration_end"),
+            (hook(Point::Exit), "hook", "on_exit"),
+            (hook(Point::Level), "hook", "on_level"),
+            (hook(Point::Breaker), "hook", "on_breaker"),
+            (hook(Point::LimitWait), "hook", "on_limit_wait"),
+            (hook(Point::Verify), "hook", "on_verify"),
+            (
+                wait(LimitSource::RateLimitEvent),
+                "source",
+                "rate_limit_event",
+            ),
+            (
+                wait(LimitSource::SyntheticError),
+                "source",
+                "synthetic_error",
+            ),
+            (wait(LimitSource::Http429), "source", "http_429"),
+            (wait(LimitSource::ResultText), "source", "result_text"),
+            (ended(RunStatus::Completed), "outcome", "completed"),
+            (ended(RunStatus::BreakerOpen), "outcome", "breaker_open"),
+            (
+                ended(RunStatus::IterationLimit),
+                "outcome",
+                "iteration_limit",
+            ),
+            (ended(RunStatus::BudgetSpent), "outcome", "budget_spent"),
+            (ended(RunStatus::Stopped), "outcome", "stopped"),
+            (ended(RunStatus::Interrupted), "outcome", "interrupted"),
+            (ended(RunStatus::Failed), "outcome", "failed"),
         ] {
             let json = serde_json::to_value(&event).unwrap();
             assert_eq!(json[field], text, "{json}");

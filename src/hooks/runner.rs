@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::point::Point;
 use super::process;
 use super::process::End;
 use crate::config::HooksConfig;
@@ -20,18 +21,6 @@ use crate::events::{Bus, Event, Record};
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// The longest `detail` taken from a hook's output.
 const DETAIL_CHARS: usize = 300;
-
-/// The moments a hook can be attached to (the keys of `[hooks]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Point {
-    Checkpoint,
-    IterationEnd,
-    Exit,
-    Level,
-    Breaker,
-    LimitWait,
-    Verify,
-}
 
 impl Point {
     /// The point `event` fires, if any: a level only when it rises.
@@ -46,19 +35,6 @@ impl Point {
             Event::Verify { .. } => Point::Verify,
             _ => return None,
         })
-    }
-
-    /// Its key in `[hooks]`.
-    pub fn key(self) -> &'static str {
-        match self {
-            Point::Checkpoint => "on_checkpoint",
-            Point::IterationEnd => "on_iteration_end",
-            Point::Exit => "on_exit",
-            Point::Level => "on_level",
-            Point::Breaker => "on_breaker",
-            Point::LimitWait => "on_limit_wait",
-            Point::Verify => "on_verify",
-        }
     }
 }
 
@@ -269,7 +245,7 @@ fn env(point: Point, event: &Event, facts: Facts) -> Vec<(String, String)> {
             report,
             ..
         } => {
-            vars.push(("RALPH_OUTCOME", outcome.clone()));
+            vars.push(("RALPH_OUTCOME", outcome.to_string()));
             vars.push(("RALPH_EXIT_CODE", exit_code.to_string()));
             vars.push(("RALPH_REPORT", report.clone().unwrap_or_default()));
             reason.clone()
@@ -359,7 +335,7 @@ impl Runner {
         for command in &job.commands {
             if cut {
                 report(Event::Hook {
-                    hook: job.point.key().into(),
+                    hook: job.point,
                     command: command.clone(),
                     ok: false,
                     detail: "not run: ralph was interrupted".into(),
@@ -404,7 +380,7 @@ impl Runner {
                 detail.push_str(&format!("; retrying in {}s", delay.as_secs_f64()));
             }
             report(Event::Hook {
-                hook: job.point.key().into(),
+                hook: job.point,
                 command: command.to_string(),
                 ok,
                 detail,
@@ -711,7 +687,7 @@ mod tests {
         let wait = Event::LimitWait {
             until: "2026-11-22T03:45:05Z".into(),
             seconds: 600,
-            source: "rate_limit_event".into(),
+            source: crate::rules::limits::LimitSource::RateLimitEvent,
             detail: "session limit".into(),
         };
         let v = env(Point::LimitWait, &wait, facts);
@@ -764,7 +740,7 @@ mod tests {
         let names: Vec<String> = kept
             .iter()
             .map(|r| match &r.event {
-                Event::Hook { hook, .. } => hook.clone(),
+                Event::Hook { hook, .. } => hook.to_string(),
                 e => serde_json::to_value(e).unwrap()["event"]
                     .as_str()
                     .unwrap()

@@ -69,6 +69,12 @@ impl ShardReason {
     }
 }
 
+impl std::fmt::Display for ShardReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A pending request, carried in `state.json` to the next prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardRequest {

@@ -4,40 +4,44 @@
 //!
 //! A pipe is followed one step: the other processes that hold it (the
 //! `tee`) are read in `/proc`, and the regular files they have open for
-//! writing are taken as ralph's output. Pitfall: a reader that has not
-//! opened its file yet when ralph starts (it starts beside ralph) is missed.
+//! writing are taken as ralph's output. A reader that has not opened its
+//! file yet when ralph starts (it starts beside ralph, and a loaded machine
+//! may run it late) is found at the next look: each iteration looks again,
+//! and a file once found stays ralph's.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
-static OUTPUT_FILES: OnceLock<Vec<PathBuf>> = OnceLock::new();
+static OUTPUT_FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Note the regular files ralph's stdout and stderr write to, directly or
-/// through a pipe, once, at the start of a run: they are ralph's files,
-/// never the agent's progress and never committed.
+/// through a pipe, at the start of a run and again before each iteration:
+/// they are ralph's files, never the agent's progress and never committed.
 pub fn remember_output_files() {
-    OUTPUT_FILES.get_or_init(|| {
-        let mut files = Vec::new();
-        for fd in [1, 2] {
-            let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
-                continue;
-            };
-            if std::fs::metadata(&target).is_ok_and(|m| m.is_file()) {
-                files.push(target);
-            } else if target.as_os_str().as_encoded_bytes().starts_with(b"pipe:[") {
-                files.extend(written_through(target.as_os_str()));
-            }
+    let mut found = Vec::new();
+    for fd in [1, 2] {
+        let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
+            continue;
+        };
+        if std::fs::metadata(&target).is_ok_and(|m| m.is_file()) {
+            found.push(target);
+        } else if target.as_os_str().as_encoded_bytes().starts_with(b"pipe:[") {
+            found.extend(written_through(target.as_os_str()));
         }
-        files.sort();
-        files.dedup();
-        files
-    });
+    }
+    let mut files = OUTPUT_FILES.lock().unwrap_or_else(|e| e.into_inner());
+    files.extend(found);
+    files.sort();
+    files.dedup();
 }
 
-/// The files [`remember_output_files`] found (none before it ran).
-pub fn output_files() -> &'static [PathBuf] {
-    OUTPUT_FILES.get().map_or(&[], Vec::as_slice)
+/// The files [`remember_output_files`] found so far (none before it ran).
+pub fn output_files() -> Vec<PathBuf> {
+    OUTPUT_FILES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 /// The regular files that the other holders of `pipe` (`pipe:[inode]`, as

@@ -404,7 +404,7 @@ pub fn build(
                 offset: None,
                 seconds: *seconds,
                 until: until.clone(),
-                source: source.clone(),
+                source: source.to_string(),
             }),
             Event::RunEnded {
                 outcome,
@@ -412,7 +412,7 @@ pub fn build(
                 reason,
                 ..
             } => {
-                report.outcome.clone_from(outcome);
+                report.outcome = outcome.to_string();
                 report.exit_code = Some(*exit_code);
                 report.reason = Some(reason.clone());
                 report.ended_at = Some(r.ts.clone());
@@ -744,7 +744,7 @@ mod tests {
                 Event::LimitWait {
                     until: "2026-11-20T23:00:00Z".into(),
                     seconds: 300,
-                    source: "rate_limit_event".into(),
+                    source: crate::rules::limits::LimitSource::RateLimitEvent,
                     detail: String::new(),
                 },
             ),

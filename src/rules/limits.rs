@@ -8,12 +8,44 @@ use regex::Regex;
 
 use crate::stream::{AssistantMessage, ResultMessage};
 
+/// Which signal told of a limit (`limit_wait.source` in the event log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitSource {
+    /// A `rate_limit_event` line with status `rejected`.
+    RateLimitEvent,
+    /// A synthetic assistant message whose `error` is `rate_limit`.
+    SyntheticError,
+    /// A result with HTTP 429.
+    #[serde(rename = "http_429")]
+    Http429,
+    /// Limit wording in the agent's own short result text.
+    ResultText,
+}
+
+impl LimitSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitSource::RateLimitEvent => "rate_limit_event",
+            LimitSource::SyntheticError => "synthetic_error",
+            LimitSource::Http429 => "http_429",
+            LimitSource::ResultText => "result_text",
+        }
+    }
+}
+
+impl std::fmt::Display for LimitSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A limit the agent ran into, and when it lifts (if known).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LimitHit {
     pub resets_at: Option<Timestamp>,
-    /// Which signal told us: "rate_limit_event", "synthetic_error", "http_429", "result_text".
-    pub source: &'static str,
+    /// Which signal told us.
+    pub source: LimitSource,
     pub detail: String,
 }
 
@@ -21,7 +53,7 @@ pub struct LimitHit {
 pub fn from_event(status: &str, resets_at: Option<i64>) -> Option<LimitHit> {
     (status == "rejected").then(|| LimitHit {
         resets_at: resets_at.and_then(|s| Timestamp::from_second(s).ok()),
-        source: "rate_limit_event",
+        source: LimitSource::RateLimitEvent,
         detail: format!("usage limit reached (status {status})"),
     })
 }
@@ -34,7 +66,7 @@ pub fn from_assistant(msg: &AssistantMessage, now: &Zoned) -> Option<LimitHit> {
     let text = msg.text.join("\n");
     Some(LimitHit {
         resets_at: parse_reset(&text, now),
-        source: "synthetic_error",
+        source: LimitSource::SyntheticError,
         detail: first_line(&text, "rate limit"),
     })
 }
@@ -46,7 +78,7 @@ pub fn from_result(r: &ResultMessage, now: &Zoned) -> Option<LimitHit> {
     if r.api_error_status == Some(429) {
         return Some(LimitHit {
             resets_at: parse_reset(text, now),
-            source: "http_429",
+            source: LimitSource::Http429,
             detail: first_line(text, "HTTP 429 rate limited"),
         });
     }
@@ -65,7 +97,7 @@ pub fn from_result(r: &ResultMessage, now: &Zoned) -> Option<LimitHit> {
     }
     Some(LimitHit {
         resets_at,
-        source: "result_text",
+        source: LimitSource::ResultText,
         detail: first_line(text, "usage limit"),
     })
 }
@@ -249,14 +281,14 @@ mod tests {
             ..ResultMessage::default()
         };
         let hit = from_result(&r, &now).unwrap();
-        assert_eq!(hit.source, "result_text");
+        assert_eq!(hit.source, LimitSource::ResultText);
         assert_eq!(hit.resets_at.unwrap().to_string(), "2026-11-21T15:00:00Z");
         let r = ResultMessage {
             is_error: true,
             api_error_status: Some(429),
             ..ResultMessage::default()
         };
-        assert_eq!(from_result(&r, &now).unwrap().source, "http_429");
+        assert_eq!(from_result(&r, &now).unwrap().source, LimitSource::Http429);
     }
 
     #[test]
@@ -312,7 +344,7 @@ mod tests {
         };
         assert_eq!(
             from_assistant(&msg, &now).unwrap().source,
-            "synthetic_error"
+            LimitSource::SyntheticError
         );
         let other = AssistantMessage {
             error: Some("invalid_request".into()),

@@ -627,7 +627,7 @@ mod tests {
         // Recorded at 05:47 UTC: "try again at 6:47 AM".
         let now: jiff::Zoned = "2026-11-24T05:47:00[UTC]".parse().unwrap();
         let hit = crate::rules::limits::from_result(r, &now).expect("a limit");
-        assert_eq!(hit.source, "http_429");
+        assert_eq!(hit.source, crate::rules::limits::LimitSource::Http429);
         assert_eq!(hit.resets_at, Some("2026-11-24T06:47:00Z".parse().unwrap()));
     }
 

@@ -15,14 +15,13 @@ use tokio::time::sleep_until;
 use super::Now;
 use super::facts::Facts;
 use super::iteration::{Effect, HandoffRequest, Input, IterationMachine, NudgeRequest};
+use super::publish::Publisher;
 use super::signals::Signals;
 use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
 use crate::config::format_duration;
-use crate::events::{Bus, Event};
-use crate::hooks::{self, Hooks};
 use crate::prompt::templates::{self, Templates};
-use crate::state::{Layout, Lock};
+use crate::state::{Layout, Lock, RunState};
 
 /// How long the lines an agent left in its pipe may take to read once it
 /// exited (nothing writes to the pipe any more: this only bounds a stuck
@@ -42,7 +41,10 @@ pub(super) fn watch_exit(agent: &mut Agent) -> oneshot::Receiver<std::io::Result
 
 /// What one iteration's driver works with.
 pub(super) struct Driver<'a> {
-    pub bus: &'a mut Bus,
+    /// Every event goes out through it (a rising level fires `on_level`),
+    /// told the run's facts in `state`, as between iterations.
+    events: &'a mut Publisher,
+    state: &'a RunState,
     pub templates: &'a Templates,
     pub root: &'a Path,
     pub signals: &'a mut Signals,
@@ -50,10 +52,6 @@ pub(super) struct Driver<'a> {
     /// sessions of the agent's tools are recorded in it on the same beat (a
     /// takeover after a crash ends them).
     pub lock: &'a mut Lock,
-    /// Every event goes through the hooks (a rising level fires
-    /// `on_level`), with what the run knows of this iteration.
-    hooks: &'a mut Hooks,
-    hook_facts: hooks::Facts,
     net: SafetyNet,
     /// Effects still to carry out (kept to spare an allocation per line).
     queue: VecDeque<Effect>,
@@ -63,21 +61,19 @@ pub(super) struct Driver<'a> {
 impl<'a> Driver<'a> {
     pub(super) fn new(
         net: SafetyNet,
-        bus: &'a mut Bus,
+        (events, state): (&'a mut Publisher, &'a RunState),
         templates: &'a Templates,
         root: &'a Path,
         signals: &'a mut Signals,
         lock: &'a mut Lock,
-        (hooks, hook_facts): (&'a mut Hooks, hooks::Facts),
     ) -> Driver<'a> {
         Driver {
-            bus,
+            events,
+            state,
             templates,
             root,
             signals,
             lock,
-            hooks,
-            hook_facts,
             net,
             queue: VecDeque::new(),
             out: Vec::new(),
@@ -122,7 +118,7 @@ impl<'a> Driver<'a> {
         // them, up to the channel's end (an agent that printed thousands of
         // lines and exited at once has most of them still in the pipe).
         // Running on_level hooks are ralph's children too: let them end.
-        self.hooks.settle(self.bus);
+        self.events.settle();
         agent.end_leftovers();
         let drained = tokio::time::Instant::now() + DRAIN_LIMIT;
         while let Ok(Some((event, at))) = tokio::time::timeout_at(drained, lines.recv()).await {
@@ -142,7 +138,7 @@ impl<'a> Driver<'a> {
         // agent's last words on stderr explain why it failed.
         facts.stderr_tail = agent.stderr_tail();
         for message in agent.transcript_notes() {
-            self.bus.emit(Event::Warning { message });
+            self.events.warn(message);
         }
         facts.stash_before = Some(stash_before);
         facts
@@ -161,24 +157,27 @@ impl<'a> Driver<'a> {
         while let Some(effect) = self.queue.pop_front() {
             match effect {
                 Effect::Emit(event) => {
-                    let facts = &self.hook_facts;
-                    self.hooks.emit(self.bus, event, || facts.clone());
+                    self.events.emit(event, self.state, None);
                 }
                 Effect::Tick => {
-                    self.hooks.report(self.bus);
+                    self.events.report();
                     // Within a beat of a `git clean -fdx`, the lock is ours
                     // again; another holder is found before the next iteration.
                     let layout = Layout::new(self.root);
-                    let _ = crate::state::ownership::keep_runtime(&layout, self.lock, self.bus);
-                    self.bus.tick();
+                    let _ = crate::state::ownership::keep_runtime(
+                        &layout,
+                        self.lock,
+                        self.events.bus(),
+                    );
+                    self.events.bus().tick();
                     let _ = self
                         .lock
                         .add_sessions(crate::agent::procs::descendant_sessions());
                 }
-                Effect::DetachDisplay => self.bus.detach(),
+                Effect::DetachDisplay => self.events.bus().detach(),
                 Effect::Snapshot(reason) => {
                     if let Some(event) = self.net.record(reason) {
-                        self.bus.emit(event);
+                        self.events.emit(event, self.state, None);
                     }
                 }
                 Effect::CloseStdin => {
@@ -239,9 +238,7 @@ impl<'a> Driver<'a> {
             Ok(text) => {
                 agent.send(&text).await;
             }
-            Err(e) => self.bus.emit(Event::Warning {
-                message: format!("cannot render the L1 nudge: {e}"),
-            }),
+            Err(e) => self.events.warn(format!("cannot render the L1 nudge: {e}")),
         }
     }
 
@@ -271,9 +268,8 @@ impl<'a> Driver<'a> {
         match text {
             Ok(text) => agent.send(&text).await,
             Err(e) => {
-                self.bus.emit(Event::Warning {
-                    message: format!("cannot render the checkpoint request: {e}"),
-                });
+                self.events
+                    .warn(format!("cannot render the checkpoint request: {e}"));
                 false
             }
         }

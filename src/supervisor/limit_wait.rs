@@ -117,7 +117,7 @@ mod tests {
     fn hit(resets_at: Option<&str>) -> LimitHit {
         LimitHit {
             resets_at: resets_at.map(|t| t.parse().unwrap()),
-            source: "rate_limit_event",
+            source: crate::rules::limits::LimitSource::RateLimitEvent,
             detail: "5-hour limit".into(),
         }
     }

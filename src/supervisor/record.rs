@@ -424,7 +424,7 @@ pub(super) fn ended(
     report: Option<String>,
 ) -> Event {
     Event::RunEnded {
-        outcome: state.status.name().to_string(),
+        outcome: state.status.clone(),
         exit_code,
         reason,
         iterations: state.iteration,

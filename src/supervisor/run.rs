@@ -10,6 +10,7 @@ use super::driver::Driver;
 use super::facts::{CheckpointMark, Facts, rel};
 use super::iteration::{IterationLimits, IterationMachine};
 use super::limit_wait::LimitBackoff;
+use super::publish::Publisher;
 use super::signals::{Request, Signals};
 pub use super::verdict::Outcome;
 use super::verdict::{Measured, Next, RunFlags};
@@ -45,11 +46,11 @@ pub struct Supervisor {
     pub(super) config: Config,
     pub(super) templates: Templates,
     pub(super) reset_breaker: bool,
-    pub(super) bus: Bus,
+    /// Every event of the run goes out through it (bus and hooks).
+    pub(super) events: Publisher,
     pub(super) state: RunState,
     pub(super) lock: Lock,
     pub(super) signals: Signals,
-    pub(super) hooks: hooks::Hooks,
     pub(super) budgets: Budgets,
     pub(super) flags: RunFlags,
     pub(super) backoff: LimitBackoff,
@@ -179,11 +180,14 @@ impl Supervisor {
             layout,
             templates,
             reset_breaker: opts.reset_breaker,
-            bus,
+            events: Publisher::new(
+                bus,
+                hooks::Hooks::new(&config.hooks, root),
+                root.join(&config.plan),
+            ),
             state,
             lock,
             signals,
-            hooks: hooks::Hooks::new(&config.hooks, root),
             budgets: Budgets::new(&config, opts.deadline, Instant::now(), counted_from),
             flags: RunFlags::default(),
             backoff: LimitBackoff::default(),
@@ -209,9 +213,7 @@ impl Supervisor {
     pub(super) fn save(&mut self) {
         let path = self.layout.state();
         if let Err(e) = self.state.save(&path) {
-            self.bus.emit(Event::Warning {
-                message: format!("cannot save the run state: {e}"),
-            });
+            self.events.warn(format!("cannot save the run state: {e}"));
         }
     }
 
@@ -222,21 +224,9 @@ impl Supervisor {
     }
 
     /// Publish `event` and run the hooks of its `[hooks]` point, if it has
-    /// one, with `reason` as `RALPH_REASON` (src/hooks: env, stdin payload,
-    /// retries).
+    /// one, with `reason` as `RALPH_REASON` (`publish.rs`).
     pub(super) fn publish(&mut self, event: Event, reason: Option<String>) {
-        // Built only when a hook runs: it reads the plan from disk.
-        let (state, plan) = (&self.state, self.root.join(&self.config.plan));
-        let facts = || hooks::Facts {
-            iteration: state.iteration,
-            run_id: state.run_id.clone(),
-            item: Plan::load(&plan)
-                .ok()
-                .and_then(|p| p.current().map(|i| i.text.clone())),
-            handoff: state.last_handoff.clone(),
-            reason,
-        };
-        if self.hooks.emit(&mut self.bus, event, facts) {
+        if self.events.emit(event, &self.state, reason) {
             // A hook may have changed the tree.
             self.tree_touched();
         }
@@ -286,14 +276,18 @@ impl Supervisor {
         if self.state.start_commit.is_none() {
             self.state.start_commit = self.head();
         }
-        self.bus.emit(Event::RunStarted {
-            run_id: self.state.run_id.clone(),
-            resumed,
-            first_iteration: self.state.iteration + 1,
-            max_iterations: self.state.max_iterations,
-            plan: self.config.plan.display().to_string(),
-            pid: std::process::id(),
-        });
+        self.events.emit(
+            Event::RunStarted {
+                run_id: self.state.run_id.clone(),
+                resumed,
+                first_iteration: self.state.iteration + 1,
+                max_iterations: self.state.max_iterations,
+                plan: self.config.plan.display().to_string(),
+                pid: std::process::id(),
+            },
+            &self.state,
+            None,
+        );
         self.take_over(dead);
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
@@ -332,7 +326,7 @@ impl Supervisor {
         self.save();
         // The morning report (src/morning), for the user and the hooks.
         let report =
-            crate::report::after_run(&self.layout, &self.config, &self.state, &mut self.bus);
+            crate::report::after_run(&self.layout, &self.config, &self.state, self.events.bus());
         let ended = record::ended(&self.state, exit_code, reason, report);
         self.publish(ended, None);
     }
@@ -366,9 +360,11 @@ impl Supervisor {
             if let Next::End(outcome, why) = gate {
                 return Ok((outcome, why));
             }
-            crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, &mut self.bus)?;
+            crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
+            // A `| tee ralph.log` that opened its file after ralph started.
+            repo::remember_output_files();
             let plan_before = self.plan();
             let snap_before = match self.reuse_snapshot.take() {
                 Some(s) => Some(s),
@@ -402,9 +398,8 @@ impl Supervisor {
         if let Err(e) =
             crate::state::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
         {
-            self.bus.emit(Event::Warning {
-                message: format!("cannot write {}: {e}", prompt_path.display()),
-            });
+            self.events
+                .warn(format!("cannot write {}: {e}", prompt_path.display()));
         }
         let cmd = AgentCommand::from_config(&self.config, number, &self.root);
         let run_dir = self.layout.run_dir(&self.state.run_id);
@@ -417,12 +412,16 @@ impl Supervisor {
             .flatten();
         self.state.status = RunStatus::Running;
         self.save();
-        self.bus.emit(Event::IterationStarted {
-            iteration: number,
-            command: cmd.display(),
-            transcript: rel(&self.root, &transcript),
-            resume_from,
-        });
+        self.events.emit(
+            Event::IterationStarted {
+                iteration: number,
+                command: cmd.display(),
+                transcript: rel(&self.root, &transcript),
+                resume_from,
+            },
+            &self.state,
+            None,
+        );
         let spawned = crate::state::create_dir_private(&run_dir)
             .and_then(|()| Agent::spawn(&cmd, &self.root, &transcript));
         let (mut agent, lines) = match spawned {
@@ -452,21 +451,13 @@ impl Supervisor {
             self.save();
         }
         let machine = self.machine(number, &Now::read()).with_seams(seams);
-        let hook_facts = hooks::Facts {
-            iteration: number,
-            run_id: self.state.run_id.clone(),
-            item: plan.current().map(|i| i.text.clone()),
-            handoff: self.state.last_handoff.clone(),
-            reason: None,
-        };
         let driver = Driver::new(
             self.safety_net(number),
-            &mut self.bus,
+            (&mut self.events, &self.state),
             &self.templates,
             &self.root,
             &mut self.signals,
             &mut self.lock,
-            (&mut self.hooks, hook_facts),
         );
         let mut facts = driver.drive(machine, &mut agent, lines, exited).await;
         facts.started_at = started_at;
@@ -507,7 +498,7 @@ impl Supervisor {
         } else if let Some(message) =
             crate::plan::decisions::record_from_plan(&self.root, &self.config.plan, facts.number)
         {
-            self.bus.emit(Event::Warning { message });
+            self.events.warn(message);
         }
         let mut events = Vec::new();
         let trip = record::iteration(
@@ -571,7 +562,7 @@ impl Supervisor {
         let saved = checkpoint::perform(&self.root, &self.config, &self.templates, &moment);
         let _ = self.lock.set_committing(false);
         for w in &saved.warnings {
-            self.bus.emit(Event::Warning { message: w.clone() });
+            self.events.warn(w.clone());
         }
         record::checkpoint(&mut self.state, &moment, &saved, now_rfc3339());
         self.save();
@@ -600,7 +591,7 @@ impl Supervisor {
                 return Some((Outcome::Interrupted, format!("interrupted {when}")));
             }
             Request::Stop => return Some((Outcome::Stopped, format!("stopped on request {when}"))),
-            Request::Hangup => self.bus.detach(),
+            Request::Hangup => self.events.bus().detach(),
             Request::Checkpoint(_) => {
                 let facts = Facts {
                     number: self.state.iteration,

@@ -88,7 +88,7 @@ impl Supervisor {
             let event = Event::ShardSuggested {
                 iteration: number,
                 item: r.item.clone(),
-                reason: r.reason.name().into(),
+                reason: r.reason,
                 estimate: r.estimate,
                 percent: r.percent,
             };
@@ -128,9 +128,10 @@ impl Supervisor {
             .collect();
         let ledger = items::ledger_path(&self.layout.dir);
         if let Err(e) = items::append_ledger(&ledger, &finished) {
-            self.bus.emit(Event::Warning {
-                message: format!("cannot record finished items in {}: {e}", ledger.display()),
-            });
+            self.events.warn(format!(
+                "cannot record finished items in {}: {e}",
+                ledger.display()
+            ));
         }
         let unfinished = outcome
             .item

@@ -8,25 +8,8 @@ use std::path::Path;
 
 use super::Supervisor;
 use crate::events::Event;
+pub(super) use crate::events::SnapshotReason;
 use crate::repo::{Guard, OwnPaths, Repo, SnapshotOutcome};
-
-/// Why the safety net records the work tree now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum SnapshotReason {
-    /// `git.snapshot_interval` has passed.
-    Interval,
-    /// ralph is about to stop the agent.
-    Stop,
-}
-
-impl SnapshotReason {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            SnapshotReason::Interval => "interval",
-            SnapshotReason::Stop => "stop",
-        }
-    }
-}
 
 /// Takes one iteration's snapshots.
 pub(super) struct SafetyNet {
@@ -69,7 +52,7 @@ impl SafetyNet {
         match repo.record_snapshot(&self.run, self.iteration, &self.own, &self.guard) {
             Ok(SnapshotOutcome::Written { commit, reference }) => Some(Event::Snapshot {
                 iteration: self.iteration,
-                reason: reason.name().to_string(),
+                reason,
                 commit,
                 reference,
             }),

@@ -15,7 +15,6 @@ use super::facts::Facts;
 use super::iteration::Input;
 use super::{Now, Supervisor, record, snapshots, verdict};
 use crate::checkpoint;
-use crate::events::Event;
 use crate::repo::{CommitOutcome, Repo};
 use crate::state::RunStatus;
 
@@ -71,12 +70,10 @@ impl Supervisor {
                 "git.wip_commit is off: they stay uncommitted".to_string()
             }
         };
-        self.bus.emit(Event::Warning {
-            message: format!(
-                "{} tracked file(s) were modified before the run: {shown}{more}; {what}",
-                files.len()
-            ),
-        });
+        self.events.warn(format!(
+            "{} tracked file(s) were modified before the run: {shown}{more}; {what}",
+            files.len()
+        ));
         self.tree_touched();
     }
 
@@ -102,9 +99,8 @@ impl Supervisor {
         let kept = crate::state::create_dir_private(&dir)
             .and_then(|()| self.state.save(&dir.join("state.json")));
         if let Err(e) = kept {
-            self.bus.emit(Event::Warning {
-                message: format!("cannot keep the replaced run's state: {e}"),
-            });
+            self.events
+                .warn(format!("cannot keep the replaced run's state: {e}"));
         }
         self.state = new;
         self.save();
@@ -116,7 +112,7 @@ impl Supervisor {
         let runs = self.layout.runs();
         for message in crate::agent::transcript::tidy(&runs, &self.state.run_id, &self.config.runs)
         {
-            self.bus.emit(Event::Warning { message });
+            self.events.warn(message);
         }
     }
 
@@ -140,9 +136,9 @@ impl Supervisor {
         let why = format!(
             "the supervisor died during iteration {number}; the next run took it over{resuming}"
         );
-        self.bus.emit(Event::Warning {
-            message: format!("{why}: saving its work from its transcript and the work tree"),
-        });
+        self.events.warn(format!(
+            "{why}: saving its work from its transcript and the work tree"
+        ));
         facts.stop_reason = Some(why);
         let changed = Repo::open(&self.root)
             .ok()

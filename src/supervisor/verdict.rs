@@ -413,7 +413,7 @@ mod tests {
     fn limit() -> LimitHit {
         LimitHit {
             resets_at: None,
-            source: "rate_limit_event",
+            source: crate::rules::limits::LimitSource::RateLimitEvent,
             detail: "5-hour limit".into(),
         }
     }

@@ -169,11 +169,9 @@ impl Supervisor {
             "{reason}; NOT committed: {} file(s) left uncommitted{why}: {paths}",
             left.len()
         );
-        self.bus.emit(Event::Warning {
-            message: format!(
-                "completed with {} uncommitted file(s){why}: {paths}",
-                left.len()
-            ),
-        });
+        self.events.warn(format!(
+            "completed with {} uncommitted file(s){why}: {paths}",
+            left.len()
+        ));
     }
 }

@@ -33,7 +33,7 @@ impl Supervisor {
         let waiting = Event::LimitWait {
             until: until.to_string(),
             seconds: wait.as_secs(),
-            source: hit.source.into(),
+            source: hit.source,
             detail: hit.detail.clone(),
         };
         self.publish(waiting, None);
@@ -41,7 +41,7 @@ impl Supervisor {
         loop {
             tokio::select! {
                 _ = sleep_until(end) => break,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => self.bus.tick(),
+                _ = tokio::time::sleep(Duration::from_secs(1)) => self.events.bus().tick(),
                 request = self.signals.next() => {
                     if let Some(end) = self.on_request_between(request, "while waiting for a usage limit to reset") {
                         return Some(end);

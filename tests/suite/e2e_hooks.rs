@@ -295,3 +295,40 @@ on_limit_wait = ["printf '%s|%s|%s' \"$RALPH_UNTIL\" \"$RALPH_WAIT_SECONDS\" \"$
         log_lines(&p, "limit_wait").concat()
     );
 }
+
+/// One publisher: a hook is told the plan's current item as it is when the
+/// hook fires, whichever part of the run published its event. Here the
+/// agent checks off the first item, then crosses L2: `on_level` (published
+/// while the agent runs) and `on_checkpoint` (after it) both name the second
+/// item; `on_level` used to be told the item the iteration started with.
+#[test]
+fn every_hook_is_told_the_same_plan_item() {
+    let scenario = r##"
+[[step]]
+context = 20000
+text = "Parser done."
+path = "fix_plan.md"
+content = "# Ship the parser\n\n- [x] parser (#123, ENG-42)\n- [ ] tests\n"
+[[step]]
+context = 146000
+text = "Writing tests."
+path = "work.txt"
+content = "work in progress\n"
+"##;
+    let hooks = r#"[hooks]
+on_level = ["printf 'on_level|%s\n' \"$RALPH_ITEM\" >> .ralph/items"]
+on_checkpoint = ["printf 'on_checkpoint|%s\n' \"$RALPH_ITEM\" >> .ralph/items"]
+"#;
+    let p = Project::new(PLAN, scenario, hooks);
+    let run = p.run(&["--max-iterations", "1"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_hooks_ok(&run);
+    let mut told: Vec<String> = p.read(".ralph/items").lines().map(String::from).collect();
+    told.sort();
+    assert_eq!(
+        told,
+        ["on_checkpoint|tests", "on_level|tests"],
+        "{}",
+        run.describe()
+    );
+}

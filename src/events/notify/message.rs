@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::config::Kind;
 use crate::events::{Event, Record};
+use crate::state::RunStatus;
 
 /// One notification, the same for every channel.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,14 +91,14 @@ fn describe(event: &Event, items_done: &[String]) -> Option<(Kind, String, Strin
             cost_usd,
             report,
         } => {
-            let kind = if outcome == "budget_spent" {
+            let kind = if *outcome == RunStatus::BudgetSpent {
                 Kind::BudgetStop
             } else {
                 Kind::RunEnded
             };
             let headline = match kind {
                 Kind::BudgetStop => "stopped on budget".to_string(),
-                _ => format!("run {}", outcome.replace('_', " ")),
+                _ => format!("run {}", outcome.name().replace('_', " ")),
             };
             let mut text = format!(
                 "{reason}\n{iterations} iteration(s), ${cost_usd:.2}, exit code {exit_code}.\n{} item(s) done",
@@ -248,7 +249,7 @@ mod tests {
         let wait = Event::LimitWait {
             until: "2026-11-24T09:00:00Z".into(),
             seconds: 3600,
-            source: "rate_limit_event".into(),
+            source: crate::rules::limits::LimitSource::RateLimitEvent,
             detail: "limit".into(),
         };
         let n = w.notice(&record(wait)).unwrap();
