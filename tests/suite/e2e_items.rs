@@ -415,14 +415,20 @@ fn small_items_share_a_session_and_the_report_counts_items_per_context_window() 
     );
     assert!(!first.contains("Work on that one item only"), "{first}");
     let state = p.state();
-    assert_eq!(state["history"][0]["items_checked"], serde_json::json!(["a", "b", "c"]));
+    assert_eq!(
+        state["history"][0]["items_checked"],
+        serde_json::json!(["a", "b", "c"])
+    );
     let out = p.ralph().args(["report", "--json"]).output().unwrap();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["metrics"]["items_checked"], 4);
     assert_eq!(json["metrics"]["items_per_context_window"], 2.0);
     let out = p.ralph().arg("report").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("4 checked · 2.00 per context window"), "{text}");
+    assert!(
+        text.contains("4 checked · 2.00 per context window"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -448,11 +454,21 @@ fn items_per_session_caps_a_session_at_an_item_boundary() {
     assert_eq!(checked[0]["items"], serde_json::json!(["a"]));
     assert_eq!(checked[1]["items"], serde_json::json!(["b"]));
     let handoff = p.read(cp[0]["handoff"].as_str().unwrap());
-    assert!(handoff.contains("context.items_per_session = 2"), "{handoff}");
+    assert!(
+        handoff.contains("context.items_per_session = 2"),
+        "{handoff}"
+    );
 
     // One item per session: the prompt says to end the turn.
-    let one = Project::new("- [ ] a\n- [ ] b\n", SMALL_ITEMS, "[context]\nitems_per_session = 1\n");
+    let one = Project::new(
+        "- [ ] a\n- [ ] b\n",
+        SMALL_ITEMS,
+        "[context]\nitems_per_session = 1\n",
+    );
     let out = one.ralph().arg("prompt").output().unwrap();
     let prompt = String::from_utf8(out.stdout).unwrap();
-    assert!(prompt.contains("Then end your turn: the next item gets a fresh session."), "{prompt}");
+    assert!(
+        prompt.contains("Then end your turn: the next item gets a fresh session."),
+        "{prompt}"
+    );
 }

@@ -110,7 +110,11 @@ fn a_3000_item_plan_with_1000_iterations_fits_the_default_budget() {
         "3,000 items, 1,000 iterations: the prompt is {} tokens, {share:.2}% of {usable} usable",
         f.tokens
     );
-    assert!(share <= 3.0, "{} tokens: {share:.2}% of the usable window", f.tokens);
+    assert!(
+        share <= 3.0,
+        "{} tokens: {share:.2}% of the usable window",
+        f.tokens
+    );
     assert!(text.len() / 4 > 20_000, "the plan alone is far over budget");
     for line in must_show(&plan) {
         assert!(f.text.contains(&line), "{line} missing");
