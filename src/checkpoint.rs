@@ -450,8 +450,21 @@ fn commit_message(config: &Config, m: &Moment, saved: &mut Saved) -> String {
     body
 }
 
+/// The worker this loop is, if `ralph run --workers N` started it
+/// (`RALPH_WORKER`, set by the coordinator): a short printable name only.
+fn this_worker() -> Option<String> {
+    std::env::var("RALPH_WORKER").ok().filter(|w| {
+        !w.is_empty() && w.len() <= 40 && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
+}
+
 fn unique_handoff_name(layout: &Layout, now: &jiff::Zoned, iteration: u32) -> PathBuf {
-    let stamp = now.strftime("%Y-%m-%d-%H%M").to_string();
+    let mut stamp = now.strftime("%Y-%m-%d-%H%M").to_string();
+    // Workers' handoffs meet on the run branch: named apart, they merge
+    // without an add/add conflict.
+    if let Some(worker) = this_worker() {
+        stamp = format!("{stamp}-{worker}");
+    }
     let rel = |suffix: &str| {
         PathBuf::from(".ralph/handoffs").join(format!("{stamp}-iter{iteration:03}{suffix}.md"))
     };

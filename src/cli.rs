@@ -122,6 +122,12 @@ pub struct RunArgs {
     /// Override agent.command, e.g. `--agent "ralph sim scenario.toml"` to test a project's setup in CI
     #[arg(long, value_name = "COMMAND")]
     pub agent: Option<String>,
+    /// Run the plan with N agents at once, each in its own git worktree, merged back one at a time (docs/workers.md; `[workers] count`)
+    #[arg(long, value_name = "N", conflicts_with = "worker")]
+    pub workers: Option<u32>,
+    /// Set by the coordinator of `--workers`: this loop is worker NAME (its events are forwarded, the coordinator notifies)
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub worker: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@
 //! report/
 //!   runs.rs          which runs, reading their logs and states, writing the page
 //!   model.rs         a run's figures from its event log and state (pure)
+//!   lanes.rs         a parallel run: a lane per worker, the merge queue's history
 //!   story.rs         what the night changed and how it was checked (data): Story, the verify lane
 //!   changes.rs       the story read from git: commits, diffstats, sessions to reopen; their text and page
 //!   charts.rs        the charts' geometry; svg.rs draws them as inline SVG
@@ -19,6 +20,7 @@
 mod changes;
 pub mod charts;
 pub mod html;
+pub mod lanes;
 pub mod model;
 mod runs;
 pub mod story;

@@ -81,5 +81,6 @@ mod waiting;
 
 use now::Now;
 pub use record::checkpoint_outside_a_run;
+pub(crate) use record::new_run_id;
 pub use run::*;
 pub use seams::next_shard;

@@ -25,7 +25,17 @@
 //! merge updates it only with git's safe checkout.
 
 pub mod assign;
+mod child;
+mod config;
+mod coordinator;
+mod ledger;
 pub mod merge;
+mod view;
+mod worktree;
 
 pub use assign::{Unit, UnitState};
+pub(crate) use child::WORKER_PROMPT;
+pub use config::WorkersConfig;
+pub(crate) use coordinator::{Options, run};
 pub use merge::{MergeRequest, Merged, merge};
+pub use view::WorkersView;

@@ -628,6 +628,7 @@ mod tests {
                 "{}\n",
                 serde_json::to_string(&Record {
                     ts: "t".into(),
+                    worker: None,
                     event: Event::Warning { message: m.into() },
                 })
                 .unwrap()

@@ -268,6 +268,7 @@ mod tests {
             *key = Some("x".into());
         }
         (n.telegram_token, n.telegram_chat) = (Some("t".into()), Some("c".into()));
+        full.workers.dir = Some(".ralph/worktrees".into());
         let value = toml::Value::try_from(&full).unwrap();
         let table = value.as_table().unwrap();
         for (key, v) in table {

@@ -19,7 +19,12 @@ use crate::supervisor::{self, RunOptions, Supervisor};
 
 pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     let root = project.root();
-    let config = super::load_config(project, args)?;
+    let mut config = super::load_config(project, args)?;
+    if args.worker.is_some() {
+        // A worker's prompt stays in its own `.ralph/`: committed on every
+        // worker branch, the shared PROMPT.md would conflict at each merge.
+        config.prompt_file = crate::workers::WORKER_PROMPT.into();
+    }
     let deadline = args
         .deadline
         .as_deref()
@@ -29,17 +34,38 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         return dry_run(root, &config, args.fresh, args.json);
     }
     let mut bus = Bus::new();
-    let opts = RunOptions {
-        fresh: args.fresh,
-        reset_breaker: args.reset_breaker,
-        deadline,
-        budget_per_invocation: args.budget_per_invocation,
-    };
     if args.json {
         bus.add(Box::new(JsonLines::new(std::io::stdout())));
     } else {
         bus.add(Box::new(Terminal::new()));
     }
+    let workers = match args.worker {
+        Some(_) => 1,
+        None => config.workers.workers(args.workers).map_err(|why| {
+            Error::usage(why)
+                .with_hint("fewer workers, or raise [workers] max_worktrees in ralph.toml")
+        })?,
+    };
+    if workers > 1 {
+        let pass = [("--model", &args.model), ("--agent", &args.agent)]
+            .into_iter()
+            .filter_map(|(flag, v)| v.as_ref().map(|v| [flag.to_string(), v.clone()]))
+            .flatten()
+            .collect();
+        let opts = crate::workers::Options {
+            workers,
+            fresh: args.fresh,
+            pass,
+        };
+        return crate::workers::run(project, config, opts, bus);
+    }
+    let opts = RunOptions {
+        fresh: args.fresh,
+        reset_breaker: args.reset_breaker,
+        deadline,
+        budget_per_invocation: args.budget_per_invocation,
+        worker: args.worker.is_some(),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

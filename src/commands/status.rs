@@ -141,6 +141,10 @@ pub struct StatusReport {
     /// The latest run of the `[verify]` commands, if any ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifyView>,
+    /// A parallel run (`ralph run --workers N`): every worker and every
+    /// branch not merged yet, with its commits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<crate::workers::WorkersView>,
 }
 
 /// The latest verification as `ralph status` shows it.
@@ -203,6 +207,7 @@ impl StatusReport {
                 passed: v.passed,
                 summary: v.summary(),
             }),
+            workers: crate::workers::WorkersView::load(root),
         })
     }
 }
@@ -210,10 +215,23 @@ impl StatusReport {
 impl Report for StatusReport {
     fn human(&self) -> String {
         let mut out = String::new();
-        let headline = self
-            .phase
-            .headline(self.waiting_until.as_deref(), self.exit_reason.as_deref());
+        let headline = match &self.workers {
+            // A parallel run's coordinator keeps no state.json of its own.
+            Some(w) if self.phase.status == "none" => format!(
+                "parallel run {}",
+                w.outcome
+                    .as_deref()
+                    .unwrap_or("interrupted")
+                    .replace('_', " ")
+            ),
+            _ => self
+                .phase
+                .headline(self.waiting_until.as_deref(), self.exit_reason.as_deref()),
+        };
         let _ = writeln!(out, "status     {headline}");
+        if let Some(w) = &self.workers {
+            out.push_str(&w.human());
+        }
         if self.phase.status == "none" {
             return out;
         }

@@ -32,6 +32,7 @@ pub struct Config {
     pub notify: crate::events::notify::config::NotifyConfig,
     pub quota: crate::rules::quota::QuotaConfig,
     pub sandbox: crate::agent::sandbox::SandboxConfig,
+    pub workers: crate::workers::WorkersConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -168,6 +169,7 @@ impl Default for Config {
             notify: Default::default(),
             quota: Default::default(),
             sandbox: Default::default(),
+            workers: Default::default(),
         }
     }
 }
@@ -473,6 +475,7 @@ impl Config {
         for (section, check) in [
             ("notify", self.notify.check()),
             ("quota", self.quota.check()),
+            ("workers", self.workers.check()),
         ] {
             if let Err((key, why)) = check {
                 return bad(section, key, why);

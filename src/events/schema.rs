@@ -185,6 +185,34 @@ pub enum Event {
         reason: String,
         message: String,
     },
+    /// Parallel workers (docs/workers.md; the record's `worker` names it):
+    /// the coordinator gave a worker a
+    /// unit of the plan (`task`: `item`), or its branch to bring up to date
+    /// after a merge conflict (`task`: `update`).
+    WorkerStarted {
+        item: String,
+        task: String,
+        branch: String,
+        worktree: String,
+    },
+    /// A worker's loop ended (its own `run_ended`, as the coordinator saw it).
+    WorkerEnded {
+        item: String,
+        exit_code: i32,
+        outcome: String,
+    },
+    /// The merge queue merged a worker branch into the run branch, or could
+    /// not (`conflict`: handed back; `blocked`: the user's files in the way).
+    Merge {
+        item: String,
+        branch: String,
+        /// 1 for the first try, then one more after each update.
+        attempt: u32,
+        #[serde(flatten)]
+        merged: crate::workers::Merged,
+        /// The ref that keeps the run branch's tip from before the merge.
+        backup: Option<String>,
+    },
     RunEnded {
         outcome: RunStatus,
         exit_code: i32,
@@ -230,6 +258,10 @@ fn first_attempt() -> u32 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     pub ts: String,
+    /// The worker whose loop reported it (`ralph run --workers N`), or none
+    /// for a single run's and the coordinator's own events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     #[serde(flatten)]
     pub event: Event,
 }
@@ -240,6 +272,7 @@ impl Record {
     pub fn new(event: Event) -> Record {
         Record {
             ts: crate::state::now_rfc3339(),
+            worker: None,
             event: redacted(event),
         }
     }
@@ -365,6 +398,12 @@ impl Bus {
     }
     pub fn emit(&mut self, event: Event) {
         self.publish(&Record::new(event));
+    }
+    /// `event` as worker `worker`'s (`ralph run --workers N`).
+    pub fn emit_from(&mut self, worker: &str, event: Event) {
+        let mut record = Record::new(event);
+        record.worker = Some(worker.to_string());
+        self.publish(&record);
     }
     /// Hand a record made by [`Record::new`] to every sink.
     pub fn publish(&mut self, record: &Record) {
@@ -584,6 +623,7 @@ mod tests {
     fn records_are_flat_json_with_event_name() {
         let r = Record {
             ts: "2026-11-21T22:00:00Z".into(),
+            worker: None,
             event: Event::Warning {
                 message: "x".into(),
             },

@@ -238,6 +238,38 @@ pub fn describe(event: &Event) -> Option<String> {
             reason,
             message,
         } => format!("needs a human ({reason}, iteration {iteration}): {message}"),
+        Event::WorkerStarted {
+            item, task, branch, ..
+        } => match task.as_str() {
+            "update" => format!(
+                "bring {branch} up to date with the run branch (merge conflict), item \"{item}\""
+            ),
+            _ => format!("started on \"{item}\" (branch {branch})"),
+        },
+        Event::WorkerEnded {
+            item,
+            exit_code,
+            outcome,
+        } => format!("\"{item}\" ended: {outcome} (exit {exit_code})"),
+        Event::Merge {
+            item,
+            branch,
+            attempt,
+            merged,
+            ..
+        } => {
+            use crate::workers::Merged;
+            let what = match merged {
+                Merged::AlreadyMerged => "already merged".to_string(),
+                Merged::FastForward { to, .. } => format!("fast-forward to {}", cut_id(to)),
+                Merged::MergeCommit { id, .. } => format!("merge commit {}", cut_id(id)),
+                Merged::Conflict { files } => {
+                    format!("CONFLICT in {}: handed back", files.join(", "))
+                }
+                Merged::Blocked { reason } => format!("blocked: {reason}"),
+            };
+            format!("merge {branch} (\"{item}\", attempt {attempt}): {what}")
+        }
         Event::RunEnded {
             outcome,
             exit_code,
@@ -249,6 +281,11 @@ pub fn describe(event: &Event) -> Option<String> {
             "run ended: {outcome} (exit {exit_code}) after {iterations} iteration(s), ${cost_usd:.2}: {reason}"
         ),
     })
+}
+
+/// A commit id as people read it: its first 8 digits.
+fn cut_id(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
 }
 
 /// "142k", "1.2M".
@@ -401,6 +438,16 @@ impl Default for Terminal {
 
 impl Sink for Terminal {
     fn event(&mut self, record: &Record) {
+        // A worker's events (`ralph run --workers N`) are lines named after
+        // it; the status line stays the coordinator's, so N workers never
+        // fight over one line.
+        if let Some(worker) = &record.worker {
+            if let Some(text) = describe(&record.event) {
+                self.line(&format!("[{worker}] {text}"));
+            }
+            self.redraw();
+            return;
+        }
         match &record.event {
             Event::IterationStarted { iteration, .. } => {
                 self.iteration = *iteration;

@@ -179,6 +179,7 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
 
     super::changes::changes_html(out, r);
     super::story::verify_html(out, &r.verify);
+    super::lanes::lanes_html(out, &r.story.lanes);
     metrics(out, r);
     contexts(out, r);
     table(out, r, page);

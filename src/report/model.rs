@@ -192,7 +192,7 @@ pub struct Metrics {
 /// The run ids in the log, oldest first (a continued run appears once).
 pub fn run_ids(records: &[Record]) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
-    for r in records {
+    for r in records.iter().filter(|r| r.worker.is_none()) {
         if let Event::RunStarted { run_id, .. } = &r.event
             && !ids.contains(run_id)
         {
@@ -255,7 +255,7 @@ pub fn build(
     let mut starts: BTreeMap<u32, jiff::Timestamp> = BTreeMap::new();
     let mut current: Option<&str> = None;
     let mut last_ts: Option<String> = None;
-    for r in records {
+    for r in records.iter().filter(|r| r.worker.is_none()) {
         if let Event::RunStarted { run_id: id, .. } = &r.event {
             current = Some(id);
         }
@@ -608,6 +608,7 @@ mod tests {
         let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
         Record {
             ts: (t0 + jiff::SignedDuration::from_secs(secs)).to_string(),
+            worker: None,
             event,
         }
     }

@@ -93,6 +93,7 @@ fn build(
     let mut report = model::build(id, records, state, thresholds, budgets);
     let kind = config.map(|c| c.agent.kind).unwrap_or_default();
     super::changes::read_git(&mut report, root, kind);
+    report.story.lanes = super::lanes::Lanes::of(id, records);
     // As the run last saw them, reset since or not.
     if let Some(s) = state.filter(|s| s.run_id == id) {
         report.quota = crate::rules::quota::WindowView::all(&s.quota, config.map(|c| &c.quota), 0);

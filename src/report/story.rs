@@ -25,6 +25,10 @@ pub struct Story {
     pub agent_commits: Vec<CommitLine>,
     /// ralph's own commits since the start.
     pub ralph_commits: usize,
+    /// A parallel run: a lane per worker and the merge queue's history
+    /// (from the event log: `lanes.rs`).
+    #[serde(skip_serializing_if = "super::lanes::Lanes::is_empty")]
+    pub lanes: super::lanes::Lanes,
 }
 
 impl Story {

@@ -142,6 +142,9 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
     for l in super::changes::changes_text(r) {
         let _ = writeln!(out, "{}", fit_width(&l, 80));
     }
+    for line in super::lanes::lanes_text(&r.story.lanes).lines() {
+        let _ = writeln!(out, "{}", fit_width(line, 80));
+    }
     let _ = writeln!(
         out,
         "{:<15}{} breaker trip(s) · {} usage-limit wait(s), {}",

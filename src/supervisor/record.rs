@@ -20,7 +20,7 @@ use crate::state::{
 /// A new run's id: the local start time (ids sort by time, as transcripts
 /// and snapshot pruning expect), then a few hex digits that tell apart runs
 /// started in the same second in other work trees or projects.
-pub(super) fn new_run_id(root: &std::path::Path, repo: Option<&crate::repo::Repo>) -> String {
+pub(crate) fn new_run_id(root: &std::path::Path, repo: Option<&crate::repo::Repo>) -> String {
     use sha2::Digest as _;
     let now = jiff::Zoned::now();
     let mut hasher = sha2::Sha256::new();

@@ -37,6 +37,9 @@ pub struct RunOptions {
     pub deadline: Option<jiff::Timestamp>,
     /// Count the budgets from this invocation, not the run's start.
     pub budget_per_invocation: bool,
+    /// A worker of `ralph run --workers N` (`--worker NAME`): its
+    /// coordinator notifies for it.
+    pub worker: bool,
 }
 
 /// Everything one run needs, shared by its iterations.
@@ -137,7 +140,9 @@ impl Supervisor {
         crate::state::remove_dead_temp_files(&layout.dir);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
-        if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)? {
+        if !opts.worker
+            && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
+        {
             bus.add(Box::new(notifier));
         }
         crate::state::ownership::at_start(root, &config.prompt_file, &mut bus);

@@ -11,12 +11,12 @@
 //! `Blocked`, nothing written).
 
 use git2::{Oid, Repository, build::CheckoutBuilder};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
 /// What merging a worker branch did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Merged {
     /// The worker branch's commits were already on the run branch.

@@ -54,6 +54,7 @@ fn append(root: &Path, events: &[(&str, Event)]) {
         .unwrap();
     for (ts, event) in events {
         let record = Record {
+            worker: None,
             ts: ts.to_string(),
             event: event.clone(),
         };

@@ -454,6 +454,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
     let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
     let at = |s: i64| (t0 + jiff::SignedDuration::from_secs(s)).to_string();
     let mut records = vec![Record {
+        worker: None,
         ts: at(0),
         event: Event::RunStarted {
             run_id: "night".into(),
@@ -471,6 +472,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
     for i in 1..=1000u32 {
         let start = i64::from(i) * 60;
         records.push(Record {
+            worker: None,
             ts: at(start),
             event: Event::IterationStarted {
                 iteration: i,
@@ -483,6 +485,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
         for turn in 1..=25u64 {
             let tokens = turn * 6_000;
             records.push(Record {
+                worker: None,
                 ts: at(start + turn as i64 * 2),
                 event: Event::Context {
                     iteration: i,
@@ -504,6 +507,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
         let checkpoint = i % 3 == 0;
         if checkpoint {
             records.push(Record {
+                worker: None,
                 ts: at(start + 52),
                 event: Event::Checkpoint {
                     iteration: i,
@@ -518,6 +522,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
             });
         }
         records.push(Record {
+            worker: None,
             ts: at(start + 55),
             event: Event::IterationEnded {
                 iteration: i,

@@ -965,3 +965,74 @@ fn tool_errors_of(req: &ApiRequest) -> Vec<String> {
         })
         .collect()
 }
+
+/// (Issue 25) Two workers at once, each the real CLI in its own worktree:
+/// each does its item with Bash (its `RALPH_ITEM`, its own plan), both
+/// branches are merged, the coordinator checks the plan off.
+#[test]
+fn two_workers_run_the_real_cli_side_by_side_and_are_merged() {
+    let _serial = harness::serial();
+    let Some(claude) = harness::claude("two_workers_run_the_real_cli_side_by_side_and_are_merged")
+    else {
+        return;
+    };
+    let setup = Setup {
+        plan: "# Two things\n\n- [ ] alpha\n- [ ] bravo\n",
+        ..Setup::default()
+    };
+    let p = Project::new("workers", &claude, &setup);
+    let api = p.serve(move |req| match req.assistant_turns() {
+        0 => Reply::turn(20_000).tool(
+            "Bash",
+            json!({
+                "command": "printf '%s by %s\\n' \"$RALPH_ITEM\" \"$RALPH_WORKER\" > \"$RALPH_ITEM.txt\" && sed -i 's/- \\[ \\]/- [x]/' .ralph/worker-plan.md",
+                "description": "Do my item and check it off",
+            }),
+        ),
+        _ => Reply::turn(22_000).text("Done.\n\n<promise>COMPLETE</promise>"),
+    });
+    let (code, took) = p.run_ralph(&["--json", "--workers", "2"], Duration::from_secs(120));
+    let reqs = api.main_requests();
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    assert_eq!(code, 0, "both workers' work merged\n{}", diag());
+    eprintln!(
+        "workers: ralph took {took:.1?}, {} main requests",
+        reqs.len()
+    );
+    assert_eq!(
+        distinct_sessions(&reqs).len(),
+        2,
+        "two agent processes\n{}",
+        diag()
+    );
+    assert!(tool_errors(&reqs).is_empty(), "{:?}", tool_errors(&reqs));
+    for item in ["alpha", "bravo"] {
+        let text = p.git(&["show", &format!("HEAD:{item}.txt")]);
+        assert!(
+            text.starts_with(&format!("{item} by w")),
+            "{text}\n{}",
+            diag()
+        );
+    }
+    let plan = p.git(&["show", "HEAD:fix_plan.md"]);
+    assert!(
+        plan.contains("- [x] alpha") && plan.contains("- [x] bravo"),
+        "{plan}"
+    );
+    assert_eq!(
+        p.git(&["branch", "--list", "ralph/*"]).trim(),
+        "",
+        "{}",
+        diag()
+    );
+    let merges = p.events_named("merge");
+    assert_eq!(merges.len(), 2, "{}", diag());
+    let workers: std::collections::BTreeSet<String> = p
+        .events_named("iteration_started")
+        .iter()
+        .filter_map(|e| e["worker"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    assert_nothing_left(&p);
+    p.keep_if_asked();
+}

@@ -212,6 +212,7 @@ mod tests {
     fn record(event: Event) -> Record {
         Record {
             ts: "2026-11-24T03:00:00Z".into(),
+            worker: None,
             event,
         }
     }

@@ -1,0 +1,282 @@
+//! A parallel run in the morning report (`ralph run --workers N`): a lane
+//! per worker (the units it was given, its iterations, cost, checkpoints,
+//! how each of its loops ended) and the merge queue's history. Pure:
+//! records in, rows and markup out.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::svg::esc;
+use crate::events::{Event, Record};
+use crate::workers::Merged;
+
+/// One worker's lane.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WorkerLane {
+    pub worker: String,
+    /// The units it was given, in order (an `update` task marked so).
+    pub items: Vec<String>,
+    pub iterations: u32,
+    pub cost_usd: f64,
+    pub checkpoints: u32,
+    /// Dead iterations taken over (after kill -9).
+    pub crashes: u32,
+    /// How each of its loops ended (`worker_ended`), in order.
+    pub ended: Vec<String>,
+}
+
+/// One step of the merge queue.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MergeRow {
+    pub at: String,
+    pub worker: String,
+    pub item: String,
+    pub branch: String,
+    pub attempt: u32,
+    #[serde(flatten)]
+    pub merged: Merged,
+    pub backup: Option<String>,
+}
+
+/// What the lanes gather from a run's records.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Lanes {
+    pub workers: Vec<WorkerLane>,
+    pub merges: Vec<MergeRow>,
+}
+
+impl Lanes {
+    fn lane(&mut self, worker: &str) -> &mut WorkerLane {
+        match self.workers.iter().position(|l| l.worker == worker) {
+            Some(i) => &mut self.workers[i],
+            None => {
+                self.workers.push(WorkerLane {
+                    worker: worker.to_string(),
+                    ..WorkerLane::default()
+                });
+                self.workers.last_mut().expect("just pushed")
+            }
+        }
+    }
+
+    /// Take in one record of the run (the coordinator's or a worker's).
+    pub fn record(&mut self, r: &Record) {
+        let Some(worker) = &r.worker else {
+            return;
+        };
+        match &r.event {
+            Event::IterationEnded { cost_usd, .. } => {
+                let lane = self.lane(worker);
+                lane.iterations += 1;
+                lane.cost_usd += cost_usd;
+            }
+            Event::Checkpoint { trigger, .. } => {
+                let lane = self.lane(worker);
+                lane.checkpoints += 1;
+                if *trigger == crate::state::Trigger::Crash {
+                    lane.crashes += 1;
+                }
+            }
+            Event::WorkerStarted { item, task, .. } => {
+                let item = if task == "update" {
+                    format!("{item} (update)")
+                } else {
+                    item.clone()
+                };
+                self.lane(worker).items.push(item);
+            }
+            Event::WorkerEnded { outcome, .. } => self.lane(worker).ended.push(outcome.clone()),
+            Event::Merge {
+                item,
+                branch,
+                attempt,
+                merged,
+                backup,
+            } => self.merges.push(MergeRow {
+                at: r.ts.clone(),
+                worker: worker.clone(),
+                item: item.clone(),
+                branch: branch.clone(),
+                attempt: *attempt,
+                merged: merged.clone(),
+                backup: backup.clone(),
+            }),
+            _ => {}
+        }
+    }
+
+    /// The lanes of run `run_id`: its workers' records and the
+    /// coordinator's about them, from the run's starts to its end.
+    pub fn of(run_id: &str, records: &[Record]) -> Lanes {
+        let mut lanes = Lanes::default();
+        let mut current = None;
+        for r in records {
+            if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
+                current = Some(id.as_str());
+            }
+            if current == Some(run_id) {
+                lanes.record(r);
+            }
+        }
+        lanes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty() && self.merges.is_empty()
+    }
+}
+
+fn merged_text(m: &Merged) -> String {
+    match m {
+        Merged::AlreadyMerged => "already merged".into(),
+        Merged::FastForward { to, .. } => format!("fast-forward to {}", &to[..to.len().min(10)]),
+        Merged::MergeCommit { id, .. } => format!("merge commit {}", &id[..id.len().min(10)]),
+        Merged::Conflict { files } => format!("conflict in {}: handed back", files.join(", ")),
+        Merged::Blocked { reason } => format!("blocked: {reason}"),
+    }
+}
+
+/// The page's section: a lane per worker, then the merge queue.
+pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
+    if lanes.is_empty() {
+        return;
+    }
+    out.push_str(r#"<section class="workers"><h2>Workers</h2><table><thead><tr><th>worker</th><th>items</th><th>iterations</th><th>cost</th><th>checkpoints</th><th>its loops ended</th></tr></thead><tbody>"#);
+    for l in &lanes.workers {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>${:.2}</td><td>{}{}</td><td>{}</td></tr>",
+            esc(&l.worker),
+            esc(&l.items.join(" · ")),
+            l.iterations,
+            l.cost_usd,
+            l.checkpoints,
+            if l.crashes > 0 {
+                format!(" ({} taken over after a crash)", l.crashes)
+            } else {
+                String::new()
+            },
+            esc(&l.ended.join(", "))
+        );
+    }
+    out.push_str(r#"</tbody></table><h2>Merge queue</h2><table><thead><tr><th>at</th><th>worker</th><th>item</th><th>attempt</th><th>outcome</th><th>backup ref</th></tr></thead><tbody>"#);
+    for m in &lanes.merges {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&m.at),
+            esc(&m.worker),
+            esc(&m.item),
+            m.attempt,
+            esc(&merged_text(&m.merged)),
+            esc(m.backup.as_deref().unwrap_or(""))
+        );
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
+/// The text summary's lines.
+pub(crate) fn lanes_text(lanes: &Lanes) -> String {
+    let mut out = String::new();
+    for l in &lanes.workers {
+        let _ = writeln!(
+            out,
+            "{:<15}{}: {} iteration(s), ${:.2}, {} checkpoint(s); {}",
+            "worker",
+            l.worker,
+            l.iterations,
+            l.cost_usd,
+            l.checkpoints,
+            l.items.join(", ")
+        );
+    }
+    for m in &lanes.merges {
+        let _ = writeln!(
+            out,
+            "{:<15}{} \"{}\" (attempt {}): {}",
+            "merge",
+            m.worker,
+            m.item,
+            m.attempt,
+            merged_text(&m.merged)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(worker: Option<&str>, event: Event) -> Record {
+        Record {
+            ts: "2026-11-24T03:00:00Z".into(),
+            worker: worker.map(str::to_string),
+            event,
+        }
+    }
+
+    #[test]
+    fn a_lane_per_worker_and_the_merge_history() {
+        let mut lanes = Lanes::default();
+        let records = [
+            rec(
+                Some("w1"),
+                Event::WorkerStarted {
+                    item: "alpha".into(),
+                    task: "item".into(),
+                    branch: "ralph/r/w1".into(),
+                    worktree: "/x".into(),
+                },
+            ),
+            rec(
+                Some("w1"),
+                Event::IterationEnded {
+                    iteration: 1,
+                    outcome: crate::state::IterationOutcome::Promise,
+                    progress: true,
+                    cost_usd: 0.5,
+                    peak_percent: 10.0,
+                    seconds: 1.0,
+                    error: None,
+                    invalid_lines: 0,
+                    skipped_lines: 0,
+                },
+            ),
+            rec(
+                Some("w1"),
+                Event::Merge {
+                    item: "alpha".into(),
+                    branch: "ralph/r/w1".into(),
+                    attempt: 1,
+                    merged: Merged::Conflict {
+                        files: vec!["a.txt".into()],
+                    },
+                    backup: None,
+                },
+            ),
+        ];
+        for r in &records {
+            lanes.record(r);
+        }
+        // As the log holds them: every record reads back.
+        for r in &records {
+            let line = serde_json::to_string(r).unwrap();
+            let back: Record =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            assert_eq!(back.event, r.event);
+        }
+        assert_eq!(lanes.workers.len(), 1);
+        assert_eq!(lanes.workers[0].items, ["alpha"]);
+        assert_eq!(lanes.workers[0].iterations, 1);
+        assert_eq!(lanes.merges.len(), 1);
+        let mut html = String::new();
+        lanes_html(&mut html, &lanes);
+        assert!(
+            html.contains("Merge queue") && html.contains("conflict in a.txt"),
+            "{html}"
+        );
+        assert!(lanes_text(&lanes).contains("w1: 1 iteration(s), $0.50"));
+    }
+}

@@ -1,0 +1,537 @@
+//! The coordinator: the ralph the user started with `--workers N`. It
+//! gives units to workers, reads their events, merges their branches one at
+//! a time, checks units off and commits the plan, and enforces the shared
+//! budgets. Everything it decides is in `.ralph/workers.json` before it
+//! acts, so a coordinator started after kill -9 resumes every worker.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use git2::Repository;
+use nix::sys::signal::Signal;
+
+mod queue;
+mod setup;
+
+pub use setup::run;
+
+use super::assign::{self, UnitState};
+use super::child::{self, Child, Msg, WORKER_PLAN};
+use super::ledger::{Assignment, Ledger, Status, Task};
+use super::worktree;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::events::{Bus, Event};
+use crate::repo::{OwnPaths, Repo};
+
+/// What the user asked for besides the count.
+pub struct Options {
+    pub workers: u32,
+    pub fresh: bool,
+    /// `--model`, `--agent`: handed to every worker.
+    pub pass: Vec<String>,
+}
+
+/// The last signal that reached the coordinator (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+fn install_signals() -> Result<()> {
+    for sig in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGHUP,
+    ] {
+        let n = sig as i32;
+        // SAFETY: the handler only stores into an atomic (async-signal-safe).
+        unsafe { signal_hook_registry::register(n, move || SIGNAL.store(n, Ordering::SeqCst)) }
+            .map_err(|e| Error::wrap("cannot install signal handlers", e))?;
+    }
+    Ok(())
+}
+
+/// Why the run stops giving out work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stop {
+    Interrupted,
+    Stopped,
+    Budget,
+    Iterations,
+}
+
+pub(super) struct Coordinator {
+    root: PathBuf,
+    ralph_dir: PathBuf,
+    config: Config,
+    git: Repository,
+    plan_path: PathBuf,
+    /// The plan relative to the work tree (for its commit).
+    plan_in_tree: PathBuf,
+    /// The project's directory relative to the work tree.
+    prefix: PathBuf,
+    worktrees: PathBuf,
+    ledger: Ledger,
+    bus: Bus,
+    children: BTreeMap<String, Child>,
+    opts: Options,
+    stop: Option<Stop>,
+    /// Workers stopped because another hit a usage limit, and until when.
+    paused_until: Option<Instant>,
+    started: Instant,
+}
+
+impl Coordinator {
+    fn save(&self) -> Result<()> {
+        self.ledger.save(&self.ralph_dir)
+    }
+
+    fn drive(&mut self) -> Result<i32> {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let mut waiting_locks: BTreeMap<String, Instant> = BTreeMap::new();
+        loop {
+            self.take_signal();
+            self.check_budgets();
+            if self.paused_until.is_some_and(|t| Instant::now() >= t) {
+                self.paused_until = None;
+            }
+            if self.stop.is_none() && self.paused_until.is_none() {
+                self.fill(&tx, &mut waiting_locks)?;
+            }
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(msg) => self.heard(msg),
+                Err(mpsc::RecvTimeoutError::Timeout) => self.bus.tick(),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {}
+            }
+            while let Ok(msg) = rx.try_recv() {
+                self.heard(msg);
+            }
+            let exited: Vec<(String, i32)> = self
+                .children
+                .iter_mut()
+                .filter_map(|(w, c)| c.exited().map(|code| (w.clone(), code)))
+                .collect();
+            for (worker, code) in exited {
+                // The rest of its output first: its run_ended comes before.
+                std::thread::sleep(Duration::from_millis(50));
+                while let Ok(msg) = rx.try_recv() {
+                    self.heard(msg);
+                }
+                self.children.remove(&worker);
+                self.finished(&worker, code, &tx)?;
+            }
+            if self.children.is_empty() && self.nothing_to_start() {
+                break;
+            }
+        }
+        self.end()
+    }
+
+    fn take_signal(&mut self) {
+        let sig = SIGNAL.swap(0, Ordering::SeqCst);
+        let Ok(sig) = Signal::try_from(sig) else {
+            return;
+        };
+        match sig {
+            Signal::SIGHUP => self.bus.detach(),
+            // `ralph checkpoint`: each worker checkpoints and goes on.
+            Signal::SIGUSR1 => {
+                for c in self.children.values() {
+                    c.signal(Signal::SIGUSR1);
+                }
+            }
+            Signal::SIGUSR2 => self.halt(Stop::Stopped),
+            _ => self.halt(Stop::Interrupted),
+        }
+    }
+
+    /// Stop giving out work and stop every worker (each checkpoints first).
+    fn halt(&mut self, why: Stop) {
+        if self.stop.is_none() {
+            self.stop = Some(why);
+        }
+        let signal = match why {
+            Stop::Interrupted => Signal::SIGINT,
+            _ => Signal::SIGUSR2,
+        };
+        for c in self.children.values() {
+            c.signal(signal);
+        }
+    }
+
+    fn check_budgets(&mut self) {
+        if self.stop.is_some() {
+            return;
+        }
+        let l = &self.config.loop_;
+        let cost = l
+            .max_cost_usd
+            .is_some_and(|max| self.ledger.cost_usd >= max);
+        let time = l
+            .max_duration
+            .is_some_and(|d| self.started.elapsed() >= d.0);
+        if cost || time {
+            self.halt(Stop::Budget);
+        } else if self.ledger.iterations >= l.max_iterations {
+            self.halt(Stop::Iterations);
+        }
+    }
+
+    /// Whether there is no work left to start now or later in this run.
+    fn nothing_to_start(&self) -> bool {
+        if self.stop.is_some() {
+            return true;
+        }
+        if self.paused_until.is_some() {
+            return false;
+        }
+        let resumable = self
+            .ledger
+            .assignments
+            .iter()
+            .any(|a| matches!(a.status, Status::Running | Status::Paused));
+        !resumable && self.ready_units().is_empty()
+    }
+
+    fn ready_units(&self) -> Vec<String> {
+        let Ok(text) = std::fs::read_to_string(&self.plan_path) else {
+            return Vec::new();
+        };
+        let Ok(units) = assign::units(&text) else {
+            return Vec::new();
+        };
+        let busy: BTreeSet<String> = self
+            .ledger
+            .assignments
+            .iter()
+            .map(|a| a.item.clone())
+            .collect();
+        let merged: BTreeSet<String> = self.ledger.merged.iter().cloned().collect();
+        assign::ready(&units, &busy, &merged)
+            .into_iter()
+            .map(|i| units[i].key.clone())
+            .collect()
+    }
+
+    /// Start workers while there are free ones: first the assignments a
+    /// previous coordinator left (takeover), then ready units.
+    fn fill(
+        &mut self,
+        tx: &mpsc::Sender<Msg>,
+        waiting: &mut BTreeMap<String, Instant>,
+    ) -> Result<()> {
+        while self.children.len() < self.opts.workers as usize {
+            let resume = self.ledger.assignments.iter().position(|a| {
+                matches!(a.status, Status::Running | Status::Paused)
+                    && !self.children.contains_key(&a.worker)
+            });
+            if let Some(i) = resume {
+                let a = self.ledger.assignments[i].clone();
+                if self.children.values().any(|c| c.worker == a.worker) {
+                    break;
+                }
+                // A worker of a coordinator that died may still be
+                // finishing its checkpoint: its lock says so.
+                if child::project_busy(&a.project_dir) {
+                    let since = *waiting.entry(a.worker.clone()).or_insert_with(Instant::now);
+                    if since.elapsed() < Duration::from_secs(120) {
+                        return Ok(());
+                    }
+                }
+                waiting.remove(&a.worker);
+                self.ledger.assignments[i].status = Status::Running;
+                self.save()?;
+                self.start(&a, false, tx)?;
+                continue;
+            }
+            let Some(item) = self.ready_units().into_iter().next() else {
+                break;
+            };
+            let a = self.assign(&item)?;
+            self.start(&a, true, tx)?;
+        }
+        Ok(())
+    }
+
+    /// A free worker name (`w1`…), a new branch and worktree for `item`.
+    fn assign(&mut self, item: &str) -> Result<Assignment> {
+        let busy: BTreeSet<&str> = self
+            .ledger
+            .assignments
+            .iter()
+            .filter(|a| matches!(a.status, Status::Running | Status::Paused))
+            .map(|a| a.worker.as_str())
+            .collect();
+        let worker = (1..)
+            .map(|n| format!("w{n}"))
+            .find(|w| !busy.contains(w.as_str()))
+            .expect("an unbounded range has a free name");
+        let run = &self.ledger.run_id;
+        let branch = worktree::free_name(&format!("ralph/{run}/{worker}"), |b| {
+            worktree::branch_exists(&self.git, b)
+        });
+        let leaf = branch.rsplit('/').next().unwrap_or(&worker).to_string();
+        let path = self.worktrees.join(&leaf);
+        let name = worktree::free_name(&format!("ralph-{run}-{leaf}"), |n| {
+            worktree::worktree_taken(&self.git, n, &path)
+        });
+        let tip = self
+            .git
+            .refname_to_id(&format!("refs/heads/{}", self.ledger.run_branch))
+            .map_err(|e| Error::wrap("cannot read the run branch", e))?;
+        worktree::create(&self.git, &name, &path, &branch, tip)?;
+        let a = Assignment {
+            worker,
+            item: item.to_string(),
+            branch,
+            project_dir: path.join(&self.prefix),
+            worktree: path,
+            worktree_name: name,
+            task: Task::Item,
+            attempts: 0,
+            restarts: 0,
+            status: Status::Running,
+            conflict: Vec::new(),
+        };
+        let text = read_plan(&self.plan_path)?;
+        let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
+        let unit = units
+            .iter()
+            .find(|u| u.key == item)
+            .ok_or_else(|| Error::usage(format!("plan item \"{item}\" is gone from the plan")))?;
+        write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+        self.ledger.assignments.push(a.clone());
+        self.save()?;
+        Ok(a)
+    }
+
+    fn start(&mut self, a: &Assignment, fresh: bool, tx: &mpsc::Sender<Msg>) -> Result<()> {
+        self.bus.emit_from(
+            &a.worker,
+            Event::WorkerStarted {
+                item: a.item.clone(),
+                task: a.task.name().into(),
+                branch: a.branch.clone(),
+                worktree: a.worktree.display().to_string(),
+            },
+        );
+        let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
+        self.children.insert(a.worker.clone(), child);
+        Ok(())
+    }
+
+    /// A child's line: its events go out tagged with the worker; the shared
+    /// budgets and the usage limit are counted here.
+    fn heard(&mut self, msg: Msg) {
+        match msg {
+            Msg::Said(worker, line) => self
+                .bus
+                .emit_from(&worker, Event::Warning { message: line }),
+            Msg::Record(worker, mut record) => {
+                match &record.event {
+                    Event::IterationEnded { cost_usd, .. } => {
+                        self.ledger.iterations += 1;
+                        self.ledger.cost_usd += cost_usd;
+                        let _ = self.save();
+                    }
+                    Event::LimitWait { seconds, .. } => self.pause_others(&worker, *seconds),
+                    _ => {}
+                }
+                record.worker = Some(worker);
+                self.bus.publish(&record);
+            }
+        }
+    }
+
+    /// One usage limit pauses every worker: the others checkpoint and stop
+    /// now, and start again when it resets; the one that hit it waits by
+    /// itself (its own loop's wait).
+    fn pause_others(&mut self, limited: &str, seconds: u64) {
+        let until = Instant::now() + Duration::from_secs(seconds);
+        self.paused_until = Some(self.paused_until.map_or(until, |t| t.max(until)));
+        for (w, c) in &self.children {
+            if w != limited {
+                c.signal(Signal::SIGUSR2);
+            }
+        }
+        self.bus.emit(Event::Warning {
+            message: format!(
+                "usage limit hit by {limited}: every worker pauses for {seconds}s, until it resets"
+            ),
+        });
+    }
+
+    /// A worker's loop ended with `code`.
+    fn finished(&mut self, worker: &str, code: i32, tx: &mpsc::Sender<Msg>) -> Result<()> {
+        let Some(i) = self
+            .ledger
+            .assignments
+            .iter()
+            .position(|a| a.worker == worker && a.status == Status::Running)
+        else {
+            return Ok(());
+        };
+        let a = self.ledger.assignments[i].clone();
+        self.commit_leftovers(&a);
+        self.bus.emit_from(
+            &a.worker,
+            Event::WorkerEnded {
+                item: a.item.clone(),
+                exit_code: code,
+                outcome: outcome_name(code).into(),
+            },
+        );
+        if code != 0 {
+            self.ledger.assignments[i].status = after_exit(code, a.restarts);
+            if code > 128 {
+                self.ledger.assignments[i].restarts += 1;
+            }
+            return self.save();
+        }
+        self.merge(i, tx)
+    }
+
+    /// Whatever a worker left uncommitted, committed on its branch with the
+    /// WIP commit's rules: nothing stays behind in a worktree.
+    fn commit_leftovers(&mut self, a: &Assignment) {
+        if let Ok(Some(repo)) = Repo::open(&a.project_dir) {
+            let outcome = repo.wip_commit(
+                &format!("ralph: {}'s uncommitted work on \"{}\"", a.worker, a.item),
+                &OwnPaths::new(&self.config.prompt_file),
+            );
+            if let crate::repo::CommitOutcome::Skipped { reason } = outcome {
+                self.bus
+                    .emit_from(&a.worker, Event::Warning { message: reason });
+            }
+        }
+    }
+
+    fn end(&mut self) -> Result<i32> {
+        let text = read_plan(&self.plan_path).unwrap_or_default();
+        let open = assign::units(&text)
+            .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())
+            .unwrap_or(0);
+        let left: Vec<String> = self
+            .ledger
+            .assignments
+            .iter()
+            .map(|a| {
+                let commits =
+                    worktree::commits_ahead(&self.git, &a.branch, &self.ledger.run_branch)
+                        .map(|c| c.len())
+                        .unwrap_or(0);
+                format!("{} ({}, {commits} commit(s) not merged)", a.branch, a.item)
+            })
+            .collect();
+        let (outcome, code, reason) = match self.stop {
+            Some(Stop::Interrupted) => ("interrupted", 130, "interrupted".to_string()),
+            Some(Stop::Stopped) => ("stopped", 6, "stopped by `ralph stop`".to_string()),
+            Some(Stop::Budget) => ("budget_spent", 5, "a shared budget is spent".to_string()),
+            Some(Stop::Iterations) => (
+                "iteration_limit",
+                4,
+                format!("{} iterations over all workers", self.ledger.iterations),
+            ),
+            None if open == 0 && left.is_empty() => (
+                "completed",
+                0,
+                "every item is merged and checked off".to_string(),
+            ),
+            None => (
+                "incomplete",
+                4,
+                format!("{open} item(s) open; left to a person: {}", left.join("; ")),
+            ),
+        };
+        if code == 0 {
+            self.ledger.ended = Some(crate::state::now_rfc3339());
+        }
+        self.ledger.outcome = Some(outcome.into());
+        self.save()?;
+        if !left.is_empty() && code != 0 {
+            self.bus.emit(Event::Warning {
+                message: format!("worker branches not merged: {}", left.join("; ")),
+            });
+        }
+        self.bus.emit(Event::RunEnded {
+            outcome: outcome.into(),
+            exit_code: code,
+            reason,
+            iterations: self.ledger.iterations,
+            cost_usd: self.ledger.cost_usd,
+            report: None,
+        });
+        // The morning report, with a lane per worker and the merge queue
+        // (after run_ended, which it reads).
+        let state = crate::state::RunState {
+            run_id: self.ledger.run_id.clone(),
+            started_at: self.ledger.started_at.clone(),
+            ..Default::default()
+        };
+        let layout = crate::state::Layout::new(&self.root);
+        if let Err(e) = crate::report::write_after_run(&layout, &self.config, &state) {
+            tracing::warn!("cannot write the report: {e}");
+        }
+        Ok(code)
+    }
+}
+
+/// The most times a worker killed by a signal is started again in its
+/// worktree (each time taking its dead iteration over).
+const MAX_RESTARTS: u32 = 5;
+
+/// Where an assignment goes when its loop ended with `code` (not 0):
+/// stopped, paused or killed, it is resumed in its worktree (a worker
+/// killed with -9 is taken over there); failed (its breaker, a bad setup),
+/// it is left to a person with its branch.
+fn after_exit(code: i32, restarts: u32) -> Status {
+    match code {
+        5 | 6 | 130 | 143 => Status::Paused,
+        c if c > 128 && restarts < MAX_RESTARTS => Status::Paused,
+        c => Status::Left(format!("its loop ended: {} (exit {c})", outcome_name(c))),
+    }
+}
+
+fn outcome_name(code: i32) -> &'static str {
+    match code {
+        0 => "completed",
+        3 => "breaker_open",
+        4 => "iteration_limit",
+        5 => "budget_spent",
+        6 => "stopped",
+        130 | 143 => "interrupted",
+        _ => "failed",
+    }
+}
+
+fn read_plan(path: &Path) -> Result<String> {
+    crate::plan::Plan::load(path)?;
+    std::fs::read_to_string(path).map_err(|e| Error::io("cannot read the plan", path, e))
+}
+
+fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
+    let path = project_dir.join(WORKER_PLAN);
+    if let Some(dir) = path.parent() {
+        crate::state::create_dir_private(dir)?;
+    }
+    crate::state::write_atomic(&path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_stopped_or_killed_is_resumed_one_that_failed_is_left() {
+        for code in [5, 6, 130, 143, 137] {
+            assert_eq!(after_exit(code, 0), Status::Paused, "{code}");
+        }
+        assert!(matches!(after_exit(137, MAX_RESTARTS), Status::Left(_)));
+        for code in [1, 2, 3, 4] {
+            assert!(matches!(after_exit(code, 0), Status::Left(_)), "{code}");
+        }
+    }
+}

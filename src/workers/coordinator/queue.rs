@@ -1,0 +1,172 @@
+//! The merge queue's step: one finished worker branch merged into the run
+//! branch; then its unit checked off and committed, its worktree removed;
+//! or its conflict handed back, or the unit left to a person.
+
+use std::sync::mpsc;
+
+use super::{Coordinator, read_plan, write_worker_plan};
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::workers::child::Msg;
+use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
+use crate::workers::{MergeRequest, Merged, assign, worktree};
+
+impl Coordinator {
+    /// The merge queue's one step: merge assignment `i`'s branch; on
+    /// success check its unit off and remove its worktree; on a conflict
+    /// hand it back, or leave it to a person after the last attempt.
+    pub(super) fn merge(&mut self, i: usize, tx: &mpsc::Sender<Msg>) -> Result<()> {
+        let a = self.ledger.assignments[i].clone();
+        let attempt = a.attempts + 1;
+        let backup = format!(
+            "refs/ralph/merges/{}/{}",
+            self.ledger.run_id,
+            self.ledger.merges.len() + 1
+        );
+        let message = format!("ralph: merge {} (\"{}\")", a.branch, a.item);
+        let merged = crate::workers::merge(
+            &self.git,
+            &MergeRequest {
+                run_branch: &self.ledger.run_branch,
+                worker_branch: &a.branch,
+                backup_ref: &backup,
+                message: &message,
+            },
+        )?;
+        let wrote_backup = matches!(
+            merged,
+            Merged::FastForward { .. } | Merged::MergeCommit { .. } | Merged::Blocked { .. }
+        );
+        let backup = wrote_backup.then_some(backup);
+        self.ledger.merges.push(MergeRecord {
+            ts: crate::state::now_rfc3339(),
+            worker: a.worker.clone(),
+            item: a.item.clone(),
+            branch: a.branch.clone(),
+            attempt,
+            merged: merged.clone(),
+            backup: backup.clone(),
+        });
+        self.ledger.assignments[i].attempts = attempt;
+        self.save()?;
+        self.bus.emit_from(
+            &a.worker,
+            Event::Merge {
+                item: a.item.clone(),
+                branch: a.branch.clone(),
+                attempt,
+                merged: merged.clone(),
+                backup,
+            },
+        );
+        match merged {
+            Merged::AlreadyMerged | Merged::FastForward { .. } | Merged::MergeCommit { .. } => {
+                self.merged(i)
+            }
+            Merged::Conflict { files } if attempt < self.config.workers.conflict_attempts => {
+                let a = &mut self.ledger.assignments[i];
+                a.task = Task::Update;
+                a.conflict = files.clone();
+                let a = a.clone();
+                write_worker_plan(&a.project_dir, &update_plan(&self.ledger.run_branch, &a))?;
+                self.save()?;
+                self.start(&a, true, tx)
+            }
+            Merged::Conflict { files } => {
+                let why = format!(
+                    "merge conflict in {} still unresolved after {attempt} attempt(s)",
+                    files.join(", ")
+                );
+                self.leave(i, "conflict", why)
+            }
+            Merged::Blocked { reason } => self.leave(i, "merge_blocked", reason),
+        }
+    }
+
+    fn leave(&mut self, i: usize, reason: &str, why: String) -> Result<()> {
+        let a = self.ledger.assignments[i].clone();
+        self.ledger.assignments[i].status = Status::Left(why.clone());
+        self.save()?;
+        self.bus.emit(Event::NeedsHuman {
+            iteration: self.ledger.iterations,
+            reason: reason.into(),
+            message: format!(
+                "{} (\"{}\"): {why}; its branch {} and worktree {} are kept",
+                a.worker,
+                a.item,
+                a.branch,
+                a.worktree.display()
+            ),
+        });
+        Ok(())
+    }
+
+    /// Assignment `i` is merged: its unit checked off in the plan (one
+    /// commit on the run branch), its worktree and branch removed.
+    fn merged(&mut self, i: usize) -> Result<()> {
+        let a = self.ledger.assignments.remove(i);
+        if !self.ledger.merged.contains(&a.item) {
+            self.ledger.merged.push(a.item.clone());
+        }
+        self.save()?;
+        let text = read_plan(&self.plan_path)?;
+        if let Some(checked) = assign::check_off(&text, &a.item) {
+            crate::state::write_atomic(&self.plan_path, checked.as_bytes())?;
+            self.commit_plan(&format!("ralph: \"{}\" done (merged {})", a.item, a.branch))?;
+        }
+        if let Err(e) = worktree::remove_merged(
+            &self.git,
+            &a.worktree_name,
+            &a.branch,
+            &self.ledger.run_branch,
+        ) {
+            self.bus.emit(Event::Warning {
+                message: format!("worktree {} kept: {e}", a.worktree.display()),
+            });
+        }
+        Ok(())
+    }
+
+    /// The plan, committed alone on the run branch.
+    fn commit_plan(&self, message: &str) -> Result<()> {
+        let err = |e: git2::Error| Error::wrap("cannot commit the plan", e);
+        let mut index = self.git.index().map_err(err)?;
+        index.add_path(&self.plan_in_tree).map_err(err)?;
+        index.write().map_err(err)?;
+        let tree = self
+            .git
+            .find_tree(index.write_tree().map_err(err)?)
+            .map_err(err)?;
+        let parent = self
+            .git
+            .head()
+            .and_then(|h| h.peel_to_commit())
+            .map_err(err)?;
+        let (author, committer) = crate::repo::identities(&self.git).map_err(err)?;
+        self.git
+            .commit(
+                Some("HEAD"),
+                &author,
+                &committer,
+                message,
+                &tree,
+                &[&parent],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+}
+
+/// The plan of a worker sent back to bring its branch up to date.
+fn update_plan(run_branch: &str, a: &Assignment) -> String {
+    format!(
+        "# Bring branch {} up to date with {run_branch}\n\n- [ ] Merge `{run_branch}` into this branch (`git merge {run_branch}`), resolve the conflicts in {} so that both sides' work is kept (this branch did: \"{}\"), and commit the merge\n",
+        a.branch,
+        a.conflict
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        a.item
+    )
+}

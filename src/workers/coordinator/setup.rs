@@ -1,0 +1,188 @@
+//! The coordinator's start: the repository, the run branch, the lock, the
+//! ledger to continue (or the refusal to start afresh over unmerged work),
+//! the user's edits committed first, the plan's units checked.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use git2::Repository;
+
+use super::{Coordinator, Options, install_signals, read_plan};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::events::{Bus, Event, EventLog};
+use crate::project::Project;
+use crate::repo::{OwnPaths, Repo};
+use crate::state::Lock;
+use crate::workers::assign;
+use crate::workers::ledger::Ledger;
+
+pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
+    let root = project.root().to_path_buf();
+    let layout = project.layout().clone();
+    let repo = Repo::open(&root)?.ok_or_else(|| {
+        Error::usage("`ralph run --workers` needs a git repository: each worker has a worktree")
+            .with_hint("`git init` and commit the project, or run one loop without --workers")
+    })?;
+    let run_branch = repo.branch().ok_or_else(|| {
+        Error::usage("HEAD is detached: the workers' work is merged into the branch checked out")
+            .with_hint("check out a branch first, e.g. `git switch -c ralph-run`")
+    })?;
+    if repo.head_id().is_none() {
+        return Err(Error::usage(format!(
+            "branch {run_branch} has no commit yet: the workers' worktrees start from it"
+        ))
+        .with_hint("commit the project first"));
+    }
+    let workdir = repo
+        .workdir()
+        .canonicalize()
+        .map_err(|e| Error::io("cannot resolve", repo.workdir(), e))?;
+    let git =
+        Repository::open(&workdir).map_err(|e| Error::wrap("cannot open the git repository", e))?;
+    let canon_root = root
+        .canonicalize()
+        .map_err(|e| Error::io("cannot resolve", &root, e))?;
+    let prefix = canon_root
+        .strip_prefix(&workdir)
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
+    let plan_path = root.join(&config.plan);
+    let plan_in_tree = prefix.join(&config.plan);
+    layout.ensure()?;
+    let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
+    let run_id = previous.as_ref().map_or_else(
+        || crate::supervisor::new_run_id(&root, Some(&repo)),
+        |l| l.run_id.clone(),
+    );
+    let lock = Lock::acquire(&layout, &run_id)?;
+    let _claim = repo.claim_scope()?;
+    bus.add(Box::new(EventLog::open(&layout.events())?));
+    if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
+        bus.add(Box::new(notifier));
+    }
+    crate::state::ownership::at_start(&root, &config.prompt_file, &mut bus);
+    let resumed = previous.is_some();
+    let ledger = match previous {
+        Some(l) if opts.fresh && !l.assignments.is_empty() => {
+            let branches: Vec<&str> = l.assignments.iter().map(|a| a.branch.as_str()).collect();
+            return Err(Error::usage(format!(
+                "the parallel run {} has worker branches not merged yet: {}",
+                l.run_id,
+                branches.join(", ")
+            ))
+            .with_hint("`ralph run --workers N` without --fresh finishes them; `ralph status` lists their commits"));
+        }
+        Some(l) if l.run_branch != run_branch => {
+            return Err(Error::usage(format!(
+                "the parallel run {} merges into {}, but {run_branch} is checked out",
+                l.run_id, l.run_branch
+            ))
+            .with_hint(format!("`git switch {}` and run again", l.run_branch)));
+        }
+        Some(l) if !opts.fresh => l,
+        _ => {
+            committed_before(&repo, &config, &mut bus);
+            Ledger {
+                run_id: run_id.clone(),
+                run_branch: run_branch.clone(),
+                plan: config.plan.display().to_string(),
+                started_at: crate::state::now_rfc3339(),
+                workers: opts.workers,
+                ..Ledger::default()
+            }
+        }
+    };
+    config_is_committed(&git, &prefix, &run_branch)?;
+    let text = read_plan(&plan_path)?;
+    assign::units(&text).map_err(|e| {
+        Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
+    })?;
+    let worktrees = root
+        .join(
+            config
+                .workers
+                .dir
+                .as_deref()
+                .unwrap_or(Path::new(".ralph/worktrees")),
+        )
+        .join(&run_id);
+    install_signals()?;
+    let mut c = Coordinator {
+        root,
+        ralph_dir: layout.dir.clone(),
+        git,
+        plan_path,
+        plan_in_tree,
+        prefix,
+        worktrees,
+        ledger,
+        bus,
+        children: BTreeMap::new(),
+        opts,
+        stop: None,
+        paused_until: None,
+        started: Instant::now(),
+        config,
+    };
+    c.ledger.workers = c.opts.workers;
+    c.bus.emit(Event::RunStarted {
+        run_id: run_id.clone(),
+        resumed,
+        first_iteration: c.ledger.iterations + 1,
+        max_iterations: c.config.loop_.max_iterations,
+        plan: c.ledger.plan.clone(),
+        pid: std::process::id(),
+    });
+    c.save()?;
+    let result = c.drive();
+    drop(lock);
+    result
+}
+
+/// The user's tracked edits, committed on their own before any worktree
+/// is made from the branch (as a single run does).
+fn committed_before(repo: &Repo, config: &Config, bus: &mut Bus) {
+    let (outcome, files) = repo.commit_tracked_changes(
+        "ralph: changes present before the run",
+        &OwnPaths::new(&config.prompt_file),
+    );
+    if !files.is_empty() {
+        bus.emit(Event::Warning {
+            message: format!(
+                "changes present before the run ({}): {}",
+                files.join(", "),
+                match outcome {
+                    crate::repo::CommitOutcome::Committed { id, .. } => format!(
+                        "committed on their own ({}) so that the workers start from them",
+                        &id[..id.len().min(8)]
+                    ),
+                    crate::repo::CommitOutcome::Skipped { reason } => reason,
+                    crate::repo::CommitOutcome::NothingToCommit => "nothing to commit".into(),
+                }
+            ),
+        });
+    }
+}
+
+/// Workers run from a checkout of the run branch: a `ralph.toml` they
+/// would not see is refused with the fix.
+fn config_is_committed(git: &Repository, prefix: &Path, run_branch: &str) -> Result<()> {
+    let path = git
+        .workdir()
+        .map(|w| w.join(prefix).join("ralph.toml"))
+        .filter(|p| p.is_file());
+    let Some(_) = path else { return Ok(()) };
+    let tree = git
+        .revparse_single(&format!("refs/heads/{run_branch}^{{tree}}"))
+        .and_then(|t| t.peel_to_tree())
+        .map_err(|e| Error::wrap("cannot read the run branch", e))?;
+    if tree.get_path(&prefix.join("ralph.toml")).is_err() {
+        return Err(Error::usage(format!(
+            "ralph.toml is not committed on {run_branch}: the workers' worktrees would not have it"
+        ))
+        .with_hint("commit ralph.toml (and the plan), then run again"));
+    }
+    Ok(())
+}

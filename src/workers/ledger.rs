@@ -1,0 +1,128 @@
+//! `.ralph/workers.json`: the coordinator's record of a parallel run — who
+//! works on what, in which worktree and branch, what was merged — written
+//! atomically after every change, so that a coordinator taking over after
+//! kill -9 knows every worker branch and merges nothing twice.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// What a worker was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Task {
+    /// Do the unit.
+    Item,
+    /// Merge the run branch into its branch and resolve the conflict.
+    Update,
+}
+
+impl Task {
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::Item => "item",
+            Task::Update => "update",
+        }
+    }
+}
+
+/// Where an assignment is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "why")]
+pub enum Status {
+    /// Its worker's loop runs (or ran, when the coordinator died).
+    Running,
+    /// Stopped before it finished (a budget, `ralph stop`, a usage limit
+    /// elsewhere): the next `ralph run --workers` resumes it in its worktree.
+    Paused,
+    /// Left to a person, its branch and worktree kept: a conflict still
+    /// unresolved, a worker that failed.
+    Left(String),
+}
+
+/// One unit given to a worker, until its branch is merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub worker: String,
+    /// The unit's key (`assign::Unit::key`).
+    pub item: String,
+    pub branch: String,
+    /// The worktree's top directory.
+    pub worktree: PathBuf,
+    /// The git worktree's name (`git worktree list`).
+    pub worktree_name: String,
+    /// The project's directory inside the worktree (where the worker runs).
+    pub project_dir: PathBuf,
+    pub task: Task,
+    /// Merges tried so far.
+    pub attempts: u32,
+    /// Times its loop was started again after it died (a signal, kill -9).
+    #[serde(default)]
+    pub restarts: u32,
+    #[serde(flatten)]
+    pub status: Status,
+    /// The files of the last conflict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflict: Vec<String>,
+}
+
+/// One entry of the merge queue's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergeRecord {
+    pub ts: String,
+    pub worker: String,
+    pub item: String,
+    pub branch: String,
+    pub attempt: u32,
+    #[serde(flatten)]
+    pub merged: super::Merged,
+    pub backup: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    pub run_id: String,
+    /// The branch the coordinator merges into (checked out where it runs).
+    pub run_branch: String,
+    pub plan: String,
+    pub started_at: String,
+    /// Set when the run ended; a new `ralph run --workers` starts afresh.
+    #[serde(default)]
+    pub ended: Option<String>,
+    /// How the last coordinator ended (`completed`, `stopped`, …).
+    #[serde(default)]
+    pub outcome: Option<String>,
+    pub workers: u32,
+    pub assignments: Vec<Assignment>,
+    /// Units merged in this run, in merge order.
+    pub merged: Vec<String>,
+    pub merges: Vec<MergeRecord>,
+    /// Shared budgets, counted over every worker.
+    pub iterations: u32,
+    pub cost_usd: f64,
+}
+
+impl Ledger {
+    pub fn path(ralph_dir: &Path) -> PathBuf {
+        ralph_dir.join("workers.json")
+    }
+
+    pub fn load(ralph_dir: &Path) -> Result<Option<Ledger>> {
+        let path = Ledger::path(ralph_dir);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| Error::wrap(format!("cannot read {}", path.display()), e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("cannot read", &path, e)),
+        }
+    }
+
+    pub fn save(&self, ralph_dir: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::wrap("cannot write the workers' ledger", e))?;
+        crate::state::write_atomic(&Ledger::path(ralph_dir), &bytes)
+    }
+}

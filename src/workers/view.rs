@@ -1,0 +1,143 @@
+//! What `ralph status` shows of a parallel run: every worker, what it works
+//! on, its own loop's state, and every branch not merged yet with its
+//! commits (a worker branch is always merged or listed).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::ledger::{Ledger, Status};
+use crate::state::{Layout, RunState};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkersView {
+    pub run_id: String,
+    pub run_branch: String,
+    pub workers: u32,
+    /// `running` while a coordinator holds the lock, else how the last one ended.
+    pub outcome: Option<String>,
+    pub iterations: u32,
+    pub cost_usd: f64,
+    pub merged: Vec<String>,
+    pub merges: usize,
+    pub assignments: Vec<AssignmentView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AssignmentView {
+    pub worker: String,
+    pub item: String,
+    /// `item` or `update`.
+    pub task: &'static str,
+    /// `running`, `paused` or `left`.
+    pub status: &'static str,
+    pub why: Option<String>,
+    pub branch: String,
+    pub worktree: String,
+    /// Its own loop: iteration and cost so far.
+    pub iteration: u32,
+    pub cost_usd: f64,
+    /// Its commits not on the run branch, newest first: (id, subject).
+    pub unmerged: Vec<(String, String)>,
+}
+
+impl WorkersView {
+    /// The parallel run recorded in the project's `.ralph/`, if any.
+    pub fn load(root: &Path) -> Option<WorkersView> {
+        let layout = Layout::new(root);
+        let ledger = Ledger::load(&layout.dir).ok()??;
+        let git = git2::Repository::discover(root).ok();
+        let assignments = ledger
+            .assignments
+            .iter()
+            .map(|a| {
+                let state = RunState::load(&Layout::new(&a.project_dir).state())
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                let (status, why) = match &a.status {
+                    Status::Running => ("running", None),
+                    Status::Paused => ("paused", None),
+                    Status::Left(why) => ("left", Some(why.clone())),
+                };
+                AssignmentView {
+                    worker: a.worker.clone(),
+                    item: a.item.clone(),
+                    task: a.task.name(),
+                    status,
+                    why,
+                    branch: a.branch.clone(),
+                    worktree: a.worktree.display().to_string(),
+                    iteration: state.iteration,
+                    cost_usd: state.cost_usd,
+                    unmerged: git
+                        .as_ref()
+                        .and_then(|g| {
+                            super::worktree::commits_ahead(g, &a.branch, &ledger.run_branch).ok()
+                        })
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        Some(WorkersView {
+            run_id: ledger.run_id,
+            run_branch: ledger.run_branch,
+            workers: ledger.workers,
+            outcome: if crate::state::running_supervisor(&layout).is_some() {
+                Some("running".into())
+            } else {
+                ledger.outcome
+            },
+            iterations: ledger.iterations,
+            cost_usd: ledger.cost_usd,
+            merged: ledger.merged,
+            merges: ledger.merges.len(),
+            assignments,
+        })
+    }
+
+    /// The lines `ralph status` adds.
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "workers    {} on {} (run {}{}): {} iteration(s), ${:.2}, {} item(s) merged, {} merge(s) tried",
+            self.workers,
+            self.run_branch,
+            self.run_id,
+            self.outcome
+                .as_deref()
+                .map(|o| format!(", {}", o.replace('_', " ")))
+                .unwrap_or_default(),
+            self.iterations,
+            self.cost_usd,
+            self.merged.len(),
+            self.merges
+        );
+        for a in &self.assignments {
+            let _ = writeln!(
+                out,
+                "  {:<6} {} \"{}\"{}: {}, iteration {}, ${:.2}; branch {} ({} commit(s) not merged), worktree {}",
+                a.worker,
+                a.status,
+                a.item,
+                if a.task == "update" {
+                    " (updating its branch after a conflict)"
+                } else {
+                    ""
+                },
+                a.why.as_deref().unwrap_or("its loop's state below"),
+                a.iteration,
+                a.cost_usd,
+                a.branch,
+                a.unmerged.len(),
+                a.worktree
+            );
+            for (id, subject) in &a.unmerged {
+                let _ = writeln!(out, "           {} {subject}", &id[..id.len().min(10)]);
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,155 @@
+//! The workers' git worktrees and branches, through git2: made from the run
+//! branch's tip, listed with the commits not merged yet, removed only once
+//! their branch is merged.
+
+use std::path::Path;
+
+use git2::{BranchType, Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
+
+use crate::error::{Error, Result};
+
+fn git_err(what: String) -> impl FnOnce(git2::Error) -> Error {
+    move |e| Error::wrap(what, e)
+}
+
+/// `base`, or `base-2`, `base-3`… : the first name `taken` refuses.
+pub fn free_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(base) {
+        return base.to_string();
+    }
+    (2..)
+        .map(|n| format!("{base}-{n}"))
+        .find(|n| !taken(n))
+        .expect("an unbounded range has a free name")
+}
+
+/// Whether branch `name` exists.
+pub fn branch_exists(repo: &Repository, name: &str) -> bool {
+    repo.find_branch(name, BranchType::Local).is_ok()
+}
+
+/// Whether a worktree `name` is registered, or `path` is taken.
+pub fn worktree_taken(repo: &Repository, name: &str, path: &Path) -> bool {
+    repo.find_worktree(name).is_ok() || path.exists()
+}
+
+/// A new branch `branch` at `from`, checked out in a new worktree `name`
+/// at `path`.
+pub fn create(repo: &Repository, name: &str, path: &Path, branch: &str, from: Oid) -> Result<()> {
+    let commit = repo
+        .find_commit(from)
+        .map_err(git_err("cannot read the run branch's tip".into()))?;
+    let created = repo
+        .branch(branch, &commit, false)
+        .map_err(git_err(format!("cannot create branch {branch}")))?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io("cannot create", parent, e))?;
+    }
+    let reference = created.into_reference();
+    let mut opts = WorktreeAddOptions::new();
+    opts.reference(Some(&reference));
+    repo.worktree(name, path, Some(&opts))
+        .map_err(git_err(format!(
+            "cannot add the worktree {} for branch {branch}",
+            path.display()
+        )))?;
+    Ok(())
+}
+
+/// Remove worktree `name` (its directory too) and its `branch`: only once
+/// `branch` is merged into `run_branch`, which this checks again.
+pub fn remove_merged(repo: &Repository, name: &str, branch: &str, run_branch: &str) -> Result<()> {
+    if !commits_ahead(repo, branch, run_branch)?.is_empty() {
+        return Err(Error::usage(format!(
+            "branch {branch} has commits not on {run_branch}: its worktree is kept"
+        )));
+    }
+    if let Ok(wt) = repo.find_worktree(name) {
+        let mut opts = WorktreePruneOptions::new();
+        opts.valid(true).working_tree(true);
+        wt.prune(Some(&mut opts))
+            .map_err(git_err(format!("cannot remove the worktree {name}")))?;
+    }
+    if let Ok(mut b) = repo.find_branch(branch, BranchType::Local) {
+        b.delete()
+            .map_err(git_err(format!("cannot delete branch {branch}")))?;
+    }
+    Ok(())
+}
+
+/// The commits of `branch` not on `run_branch`, newest first: (id, subject).
+pub fn commits_ahead(
+    repo: &Repository,
+    branch: &str,
+    run_branch: &str,
+) -> Result<Vec<(String, String)>> {
+    let Ok(tip) = repo.refname_to_id(&format!("refs/heads/{branch}")) else {
+        return Ok(Vec::new());
+    };
+    let mut walk = repo
+        .revwalk()
+        .map_err(git_err("cannot list commits".into()))?;
+    walk.push(tip)
+        .map_err(git_err("cannot list commits".into()))?;
+    if let Ok(base) = repo.refname_to_id(&format!("refs/heads/{run_branch}")) {
+        walk.hide(base)
+            .map_err(git_err("cannot list commits".into()))?;
+    }
+    Ok(walk
+        .filter_map(|id| id.ok())
+        .filter_map(|id| repo.find_commit(id).ok())
+        .map(|c| {
+            (
+                c.id().to_string(),
+                c.summary().unwrap_or_default().to_string(),
+            )
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_names_count_up() {
+        let taken = ["w1", "w1-2"];
+        assert_eq!(free_name("w1", |n| taken.contains(&n)), "w1-3");
+        assert_eq!(free_name("w2", |n| taken.contains(&n)), "w2");
+    }
+
+    #[test]
+    fn a_worktree_with_unmerged_commits_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        repo.set_head("refs/heads/main").unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let tree = repo
+            .find_tree(repo.index().unwrap().write_tree().unwrap())
+            .unwrap();
+        let tip = repo
+            .commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
+            .unwrap();
+        let holder = tempfile::tempdir().unwrap();
+        let path = holder.path().join("w1");
+        create(&repo, "w1", &path, "ralph/r/w1", tip).unwrap();
+        assert!(path.join(".git").exists());
+        let wt = Repository::open(&path).unwrap();
+        let parent = wt.head().unwrap().peel_to_commit().unwrap();
+        let tree = wt.find_tree(parent.tree_id()).unwrap();
+        let work = wt
+            .commit(Some("HEAD"), &sig, &sig, "work", &tree, &[&parent])
+            .unwrap();
+        assert_eq!(
+            commits_ahead(&repo, "ralph/r/w1", "main").unwrap(),
+            [(work.to_string(), "work".to_string())]
+        );
+        assert!(remove_merged(&repo, "w1", "ralph/r/w1", "main").is_err());
+        assert!(path.exists() && branch_exists(&repo, "ralph/r/w1"));
+        // Merged: removed, branch and directory.
+        repo.reference("refs/heads/main", work, true, "ff").unwrap();
+        remove_merged(&repo, "w1", "ralph/r/w1", "main").unwrap();
+        assert!(!path.exists() && !branch_exists(&repo, "ralph/r/w1"));
+        assert!(repo.find_worktree("w1").is_err());
+    }
+}

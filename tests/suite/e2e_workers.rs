@@ -1,0 +1,632 @@
+//! End-to-end tests of parallel workers (issue 25, docs/workers.md):
+//! `ralph run --workers N` with `ralph sim` agents, each in its own
+//! worktree, merged back one at a time by the coordinator.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Project, Run};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+const SIX: &str = "# Six things\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n- [ ] delta\n- [ ] echo\n- [ ] foxtrot\n";
+
+/// One iteration doing one item: a worker does its `RALPH_ITEM` and checks
+/// it off in its own plan; a single loop does the plan's first open item.
+/// Either writes `out/<item>.txt`, pauses, commits, promises.
+const ONE_ITEM: &str = r#"
+[[step]]
+context = 20000
+text = "Working on my item."
+command = '''
+if [ -n "$RALPH_WORKER" ]; then plan=.ralph/worker-plan.md; item="$RALPH_ITEM"; else plan=fix_plan.md; item=$(grep -m1 -F -e '- [ ]' fix_plan.md | sed 's/^- \[ \] //'); fi
+mkdir -p out && printf '%s by %s\n' "$item" "${RALPH_WORKER:-single}" > "out/$item.txt"
+sed -i '0,/- \[ \]/s//- [x]/' "$plan"
+'''
+
+[[step]]
+sleep_ms = 1500
+
+[[step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+
+fn git(dir: &Path) -> git2::Repository {
+    git2::Repository::open(dir).unwrap()
+}
+
+/// Non-merge commits on the run branch (HEAD) whose diff touches `path`.
+fn commits_touching(repo: &git2::Repository, path: &str) -> Vec<String> {
+    let mut walk = repo.revwalk().unwrap();
+    walk.push_head().unwrap();
+    walk.filter_map(|id| repo.find_commit(id.unwrap()).ok())
+        .filter(|c| c.parent_count() <= 1)
+        .filter(|c| {
+            let parent = c.parent(0).ok().map(|p| p.tree().unwrap());
+            let diff = repo
+                .diff_tree_to_tree(parent.as_ref(), Some(&c.tree().unwrap()), None)
+                .unwrap();
+            diff.deltas()
+                .any(|d| d.new_file().path().is_some_and(|p| p == Path::new(path)))
+        })
+        .map(|c| c.summary().unwrap_or("").to_string())
+        .collect()
+}
+
+fn blob_on_main(repo: &git2::Repository, path: &str) -> Option<String> {
+    let tree = repo.head().unwrap().peel_to_tree().unwrap();
+    let entry = tree.get_path(Path::new(path)).ok()?;
+    let blob = repo.find_blob(entry.id()).unwrap();
+    Some(String::from_utf8_lossy(blob.content()).into_owned())
+}
+
+fn ralph_branches(repo: &git2::Repository) -> Vec<String> {
+    repo.branches(Some(git2::BranchType::Local))
+        .unwrap()
+        .filter_map(|b| b.ok()?.0.name().ok()?.map(str::to_string))
+        .filter(|n| n.starts_with("ralph/"))
+        .collect()
+}
+
+fn worker_events<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
+    run.of(kind)
+        .into_iter()
+        .filter(|e| e.get("worker").is_some())
+        .collect()
+}
+
+/// Everything a finished parallel run must leave: every item's work on
+/// main exactly once, the plan checked off by the coordinator alone, no
+/// worker branch or worktree left.
+fn assert_all_merged(p: &Project, items: &[&str]) {
+    let repo = git(p.root());
+    let plan = blob_on_main(&repo, "fix_plan.md").unwrap();
+    for item in items {
+        assert!(plan.contains(&format!("- [x] {item}")), "{plan}");
+        let file = format!("out/{item}.txt");
+        let text = blob_on_main(&repo, &file).unwrap_or_else(|| panic!("{file} not on main"));
+        assert_eq!(text.lines().count(), 1, "{file}: {text}");
+        assert_eq!(
+            commits_touching(&repo, &file).len(),
+            1,
+            "{file} written by exactly one commit on main"
+        );
+    }
+    // The plan: only the coordinator's commits touch it (and the initial one).
+    for subject in commits_touching(&repo, "fix_plan.md") {
+        assert!(
+            subject.starts_with("ralph: \"") || subject == "initial",
+            "a worker committed the plan: {subject}"
+        );
+    }
+    assert!(
+        ralph_branches(&repo).is_empty(),
+        "{:?}",
+        ralph_branches(&repo)
+    );
+    assert!(repo.worktrees().unwrap().is_empty(), "worktrees left");
+    assert!(
+        repo.statuses(None)
+            .unwrap()
+            .iter()
+            .all(|s| s.path().is_some_and(|p| p.starts_with(".ralph")))
+    );
+}
+
+#[test]
+fn six_independent_items_with_three_workers_are_all_merged_once_and_faster() {
+    let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    // Side by side: one loop over the same plan, then three workers.
+    let single = Project::new(SIX, ONE_ITEM, "");
+    let one = single.run(&[], LIMIT);
+    assert_eq!(one.code, Some(0), "{}", one.describe());
+
+    let p = Project::new(SIX, ONE_ITEM, "");
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.ended()["outcome"], "completed");
+    assert_all_merged(&p, &items);
+
+    // Each item given once, merged once; events name their worker.
+    let started = run.of("worker_started");
+    assert_eq!(started.len(), 6, "{}", run.describe());
+    let workers: std::collections::BTreeSet<&str> = started
+        .iter()
+        .map(|e| e["worker"].as_str().unwrap())
+        .collect();
+    assert_eq!(workers.len(), 3, "{workers:?}");
+    let merges = run.of("merge");
+    assert_eq!(merges.len(), 6);
+    assert!(
+        merges
+            .iter()
+            .all(|m| m["outcome"] == "fast_forward" || m["outcome"] == "merge_commit")
+    );
+    assert!(!worker_events(&run, "iteration_started").is_empty());
+    assert!(
+        worker_events(&run, "iteration_started")
+            .iter()
+            .all(|e| e["worker"].as_str().unwrap().starts_with('w'))
+    );
+    // The morning report: a lane per worker and the merge queue.
+    let out = p.ralph().args(["report", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report.as_array().map_or(&report, |a| &a[0]);
+    assert_eq!(
+        report["story"]["lanes"]["workers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3,
+        "{report}"
+    );
+    assert_eq!(
+        report["story"]["lanes"]["merges"].as_array().unwrap().len(),
+        6
+    );
+    assert_eq!(report["outcome"], "completed");
+    let page = p.read(".ralph/report.html");
+    assert!(
+        page.contains("Merge queue") && page.contains(">w3<"),
+        "no lanes in the page"
+    );
+    let ratio = run.elapsed.as_secs_f64() / one.elapsed.as_secs_f64();
+    eprintln!(
+        "six items: one loop {:.1}s, three workers {:.1}s, ratio {ratio:.2}",
+        one.elapsed.as_secs_f64(),
+        run.elapsed.as_secs_f64()
+    );
+    assert!(
+        ratio < 0.9,
+        "three workers took {ratio:.2} of one loop's time"
+    );
+}
+
+#[test]
+fn too_many_workers_are_refused_naming_the_limit() {
+    let p = Project::new(SIX, ONE_ITEM, "[workers]\nmax_worktrees = 2\n");
+    let out = p.ralph().args(["run", "--workers", "3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("max_worktrees is 2"), "{err}");
+}
+
+/// Both items rewrite line 2 of `shared.txt`. Sent back to update its
+/// branch (`RALPH_WORKER_TASK=update`), the agent merges the run branch
+/// and keeps both lines.
+const SAME_LINES: &str = r#"
+[[step]]
+context = 20000
+text = "Working on my item."
+command = '''
+set -e
+g="git -c user.name=sim -c user.email=sim@example.com"
+if [ "$RALPH_WORKER_TASK" = update ]; then
+  $g merge "$RALPH_RUN_BRANCH" >/dev/null 2>&1 || true
+  { echo one; git show :2:shared.txt | sed -n 2p; git show :3:shared.txt | sed -n 2p; echo three; } > shared.txt.new
+  mv shared.txt.new shared.txt
+  $g add shared.txt
+  $g commit -q --no-edit
+else
+  printf 'one\nTWO by %s\nthree\n' "$RALPH_ITEM" > shared.txt
+  mkdir -p out && printf '%s by %s\n' "$RALPH_ITEM" "$RALPH_WORKER" > "out/$RALPH_ITEM.txt"
+fi
+sed -i '0,/- \[ \]/s//- [x]/' .ralph/worker-plan.md
+'''
+
+[[step]]
+sleep_ms = 300
+
+[[step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+
+fn is_ancestor(repo: &git2::Repository, commit: &str) -> bool {
+    let head = repo.head().unwrap().target().unwrap();
+    let id = git2::Oid::from_str(commit).unwrap();
+    head == id || repo.graph_descendant_of(head, id).unwrap()
+}
+
+#[test]
+fn two_items_editing_the_same_lines_are_merged_after_the_conflict_is_handed_back() {
+    let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
+    let p = Project::new(plan, SAME_LINES, "");
+    p.write("shared.txt", "one\ntwo\nthree\n");
+    let repo = git(p.root());
+    {
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("shared.txt")).unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let parent = repo.head().unwrap().peel_to_commit().unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "shared", &tree, &[&parent])
+            .unwrap();
+    }
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+
+    // The conflict: handed back, the worker branch kept, then merged.
+    let merges = run.of("merge");
+    let conflict = merges
+        .iter()
+        .find(|m| m["outcome"] == "conflict")
+        .unwrap_or_else(|| panic!("no conflict: {}", run.describe()));
+    assert_eq!(conflict["files"], serde_json::json!(["shared.txt"]));
+    let item = conflict["item"].as_str().unwrap();
+    let updates: Vec<_> = run
+        .of("worker_started")
+        .into_iter()
+        .filter(|e| e["task"] == "update")
+        .collect();
+    assert_eq!(updates.len(), 1, "{}", run.describe());
+    assert_eq!(updates[0]["item"], item);
+    let retried = merges
+        .iter()
+        .find(|m| m["item"] == item && m["attempt"] == 2)
+        .unwrap();
+    assert!(
+        retried["outcome"] == "fast_forward" || retried["outcome"] == "merge_commit",
+        "{retried}"
+    );
+    assert!(run.of("needs_human").is_empty());
+
+    // Nothing lost: both lines, both items' files, every merged tip and
+    // every backup on the run branch.
+    let shared = blob_on_main(&repo, "shared.txt").unwrap();
+    assert!(
+        shared.contains("TWO by alpha") && shared.contains("TWO by bravo"),
+        "{shared}"
+    );
+    assert_all_merged(&p, &["alpha", "bravo"]);
+    for m in &merges {
+        for key in ["to", "id", "from"] {
+            if let Some(id) = m[key].as_str() {
+                assert!(
+                    is_ancestor(&repo, id),
+                    "{key} {id} of {m} is not on the run branch"
+                );
+            }
+        }
+        if let Some(backup) = m["backup"].as_str() {
+            let id = repo.refname_to_id(backup).unwrap();
+            assert!(is_ancestor(&repo, &id.to_string()), "{backup}");
+        }
+    }
+}
+
+/// Like `ONE_ITEM`, slower: long enough to be killed in the middle.
+fn slow_item() -> String {
+    ONE_ITEM.replace("sleep_ms = 1500", "sleep_ms = 4000")
+}
+
+fn coordinator_events(p: &Project) -> Vec<Value> {
+    std::fs::read_to_string(p.path(".ralph/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The pids of the workers' own supervisors, from their locks.
+fn worker_pids(p: &Project) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(runs) = std::fs::read_dir(p.path(".ralph/worktrees")) else {
+        return pids;
+    };
+    for run in runs.flatten() {
+        for w in std::fs::read_dir(run.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let lock = std::fs::read_to_string(w.path().join(".ralph/lock")).unwrap_or_default();
+            if let Ok(info) = serde_json::from_str::<Value>(lock.trim()) {
+                let pid = info["pid"].as_i64().unwrap_or(0) as i32;
+                if pid > 0 && Path::new(&format!("/proc/{pid}")).exists() {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    pids
+}
+
+fn kill(pid: i32, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+}
+
+/// Wait until `done` holds for the coordinator's log.
+fn wait_for(p: &Project, what: &str, done: impl Fn(&[Value]) -> bool) {
+    let started = std::time::Instant::now();
+    loop {
+        let events = coordinator_events(p);
+        if done(&events) {
+            return;
+        }
+        assert!(started.elapsed() < LIMIT, "never {what}: {events:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn count(events: &[Value], f: impl Fn(&Value) -> bool) -> usize {
+    events.iter().filter(|e| f(e)).count()
+}
+
+#[test]
+fn workers_and_the_coordinator_killed_with_minus_9_are_taken_over_and_nothing_is_merged_twice() {
+    use nix::sys::signal::Signal;
+    let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    let p = Project::new(SIX, &slow_item(), "");
+    let mut child = p
+        .ralph()
+        .args(["run", "--json", "--workers", "3"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let coordinator = child.id() as i32;
+
+    // 1. One worker killed with -9 alone: the coordinator starts it again
+    //    in its worktree, where its dead iteration is taken over.
+    wait_for(&p, "three workers running", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 3
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let pids = worker_pids(&p);
+    assert!(!pids.is_empty());
+    kill(pids[0], Signal::SIGKILL);
+    wait_for(&p, "the killed worker taken over", |e| {
+        count(e, |e| e["event"] == "checkpoint" && e["trigger"] == "crash") >= 1
+    });
+
+    // 2. Later, mid-run, the coordinator and every worker killed with -9
+    //    (a machine lost): the coordinator frozen first so it cannot react.
+    wait_for(&p, "a merge and workers running again", |e| {
+        count(e, |e| e["event"] == "merge") >= 1
+            && count(e, |e| {
+                e["event"] == "iteration_started" && e.get("worker").is_some()
+            }) >= 5
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    kill(coordinator, Signal::SIGSTOP);
+    let alive = worker_pids(&p);
+    assert!(!alive.is_empty(), "no worker running at the kill");
+    for pid in &alive {
+        kill(*pid, Signal::SIGKILL);
+    }
+    kill(coordinator, Signal::SIGKILL);
+    child.wait().unwrap();
+    let before = coordinator_events(&p).len();
+
+    // 3. Run again: every dead iteration taken over, the run completes.
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.of("run_started")[0]["resumed"], true);
+    let crashes: Vec<_> = worker_events(&run, "checkpoint")
+        .into_iter()
+        .filter(|e| e["trigger"] == "crash")
+        .collect();
+    assert!(crashes.len() >= alive.len().min(1), "{}", run.describe());
+    assert!(
+        crashes
+            .iter()
+            .all(|c| c["handoff"].is_string() && c["commit"].is_string()),
+        "{crashes:?}"
+    );
+    assert_all_merged(&p, &items);
+    // Over both coordinators: each item merged exactly once.
+    let all = coordinator_events(&p);
+    for item in items {
+        let merged = count(&all, |e| {
+            e["event"] == "merge"
+                && e["item"] == item
+                && (e["outcome"] == "fast_forward" || e["outcome"] == "merge_commit")
+        });
+        assert_eq!(merged, 1, "{item} merged {merged} times");
+    }
+    assert!(all.len() > before);
+}
+
+/// Iteration 1 climbs past L2 while writing its item's file and complies
+/// with the checkpoint; iteration 2 finishes the item.
+const L2_THEN_DONE: &str = r#"
+[[iteration]]
+[[iteration.step]]
+context = 20000
+text = "Starting."
+command = "mkdir -p out && printf '%s by %s\n' \"$RALPH_ITEM\" \"$RALPH_WORKER\" > \"out/$RALPH_ITEM.txt\""
+
+[[iteration.step]]
+context = 146000
+text = "Reading a lot."
+
+[[iteration.step]]
+sleep_ms = 5000
+
+[[iteration]]
+[[iteration.step]]
+context = 20000
+text = "Finishing."
+command = "sed -i '0,/- \\[ \\]/s//- [x]/' .ralph/worker-plan.md"
+
+[[iteration.step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+
+#[test]
+fn an_l2_checkpoint_inside_a_worker_resumes_in_that_worker() {
+    let p = Project::new("# Two\n\n- [ ] alpha\n- [ ] bravo\n", L2_THEN_DONE, "");
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &["alpha", "bravo"]);
+    let checkpoints: Vec<_> = worker_events(&run, "checkpoint")
+        .into_iter()
+        .filter(|e| e["trigger"] == "context")
+        .collect();
+    assert_eq!(checkpoints.len(), 2, "{}", run.describe());
+    for c in checkpoints {
+        let worker = c["worker"].as_str().unwrap();
+        let handoff = c["handoff"].as_str().unwrap();
+        assert!(handoff.contains(&format!("-{worker}-")), "{handoff}");
+        // The next iteration of the same worker resumes from it.
+        let resumed = worker_events(&run, "iteration_started")
+            .into_iter()
+            .find(|e| e["worker"] == worker && e["iteration"] == 2)
+            .unwrap_or_else(|| panic!("{worker} did not go on: {}", run.describe()));
+        assert_eq!(resumed["resume_from"], handoff);
+        // Its handoff is on the run branch, with the work.
+        assert!(blob_on_main(&git(p.root()), handoff).is_some(), "{handoff}");
+    }
+    // Each worker started once: the checkpoint did not hand the item on.
+    assert_eq!(run.of("worker_started").len(), 2);
+}
+
+/// `alpha`'s agent runs into a usage limit that resets in a few seconds;
+/// the others work slowly.
+fn limit_scenarios(p: &Project) {
+    let slow = ONE_ITEM.replace("sleep_ms = 1500", "sleep_ms = 6000");
+    for item in ["bravo", "charlie"] {
+        p.write(&format!("scenario-{item}.toml"), &slow);
+    }
+    p.write(
+        "scenario-alpha.toml",
+        &format!(
+            "[[iteration]]\nexit_code = 1\n[[iteration.step]]\ncontext = 20000\ntext = \"Starting.\"\n[[iteration.step]]\ndelay_ms = 1500\nrate_limit = \"rejected\"\nresets_in_secs = 5\n[[iteration.step]]\nerror = \"rate_limit\"\nresets_in_secs = 5\n\n[[iteration]]\n{}",
+            ONE_ITEM.replace("[[step]]", "[[iteration.step]]")
+        ),
+    );
+}
+
+#[test]
+fn a_usage_limit_hit_by_one_worker_pauses_every_worker() {
+    let agent = format!(
+        "[agent]\ncommand = \"sh -c 'exec {} sim \\\"scenario-$RALPH_ITEM.toml\\\" \\\"$@\\\"' sh\"\n",
+        common::BIN
+    );
+    let p = Project::new(
+        "# Three\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n",
+        "",
+        "",
+    );
+    p.write("ralph.toml", &agent);
+    limit_scenarios(&p);
+    let repo = git(p.root());
+    {
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let mut index = repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let parent = repo.head().unwrap().peel_to_commit().unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "scenarios", &tree, &[&parent])
+            .unwrap();
+    }
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &["alpha", "bravo", "charlie"]);
+    let events = &run.events;
+    let at = events
+        .iter()
+        .position(|e| e["event"] == "limit_wait")
+        .unwrap_or_else(|| panic!("no usage limit: {}", run.describe()));
+    let limited = events[at]["worker"].as_str().unwrap();
+    // Every other worker stopped after the limit (and resumed later).
+    let others: std::collections::BTreeSet<&str> = events[at..]
+        .iter()
+        .filter(|e| e["event"] == "worker_ended" && e["outcome"] == "stopped")
+        .map(|e| e["worker"].as_str().unwrap())
+        .collect();
+    assert_eq!(others.len(), 2, "{others:?}: {}", run.describe());
+    assert!(!others.contains(limited));
+    // Nobody worked on while the limit held: no iteration started between
+    // the others' stops and the reset.
+    let seconds = events[at]["seconds"].as_u64().unwrap();
+    let ts = |e: &Value| {
+        e["ts"]
+            .as_str()
+            .unwrap()
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+    };
+    let reset = ts(&events[at]) + jiff::SignedDuration::from_secs(seconds as i64);
+    let last_stop = events[at..]
+        .iter()
+        .filter(|e| e["event"] == "worker_ended" && e["outcome"] == "stopped")
+        .map(ts)
+        .max()
+        .unwrap();
+    for e in events[at..]
+        .iter()
+        .filter(|e| e["event"] == "iteration_started")
+    {
+        let t = ts(e);
+        assert!(
+            t < last_stop || t >= reset - jiff::SignedDuration::from_secs(1),
+            "{e} started during the limit (until {reset})"
+        );
+    }
+}
+
+#[test]
+fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_finishes() {
+    let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    let p = Project::new(SIX, &slow_item(), "");
+    let child = p.spawn_run(&["--workers", "2"]);
+    wait_for(&p, "two workers running", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 2
+    });
+    let out = p.ralph().arg("stop").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Run::wait(child, LIMIT);
+    assert_eq!(run.code, Some(6), "{}", run.describe());
+    let stopped: Vec<_> = run
+        .of("worker_ended")
+        .into_iter()
+        .filter(|e| e["outcome"] == "stopped")
+        .collect();
+    assert_eq!(stopped.len(), 2, "{}", run.describe());
+
+    // Every worker branch not merged is listed, with its commits.
+    let out = p.ralph().args(["status", "--json"]).output().unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let assignments = status["workers"]["assignments"].as_array().unwrap();
+    assert_eq!(assignments.len(), 2, "{status}");
+    let repo = git(p.root());
+    for a in assignments {
+        assert_eq!(a["status"], "paused");
+        let branch = a["branch"].as_str().unwrap();
+        assert!(worktree_exists(&repo, branch), "{branch}");
+        // The checkpoint's WIP commit is there, and listed.
+        assert!(!a["unmerged"].as_array().unwrap().is_empty(), "{a}");
+    }
+    let text = p.ralph().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    for a in assignments {
+        assert!(text.contains(a["branch"].as_str().unwrap()), "{text}");
+    }
+
+    // The next run resumes them and finishes the plan.
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &items);
+}
+
+fn worktree_exists(repo: &git2::Repository, branch: &str) -> bool {
+    repo.find_branch(branch, git2::BranchType::Local).is_ok()
+        && repo.worktrees().unwrap().iter().flatten().count() > 0
+}
