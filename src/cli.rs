@@ -244,6 +244,9 @@ pub struct DemoArgs {
     /// Where to create the demo project (default: a new temporary directory)
     #[arg(value_name = "DIR")]
     pub path: Option<PathBuf>,
+    /// The agent kind `ralph sim` speaks like (its output format and protocol)
+    #[arg(long, value_enum, default_value_t = crate::config::AgentKind::Claude)]
+    pub agent: crate::config::AgentKind,
 }
 
 /// Which hook Claude Code is running.

@@ -28,6 +28,7 @@ mod e2e_fleet;
 mod e2e_git;
 mod e2e_hooks;
 mod e2e_items;
+mod e2e_kinds;
 mod e2e_loop;
 mod e2e_notify;
 mod e2e_quota;
