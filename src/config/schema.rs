@@ -63,6 +63,9 @@ pub struct ContextConfig {
     pub agent_handoff: bool,
     /// At L1, send one message: finish and commit the current item.
     pub nudge_at_l1: bool,
+    /// Items one session may finish while the boundary rule says the next
+    /// fits (1: one item per session); docs/estimates.md says why 3.
+    pub items_per_session: u32,
     /// An item estimated above this percent of the usable window is to be
     /// split before it is worked on.
     pub shard_percent: f64,
@@ -197,6 +200,7 @@ impl Default for ContextConfig {
             grace: Span::secs(60),
             agent_handoff: true,
             nudge_at_l1: true,
+            items_per_session: 3,
             shard_percent: 60.0,
             checkpoint_tokens: Some(DEFAULT_CHECKPOINT_TOKENS),
             estimate_prior_percent: 20.0,
@@ -341,6 +345,9 @@ impl Config {
         }
         if c.checkpoint_tokens == Some(0) {
             return bad("context", "checkpoint_tokens", "must be at least 1".into());
+        }
+        if c.items_per_session == 0 {
+            return bad("context", "items_per_session", "must be at least 1".into());
         }
         if let Some(command) = &self.agent.command
             && (command.trim().is_empty() || shlex::split(command).is_none())

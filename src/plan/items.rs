@@ -281,6 +281,16 @@ impl ItemTracker {
         }
     }
 
+    /// Items checked off so far in this iteration.
+    pub fn checked_count(&self) -> usize {
+        self.checked.len()
+    }
+
+    /// The agent has begun on an item that became current by a check-off.
+    pub fn started_next(&self) -> bool {
+        !self.checked.is_empty() && self.touched && self.current.is_some()
+    }
+
     /// True once per plan write: read the plan and call `on_plan`.
     pub fn take_reread(&mut self) -> bool {
         std::mem::take(&mut self.plan_written)

@@ -75,6 +75,7 @@ pub fn render_prompt(
             minijinja::context! {
                 iteration => iteration,
                 max_iterations => config.loop_.max_iterations,
+                items_per_session => config.context.items_per_session,
                 objective => &objective,
                 plan_file => config.plan.display().to_string(),
                 plan => plan.view(),
@@ -247,8 +248,9 @@ mod tests {
 
     #[test]
     fn fit_drops_one_liners_until_the_text_fits() {
+        // Long one-liners: the ten shown at most are over the budget.
         let lines: Vec<String> = (0..500)
-            .map(|i| format!("- [ ] item number {i}\n"))
+            .map(|i| format!("- [ ] item number {i}: {}\n", "word ".repeat(150)))
             .collect();
         let costs: Vec<usize> = lines.iter().map(|l| tokens::estimate(l)).collect();
         let f = fit(1000, &costs, |d| {
@@ -256,7 +258,15 @@ mod tests {
         })
         .unwrap();
         assert!(f.fits);
-        assert!(f.tokens <= 1000 && f.tokens > 900, "{}", f.tokens);
+        assert!(f.detail.open_lines < tiers::OPEN_LINES, "{:?}", f.detail);
+        assert!(
+            f.tokens <= 1000 && f.tokens > 1000 - costs[0],
+            "{}",
+            f.tokens
+        );
+        // Short ones: never more than ten, however much budget is left.
+        let f = fit(100_000, &costs, |d| Ok("x".repeat(d.open_lines.min(500)))).unwrap();
+        assert_eq!(f.detail.open_lines, tiers::OPEN_LINES);
     }
 
     #[test]

@@ -45,6 +45,7 @@ pub const VARIABLES: [(&str, &[&str]); 3] = [
             "shard",
             "carry_over",
             "verify",
+            "items_per_session",
         ],
     ),
     (

@@ -18,6 +18,10 @@ use crate::text::cut;
 
 /// Open items after the current one that are always shown in full.
 pub const NEXT_IN_FULL: usize = 3;
+/// Open items shown one line each after those in full, at most: the agent
+/// reads the rest in the plan itself. The budget is a ceiling, not a
+/// target: a 3,000-item plan costs what a 30-item one does (`prompt_budget`).
+pub const OPEN_LINES: usize = 10;
 /// A one-line item longer than this is cut (the plan has the rest).
 const ITEM_CHARS: usize = 240;
 /// Notes of the current item, and of each next item, beyond this many
@@ -47,7 +51,7 @@ pub struct Detail {
 impl Detail {
     /// The most a prompt or handoff ever shows.
     pub const MOST: Detail = Detail {
-        open_lines: usize::MAX,
+        open_lines: OPEN_LINES,
         done_recent: 3,
         iterations: 10,
         files: 10,

@@ -253,6 +253,10 @@ fn metrics(out: &mut String, r: &RunReport) {
             format!("{:.2} ({} checked)", m.items_per_iteration, m.items_checked),
         ),
         (
+            "Items per context window",
+            format!("{:.2} (per agent session)", m.items_per_context_window),
+        ),
+        (
             "Context peaks: max · median",
             format!("{:.1}% · {:.1}%", m.peak_percent_max, m.peak_percent_median),
         ),

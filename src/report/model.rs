@@ -179,6 +179,8 @@ pub struct Metrics {
     pub resumes_completed: Option<u32>,
     pub items_checked: usize,
     pub items_per_iteration: f64,
+    /// Items checked per agent session (each starts a fresh context window).
+    pub items_per_context_window: f64,
     pub peak_percent_max: f64,
     pub peak_percent_median: f64,
     pub peak_tokens_max: u64,
@@ -245,11 +247,7 @@ pub fn build(
         waits: Vec::new(),
         breaker: Vec::new(),
         verify: Vec::new(),
-        story: super::story::Story {
-            start_commit: state.and_then(|s| s.start_commit.clone()),
-            end_commit: state.and_then(|s| s.end_commit.clone()),
-            ..Default::default()
-        },
+        story: super::story::Story::of(state),
         metrics: Metrics::default(),
         quota: Vec::new(),
     };
@@ -579,6 +577,8 @@ fn metrics(report: &RunReport) -> Metrics {
     if !rows.is_empty() {
         m.items_per_iteration = m.items_checked as f64 / rows.len() as f64;
     }
+    let windows = rows.iter().filter(|r| r.peak_tokens > 0).count().max(1);
+    m.items_per_context_window = m.items_checked as f64 / windows as f64;
     let mut peaks: Vec<f64> = rows.iter().map(|r| r.peak_percent).collect();
     peaks.sort_by(f64::total_cmp);
     m.peak_percent_max = peaks.last().copied().unwrap_or(0.0);

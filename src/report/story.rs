@@ -31,6 +31,17 @@ pub struct Story {
     pub lanes: super::lanes::Lanes,
 }
 
+impl Story {
+    /// The heads a run's state recorded; the rest is read from git.
+    pub fn of(state: Option<&crate::state::RunState>) -> Story {
+        Story {
+            start_commit: state.and_then(|s| s.start_commit.clone()),
+            end_commit: state.and_then(|s| s.end_commit.clone()),
+            ..Story::default()
+        }
+    }
+}
+
 /// One run of the `[verify]` commands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyRow {

@@ -95,8 +95,8 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         "plan done",
         &done,
         &format!(
-            "{} checked · {:.2} per iteration",
-            m.items_checked, m.items_per_iteration
+            "{} checked · {:.2} per context window",
+            m.items_checked, m.items_per_context_window
         ),
     );
     let levels: Vec<String> = m

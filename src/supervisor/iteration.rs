@@ -391,7 +391,7 @@ impl IterationMachine {
             ),
             None => {}
         }
-        self.seams_on_line(event, change, out);
+        self.seams_on_line(event, change, now, out);
         if self.meter.tokens() != before || tool_label.is_some() {
             self.emit(
                 out,
@@ -1054,6 +1054,7 @@ mod tests {
             nudge,
             nudged: false,
             split: false,
+            items_per_session: 3,
         };
         (m.with_seams(seams), t0)
     }

@@ -106,6 +106,7 @@ impl Supervisor {
             nudge: c.nudge_at_l1 && self.config.agent.kind.capabilities().message,
             nudged: false,
             split: false,
+            items_per_session: self.config.context.items_per_session,
         }
     }
 

@@ -220,7 +220,8 @@ fn prompt_stats_count_each_section_against_the_budget() {
     assert_eq!(v["prompt"]["budget"], 8000);
     assert_eq!(v["prompt"]["fits"], true);
     let tokens = v["prompt"]["tokens"].as_u64().unwrap();
-    assert!(tokens <= 8000 && tokens > 7000, "{v}");
+    // The budget is a ceiling, not a target (docs/prompt-budget.md).
+    assert!(tokens < 1500, "{v}");
     let sections = v["prompt"]["sections"].as_array().unwrap();
     let sum: u64 = sections.iter().map(|s| s["tokens"].as_u64().unwrap()).sum();
     assert!(
@@ -235,7 +236,10 @@ fn prompt_stats_count_each_section_against_the_budget() {
         "{v}"
     );
     assert_eq!(v["open_items"], 3000);
-    assert!(v["open_items_shown"].as_u64().unwrap() < 3000);
+    assert_eq!(
+        v["open_items_shown"], 14,
+        "4 in full and 10 one-liners: {v}"
+    );
     assert_eq!(v["handoff"], serde_json::Value::Null);
     // The same, for people.
     let out = p.ralph().args(["prompt", "--stats"]).output().unwrap();

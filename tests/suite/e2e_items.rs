@@ -349,3 +349,126 @@ fn an_unfinished_iterations_last_words_reach_the_next_prompt_when_its_work_is_co
     );
     assert!(!prompt.contains("uncommitted:"), "{prompt}");
 }
+
+/// Iteration 1 finishes three small items one after another; iteration 2
+/// the fourth. Paced as a real agent is (a turn takes a round trip), so
+/// that ralph reads each check-off before the next step.
+const SMALL_ITEMS: &str = r#"
+record_messages = ".ralph/messages.jsonl"
+step_delay_ms = 150
+
+[[iteration]]
+[[iteration.step]]
+context = 25000
+path = "a.txt"
+content = "a\n"
+[[iteration.step]]
+context = 28000
+path = "fix_plan.md"
+old = "- [ ] a"
+new = "- [x] a"
+[[iteration.step]]
+context = 33000
+path = "b.txt"
+content = "b\n"
+[[iteration.step]]
+context = 36000
+path = "fix_plan.md"
+old = "- [ ] b"
+new = "- [x] b"
+[[iteration.step]]
+context = 41000
+path = "c.txt"
+content = "c\n"
+[[iteration.step]]
+context = 44000
+path = "fix_plan.md"
+old = "- [ ] c"
+new = "- [x] c"
+[[iteration.step]]
+result = "a, b and c are done."
+
+[[iteration]]
+[[iteration.step]]
+context = 25000
+path = "d.txt"
+content = "d\n"
+[[iteration.step]]
+context = 28000
+path = "fix_plan.md"
+old = "- [ ] d"
+new = "- [x] d"
+[[iteration.step]]
+result = "<promise>COMPLETE</promise>"
+"#;
+
+#[test]
+fn small_items_share_a_session_and_the_report_counts_items_per_context_window() {
+    let p = Project::new("- [ ] a\n- [ ] b\n- [ ] c\n- [ ] d\n", SMALL_ITEMS, "");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert!(run.of("checkpoint").is_empty(), "{}", run.describe());
+    let first = prompt_of(&p, 1);
+    assert!(
+        first.contains("Then take the next open item the same way, up to 3 items in this session"),
+        "{first}"
+    );
+    assert!(!first.contains("Work on that one item only"), "{first}");
+    let state = p.state();
+    assert_eq!(
+        state["history"][0]["items_checked"],
+        serde_json::json!(["a", "b", "c"])
+    );
+    let out = p.ralph().args(["report", "--json"]).output().unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["metrics"]["items_checked"], 4);
+    assert_eq!(json["metrics"]["items_per_context_window"], 2.0);
+    let out = p.ralph().arg("report").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("4 checked · 2.00 per context window"),
+        "{text}"
+    );
+}
+
+#[test]
+fn items_per_session_caps_a_session_at_an_item_boundary() {
+    // The cap at 2: the agent's start on the third item is stopped at a
+    // boundary checkpoint; the next session does c and d.
+    let scenario = SMALL_ITEMS;
+    let p = Project::new(
+        "- [ ] a\n- [ ] b\n- [ ] c\n- [ ] d\n",
+        scenario,
+        "[context]\nitems_per_session = 2\ngrace = \"20s\"\n",
+    );
+    let run = p.run(&["--max-iterations", "1"], LIMIT);
+    assert!(prompt_of(&p, 1).contains("up to 2 items in this session"));
+    let cp = run.of("checkpoint");
+    assert_eq!(cp.len(), 1, "{}", run.describe());
+    assert_eq!(cp[0]["trigger"], "boundary");
+    // Asked as the agent began on c (its Write at 41k), after a and b.
+    let requested = run.of("checkpoint_requested");
+    assert_eq!(requested[0]["trigger"], "boundary");
+    assert_eq!(requested[0]["percent"], 24.6, "{}", run.describe());
+    let checked = run.of("item_checked");
+    assert_eq!(checked[0]["items"], serde_json::json!(["a"]));
+    assert_eq!(checked[1]["items"], serde_json::json!(["b"]));
+    let handoff = p.read(cp[0]["handoff"].as_str().unwrap());
+    assert!(
+        handoff.contains("context.items_per_session = 2"),
+        "{handoff}"
+    );
+
+    // One item per session: the prompt says to end the turn.
+    let one = Project::new(
+        "- [ ] a\n- [ ] b\n",
+        SMALL_ITEMS,
+        "[context]\nitems_per_session = 1\n",
+    );
+    let out = one.ralph().arg("prompt").output().unwrap();
+    let prompt = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        prompt.contains("Then end your turn: the next item gets a fresh session."),
+        "{prompt}"
+    );
+}

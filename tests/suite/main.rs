@@ -5,7 +5,7 @@
 //!
 //! Run one subject with a filter: `cargo test --test suite e2e_safety::`.
 //! The real-CLI suites are `cargo test --test suite real_claude` (both
-//! `real_claude::` and `real_claude_hooks::`; skipped without the CLI, see
+//! `real_claude::`, `real_claude_hooks::` and `real_claude_verify::`; skipped without the CLI, see
 //! `real_claude.rs`), `cargo test --test suite real_codex` (the real
 //! Codex CLI against a mock Responses API; `real_codex.rs`), and
 //! `real_opencode::` and `real_gemini::` (those CLIs against the mocks in
@@ -48,6 +48,7 @@ mod project;
 mod prompt_budget;
 mod real_claude;
 mod real_claude_hooks;
+mod real_claude_verify;
 mod real_codex;
 mod real_gemini;
 mod real_opencode;

@@ -29,6 +29,9 @@ pub(in crate::supervisor) struct SeamWatch {
     pub nudge: bool,
     pub nudged: bool,
     pub split: bool,
+    /// Items the session may finish (`context.items_per_session`): once
+    /// it has, work on the next one is stopped at a boundary checkpoint.
+    pub items_per_session: u32,
 }
 
 /// The values the nudge template is rendered with.
@@ -56,6 +59,7 @@ impl IterationMachine {
         &mut self,
         event: &StreamEvent,
         change: Option<Change>,
+        now: &super::Now,
         out: &mut Vec<Effect>,
     ) {
         let live = self.live() && self.facts.checkpoint.is_none();
@@ -68,6 +72,16 @@ impl IterationMachine {
                 s.tracker.on_tokens(tokens);
                 for call in &m.tool_calls {
                     s.tracker.on_tool_call(call);
+                }
+                let done = s.tracker.checked_count();
+                if live && s.tracker.started_next() && done >= s.items_per_session as usize {
+                    let why = format!(
+                        "item boundary: {done} item(s) done in this session (context.items_per_session = {}); the next one gets a fresh session",
+                        s.items_per_session
+                    );
+                    let handoff = self.limits.agent_handoff;
+                    self.begin_checkpoint(Trigger::Boundary, why, handoff, now, out);
+                    return;
                 }
             }
             StreamEvent::User {
