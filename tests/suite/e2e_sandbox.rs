@@ -21,6 +21,23 @@ const OTHER: &str = "OTHER-REPO-CANARY-19c2";
 /// A home with a planted key and the agent CLI's config, another git
 /// repository with a file, and a directory outside every hidden place
 /// (the build's temp dir) for the write.
+/// Where the "outside" directory is made: the checkout's target dir, unless
+/// the checkout lies under `/tmp` or `$HOME` — the box gives the agent
+/// private, writable ones of those, so a write there never reaches the real
+/// directory and is not refused (CI may clone into either); then `/var/tmp`.
+fn outside_base() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let private = target.starts_with("/tmp") || home.is_some_and(|h| target.starts_with(h));
+    let base = if private {
+        PathBuf::from("/var/tmp")
+    } else {
+        target
+    };
+    std::fs::create_dir_all(&base).unwrap();
+    base
+}
+
 struct World {
     _tmp: tempfile::TempDir,
     _outside: tempfile::TempDir,
@@ -40,8 +57,7 @@ impl World {
         let other = tmp.path().join("other-repo");
         git2::Repository::init(&other).unwrap();
         std::fs::write(other.join("secret.txt"), OTHER).unwrap();
-        std::fs::create_dir_all(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let outside_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let outside_dir = tempfile::tempdir_in(outside_base()).unwrap();
         let outside = outside_dir.path().to_path_buf();
         World {
             _tmp: tmp,
