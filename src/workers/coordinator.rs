@@ -384,6 +384,11 @@ impl Coordinator {
                 outcome: outcome_name(code).into(),
             },
         );
+        if code == 5 {
+            // A budget of its own (`--deadline`, the quota guard) is
+            // everyone's: the others stop too.
+            self.halt(Stop::Budget);
+        }
         if code != 0 {
             self.ledger.assignments[i].status = after_exit(code, a.restarts);
             if code > 128 {

@@ -586,6 +586,23 @@ fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_fi
             e["event"] == "iteration_started" && e.get("worker").is_some()
         }) >= 2
     });
+    // `ralph context` shows each running worker's own context.
+    let out = p.ralph().args(["context", "--json"]).output().unwrap();
+    let context: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workers = context["workers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{context}"));
+    assert_eq!(workers.len(), 2, "{context}");
+    for w in workers {
+        assert!(w["context"]["run_id"].is_string(), "{w}");
+        assert!(w["item"].is_string(), "{w}");
+    }
+    let text = p.ralph().arg("context").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("worker    w1") && text.contains("worker    w2"),
+        "{text}"
+    );
     let out = p.ralph().arg("stop").output().unwrap();
     assert!(
         out.status.success(),
