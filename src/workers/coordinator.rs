@@ -431,7 +431,7 @@ impl Coordinator {
                 format!("{} ({}, {commits} commit(s) not merged)", a.branch, a.item)
             })
             .collect();
-        let (outcome, code, reason) = match self.stop {
+        let (outcome, code, mut reason) = match self.stop {
             Some(Stop::Interrupted) => ("interrupted", 130, "interrupted".to_string()),
             Some(Stop::Stopped) => ("stopped", 6, "stopped by `ralph stop`".to_string()),
             Some(Stop::Budget) => ("budget_spent", 5, "a shared budget is spent".to_string()),
@@ -456,10 +456,10 @@ impl Coordinator {
         }
         self.ledger.outcome = Some(outcome.into());
         self.save()?;
-        if !left.is_empty() && code != 0 {
-            self.bus.emit(Event::Warning {
-                message: format!("worker branches not merged: {}", left.join("; ")),
-            });
+        // Every worker branch is merged or listed: here, in the report's
+        // reason, and in `ralph status`.
+        if !left.is_empty() && outcome != "incomplete" {
+            reason = format!("{reason}; not merged yet: {}", left.join("; "));
         }
         self.bus.emit(Event::RunEnded {
             outcome: outcome.into(),

@@ -617,6 +617,8 @@ fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_fi
         .filter(|e| e["outcome"] == "stopped")
         .collect();
     assert_eq!(stopped.len(), 2, "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.contains("not merged yet: ralph/"), "{reason}");
 
     // Every worker branch not merged is listed, with its commits.
     let out = p.ralph().args(["status", "--json"]).output().unwrap();
