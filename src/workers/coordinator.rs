@@ -461,6 +461,11 @@ impl Coordinator {
         if !left.is_empty() && outcome != "incomplete" {
             reason = format!("{reason}; not merged yet: {}", left.join("; "));
         }
+        if !left.is_empty()
+            && let Some(path) = self.handoff_of_unmerged()
+        {
+            reason = format!("{reason} (listed with their commits in {path})");
+        }
         self.bus.emit(Event::RunEnded {
             outcome: outcome.into(),
             exit_code: code,
@@ -497,6 +502,31 @@ fn after_exit(code: i32, restarts: u32) -> Status {
         5 | 6 | 130 | 143 => Status::Paused,
         c if c > 128 && restarts < MAX_RESTARTS => Status::Paused,
         c => Status::Left(format!("its loop ended: {} (exit {c})", outcome_name(c))),
+    }
+}
+
+impl Coordinator {
+    /// The handoff of a parallel run that ends with worker branches not
+    /// merged: each with its item, why, worktree and commits, and how to go
+    /// on. Its path, relative to the project.
+    fn handoff_of_unmerged(&self) -> Option<String> {
+        let view = super::WorkersView::load(&self.root)?;
+        let stamp = jiff::Zoned::now().strftime("%Y-%m-%d-%H%M");
+        let rel = format!(".ralph/handoffs/{stamp}-workers-{}.md", self.ledger.run_id);
+        let text = format!(
+            "# Worker branches not merged (parallel run {})\n\n{}\n\
+             `ralph run --workers {}` resumes the paused ones in their worktrees and retries\n\
+             nothing that was left to a person: merge such a branch into {} yourself\n\
+             (its worktree holds its work), then run again; `ralph status` lists them.\n",
+            self.ledger.run_id,
+            view.human(),
+            self.ledger.workers,
+            self.ledger.run_branch
+        );
+        let path = self.root.join(&rel);
+        std::fs::create_dir_all(path.parent()?).ok()?;
+        crate::state::write_atomic(&path, text.as_bytes()).ok()?;
+        Some(rel)
     }
 }
 

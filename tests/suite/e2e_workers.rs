@@ -619,6 +619,17 @@ fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_fi
     assert_eq!(stopped.len(), 2, "{}", run.describe());
     let reason = run.ended()["reason"].as_str().unwrap();
     assert!(reason.contains("not merged yet: ralph/"), "{reason}");
+    // And in a handoff, with their commits.
+    let handoff = reason
+        .rsplit("commits in ")
+        .next()
+        .unwrap()
+        .trim_end_matches(')');
+    let handoff = p.read(handoff);
+    assert!(
+        handoff.contains("not merged") && handoff.contains("ralph/"),
+        "{handoff}"
+    );
 
     // Every worker branch not merged is listed, with its commits.
     let out = p.ralph().args(["status", "--json"]).output().unwrap();
