@@ -82,6 +82,9 @@ pub(super) struct Coordinator {
     /// Workers stopped because another hit a usage limit, and until when.
     paused_until: Option<Instant>,
     started: Instant,
+    /// The project's lock; `committing` while the coordinator writes to
+    /// git, so that the next one knows to clear the lock files it left.
+    lock: crate::state::Lock,
 }
 
 impl Coordinator {
@@ -89,7 +92,16 @@ impl Coordinator {
         self.ledger.save(&self.ralph_dir)
     }
 
+    /// Run `step` (a write to git) marked in the lock as committing.
+    fn git_write<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.lock.set_committing(true)?;
+        let result = step(self);
+        self.lock.set_committing(false)?;
+        result
+    }
+
     fn drive(&mut self) -> Result<i32> {
+        self.settle_merged_by_hand()?;
         let (tx, rx) = mpsc::channel::<Msg>();
         let mut waiting_locks: BTreeMap<String, Instant> = BTreeMap::new();
         loop {
@@ -128,6 +140,38 @@ impl Coordinator {
             }
         }
         self.end()
+    }
+
+    /// Branches left to a person that are in the run branch now (merged by
+    /// hand, after a conflict): their units are done, checked off, and
+    /// their worktrees removed. A branch with no work of its own is not.
+    fn settle_merged_by_hand(&mut self) -> Result<()> {
+        let run = self.ledger.run_branch.clone();
+        let merged: Vec<usize> = (0..self.ledger.assignments.len())
+            .filter(|&i| {
+                let a = &self.ledger.assignments[i];
+                let tip = self.git.refname_to_id(&format!("refs/heads/{}", a.branch));
+                // Merged before a coordinator died in its cleanup.
+                self.ledger.merged.contains(&a.item)
+                    || matches!(a.status, Status::Left(_))
+                        && tip.is_ok_and(|t| t.to_string() != a.base)
+                        && worktree::commits_ahead(&self.git, &a.branch, &run)
+                            .is_ok_and(|c| c.is_empty())
+            })
+            .collect();
+        for i in merged.into_iter().rev() {
+            self.bus.emit_from(
+                &self.ledger.assignments[i].worker.clone(),
+                Event::Warning {
+                    message: format!(
+                        "{} is in {run} now (merged by hand): \"{}\" is done",
+                        self.ledger.assignments[i].branch, self.ledger.assignments[i].item
+                    ),
+                },
+            );
+            self.git_write(|c| c.merged(i))?;
+        }
+        Ok(())
     }
 
     fn take_signal(&mut self) {
@@ -244,6 +288,7 @@ impl Coordinator {
                 waiting.remove(&a.worker);
                 self.ledger.assignments[i].status = Status::Running;
                 self.save()?;
+                self.git_write(|c| c.prepare(&a))?;
                 self.start(&a, false, tx)?;
                 continue;
             }
@@ -282,7 +327,6 @@ impl Coordinator {
             .git
             .refname_to_id(&format!("refs/heads/{}", self.ledger.run_branch))
             .map_err(|e| Error::wrap("cannot read the run branch", e))?;
-        worktree::create(&self.git, &name, &path, &branch, tip)?;
         let a = Assignment {
             worker,
             item: item.to_string(),
@@ -295,17 +339,36 @@ impl Coordinator {
             restarts: 0,
             status: Status::Running,
             conflict: Vec::new(),
+            base: tip.to_string(),
         };
-        let text = read_plan(&self.plan_path)?;
-        let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
-        let unit = units
-            .iter()
-            .find(|u| u.key == item)
-            .ok_or_else(|| Error::usage(format!("plan item \"{item}\" is gone from the plan")))?;
-        write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+        // Recorded before the branch exists: a coordinator killed in
+        // between leaves no branch the next one does not know of.
         self.ledger.assignments.push(a.clone());
         self.save()?;
+        self.git_write(|c| c.prepare(&a))?;
         Ok(a)
+    }
+
+    /// `a`'s branch, worktree and plan, made where missing (a new
+    /// assignment, or one a killed coordinator had only recorded).
+    fn prepare(&self, a: &Assignment) -> Result<()> {
+        if !a.worktree.exists() {
+            let _ = self.git.find_worktree(&a.worktree_name).map(|wt| {
+                let _ = wt.prune(Some(git2::WorktreePruneOptions::new().valid(true)));
+            });
+            let from = git2::Oid::from_str(&a.base)
+                .map_err(|e| Error::wrap("a bad commit id in the workers' ledger", e))?;
+            worktree::create(&self.git, &a.worktree_name, &a.worktree, &a.branch, from)?;
+        }
+        if !a.project_dir.join(WORKER_PLAN).is_file() {
+            let text = read_plan(&self.plan_path)?;
+            let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
+            let unit = units.iter().find(|u| u.key == a.item).ok_or_else(|| {
+                Error::usage(format!("plan item \"{}\" is gone from the plan", a.item))
+            })?;
+            write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+        }
+        Ok(())
     }
 
     fn start(&mut self, a: &Assignment, fresh: bool, tx: &mpsc::Sender<Msg>) -> Result<()> {
@@ -391,6 +454,11 @@ impl Coordinator {
         }
         if code != 0 {
             self.ledger.assignments[i].status = after_exit(code, a.restarts);
+            if code == 2 && child::project_busy(&a.project_dir) {
+                // Refused: a loop of a coordinator that died still runs in
+                // its worktree. Resumed once that one has ended.
+                self.ledger.assignments[i].status = Status::Paused;
+            }
             if code > 128 {
                 self.ledger.assignments[i].restarts += 1;
             }
