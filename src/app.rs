@@ -55,7 +55,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Checkpoint(args) => commands::checkpoint(&project, &args.reason, args.json),
         Command::Stop(args) => commands::stop(&project, args.json),
         Command::Context(args) => commands::context(&project, args.json, args.watch, args.estimate),
-        Command::Status(args) => commands::status(&project, args.json),
+        Command::Status(args) => match &args.fleet {
+            Some(fleet) => commands::fleet_status(&project, &args.remote, fleet, args.json),
+            None => commands::status(&project, args.json),
+        },
         Command::Init(args) if args.claude => commands::init_claude(root, args.json),
         Command::Init(args) => {
             commands::init(root, args.agent.unwrap_or_default(), args.force, args.json)
@@ -76,7 +79,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Man => commands::man(),
         Command::Recover(args) => commands::recover(&project, &args),
         Command::Notify(args) => commands::notify(&project, args.test, args.json),
-        Command::Demo(args) => commands::demo(args.path),
+        Command::Demo(args) => commands::demo(args.path, args.agent),
         Command::Sim(args) => Ok(ralph_sim::run(&args)?),
         Command::Statusline => commands::statusline(&project),
         Command::Hook { event } => commands::hook(&project, event),

@@ -33,7 +33,7 @@ pub enum Command {
     /// How full the running iteration's context window is, its trend, advice, and the peak of every iteration
     Context(ContextArgs),
     /// Where the run stands: running, waiting, or how it ended; iteration, time, cost, breaker, last handoff and commit
-    Status(JsonArgs),
+    Status(StatusArgs),
     /// Create a commented ralph.toml, the templates in prompts/, a starter fix_plan.md and .ralph/.gitignore
     Init(InitArgs),
     /// Print the PROMPT.md the next iteration would get (writes nothing)
@@ -122,12 +122,37 @@ pub struct RunArgs {
     /// Override agent.command, e.g. `--agent "ralph sim scenario.toml"` to test a project's setup in CI
     #[arg(long, value_name = "COMMAND")]
     pub agent: Option<String>,
+    /// Work as one worker of a fleet through this git remote (a name like `origin`, or a URL); with --fleet (docs/fleet.md)
+    #[arg(long, value_name = "REMOTE", requires = "fleet")]
+    pub remote: Option<String>,
+    /// The fleet's name: every worker started with the same --remote and --fleet works on the same run
+    #[arg(long, value_name = "NAME", requires = "remote")]
+    pub fleet: Option<String>,
     /// Run the plan with N agents at once, each in its own git worktree, merged back one at a time (docs/workers.md; `[workers] count`)
     #[arg(long, value_name = "N", conflicts_with = "worker")]
     pub workers: Option<u32>,
-    /// Set by the coordinator of `--workers`: this loop is worker NAME (its events are forwarded, the coordinator notifies)
+    /// Set by the coordinator of `--workers`: this loop is worker NAME (its events are forwarded, the coordinator notifies).
+    /// With --fleet: this worker's name in the fleet (default: RALPH_WORKER, else the host name and pid)
     #[arg(long, value_name = "NAME", hide = true)]
     pub worker: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Show a fleet's workers, claims, leases and budget, fetched from the remote (docs/fleet.md)
+    #[arg(long, value_name = "NAME")]
+    pub fleet: Option<String>,
+    /// The fleet's remote
+    #[arg(
+        long,
+        value_name = "REMOTE",
+        default_value = "origin",
+        requires = "fleet"
+    )]
+    pub remote: String,
 }
 
 #[derive(Debug, Args)]
@@ -219,6 +244,9 @@ pub struct DemoArgs {
     /// Where to create the demo project (default: a new temporary directory)
     #[arg(value_name = "DIR")]
     pub path: Option<PathBuf>,
+    /// The agent kind `ralph sim` speaks like (its output format and protocol)
+    #[arg(long, value_enum, default_value_t = crate::config::AgentKind::Claude)]
+    pub agent: crate::config::AgentKind,
 }
 
 /// Which hook Claude Code is running.

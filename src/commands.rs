@@ -45,7 +45,7 @@ pub use prompt::prompt;
 pub use recover::recover;
 pub use report::report;
 pub use run::run;
-pub use status::status;
+pub use status::{fleet_status, status};
 pub use statusline::statusline;
 
 /// What a reporting command found: one value, printed as JSON for

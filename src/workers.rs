@@ -17,6 +17,8 @@
 //! workers/
 //!   assign.rs        plan → units, `(after: …)`, `(serial)`, which are ready (pure)
 //!   merge.rs         one worker branch merged into the run branch (git2)
+//!   fleet.rs, fleet/ many machines on one plan through the git remote
+//!                    (`ralph run --remote R --fleet NAME`, issue 26, docs/fleet.md)
 //! ```
 //!
 //! Pitfalls: a worker never commits the shared plan (it works from its own
@@ -28,6 +30,7 @@ pub mod assign;
 mod child;
 mod config;
 mod coordinator;
+pub(crate) mod fleet;
 mod ledger;
 pub mod merge;
 mod view;

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::events::StopStep;
 use crate::stream::{self, StreamEvent};
 
 use super::{AgentKind, codex};
@@ -284,15 +285,17 @@ impl Agent {
     /// Signal the agent's whole process group (its tools included). For a
     /// kind with a clean stop of its own, SIGINT is that request while a
     /// turn runs (`turn/interrupt`); SIGTERM and SIGKILL are signals.
-    pub fn signal(&self, sig: Signal) {
+    /// Returns the step taken, for the `agent_signalled` event.
+    pub fn signal(&self, sig: Signal) -> StopStep {
         if let (Signal::SIGINT, Input::Rpc(wire)) = (sig, &self.input)
             && lock(wire).interrupt()
         {
-            return;
+            return StopStep::TurnInterrupt;
         }
         if self.pid > 0 {
             let _ = killpg(Pid::from_raw(self.pid), sig);
         }
+        sig.into()
     }
 
     /// Hand the child to whoever waits for its exit (a task of its own, so

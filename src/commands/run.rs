@@ -20,6 +20,13 @@ use crate::supervisor::{self, RunOptions, Supervisor};
 pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     let root = project.root();
     let mut config = super::load_config(project, args)?;
+    // A fleet worker (`--remote R --fleet NAME`, its `--worker` its name in the fleet).
+    if let (Some(remote), Some(fleet)) = (&args.remote, &args.fleet) {
+        if args.dry_run {
+            return dry_run(root, &config, args.fresh, args.json);
+        }
+        return fleet_worker(root, config, args, remote, fleet);
+    }
     if args.worker.is_some() {
         // A worker's prompt stays in its own `.ralph/`: committed on every
         // worker branch, the shared PROMPT.md would conflict at each merge.
@@ -79,6 +86,45 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         let outcome = supervisor.run().await?;
         Ok(outcome.exit_code())
     })
+}
+
+/// `ralph run --remote R --fleet NAME`: one worker of a fleet (docs/fleet.md).
+fn fleet_worker(
+    root: &Path,
+    config: Config,
+    args: &RunArgs,
+    remote: &str,
+    fleet: &str,
+) -> Result<i32> {
+    if args.fresh
+        || args.deadline.is_some()
+        || args.budget_per_invocation
+        || args.reset_breaker
+        || args.workers.is_some()
+    {
+        return Err(Error::usage(
+            "--fresh, --deadline, --budget-per-invocation, --reset-breaker and --workers do not apply to a fleet worker",
+        )
+        .with_hint("a fleet's budget is shared: set [loop] max_iterations / max_cost_usd; stop it with SIGTERM"));
+    }
+    let mut loop_args: Vec<std::ffi::OsString> = Vec::new();
+    if let Some(m) = &args.model {
+        loop_args.extend(["--model".into(), m.into()]);
+    }
+    if let Some(a) = &args.agent {
+        loop_args.extend(["--agent".into(), a.into()]);
+    }
+    if args.json {
+        loop_args.push("--json".into());
+    }
+    let opts = crate::workers::fleet::Options {
+        remote: remote.to_string(),
+        fleet: fleet.to_string(),
+        worker: args.worker.clone(),
+        json: args.json,
+        loop_args,
+    };
+    crate::workers::fleet::run(root, config, opts)
 }
 
 /// What `ralph run --dry-run` found (`--json`: this object).

@@ -350,3 +350,18 @@ pub fn status(project: &Project, json: bool) -> Result<i32> {
     super::print(&report.render(json))?;
     Ok(0)
 }
+
+impl Report for crate::workers::fleet::FleetStatus {
+    fn human(&self) -> String {
+        crate::workers::fleet::FleetStatus::human(self)
+    }
+}
+
+/// `ralph status --fleet NAME`: the fleet as its remote has it (docs/fleet.md).
+pub fn fleet_status(project: &Project, remote: &str, fleet: &str, json: bool) -> Result<i32> {
+    let config = project.config()?;
+    let report =
+        crate::workers::fleet::status(project.root(), remote, fleet, config.fleet.clock_skew.0)?;
+    super::print(&report.render(json))?;
+    Ok(0)
+}

@@ -33,6 +33,7 @@ pub struct Config {
     pub quota: crate::rules::quota::QuotaConfig,
     pub sandbox: crate::agent::sandbox::SandboxConfig,
     pub workers: crate::workers::WorkersConfig,
+    pub fleet: crate::workers::fleet::FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -167,6 +168,7 @@ impl Default for Config {
             quota: Default::default(),
             sandbox: Default::default(),
             workers: Default::default(),
+            fleet: Default::default(),
         }
     }
 }
@@ -397,6 +399,7 @@ impl Config {
             }
         }
         (self.verify.problem()).map_or(Ok(()), |(key, why)| bad("verify", key, why))?;
+        (self.fleet.problem()).map_or(Ok(()), |(key, why)| bad("fleet", key, why))?;
         if self.hooks.retries > MAX_HOOK_RETRIES {
             return bad(
                 "hooks",

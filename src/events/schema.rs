@@ -96,8 +96,8 @@ pub enum Event {
     },
     AgentSignalled {
         iteration: u32,
-        #[serde(with = "signal_name")]
-        signal: nix::sys::signal::Signal,
+        /// The stop step taken: a signal, or the kind's own request.
+        signal: StopStep,
         reason: String,
     },
     AgentExited {
@@ -447,19 +447,47 @@ pub fn read_log(path: &Path) -> Vec<Record> {
         .collect()
 }
 
-/// A signal as events name it: "SIGINT", "SIGTERM", "SIGKILL".
-mod signal_name {
-    use nix::sys::signal::Signal;
-    use serde::{Deserialize, Deserializer, Serializer};
+/// One step of stopping the agent, as events name it: a signal ("SIGINT",
+/// "SIGTERM", "SIGKILL") or, for a kind whose clean stop is a request of its
+/// protocol, that request ("turn/interrupt": Codex's app-server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopStep {
+    #[serde(rename = "SIGINT")]
+    Sigint,
+    #[serde(rename = "SIGTERM")]
+    Sigterm,
+    #[serde(rename = "SIGKILL")]
+    Sigkill,
+    #[serde(rename = "turn/interrupt")]
+    TurnInterrupt,
+}
 
-    pub fn serialize<S: Serializer>(signal: &Signal, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(signal.as_str())
+impl StopStep {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopStep::Sigint => "SIGINT",
+            StopStep::Sigterm => "SIGTERM",
+            StopStep::Sigkill => "SIGKILL",
+            StopStep::TurnInterrupt => "turn/interrupt",
+        }
     }
+}
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Signal, D::Error> {
-        let name = String::deserialize(d)?;
-        name.parse()
-            .map_err(|_| serde::de::Error::custom(format!("unknown signal `{name}`")))
+impl From<nix::sys::signal::Signal> for StopStep {
+    fn from(signal: nix::sys::signal::Signal) -> StopStep {
+        use nix::sys::signal::Signal;
+        match signal {
+            Signal::SIGINT => StopStep::Sigint,
+            Signal::SIGTERM => StopStep::Sigterm,
+            // The stop escalates through these three only.
+            _ => StopStep::Sigkill,
+        }
+    }
+}
+
+impl std::fmt::Display for StopStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -490,7 +518,6 @@ mod tests {
     #[test]
     fn typed_fields_are_written_as_the_documented_strings() {
         use crate::context::Level;
-        use nix::sys::signal::Signal;
         for (event, field, text) in [
             (
                 Event::Breaker {
@@ -504,11 +531,11 @@ mod tests {
             (
                 Event::AgentSignalled {
                     iteration: 1,
-                    signal: Signal::SIGKILL,
+                    signal: StopStep::TurnInterrupt,
                     reason: "r".into(),
                 },
                 "signal",
-                "SIGKILL",
+                "turn/interrupt",
             ),
             (
                 Event::IterationEnded {

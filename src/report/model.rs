@@ -711,7 +711,7 @@ mod tests {
                 150,
                 Event::AgentSignalled {
                     iteration: 1,
-                    signal: nix::sys::signal::Signal::SIGINT,
+                    signal: crate::events::StopStep::Sigint,
                     reason: "grace period over".into(),
                 },
             ),

@@ -17,6 +17,7 @@
 //! | `item/started` `contextCompaction` | `Compacted` |
 //! | `error` with `willRetry` | `ApiRetry` |
 //! | `turn/completed` | `Result` (`completed`: success; `failed`: the error, its HTTP status; `interrupted`) |
+//! | `account/rateLimits/updated` (`primary`, `secondary`: `usedPercent`, `windowDurationMins`, `resetsAt`) | `RateLimit` with the subscription windows (the quota guard) |
 //!
 //! Codex reports no cost: results carry `total_cost_usd` 0.
 
@@ -24,7 +25,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::raw::SUMMARY_LEN;
-use super::{AssistantMessage, ResultMessage, StreamEvent, ToolCall, Usage};
+use super::{AssistantMessage, ResultMessage, StreamEvent, ToolCall, Usage, WindowUsage};
 use crate::text::cut_bytes;
 
 /// Lines longer than this (a command's whole output in one `item/completed`)
@@ -180,6 +181,17 @@ impl CodexDecoder {
         }
         match method.as_str() {
             "thread/tokenUsage/updated" => self.usage(params),
+            "account/rateLimits/updated" => match params.rate_limits {
+                Some(limits) => StreamEvent::RateLimit {
+                    // A usage limit reached comes as a failed turn; this is
+                    // the account's usage so far.
+                    status: "allowed".into(),
+                    resets_at: None,
+                    kind: None,
+                    windows: limits.windows(),
+                },
+                None => StreamEvent::Other { kind: method },
+            },
             "turn/started" => {
                 if let Some(turn) = params.turn {
                     self.control = Some(Control::TurnStarted { turn_id: turn.id });
@@ -374,9 +386,52 @@ struct Params {
     item: Option<Item>,
     error: Option<TurnError>,
     will_retry: Option<bool>,
+    rate_limits: Option<RateLimits>,
     // Requests from the server.
     command: Option<String>,
     reason: Option<String>,
+}
+
+/// The account's usage of its subscription windows (`x-codex-primary-*`
+/// and `x-codex-secondary-*` response headers, as Codex passes them on).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RateLimits {
+    primary: Option<RateWindow>,
+    secondary: Option<RateWindow>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct RateWindow {
+    used_percent: f64,
+    window_duration_mins: Option<u64>,
+    resets_at: Option<i64>,
+}
+
+impl RateLimits {
+    /// In the quota guard's names: the 5-hour and weekly windows by their
+    /// length, else by place (Codex's primary window is the 5-hour one,
+    /// its secondary the weekly one).
+    fn windows(self) -> Vec<WindowUsage> {
+        [(self.primary, "five_hour"), (self.secondary, "seven_day")]
+            .into_iter()
+            .filter_map(|(window, by_place)| {
+                let w = window?;
+                let name = match w.window_duration_mins {
+                    Some(300) => "five_hour",
+                    Some(10_080) => "seven_day",
+                    Some(_) => return None,
+                    None => by_place,
+                };
+                Some(WindowUsage {
+                    name: name.into(),
+                    utilization: w.used_percent / 100.0,
+                    resets_at: w.resets_at,
+                })
+            })
+            .collect()
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -499,6 +554,44 @@ mod tests {
         }
         events.extend(d.finish());
         (events, controls)
+    }
+
+    #[test]
+    fn rate_limits_feed_the_quota_guard() {
+        let mut d = CodexDecoder::new();
+        let line = br#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":{"usedPercent":62,"windowDurationMins":300,"resetsAt":1795500000},"secondary":{"usedPercent":91.5,"windowDurationMins":10080,"resetsAt":1796000000},"credits":null,"planType":"plus"}}}"#;
+        let StreamEvent::RateLimit {
+            status, windows, ..
+        } = d.decode(line)
+        else {
+            panic!("a rate limit event");
+        };
+        assert_eq!(status, "allowed");
+        assert_eq!(
+            windows,
+            [
+                WindowUsage {
+                    name: "five_hour".into(),
+                    utilization: 0.62,
+                    resets_at: Some(1_795_500_000)
+                },
+                WindowUsage {
+                    name: "seven_day".into(),
+                    utilization: 0.915,
+                    resets_at: Some(1_796_000_000)
+                },
+            ]
+        );
+        // What the recordings hold without the headers: nothing to guard.
+        let empty = br#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":null,"secondary":null}}}"#;
+        assert!(
+            matches!(d.decode(empty), StreamEvent::RateLimit { windows, .. } if windows.is_empty())
+        );
+        // A window of another length is none of the guard's.
+        let other = br#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"primary":{"usedPercent":5,"windowDurationMins":60}}}}"#;
+        assert!(
+            matches!(d.decode(other), StreamEvent::RateLimit { windows, .. } if windows.is_empty())
+        );
     }
 
     fn result(events: &[StreamEvent]) -> &ResultMessage {

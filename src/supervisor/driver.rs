@@ -20,6 +20,7 @@ use super::signals::Signals;
 use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
 use crate::config::format_duration;
+use crate::events::{Event, StopStep};
 use crate::prompt::templates::{self, Templates};
 use crate::state::{Layout, Lock, RunState};
 
@@ -56,6 +57,9 @@ pub(super) struct Driver<'a> {
     /// Effects still to carry out (kept to spare an allocation per line).
     queue: VecDeque<Effect>,
     out: Vec<Effect>,
+    /// The stop step the agent took for the last `Effect::Signal`, named by
+    /// the `agent_signalled` event the machine emits right after it.
+    stop_taken: Option<StopStep>,
 }
 
 impl<'a> Driver<'a> {
@@ -77,6 +81,7 @@ impl<'a> Driver<'a> {
             net,
             queue: VecDeque::new(),
             out: Vec::new(),
+            stop_taken: None,
         }
     }
 
@@ -156,7 +161,14 @@ impl<'a> Driver<'a> {
         self.queue.extend(self.out.drain(..));
         while let Some(effect) = self.queue.pop_front() {
             match effect {
-                Effect::Emit(event) => {
+                Effect::Emit(mut event) => {
+                    // The machine asks for a signal; the agent says which
+                    // step it took (Codex: `turn/interrupt` while a turn runs).
+                    if let (Event::AgentSignalled { signal, .. }, Some(taken)) =
+                        (&mut event, self.stop_taken.take())
+                    {
+                        *signal = taken;
+                    }
                     self.events.emit(event, self.state, None);
                 }
                 Effect::Tick => {
@@ -187,7 +199,7 @@ impl<'a> Driver<'a> {
                 }
                 Effect::Signal(sig) => {
                     if let Some(a) = agent.as_deref() {
-                        a.signal(sig);
+                        self.stop_taken = Some(a.signal(sig));
                     }
                 }
                 Effect::ReadPlan(path) => {

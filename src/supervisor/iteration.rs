@@ -563,7 +563,7 @@ impl IterationMachine {
             out,
             Event::AgentSignalled {
                 iteration: self.facts.number,
-                signal: sig,
+                signal: sig.into(),
                 reason: reason.to_string(),
             },
         );

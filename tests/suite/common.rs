@@ -2,6 +2,7 @@
 //! `ralph.toml` whose agent is `ralph sim scenario.toml`, and helpers to run
 //! the built binary and read what it left behind.
 
+pub mod git_http;
 pub mod http;
 
 use std::path::{Path, PathBuf};

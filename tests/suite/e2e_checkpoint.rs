@@ -12,8 +12,9 @@ const PLAN: &str = "# Ship the parser\n\nSee `specs/parser.md`.\n\n- [ ] parser\
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Iteration 1 climbs past L2 while writing the parser, then (asked for
-/// notes) complies; iteration 2 finishes and keeps the promise.
-const CLIMB_AND_RESUME: &str = r##"
+/// notes) complies; iteration 2 finishes and keeps the promise. (Also
+/// played as each other agent kind: e2e_kinds.)
+pub const CLIMB_AND_RESUME: &str = r##"
 record_messages = ".ralph/messages.jsonl"
 # An agent takes time between turns; the request lands in between.
 step_delay_ms = 300

@@ -25,10 +25,7 @@ use mock_api::{ApiRequest, Reply};
 const CHECKPOINT_MARK: &str = "This session is being checkpointed";
 
 fn iteration_of(req: &ApiRequest) -> u32 {
-    let re = Regex::new(r"# Iteration (\d+):").unwrap();
-    re.captures(&req.first_user_text())
-        .and_then(|c| c[1].parse().ok())
-        .unwrap_or(0)
+    harness::iteration_of(&req.first_user_text())
 }
 
 fn distinct_sessions(reqs: &[ApiRequest]) -> Vec<String> {
@@ -49,15 +46,6 @@ fn tool_errors(reqs: &[ApiRequest]) -> Vec<String> {
         .filter(|(_, _, is_error)| *is_error)
         .map(|(id, content, _)| format!("{id}: {content}"))
         .collect()
-}
-
-fn assert_nothing_left(p: &Project) {
-    let left = p.leftovers();
-    assert!(
-        left.is_empty(),
-        "{}: processes left behind: {left:?}",
-        p.name
-    );
 }
 
 /// (1) One iteration of several turns: the CLI writes a file, reads and
@@ -159,7 +147,7 @@ fn multi_turn_iteration_edits_commits_and_completes() {
     let exited = p.events_named("agent_exited");
     assert_eq!(exited.len(), 1);
     assert_eq!(exited[0]["code"], 0, "{exited:?}");
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -367,7 +355,7 @@ fn checkpoint_mid_iteration_then_resume() {
         "peak {peak}% should be 153000/167000"
     );
     assert_eq!(history[1]["checkpoint"], false);
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -492,7 +480,7 @@ fn boundary_checkpoint_after_an_item_is_checked_off() {
         peak2 < 25.0,
         "iteration 2 starts in a fresh window: {peak2}%"
     );
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -552,7 +540,7 @@ fn repeated_api_error_opens_the_breaker() {
     assert!(p.handoffs().is_empty());
     let ended = p.events_named("run_ended");
     assert_eq!(ended[0]["exit_code"], 3);
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -607,7 +595,7 @@ fn sigint_during_a_long_tool_call() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
     let left = harness::pids_matching(&sleep);
     assert!(left.is_empty(), "`{sleep}` still runs: {left:?}");
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
 
     let signals = p.events_named("agent_signalled");
     assert_eq!(
@@ -745,7 +733,7 @@ fn emergency_level_stops_at_once_then_resume() {
     let state = p.state();
     assert_eq!(state["status"], "completed");
     assert_eq!(state["context_history"][0]["level"], "L3");
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -824,7 +812,7 @@ fn the_quota_guard_stops_the_run_at_the_weekly_share() {
         status.contains("quota      5-hour 30%, resets "),
         "{status}"
     );
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -945,7 +933,7 @@ fn the_sandbox_keeps_the_real_cli_inside_the_project() {
         handoff.contains("id_ed25519: No such file or directory"),
         "{handoff}"
     );
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -1033,6 +1021,6 @@ fn two_workers_run_the_real_cli_side_by_side_and_are_merged() {
         .filter_map(|e| e["worker"].as_str().map(str::to_string))
         .collect();
     assert_eq!(workers.len(), 2, "{workers:?}");
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }

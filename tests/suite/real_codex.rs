@@ -90,10 +90,7 @@ fn serve(p: &Project, script: impl Fn(&ApiRequest) -> Answer + Send + Sync + 'st
 }
 
 fn iteration_of(req: &ApiRequest) -> u32 {
-    let re = Regex::new(r"# Iteration (\d+):").unwrap();
-    re.captures(&req.user_text())
-        .and_then(|c| c[1].parse().ok())
-        .unwrap_or(0)
+    harness::iteration_of(&req.user_text())
 }
 
 fn threads(reqs: &[ApiRequest]) -> Vec<String> {
@@ -105,15 +102,6 @@ fn threads(reqs: &[ApiRequest]) -> Vec<String> {
         }
     }
     threads
-}
-
-fn assert_nothing_left(p: &Project) {
-    let left = p.leftovers();
-    assert!(
-        left.is_empty(),
-        "{}: processes left behind: {left:?}",
-        p.name
-    );
 }
 
 fn diag(p: &Project, api: &MockApi) -> String {
@@ -162,7 +150,7 @@ fn writes_a_file_and_completes() {
             .any(|c| c["tool"].as_str().is_some_and(|t| t.contains("hello.txt"))),
         "the command shows as the tool at work: {contexts:?}"
     );
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -202,7 +190,7 @@ fn an_api_error_is_recognised() {
         "Codex's retries show"
     );
     assert_eq!(threads(&api.main_requests()).len(), 2);
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -241,7 +229,54 @@ fn a_usage_limit_is_recognised() {
     let state = p.state();
     let history = state["history"].as_array().unwrap();
     assert_eq!(history[0]["outcome"], "usage limit", "{state:#}");
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
+    p.keep_if_asked();
+}
+
+/// The account's usage that Codex passes on (`account/rateLimits/updated`,
+/// from the backend's `x-codex-*` headers) feeds the quota guard: past the
+/// weekly share the run is checkpointed and ends with exit 5.
+#[test]
+fn the_quota_guard_reads_codex_rate_limits() {
+    let _serial = harness::serial();
+    let setup = Setup {
+        extra: "[quota]\nweekly_percent = 90",
+        ..Setup::default()
+    };
+    let Some(p) = project("codex_quota", &setup) else {
+        return;
+    };
+    let api = serve(&p, |req| match req.calls() {
+        0 => Answer::call(20_000)
+            .exec("echo started > progress.txt")
+            .quota(12.0, 93.0),
+        // The guard acts on ralph's next beat, while this runs.
+        1 => Answer::call(21_000).exec("sleep 20.231").quota(12.0, 93.0),
+        _ => Answer::call(22_000).text("E2E: the guard did not stop the run"),
+    });
+    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(60));
+    assert_eq!(code, 5, "the weekly share is spent\n{}", diag(&p, &api));
+    let ended = p.events_named("run_ended");
+    let reason = ended[0]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("quota guard: the weekly limit is 93% used (quota.weekly_percent 90%)"),
+        "{reason}"
+    );
+    let checkpoints = p.events_named("checkpoint");
+    assert_eq!(checkpoints.len(), 1, "{}", diag(&p, &api));
+    assert_eq!(checkpoints[0]["trigger"], "budget", "{}", diag(&p, &api));
+    assert_eq!(
+        p.state()["quota"]["weekly"]["percent"],
+        93.0,
+        "{:#}",
+        p.state()
+    );
+    let wip_files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(
+        wip_files.lines().any(|f| f == "progress.txt"),
+        "{wip_files}"
+    );
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -284,7 +319,7 @@ fn sigint_interrupts_the_turn() {
     assert!(harness::wait_until(Duration::from_secs(5), || {
         harness::pids_matching(&sleep).is_empty()
     }));
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     let state = p.state();
     assert_eq!(state["status"], "interrupted", "{state:#}");
     let checkpoints = p.events_named("checkpoint");
@@ -304,6 +339,9 @@ fn sigint_interrupts_the_turn() {
         "{}",
         diag(&p, &api)
     );
+    // And the event names the step ralph took.
+    let signals = p.events_named("agent_signalled");
+    assert_eq!(signals[0]["signal"], "turn/interrupt", "{signals:?}");
     p.keep_if_asked();
 }
 
@@ -364,7 +402,7 @@ fn kill_9_then_takeover() {
         harness::pids_matching(&sleep).is_empty(),
         "the command was ended"
     );
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     let state = p.state();
     let history = state["context_history"].as_array().unwrap();
     assert_eq!(history.len(), 2, "{state:#}");
@@ -484,6 +522,6 @@ fn l2_handoff_with_notes_then_resume() {
     let state = p.state();
     assert_eq!(state["status"], "completed", "{state:#}");
     assert_eq!(state["context_window"], WINDOW);
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }

@@ -18,9 +18,8 @@ use std::time::Duration;
 
 use crate::agent_mock::cli::{self, Cli, Installed};
 use crate::agent_mock::gemini::{self, Chat, Gemini};
-use crate::agent_mock::{MockServer, Reply};
+use crate::agent_mock::{MockServer, Reply, cases};
 use crate::real_claude::harness::{self, Project, Setup as RalphSetup, toml_str};
-use regex::Regex;
 use serde_json::json;
 
 fn gemini_cli() -> Cli {
@@ -196,14 +195,6 @@ fn gemini_reports_a_usage_limit() {
 
 // ------------------------------------------------------------ under ralph
 
-/// The iteration a request belongs to, from ralph's prompt.
-fn iteration_of(chat: &Chat) -> u32 {
-    let re = Regex::new(r"# Iteration (\d+):").unwrap();
-    re.captures(&chat.user_text())
-        .and_then(|c| c[1].parse().ok())
-        .unwrap_or(0)
-}
-
 /// A ralph project whose agent is the real Gemini CLI: `[agent] kind =
 /// "gemini"`, `--yolo` (headless, the CLI offers no tool that would ask),
 /// its own HOME with its settings.
@@ -232,15 +223,6 @@ fn serve(p: &Project, script: impl Fn(&Chat) -> Reply + Send + Sync + 'static) -
     let api = MockServer::start(&p.base.join("api-requests.jsonl"), Gemini::new(script));
     p.configure(&api.url());
     api
-}
-
-fn assert_nothing_left(p: &Project) {
-    let left = p.leftovers();
-    assert!(
-        left.is_empty(),
-        "{}: processes left behind: {left:?}",
-        p.name
-    );
 }
 
 const PLAN: &str = "# E2E plan\n\n- [ ] Create hello.txt saying hello\n";
@@ -305,7 +287,7 @@ fn ralph_runs_gemini_to_completion() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["metered_live"], false, "{report:#}");
     assert!(p.handoffs().is_empty());
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -325,17 +307,7 @@ fn ralph_recognises_a_gemini_api_error() {
     let api = serve(&p, |_| {
         gemini::api_error("E2E: this request is always refused")
     });
-    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(150));
-    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
-    assert_eq!(code, 3, "breaker open\n{}", diag());
-    let state = p.state();
-    assert_eq!(state["breaker"]["rule"], "same_error", "{state:#}");
-    for h in state["history"].as_array().unwrap() {
-        let error = h["error"].as_str().unwrap_or("");
-        assert!(error.contains("API error 400"), "{h}");
-        assert!(error.contains("always refused"), "{h}");
-    }
-    assert_nothing_left(&p);
+    cases::refused_every_time_opens_the_breaker(&p, &api);
 }
 
 /// A usage limit (429 `RESOURCE_EXHAUSTED`, a per-day quota the CLI gives
@@ -352,17 +324,7 @@ fn ralph_recognises_a_gemini_usage_limit() {
     };
     let p = ralph_project("gm-limit", &g, &setup);
     let api = serve(&p, |_| gemini::usage_limit());
-    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(150));
-    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
-    assert_eq!(code, 5, "usage limit, waiting off\n{}", diag());
-    let ended = p.events_named("run_ended");
-    let reason = ended[0]["reason"].as_str().unwrap_or("");
-    assert!(
-        reason.contains("rate_limit.wait is off"),
-        "{reason}\n{}",
-        diag()
-    );
-    assert_nothing_left(&p);
+    cases::a_usage_limit_ends_the_run(&p, &api);
 }
 
 /// SIGINT to ralph while Gemini CLI's shell tool sleeps: the agent and its
@@ -374,43 +336,9 @@ fn sigint_stops_gemini_and_its_tool() {
         return;
     };
     let p = ralph_project("gm-sigint", &g, &ralph_setup());
-    let sleep = format!("sleep 40.{:05}", std::process::id() % 100_000);
-    let command = format!("echo started > progress.txt; {sleep}; echo slept");
-    let api = serve(&p, move |chat| match chat.assistant_turns() {
-        0 => Reply::turn(20_000).tool(
-            "run_shell_command",
-            json!({"command": command, "description": "Long test suite"}),
-        ),
-        _ => Reply::turn(21_000).text("E2E: the tool was not interrupted"),
+    cases::sigint_stops_the_agent_and_its_tool(&p, "run_shell_command", |p, script| {
+        serve(p, move |chat| script(chat))
     });
-    let mut ralph = p.spawn_ralph(&["--json"]);
-    if !harness::wait_until(Duration::from_secs(60), || {
-        !harness::pids_matching(&sleep).is_empty()
-    }) {
-        let _ = ralph.kill();
-        let _ = ralph.wait();
-        panic!(
-            "the tool never started\n{}\n{}",
-            p.diagnostics(),
-            api.describe()
-        );
-    }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(ralph.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let status = p.wait(&mut ralph, Duration::from_secs(30));
-    assert_eq!(status.code(), Some(130), "{}", p.diagnostics());
-    assert!(
-        harness::wait_until(Duration::from_secs(5), || harness::pids_matching(&sleep)
-            .is_empty()),
-        "the tool still runs"
-    );
-    assert_nothing_left(&p);
-    assert_eq!(p.state()["status"], "interrupted");
-    let log = p.log();
-    assert!(log[0].starts_with("ralph: checkpoint iter 1"), "{log:?}");
 }
 
 /// kill -9 of ralph while Gemini CLI's tool sleeps: the next `ralph run`
@@ -422,46 +350,7 @@ fn kill_9_then_takeover_with_gemini() {
         return;
     };
     let p = ralph_project("gm-kill9", &g, &ralph_setup());
-    let sleep = format!("sleep 50.{:05}", std::process::id() % 100_000);
-    let command = format!("echo started > progress.txt; {sleep}");
-    let api = serve(&p, move |chat| {
-        match (iteration_of(chat), chat.assistant_turns()) {
-        (1, 0) => Reply::turn(20_000).tool(
-            "run_shell_command",
-            json!({"command": command, "description": "Long test suite"}),
-        ),
-        (1, _) => Reply::turn(21_000).text("E2E: iteration 1 went on"),
-        (_, 0) => Reply::turn(22_000).tool(
-            "run_shell_command",
-            json!({"command": "echo hello > hello.txt && sed -i 's/- \\[ \\] Create/- [x] Create/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'", "description": "Finish"}),
-        ),
-        _ => Reply::turn(23_000).text("Done.\n\n<promise>COMPLETE</promise>"),
-    }
+    cases::kill_9_then_takeover(&p, "run_shell_command", |p, script| {
+        serve(p, move |chat| script(chat))
     });
-    let mut ralph = p.spawn_ralph(&["--json"]);
-    if !harness::wait_until(Duration::from_secs(60), || {
-        !harness::pids_matching(&sleep).is_empty()
-    }) {
-        let _ = ralph.kill();
-        let _ = ralph.wait();
-        panic!(
-            "the tool never started\n{}\n{}",
-            p.diagnostics(),
-            api.describe()
-        );
-    }
-    // Tools in sessions of their own are recorded on ralph's one-second beat.
-    std::thread::sleep(Duration::from_secs(3));
-    ralph.kill().unwrap();
-    ralph.wait().unwrap();
-    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(150));
-    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
-    assert_eq!(code, 0, "the takeover run completes\n{}", diag());
-    assert!(
-        harness::wait_until(Duration::from_secs(5), || harness::pids_matching(&sleep)
-            .is_empty()),
-        "the first tool still runs"
-    );
-    assert_eq!(p.read("hello.txt"), "hello\n");
-    assert_nothing_left(&p);
 }

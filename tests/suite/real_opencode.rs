@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use crate::agent_mock::cli::{self, Cli, Installed};
 use crate::agent_mock::openai::{self, Chat, OpenAi};
-use crate::agent_mock::{MockServer, Reply};
-use crate::real_claude::harness::{self, Project, Setup as RalphSetup, toml_str};
+use crate::agent_mock::{MockServer, Reply, cases};
+use crate::real_claude::harness::{self, Project, Setup as RalphSetup, iteration_of, toml_str};
 use regex::Regex;
 use serde_json::json;
 
@@ -230,14 +230,6 @@ fn opencode_reports_a_usage_limit() {
 
 // ------------------------------------------------------------ under ralph
 
-/// The iteration a request belongs to, from ralph's prompt.
-fn iteration_of(chat: &Chat) -> u32 {
-    let re = Regex::new(r"# Iteration (\d+):").unwrap();
-    re.captures(&chat.user_text())
-        .and_then(|c| c[1].parse().ok())
-        .unwrap_or(0)
-}
-
 /// A ralph project whose agent is the real opencode: `[agent] kind =
 /// "opencode"`, its config (the mock provider) in `OPENCODE_CONFIG`, its
 /// own HOME and XDG directories.
@@ -268,15 +260,6 @@ fn serve(p: &Project, script: impl Fn(&Chat) -> Reply + Send + Sync + 'static) -
     std::fs::write(p.home.join("opencode.json"), opencode_json(&api.url())).unwrap();
     p.configure(&api.url());
     api
-}
-
-fn assert_nothing_left(p: &Project) {
-    let left = p.leftovers();
-    assert!(
-        left.is_empty(),
-        "{}: processes left behind: {left:?}",
-        p.name
-    );
 }
 
 fn ralph_setup(plan: &'static str) -> RalphSetup<'static> {
@@ -346,7 +329,7 @@ fn ralph_runs_opencode_to_completion() {
         "cost from the steps: {state:#}"
     );
     assert!(p.handoffs().is_empty());
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }
 
@@ -367,17 +350,7 @@ fn ralph_recognises_an_opencode_api_error() {
     let api = serve(&p, |_| {
         openai::api_error("E2E: this request is always refused")
     });
-    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(150));
-    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
-    assert_eq!(code, 3, "breaker open\n{}", diag());
-    let state = p.state();
-    assert_eq!(state["breaker"]["rule"], "same_error", "{state:#}");
-    for h in state["history"].as_array().unwrap() {
-        let error = h["error"].as_str().unwrap_or("");
-        assert!(error.contains("API error 400"), "{h}");
-        assert!(error.contains("always refused"), "{h}");
-    }
-    assert_nothing_left(&p);
+    cases::refused_every_time_opens_the_breaker(&p, &api);
 }
 
 /// A usage limit (429 `insufficient_quota`, which opencode retries five
@@ -395,17 +368,7 @@ fn ralph_recognises_an_opencode_usage_limit() {
     };
     let p = ralph_project("oc-limit", &oc, &setup);
     let api = serve(&p, |_| openai::usage_limit());
-    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(150));
-    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
-    assert_eq!(code, 5, "usage limit, waiting off\n{}", diag());
-    let ended = p.events_named("run_ended");
-    let reason = ended[0]["reason"].as_str().unwrap_or("");
-    assert!(
-        reason.contains("rate_limit.wait is off"),
-        "{reason}\n{}",
-        diag()
-    );
-    assert_nothing_left(&p);
+    cases::a_usage_limit_ends_the_run(&p, &api);
 }
 
 /// SIGINT to ralph while opencode's bash tool sleeps: the agent and its
@@ -421,42 +384,9 @@ fn sigint_stops_opencode_and_its_tool() {
         &oc,
         &ralph_setup("# E2E plan\n\n- [ ] Create hello.txt saying hello\n"),
     );
-    let sleep = format!("sleep 40.{:05}", std::process::id() % 100_000);
-    let command = format!("echo started > progress.txt; {sleep}; echo slept");
-    let api = serve(&p, move |chat| match chat.assistant_turns() {
-        0 => Reply::turn(20_000).tool(
-            "bash",
-            json!({"command": command, "description": "Long test suite"}),
-        ),
-        _ => Reply::turn(21_000).text("E2E: the tool was not interrupted"),
+    cases::sigint_stops_the_agent_and_its_tool(&p, "bash", |p, script| {
+        serve(p, move |chat| script(chat))
     });
-    let mut ralph = p.spawn_ralph(&["--json"]);
-    if !harness::wait_until(Duration::from_secs(60), || {
-        !harness::pids_matching(&sleep).is_empty()
-    }) {
-        let _ = ralph.kill();
-        let _ = ralph.wait();
-        panic!(
-            "the tool never started\n{}\n{}",
-            p.diagnostics(),
-            api.describe()
-        );
-    }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(ralph.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let status = p.wait(&mut ralph, Duration::from_secs(30));
-    assert_eq!(status.code(), Some(130), "{}", p.diagnostics());
-    assert!(
-        harness::pids_matching(&sleep).is_empty(),
-        "the tool still runs"
-    );
-    assert_nothing_left(&p);
-    assert_eq!(p.state()["status"], "interrupted");
-    let log = p.log();
-    assert!(log[0].starts_with("ralph: checkpoint iter 1"), "{log:?}");
 }
 
 /// kill -9 of ralph while opencode's tool sleeps: the next `ralph run`
@@ -472,47 +402,7 @@ fn kill_9_then_takeover_with_opencode() {
         &oc,
         &ralph_setup("# E2E plan\n\n- [ ] Create hello.txt saying hello\n"),
     );
-    let sleep = format!("sleep 50.{:05}", std::process::id() % 100_000);
-    let command = format!("echo started > progress.txt; {sleep}");
-    let api = serve(&p, move |chat| {
-        match (iteration_of(chat), chat.assistant_turns()) {
-        (1, 0) => Reply::turn(20_000)
-            .tool("bash", json!({"command": command, "description": "Long test suite"})),
-        (1, _) => Reply::turn(21_000).text("E2E: iteration 1 went on"),
-        (_, 0) => Reply::turn(22_000).tool(
-            "bash",
-            json!({"command": "echo hello > hello.txt && sed -i 's/- \\[ \\] Create/- [x] Create/' fix_plan.md && git add -A . ':!.ralph' && git commit -q -m 'Create hello.txt'", "description": "Finish"}),
-        ),
-        _ => Reply::turn(23_000).text("Done.\n\n<promise>COMPLETE</promise>"),
-    }
-    });
-    let mut ralph = p.spawn_ralph(&["--json"]);
-    if !harness::wait_until(Duration::from_secs(60), || {
-        !harness::pids_matching(&sleep).is_empty()
-    }) {
-        let _ = ralph.kill();
-        let _ = ralph.wait();
-        panic!(
-            "the tool never started\n{}\n{}",
-            p.diagnostics(),
-            api.describe()
-        );
-    }
-    // opencode runs its bash tool detached, in a session of its own: ralph
-    // records it on its one-second beat, for the takeover to end it.
-    std::thread::sleep(Duration::from_secs(3));
-    ralph.kill().unwrap();
-    ralph.wait().unwrap();
-    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(150));
-    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
-    assert_eq!(code, 0, "the takeover run completes\n{}", diag());
-    assert!(
-        harness::wait_until(Duration::from_secs(5), || harness::pids_matching(&sleep)
-            .is_empty()),
-        "the first tool still runs"
-    );
-    assert_eq!(p.read("hello.txt"), "hello\n");
-    assert_nothing_left(&p);
+    cases::kill_9_then_takeover(&p, "bash", |p, script| serve(p, move |chat| script(chat)));
 }
 
 /// The context climbs past L2 in one model step. opencode takes no
@@ -532,7 +422,7 @@ fn opencode_past_l2_hands_off_and_resumes() {
     );
     let api = serve(&p, move |chat| {
         let handoff_re = Regex::new(r"\.ralph/handoffs/[0-9-]+-iter\d{3}(-\d+)?\.md").unwrap();
-        match (iteration_of(chat), chat.assistant_turns()) {
+        match (iteration_of(&chat.user_text()), chat.assistant_turns()) {
             (1, 0) => Reply::turn(20_000)
                 .text("Starting on the parser.")
                 .tool("write", json!({"filePath": "src/parser.txt", "content": "half done\n"})),
@@ -585,7 +475,7 @@ fn opencode_past_l2_hands_off_and_resumes() {
     let second = api
         .main_requests()
         .into_iter()
-        .find(|r| iteration_of(&Chat(r)) == 2)
+        .find(|r| iteration_of(&Chat(r).user_text()) == 2)
         .expect("iteration 2 ran");
     let prompt = Chat(&second).user_text();
     assert!(prompt.contains("Resume from a checkpoint"), "{prompt}");
@@ -593,6 +483,6 @@ fn opencode_past_l2_hands_off_and_resumes() {
     let state = p.state();
     assert_eq!(state["status"], "completed", "{state:#}");
     assert_eq!(state["context_history"][0]["checkpoint"], true);
-    assert_nothing_left(&p);
+    p.assert_nothing_left();
     p.keep_if_asked();
 }

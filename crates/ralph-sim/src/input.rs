@@ -16,11 +16,17 @@ use nix::unistd::Pid;
 use regex::Regex;
 use serde_json::Value;
 
+use crate::format::Input;
+use crate::format::codex::{self, Asked, Shared};
+use crate::ids::Ids;
+use crate::player::write_line;
 use crate::scenario::OnSigterm;
 use crate::{Error, Result};
 
 pub(crate) enum Event {
     Message(String),
+    /// Codex's `turn/interrupt`: stop the running turn, as SIGINT stops Claude Code.
+    Interrupt,
     Eof,
     Signal(i32),
     ToolDone(Option<ExitStatus>),
@@ -46,23 +52,52 @@ fn user_message_text(line: &[u8]) -> Option<String> {
     }
 }
 
-/// The background reader: messages can arrive while a step plays.
-pub(crate) fn spawn_stdin_reader(tx: Sender<Event>) {
+/// The background reader: messages can arrive while a step plays. What a line is
+/// depends on the CLI the sim speaks like (`format`).
+pub(crate) fn spawn_stdin_reader(tx: Sender<Event>, input: Input, session: Shared) {
     thread::spawn(move || {
         let stdin = io::stdin();
-        let mut input = stdin.lock();
+        let mut input_lines = stdin.lock();
+        if input == Input::PlainToEof {
+            // The whole of stdin is the prompt.
+            let mut prompt = Vec::new();
+            if input_lines.read_to_end(&mut prompt).is_ok() && !prompt.is_empty() {
+                let _ = tx.send(Event::Message(
+                    String::from_utf8_lossy(&prompt).into_owned(),
+                ));
+            }
+            let _ = tx.send(Event::Eof);
+            return;
+        }
+        let mut ids = Ids::new();
         let mut line = Vec::new();
         loop {
             line.clear();
-            match input.read_until(b'\n', &mut line) {
+            match input_lines.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => break,
+                Ok(_) if line.iter().all(u8::is_ascii_whitespace) => {}
+                Ok(_) if input == Input::JsonRpc => {
+                    let (replies, asked) = codex::serve(&line, &session, &mut ids);
+                    for reply in replies {
+                        if write_line(reply.as_bytes(), true).is_err() {
+                            return;
+                        }
+                    }
+                    let event = match asked {
+                        Some(Asked::Message(text)) => Event::Message(text),
+                        Some(Asked::Interrupt) => Event::Interrupt,
+                        None => continue,
+                    };
+                    if tx.send(event).is_err() {
+                        return;
+                    }
+                }
                 Ok(_) => match user_message_text(&line) {
                     Some(text) => {
                         if tx.send(Event::Message(text)).is_err() {
                             return;
                         }
                     }
-                    None if line.iter().all(u8::is_ascii_whitespace) => {}
                     None => eprintln!(
                         "ralph sim: ignoring a stdin line that is not a stream-json user message"
                     ),

@@ -9,6 +9,7 @@
 //! iteration's options, `input` brings stdin and signals in, `player` plays the steps
 //! (its `tools` act for real), printing `lines` with `usage` and `ids` in them.
 
+mod format;
 mod ids;
 mod input;
 mod lines;
@@ -23,6 +24,7 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
+pub use crate::format::translate_transcript;
 use crate::scenario::Scenario;
 use crate::settings::{Settings, iteration_from_env, model_arg};
 

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use self::output::flood_stderr;
+pub(crate) use self::output::write_line;
+use crate::format::{Format, Translator, codex};
 use crate::ids::Ids;
 use crate::input::{self, Event, kill_tool_group, notes_path};
 use crate::lines::{
@@ -114,6 +116,9 @@ struct Sim<'a> {
     /// The tool calls that failed (their first lines), for the notes too:
     /// an agent says what it was refused.
     failed: Vec<String>,
+    format: Format,
+    /// The player's lines in the CLI's format.
+    translator: Translator,
 }
 
 /// Plays `steps` as iteration `iteration`; returns the process exit code.
@@ -127,7 +132,9 @@ pub(crate) fn play(
 ) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     input::install_signal_handlers(tx.clone(), cfg.on_sigterm)?;
-    input::spawn_stdin_reader(tx.clone());
+    let format = Format::from_args(claude_args);
+    let session = codex::Shared::new(&cfg.api_model, cfg.context_window);
+    input::spawn_stdin_reader(tx.clone(), format.input(), session.clone());
 
     let sim = Sim {
         permission_mode: permission_mode(claude_args),
@@ -156,6 +163,8 @@ pub(crate) fn play(
         exit_code: cfg.exit_code,
         touched: Vec::new(),
         failed: Vec::new(),
+        format,
+        translator: Translator::new(format, &session),
         cfg,
     };
     sim.run()
@@ -337,6 +346,11 @@ impl Sim<'_> {
                 }
                 self.inbox.push_back(text);
             }
+            Event::Interrupt if self.running => {
+                kill_tool_group();
+                return Err(Halt::Abort);
+            }
+            Event::Interrupt => {}
             Event::Eof => {
                 self.stdin_eof = true;
                 if until.eof {
@@ -380,6 +394,11 @@ impl Sim<'_> {
         if sig != Signal::SIGINT as i32 {
             // SIGTERM only gets here when the scenario ignores it.
             return Ok(());
+        }
+        if self.format == Format::Codex {
+            // The app-server dies on SIGINT; its clean stop is `turn/interrupt`.
+            kill_tool_group();
+            return Err(Halt::Exit(130));
         }
         match self.cfg.on_sigint {
             OnSigint::Ignore => Ok(()),

@@ -12,6 +12,7 @@
 //! words.
 #![allow(dead_code, unused_imports)] // each test file uses its own provider
 
+pub mod cases;
 pub mod cli;
 pub mod gemini;
 pub mod openai;

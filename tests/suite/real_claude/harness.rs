@@ -469,6 +469,40 @@ cooldown = "1m"
             .collect()
     }
 
+    /// No process of the test is left running.
+    pub fn assert_nothing_left(&self) {
+        let left = self.leftovers();
+        assert!(
+            left.is_empty(),
+            "{}: processes left behind: {left:?}",
+            self.name
+        );
+    }
+
+    /// `ralph run ARGS`, returned once `needle` (a tool's command line)
+    /// runs; if it never does, ralph is killed and the test fails with
+    /// `context` (the mock's requests).
+    pub fn spawn_ralph_until(
+        &self,
+        args: &[&str],
+        needle: &str,
+        context: impl Fn() -> String,
+    ) -> Child {
+        let mut ralph = self.spawn_ralph(args);
+        if !wait_until(Duration::from_secs(60), || {
+            !pids_matching(needle).is_empty()
+        }) {
+            let _ = ralph.kill();
+            let _ = ralph.wait();
+            panic!(
+                "the tool never started\n{}\n{}",
+                self.diagnostics(),
+                context()
+            );
+        }
+        ralph
+    }
+
     pub fn kill_leftovers(&self) {
         for (pid, _) in self.leftovers() {
             let _ = nix::sys::signal::kill(
@@ -580,4 +614,12 @@ pub fn toml_str(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// The iteration a request belongs to, from ralph's prompt in its text.
+pub fn iteration_of(text: &str) -> u32 {
+    let re = regex::Regex::new(r"# Iteration (\d+):").unwrap();
+    re.captures(text)
+        .and_then(|c| c[1].parse().ok())
+        .unwrap_or(0)
 }

@@ -1,7 +1,6 @@
 //! A mock of the Anthropic Messages API on 127.0.0.1, for the real Claude
-//! Code CLI (`ANTHROPIC_BASE_URL`). Plain `std::net` and one thread per
-//! connection: HTTP/1.1 with keep-alive, `Content-Length` or chunked
-//! request bodies, answers with a complete body.
+//! Code CLI (`ANTHROPIC_BASE_URL`), served by the suite's one loopback HTTP
+//! server (`agent_mock::server`).
 //!
 //! Main-conversation requests (`POST /v1/messages` with `tools`) go to the
 //! test's script, which answers with a [`Reply`]: an SSE stream of
@@ -9,45 +8,21 @@
 //! `input_json_delta`), `message_delta` (with usage) and `message_stop`, or
 //! an error status. Everything else the CLI may send (`count_tokens`, a
 //! tool-less side query such as a title, `HEAD` connectivity checks) gets a
-//! sensible canned answer. Every request is recorded, and appended to a
-//! JSON-lines log for whoever debugs a failure.
+//! sensible canned answer. `MockApi::start_raw` serves another API the same
+//! way (Codex's Responses API, `real_codex/mock_responses.rs`).
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// One request as the mock received it.
-#[derive(Debug, Clone)]
-pub struct ApiRequest {
-    /// Order of arrival, over all requests.
-    pub seq: usize,
-    /// Order among main-conversation requests (None for the others).
-    pub main_seq: Option<usize>,
-    pub method: String,
-    pub path: String,
-    /// Header names in lower case.
-    pub headers: BTreeMap<String, String>,
-    pub body: Value,
-}
+use crate::agent_mock::server::{MockServer, Request, Responder, Response};
+
+/// One request as the mock received it (the server's, with the Messages
+/// API's reading of it below).
+pub type ApiRequest = Request;
 
 impl ApiRequest {
-    pub fn is_main(&self) -> bool {
-        self.main_seq.is_some()
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .get(&name.to_ascii_lowercase())
-            .map(String::as_str)
-    }
-
     /// The CLI's session id: one per agent process.
     pub fn session(&self) -> Option<&str> {
         self.header("x-claude-code-session-id")
@@ -277,29 +252,65 @@ impl Reply {
 
 type Script = dyn Fn(&ApiRequest) -> Reply + Send + Sync;
 /// A whole HTTP response for a request (another provider's API).
-type RawScript = dyn Fn(&ApiRequest) -> Vec<u8> + Send + Sync;
+type RawScript = dyn Fn(&ApiRequest) -> Response + Send + Sync;
 
-/// Who answers: the Messages API script, or another API's responder.
-enum Responder {
-    Messages(Box<Script>),
-    Raw(Box<RawScript>),
+/// The Messages API: main requests (with tools) go to the script.
+struct Messages(Box<Script>);
+
+fn is_messages(r: &Request) -> bool {
+    r.method == "POST" && (r.path == "/v1/messages" || r.path.starts_with("/v1/messages?"))
 }
 
-struct Shared {
-    responder: Responder,
-    requests: Mutex<Vec<ApiRequest>>,
-    log: Mutex<Option<std::fs::File>>,
-    seq: AtomicUsize,
-    main_seq: AtomicUsize,
-    stop: AtomicBool,
+impl Responder for Messages {
+    fn is_main(&self, r: &Request) -> bool {
+        is_messages(r) && r.body["tools"].as_array().is_some_and(|t| !t.is_empty())
+    }
+
+    fn respond(&self, request: &Request) -> Response {
+        let id = request.seq;
+        match (request.method.as_str(), request.path.as_str()) {
+            ("HEAD", _) => http(200, "text/plain", id, &[]),
+            ("POST", p) if p.starts_with("/v1/messages/count_tokens") => {
+                http(200, "application/json", id, br#"{"input_tokens":1000}"#)
+            }
+            _ if request.is_main() => {
+                // A panicking script answers as the API would fail, and its
+                // panic text stays in the test's output.
+                let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    (self.0)(request)
+                }))
+                .unwrap_or_else(|_| Reply::error(500, "api_error", "the mock's script panicked"));
+                render(reply, request)
+            }
+            // A side query (title, summary, quota probe): a short answer.
+            _ if is_messages(request) => render(Reply::turn(1000).text("ok"), request),
+            _ => http(
+                404,
+                "application/json",
+                id,
+                json!({"type": "error", "error": {"type": "not_found_error", "message": format!("the mock has no {}", request.path)}})
+                    .to_string()
+                    .as_bytes(),
+            ),
+        }
+    }
 }
 
-pub struct MockApi {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    acceptor: Option<JoinHandle<()>>,
+/// Another API: `POST …/responses` counts as a main request.
+struct Raw(Box<RawScript>);
+
+impl Responder for Raw {
+    fn is_main(&self, r: &Request) -> bool {
+        r.method == "POST" && r.path.ends_with("/responses")
+    }
+
+    fn respond(&self, request: &Request) -> Response {
+        (self.0)(request)
+    }
 }
+
+/// The mock API: the server with the Messages API (or another) behind it.
+pub struct MockApi(MockServer);
 
 impl MockApi {
     /// Serve on a free port of 127.0.0.1; requests are logged to `log`.
@@ -307,69 +318,27 @@ impl MockApi {
         log: &Path,
         script: impl Fn(&ApiRequest) -> Reply + Send + Sync + 'static,
     ) -> MockApi {
-        MockApi::serve(log, Responder::Messages(Box::new(script)))
+        MockApi(MockServer::start(log, Messages(Box::new(script))))
     }
 
-    /// Serve another API: `respond` gives the whole HTTP response (see
-    /// [`http`]); `POST …/responses` counts as a main request.
+    /// Serve another API: `respond` gives the whole response (see [`http`]).
     pub fn start_raw(
         log: &Path,
-        respond: impl Fn(&ApiRequest) -> Vec<u8> + Send + Sync + 'static,
+        respond: impl Fn(&ApiRequest) -> Response + Send + Sync + 'static,
     ) -> MockApi {
-        MockApi::serve(log, Responder::Raw(Box::new(respond)))
-    }
-
-    fn serve(log: &Path, responder: Responder) -> MockApi {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the mock API");
-        let addr = listener.local_addr().unwrap();
-        let shared = Arc::new(Shared {
-            responder,
-            requests: Mutex::new(Vec::new()),
-            log: Mutex::new(std::fs::File::create(log).ok()),
-            seq: AtomicUsize::new(0),
-            main_seq: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
-        });
-        let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let acceptor = {
-            let shared = shared.clone();
-            let threads = threads.clone();
-            std::thread::Builder::new()
-                .name("mock-api".into())
-                .spawn(move || {
-                    for conn in listener.incoming() {
-                        if shared.stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        let Ok(conn) = conn else { continue };
-                        let shared = shared.clone();
-                        let handle = std::thread::spawn(move || serve(conn, &shared));
-                        threads.lock().unwrap().push(handle);
-                    }
-                })
-                .unwrap()
-        };
-        MockApi {
-            addr,
-            shared,
-            threads,
-            acceptor: Some(acceptor),
-        }
+        MockApi(MockServer::start(log, Raw(Box::new(respond))))
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.0.url()
     }
 
     pub fn requests(&self) -> Vec<ApiRequest> {
-        self.shared.requests.lock().unwrap().clone()
+        self.0.requests()
     }
 
     pub fn main_requests(&self) -> Vec<ApiRequest> {
-        self.requests()
-            .into_iter()
-            .filter(|r| r.is_main())
-            .collect()
+        self.0.main_requests()
     }
 
     /// One line per request, for failure messages.
@@ -382,201 +351,7 @@ impl MockApi {
     }
 }
 
-impl Drop for MockApi {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        // Wake the acceptor up.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(a) = self.acceptor.take() {
-            let _ = a.join();
-        }
-        for t in self.threads.lock().unwrap().drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-/// How long a connection waits for its next request before it checks
-/// whether the mock is shutting down.
-const POLL: Duration = Duration::from_millis(200);
-/// How long the rest of a request may take once it has begun.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn serve(conn: TcpStream, shared: &Shared) {
-    let mut reader = BufReader::new(match conn.try_clone() {
-        Ok(c) => c,
-        Err(_) => return,
-    });
-    let mut out = conn;
-    loop {
-        // The request line; between requests, poll for shutdown.
-        let _ = reader.get_ref().set_read_timeout(Some(POLL));
-        let mut line = Vec::new();
-        loop {
-            if shared.stop.load(Ordering::SeqCst) {
-                return;
-            }
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) => return,
-                Ok(_) if line.ends_with(b"\n") => break,
-                Ok(_) => return,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue;
-                }
-                Err(_) => return,
-            }
-        }
-        let _ = reader.get_ref().set_read_timeout(Some(REQUEST_TIMEOUT));
-        let request_line = String::from_utf8_lossy(&line).trim().to_string();
-        if request_line.is_empty() {
-            continue;
-        }
-        let mut parts = request_line.split_whitespace();
-        let method = parts.next().unwrap_or("").to_string();
-        let path = parts.next().unwrap_or("").to_string();
-        let mut headers = BTreeMap::new();
-        loop {
-            let mut h = String::new();
-            match reader.read_line(&mut h) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-            }
-        }
-        let body = match read_body(&mut reader, &headers) {
-            Some(b) => b,
-            None => return,
-        };
-        let body: Value = serde_json::from_slice(&body)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-        let close = headers
-            .get("connection")
-            .is_some_and(|c| c.eq_ignore_ascii_case("close"));
-        let is_messages =
-            method == "POST" && (path == "/v1/messages" || path.starts_with("/v1/messages?"));
-        let main = is_messages && body["tools"].as_array().is_some_and(|t| !t.is_empty())
-            || method == "POST" && path.ends_with("/responses");
-        let request = ApiRequest {
-            seq: shared.seq.fetch_add(1, Ordering::SeqCst),
-            main_seq: main.then(|| shared.main_seq.fetch_add(1, Ordering::SeqCst)),
-            method,
-            path,
-            headers,
-            body,
-        };
-        record(shared, &request);
-        let response = respond(shared, &request, is_messages);
-        if out.write_all(&response).and_then(|()| out.flush()).is_err() || close {
-            return;
-        }
-    }
-}
-
-fn read_body(
-    reader: &mut BufReader<TcpStream>,
-    headers: &BTreeMap<String, String>,
-) -> Option<Vec<u8>> {
-    if headers
-        .get("transfer-encoding")
-        .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"))
-    {
-        let mut body = Vec::new();
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).ok()?;
-            let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            if size == 0 {
-                // Trailers, up to the empty line.
-                loop {
-                    let mut t = String::new();
-                    reader.read_line(&mut t).ok()?;
-                    if t.trim().is_empty() {
-                        return Some(body);
-                    }
-                }
-            }
-            let start = body.len();
-            body.resize(start + size, 0);
-            reader.read_exact(&mut body[start..]).ok()?;
-            let mut crlf = [0u8; 2];
-            reader.read_exact(&mut crlf).ok()?;
-        }
-    }
-    let len = headers
-        .get("content-length")
-        .and_then(|l| l.parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    reader.read_exact(&mut body).ok()?;
-    Some(body)
-}
-
-fn record(shared: &Shared, request: &ApiRequest) {
-    if let Some(f) = shared.log.lock().unwrap().as_mut() {
-        let line = json!({
-            "seq": request.seq,
-            "main_seq": request.main_seq,
-            "method": request.method,
-            "path": request.path,
-            "headers": request.headers,
-            "body": request.body,
-        });
-        let _ = writeln!(f, "{line}");
-    }
-    shared.requests.lock().unwrap().push(request.clone());
-}
-
-fn respond(shared: &Shared, request: &ApiRequest, is_messages: bool) -> Vec<u8> {
-    let id = request.seq;
-    let script = match &shared.responder {
-        Responder::Messages(script) => script,
-        Responder::Raw(respond) => {
-            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| respond(request)))
-                .unwrap_or_else(|_| http(500, "text/plain", id, b"the mock's script panicked"));
-        }
-    };
-    match (request.method.as_str(), request.path.as_str()) {
-        ("HEAD", _) => http(200, "text/plain", id, &[]),
-        ("POST", p) if p.starts_with("/v1/messages/count_tokens") => {
-            http(200, "application/json", id, br#"{"input_tokens":1000}"#)
-        }
-        _ if request.is_main() => {
-            // A panicking script must not take the connection's thread down
-            // silently: answer 500 and keep the panic text in the log.
-            let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                script(request)
-            }))
-            .unwrap_or_else(|_| Reply::error(500, "api_error", "the mock's script panicked"));
-            render(reply, request)
-        }
-        _ if is_messages => {
-            // A side query (title, summary, quota probe): a short answer.
-            let reply = Reply::turn(1000).text("ok");
-            render(reply, request)
-        }
-        _ => http(
-            404,
-            "application/json",
-            id,
-            json!({"type": "error", "error": {"type": "not_found_error", "message": format!("the mock has no {}", request.path)}})
-                .to_string()
-                .as_bytes(),
-        ),
-    }
-}
-
-fn render(reply: Reply, request: &ApiRequest) -> Vec<u8> {
+fn render(reply: Reply, request: &ApiRequest) -> Response {
     let id = request.seq;
     match reply {
         Reply::Error {
@@ -593,7 +368,6 @@ fn render(reply: Reply, request: &ApiRequest) -> Vec<u8> {
             delay,
             headers,
         } => {
-            std::thread::sleep(delay);
             let model = request.model().to_string();
             let input = occupancy.min(100);
             let usage = json!({
@@ -648,15 +422,8 @@ fn render(reply: Reply, request: &ApiRequest) -> Vec<u8> {
                 body.push_str(&format!("event: {name}\ndata: {data}\n\n"));
             }
             let mut out = http(200, "text/event-stream", id, body.as_bytes());
-            if !headers.is_empty() {
-                // Before the blank line that ends the head.
-                let head_end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-                let extra: String = headers
-                    .iter()
-                    .map(|(k, v)| format!("\r\n{k}: {v}"))
-                    .collect();
-                out.splice(head_end..head_end, extra.into_bytes());
-            }
+            out.delay = delay;
+            out.headers.extend(headers);
             out
         }
     }
@@ -675,24 +442,15 @@ fn block_json(b: &Block, request: usize, i: usize) -> Value {
     }
 }
 
-pub fn http(status: u16, content_type: &str, id: usize, body: &[u8]) -> Vec<u8> {
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        529 => "Overloaded",
-        _ => "Status",
-    };
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncache-control: no-cache\r\nrequest-id: req_e2e_{id:04}\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(body);
-    out
+/// A complete answer with the request id the real API sends.
+pub fn http(status: u16, content_type: &'static str, id: usize, body: &[u8]) -> Response {
+    Response {
+        status,
+        content_type,
+        body: body.to_vec(),
+        delay: Duration::ZERO,
+        headers: vec![("request-id".into(), format!("req_e2e_{id:04}"))],
+    }
 }
 
 /// Where the request log of a test goes.

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::agent_mock::server::Response;
 use crate::real_claude::mock_api::{ApiRequest, MockApi, http, log_path};
 
 /// What one model call outputs.
@@ -27,6 +28,9 @@ pub enum Answer {
         out: Vec<Out>,
         /// Input tokens the call reports: what ralph's meter reads.
         occupancy: u64,
+        /// The subscription's usage in percent (5-hour, weekly), sent as
+        /// ChatGPT's backend does: `x-codex-primary-*`, `x-codex-secondary-*`.
+        quota: Option<(f64, f64)>,
     },
     Error {
         status: u16,
@@ -39,7 +43,16 @@ impl Answer {
         Answer::Call {
             out: Vec::new(),
             occupancy,
+            quota: None,
         }
+    }
+
+    /// The response says how much of the 5-hour and weekly windows is used.
+    pub fn quota(mut self, five_hour: f64, weekly: f64) -> Answer {
+        if let Answer::Call { quota, .. } = &mut self {
+            *quota = Some((five_hour, weekly));
+        }
+        self
     }
 
     pub fn text(self, text: &str) -> Answer {
@@ -138,12 +151,16 @@ pub fn start(
     })
 }
 
-fn render(answer: Answer, id: usize) -> Vec<u8> {
-    let (out, occupancy) = match answer {
+fn render(answer: Answer, id: usize) -> Response {
+    let (out, occupancy, quota) = match answer {
         Answer::Error { status, body } => {
             return http(status, "application/json", id, body.to_string().as_bytes());
         }
-        Answer::Call { out, occupancy } => (out, occupancy),
+        Answer::Call {
+            out,
+            occupancy,
+            quota,
+        } => (out, occupancy, quota),
     };
     let rid = format!("resp_e2e_{id:04}");
     let mut events = vec![json!({"type": "response.created", "response": {"id": rid}})];
@@ -177,5 +194,21 @@ fn render(answer: Answer, id: usize) -> Vec<u8> {
             e["type"].as_str().unwrap()
         ));
     }
-    http(200, "text/event-stream", id, body.as_bytes())
+    let mut response = http(200, "text/event-stream", id, body.as_bytes());
+    if let Some((five_hour, weekly)) = quota {
+        let now = jiff::Timestamp::now().as_second();
+        for (window, used, minutes, reset) in [
+            ("primary", five_hour, 300, now + 3 * 3600),
+            ("secondary", weekly, 10_080, now + 4 * 86400),
+        ] {
+            for (k, v) in [
+                ("used-percent", used.to_string()),
+                ("window-minutes", minutes.to_string()),
+                ("reset-at", reset.to_string()),
+            ] {
+                response.headers.push((format!("x-codex-{window}-{k}"), v));
+            }
+        }
+    }
+    response
 }

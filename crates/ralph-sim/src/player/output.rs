@@ -11,22 +11,16 @@ use crate::input::EXITING;
 use crate::lines::timestamp;
 
 impl Sim<'_> {
+    /// One line of the player's, in the format the sim speaks.
     pub(super) fn emit(&mut self, line: &str) -> Flow<()> {
-        self.emit_bytes(line.as_bytes(), true)
+        for line in self.translator.translate(line) {
+            self.emit_bytes(line.as_bytes(), true)?;
+        }
+        Ok(())
     }
 
     pub(super) fn emit_bytes(&mut self, bytes: &[u8], newline: bool) -> Flow<()> {
-        hold_if_exiting();
-        let mut out = io::stdout().lock();
-        out.write_all(bytes)
-            .and_then(|()| {
-                if newline {
-                    out.write_all(b"\n")
-                } else {
-                    Ok(())
-                }
-            })
-            .and_then(|()| out.flush())
+        write_line(bytes, newline)
             .map_err(|e| Halt::Fail(Error::io("cannot write to", "stdout", e)))
     }
 
@@ -58,6 +52,18 @@ impl Sim<'_> {
         out.write_all(b"\n").map_err(fail)?;
         out.flush().map_err(fail)
     }
+}
+
+/// Writes whole under the stdout lock, so that the player's lines and the stdin
+/// thread's answers (Codex's app-server) never interleave.
+pub(crate) fn write_line(bytes: &[u8], newline: bool) -> io::Result<()> {
+    hold_if_exiting();
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)?;
+    if newline {
+        out.write_all(b"\n")?;
+    }
+    out.flush()
 }
 
 /// The signal thread is exiting the process: print nothing more.

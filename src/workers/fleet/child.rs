@@ -1,0 +1,135 @@
+//! The ordinary ralph loop a fleet worker runs on one item: `ralph run
+//! .ralph/fleet-item.md --fresh` in the item's worktree, as a child process
+//! (every rule of one loop holds for it: checkpoints, breaker, budgets,
+//! snapshots), and the signals that stop the worker.
+//!
+//! The child gets a process group of its own, so a terminal's Ctrl-C or an
+//! engine's SIGTERM reaches the worker, which forwards it once (the loop's
+//! first interrupt: checkpoint, WIP commit, exit 130) and keeps the rest of
+//! the grace for its push; and `PR_SET_PDEATHSIG`, so a worker killed with
+//! SIGKILL takes its loop (and that loop its agent) with it.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use crate::error::{Error, Result};
+
+/// The plan file of a worker's loop, relative to the worktree's project root.
+pub(crate) const ITEM_PLAN: &str = ".ralph/fleet-item.md";
+
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// Catch SIGTERM and SIGINT: they ask the worker to stop (`stop_requested`).
+pub(crate) fn catch_stop_signals() -> Result<()> {
+    for signal in [libc_sig(Signal::SIGTERM), libc_sig(Signal::SIGINT)] {
+        // SAFETY: the handler only stores into an atomic (async-signal-safe).
+        unsafe {
+            signal_hook_registry::register(signal, move || STOP.store(signal, Ordering::SeqCst))
+        }
+        .map_err(|e| Error::wrap("cannot catch SIGTERM/SIGINT", e))?;
+    }
+    Ok(())
+}
+
+fn libc_sig(s: Signal) -> i32 {
+    s as i32
+}
+
+/// Whether SIGTERM or SIGINT came.
+pub(crate) fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst) != 0
+}
+
+/// A running loop.
+pub(crate) struct Loop {
+    child: Child,
+    stop_sent: Option<Instant>,
+}
+
+impl Loop {
+    /// Start `ralph run ITEM_PLAN --fresh ARGS…` in `root`, with `env`.
+    pub(crate) fn start(root: &Path, args: &[OsString], env: &[(&str, String)]) -> Result<Loop> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::wrap("cannot find ralph's own binary", e))?;
+        let mut command = Command::new(exe);
+        command
+            .current_dir(root)
+            .arg("run")
+            .arg(ITEM_PLAN)
+            .arg("--fresh")
+            .args(args)
+            .process_group(0);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        // SAFETY: prctl is async-signal-safe and changes only the child.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| Error::wrap("cannot start the worker's loop (`ralph run`)", e))?;
+        Ok(Loop {
+            child,
+            stop_sent: None,
+        })
+    }
+
+    /// Its exit code once it has ended (a signal: 128 + its number).
+    pub(crate) fn exited(&mut self) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt as _;
+        let status = self.child.try_wait().ok()??;
+        Some(
+            status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(9)),
+        )
+    }
+
+    /// Ask it to stop the way a user would (SIGTERM: checkpoint, WIP
+    /// commit, exit 130); once.
+    pub(crate) fn ask_to_stop(&mut self) {
+        if self.stop_sent.is_none() {
+            self.signal(Signal::SIGTERM);
+            self.stop_sent = Some(Instant::now());
+        }
+    }
+
+    /// Since when it was asked to stop.
+    pub(crate) fn stop_sent(&self) -> Option<Instant> {
+        self.stop_sent
+    }
+
+    /// SIGKILL its group and wait for it.
+    pub(crate) fn kill(&mut self) -> i32 {
+        self.signal(Signal::SIGKILL);
+        let _ = self.child.wait();
+        137
+    }
+
+    /// Wait up to `limit` for its end; then kill it.
+    pub(crate) fn finish_within(&mut self, limit: Duration) -> i32 {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Some(code) = self.exited() {
+                return code;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill()
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(self.child.id() as i32);
+        let _ = killpg(pid, signal);
+    }
+}

@@ -1,0 +1,320 @@
+//! One item's work in its worktree: the worktree on the item's branch (a
+//! takeover's pushed snapshot committed on top: the crash handoff across
+//! machines), the item's loop supervised while the claim is renewed and
+//! the branch and a snapshot pushed every third of a lease, what the loop
+//! left committed and accounted, and the claim released with the work
+//! pushed when the loop ends without completing.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use git2::{Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
+
+use super::child::{self, Loop};
+use super::job::{ItemEnd, Job};
+use super::remote::{Held, Spent, WorkerState};
+use super::say::FleetEvent;
+use super::units::Unit;
+use super::wire::{Update, WireError};
+use super::worker::Worker;
+use crate::error::{Error, Result};
+use crate::repo::{OwnPaths, Repo};
+
+impl Worker {
+    /// A fresh worktree on the item's branch (its pushed tip, or the run
+    /// branch); on a takeover, the previous holder's newer snapshot is
+    /// committed on top (the crash handoff). Returns the worktree's project
+    /// root and the note for the agent.
+    pub(super) fn prepare(
+        &mut self,
+        unit: &Unit,
+        held: &Held,
+        base: Oid,
+        snapshot: Option<Oid>,
+    ) -> Result<(PathBuf, Option<String>)> {
+        let names = self.fleet.names().clone();
+        let repo = self.fleet.repo();
+        let git = |e: git2::Error| Error::wrap("cannot prepare the item's worktree", e);
+        let mut tip = base;
+        let mut note = None;
+        if let Some(from) = &held.lease.took_over_from {
+            note = Some(format!(
+                "This item was taken over from worker {from}, whose lease expired (a crash or a preemption). \
+                 Its work so far is on this branch (the last commits, including a WIP commit of its work tree); \
+                 check what is done and carry on from there."
+            ));
+            if let Some(snap) = snapshot.and_then(|s| repo.find_commit(s).ok())
+                && let Ok(parent) = snap.parent(0)
+                && (parent.id() == base
+                    || repo.graph_descendant_of(parent.id(), base).unwrap_or(false))
+                && snap.tree_id() != parent.tree_id()
+            {
+                let sig = super::remote::signature().map_err(git)?;
+                let msg = format!(
+                    "ralph fleet: take over \"{}\" from {from} (WIP: its work tree as last pushed)\n\nItem: {}\nSnapshot: {}\n",
+                    crate::text::cut(&unit.text, 200),
+                    unit.key,
+                    snap.id()
+                );
+                tip = repo
+                    .commit(
+                        None,
+                        &sig,
+                        &sig,
+                        &msg,
+                        &snap.tree().map_err(git)?,
+                        &[&parent],
+                    )
+                    .map_err(git)?;
+                self.say.say(FleetEvent::Restored {
+                    item: unit.key.clone(),
+                    commit: tip.to_string(),
+                });
+            }
+        }
+        let branch = names.item_branch(&unit.key);
+        let path = self.worktree_path(&unit.key);
+        self.remove_worktree(&unit.key);
+        let repo = self.fleet.repo();
+        let reference = repo
+            .reference(&branch, tip, true, "ralph fleet: the item's branch")
+            .map_err(git)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+        }
+        let mut opts = WorktreeAddOptions::new();
+        opts.reference(Some(&reference));
+        repo.worktree(&worktree_name(names.fleet(), &unit.key), &path, Some(&opts))
+            .map_err(git)?;
+        Ok((path.join(&self.root_rel), note))
+    }
+
+    fn loops_dir(&self) -> PathBuf {
+        self.root
+            .join(".ralph/fleet")
+            .join(self.fleet.names().fleet())
+            .join("loops")
+    }
+
+    pub(super) fn worktree_path(&self, key: &str) -> PathBuf {
+        self.root
+            .join(".ralph/fleet")
+            .join(self.fleet.names().fleet())
+            .join(key)
+    }
+
+    /// Remove the item's worktree, keeping its loop's records (state,
+    /// events, transcripts, report) under `.ralph/fleet/<name>/loops/`.
+    pub(super) fn remove_worktree(&self, key: &str) {
+        let records = self.worktree_path(key).join(&self.root_rel).join(".ralph");
+        if records.is_dir() {
+            let stamp = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S");
+            let kept = self.loops_dir().join(format!("{key}-{stamp}"));
+            let _ = std::fs::create_dir_all(self.loops_dir());
+            let _ = std::fs::rename(&records, &kept);
+        }
+        let repo = self.fleet.repo();
+        if let Ok(wt) = repo.find_worktree(&worktree_name(self.fleet.names().fleet(), key)) {
+            let _ = wt.prune(Some(
+                WorktreePruneOptions::new()
+                    .valid(true)
+                    .locked(true)
+                    .working_tree(true),
+            ));
+        }
+        let _ = std::fs::remove_dir_all(self.worktree_path(key));
+    }
+
+    /// Run the item's loop: renew, push and say while it works; forward a
+    /// stop. `None`: the item was lost to a takeover (its loop stopped).
+    pub(super) fn supervise(&mut self, job: &mut Job) -> Result<Option<i32>> {
+        let mut args = self.loop_args.clone();
+        if let Some(left) = self.iterations_left() {
+            args.extend(["--max-iterations".into(), left.max(1).to_string().into()]);
+        }
+        let env = [
+            ("RALPH_FLEET", self.fleet.names().fleet().to_string()),
+            ("RALPH_WORKER", self.fleet.worker().to_string()),
+            ("RALPH_FLEET_ITEM", job.unit.key.clone()),
+        ];
+        let mut child = Loop::start(&job.wt_root, &args, &env)?;
+        let every = self.fleet.lease_length() / 3;
+        let mut next_beat = Instant::now() + every;
+        let grace = self.config.fleet.grace.0;
+        loop {
+            if let Some(code) = child.exited() {
+                return Ok(Some(code));
+            }
+            if child::stop_requested() {
+                child.ask_to_stop();
+                // Two thirds of the grace for the loop's checkpoint, the rest for the push.
+                if child
+                    .stop_sent()
+                    .is_some_and(|t| t.elapsed() >= grace * 2 / 3)
+                {
+                    return Ok(Some(child.kill()));
+                }
+            } else if Instant::now() >= next_beat {
+                match self.beat(job) {
+                    Ok(()) => next_beat = Instant::now() + every,
+                    Err(WireError::Rejected(_)) => {
+                        child.ask_to_stop();
+                        child.finish_within(grace);
+                        let holder = self.holder_of(&job.unit.key);
+                        self.say.say(FleetEvent::Lost {
+                            item: job.unit.key.clone(),
+                            holder,
+                        });
+                        return Ok(None);
+                    }
+                    Err(e) => {
+                        let wait = self.unreachable(&e);
+                        next_beat = Instant::now() + wait.min(every);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Renew the claim, push the item's branch and a snapshot of its work tree.
+    pub(super) fn beat(&mut self, job: &mut Job) -> std::result::Result<(), WireError> {
+        self.fleet.renew(&mut job.held)?;
+        self.push_work(job)?;
+        self.reconnected();
+        self.status(WorkerState::Working, Some(&job.unit), "");
+        Ok(())
+    }
+
+    /// Push the item branch (its local tip) and a fresh snapshot of the worktree.
+    pub(super) fn push_work(&mut self, job: &mut Job) -> std::result::Result<(), WireError> {
+        let names = self.fleet.names().clone();
+        let key = job.unit.key.as_str();
+        let (pushed_item, pushed_snapshot) = (&mut job.pushed_item, &mut job.pushed_snapshot);
+        let mut updates = Vec::new();
+        let tip = self.fleet.local_ref(&names.item_branch(key));
+        if let Some(tip) = tip
+            && Some(tip) != *pushed_item
+        {
+            updates.push(match pushed_item {
+                Some(old) => Update::swap(names.item_branch(key), *old, tip),
+                None => Update::create(names.item_branch(key), tip),
+            });
+        }
+        let snapshot = self.snapshot(key, &job.wt_root);
+        if let Some(snap) = snapshot
+            && Some(snap) != *pushed_snapshot
+        {
+            updates.push(match pushed_snapshot {
+                Some(old) => Update::swap(names.snapshot(key), *old, snap),
+                None => Update::create(names.snapshot(key), snap),
+            });
+        }
+        self.fleet.wire().push(&updates)?;
+        if tip.is_some() {
+            *pushed_item = tip;
+        }
+        if snapshot.is_some() {
+            *pushed_snapshot = snapshot;
+        }
+        Ok(())
+    }
+
+    /// The worktree recorded as a snapshot commit (the safety net's staging rules).
+    pub(super) fn snapshot(&self, key: &str, wt_root: &Path) -> Option<Oid> {
+        let repo = Repo::open(wt_root).ok()??;
+        let own = OwnPaths::new(&self.config.prompt_file);
+        repo.record_snapshot(&format!("fleet-{key}"), 1, &own, &self.config.git.guard())
+            .ok()?;
+        let prefix = format!(
+            "{}{}/fleet-{key}/1",
+            crate::repo::SNAPSHOT_REFS,
+            repo.scope_key()
+        );
+        Repository::discover(wt_root)
+            .ok()?
+            .refname_to_id(&prefix)
+            .ok()
+    }
+
+    /// Commit what the loop left uncommitted (its WIP commit rules).
+    pub(super) fn commit_leftovers(&self, job: &Job, code: i32) {
+        let unit = &job.unit;
+        let Ok(Some(repo)) = Repo::open(&job.wt_root) else {
+            return;
+        };
+        let own = OwnPaths::new(&self.config.prompt_file);
+        let what = if code == 0 { "done" } else { "WIP" };
+        let msg = format!(
+            "ralph fleet: {what}: {} ({})\n\nWorker: {}\n",
+            crate::text::cut(&unit.text, 200),
+            unit.key,
+            self.fleet.worker()
+        );
+        let _ = repo.wip_commit(&msg, &own);
+    }
+
+    /// What the item's loop spent, added to the ledger.
+    pub(super) fn account(&mut self, wt_root: &Path) {
+        let layout = crate::state::Layout::new(wt_root);
+        let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) else {
+            return;
+        };
+        let spent = Spent {
+            iterations: u64::from(state.iteration),
+            cost_usd: state.cost_usd,
+            items_done: 0,
+        };
+        self.spent.iterations += spent.iterations;
+        self.spent.cost_usd += spent.cost_usd;
+        self.retry_remote(|f| f.spend(spent).map(|_| ()));
+    }
+
+    /// Give the claim up with the work pushed.
+    pub(super) fn release(&mut self, job: &mut Job, why: &str, code: i32) -> Result<ItemEnd> {
+        let key = job.unit.key.clone();
+        // Within the grace: a few quick attempts, no long back-off.
+        let deadline = Instant::now() + self.config.fleet.grace.0 / 3;
+        let mut pushed = false;
+        while Instant::now() < deadline {
+            match self
+                .push_work(job)
+                .and_then(|()| self.fleet.release(&job.held))
+            {
+                Ok(()) => {
+                    pushed = true;
+                    break;
+                }
+                Err(WireError::Rejected(_)) => break,
+                Err(e) => {
+                    self.unreachable(&e);
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            }
+        }
+        if pushed {
+            self.say.say(FleetEvent::Released {
+                item: key,
+                why: why.to_string(),
+                exit_code: code,
+            });
+        }
+        Ok(if child::stop_requested() {
+            ItemEnd::Stopped
+        } else {
+            ItemEnd::Failed(code)
+        })
+    }
+
+    pub(super) fn holder_of(&mut self, key: &str) -> String {
+        self.fleet
+            .sync()
+            .ok()
+            .and_then(|v| v.claims.get(key).map(|(_, l)| l.holder.clone()))
+            .unwrap_or_else(|| "nobody".into())
+    }
+}
+
+fn worktree_name(fleet: &str, key: &str) -> String {
+    format!("ralph-fleet-{fleet}-{key}")
+}

@@ -1,0 +1,109 @@
+//! A worker and its remote: fetches and retries with back-off while the
+//! remote cannot be reached (said once, and again when it answers), the
+//! pauses a stop request cuts short, and the worker's status ref.
+
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+
+use super::child;
+use super::remote::{Fleet, View, WorkerState, WorkerStatus};
+use super::say::FleetEvent;
+use super::units::Unit;
+use super::wire::WireError;
+use super::worker::Worker;
+
+impl Worker {
+    pub(super) fn say_waiting(&mut self, view: &View, open: usize) {
+        let _ = view;
+        self.status(WorkerState::Waiting, None, "");
+        self.say.say(FleetEvent::Waiting { open });
+    }
+
+    /// A fetch; `None` after saying the remote is unreachable and waiting.
+    pub(super) fn sync(&mut self) -> Option<View> {
+        match self.fleet.sync() {
+            Ok(v) => {
+                self.reconnected();
+                Some(v)
+            }
+            Err(e) => {
+                let wait = self.unreachable(&e);
+                self.pause(wait);
+                None
+            }
+        }
+    }
+
+    /// Retry `op` on the remote until it goes through (unreachable: back-off)
+    /// or is refused; a stop request ends the retries.
+    pub(super) fn retry_remote(
+        &mut self,
+        mut op: impl FnMut(&mut Fleet) -> std::result::Result<(), WireError>,
+    ) -> bool {
+        loop {
+            match op(&mut self.fleet) {
+                Ok(()) => {
+                    self.reconnected();
+                    return true;
+                }
+                Err(WireError::Unreachable(e)) if !child::stop_requested() => {
+                    let wait = self.unreachable(&WireError::Unreachable(e));
+                    self.pause(wait);
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Say the remote is unreachable; the back-off before the next try.
+    pub(super) fn unreachable(&mut self, e: &WireError) -> Duration {
+        self.unreachable_since.get_or_insert_with(Instant::now);
+        self.failures += 1;
+        let wait = Duration::from_secs(1u64 << self.failures.min(16))
+            .min(self.config.fleet.max_retry_wait.0);
+        self.say.say(FleetEvent::Unreachable {
+            error: e.to_string(),
+            retry_in_secs: wait.as_secs(),
+        });
+        wait
+    }
+
+    pub(super) fn reconnected(&mut self) {
+        self.failures = 0;
+        if let Some(since) = self.unreachable_since.take() {
+            self.say.say(FleetEvent::Reconnected {
+                after_secs: since.elapsed().as_secs(),
+            });
+        }
+    }
+
+    pub(super) fn poll(&self) -> Duration {
+        (self.fleet.lease_length() / 4).clamp(Duration::from_millis(500), Duration::from_secs(5))
+    }
+
+    /// Sleep, cut short by a stop request.
+    pub(super) fn pause(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while Instant::now() < until && !child::stop_requested() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Publish this worker's state (best effort: a status is not work).
+    pub(super) fn status(&mut self, state: WorkerState, unit: Option<&Unit>, note: &str) {
+        let status = WorkerStatus {
+            worker: self.fleet.worker().to_string(),
+            state,
+            item: unit.map(|u| u.key.clone()),
+            item_text: unit.map(|u| u.text.clone()).unwrap_or_default(),
+            at: Timestamp::now(),
+            unreachable_since: self
+                .unreachable_since
+                .map(|i| Timestamp::now() - i.elapsed()),
+            note: note.to_string(),
+            spent: self.spent,
+        };
+        let _ = self.fleet.say(&status);
+    }
+}

@@ -1,0 +1,257 @@
+//! `ralph status --fleet NAME`: the fleet as the remote has it, from any
+//! clone — every item (done, claimed and by whom, its lease, open), every
+//! worker's last word, the merge lease and the shared budget. It fetches
+//! and never pushes.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::lease::{Names, record};
+use super::merge::MergeRecord;
+use super::remote::{Fleet, Ledger, WorkerStatus};
+use super::units::units;
+use crate::error::{Error, Result};
+use crate::workers::assign::UnitState;
+
+/// What `ralph status --fleet` shows (`--json`: this object).
+#[derive(Debug, Serialize)]
+pub struct FleetStatus {
+    pub fleet: String,
+    pub remote: String,
+    pub run_branch: String,
+    /// The run branch's commit, if the run exists.
+    pub run: Option<String>,
+    pub items: Vec<ItemStatus>,
+    pub workers: Vec<WorkerStatus>,
+    /// The merge lease's holder, if one holds it.
+    pub merging: Option<String>,
+    pub ledger: Option<Ledger>,
+    pub backups: usize,
+    /// Every merge into the run branch, oldest first: the night's story.
+    pub merged: Vec<Merge>,
+}
+
+/// One merge on the run branch.
+#[derive(Debug, Serialize)]
+pub struct Merge {
+    pub at: Timestamp,
+    pub commit: String,
+    #[serde(flatten)]
+    pub record: MergeRecord,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ItemStatus {
+    pub key: String,
+    pub text: String,
+    /// `done`, `cancelled`, `claimed`, `expired` (its lease ran out: the next worker takes it over) or `open`.
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at: Option<Timestamp>,
+    /// Work pushed on the item's branch, not merged yet.
+    pub pushed: bool,
+}
+
+/// Fetch the fleet's refs through `remote` and describe them.
+pub(crate) fn status(
+    root: &Path,
+    remote: &str,
+    fleet: &str,
+    skew: Duration,
+) -> Result<FleetStatus> {
+    let names = Names::new(fleet)?;
+    let mut f = Fleet::open(
+        root,
+        remote,
+        names.clone(),
+        "status",
+        Duration::from_secs(60),
+        skew,
+        Duration::from_secs(60),
+    )
+    .map_err(|e| {
+        Error::usage(format!("cannot read the fleet: {e}"))
+            .with_hint("run it inside a clone of the fleet's remote")
+    })?;
+    let view = f.sync().map_err(|e| {
+        Error::usage(format!(
+            "cannot fetch the fleet `{fleet}` from `{remote}`: {e}"
+        ))
+    })?;
+    let plan = match (&view.run, &view.ledger) {
+        (Some(run), Some((_, ledger))) => {
+            let read = || -> std::result::Result<String, git2::Error> {
+                let repo = f.repo();
+                let tree = repo.find_commit(*run)?.tree()?;
+                let blob = repo.find_blob(tree.get_path(Path::new(&ledger.plan))?.id())?;
+                Ok(String::from_utf8_lossy(blob.content()).into_owned())
+            };
+            read().unwrap_or_default()
+        }
+        _ => String::new(),
+    };
+    let items = units(&plan)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| {
+            let claim = view.claims.get(&u.key);
+            let state = match claim {
+                _ if u.state == UnitState::Done => "done",
+                _ if u.state == UnitState::Cancelled => "cancelled",
+                Some((oid, lease)) if f.expired(&names.claim(&u.key), *oid, lease) => "expired",
+                Some(_) => "claimed",
+                None => "open",
+            };
+            ItemStatus {
+                pushed: view.items.contains_key(&u.key),
+                holder: claim.map(|(_, l)| l.holder.clone()),
+                generation: claim.map(|(_, l)| l.generation),
+                lease_expires_at: claim.map(|(_, l)| l.expires_at()),
+                key: u.key,
+                text: u.text,
+                state,
+            }
+        })
+        .collect();
+    let merged = view
+        .run
+        .map(|run| history(f.repo(), run))
+        .unwrap_or_default();
+    Ok(FleetStatus {
+        fleet: fleet.to_string(),
+        remote: remote.to_string(),
+        run_branch: names.run_branch(),
+        run: view.run.map(|o| o.to_string()),
+        items,
+        workers: view.workers,
+        merging: view.merge.map(|(_, l)| l.holder),
+        ledger: view.ledger.map(|(_, l)| l),
+        backups: view.backups,
+        merged,
+    })
+}
+
+/// The merges on the run branch's first-parent line, oldest first (the
+/// walk stops at the first commit that is not a fleet merge: the base).
+fn history(repo: &git2::Repository, run: git2::Oid) -> Vec<Merge> {
+    let mut out = Vec::new();
+    let mut at = Some(run);
+    while let Some(oid) = at {
+        let Ok(commit) = repo.find_commit(oid) else {
+            break;
+        };
+        let Ok(record) = record::<MergeRecord>(commit.message().unwrap_or_default()) else {
+            break;
+        };
+        out.push(Merge {
+            at: Timestamp::from_second(commit.time().seconds()).unwrap_or_default(),
+            commit: oid.to_string(),
+            record,
+        });
+        at = commit.parent_id(0).ok();
+    }
+    out.reverse();
+    out
+}
+
+impl FleetStatus {
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let Some(run) = &self.run else {
+            let _ = writeln!(
+                out,
+                "fleet {}: no run on {} yet (the first worker creates it)",
+                self.fleet, self.remote
+            );
+            return out;
+        };
+        let done = self.items.iter().filter(|i| i.state == "done").count();
+        let _ = writeln!(
+            out,
+            "fleet {} on {}: {} at {}",
+            self.fleet,
+            self.remote,
+            self.run_branch,
+            &run[..10.min(run.len())]
+        );
+        let _ = writeln!(out, "items: {done} of {} done", self.items.len());
+        for i in &self.items {
+            let who = match (&i.holder, i.generation, i.lease_expires_at) {
+                (Some(h), Some(g), Some(t)) if i.state != "done" => {
+                    format!(" — {h} (generation {g}, lease until {t})")
+                }
+                _ => String::new(),
+            };
+            let pushed = if i.pushed && i.state != "done" {
+                " [work pushed]"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  {:<8} {} {}{who}{pushed}",
+                i.state,
+                i.key,
+                crate::text::cut(&i.text, 80)
+            );
+        }
+        let _ = writeln!(out, "workers: {}", self.workers.len());
+        for w in &self.workers {
+            let item = w
+                .item
+                .as_deref()
+                .map(|k| format!(" on {k}"))
+                .unwrap_or_default();
+            let off = w
+                .unreachable_since
+                .map(|t| format!(", remote unreachable since {t}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {:<20} {}{item}, last word {}{off}; {} iterations, ${:.2}, {} merged",
+                w.worker,
+                w.state.as_str(),
+                w.at,
+                w.spent.iterations,
+                w.spent.cost_usd,
+                w.spent.items_done
+            );
+        }
+        let _ = writeln!(out, "merged: {}", self.merged.len());
+        for m in &self.merged {
+            let from = m
+                .record
+                .took_over_from
+                .as_deref()
+                .map(|f| format!(", taken over from {f}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {} {} {} — {}{from}",
+                m.at,
+                m.record.item,
+                crate::text::cut(&m.record.text, 60),
+                m.record.worker
+            );
+        }
+        if let Some(h) = &self.merging {
+            let _ = writeln!(out, "merging: {h} holds the merge lease");
+        }
+        if let Some(l) = &self.ledger {
+            let _ = writeln!(
+                out,
+                "spent: {} iterations, ${:.2}; {} items merged; {} backup refs",
+                l.iterations, l.cost_usd, l.items_done, self.backups
+            );
+        }
+        out
+    }
+}

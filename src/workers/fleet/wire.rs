@@ -1,0 +1,248 @@
+//! The wire: fetch and push through the user's own `git` binary.
+//!
+//! Why the binary and not git2's transports: ralph's git2 is built without
+//! its network features (`default-features = false`: HTTPS would need
+//! OpenSSL, SSH libssh2), and even with them git2 honours only what its
+//! callbacks re-implement. The `git` on the machine already does what the
+//! user configured for this remote: credential helpers (`credential.helper`,
+//! the token `actions/checkout` leaves in `http.extraheader`, `gh auth
+//! setup-git`), the SSH agent and `~/.ssh/config`, `GIT_SSH_COMMAND`,
+//! `url.*.insteadOf`, proxies and CA bundles. A fleet worker runs unattended,
+//! so every call gets `GIT_TERMINAL_PROMPT=0` (a missing credential fails
+//! instead of waiting for a password at 3 a.m.), stdin closed, and a time
+//! limit (a dead network fails instead of hanging). Everything that does
+//! not cross the network (commits, merges, reading refs) stays in git2.
+//!
+//! Compare-and-swap: every ref update is pushed with
+//! `--force-with-lease=<ref>:<expected>` (empty: the ref must not exist) and
+//! `--atomic`. The receiving side checks each ref's old value under its lock
+//! as it updates it, so of two workers that push over the same expected
+//! value exactly one succeeds — the claim, the lease renewal and the run
+//! branch's update all rest on this.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use git2::Oid;
+
+/// What a ref must be on the remote for an update to go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// The ref must not exist (a create).
+    Absent,
+    /// The ref must point at this commit (a compare-and-swap).
+    Is(Oid),
+}
+
+/// One ref update of an atomic push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Update {
+    pub refname: String,
+    /// `None` deletes the ref.
+    pub new: Option<Oid>,
+    pub expect: Expect,
+}
+
+impl Update {
+    pub(crate) fn create(refname: impl Into<String>, new: Oid) -> Update {
+        Update {
+            refname: refname.into(),
+            new: Some(new),
+            expect: Expect::Absent,
+        }
+    }
+
+    pub(crate) fn swap(refname: impl Into<String>, old: Oid, new: Oid) -> Update {
+        Update {
+            refname: refname.into(),
+            new: Some(new),
+            expect: Expect::Is(old),
+        }
+    }
+
+    pub(crate) fn delete(refname: impl Into<String>, old: Oid) -> Update {
+        Update {
+            refname: refname.into(),
+            new: None,
+            expect: Expect::Is(old),
+        }
+    }
+}
+
+/// Why a push or fetch did not go through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WireError {
+    /// The remote answered and refused: a ref was not what we expected
+    /// (another worker got there first). Nothing was changed (`--atomic`).
+    Rejected(String),
+    /// The remote did not answer (network, credentials, time limit): worth
+    /// retrying later; the message is git's own, last lines.
+    Unreachable(String),
+    /// The clone itself failed (writing an object, reading a ref).
+    Local(String),
+}
+
+impl From<git2::Error> for WireError {
+    fn from(e: git2::Error) -> Self {
+        WireError::Local(e.message().to_string())
+    }
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::Rejected(m) => write!(f, "the remote refused the update: {m}"),
+            WireError::Unreachable(m) => write!(f, "the remote cannot be reached: {m}"),
+            WireError::Local(m) => write!(f, "the clone's repository failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+/// A remote as the user's `git` reaches it from one clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Wire {
+    /// Any directory inside the clone (its work tree or a worktree of it).
+    dir: PathBuf,
+    /// A remote name (`origin`) or URL, as `git push` takes it.
+    remote: String,
+    timeout: Duration,
+}
+
+impl Wire {
+    pub(crate) fn new(dir: &Path, remote: &str, timeout: Duration) -> Wire {
+        Wire {
+            dir: dir.to_path_buf(),
+            remote: remote.to_string(),
+            timeout,
+        }
+    }
+
+    pub(crate) fn remote(&self) -> &str {
+        &self.remote
+    }
+
+    /// Fetch `refspecs` (each `+src:dst`), pruning what the remote no longer has.
+    pub(crate) fn fetch(&self, refspecs: &[String]) -> Result<(), WireError> {
+        let mut args = vec![
+            "fetch",
+            "--prune",
+            "--no-tags",
+            "--quiet",
+            "--no-write-fetch-head",
+        ];
+        args.push(&self.remote);
+        args.extend(refspecs.iter().map(String::as_str));
+        let out = self.git(&args)?;
+        if out.ok {
+            Ok(())
+        } else {
+            Err(WireError::Unreachable(tail(&out.stderr)))
+        }
+    }
+
+    /// Push `updates` all or nothing, each checked against its expected value.
+    pub(crate) fn push(&self, updates: &[Update]) -> Result<(), WireError> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let mut args: Vec<String> = ["push", "--porcelain", "--atomic", "--no-verify"]
+            .map(String::from)
+            .to_vec();
+        for u in updates {
+            let expect = match u.expect {
+                Expect::Absent => String::new(),
+                Expect::Is(oid) => oid.to_string(),
+            };
+            args.push(format!("--force-with-lease={}:{expect}", u.refname));
+        }
+        args.push(self.remote.clone());
+        for u in updates {
+            let src = u.new.map(|o| o.to_string()).unwrap_or_default();
+            args.push(format!("{src}:{}", u.refname));
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.git(&refs)?;
+        if out.ok {
+            return Ok(());
+        }
+        // `--porcelain` prints one `<flag>\t<from>:<to>\t<summary>` line per
+        // ref once the remote has answered; `!` is a refusal.
+        let refused: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with('!')).collect();
+        if refused.is_empty() {
+            Err(WireError::Unreachable(tail(&out.stderr)))
+        } else {
+            Err(WireError::Rejected(refused.join("; ").replace('\t', " ")))
+        }
+    }
+
+    fn git(&self, args: &[&str]) -> Result<Output, WireError> {
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(args)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GCM_INTERACTIVE", "never")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| WireError::Unreachable(format!("cannot run git: {e}")))?;
+        // Read both pipes on threads so a chatty git cannot block on a full pipe.
+        let mut stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        let out_thread = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        let err_thread = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => break None,
+            }
+        };
+        let stdout = out_thread.join().unwrap_or_default();
+        let stderr = err_thread.join().unwrap_or_default();
+        match status {
+            Some(status) => Ok(Output {
+                ok: status.success(),
+                stdout,
+                stderr,
+            }),
+            None => Err(WireError::Unreachable(format!(
+                "git {} took longer than {}s and was stopped",
+                args.first().copied().unwrap_or_default(),
+                self.timeout.as_secs()
+            ))),
+        }
+    }
+}
+
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// git's last few stderr lines: the reason, without its progress chatter.
+fn tail(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let from = lines.len().saturating_sub(3);
+    crate::text::cut(&lines[from..].join(" / "), 400)
+}

@@ -1,0 +1,382 @@
+//! The fleet worker: `ralph run --remote R --fleet NAME`. Join (or create)
+//! the run, then until every item is merged: claim an item (or take over
+//! one whose lease expired), run an ordinary loop on it in its own worktree
+//! while renewing the claim and pushing its branch and a snapshot every
+//! third of a lease, then merge it under the merge lease (`merge.rs`).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use git2::{Oid, Repository};
+
+use super::child::{self, ITEM_PLAN};
+use super::job::{ItemEnd, Job};
+use super::lease::{Names, valid_component};
+use super::remote::{Fleet, Held, Spent, View, WorkerState};
+use super::say::{FleetEvent, Say};
+use super::units::{Unit, item_plan, units};
+use super::wire::WireError;
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// What the command line gave.
+pub(crate) struct Options {
+    pub remote: String,
+    pub fleet: String,
+    pub worker: Option<String>,
+    pub json: bool,
+    /// Passed on to each item's loop (`--model`, `--agent`).
+    pub loop_args: Vec<OsString>,
+}
+
+pub(crate) struct Worker {
+    pub(super) fleet: Fleet,
+    pub(super) say: Say,
+    pub(super) config: Config,
+    /// The project root inside the clone's work tree, and the plan, relative to the work tree.
+    pub(super) root_rel: PathBuf,
+    pub(super) plan_rel: PathBuf,
+    pub(super) root: PathBuf,
+    pub(super) loop_args: Vec<OsString>,
+    pub(super) unreachable_since: Option<Instant>,
+    pub(super) failures: u32,
+    pub(super) spent: Spent,
+}
+
+pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<i32> {
+    let names = Names::new(&opts.fleet)?;
+    let repo = Repository::discover(project_root).map_err(|e| {
+        Error::usage("a fleet worker needs a git clone of the fleet's remote").with_hint(format!(
+            "clone the repository and run `ralph run --remote R --fleet NAME` in it ({})",
+            e.message()
+        ))
+    })?;
+    let workdir = repo
+        .workdir()
+        .ok_or_else(|| Error::usage("a fleet worker needs a clone with a work tree"))?
+        .canonicalize()
+        .map_err(|e| Error::io("cannot read", project_root, e))?;
+    let root = project_root
+        .canonicalize()
+        .map_err(|e| Error::io("cannot read", project_root, e))?;
+    let root_rel = root
+        .strip_prefix(&workdir)
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
+    let plan_rel = root_rel.join(&config.plan);
+    let worker = worker_id(opts.worker.as_deref())?;
+    let f = &config.fleet;
+    let fleet = Fleet::open(
+        &workdir,
+        &opts.remote,
+        names.clone(),
+        &worker,
+        f.lease.0,
+        f.clock_skew.0,
+        f.network_timeout.0,
+    )
+    .map_err(|e| Error::wrap("cannot open the clone", e))?;
+    let say = Say::new(
+        &worker,
+        opts.json,
+        root.join(".ralph/fleet")
+            .join(names.fleet())
+            .join("events.jsonl"),
+    );
+    child::catch_stop_signals()?;
+    let mut w = Worker {
+        fleet,
+        say,
+        config,
+        root_rel,
+        plan_rel,
+        root,
+        loop_args: opts.loop_args,
+        unreachable_since: None,
+        failures: 0,
+        spent: Spent::default(),
+    };
+    let code = w.work()?;
+    w.status(
+        if code == 0 {
+            WorkerState::Finished
+        } else if code == 130 {
+            WorkerState::Stopped
+        } else {
+            WorkerState::Failed
+        },
+        None,
+        "",
+    );
+    w.say.say(FleetEvent::Finished { exit_code: code });
+    Ok(code)
+}
+
+/// `--worker`, else `RALPH_WORKER`, else the host name and pid.
+fn worker_id(given: Option<&str>) -> Result<String> {
+    let id = match given
+        .map(String::from)
+        .or_else(|| std::env::var("RALPH_WORKER").ok())
+    {
+        Some(id) => id,
+        None => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .unwrap_or_else(|_| "host".into());
+            let host: String = host
+                .trim()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            format!("{host}-{}", std::process::id())
+        }
+    };
+    if valid_component(&id) {
+        Ok(id)
+    } else {
+        Err(
+            Error::usage(format!("the worker name `{id}` cannot name a ref"))
+                .with_hint("use letters, digits, `.`, `_` and `-`"),
+        )
+    }
+}
+
+impl Worker {
+    pub(super) fn work(&mut self) -> Result<i32> {
+        let view = self.join()?;
+        let mut view = Some(view);
+        loop {
+            if child::stop_requested() {
+                return Ok(130);
+            }
+            let v = match view.take() {
+                Some(v) => v,
+                None => match self.sync() {
+                    Some(v) => v,
+                    None => continue,
+                },
+            };
+            let all = self.plan_units(&v)?;
+            let open = all.iter().filter(|u| u.open()).count();
+            if open == 0 {
+                return Ok(0);
+            }
+            if let Some(what) = self.budget_spent(&v) {
+                self.say.say(FleetEvent::BudgetSpent { what });
+                return Ok(5);
+            }
+            let ready: Vec<Unit> = super::units::ready(&all).into_iter().cloned().collect();
+            let Some(held) = self.claim_one(&v, &ready)? else {
+                self.say_waiting(&v, open);
+                self.pause(self.poll());
+                continue;
+            };
+            let unit = ready
+                .iter()
+                .find(|u| u.key == held.lease.what)
+                .cloned()
+                .expect("claimed from open");
+            match self.work_on(&v, &unit, held)? {
+                ItemEnd::Merged | ItemEnd::Gone => {}
+                ItemEnd::Stopped => return Ok(130),
+                ItemEnd::Failed(code) => return Ok(code),
+            }
+        }
+    }
+
+    /// Fetch; create the run from this clone's HEAD if there is none yet.
+    pub(super) fn join(&mut self) -> Result<View> {
+        let first = self
+            .fleet
+            .sync()
+            .map_err(|e| start_error(&e, self.fleet.wire().remote()))?;
+        let created = if first.run.is_none() {
+            let head = self
+                .fleet
+                .repo()
+                .head()
+                .ok()
+                .and_then(|h| h.target())
+                .ok_or_else(|| Error::usage("the clone has no commit to start the run from"))?;
+            self.fleet
+                .create_run(head, &self.plan_rel.to_string_lossy())
+                .map_err(|e| start_error(&e, self.fleet.wire().remote()))?
+        } else {
+            false
+        };
+        let view = self
+            .fleet
+            .sync()
+            .map_err(|e| start_error(&e, self.fleet.wire().remote()))?;
+        let open = self.plan_units(&view)?.iter().filter(|u| u.open()).count();
+        self.say.say(FleetEvent::Joined {
+            created,
+            run_branch: self.fleet.names().run_branch(),
+            open_items: open,
+        });
+        Ok(view)
+    }
+
+    /// The run branch's plan, as units.
+    pub(super) fn plan_units(&self, view: &View) -> Result<Vec<Unit>> {
+        let run = view
+            .run
+            .ok_or_else(|| Error::internal("the fleet's run branch is gone from the remote"))?;
+        units(&self.plan_text(run)?)
+    }
+
+    pub(super) fn plan_text(&self, commit: Oid) -> Result<String> {
+        let repo = self.fleet.repo();
+        let read = || -> std::result::Result<String, git2::Error> {
+            let tree = repo.find_commit(commit)?.tree()?;
+            let entry = tree.get_path(&self.plan_rel)?;
+            let blob = repo.find_blob(entry.id())?;
+            Ok(String::from_utf8_lossy(blob.content()).into_owned())
+        };
+        read().map_err(|e| {
+            Error::usage(format!(
+                "the run branch has no plan at {}",
+                self.plan_rel.display()
+            ))
+            .with_hint(format!(
+                "commit the plan before starting the fleet ({})",
+                e.message()
+            ))
+        })
+    }
+
+    /// The first open item nobody holds, else the first whose lease expired.
+    pub(super) fn claim_one(&mut self, view: &View, open: &[Unit]) -> Result<Option<Held>> {
+        let names = self.fleet.names().clone();
+        let free = open.iter().filter(|u| !view.claims.contains_key(&u.key));
+        let expired = open.iter().filter(|u| {
+            view.claims
+                .get(&u.key)
+                .is_some_and(|(oid, l)| self.fleet.expired(&names.claim(&u.key), *oid, l))
+        });
+        let candidates: Vec<Unit> = free.chain(expired).cloned().collect();
+        for unit in candidates {
+            match self.fleet.acquire(
+                &names.claim(&unit.key),
+                &unit.key,
+                &unit.text,
+                view.claims.get(&unit.key),
+            ) {
+                Ok(Some(held)) => {
+                    self.say.say(FleetEvent::Claimed {
+                        item: unit.key.clone(),
+                        text: unit.text.clone(),
+                        generation: held.lease.generation,
+                        took_over_from: held.lease.took_over_from.clone(),
+                    });
+                    return Ok(Some(held));
+                }
+                Ok(None) => continue,
+                Err(e) => {
+                    self.unreachable(&e);
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) fn work_on(&mut self, view: &View, unit: &Unit, held: Held) -> Result<ItemEnd> {
+        let names = self.fleet.names().clone();
+        let key = unit.key.clone();
+        let pushed_item = view.items.get(&key).copied();
+        let pushed_snapshot = view.snapshots.get(&key).copied();
+        let base = pushed_item.unwrap_or(view.run.expect("joined"));
+        let (wt_root, mut note) = self.prepare(unit, &held, base, pushed_snapshot)?;
+        let mut job = Job {
+            unit: unit.clone(),
+            held,
+            wt_root,
+            pushed_item,
+            pushed_snapshot,
+        };
+        let mut conflicts = 0;
+        loop {
+            let plan_file = job.wt_root.join(ITEM_PLAN);
+            std::fs::create_dir_all(job.wt_root.join(".ralph"))
+                .map_err(|e| Error::io("cannot create", &job.wt_root, e))?;
+            std::fs::write(&plan_file, item_plan(unit, note.as_deref()))
+                .map_err(|e| Error::io("cannot write", &plan_file, e))?;
+            self.status(WorkerState::Working, Some(unit), "");
+            let Some(code) = self.supervise(&mut job)? else {
+                return Ok(ItemEnd::Gone);
+            };
+            self.account(&job.wt_root);
+            self.commit_leftovers(&job, code);
+            if code != 0 {
+                let why = if child::stop_requested() {
+                    "stopped by a signal"
+                } else {
+                    "the loop ended without completing the item"
+                };
+                return self.release(&mut job, why, code);
+            }
+            match self.merge(&mut job)? {
+                Some(end) => {
+                    if matches!(end, ItemEnd::Merged) {
+                        self.remove_worktree(&key);
+                    }
+                    return Ok(end);
+                }
+                None if conflicts >= MAX_CONFLICTS => {
+                    let why = "its branch still conflicts with the run branch after the loop was asked to merge it";
+                    return self.release(&mut job, why, 1);
+                }
+                // A conflict: once more, with the task of merging the run branch.
+                None => {
+                    conflicts += 1;
+                    note = Some(format!(
+                        "Before anything else: the run branch moved and this item's branch no longer merges cleanly. \
+                         Merge `{}` (run `git merge {}`) into this branch, resolve the conflicts, keep both sides' work, commit.",
+                        names.seen(&names.run_branch()),
+                        names.seen(&names.run_branch()),
+                    ));
+                }
+            }
+        }
+    }
+
+    pub(super) fn iterations_left(&self) -> Option<u64> {
+        let view = self.fleet.view().ok()?;
+        let (_, ledger) = view.ledger?;
+        Some(u64::from(self.config.loop_.max_iterations).saturating_sub(ledger.iterations))
+    }
+
+    /// The fleet's shared budget (`[loop] max_iterations`, `max_cost_usd`,
+    /// counted over every worker on the ledger), if spent.
+    pub(super) fn budget_spent(&self, view: &View) -> Option<String> {
+        let (_, ledger) = view.ledger.as_ref()?;
+        if ledger.iterations >= u64::from(self.config.loop_.max_iterations) {
+            return Some(format!(
+                "{} of {} iterations",
+                ledger.iterations, self.config.loop_.max_iterations
+            ));
+        }
+        match self.config.loop_.max_cost_usd {
+            Some(max) if ledger.cost_usd >= max => {
+                Some(format!("${:.2} of ${max:.2}", ledger.cost_usd))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How often an item's loop is asked to bring its branch up to date before
+/// the worker gives the item up (pushed, released) and stops.
+pub(super) const MAX_CONFLICTS: u32 = 2;
+
+fn start_error(e: &WireError, remote: &str) -> Error {
+    Error::usage(format!("cannot start the fleet worker on remote `{remote}`: {e}"))
+        .with_hint("check that `git fetch REMOTE` and `git push REMOTE` work from this clone with the same user and environment")
+}

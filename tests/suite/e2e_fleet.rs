@@ -1,0 +1,501 @@
+//! End-to-end tests of fleets (issue 26): `ralph run --remote origin
+//! --fleet NAME` workers, each in its own clone of a bare repository, with
+//! `ralph sim` as the agent. Each test fails without the feature it names.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// One iteration for any item: records who did it (appending when the work
+/// tree already has it: a takeover), pauses `pause_ms`, checks the item off
+/// in its one-item plan, completes.
+fn scenario(pause_ms: u64) -> String {
+    let cmd = r#"mkdir -p done && f=done/$RALPH_FLEET_ITEM.txt && if [ -f "$f" ]; then echo "resumed by $RALPH_WORKER" >> "$f"; else echo "started by $RALPH_WORKER" > "$f"; fi"#;
+    format!(
+        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = {pause_ms}\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+        common::toml_string(cmd),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/fleet-item.md"),
+    )
+}
+
+struct Fleet {
+    tmp: tempfile::TempDir,
+    bare: PathBuf,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Fleet {
+    /// A bare remote whose `main` holds the plan, ralph.toml and the scenario.
+    fn new(items: usize, pause_ms: u64, config: &str) -> Fleet {
+        Fleet::with(items, &scenario(pause_ms), config)
+    }
+
+    /// The same with a scenario of the test's own.
+    fn with(items: usize, scenario: &str, config: &str) -> Fleet {
+        let tmp = tempfile::tempdir().unwrap();
+        let bare = tmp.path().join("remote.git");
+        git(
+            tmp.path(),
+            &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+        );
+        let seed = tmp.path().join("seed");
+        git(
+            tmp.path(),
+            &["init", "-q", "-b", "main", seed.to_str().unwrap()],
+        );
+        let plan: String = (1..=items)
+            .map(|i| format!("- [ ] item number {i}\n"))
+            .collect();
+        std::fs::write(seed.join("fix_plan.md"), format!("# Night\n\n{plan}")).unwrap();
+        std::fs::write(seed.join("scenario.toml"), scenario).unwrap();
+        std::fs::write(seed.join("ralph.toml"), common::config(config)).unwrap();
+        git(&seed, &["add", "-A"]);
+        git(&seed, &["commit", "-q", "-m", "seed"]);
+        git(&seed, &["push", "-q", bare.to_str().unwrap(), "main"]);
+        Fleet { tmp, bare }
+    }
+
+    fn clone(&self, name: &str) -> PathBuf {
+        let dir = self.tmp.path().join(name);
+        git(
+            self.tmp.path(),
+            &[
+                "clone",
+                "-q",
+                self.bare.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        dir
+    }
+
+    /// `ralph run --remote origin --fleet night --worker NAME --json` in a new clone.
+    fn worker(&self, name: &str) -> Child {
+        worker_in(&self.clone(name), name)
+    }
+
+    fn refs(&self, prefix: &str) -> Vec<String> {
+        let out = git(&self.bare, &["for-each-ref", "--format=%(refname)", prefix]);
+        out.lines().map(String::from).collect()
+    }
+
+    fn run_file(&self, path: &str) -> Option<String> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.bare)
+            .args(["show", &format!("ralph/fleet/night/run:{path}")])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn run_files(&self, dir: &str) -> Vec<String> {
+        let out = git(
+            &self.bare,
+            &[
+                "ls-tree",
+                "--name-only",
+                "ralph/fleet/night/run",
+                &format!("{dir}/"),
+            ],
+        );
+        out.lines().map(String::from).collect()
+    }
+
+    fn merges(&self) -> Vec<String> {
+        let out = git(
+            &self.bare,
+            &[
+                "log",
+                "--format=%s",
+                "--first-parent",
+                "ralph/fleet/night/run",
+            ],
+        );
+        out.lines()
+            .filter(|l| l.starts_with("ralph fleet: merge"))
+            .map(String::from)
+            .collect()
+    }
+
+    /// What nothing should be left of once every item is merged.
+    fn assert_nothing_left(&self) {
+        assert_eq!(
+            self.refs("refs/ralph/fleet/night/claims/"),
+            Vec::<String>::new(),
+            "no claim left"
+        );
+        assert_eq!(
+            self.refs("refs/heads/ralph/fleet/night/items/"),
+            Vec::<String>::new(),
+            "no item branch unmerged"
+        );
+        assert_eq!(
+            self.refs("refs/ralph/fleet/night/merge"),
+            Vec::<String>::new(),
+            "no merge lease left"
+        );
+    }
+}
+
+/// `ralph run --remote origin --fleet night --worker NAME --json` in `dir`.
+fn worker_in(dir: &Path, name: &str) -> Child {
+    Command::new(common::BIN)
+        .current_dir(dir)
+        .env("RALPH_LOG", "off")
+        .args([
+            "run", "--remote", "origin", "--fleet", "night", "--worker", name, "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `ralph status --fleet night --json` in a fresh clone.
+fn fleet_status(fleet: &Fleet) -> Value {
+    let dir = fleet.clone("observer");
+    let out = Command::new(common::BIN)
+        .current_dir(&dir)
+        .env("RALPH_LOG", "off")
+        .args(["status", "--fleet", "night", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+struct Ended {
+    code: Option<i32>,
+    events: Vec<Value>,
+    stderr: String,
+}
+
+impl Ended {
+    fn of(&self, kind: &str) -> Vec<&Value> {
+        self.events
+            .iter()
+            .filter(|e| e["event"] == kind && e.get("worker").is_some())
+            .collect()
+    }
+}
+
+fn wait(child: Child) -> Ended {
+    let run = common::Run::wait(child, LIMIT);
+    Ended {
+        code: run.code,
+        events: run.events,
+        stderr: run.stderr,
+    }
+}
+
+#[test]
+fn three_workers_do_nine_items_each_exactly_once() {
+    let fleet = Fleet::new(9, 300, "");
+    let workers: Vec<Child> = ["w1", "w2", "w3"].iter().map(|w| fleet.worker(w)).collect();
+    let ended: Vec<Ended> = workers.into_iter().map(wait).collect();
+    for e in &ended {
+        assert_eq!(e.code, Some(0), "{}", e.stderr);
+    }
+    // Every item merged once, by the worker that claimed it.
+    let merges = fleet.merges();
+    assert_eq!(merges.len(), 9, "{merges:#?}");
+    let done = fleet.run_files("done");
+    assert_eq!(done.len(), 9, "{done:?}");
+    for f in &done {
+        let text = fleet.run_file(f).unwrap();
+        assert_eq!(text.lines().count(), 1, "{f} done once: {text}");
+        assert!(text.starts_with("started by w"), "{text}");
+    }
+    let plan = fleet.run_file("fix_plan.md").unwrap();
+    assert_eq!(plan.matches("- [x]").count(), 9, "{plan}");
+    let claimed: usize = ended.iter().map(|e| e.of("claimed").len()).sum();
+    let merged: usize = ended.iter().map(|e| e.of("merged").len()).sum();
+    assert_eq!((claimed, merged), (9, 9));
+    // The run was created once; everyone else joined.
+    let created: usize = ended
+        .iter()
+        .map(|e| {
+            e.of("joined")
+                .iter()
+                .filter(|j| j["created"] == true)
+                .count()
+        })
+        .sum();
+    assert_eq!(created, 1);
+    fleet.assert_nothing_left();
+    // `ralph status --fleet` from a fresh clone sees it all.
+    let status = fleet_status(&fleet);
+    let items = status["items"].as_array().unwrap();
+    assert_eq!(items.len(), 9);
+    assert!(items.iter().all(|i| i["state"] == "done"), "{status}");
+    let workers = status["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 3);
+    assert!(workers.iter().all(|w| w["state"] == "finished"), "{status}");
+    assert_eq!(status["ledger"]["items_done"], 9);
+    // The night's story: every merge, by whom.
+    let merged = status["merged"].as_array().unwrap();
+    assert_eq!(merged.len(), 9);
+    for (e, w) in ended.iter().zip(["w1", "w2", "w3"]) {
+        let by_w = merged.iter().filter(|m| m["worker"] == w).count();
+        assert_eq!(by_w, e.of("merged").len(), "{w}");
+        // Each item's loop records are kept in the worker's clone.
+        let loops = fleet.tmp.path().join(w).join(".ralph/fleet/night/loops");
+        let kept = std::fs::read_dir(&loops).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(kept, by_w, "{}", loops.display());
+    }
+}
+
+#[test]
+fn two_workers_racing_for_the_last_item_one_gets_it() {
+    let fleet = Fleet::new(1, 300, "");
+    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    assert_eq!(a.of("claimed").len() + b.of("claimed").len(), 1);
+    assert_eq!(fleet.merges().len(), 1);
+    fleet.assert_nothing_left();
+}
+
+/// The newest commit of `refname` on the remote, if any.
+fn remote_ref(fleet: &Fleet, refname: &str) -> Option<String> {
+    fleet
+        .refs(refname)
+        .first()
+        .map(|r| git(&fleet.bare, &["rev-parse", r]))
+}
+
+#[test]
+fn a_worker_killed_mid_item_is_taken_over_from_what_it_pushed() {
+    let fleet = Fleet::new(1, 8000, "[fleet]\nlease = \"3s\"\nclock_skew = \"0s\"\n");
+    let mut a = fleet.worker("wa");
+    // Its snapshot of the half-done item reaches the remote.
+    common::wait_until("a pushed snapshot with the item started", LIMIT, || {
+        remote_ref(&fleet, "refs/ralph/fleet/night/snapshots/").is_some_and(|snap| {
+            let files = git(&fleet.bare, &["ls-tree", "-r", "--name-only", &snap]);
+            files.contains("done/")
+        })
+    });
+    let b = fleet.worker("wb");
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let b = wait(b);
+    assert_eq!(b.code, Some(0), "{}", b.stderr);
+    let taken = b.of("claimed");
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0]["took_over_from"], "wa", "{taken:?}");
+    assert_eq!(b.of("restored").len(), 1);
+    // Nothing lost (a's start is there), nothing done twice (b resumed it).
+    let done = fleet.run_files("done");
+    assert_eq!(done.len(), 1);
+    let text = fleet.run_file(&done[0]).unwrap();
+    assert_eq!(text, "started by wa\nresumed by wb\n");
+    let status = fleet_status(&fleet);
+    let merged = status["merged"].as_array().unwrap();
+    assert_eq!(merged.len(), 1);
+    assert_eq!(
+        (
+            merged[0]["worker"].as_str(),
+            merged[0]["generation"].as_u64()
+        ),
+        (Some("wb"), Some(2))
+    );
+    assert_eq!(merged[0]["took_over_from"], "wa");
+    assert_eq!(fleet.merges().len(), 1);
+    fleet.assert_nothing_left();
+}
+
+#[test]
+fn sigterm_checkpoints_pushes_and_releases_the_claim_within_the_grace() {
+    let fleet = Fleet::new(1, 60_000, "[fleet]\nlease = \"3s\"\ngrace = \"15s\"\n");
+    let a = fleet.worker("wa");
+    common::wait_until("the claim and the pushed work", LIMIT, || {
+        remote_ref(&fleet, "refs/ralph/fleet/night/snapshots/").is_some_and(|snap| {
+            git(&fleet.bare, &["ls-tree", "-r", "--name-only", &snap]).contains("done/")
+        })
+    });
+    assert_eq!(fleet.refs("refs/ralph/fleet/night/claims/").len(), 1);
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let a = wait(a);
+    assert!(
+        sent.elapsed() < Duration::from_secs(15),
+        "within the grace: {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(a.code, Some(130), "{}", a.stderr);
+    assert_eq!(a.of("released").len(), 1, "{}", a.stderr);
+    assert!(
+        fleet.refs("refs/ralph/fleet/night/claims/").is_empty(),
+        "claim released"
+    );
+    // The work is on the item's branch on the remote, in a commit.
+    let branch = fleet.refs("refs/heads/ralph/fleet/night/items/");
+    assert_eq!(branch.len(), 1);
+    let files = git(&fleet.bare, &["ls-tree", "-r", "--name-only", &branch[0]]);
+    assert!(files.contains("done/"), "{files}");
+    assert_eq!(fleet.merges().len(), 0);
+}
+
+#[test]
+fn an_unreachable_remote_is_retried_and_said_and_the_work_kept() {
+    let fleet = Fleet::new(
+        1,
+        7000,
+        "[fleet]\nlease = \"3s\"\nmax_retry_wait = \"1s\"\n",
+    );
+    let a = fleet.worker("wa");
+    common::wait_until("the claim", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/claims/").is_empty()
+    });
+    let away = fleet.tmp.path().join("away.git");
+    std::fs::rename(&fleet.bare, &away).unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    std::fs::rename(&away, &fleet.bare).unwrap();
+    let a = wait(a);
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    assert!(!a.of("unreachable").is_empty(), "said: {}", a.stderr);
+    assert!(!a.of("reconnected").is_empty());
+    assert_eq!(fleet.merges().len(), 1);
+    assert_eq!(fleet.run_files("done").len(), 1);
+    fleet.assert_nothing_left();
+}
+
+#[test]
+fn workers_reach_an_http_remote_through_the_users_credential_helper() {
+    use common::git_http::{GitHttp, PASSWORD, USER};
+    let fleet = Fleet::new(2, 100, "[fleet]\nnetwork_timeout = \"20s\"\n");
+    let server = GitHttp::start(fleet.tmp.path());
+    let url = format!("{}remote.git", server.url);
+    let clone_over_http = |name: &str, helper: bool| {
+        let dir = fleet.clone(name);
+        git(&dir, &["remote", "set-url", "origin", &url]);
+        if helper {
+            let answer = format!("!f() {{ echo username={USER}; echo password={PASSWORD}; }}; f");
+            git(&dir, &["config", "credential.helper", &answer]);
+        }
+        dir
+    };
+    // Without a credential: refused at once, no prompt waited for.
+    let started = Instant::now();
+    let refused = wait(worker_in(&clone_over_http("nohelper", false), "w0"));
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("cannot start the fleet worker"),
+        "{}",
+        refused.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(fleet.refs("refs/heads/ralph/fleet/").is_empty());
+    // With the user's credential helper: the whole run over HTTP.
+    let a = worker_in(&clone_over_http("h1", true), "w1");
+    let b = worker_in(&clone_over_http("h2", true), "w2");
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    assert_eq!(fleet.merges().len(), 2);
+    fleet.assert_nothing_left();
+    let log = server.log();
+    assert!(
+        log.iter().any(|(_, _, s)| *s == 401),
+        "asked for credentials"
+    );
+    assert!(
+        log.iter()
+            .any(|(m, p, s)| m == "POST" && p.ends_with("git-receive-pack") && *s == 200),
+        "pushed over HTTP: {log:?}"
+    );
+}
+
+#[test]
+fn a_conflicting_item_goes_back_to_its_loop_which_merges_the_run_branch() {
+    // Every item writes the same file: the second merge conflicts. Asked to
+    // bring its branch up to date, the agent merges the run branch and keeps
+    // both sides.
+    let work = r#"if grep -q 'Before anything else' .ralph/fleet-item.md; then
+  run=refs/ralph/seen/night/heads/run
+  git merge --no-edit "$run" || { (git show :2:shared.txt; git show :3:shared.txt) > shared.txt; git add shared.txt; git -c user.name=a -c user.email=a@a commit -q --no-edit; }
+else
+  echo "$RALPH_FLEET_ITEM" > shared.txt
+fi"#;
+    let scenario = format!(
+        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = 1500\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+        common::toml_string(work),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/fleet-item.md"),
+    );
+    let fleet = Fleet::with(2, &scenario, "");
+    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    let conflicts: Vec<&Value> = a
+        .of("conflict")
+        .into_iter()
+        .chain(b.of("conflict"))
+        .collect();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert_eq!(conflicts[0]["files"], serde_json::json!(["shared.txt"]));
+    assert_eq!(fleet.merges().len(), 2);
+    let shared = fleet.run_file("shared.txt").unwrap();
+    assert_eq!(shared.lines().count(), 2, "both sides kept: {shared}");
+    assert!(
+        fleet
+            .run_file("fix_plan.md")
+            .unwrap()
+            .matches("- [x]")
+            .count()
+            == 2
+    );
+    fleet.assert_nothing_left();
+}
