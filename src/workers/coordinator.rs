@@ -142,38 +142,6 @@ impl Coordinator {
         self.end()
     }
 
-    /// Branches left to a person that are in the run branch now (merged by
-    /// hand, after a conflict): their units are done, checked off, and
-    /// their worktrees removed. A branch with no work of its own is not.
-    fn settle_merged_by_hand(&mut self) -> Result<()> {
-        let run = self.ledger.run_branch.clone();
-        let merged: Vec<usize> = (0..self.ledger.assignments.len())
-            .filter(|&i| {
-                let a = &self.ledger.assignments[i];
-                let tip = self.git.refname_to_id(&format!("refs/heads/{}", a.branch));
-                // Merged before a coordinator died in its cleanup.
-                self.ledger.merged.contains(&a.item)
-                    || matches!(a.status, Status::Left(_))
-                        && tip.is_ok_and(|t| t.to_string() != a.base)
-                        && worktree::commits_ahead(&self.git, &a.branch, &run)
-                            .is_ok_and(|c| c.is_empty())
-            })
-            .collect();
-        for i in merged.into_iter().rev() {
-            self.bus.emit_from(
-                &self.ledger.assignments[i].worker.clone(),
-                Event::Warning {
-                    message: format!(
-                        "{} is in {run} now (merged by hand): \"{}\" is done",
-                        self.ledger.assignments[i].branch, self.ledger.assignments[i].item
-                    ),
-                },
-            );
-            self.git_write(|c| c.merged(i))?;
-        }
-        Ok(())
-    }
-
     fn take_signal(&mut self) {
         let sig = SIGNAL.swap(0, Ordering::SeqCst);
         let Ok(sig) = Signal::try_from(sig) else {

@@ -12,6 +12,38 @@ use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
 use crate::workers::{MergeRequest, Merged, assign, worktree};
 
 impl Coordinator {
+    /// Branches left to a person that are in the run branch now (merged by
+    /// hand, after a conflict): their units are done, checked off, and
+    /// their worktrees removed. A branch with no work of its own is not.
+    pub(super) fn settle_merged_by_hand(&mut self) -> Result<()> {
+        let run = self.ledger.run_branch.clone();
+        let merged: Vec<usize> = (0..self.ledger.assignments.len())
+            .filter(|&i| {
+                let a = &self.ledger.assignments[i];
+                let tip = self.git.refname_to_id(&format!("refs/heads/{}", a.branch));
+                // Merged before a coordinator died in its cleanup.
+                self.ledger.merged.contains(&a.item)
+                    || matches!(a.status, Status::Left(_))
+                        && tip.is_ok_and(|t| t.to_string() != a.base)
+                        && worktree::commits_ahead(&self.git, &a.branch, &run)
+                            .is_ok_and(|c| c.is_empty())
+            })
+            .collect();
+        for i in merged.into_iter().rev() {
+            self.bus.emit_from(
+                &self.ledger.assignments[i].worker.clone(),
+                Event::Warning {
+                    message: format!(
+                        "{} is in {run} now (merged by hand): \"{}\" is done",
+                        self.ledger.assignments[i].branch, self.ledger.assignments[i].item
+                    ),
+                },
+            );
+            self.git_write(|c| c.merged(i))?;
+        }
+        Ok(())
+    }
+
     /// The merge queue's one step: merge assignment `i`'s branch; on
     /// success check its unit off and remove its worktree; on a conflict
     /// hand it back, or leave it to a person after the last attempt.
