@@ -166,8 +166,8 @@ fn update_work_tree(repo: &Repository, new: Oid) -> std::result::Result<(), Stri
         })
 }
 
-/// The paths in conflict, each once.
-fn conflicted(index: &git2::Index) -> Vec<String> {
+/// The paths in conflict, each once (also the fleet's merge's answer).
+pub(crate) fn conflicted(index: &git2::Index) -> Vec<String> {
     let mut files: Vec<String> = index
         .conflicts()
         .into_iter()

@@ -302,17 +302,22 @@ fn remote_ref(fleet: &Fleet, refname: &str) -> Option<String> {
         .map(|r| git(&fleet.bare, &["rev-parse", r]))
 }
 
+/// Until the item's snapshot on the remote holds the agent's first file:
+/// its work half done, pushed.
+fn wait_for_pushed_work(fleet: &Fleet) {
+    common::wait_until("a pushed snapshot of the item started", LIMIT, || {
+        remote_ref(fleet, "refs/ralph/fleet/night/snapshots/").is_some_and(|snap| {
+            git(&fleet.bare, &["ls-tree", "-r", "--name-only", &snap]).contains("done/")
+        })
+    });
+}
+
 #[test]
 fn a_worker_killed_mid_item_is_taken_over_from_what_it_pushed() {
     let fleet = Fleet::new(1, 8000, "[fleet]\nlease = \"3s\"\nclock_skew = \"0s\"\n");
     let mut a = fleet.worker("wa");
     // Its snapshot of the half-done item reaches the remote.
-    common::wait_until("a pushed snapshot with the item started", LIMIT, || {
-        remote_ref(&fleet, "refs/ralph/fleet/night/snapshots/").is_some_and(|snap| {
-            let files = git(&fleet.bare, &["ls-tree", "-r", "--name-only", &snap]);
-            files.contains("done/")
-        })
-    });
+    wait_for_pushed_work(&fleet);
     let b = fleet.worker("wb");
     a.kill().unwrap();
     a.wait().unwrap();
@@ -346,11 +351,7 @@ fn a_worker_killed_mid_item_is_taken_over_from_what_it_pushed() {
 fn sigterm_checkpoints_pushes_and_releases_the_claim_within_the_grace() {
     let fleet = Fleet::new(1, 60_000, "[fleet]\nlease = \"3s\"\ngrace = \"15s\"\n");
     let a = fleet.worker("wa");
-    common::wait_until("the claim and the pushed work", LIMIT, || {
-        remote_ref(&fleet, "refs/ralph/fleet/night/snapshots/").is_some_and(|snap| {
-            git(&fleet.bare, &["ls-tree", "-r", "--name-only", &snap]).contains("done/")
-        })
-    });
+    wait_for_pushed_work(&fleet);
     assert_eq!(fleet.refs("refs/ralph/fleet/night/claims/").len(), 1);
     let sent = Instant::now();
     nix::sys::signal::kill(

@@ -4,9 +4,10 @@
 //! saw: the run branch moves from its old tip to a merge commit (first
 //! parent the old tip, second the item's branch, the plan checked off by
 //! the merger — the only writer of the plan on the run branch), a backup
-//! ref keeps the old tip, and the item's claim, branch and snapshot are
-//! deleted. If another worker took the item over, its claim no longer
-//! matches and nothing at all is written: an item is merged exactly once.
+//! ref keeps the old tip, the item's claim, branch and snapshot are
+//! deleted, and the ledger counts the item as done. If another worker took
+//! the item over, its claim no longer matches and nothing at all is
+//! written: an item is merged exactly once.
 //! A conflict writes nothing and hands the item back to its worker's loop.
 
 use std::path::Path;
@@ -115,7 +116,18 @@ impl Worker {
                     if let Some(s) = job.pushed_snapshot {
                         updates.push(Update::delete(names.snapshot(&key), s));
                     }
-                    self.fleet.wire().push(&updates).map(|()| commit)
+                    // The item counted as done in the same push: exact.
+                    let done = Spent {
+                        items_done: 1,
+                        ..Spent::default()
+                    };
+                    match self.fleet.spending(&view, done) {
+                        Ok((ledger, _)) => {
+                            updates.push(ledger);
+                            self.fleet.wire().push(&updates).map(|()| commit)
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
                 other => {
                     let _ = self.fleet.release(&lease);
@@ -142,11 +154,6 @@ impl Worker {
                         commit: commit.to_string(),
                     });
                     self.spent.items_done += 1;
-                    let done = Spent {
-                        items_done: 1,
-                        ..Spent::default()
-                    };
-                    self.retry_remote(|f| f.spend(done).map(|_| ()));
                     return Ok(Some(ItemEnd::Merged));
                 }
                 // The run branch moved, or our claim is gone: look again.
@@ -219,14 +226,7 @@ impl Worker {
             index.add(&entry)?;
         }
         if index.has_conflicts() {
-            let mut files: Vec<String> = index
-                .conflicts()?
-                .filter_map(|c| c.ok())
-                .filter_map(|c| c.our.or(c.their).or(c.ancestor))
-                .map(|e| String::from_utf8_lossy(&e.path).into_owned())
-                .collect();
-            files.dedup();
-            return Ok(Attempt::Conflict(files));
+            return Ok(Attempt::Conflict(crate::workers::merge::conflicted(&index)));
         }
         let merged = repo.find_tree(index.write_tree_to(repo)?)?;
         let blob = repo.blob(checked.as_bytes())?;

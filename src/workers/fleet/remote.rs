@@ -271,23 +271,8 @@ impl Fleet {
     pub(crate) fn spend(&mut self, spent: Spent) -> Result<Ledger, WireError> {
         for _ in 0..32 {
             let view = self.sync()?;
-            let Some((old, mut ledger)) = view.ledger else {
-                return Err(WireError::Local(
-                    "the fleet has no ledger: was it created?".into(),
-                ));
-            };
-            ledger.iterations += spent.iterations;
-            ledger.cost_usd += spent.cost_usd;
-            ledger.items_done += spent.items_done;
-            let mine = ledger.by_worker.entry(self.worker.clone()).or_default();
-            mine.iterations += spent.iterations;
-            mine.cost_usd += spent.cost_usd;
-            mine.items_done += spent.items_done;
-            let oid = self.record_commit(&ledger_message(&ledger), &[old])?;
-            match self
-                .wire
-                .push(&[Update::swap(self.names.ledger(), old, oid)])
-            {
+            let (update, ledger) = self.spending(&view, spent)?;
+            match self.wire.push(&[update]) {
                 Ok(()) => return Ok(ledger),
                 Err(WireError::Rejected(_)) => continue,
                 Err(e) => return Err(e),
@@ -296,6 +281,30 @@ impl Fleet {
         Err(WireError::Rejected(
             "the ledger kept changing under 32 attempts".into(),
         ))
+    }
+
+    /// The ledger of `view` with `spent` added by this worker: the update
+    /// to push (a compare-and-swap from what `view` saw, so it can go into
+    /// another atomic push, as the merge's does) and the totals after it.
+    pub(crate) fn spending(
+        &self,
+        view: &View,
+        spent: Spent,
+    ) -> Result<(Update, Ledger), WireError> {
+        let Some((old, mut ledger)) = view.ledger.clone() else {
+            return Err(WireError::Local(
+                "the fleet has no ledger: was it created?".into(),
+            ));
+        };
+        ledger.iterations += spent.iterations;
+        ledger.cost_usd += spent.cost_usd;
+        ledger.items_done += spent.items_done;
+        let mine = ledger.by_worker.entry(self.worker.clone()).or_default();
+        mine.iterations += spent.iterations;
+        mine.cost_usd += spent.cost_usd;
+        mine.items_done += spent.items_done;
+        let oid = self.record_commit(&ledger_message(&ledger), &[old])?;
+        Ok((Update::swap(self.names.ledger(), old, oid), ledger))
     }
 
     /// Publish this worker's status on `workers/<id>` (its own ref: replaced
