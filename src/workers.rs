@@ -40,5 +40,6 @@ pub use assign::{Unit, UnitState};
 pub(crate) use child::WORKER_PROMPT;
 pub use config::WorkersConfig;
 pub(crate) use coordinator::{Options, run};
+pub(crate) use ledger::refuse_a_single_loop;
 pub use merge::{MergeRequest, Merged, merge};
 pub use view::WorkersView;

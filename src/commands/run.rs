@@ -70,6 +70,9 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         };
         return crate::workers::run(project, config, opts, bus);
     }
+    if args.worker.is_none() {
+        crate::workers::refuse_a_single_loop(&project.layout().dir)?;
+    }
     let opts = RunOptions {
         fresh: args.fresh,
         reset_breaker: args.reset_breaker,

@@ -58,6 +58,12 @@ pub const ITEM_MAX_CHARS: usize = 2_000;
 /// The longest title (the run's objective).
 const TITLE_MAX_CHARS: usize = 300;
 
+/// An item's text as ralph carries it (prompts, events, a worker's
+/// `RALPH_ITEM`): at most [`ITEM_MAX_CHARS`], saying where the rest is.
+pub fn bounded_item(text: &str) -> String {
+    bounded(text, ITEM_MAX_CHARS)
+}
+
 /// `text` cut to `max` characters, with a pointer to where the rest is
 /// (not its line: an item keeps its text when lines are added above it).
 fn bounded(text: &str, max: usize) -> String {
@@ -107,7 +113,7 @@ impl Plan {
             }
             if let Some((mark, text)) = checkbox(t) {
                 let item = Item {
-                    text: bounded(text, ITEM_MAX_CHARS),
+                    text: bounded_item(text),
                     done: mark == Mark::Done,
                     line: i + 1,
                     indent,

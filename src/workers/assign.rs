@@ -164,7 +164,9 @@ fn parse(text: &str) -> (Vec<Unit>, Vec<Vec<String>>) {
                     *prev = Some(index);
                 }
                 units.push(Unit {
-                    key: key.to_string(),
+                    // Bounded as the plan loader bounds items: the key goes
+                    // into the worker's environment, events and status.
+                    key: crate::plan::bounded_item(key),
                     lines: vec![n],
                     span: (n, n),
                     after: deps,

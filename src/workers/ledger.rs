@@ -130,3 +130,29 @@ impl Ledger {
         crate::state::write_atomic(&Ledger::path(ralph_dir), &bytes)
     }
 }
+
+/// Refuse a single loop (`ralph run` without `--workers`) while a parallel
+/// run has not ended and still has worker branches: their items' work sits
+/// on those branches, and a single loop over the same plan would do it again.
+pub(crate) fn refuse_a_single_loop(ralph_dir: &Path) -> Result<()> {
+    let Some(ledger) = Ledger::load(ralph_dir)?.filter(|l| l.ended.is_none()) else {
+        return Ok(());
+    };
+    if ledger.assignments.is_empty() {
+        return Ok(());
+    }
+    let branches: Vec<String> = ledger
+        .assignments
+        .iter()
+        .map(|a| format!("{} ({})", a.branch, crate::text::cut(&a.item, 60)))
+        .collect();
+    Err(Error::usage(format!(
+        "the parallel run {} is not finished: worker branches not merged yet: {}",
+        ledger.run_id,
+        branches.join(", ")
+    ))
+    .with_hint(format!(
+        "`ralph run --workers {}` finishes them; `ralph status` lists their commits",
+        ledger.workers.max(2)
+    )))
+}

@@ -16,7 +16,7 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// tree already has it: a takeover), pauses `pause_ms`, checks the item off
 /// in its one-item plan, completes.
 fn scenario(pause_ms: u64) -> String {
-    let cmd = r#"mkdir -p done && f=done/$RALPH_FLEET_ITEM.txt && if [ -f "$f" ]; then echo "resumed by $RALPH_WORKER" >> "$f"; else echo "started by $RALPH_WORKER" > "$f"; fi"#;
+    let cmd = r#"mkdir -p done && f=done/$RALPH_FLEET_ITEM.txt && if [ -f "$f" ]; then echo "resumed by $RALPH_WORKER" >> "$f"; else echo "started by $RALPH_WORKER" > "$f"; fi; mkdir -p items && echo "$RALPH_ITEM" >> "items/$RALPH_FLEET_ITEM.txt""#;
     format!(
         "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = {pause_ms}\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
         common::toml_string(cmd),
@@ -237,6 +237,9 @@ fn three_workers_do_nine_items_each_exactly_once() {
         let text = fleet.run_file(f).unwrap();
         assert_eq!(text.lines().count(), 1, "{f} done once: {text}");
         assert!(text.starts_with("started by w"), "{text}");
+        // The agent is told its item by name, as a worker on one machine is.
+        let item = fleet.run_file(&f.replace("done/", "items/")).unwrap();
+        assert!(item.starts_with("item number "), "{f}: {item:?}");
     }
     let plan = fleet.run_file("fix_plan.md").unwrap();
     assert_eq!(plan.matches("- [x]").count(), 9, "{plan}");

@@ -753,4 +753,61 @@ fn the_coordinator_killed_at_several_moments_strands_nothing() {
         });
         assert!(merged <= 1, "{item} merged {merged} times");
     }
+#[test]
+fn a_two_hundred_kilobyte_item_is_given_to_its_worker_bounded() {
+    // Each worker records how long the item it was given is.
+    const LENGTHS: &str = r#"
+[[step]]
+context = 20000
+text = "Working on my item."
+command = '''
+mkdir -p out && printf '%s' "${#RALPH_ITEM}" > "out/$RALPH_WORKER-$(printf '%s' "$RALPH_ITEM" | cksum | cut -d' ' -f1).txt"
+sed -i '0,/- \[ \]/s//- [x]/' .ralph/worker-plan.md
+'''
+
+[[step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+    let plan = format!("# Big\n\n- [ ] short one\n- [ ] {}\n", "x".repeat(200_000));
+    let p = Project::new(&plan, LENGTHS, "");
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let plan = p.read("fix_plan.md");
+    assert_eq!(plan.matches("- [x]").count(), 2, "both checked off");
+    let mut lengths: Vec<usize> = std::fs::read_dir(p.path("out"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    lengths.sort();
+    assert_eq!(lengths.len(), 2, "{lengths:?}");
+    assert_eq!(lengths[0], "short one".len());
+    // The plan loader's bound (2,000 characters and a pointer to the plan).
+    assert!((2_000..2_200).contains(&lengths[1]), "{lengths:?}");
+}
+
+#[test]
+fn a_single_loop_is_refused_while_a_parallel_runs_branches_wait() {
+    let p = Project::new(SIX, &slow_item(), "");
+    let child = p.spawn_run(&["--workers", "2"]);
+    wait_for(&p, "two workers running", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 2
+    });
+    assert!(p.ralph().arg("stop").output().unwrap().status.success());
+    let run = Run::wait(child, LIMIT);
+    assert_eq!(run.code, Some(6), "{}", run.describe());
+    let plan_before = p.read("fix_plan.md");
+    let head_before = p.log();
+
+    // Without --workers, the same plan would be done again beside the
+    // paused workers' branches: refused, nothing touched.
+    let out = p.ralph().arg("run").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not finished"), "{stderr}");
+    assert!(stderr.contains("ralph run --workers 2"), "{stderr}");
+    assert_eq!(p.read("fix_plan.md"), plan_before);
+    assert_eq!(p.log(), head_before);
 }

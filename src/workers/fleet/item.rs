@@ -136,6 +136,8 @@ impl Worker {
             ("RALPH_FLEET", self.fleet.names().fleet().to_string()),
             ("RALPH_WORKER", self.fleet.worker().to_string()),
             ("RALPH_FLEET_ITEM", job.unit.key.clone()),
+            // The same name a worker on one machine gets (docs/workers.md).
+            ("RALPH_ITEM", job.unit.text.clone()),
         ];
         let mut child = Loop::start(&job.wt_root, &args, &env)?;
         let every = self.fleet.lease_length() / 3;
