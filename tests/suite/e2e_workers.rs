@@ -753,6 +753,8 @@ fn the_coordinator_killed_at_several_moments_strands_nothing() {
         });
         assert!(merged <= 1, "{item} merged {merged} times");
     }
+}
+
 #[test]
 fn a_two_hundred_kilobyte_item_is_given_to_its_worker_bounded() {
     // Each worker records how long the item it was given is.
