@@ -86,6 +86,38 @@ pub struct ContextReport {
     pub recommendation: Recommendation,
     /// One entry per finished iteration, oldest first.
     pub history: Vec<HistoryEntry>,
+    /// A parallel run (`ralph run --workers N`): each running worker's own
+    /// context, read from its worktree.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerContext>,
+}
+
+/// One worker's context in a parallel run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkerContext {
+    pub worker: String,
+    pub item: String,
+    pub context: ContextReport,
+}
+
+/// The context of every worker of the parallel run recorded at `root`
+/// that is running now.
+fn worker_contexts(root: &Path) -> Vec<WorkerContext> {
+    let Some(view) = crate::workers::WorkersView::load(root) else {
+        return Vec::new();
+    };
+    view.assignments
+        .into_iter()
+        .filter(|a| a.status == "running")
+        .filter_map(|a| {
+            let context = Watcher::new(Path::new(&a.project_dir)).report().ok()?;
+            Some(WorkerContext {
+                worker: a.worker,
+                item: a.item,
+                context,
+            })
+        })
+        .collect()
 }
 
 /// An iteration's item accounting, from `state.json`'s history.
@@ -232,7 +264,9 @@ impl Watcher {
                 None => self.live = Live::default(),
             }
         };
-        for r in &records {
+        // A parallel run's log holds its workers' records too: each has
+        // its own context (`workers`), not the coordinator's.
+        for r in records.iter().filter(|r| r.worker.is_none()) {
             self.live.apply(r);
         }
         let state = state.unwrap_or_default();
@@ -285,6 +319,7 @@ impl Watcher {
             thresholds,
             plan_item,
             history: state.context_history,
+            workers: worker_contexts(&self.root),
         })
     }
 }
@@ -357,6 +392,23 @@ fn recommend(
 
 impl Report for ContextReport {
     fn human(&self) -> String {
+        let mut out = self.own_lines();
+        for w in &self.workers {
+            let _ = writeln!(
+                out,
+                "\nworker    {} · {}",
+                w.worker,
+                crate::text::printable(&w.item)
+            );
+            out.push_str(&w.context.own_lines());
+        }
+        out
+    }
+}
+
+impl ContextReport {
+    /// The report of this loop alone.
+    fn own_lines(&self) -> String {
         let mut out = String::new();
         let headline = self.phase.headline(None, None);
         let _ = match &self.run_id {
@@ -606,6 +658,7 @@ mod tests {
             iterations: Vec::new(),
             recommendation: recommend(&live(), true, None, &T),
             history: vec![HistoryEntry::default()],
+            workers: Vec::new(),
         };
         let text = report(false).human();
         assert!(text.contains("context   not metered live"), "{text}");

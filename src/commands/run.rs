@@ -54,11 +54,15 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         })?,
     };
     if workers > 1 {
-        let pass = [("--model", &args.model), ("--agent", &args.agent)]
-            .into_iter()
-            .filter_map(|(flag, v)| v.as_ref().map(|v| [flag.to_string(), v.clone()]))
-            .flatten()
-            .collect();
+        let pass = [
+            ("--model", &args.model),
+            ("--agent", &args.agent),
+            ("--deadline", &args.deadline),
+        ]
+        .into_iter()
+        .filter_map(|(flag, v)| v.as_ref().map(|v| [flag.to_string(), v.clone()]))
+        .flatten()
+        .collect();
         let opts = crate::workers::Options {
             workers,
             fresh: args.fresh,

@@ -315,6 +315,19 @@ pub fn sparkline(percents: impl IntoIterator<Item = f64>) -> String {
 }
 
 /// The status line: `iter 3 ▕██████░░░░▏ 62.0% 103k/167k L0 +4k/min ETA 5m Write src/x.rs 12m04s`.
+/// The status line of a parallel run: each working worker's iteration and
+/// context, one short field each ("w1 iter 2 45% · w2 iter 1 12%").
+pub fn workers_line(workers: &std::collections::BTreeMap<String, (u32, Option<f64>)>) -> String {
+    workers
+        .iter()
+        .map(|(w, (iteration, percent))| match percent {
+            Some(p) => format!("{w} iter {iteration} {p:.0}%"),
+            None => format!("{w} iter {iteration}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
 pub fn status_line(
     iteration: u32,
     reading: Option<&MeterReading>,
@@ -361,6 +374,8 @@ pub struct Terminal {
     started: Instant,
     /// While a usage limit is waited out: when it resets (the countdown).
     waiting_until: Option<Instant>,
+    /// A parallel run's workers whose loops run: iteration and percent.
+    workers: std::collections::BTreeMap<String, (u32, Option<f64>)>,
 }
 
 impl Terminal {
@@ -383,6 +398,7 @@ impl Terminal {
             tool: None,
             started: Instant::now(),
             waiting_until: None,
+            workers: Default::default(),
         }
     }
 
@@ -414,6 +430,10 @@ impl Terminal {
             ));
             return;
         }
+        if !self.workers.is_empty() {
+            bar.set_message(workers_line(&self.workers));
+            return;
+        }
         let line = status_line(
             self.iteration,
             self.reading.as_ref(),
@@ -442,6 +462,20 @@ impl Sink for Terminal {
         // it; the status line stays the coordinator's, so N workers never
         // fight over one line.
         if let Some(worker) = &record.worker {
+            match &record.event {
+                Event::IterationStarted { iteration, .. } => {
+                    self.workers.insert(worker.clone(), (*iteration, None));
+                }
+                Event::Context { reading, .. } => {
+                    if let Some(w) = self.workers.get_mut(worker) {
+                        w.1 = Some(reading.percent);
+                    }
+                }
+                Event::RunEnded { .. } => {
+                    self.workers.remove(worker);
+                }
+                _ => {}
+            }
             if let Some(text) = describe(&record.event) {
                 self.line(&format!("[{worker}] {text}"));
             }
@@ -507,6 +541,17 @@ impl Sink for Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_workers_line_names_each_worker_briefly() {
+        let workers = [
+            ("w1".to_string(), (2, Some(45.2))),
+            ("w2".to_string(), (1, None)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(workers_line(&workers), "w1 iter 2 45% · w2 iter 1");
+    }
 
     #[test]
     fn status_line_shape() {

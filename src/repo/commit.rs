@@ -382,7 +382,10 @@ pub fn remove_stale_commit_locks(root: &Path) -> Vec<String> {
     };
     let dir = git.path();
     let mut found = vec![dir.join("index.lock"), dir.join("HEAD.lock")];
-    let mut stack = vec![dir.join("refs"), dir.join("logs")];
+    // Refs live in the common dir (a linked worktree's own dir has none).
+    let common = git.commondir();
+    let mut stack = vec![common.join("refs"), common.join("logs"), dir.join("logs")];
+    stack.dedup();
     while let Some(d) = stack.pop() {
         for entry in fs::read_dir(&d).into_iter().flatten().flatten() {
             let path = entry.path();

@@ -69,11 +69,17 @@ pub fn spawn(
         .process_group(0);
     // SAFETY: prctl is an async-signal-safe system call changing only the
     // child's own attributes.
+    let parent = std::process::id() as i32;
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             // A coordinator killed with -9 stops its workers as `ralph stop`
             // would not reach them: SIGTERM, their own graceful checkpoint.
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+            // Dead already, before that took hold: no orphan loop.
+            if nix::unistd::getppid().as_raw() != parent {
+                return Err(std::io::Error::other("the coordinator is gone"));
+            }
+            Ok(())
         });
     }
     let mut process = cmd

@@ -82,6 +82,9 @@ pub(super) struct Coordinator {
     /// Workers stopped because another hit a usage limit, and until when.
     paused_until: Option<Instant>,
     started: Instant,
+    /// The project's lock; `committing` while the coordinator writes to
+    /// git, so that the next one knows to clear the lock files it left.
+    lock: crate::state::Lock,
 }
 
 impl Coordinator {
@@ -89,7 +92,16 @@ impl Coordinator {
         self.ledger.save(&self.ralph_dir)
     }
 
+    /// Run `step` (a write to git) marked in the lock as committing.
+    fn git_write<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.lock.set_committing(true)?;
+        let result = step(self);
+        self.lock.set_committing(false)?;
+        result
+    }
+
     fn drive(&mut self) -> Result<i32> {
+        self.settle_merged_by_hand()?;
         let (tx, rx) = mpsc::channel::<Msg>();
         let mut waiting_locks: BTreeMap<String, Instant> = BTreeMap::new();
         loop {
@@ -244,6 +256,7 @@ impl Coordinator {
                 waiting.remove(&a.worker);
                 self.ledger.assignments[i].status = Status::Running;
                 self.save()?;
+                self.git_write(|c| c.prepare(&a))?;
                 self.start(&a, false, tx)?;
                 continue;
             }
@@ -282,7 +295,6 @@ impl Coordinator {
             .git
             .refname_to_id(&format!("refs/heads/{}", self.ledger.run_branch))
             .map_err(|e| Error::wrap("cannot read the run branch", e))?;
-        worktree::create(&self.git, &name, &path, &branch, tip)?;
         let a = Assignment {
             worker,
             item: item.to_string(),
@@ -295,17 +307,36 @@ impl Coordinator {
             restarts: 0,
             status: Status::Running,
             conflict: Vec::new(),
+            base: tip.to_string(),
         };
-        let text = read_plan(&self.plan_path)?;
-        let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
-        let unit = units
-            .iter()
-            .find(|u| u.key == item)
-            .ok_or_else(|| Error::usage(format!("plan item \"{item}\" is gone from the plan")))?;
-        write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+        // Recorded before the branch exists: a coordinator killed in
+        // between leaves no branch the next one does not know of.
         self.ledger.assignments.push(a.clone());
         self.save()?;
+        self.git_write(|c| c.prepare(&a))?;
         Ok(a)
+    }
+
+    /// `a`'s branch, worktree and plan, made where missing (a new
+    /// assignment, or one a killed coordinator had only recorded).
+    fn prepare(&self, a: &Assignment) -> Result<()> {
+        if !a.worktree.exists() {
+            let _ = self.git.find_worktree(&a.worktree_name).map(|wt| {
+                let _ = wt.prune(Some(git2::WorktreePruneOptions::new().valid(true)));
+            });
+            let from = git2::Oid::from_str(&a.base)
+                .map_err(|e| Error::wrap("a bad commit id in the workers' ledger", e))?;
+            worktree::create(&self.git, &a.worktree_name, &a.worktree, &a.branch, from)?;
+        }
+        if !a.project_dir.join(WORKER_PLAN).is_file() {
+            let text = read_plan(&self.plan_path)?;
+            let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
+            let unit = units.iter().find(|u| u.key == a.item).ok_or_else(|| {
+                Error::usage(format!("plan item \"{}\" is gone from the plan", a.item))
+            })?;
+            write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+        }
+        Ok(())
     }
 
     fn start(&mut self, a: &Assignment, fresh: bool, tx: &mpsc::Sender<Msg>) -> Result<()> {
@@ -384,8 +415,18 @@ impl Coordinator {
                 outcome: outcome_name(code).into(),
             },
         );
+        if code == 5 {
+            // A budget of its own (`--deadline`, the quota guard) is
+            // everyone's: the others stop too.
+            self.halt(Stop::Budget);
+        }
         if code != 0 {
             self.ledger.assignments[i].status = after_exit(code, a.restarts);
+            if code == 2 && child::project_busy(&a.project_dir) {
+                // Refused: a loop of a coordinator that died still runs in
+                // its worktree. Resumed once that one has ended.
+                self.ledger.assignments[i].status = Status::Paused;
+            }
             if code > 128 {
                 self.ledger.assignments[i].restarts += 1;
             }
@@ -426,7 +467,7 @@ impl Coordinator {
                 format!("{} ({}, {commits} commit(s) not merged)", a.branch, a.item)
             })
             .collect();
-        let (outcome, code, reason) = match self.stop {
+        let (outcome, code, mut reason) = match self.stop {
             Some(Stop::Interrupted) => ("interrupted", 130, "interrupted".to_string()),
             Some(Stop::Stopped) => ("stopped", 6, "stopped by `ralph stop`".to_string()),
             Some(Stop::Budget) => ("budget_spent", 5, "a shared budget is spent".to_string()),
@@ -451,10 +492,15 @@ impl Coordinator {
         }
         self.ledger.outcome = Some(outcome.into());
         self.save()?;
-        if !left.is_empty() && code != 0 {
-            self.bus.emit(Event::Warning {
-                message: format!("worker branches not merged: {}", left.join("; ")),
-            });
+        // Every worker branch is merged or listed: here, in the report's
+        // reason, and in `ralph status`.
+        if !left.is_empty() && outcome != "incomplete" {
+            reason = format!("{reason}; not merged yet: {}", left.join("; "));
+        }
+        if !left.is_empty()
+            && let Some(path) = self.handoff_of_unmerged()
+        {
+            reason = format!("{reason} (listed with their commits in {path})");
         }
         self.bus.emit(Event::RunEnded {
             outcome: outcome.into(),
@@ -492,6 +538,31 @@ fn after_exit(code: i32, restarts: u32) -> Status {
         5 | 6 | 130 | 143 => Status::Paused,
         c if c > 128 && restarts < MAX_RESTARTS => Status::Paused,
         c => Status::Left(format!("its loop ended: {} (exit {c})", outcome_name(c))),
+    }
+}
+
+impl Coordinator {
+    /// The handoff of a parallel run that ends with worker branches not
+    /// merged: each with its item, why, worktree and commits, and how to go
+    /// on. Its path, relative to the project.
+    fn handoff_of_unmerged(&self) -> Option<String> {
+        let view = super::WorkersView::load(&self.root)?;
+        let stamp = jiff::Zoned::now().strftime("%Y-%m-%d-%H%M");
+        let rel = format!(".ralph/handoffs/{stamp}-workers-{}.md", self.ledger.run_id);
+        let text = format!(
+            "# Worker branches not merged (parallel run {})\n\n{}\n\
+             `ralph run --workers {}` resumes the paused ones in their worktrees and retries\n\
+             nothing that was left to a person: merge such a branch into {} yourself\n\
+             (its worktree holds its work), then run again; `ralph status` lists them.\n",
+            self.ledger.run_id,
+            view.human(),
+            self.ledger.workers,
+            self.ledger.run_branch
+        );
+        let path = self.root.join(&rel);
+        std::fs::create_dir_all(path.parent()?).ok()?;
+        crate::state::write_atomic(&path, text.as_bytes()).ok()?;
+        Some(rel)
     }
 }
 

@@ -66,6 +66,10 @@ pub struct Assignment {
     /// The files of the last conflict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflict: Vec<String>,
+    /// The run branch's tip the branch was made from: a branch still there
+    /// has no work of its own.
+    #[serde(default)]
+    pub base: String,
 }
 
 /// One entry of the merge queue's history.

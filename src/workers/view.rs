@@ -35,6 +35,8 @@ pub struct AssignmentView {
     pub why: Option<String>,
     pub branch: String,
     pub worktree: String,
+    /// Where its loop runs (the project inside the worktree).
+    pub project_dir: String,
     /// Its own loop: iteration and cost so far.
     pub iteration: u32,
     pub cost_usd: f64,
@@ -69,6 +71,7 @@ impl WorkersView {
                     why,
                     branch: a.branch.clone(),
                     worktree: a.worktree.display().to_string(),
+                    project_dir: a.project_dir.display().to_string(),
                     iteration: state.iteration,
                     cost_usd: state.cost_usd,
                     unmerged: git

@@ -33,15 +33,19 @@ pub fn worktree_taken(repo: &Repository, name: &str, path: &Path) -> bool {
     repo.find_worktree(name).is_ok() || path.exists()
 }
 
-/// A new branch `branch` at `from`, checked out in a new worktree `name`
-/// at `path`.
+/// Branch `branch` (made at `from` if missing), checked out in a new
+/// worktree `name` at `path`.
 pub fn create(repo: &Repository, name: &str, path: &Path, branch: &str, from: Oid) -> Result<()> {
     let commit = repo
         .find_commit(from)
         .map_err(git_err("cannot read the run branch's tip".into()))?;
-    let created = repo
-        .branch(branch, &commit, false)
-        .map_err(git_err(format!("cannot create branch {branch}")))?;
+    // A branch made before a coordinator died is taken as it is.
+    let created = match repo.find_branch(branch, BranchType::Local) {
+        Ok(existing) => existing,
+        Err(_) => repo
+            .branch(branch, &commit, false)
+            .map_err(git_err(format!("cannot create branch {branch}")))?,
+    };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io("cannot create", parent, e))?;
     }

@@ -586,6 +586,23 @@ fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_fi
             e["event"] == "iteration_started" && e.get("worker").is_some()
         }) >= 2
     });
+    // `ralph context` shows each running worker's own context.
+    let out = p.ralph().args(["context", "--json"]).output().unwrap();
+    let context: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workers = context["workers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{context}"));
+    assert_eq!(workers.len(), 2, "{context}");
+    for w in workers {
+        assert!(w["context"]["run_id"].is_string(), "{w}");
+        assert!(w["item"].is_string(), "{w}");
+    }
+    let text = p.ralph().arg("context").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("worker    w1") && text.contains("worker    w2"),
+        "{text}"
+    );
     let out = p.ralph().arg("stop").output().unwrap();
     assert!(
         out.status.success(),
@@ -600,6 +617,19 @@ fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_fi
         .filter(|e| e["outcome"] == "stopped")
         .collect();
     assert_eq!(stopped.len(), 2, "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.contains("not merged yet: ralph/"), "{reason}");
+    // And in a handoff, with their commits.
+    let handoff = reason
+        .rsplit("commits in ")
+        .next()
+        .unwrap()
+        .trim_end_matches(')');
+    let handoff = p.read(handoff);
+    assert!(
+        handoff.contains("not merged") && handoff.contains("ralph/"),
+        "{handoff}"
+    );
 
     // Every worker branch not merged is listed, with its commits.
     let out = p.ralph().args(["status", "--json"]).output().unwrap();
@@ -629,6 +659,100 @@ fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_fi
 fn worktree_exists(repo: &git2::Repository, branch: &str) -> bool {
     repo.find_branch(branch, git2::BranchType::Local).is_ok()
         && repo.worktrees().unwrap().iter().flatten().count() > 0
+}
+
+fn git_cli(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_conflict_unresolved_after_its_attempts_needs_a_human_and_a_merge_by_hand_finishes_it() {
+    let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
+    let p = Project::new(plan, SAME_LINES, "[workers]\nconflict_attempts = 1\n");
+    p.write("shared.txt", "one\ntwo\nthree\n");
+    assert!(git_cli(p.root(), &["add", "shared.txt"]).status.success());
+    assert!(
+        git_cli(p.root(), &["commit", "-qm", "shared"])
+            .status
+            .success()
+    );
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let human = &run.of("needs_human")[0];
+    assert_eq!(human["reason"], "conflict");
+    let message = human["message"].as_str().unwrap();
+    assert!(
+        message.contains("shared.txt") && message.contains("ralph/"),
+        "{message}"
+    );
+    let conflict = run
+        .of("merge")
+        .into_iter()
+        .find(|m| m["outcome"] == "conflict")
+        .unwrap();
+    let branch = conflict["branch"].as_str().unwrap().to_string();
+    let item = conflict["item"].as_str().unwrap().to_string();
+    // Nothing forced: the branch and its worktree are kept, the item open.
+    let repo = git(p.root());
+    assert!(repo.find_branch(&branch, git2::BranchType::Local).is_ok());
+    assert!(p.read("fix_plan.md").contains(&format!("- [ ] {item}")));
+
+    // A person merges it by hand; the next run checks it off and cleans up.
+    let _ = git_cli(p.root(), &["merge", &branch]);
+    p.write("shared.txt", "one\nTWO by alpha\nTWO by bravo\nthree\n");
+    assert!(git_cli(p.root(), &["add", "shared.txt"]).status.success());
+    let done = git_cli(p.root(), &["commit", "-q", "--no-edit"]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &["alpha", "bravo"]);
+}
+
+#[test]
+fn the_coordinator_killed_at_several_moments_strands_nothing() {
+    use nix::sys::signal::Signal;
+    let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    let p = Project::new(SIX, ONE_ITEM, "");
+    // Kills at different moments: starting workers, mid-iteration, merging.
+    for wait_ms in [700u64, 1900, 2600, 3300] {
+        let mut child = p
+            .ralph()
+            .args(["run", "--json", "--workers", "3"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let coordinator = child.id() as i32;
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        kill(coordinator, Signal::SIGSTOP);
+        for pid in worker_pids(&p) {
+            kill(pid, Signal::SIGKILL);
+        }
+        kill(coordinator, Signal::SIGKILL);
+        child.wait().unwrap();
+    }
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &items);
+    let all = coordinator_events(&p);
+    for item in items {
+        let merged = count(&all, |e| {
+            e["event"] == "merge"
+                && e["item"] == item
+                && (e["outcome"] == "fast_forward" || e["outcome"] == "merge_commit")
+        });
+        assert!(merged <= 1, "{item} merged {merged} times");
+    }
 }
 
 #[test]

@@ -43,6 +43,11 @@ impl Watch {
 
     /// The notice `record` calls for, if any.
     pub fn notice(&mut self, record: &Record) -> Option<Notice> {
+        // A worker's loop ending (`ralph run --workers N`) is not the run's
+        // end: its coordinator's `run_ended` is.
+        if record.worker.is_some() && matches!(record.event, Event::RunEnded { .. }) {
+            return None;
+        }
         if let Event::ItemChecked { items, .. } = &record.event {
             self.items_done.extend(items.iter().cloned());
         }
@@ -262,6 +267,18 @@ mod tests {
             message: "merge conflict in src/a.rs".into(),
         };
         assert_eq!(w.notice(&record(human)).unwrap().kind, Kind::NeedsHuman);
+    }
+
+    #[test]
+    fn a_workers_loop_ending_is_not_the_runs_end() {
+        let mut w = Watch::new("proj", &Kind::ALL);
+        let mut of_worker = record(ended("completed"));
+        of_worker.worker = Some("w1".into());
+        assert_eq!(w.notice(&of_worker), None);
+        assert_eq!(
+            w.notice(&record(ended("completed"))).unwrap().kind,
+            Kind::RunEnded
+        );
     }
 
     #[test]

@@ -12,6 +12,38 @@ use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
 use crate::workers::{MergeRequest, Merged, assign, worktree};
 
 impl Coordinator {
+    /// Branches left to a person that are in the run branch now (merged by
+    /// hand, after a conflict): their units are done, checked off, and
+    /// their worktrees removed. A branch with no work of its own is not.
+    pub(super) fn settle_merged_by_hand(&mut self) -> Result<()> {
+        let run = self.ledger.run_branch.clone();
+        let merged: Vec<usize> = (0..self.ledger.assignments.len())
+            .filter(|&i| {
+                let a = &self.ledger.assignments[i];
+                let tip = self.git.refname_to_id(&format!("refs/heads/{}", a.branch));
+                // Merged before a coordinator died in its cleanup.
+                self.ledger.merged.contains(&a.item)
+                    || matches!(a.status, Status::Left(_))
+                        && tip.is_ok_and(|t| t.to_string() != a.base)
+                        && worktree::commits_ahead(&self.git, &a.branch, &run)
+                            .is_ok_and(|c| c.is_empty())
+            })
+            .collect();
+        for i in merged.into_iter().rev() {
+            self.bus.emit_from(
+                &self.ledger.assignments[i].worker.clone(),
+                Event::Warning {
+                    message: format!(
+                        "{} is in {run} now (merged by hand): \"{}\" is done",
+                        self.ledger.assignments[i].branch, self.ledger.assignments[i].item
+                    ),
+                },
+            );
+            self.git_write(|c| c.merged(i))?;
+        }
+        Ok(())
+    }
+
     /// The merge queue's one step: merge assignment `i`'s branch; on
     /// success check its unit off and remove its worktree; on a conflict
     /// hand it back, or leave it to a person after the last attempt.
@@ -24,15 +56,17 @@ impl Coordinator {
             self.ledger.merges.len() + 1
         );
         let message = format!("ralph: merge {} (\"{}\")", a.branch, a.item);
-        let merged = crate::workers::merge(
-            &self.git,
-            &MergeRequest {
-                run_branch: &self.ledger.run_branch,
-                worker_branch: &a.branch,
-                backup_ref: &backup,
-                message: &message,
-            },
-        )?;
+        let merged = self.git_write(|c| {
+            crate::workers::merge(
+                &c.git,
+                &MergeRequest {
+                    run_branch: &c.ledger.run_branch,
+                    worker_branch: &a.branch,
+                    backup_ref: &backup,
+                    message: &message,
+                },
+            )
+        })?;
         let wrote_backup = matches!(
             merged,
             Merged::FastForward { .. } | Merged::MergeCommit { .. } | Merged::Blocked { .. }
@@ -61,7 +95,7 @@ impl Coordinator {
         );
         match merged {
             Merged::AlreadyMerged | Merged::FastForward { .. } | Merged::MergeCommit { .. } => {
-                self.merged(i)
+                self.git_write(|c| c.merged(i))
             }
             Merged::Conflict { files } if attempt < self.config.workers.conflict_attempts => {
                 let a = &mut self.ledger.assignments[i];
@@ -103,17 +137,20 @@ impl Coordinator {
 
     /// Assignment `i` is merged: its unit checked off in the plan (one
     /// commit on the run branch), its worktree and branch removed.
-    fn merged(&mut self, i: usize) -> Result<()> {
-        let a = self.ledger.assignments.remove(i);
-        if !self.ledger.merged.contains(&a.item) {
-            self.ledger.merged.push(a.item.clone());
-        }
-        self.save()?;
+    pub(super) fn merged(&mut self, i: usize) -> Result<()> {
+        // In an order a kill at any step can resume: the plan (checking
+        // off twice does nothing), the ledger's merged list, the worktree,
+        // then the assignment.
+        let a = self.ledger.assignments[i].clone();
         let text = read_plan(&self.plan_path)?;
         if let Some(checked) = assign::check_off(&text, &a.item) {
             crate::state::write_atomic(&self.plan_path, checked.as_bytes())?;
             self.commit_plan(&format!("ralph: \"{}\" done (merged {})", a.item, a.branch))?;
         }
+        if !self.ledger.merged.contains(&a.item) {
+            self.ledger.merged.push(a.item.clone());
+        }
+        self.save()?;
         if let Err(e) = worktree::remove_merged(
             &self.git,
             &a.worktree_name,
@@ -124,7 +161,8 @@ impl Coordinator {
                 message: format!("worktree {} kept: {e}", a.worktree.display()),
             });
         }
-        Ok(())
+        self.ledger.assignments.remove(i);
+        self.save()
     }
 
     /// The plan, committed alone on the run branch.

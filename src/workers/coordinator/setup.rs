@@ -63,6 +63,19 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
         bus.add(Box::new(notifier));
     }
     crate::state::ownership::at_start(&root, &config.prompt_file, &mut bus);
+    if lock.stale_committing {
+        // The previous coordinator died writing to git: the lock files it
+        // left would refuse every branch, merge and commit from now on.
+        let removed = crate::repo::remove_stale_commit_locks(&root);
+        if !removed.is_empty() {
+            bus.emit(Event::Warning {
+                message: format!(
+                    "the previous coordinator died writing to git; removed the lock files it left: {}",
+                    removed.join(", ")
+                ),
+            });
+        }
+    }
     let resumed = previous.is_some();
     let ledger = match previous {
         Some(l) if opts.fresh && !l.assignments.is_empty() => {
@@ -124,6 +137,7 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
         stop: None,
         paused_until: None,
         started: Instant::now(),
+        lock,
         config,
     };
     c.ledger.workers = c.opts.workers;
@@ -136,9 +150,7 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
         pid: std::process::id(),
     });
     c.save()?;
-    let result = c.drive();
-    drop(lock);
-    result
+    c.drive()
 }
 
 /// The user's tracked edits, committed on their own before any worktree
