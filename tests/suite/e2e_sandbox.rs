@@ -8,7 +8,7 @@
 //! Needs bubblewrap; without it the bwrap test says "skipped" (a failure
 //! with `RALPH_REQUIRE_SANDBOX=1`, which `.ci/run` sets once it works).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::common::{Project, toml_string};
@@ -21,21 +21,27 @@ const OTHER: &str = "OTHER-REPO-CANARY-19c2";
 /// A home with a planted key and the agent CLI's config, another git
 /// repository with a file, and a directory outside every hidden place
 /// (the build's temp dir) for the write.
-/// Where the "outside" directory is made: the checkout's target dir, unless
-/// the checkout lies under `/tmp` or `$HOME` — the box gives the agent
-/// private, writable ones of those, so a write there never reaches the real
-/// directory and is not refused (CI may clone into either); then `/var/tmp`.
+/// Where the "outside" directory is made: a place the box leaves visible
+/// and read-only. Not under `/tmp`, `/var/tmp`, `/srv`, `$HOME` … (the box
+/// hides those behind private, writable tmpfs, so a write there never
+/// reaches the real directory and is not refused): the checkout's target
+/// dir unless it lies there (CI may clone into `/tmp`), else `/opt`.
 fn outside_base() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let private = target.starts_with("/tmp") || home.is_some_and(|h| target.starts_with(h));
-    let base = if private {
-        PathBuf::from("/var/tmp")
-    } else {
-        target
+    let hidden = |p: &Path| {
+        ralph::agent::sandbox::HIDDEN
+            .iter()
+            .any(|h| p.starts_with(h))
+            || home.as_ref().is_some_and(|h| p.starts_with(h))
     };
-    std::fs::create_dir_all(&base).unwrap();
-    base
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    [target.clone(), PathBuf::from("/opt/ralph-tests")]
+        .into_iter()
+        .find(|base| !hidden(base) && std::fs::create_dir_all(base).is_ok())
+        .unwrap_or_else(|| {
+            std::fs::create_dir_all(&target).unwrap();
+            target
+        })
 }
 
 struct World {
