@@ -321,3 +321,26 @@ pub fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// Where the "outside" directory is made: a place the box leaves visible
+/// and read-only. Not under `/tmp`, `/var/tmp`, `/srv`, `$HOME` … (the box
+/// hides those behind private, writable tmpfs, so a write there never
+/// reaches the real directory and is not refused): the checkout's target
+/// dir unless it lies there (CI may clone into `/tmp`), else `/opt`.
+pub fn outside_base() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let hidden = |p: &Path| {
+        ralph::agent::sandbox::HIDDEN
+            .iter()
+            .any(|h| p.starts_with(h))
+            || home.as_ref().is_some_and(|h| p.starts_with(h))
+    };
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    [target.clone(), PathBuf::from("/opt/ralph-tests")]
+        .into_iter()
+        .find(|base| !hidden(base) && std::fs::create_dir_all(base).is_ok())
+        .unwrap_or_else(|| {
+            std::fs::create_dir_all(&target).unwrap();
+            target
+        })
+}

@@ -8,7 +8,7 @@
 //! Needs bubblewrap; without it the bwrap test says "skipped" (a failure
 //! with `RALPH_REQUIRE_SANDBOX=1`, which `.ci/run` sets once it works).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::{Project, toml_string};
@@ -21,29 +21,6 @@ const OTHER: &str = "OTHER-REPO-CANARY-19c2";
 /// A home with a planted key and the agent CLI's config, another git
 /// repository with a file, and a directory outside every hidden place
 /// (the build's temp dir) for the write.
-/// Where the "outside" directory is made: a place the box leaves visible
-/// and read-only. Not under `/tmp`, `/var/tmp`, `/srv`, `$HOME` … (the box
-/// hides those behind private, writable tmpfs, so a write there never
-/// reaches the real directory and is not refused): the checkout's target
-/// dir unless it lies there (CI may clone into `/tmp`), else `/opt`.
-fn outside_base() -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let hidden = |p: &Path| {
-        ralph::agent::sandbox::HIDDEN
-            .iter()
-            .any(|h| p.starts_with(h))
-            || home.as_ref().is_some_and(|h| p.starts_with(h))
-    };
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    [target.clone(), PathBuf::from("/opt/ralph-tests")]
-        .into_iter()
-        .find(|base| !hidden(base) && std::fs::create_dir_all(base).is_ok())
-        .unwrap_or_else(|| {
-            std::fs::create_dir_all(&target).unwrap();
-            target
-        })
-}
-
 struct World {
     _tmp: tempfile::TempDir,
     _outside: tempfile::TempDir,
@@ -63,7 +40,7 @@ impl World {
         let other = tmp.path().join("other-repo");
         git2::Repository::init(&other).unwrap();
         std::fs::write(other.join("secret.txt"), OTHER).unwrap();
-        let outside_dir = tempfile::tempdir_in(outside_base()).unwrap();
+        let outside_dir = tempfile::tempdir_in(crate::common::outside_base()).unwrap();
         let outside = outside_dir.path().to_path_buf();
         World {
             _tmp: tmp,

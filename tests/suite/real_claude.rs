@@ -839,7 +839,7 @@ fn the_sandbox_keeps_the_real_cli_inside_the_project() {
     }
     let other = tempfile::tempdir().unwrap();
     std::fs::write(other.path().join("secret.txt"), "OTHER-REPO-CANARY").unwrap();
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = tempfile::tempdir_in(crate::common::outside_base()).unwrap();
     let setup = Setup {
         extra: "[sandbox]\nhome = [\".claude\", \".claude.json\"]\n",
         max_iterations: 1,
