@@ -31,6 +31,9 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         // A worker's prompt stays in its own `.ralph/`: committed on every
         // worker branch, the shared PROMPT.md would conflict at each merge.
         config.prompt_file = crate::workers::WORKER_PROMPT.into();
+        // `on_exit` is the parallel run's, run once by the coordinator: a
+        // worker's loop ends with each item (docs/workers.md).
+        config.hooks.on_exit.clear();
     }
     let deadline = args
         .deadline

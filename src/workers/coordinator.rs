@@ -77,6 +77,9 @@ pub(super) struct Coordinator {
     worktrees: PathBuf,
     ledger: Ledger,
     bus: Bus,
+    /// The run's own hooks: `on_exit` once, for the whole parallel run
+    /// (the workers' loops run the other points).
+    hooks: crate::hooks::Hooks,
     children: BTreeMap<String, Child>,
     opts: Options,
     stop: Option<Stop>,

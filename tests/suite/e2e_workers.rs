@@ -899,3 +899,27 @@ fn worktrees_kept_for_a_person_count_toward_max_worktrees() {
     );
     assert_eq!(repo.worktrees().unwrap().len(), 1);
 }
+
+#[test]
+fn on_exit_runs_once_for_the_whole_parallel_run() {
+    // Every process's on_exit lands in one file outside the project.
+    let out = tempfile::tempdir().unwrap();
+    let log = out.path().join("exits.log");
+    let hook = format!(
+        "[hooks]\non_exit = [{}]\n",
+        common::toml_string(&format!(
+            "echo \"$RALPH_OUTCOME ${{RALPH_WORKER:-run}} $RALPH_ITERATION\" >> '{}'",
+            log.display()
+        ))
+    );
+    let p = Project::new(
+        "# Three\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n",
+        ONE_ITEM,
+        &hook,
+    );
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(said, "completed run 3\n", "{}", run.describe());
+    assert_eq!(run.of("hook").len(), 1, "{}", run.describe());
+}

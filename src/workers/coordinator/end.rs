@@ -5,6 +5,7 @@
 use super::{Coordinator, Stop, read_plan};
 use crate::error::Result;
 use crate::events::Event;
+use crate::hooks::Facts;
 use crate::workers::assign::{self, UnitState};
 use crate::workers::worktree;
 
@@ -61,19 +62,29 @@ impl Coordinator {
         {
             reason = format!("{reason}; {full}");
         }
-        if !left.is_empty()
-            && let Some(path) = self.handoff_of_unmerged()
-        {
+        let handoff = if left.is_empty() {
+            None
+        } else {
+            self.handoff_of_unmerged()
+        };
+        if let Some(path) = &handoff {
             reason = format!("{reason} (listed with their commits in {path})");
         }
-        self.bus.emit(Event::RunEnded {
+        let ended = Event::RunEnded {
             outcome: outcome.into(),
             exit_code: code,
             reason,
             iterations: self.ledger.iterations,
             cost_usd: self.ledger.cost_usd,
             report: None,
-        });
+        };
+        let facts = Facts {
+            iteration: self.ledger.iterations,
+            run_id: self.ledger.run_id.clone(),
+            handoff,
+            ..Facts::default()
+        };
+        self.hooks.emit(&mut self.bus, ended, || facts);
         // The morning report, with a lane per worker and the merge queue
         // (after run_ended, which it reads).
         let state = crate::state::RunState {

@@ -122,6 +122,7 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
         )
         .join(&run_id);
     install_signals()?;
+    let hooks = crate::hooks::Hooks::new(&config.hooks, &root);
     let mut c = Coordinator {
         root,
         ralph_dir: layout.dir.clone(),
@@ -132,6 +133,7 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
         worktrees,
         ledger,
         bus,
+        hooks,
         children: BTreeMap::new(),
         opts,
         stop: None,
