@@ -10,6 +10,10 @@ use serde::Serialize;
 use super::ledger::{Ledger, Status};
 use crate::state::{Layout, RunState};
 
+/// Why a worker of a parallel run with no coordinator is paused.
+const NO_COORDINATOR: &str =
+    "no coordinator is running: `ralph run --workers N` resumes it in its worktree";
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkersView {
     pub run_id: String,
@@ -50,6 +54,7 @@ impl WorkersView {
         let layout = Layout::new(root);
         let ledger = Ledger::load(&layout.dir).ok()??;
         let git = git2::Repository::discover(root).ok();
+        let coordinating = crate::state::running_supervisor(&layout).is_some();
         let assignments = ledger
             .assignments
             .iter()
@@ -58,10 +63,18 @@ impl WorkersView {
                     .ok()
                     .flatten()
                     .unwrap_or_default();
+                // The ledger says `running` for what a coordinator that
+                // died (kill -9, a failed start) had running: without one,
+                // a worker runs only while its own loop still holds its lock.
+                let own_loop =
+                    || crate::state::running_supervisor(&Layout::new(&a.project_dir)).is_some();
                 let (status, why) = match &a.status {
-                    Status::Running => ("running", None),
-                    Status::Paused => ("paused", None),
                     Status::Left(why) => ("left", Some(why.clone())),
+                    Status::Running if coordinating || own_loop() => ("running", None),
+                    Status::Paused if coordinating => ("paused", None),
+                    Status::Running | Status::Paused => {
+                        ("paused", Some(NO_COORDINATOR.to_string()))
+                    }
                 };
                 AssignmentView {
                     worker: a.worker.clone(),

@@ -404,6 +404,14 @@ fn workers_and_the_coordinator_killed_with_minus_9_are_taken_over_and_nothing_is
     kill(coordinator, Signal::SIGKILL);
     child.wait().unwrap();
     let before = coordinator_events(&p).len();
+    // Nothing runs now, and `ralph status` says so: paused, not running.
+    let status = p.ralph().args(["status", "--json"]).output().unwrap();
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let workers = status["workers"]["assignments"].as_array().unwrap();
+    assert!(
+        !workers.is_empty() && workers.iter().all(|w| w["status"] == "paused"),
+        "{status:#}"
+    );
 
     // 3. Run again: every dead iteration taken over, the run completes.
     let run = p.run(&["--workers", "3"], LIMIT);
