@@ -79,6 +79,7 @@ mod verdict;
 mod verify;
 mod waiting;
 
+pub(crate) use budget::CountedFrom;
 use now::Now;
 pub use record::checkpoint_outside_a_run;
 pub(crate) use record::new_run_id;

@@ -57,7 +57,7 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         })?,
     };
     if workers > 1 {
-        let pass = [
+        let mut pass: Vec<String> = [
             ("--model", &args.model),
             ("--agent", &args.agent),
             ("--deadline", &args.deadline),
@@ -66,10 +66,15 @@ pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         .filter_map(|(flag, v)| v.as_ref().map(|v| [flag.to_string(), v.clone()]))
         .flatten()
         .collect();
+        // Each worker's loop keeps its own budgets too: counted the same way.
+        if args.budget_per_invocation {
+            pass.push("--budget-per-invocation".into());
+        }
         let opts = crate::workers::Options {
             workers,
             fresh: args.fresh,
             pass,
+            budget_per_invocation: args.budget_per_invocation,
         };
         return crate::workers::run(project, config, opts, bus);
     }

@@ -61,7 +61,7 @@ pub(super) struct Budgets {
 /// budgets are the run's (the default), the run's figures so far when
 /// they are this invocation's.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct CountedFrom {
+pub(crate) struct CountedFrom {
     /// Iterations of the run before the count (the count's first is the next).
     pub iteration: u32,
     pub cost: f64,
@@ -72,13 +72,30 @@ pub(super) struct CountedFrom {
 impl CountedFrom {
     /// Where the counting starts for a run recorded as `state`, at `now`.
     pub(super) fn of(state: &RunState, per_invocation: bool, now: jiff::Timestamp) -> Self {
-        let run_age = state
-            .started_at
+        Self::of_run(
+            &state.started_at,
+            state.iteration,
+            state.cost_usd,
+            per_invocation,
+            now,
+        )
+    }
+
+    /// The same for a run started at `started_at` (RFC 3339) that has had
+    /// `iteration` iterations costing `cost` (a parallel run's ledger).
+    pub(crate) fn of_run(
+        started_at: &str,
+        iteration: u32,
+        cost: f64,
+        per_invocation: bool,
+        now: jiff::Timestamp,
+    ) -> Self {
+        let run_age = started_at
             .parse::<jiff::Timestamp>()
             .ok()
             .and_then(|t| Duration::try_from(now.duration_since(t)).ok())
             .unwrap_or_default();
-        CountedFrom::new(per_invocation, state.iteration, state.cost_usd, run_age)
+        CountedFrom::new(per_invocation, iteration, cost, run_age)
     }
 
     /// Per run: the iterations, cost and time the run has had so far all

@@ -34,6 +34,9 @@ pub struct Options {
     pub fresh: bool,
     /// `--model`, `--agent`: handed to every worker.
     pub pass: Vec<String>,
+    /// `--budget-per-invocation`: the shared budgets count from this start,
+    /// not the run's (as for one loop).
+    pub budget_per_invocation: bool,
 }
 
 /// The last signal that reached the coordinator (0: none).
@@ -89,6 +92,10 @@ pub(super) struct Coordinator {
     /// ones kept for a person), once said.
     worktrees_full: Option<String>,
     started: Instant,
+    /// What the run had spent where its budgets count from (the run's
+    /// start, or this coordinator's with `--budget-per-invocation`): the
+    /// one rule of a single loop, so a restart does not renew the time.
+    counted_from: crate::supervisor::CountedFrom,
     /// The project's lock; `committing` while the coordinator writes to
     /// git, so that the next one knows to clear the lock files it left.
     lock: crate::state::Lock,
@@ -186,15 +193,16 @@ impl Coordinator {
             return;
         }
         let l = &self.config.loop_;
+        let from = &self.counted_from;
         let cost = l
             .max_cost_usd
-            .is_some_and(|max| self.ledger.cost_usd >= max);
+            .is_some_and(|max| self.ledger.cost_usd - from.cost >= max);
         let time = l
             .max_duration
-            .is_some_and(|d| self.started.elapsed() >= d.0);
+            .is_some_and(|d| from.elapsed + self.started.elapsed() >= d.0);
         if cost || time {
             self.halt(Stop::Budget);
-        } else if self.ledger.iterations >= l.max_iterations {
+        } else if self.ledger.iterations - from.iteration >= l.max_iterations {
             self.halt(Stop::Iterations);
         }
     }

@@ -931,3 +931,38 @@ fn on_exit_runs_once_for_the_whole_parallel_run() {
     assert_eq!(said, "completed run 3\n", "{}", run.describe());
     assert_eq!(run.of("hook").len(), 1, "{}", run.describe());
 }
+
+#[test]
+fn max_duration_counts_from_the_parallel_runs_start_not_each_coordinators() {
+    let plan = "# Three\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n";
+    let p = Project::new(plan, &slow_item(), "[loop]\nmax_duration = \"10s\"\n");
+    let mut child = p.spawn_run(&["--workers", "3"]);
+    wait_for(&p, "three workers working", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 3
+    });
+    kill(child.id() as i32, nix::sys::signal::Signal::SIGKILL);
+    child.wait().unwrap();
+    // Past the run's ten seconds: a new coordinator does not start the
+    // clock again (its workers would finish in about four).
+    common::wait_until("the workers' loops ended", LIMIT, || {
+        worker_pids(&p).is_empty()
+    });
+    let started = coordinator_events(&p)[0]["ts"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let started: jiff::Timestamp = started.parse().unwrap();
+    while jiff::Timestamp::now().duration_since(started).as_secs_f64() < 10.5 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(5), "{}", run.describe());
+    assert_eq!(run.ended()["outcome"], "budget_spent");
+    assert!(run.of("worker_started").is_empty(), "{}", run.describe());
+    // With --budget-per-invocation the time counts from this start.
+    let run = p.run(&["--workers", "3", "--budget-per-invocation"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &["alpha", "bravo", "charlie"]);
+}

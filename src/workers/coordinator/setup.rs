@@ -123,6 +123,13 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
         .join(&run_id);
     install_signals()?;
     let hooks = crate::hooks::Hooks::new(&config.hooks, &root);
+    let counted_from = crate::supervisor::CountedFrom::of_run(
+        &ledger.started_at,
+        ledger.iterations,
+        ledger.cost_usd,
+        opts.budget_per_invocation,
+        jiff::Timestamp::now(),
+    );
     let mut c = Coordinator {
         root,
         ralph_dir: layout.dir.clone(),
@@ -140,6 +147,7 @@ pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Re
         paused_until: None,
         worktrees_full: None,
         started: Instant::now(),
+        counted_from,
         lock,
         config,
     };
