@@ -2,7 +2,6 @@
 //! before and after an iteration, and whether the iteration made progress.
 
 use std::fs;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -178,33 +177,28 @@ fn commits_changed_work(
     Some(changed)
 }
 
-/// Size, mtime and, for small regular files when asked, a content hash; "-" when
-/// the file is gone.
+/// For small regular files when asked, size and content hash: a file
+/// rewritten with the same bytes (a new mtime) is not a change, or an agent
+/// that rewrites one file identically every iteration would be "making
+/// progress" all night and the breaker would never open. Otherwise size and
+/// mtime. "-" when the file is gone.
 fn file_stamp(path: &Path, content: bool) -> String {
     let Ok(meta) = fs::symlink_metadata(path) else {
         return "-".into();
     };
+    if content
+        && meta.is_file()
+        && meta.len() <= BIG_FILE
+        && let Ok(bytes) = fs::read(path)
+    {
+        return format!("{} {}", bytes.len(), hex(&Sha256::digest(&bytes)));
+    }
     let mtime = meta
         .modified()
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
-    let mut stamp = format!("{} {}", meta.len(), mtime);
-    // Editors and agents can rewrite a file within one mtime tick and keep its
-    // size; the content then still tells the edit apart.
-    if content && meta.is_file() && meta.len() <= BIG_FILE {
-        let mut hasher = Sha256::new();
-        let mut buf = Vec::new();
-        if fs::File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut buf))
-            .is_ok()
-        {
-            hasher.update(&buf);
-            stamp.push(' ');
-            stamp.push_str(&hex(&hasher.finalize()));
-        }
-    }
-    stamp
+    format!("{} {}", meta.len(), mtime)
 }
 
 /// Outside git: fingerprint every file by relative path, size and mtime.
@@ -306,6 +300,17 @@ mod tests {
         write(root, "c.txt", "d");
         let s3 = snapshot(root, &own()).unwrap();
         assert!(made_progress(root, &s2, &s3));
+        // The same bytes written again (a later mtime) are not: an agent
+        // rewriting one file identically every iteration is stuck.
+        write(root, "c.txt", "d");
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        fs::File::options()
+            .write(true)
+            .open(root.join("c.txt"))
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert!(!made_progress(root, &s3, &snapshot(root, &own()).unwrap()));
         // A commit by the agent.
         fs::remove_file(root.join("c.txt")).unwrap();
         write(root, "e.txt", "e");
