@@ -155,6 +155,15 @@ fn checked_out(repo: &Repository, run_ref: &str) -> bool {
 /// anything is written.
 fn update_work_tree(repo: &Repository, new: Oid) -> std::result::Result<(), String> {
     let commit = repo.find_commit(new).map_err(|e| e.message().to_string())?;
+    // An index already at the merged tree is a coordinator killed between
+    // this checkout (which writes the index last) and the ref update: the
+    // work tree is where the merge put it, and any edit since is the
+    // user's, to keep. Checking out again would take those files for the
+    // user's changes in the way.
+    let index_tree = repo.index().and_then(|mut index| index.write_tree());
+    if index_tree.is_ok_and(|t| t == commit.tree_id()) {
+        return Ok(());
+    }
     let mut opts = CheckoutBuilder::new();
     opts.safe();
     repo.checkout_tree(commit.as_object(), Some(&mut opts))
@@ -359,6 +368,56 @@ mod tests {
             std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
             "one\ntwo\nthree\n"
         );
+    }
+
+    /// The coordinator killed after the work tree was brought to the merge
+    /// but before the run branch moved: the next try finishes the merge
+    /// (it is not the user's change in the way).
+    #[test]
+    fn a_merge_cut_between_its_checkout_and_its_ref_update_is_finished_by_the_next_try() {
+        for diverged in [false, true] {
+            let (dir, repo) = repo();
+            let holder = tempfile::tempdir().unwrap();
+            if diverged {
+                on_branch(&repo, holder.path(), "ralph/r/w0", &[("z.txt", "z\n")]);
+                merge(&repo, &request("ralph/r/w0", "refs/ralph/merges/r/0")).unwrap();
+            }
+            let w1 = on_branch(
+                &repo,
+                holder.path(),
+                "ralph/r/w1",
+                &[("b.txt", "b\n"), ("a.txt", "one\ntwo\nthree\nfour\n")],
+            );
+            let before = tip(&repo, "main");
+            // What the first try did before it was killed: the checkout of
+            // the merged tree, no ref update.
+            let merged_tree = if diverged {
+                let (o, t) = (
+                    repo.find_commit(before).unwrap(),
+                    repo.find_commit(w1).unwrap(),
+                );
+                let mut index = repo.merge_commits(&o, &t, None).unwrap();
+                index.write_tree_to(&repo).unwrap()
+            } else {
+                repo.find_commit(w1).unwrap().tree_id()
+            };
+            let tree = repo.find_tree(merged_tree).unwrap();
+            repo.checkout_tree(tree.as_object(), Some(CheckoutBuilder::new().safe()))
+                .unwrap();
+            assert_eq!(tip(&repo, "main"), before);
+            let got = merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/1")).unwrap();
+            assert!(
+                matches!(got, Merged::FastForward { .. } | Merged::MergeCommit { .. }),
+                "{got:?}"
+            );
+            let now = repo.find_commit(tip(&repo, "main")).unwrap();
+            assert_eq!(now.tree_id(), merged_tree);
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+                "one\ntwo\nthree\nfour\n"
+            );
+            assert!(repo.statuses(None).unwrap().is_empty(), "work tree clean");
+        }
     }
 
     #[test]
