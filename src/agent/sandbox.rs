@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::AgentKind;
 use crate::error::{Error, Result};
 
 /// `[agent] sandbox`.
@@ -39,8 +40,10 @@ pub enum Kind {
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
     /// Entries of `$HOME` shared (read-write) with the private home: the
-    /// agent CLI's config and credentials.
-    pub home: Vec<String>,
+    /// agent CLI's config and credentials. Unset: the agent kind's own
+    /// ([`AgentKind::home_entries`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home: Option<Vec<String>>,
     /// More writable paths (`~/` is the agent's home, relative paths are
     /// the project's).
     pub read_write: Vec<String>,
@@ -53,30 +56,42 @@ pub struct SandboxConfig {
     /// `false` gives the agent none at all (a local model only).
     pub network: bool,
     /// Credential variables of ralph's environment the agent still gets.
-    pub pass_env: Vec<String>,
+    /// Unset: the agent kind's own ([`AgentKind::credential_env`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pass_env: Option<Vec<String>>,
 }
 
 impl Default for SandboxConfig {
     fn default() -> Self {
         SandboxConfig {
-            home: [".claude", ".claude.json", ".codex"]
-                .map(String::from)
-                .to_vec(),
+            home: None,
             read_write: Vec::new(),
             read_only: Vec::new(),
             hide: Vec::new(),
             network: true,
-            pass_env: [
-                "ANTHROPIC_API_KEY",
-                "ANTHROPIC_AUTH_TOKEN",
-                "CLAUDE_CODE_OAUTH_TOKEN",
-                "OPENAI_API_KEY",
-                "CODEX_API_KEY",
-            ]
-            .map(String::from)
-            .to_vec(),
+            pass_env: None,
         }
     }
+}
+
+impl SandboxConfig {
+    /// The `$HOME` entries shared with an agent of `kind`.
+    pub fn home_for(&self, kind: AgentKind) -> Vec<String> {
+        self.home
+            .clone()
+            .unwrap_or_else(|| owned(kind.home_entries()))
+    }
+
+    /// The credential variables an agent of `kind` gets.
+    pub fn pass_env_for(&self, kind: AgentKind) -> Vec<String> {
+        self.pass_env
+            .clone()
+            .unwrap_or_else(|| owned(kind.credential_env()))
+    }
+}
+
+fn owned(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
 }
 
 /// Where other people's and the user's own files live: hidden.
@@ -109,7 +124,7 @@ pub struct Layout {
 
 /// `bwrap`'s arguments for `layout`, up to (not including) the `--` and
 /// the agent's command.
-pub fn bwrap_args(layout: &Layout, config: &SandboxConfig) -> Vec<String> {
+pub fn bwrap_args(layout: &Layout, config: &SandboxConfig, kind: AgentKind) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
     let mut push = |words: &[&str]| a.extend(words.iter().map(|w| w.to_string()));
     let s = |p: &Path| p.display().to_string();
@@ -137,7 +152,7 @@ pub fn bwrap_args(layout: &Layout, config: &SandboxConfig) -> Vec<String> {
     }
     // The private home: empty but for what the agent CLI needs.
     for home in &layout.homes {
-        for entry in &config.home {
+        for entry in &config.home_for(kind) {
             let p = home.join(entry);
             push(&["--bind-try", &s(&p), &s(&p)]);
         }
@@ -146,15 +161,12 @@ pub fn bwrap_args(layout: &Layout, config: &SandboxConfig) -> Vec<String> {
         push(&["--ro-bind-try", &s(&p), &s(&p)]);
     }
     if let Some(program) = &layout.program {
-        // Its directory (a package's files beside the binary), then the
-        // name it is called by (a symlink elsewhere).
-        if let Some(dir) = program
-            .canonicalize()
-            .ok()
-            .as_deref()
-            .and_then(Path::parent)
-        {
-            push(&["--ro-bind-try", &s(dir), &s(dir)]);
+        // Its package: the directory of the file it resolves to, or, for a
+        // Node CLI (`node_modules/.bin/gemini` → `…/dist/index.js`), the
+        // whole outermost `node_modules` its dependencies live in. Then
+        // the name it is called by (a symlink elsewhere).
+        if let Some(dir) = program.canonicalize().ok().as_deref().and_then(package_dir) {
+            push(&["--ro-bind-try", &s(&dir), &s(&dir)]);
         }
         push(&["--ro-bind-try", &s(program), &s(program)]);
     }
@@ -173,6 +185,18 @@ pub fn bwrap_args(layout: &Layout, config: &SandboxConfig) -> Vec<String> {
     }
     push(&["--die-with-parent", "--chdir", &s(&layout.root)]);
     a
+}
+
+/// What of the agent's program (resolved) the box shows: the outermost
+/// `node_modules` above it, else its directory.
+fn package_dir(resolved: &Path) -> Option<PathBuf> {
+    let outermost = resolved
+        .ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .last();
+    outermost
+        .or_else(|| resolved.parent())
+        .map(Path::to_path_buf)
 }
 
 /// Whether this process runs as root (Linux: /proc/self is the effective user's).
@@ -284,12 +308,14 @@ pub fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result<()> {
 /// Credential variables of ralph's environment that the agent must not get.
 pub fn withheld_env(
     config: &SandboxConfig,
+    kind: AgentKind,
     agent_env: &std::collections::BTreeMap<String, String>,
 ) -> Vec<String> {
+    let pass = config.pass_env_for(kind);
     let mut out: Vec<String> = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
         .filter(|k| crate::text::secrets::is_credential_name(k))
-        .filter(|k| !config.pass_env.contains(k) && !agent_env.contains_key(k))
+        .filter(|k| !pass.contains(k) && !agent_env.contains_key(k))
         .collect();
     // A TMPDIR in a hidden place would not exist inside.
     if !agent_env.contains_key("TMPDIR") {
@@ -324,7 +350,7 @@ mod tests {
             read_write: vec!["~/.cache/pip".into(), "build-out".into()],
             ..SandboxConfig::default()
         };
-        let a = bwrap_args(&layout, &config);
+        let a = bwrap_args(&layout, &config, AgentKind::Claude);
         let w = words(&a);
         assert!(
             w.starts_with("--ro-bind / / --dev /dev --proc /proc"),
@@ -373,7 +399,7 @@ mod tests {
             network: false,
             ..SandboxConfig::default()
         };
-        let w = words(&bwrap_args(&layout, &config));
+        let w = words(&bwrap_args(&layout, &config, AgentKind::Claude));
         assert!(w.contains("--unshare-net"), "{w}");
         assert!(w.contains("--cap-drop ALL"), "{w}");
     }
@@ -386,15 +412,104 @@ mod tests {
             std::env::set_var("RALPH_SANDBOX_TEST_API_KEY", "x");
         }
         let config = SandboxConfig {
-            pass_env: vec!["RALPH_SANDBOX_TEST_API_KEY".into()],
+            pass_env: Some(vec!["RALPH_SANDBOX_TEST_API_KEY".into()]),
             ..SandboxConfig::default()
         };
-        let withheld = withheld_env(&config, &Default::default());
+        let withheld = withheld_env(&config, AgentKind::Claude, &Default::default());
         assert!(
             withheld.contains(&"RALPH_SANDBOX_TEST_SECRET".to_string()),
             "{withheld:?}"
         );
         assert!(!withheld.contains(&"RALPH_SANDBOX_TEST_API_KEY".to_string()));
         assert!(withheld.contains(&"TMPDIR".to_string()));
+    }
+
+    /// Each kind's box holds its own CLI's home entries and credentials
+    /// only, unless `[sandbox] home` / `pass_env` say otherwise.
+    #[test]
+    fn each_kind_gets_its_own_home_entries_and_credentials() {
+        let layout = Layout {
+            root: "/p".into(),
+            git_dirs: Vec::new(),
+            homes: vec!["/h".into()],
+            program: None,
+            as_root: false,
+        };
+        let cases: [(AgentKind, &str, &str, &str); 4] = [
+            (
+                AgentKind::Claude,
+                "/h/.claude.json",
+                "/h/.codex",
+                "ANTHROPIC_API_KEY",
+            ),
+            (
+                AgentKind::Codex,
+                "/h/.codex",
+                "/h/.claude",
+                "OPENAI_API_KEY",
+            ),
+            (
+                AgentKind::Opencode,
+                "/h/.local/share/opencode",
+                "/h/.gemini",
+                "OPENROUTER_API_KEY",
+            ),
+            (
+                AgentKind::Gemini,
+                "/h/.gemini",
+                "/h/.codex",
+                "GEMINI_API_KEY",
+            ),
+        ];
+        let config = SandboxConfig::default();
+        for (kind, shared, not_shared, key) in cases {
+            let w = words(&bwrap_args(&layout, &config, kind));
+            assert!(
+                w.contains(&format!("--bind-try {shared} {shared}")),
+                "{kind}: {w}"
+            );
+            assert!(!w.contains(not_shared), "{kind}: {w}");
+            assert!(config.pass_env_for(kind).iter().any(|k| k == key), "{kind}");
+        }
+        // Gemini's key is withheld from Claude, passed to Gemini.
+        assert!(
+            !config
+                .pass_env_for(AgentKind::Claude)
+                .contains(&"GEMINI_API_KEY".into())
+        );
+        // Set, the lists are exactly the user's.
+        let mine = SandboxConfig {
+            home: Some(vec![".gitconfig".into()]),
+            pass_env: Some(Vec::new()),
+            ..SandboxConfig::default()
+        };
+        let w = words(&bwrap_args(&layout, &mine, AgentKind::Gemini));
+        assert!(
+            w.contains("/h/.gitconfig") && !w.contains("/h/.gemini"),
+            "{w}"
+        );
+        assert!(mine.pass_env_for(AgentKind::Gemini).is_empty());
+    }
+
+    #[test]
+    fn a_node_clis_whole_node_modules_is_shown_else_the_programs_directory() {
+        let cases: [(&str, &str); 3] = [
+            (
+                "/h/.npm/lib/node_modules/@google/gemini-cli/dist/index.js",
+                "/h/.npm/lib/node_modules",
+            ),
+            (
+                "/t/node_modules/a/node_modules/b/bin/cli.js",
+                "/t/node_modules",
+            ),
+            ("/opt/claude/bin/claude", "/opt/claude/bin"),
+        ];
+        for (program, shown) in cases {
+            assert_eq!(
+                package_dir(Path::new(program)),
+                Some(PathBuf::from(shown)),
+                "{program}"
+            );
+        }
     }
 }

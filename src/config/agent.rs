@@ -50,6 +50,52 @@ impl AgentKind {
             AgentKind::Gemini => "gemini",
         }
     }
+
+    /// The entries of `$HOME` the CLI keeps its config and credentials in:
+    /// all the sandbox's private home holds unless `[sandbox] home` says
+    /// otherwise (docs/sandbox.md).
+    pub fn home_entries(self) -> &'static [&'static str] {
+        match self {
+            AgentKind::Claude => &[".claude", ".claude.json"],
+            AgentKind::Codex => &[".codex"],
+            // XDG config, data (auth.json, sessions), cache (provider packages), state.
+            AgentKind::Opencode => &[
+                ".config/opencode",
+                ".local/share/opencode",
+                ".cache/opencode",
+                ".local/state/opencode",
+            ],
+            AgentKind::Gemini => &[".gemini"],
+        }
+    }
+
+    /// The credential variables the CLI reads: passed into the sandbox
+    /// unless `[sandbox] pass_env` says otherwise; other credential-named
+    /// variables of ralph's environment are withheld.
+    pub fn credential_env(self) -> &'static [&'static str] {
+        match self {
+            AgentKind::Claude => &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+            ],
+            AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY"],
+            // opencode speaks to many providers; these are the common ones.
+            AgentKind::Opencode => &[
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY",
+                "OPENROUTER_API_KEY",
+                "GEMINI_API_KEY",
+                "GOOGLE_GENERATIVE_AI_API_KEY",
+                "OPENCODE_API_KEY",
+            ],
+            AgentKind::Gemini => &[
+                "GEMINI_API_KEY",
+                "GOOGLE_API_KEY",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+            ],
+        }
+    }
 }
 
 impl std::fmt::Display for AgentKind {

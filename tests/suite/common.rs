@@ -344,3 +344,20 @@ pub fn outside_base() -> PathBuf {
             target
         })
 }
+
+/// Whether bubblewrap makes a sandbox here: a sandbox test is skipped
+/// (and says so) when not, unless CI requires it (`RALPH_REQUIRE_SANDBOX=1`).
+pub fn bwrap_works() -> bool {
+    let works = std::process::Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        assert!(
+            std::env::var("RALPH_REQUIRE_SANDBOX").as_deref() != Ok("1"),
+            "bubblewrap does not work here but RALPH_REQUIRE_SANDBOX=1"
+        );
+        eprintln!("skipped: bubblewrap (bwrap) is not installed or cannot make a sandbox here");
+    }
+    works
+}

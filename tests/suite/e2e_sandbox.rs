@@ -95,21 +95,6 @@ text = "Still going."
     }
 }
 
-fn bwrap_works() -> bool {
-    let works = std::process::Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "true"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !works {
-        assert!(
-            std::env::var("RALPH_REQUIRE_SANDBOX").as_deref() != Ok("1"),
-            "bubblewrap does not work here but RALPH_REQUIRE_SANDBOX=1"
-        );
-        eprintln!("skipped: bubblewrap (bwrap) is not installed or cannot make a sandbox here");
-    }
-    works
-}
-
 fn transcripts(p: &Project) -> String {
     let mut files = Vec::new();
     crate::common::files_under(&p.path(".ralph/runs"), &mut files);
@@ -121,7 +106,7 @@ fn transcripts(p: &Project) -> String {
 
 #[test]
 fn in_the_box_the_work_is_committed_and_what_is_outside_is_refused() {
-    if !bwrap_works() {
+    if !crate::common::bwrap_works() {
         return;
     }
     let w = World::new();

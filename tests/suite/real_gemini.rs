@@ -291,6 +291,83 @@ fn ralph_runs_gemini_to_completion() {
     p.keep_if_asked();
 }
 
+/// In the sandbox (`[agent] sandbox = "bwrap"`, no `[sandbox]` section):
+/// the key comes from ralph's own environment as a user exports it, and
+/// only Gemini CLI's own (`GEMINI_API_KEY`) and its `~/.gemini` go in; the
+/// CLI and its Node packages run; another credential and `~/.ssh` stay out.
+#[test]
+fn ralph_runs_gemini_in_the_sandbox() {
+    let _serial = harness::serial();
+    let Some(g) = gemini_cli().find("ralph_runs_gemini_in_the_sandbox") else {
+        return;
+    };
+    if !crate::common::bwrap_works() {
+        return;
+    }
+    let setup = RalphSetup {
+        extra: "",
+        ..ralph_setup()
+    };
+    let mut p = Project::for_agent(
+        "gm-sandbox",
+        &format!("Gemini CLI {}", g.version),
+        &setup,
+        |_, home| {
+            std::fs::create_dir_all(home.join(".gemini")).unwrap();
+            std::fs::write(home.join(".gemini/settings.json"), settings_json()).unwrap();
+            std::fs::create_dir_all(home.join(".ssh")).unwrap();
+            std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-CANARY").unwrap();
+            let env: Vec<String> = gemini_env(home, "@API_URL@")
+                .into_iter()
+                .filter(|(k, _)| k != "GEMINI_API_KEY")
+                .map(|(k, v)| format!("{k} = {}", toml_str(&v)))
+                .collect();
+            format!(
+                "kind = \"gemini\"\nsandbox = \"bwrap\"\ncommand = {}\nmodel = \"{MODEL}\"\nargs = [\"--yolo\"]\nenv = {{ {} }}",
+                toml_str(g.path.to_str().unwrap()),
+                env.join(", ")
+            )
+        },
+    );
+    p.ralph_env = vec![
+        ("GEMINI_API_KEY".into(), "dummy-e2e-key".into()),
+        ("GITHUB_TOKEN".into(), "GITHUB-TOKEN-CANARY".into()),
+    ];
+    let api = serve(&p, |chat| {
+        match chat.assistant_turns() {
+        0 => Reply::turn(20_000)
+            .text("I'll create hello.txt.")
+            .tool("write_file", json!({"file_path": "hello.txt", "content": "hello\n"})),
+        1 => Reply::turn(24_000).tool(
+            "run_shell_command",
+            json!({
+                "command": "{ env; cat ~/.ssh/id_ed25519; } > seen.txt 2>&1; sed -i 's/- \\[ \\] Create/- [x] Create/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'",
+                "description": "Look around, check off and commit",
+            }),
+        ),
+        _ => Reply::turn(28_000).text("Done.\n\n<promise>COMPLETE</promise>"),
+    }
+    });
+    let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(150));
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    assert_eq!(code, 0, "ralph should complete in the box\n{}", diag());
+    eprintln!("gm-sandbox: ralph took {took:.1?}");
+    let command = &p.events_named("iteration_started")[0]["command"][0];
+    assert!(command.as_str().unwrap().ends_with("bwrap"), "{command}");
+    assert_eq!(p.read("hello.txt"), "hello\n");
+    // seen.txt, left uncommitted, is in ralph's final commit.
+    assert_eq!(p.log()[1..], ["Create hello.txt", "initial"], "{}", diag());
+    let seen = p.read("seen.txt");
+    assert!(seen.contains("GEMINI_API_KEY=dummy-e2e-key"), "{seen}");
+    assert!(!seen.contains("GITHUB-TOKEN-CANARY"), "{seen}");
+    assert!(
+        !seen.contains("PRIVATE-KEY-CANARY") && seen.contains("No such file"),
+        "{seen}"
+    );
+    p.assert_nothing_left();
+    p.keep_if_asked();
+}
+
 /// An API error every time: the breaker opens on the second same error.
 #[test]
 fn ralph_recognises_a_gemini_api_error() {

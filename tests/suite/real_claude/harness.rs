@@ -195,6 +195,9 @@ pub struct Project {
     pub home: PathBuf,
     pub name: String,
     config: String,
+    /// Variables in ralph's own environment, as a user's shell exports them
+    /// (not `agent.env`): what the sandbox passes on or withholds.
+    pub ralph_env: Vec<(String, String)>,
 }
 
 impl Project {
@@ -285,6 +288,7 @@ cooldown = "1m"
             dir: Some(dir),
             name: name.to_string(),
             config,
+            ralph_env: Vec::new(),
         };
         std::fs::write(p.root.join("fix_plan.md"), setup.plan).unwrap();
         p.git(&["init", "-q", "-b", "main"]);
@@ -374,6 +378,7 @@ cooldown = "1m"
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("NO_COLOR", "1")
             .env("RALPH_LOG", "ralph=debug")
+            .envs(self.ralph_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
