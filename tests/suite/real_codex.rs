@@ -154,6 +154,69 @@ fn writes_a_file_and_completes() {
     p.keep_if_asked();
 }
 
+/// In the sandbox (`[agent] sandbox = "bwrap"`, no `[sandbox]` section):
+/// Codex with its default home (`~/.codex`) and its key from ralph's own
+/// environment (`OPENAI_API_KEY`), as a user runs it; its commands run in
+/// the box: another credential and `~/.ssh` stay out.
+#[test]
+fn writes_a_file_and_completes_in_the_sandbox() {
+    let _serial = harness::serial();
+    let Some(codex) = harness::find("codex_sandbox", &CODEX) else {
+        return;
+    };
+    if !crate::common::bwrap_works() {
+        return;
+    }
+    let mut p = Project::with_agent(
+        "codex_sandbox",
+        "Codex",
+        &codex,
+        &Setup::default(),
+        |command, home| {
+            let provider = r#"model_providers.mock={name="mock", base_url="@API_URL@/v1", wire_api="responses", env_key="OPENAI_API_KEY", request_max_retries=0, stream_max_retries=1}"#;
+            format!(
+                r#"kind = "codex"
+sandbox = "bwrap"
+command = {command}
+model = "gpt-5.1-codex"
+args = ["-c", 'model_provider="mock"', "-c", {provider}, "-c", 'approval_policy="never"', "-c", 'sandbox_mode="danger-full-access"']
+env = {{ HOME = {home} }}"#,
+                provider = harness::toml_str(provider),
+            )
+        },
+    );
+    std::fs::create_dir_all(p.home.join(".codex")).unwrap();
+    std::fs::create_dir_all(p.home.join(".ssh")).unwrap();
+    std::fs::write(p.home.join(".ssh/id_ed25519"), "PRIVATE-KEY-CANARY").unwrap();
+    p.ralph_env = vec![
+        ("OPENAI_API_KEY".into(), "dummy-e2e-key".into()),
+        ("GITHUB_TOKEN".into(), "GITHUB-TOKEN-CANARY".into()),
+    ];
+    let api = serve(&p, |req| {
+        match req.calls() {
+        0 => Answer::call(20_000).exec(
+            "{ env; cat ~/.ssh/id_ed25519; } > seen.txt 2>&1; printf 'hello\\n' > hello.txt && sed -i 's/- \\[ \\]/- [x]/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'",
+        ),
+        _ => Answer::call(24_000).text("Created hello.txt.\n\n<promise>COMPLETE</promise>"),
+    }
+    });
+    let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(50));
+    assert_eq!(code, 0, "complete in the box\n{}", diag(&p, &api));
+    eprintln!("codex sandbox: ralph took {took:.1?}");
+    let command = &p.events_named("iteration_started")[0]["command"][0];
+    assert!(command.as_str().unwrap().ends_with("bwrap"), "{command}");
+    assert_eq!(p.read("hello.txt"), "hello\n");
+    let seen = p.read("seen.txt");
+    assert!(seen.contains("OPENAI_API_KEY=dummy-e2e-key"), "{seen}");
+    assert!(!seen.contains("GITHUB-TOKEN-CANARY"), "{seen}");
+    assert!(
+        !seen.contains("PRIVATE-KEY-CANARY") && seen.contains("No such file"),
+        "{seen}"
+    );
+    p.assert_nothing_left();
+    p.keep_if_asked();
+}
+
 /// An API error the provider keeps giving: Codex retries, fails the turn,
 /// and ralph records the error (HTTP status and message) until the breaker
 /// opens on the same error twice.

@@ -333,6 +333,90 @@ fn ralph_runs_opencode_to_completion() {
     p.keep_if_asked();
 }
 
+/// In the sandbox (`[agent] sandbox = "bwrap"`, no `[sandbox]` section):
+/// opencode's config in its XDG config dir (`~/.config/opencode`), its
+/// provider key from ralph's own environment (`{env:OPENAI_API_KEY}`), as
+/// a user sets them up; only opencode's own dirs and keys go in; another
+/// credential stays out. (Reading `~/.ssh` opencode refuses by itself:
+/// its `external_directory` permission.)
+#[test]
+fn ralph_runs_opencode_in_the_sandbox() {
+    let _serial = harness::serial();
+    let Some(oc) = opencode_cli().find("ralph_runs_opencode_in_the_sandbox") else {
+        return;
+    };
+    if !crate::common::bwrap_works() {
+        return;
+    }
+    let mut p = Project::for_agent(
+        "oc-sandbox",
+        &format!("opencode {}", oc.version),
+        &ralph_setup("# E2E plan\n\n- [ ] Create hello.txt saying hello\n"),
+        |_, home| {
+            for dir in [
+                ".config/opencode",
+                ".local/share/opencode",
+                ".cache/opencode",
+            ] {
+                std::fs::create_dir_all(home.join(dir)).unwrap();
+            }
+            let env: Vec<String> = opencode_env(home)
+                .into_iter()
+                .map(|(k, v)| format!("{k} = {}", toml_str(&v)))
+                .collect();
+            format!(
+                "kind = \"opencode\"\nsandbox = \"bwrap\"\ncommand = {}\nmodel = \"mock/mock-model\"\ncontext_window = 200000\nenv = {{ {} }}",
+                toml_str(oc.path.to_str().unwrap()),
+                env.join(", ")
+            )
+        },
+    );
+    p.ralph_env = vec![
+        ("OPENAI_API_KEY".into(), "dummy-e2e-key".into()),
+        ("GITHUB_TOKEN".into(), "GITHUB-TOKEN-CANARY".into()),
+    ];
+    let api = MockServer::start(
+        &p.base.join("api-requests.jsonl"),
+        OpenAi::new(|chat| {
+            match chat.assistant_turns() {
+            0 => Reply::turn(20_000)
+                .text("I'll create hello.txt.")
+                .tool("write", json!({"filePath": "hello.txt", "content": "hello\n"})),
+            1 => Reply::turn(24_000).tool(
+                "bash",
+                json!({
+                    "command": "env > seen.txt; sed -i 's/- \\[ \\] Create/- [x] Create/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'",
+                    "description": "Look around, check off and commit",
+                }),
+            ),
+            _ => Reply::turn(28_000).text("Done.\n\n<promise>COMPLETE</promise>"),
+        }
+        }),
+    );
+    let config = opencode_json(&api.url()).replace("\"dummy-e2e-key\"", "\"{env:OPENAI_API_KEY}\"");
+    assert!(config.contains("{env:OPENAI_API_KEY}"));
+    std::fs::write(p.home.join(".config/opencode/opencode.json"), config).unwrap();
+    p.configure(&api.url());
+    let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(150));
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    assert_eq!(code, 0, "ralph should complete in the box\n{}", diag());
+    eprintln!("oc-sandbox: ralph took {took:.1?}");
+    let command = &p.events_named("iteration_started")[0]["command"][0];
+    assert!(command.as_str().unwrap().ends_with("bwrap"), "{command}");
+    assert_eq!(p.read("hello.txt"), "hello\n");
+    // The provider got the key from ralph's environment, through the box.
+    let first = &api.main_requests()[0];
+    let auth = first.header("authorization").unwrap_or_default();
+    assert_eq!(auth, "Bearer dummy-e2e-key", "{}", diag());
+    let seen = p.read("seen.txt");
+    assert!(
+        seen.contains("HOME=") && !seen.contains("GITHUB-TOKEN-CANARY"),
+        "{seen}"
+    );
+    p.assert_nothing_left();
+    p.keep_if_asked();
+}
+
 /// An API error every time: each iteration fails with the provider's
 /// status and words, and the breaker opens on the second same error.
 #[test]
