@@ -92,14 +92,16 @@ impl AgentCommand {
         let program = resolve_program(&self.program.display().to_string(), root);
         let home = config.agent.env.get("HOME").map(String::as_str);
         let layout = sandbox::layout(root, home, program);
-        let mut args = sandbox::bwrap_args(&layout, &config.sandbox, config.agent.kind);
+        let kind = config.agent.kind;
+        let home = config.sandbox.home_or(kind.home_entries());
+        let mut args = sandbox::bwrap_args(&layout, &config.sandbox, &home);
         args.push("--".into());
         args.push(self.program.display().to_string());
         args.append(&mut self.args);
         self.args = args;
         self.program = sandbox::bwrap().unwrap_or_else(|| "bwrap".into());
-        self.env_remove =
-            sandbox::withheld_env(&config.sandbox, config.agent.kind, &config.agent.env);
+        let pass = config.sandbox.pass_env_or(kind.credential_env());
+        self.env_remove = sandbox::withheld_env(&pass, &config.agent.env);
     }
 
     /// The command line as a user would type it (for `--dry-run` and logs).

@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::AgentKind;
 use crate::error::{Error, Result};
 
 /// `[agent] sandbox`.
@@ -40,8 +39,7 @@ pub enum Kind {
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
     /// Entries of `$HOME` shared (read-write) with the private home: the
-    /// agent CLI's config and credentials. Unset: the agent kind's own
-    /// ([`AgentKind::home_entries`]).
+    /// agent CLI's config and credentials. Unset: the agent kind's own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub home: Option<Vec<String>>,
     /// More writable paths (`~/` is the agent's home, relative paths are
@@ -56,7 +54,7 @@ pub struct SandboxConfig {
     /// `false` gives the agent none at all (a local model only).
     pub network: bool,
     /// Credential variables of ralph's environment the agent still gets.
-    /// Unset: the agent kind's own ([`AgentKind::credential_env`]).
+    /// Unset: the agent kind's own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pass_env: Option<Vec<String>>,
 }
@@ -75,18 +73,16 @@ impl Default for SandboxConfig {
 }
 
 impl SandboxConfig {
-    /// The `$HOME` entries shared with an agent of `kind`.
-    pub fn home_for(&self, kind: AgentKind) -> Vec<String> {
-        self.home
-            .clone()
-            .unwrap_or_else(|| owned(kind.home_entries()))
+    /// The `$HOME` entries shared: `home`, or `kind_own` (the agent kind's,
+    /// [`AgentKind::home_entries`](crate::config::AgentKind::home_entries)).
+    pub fn home_or(&self, kind_own: &[&str]) -> Vec<String> {
+        self.home.clone().unwrap_or_else(|| owned(kind_own))
     }
 
-    /// The credential variables an agent of `kind` gets.
-    pub fn pass_env_for(&self, kind: AgentKind) -> Vec<String> {
-        self.pass_env
-            .clone()
-            .unwrap_or_else(|| owned(kind.credential_env()))
+    /// The credential variables passed: `pass_env`, or `kind_own`
+    /// ([`AgentKind::credential_env`](crate::config::AgentKind::credential_env)).
+    pub fn pass_env_or(&self, kind_own: &[&str]) -> Vec<String> {
+        self.pass_env.clone().unwrap_or_else(|| owned(kind_own))
     }
 }
 
@@ -123,8 +119,8 @@ pub struct Layout {
 }
 
 /// `bwrap`'s arguments for `layout`, up to (not including) the `--` and
-/// the agent's command.
-pub fn bwrap_args(layout: &Layout, config: &SandboxConfig, kind: AgentKind) -> Vec<String> {
+/// the agent's command; `home`: the entries of `$HOME` shared.
+pub fn bwrap_args(layout: &Layout, config: &SandboxConfig, home: &[String]) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
     let mut push = |words: &[&str]| a.extend(words.iter().map(|w| w.to_string()));
     let s = |p: &Path| p.display().to_string();
@@ -151,9 +147,9 @@ pub fn bwrap_args(layout: &Layout, config: &SandboxConfig, kind: AgentKind) -> V
         }
     }
     // The private home: empty but for what the agent CLI needs.
-    for home in &layout.homes {
-        for entry in &config.home_for(kind) {
-            let p = home.join(entry);
+    for dir in &layout.homes {
+        for entry in home {
+            let p = dir.join(entry);
             push(&["--bind-try", &s(&p), &s(&p)]);
         }
     }
@@ -307,11 +303,9 @@ pub fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result<()> {
 
 /// Credential variables of ralph's environment that the agent must not get.
 pub fn withheld_env(
-    config: &SandboxConfig,
-    kind: AgentKind,
+    pass: &[String],
     agent_env: &std::collections::BTreeMap<String, String>,
 ) -> Vec<String> {
-    let pass = config.pass_env_for(kind);
     let mut out: Vec<String> = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
         .filter(|k| crate::text::secrets::is_credential_name(k))
@@ -328,6 +322,7 @@ pub fn withheld_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::AgentKind;
 
     fn words(args: &[String]) -> String {
         args.join(" ")
@@ -350,7 +345,11 @@ mod tests {
             read_write: vec!["~/.cache/pip".into(), "build-out".into()],
             ..SandboxConfig::default()
         };
-        let a = bwrap_args(&layout, &config, AgentKind::Claude);
+        let a = bwrap_args(
+            &layout,
+            &config,
+            &config.home_or(AgentKind::Claude.home_entries()),
+        );
         let w = words(&a);
         assert!(
             w.starts_with("--ro-bind / / --dev /dev --proc /proc"),
@@ -399,7 +398,7 @@ mod tests {
             network: false,
             ..SandboxConfig::default()
         };
-        let w = words(&bwrap_args(&layout, &config, AgentKind::Claude));
+        let w = words(&bwrap_args(&layout, &config, &[]));
         assert!(w.contains("--unshare-net"), "{w}");
         assert!(w.contains("--cap-drop ALL"), "{w}");
     }
@@ -415,7 +414,8 @@ mod tests {
             pass_env: Some(vec!["RALPH_SANDBOX_TEST_API_KEY".into()]),
             ..SandboxConfig::default()
         };
-        let withheld = withheld_env(&config, AgentKind::Claude, &Default::default());
+        let pass = config.pass_env_or(AgentKind::Claude.credential_env());
+        let withheld = withheld_env(&pass, &Default::default());
         assert!(
             withheld.contains(&"RALPH_SANDBOX_TEST_SECRET".to_string()),
             "{withheld:?}"
@@ -463,32 +463,35 @@ mod tests {
         ];
         let config = SandboxConfig::default();
         for (kind, shared, not_shared, key) in cases {
-            let w = words(&bwrap_args(&layout, &config, kind));
+            let home = config.home_or(kind.home_entries());
+            let w = words(&bwrap_args(&layout, &config, &home));
             assert!(
                 w.contains(&format!("--bind-try {shared} {shared}")),
                 "{kind}: {w}"
             );
             assert!(!w.contains(not_shared), "{kind}: {w}");
-            assert!(config.pass_env_for(kind).iter().any(|k| k == key), "{kind}");
+            let pass = config.pass_env_or(kind.credential_env());
+            assert!(pass.iter().any(|k| k == key), "{kind}");
         }
         // Gemini's key is withheld from Claude, passed to Gemini.
-        assert!(
-            !config
-                .pass_env_for(AgentKind::Claude)
-                .contains(&"GEMINI_API_KEY".into())
-        );
+        let claude = config.pass_env_or(AgentKind::Claude.credential_env());
+        assert!(!claude.contains(&"GEMINI_API_KEY".into()));
         // Set, the lists are exactly the user's.
         let mine = SandboxConfig {
             home: Some(vec![".gitconfig".into()]),
             pass_env: Some(Vec::new()),
             ..SandboxConfig::default()
         };
-        let w = words(&bwrap_args(&layout, &mine, AgentKind::Gemini));
+        let home = mine.home_or(AgentKind::Gemini.home_entries());
+        let w = words(&bwrap_args(&layout, &mine, &home));
         assert!(
             w.contains("/h/.gitconfig") && !w.contains("/h/.gemini"),
             "{w}"
         );
-        assert!(mine.pass_env_for(AgentKind::Gemini).is_empty());
+        assert!(
+            mine.pass_env_or(AgentKind::Gemini.credential_env())
+                .is_empty()
+        );
     }
 
     #[test]
