@@ -373,6 +373,7 @@ impl Coordinator {
             status: Status::Running,
             conflict: Vec::new(),
             base: tip.to_string(),
+            prepared: false,
         };
         // Recorded before the branch exists: a coordinator killed in
         // between leaves no branch the next one does not know of.
@@ -383,8 +384,14 @@ impl Coordinator {
     }
 
     /// `a`'s branch, worktree and plan, made where missing (a new
-    /// assignment, or one a killed coordinator had only recorded).
-    fn prepare(&self, a: &Assignment) -> Result<()> {
+    /// assignment, or one a killed coordinator had only recorded), then
+    /// recorded as prepared.
+    fn prepare(&mut self, a: &Assignment) -> Result<()> {
+        if !a.prepared && a.worktree.exists() {
+            // Killed in the middle of its checkout: files missing or empty.
+            // Nothing ran there yet (a worker starts only once prepared).
+            worktree::discard_partial(&self.git, &a.worktree_name, &a.worktree)?;
+        }
         if !a.worktree.exists() {
             let _ = self.git.find_worktree(&a.worktree_name).map(|wt| {
                 let _ = wt.prune(Some(git2::WorktreePruneOptions::new().valid(true)));
@@ -400,6 +407,15 @@ impl Coordinator {
                 Error::usage(format!("plan item \"{}\" is gone from the plan", a.item))
             })?;
             write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+        }
+        if let Some(mine) = self
+            .ledger
+            .assignments
+            .iter_mut()
+            .find(|m| m.worker == a.worker && m.item == a.item && !m.prepared)
+        {
+            mine.prepared = true;
+            self.save()?;
         }
         Ok(())
     }

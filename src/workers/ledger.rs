@@ -70,6 +70,15 @@ pub struct Assignment {
     /// has no work of its own.
     #[serde(default)]
     pub base: String,
+    /// Its worktree was made whole (false from its record until then: a
+    /// coordinator killed in the middle of the checkout leaves a partial
+    /// one, which the next makes again). Older ledgers: true.
+    #[serde(default = "made")]
+    pub prepared: bool,
+}
+
+fn made() -> bool {
+    true
 }
 
 /// One entry of the merge queue's history.

@@ -60,6 +60,21 @@ pub fn create(repo: &Repository, name: &str, path: &Path, branch: &str, from: Oi
     Ok(())
 }
 
+/// Remove worktree `name` at `path` that a killed coordinator left half
+/// checked out (its branch stays: it has no work of its own yet).
+pub fn discard_partial(repo: &Repository, name: &str, path: &Path) -> Result<()> {
+    if let Ok(wt) = repo.find_worktree(name) {
+        let mut opts = WorktreePruneOptions::new();
+        opts.valid(true).working_tree(true);
+        wt.prune(Some(&mut opts))
+            .map_err(git_err(format!("cannot remove the worktree {name}")))?;
+    }
+    if path.exists() {
+        std::fs::remove_dir_all(path).map_err(|e| Error::io("cannot remove", path, e))?;
+    }
+    Ok(())
+}
+
 /// Remove worktree `name` (its directory too) and its `branch`: only once
 /// `branch` is merged into `run_branch`, which this checks again.
 pub fn remove_merged(repo: &Repository, name: &str, branch: &str, run_branch: &str) -> Result<()> {

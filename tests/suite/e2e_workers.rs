@@ -966,3 +966,56 @@ fn max_duration_counts_from_the_parallel_runs_start_not_each_coordinators() {
     assert_eq!(run.code, Some(0), "{}", run.describe());
     assert_all_merged(&p, &["alpha", "bravo", "charlie"]);
 }
+
+#[test]
+fn a_worktree_half_checked_out_by_a_killed_coordinator_is_made_again() {
+    use nix::sys::signal::Signal;
+    let p = Project::new("# Two\n\n- [ ] alpha\n- [ ] bravo\n", &slow_item(), "");
+    let mut child = p.spawn_run(&["--workers", "2"]);
+    let coordinator = child.id() as i32;
+    wait_for(&p, "two workers working", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 2
+    });
+    kill(coordinator, Signal::SIGSTOP);
+    for pid in worker_pids(&p) {
+        kill(pid, Signal::SIGKILL);
+    }
+    kill(coordinator, Signal::SIGKILL);
+    child.wait().unwrap();
+    common::wait_until("the workers' loops ended", LIMIT, || {
+        worker_pids(&p).is_empty()
+    });
+    // What a coordinator killed in the middle of w1's checkout leaves: the
+    // assignment recorded, not prepared; some files written, one empty.
+    let ledger_path = p.path(".ralph/workers.json");
+    let mut ledger: Value = serde_json::from_str(&p.read(".ralph/workers.json")).unwrap();
+    let a = ledger["assignments"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|a| a["worker"] == "w1")
+        .unwrap();
+    a["prepared"] = Value::Bool(false);
+    let worktree = std::path::PathBuf::from(a["worktree"].as_str().unwrap());
+    std::fs::write(&ledger_path, serde_json::to_string(&ledger).unwrap()).unwrap();
+    for entry in std::fs::read_dir(&worktree).unwrap().flatten() {
+        if entry.file_name() != ".git" {
+            let path = entry.path();
+            if path.is_dir() {
+                std::fs::remove_dir_all(path).unwrap();
+            } else {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+    }
+    std::fs::write(worktree.join("ralph.toml"), "").unwrap();
+
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &["alpha", "bravo"]);
+    let repo = git(p.root());
+    assert!(blob_on_main(&repo, "scenario.toml").is_some());
+    assert!(!blob_on_main(&repo, "ralph.toml").unwrap().is_empty());
+}
