@@ -89,12 +89,22 @@ pub struct IterationRow {
     /// The handoff it resumed from.
     pub resumed_from: Option<String>,
     /// Its agent session, the command that reopens it, HEAD at its end,
-    /// the agent's commits in it and the diffstat of all it committed.
+    /// the agent's commits in it.
     pub session_id: Option<String>,
     pub resume_command: Option<String>,
     pub head: Option<String>,
     pub agent_commits: Vec<crate::repo::CommitLine>,
+    /// What it changed in the work tree, committed or not, ralph's own
+    /// files aside (`None`: not recorded, or outside git).
     pub diffstat: Option<crate::repo::DiffStat>,
+    /// What of the work tree was not committed when it ended (a later
+    /// checkpoint or the final commit may have taken it).
+    pub uncommitted: Option<crate::repo::DiffStat>,
+    /// The work tree (tree ids) at its start and end, from the state.
+    #[serde(skip)]
+    pub tree_start: Option<String>,
+    #[serde(skip)]
+    pub tree_end: Option<String>,
     pub readings: Vec<Reading>,
     pub marks: Vec<Mark>,
 }
@@ -483,6 +493,8 @@ fn merge_state(report: &mut RunReport, rows: &mut BTreeMap<u32, IterationRow>, s
         }
         row.session_id.clone_from(&h.session_id);
         row.head.clone_from(&h.head);
+        row.tree_start.clone_from(&h.tree_start);
+        row.tree_end.clone_from(&h.tree_end);
     }
     for h in &s.context_history {
         let row = row(rows, h.iteration);
@@ -528,6 +540,9 @@ fn finish(report: &mut RunReport, rows: BTreeMap<u32, IterationRow>) {
         report.iterations.push(row);
     }
     report.cost_usd = total;
+    // What git cannot tell (no repository, a history rewritten): ralph's
+    // own commits as recorded. `changes::read_git` counts them from git.
+    report.story.ralph_commits = report.commits.len();
     for w in &mut report.waits {
         w.offset = secs(start, &w.at);
     }

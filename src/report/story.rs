@@ -17,14 +17,22 @@ pub struct Story {
     /// HEAD when the run started and when it ended.
     pub start_commit: Option<String>,
     pub end_commit: Option<String>,
-    /// The diffstat from the start commit to the end (or the last
-    /// iteration's HEAD while the run goes on).
+    /// What the run changed: the work tree when its first iteration
+    /// started to the work tree when its last one ended (committed or
+    /// not), ralph's own files aside.
     pub diffstat: Option<DiffStat>,
+    /// What of that was left uncommitted at the end (`files: 0`: all of it
+    /// is in `end_commit`).
+    pub uncommitted: Option<DiffStat>,
     /// Commits the agent made, oldest first: every commit since the start
     /// but ralph's own (its WIP commits and the final commit at completion).
     pub agent_commits: Vec<CommitLine>,
-    /// ralph's own commits since the start.
+    /// ralph's own commits since the start (as the state recorded them
+    /// when git cannot tell).
     pub ralph_commits: usize,
+    /// The commits were read from git (else the agent's are unknown).
+    #[serde(skip)]
+    pub commits_read: bool,
     /// A parallel run: a lane per worker and the merge queue's history
     /// (from the event log: `lanes.rs`).
     #[serde(skip_serializing_if = "super::lanes::Lanes::is_empty")]
@@ -32,6 +40,24 @@ pub struct Story {
 }
 
 impl Story {
+    /// The run's commits, the agent's and ralph's: the one count the
+    /// report shows.
+    pub fn commit_count(&self) -> usize {
+        self.agent_commits.len() + self.ralph_commits
+    }
+
+    /// "0 by the agent, 2 by ralph".
+    pub fn commits_by(&self) -> String {
+        if !self.commits_read {
+            return format!("{} by ralph, the agent's unknown", self.ralph_commits);
+        }
+        format!(
+            "{} by the agent, {} by ralph",
+            self.agent_commits.len(),
+            self.ralph_commits
+        )
+    }
+
     /// The heads a run's state recorded; the rest is read from git.
     pub fn of(state: Option<&crate::state::RunState>) -> Story {
         Story {

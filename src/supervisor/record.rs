@@ -329,6 +329,8 @@ pub(super) fn iteration(
         split: items.is_some_and(|o| o.split),
         session_id: facts.session_id.clone(),
         head: None,
+        tree_start: None,
+        tree_end: None,
     });
     events.push(Event::IterationEnded {
         iteration: facts.number,

@@ -278,9 +278,6 @@ impl Supervisor {
         let plan = self.plan();
         let limit = self.budgets.iteration_limit();
         let dead = record::start(&mut self.state, &self.config, &plan, limit);
-        if self.state.start_commit.is_none() {
-            self.state.start_commit = self.head();
-        }
         self.events.emit(
             Event::RunStarted {
                 run_id: self.state.run_id.clone(),
@@ -294,6 +291,11 @@ impl Supervisor {
             None,
         );
         self.take_over(dead);
+        // After the takeover: the user's edits it committed before the run
+        // are not the night's work.
+        if self.state.start_commit.is_none() {
+            self.state.start_commit = self.head();
+        }
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
             let reset = Event::Breaker {
@@ -368,6 +370,8 @@ impl Supervisor {
             crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
+            // Saved before the agent starts (`run_agent`).
+            self.state.iteration_tree = self.work_tree();
             // A `| tee ralph.log` that opened its file after ralph started.
             repo::remember_output_files();
             let plan_before = self.plan();
@@ -517,10 +521,7 @@ impl Supervisor {
             &mut events,
         );
         self.after_seams(&facts);
-        let head = self.head();
-        if let Some(record) = self.state.history.last_mut() {
-            record.head = head;
-        }
+        self.record_boundary();
         // Saved first: on_iteration_end hooks read the state of the
         // iteration that ended.
         self.save();
