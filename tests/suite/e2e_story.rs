@@ -325,3 +325,31 @@ fn an_iteration_killed_with_its_supervisor_still_shows_what_it_changed() {
     assert_eq!(stat(&rows[1]["diffstat"]), (1, 2, 0), "{}", rows[1]);
     assert_eq!(stat(&json["story"]["diffstat"]), (3, 5, 0), "{json}");
 }
+
+#[test]
+fn the_users_edits_found_at_the_start_are_not_the_nights_work() {
+    let p = Project::new(THREE, LATER, "[context]\ngrace = \"20s\"\n");
+    // The user's own edit, left uncommitted when they started the run:
+    // ralph commits it on its own before the agent starts.
+    p.write(
+        "ralph.toml",
+        &format!("{}\n# tuned\n", p.read("ralph.toml")),
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert!(
+        p.log()
+            .iter()
+            .any(|l| l.contains("changes present before the run")),
+        "{:?}",
+        p.log()
+    );
+    let story = &report_json(&p)["story"];
+    assert_eq!(
+        story["agent_commits"].as_array().unwrap().len(),
+        0,
+        "{story}"
+    );
+    assert_eq!(story["ralph_commits"], 2, "{story}");
+    assert_eq!(stat(&story["diffstat"]), (4, 12, 3), "{story}");
+}
