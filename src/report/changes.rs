@@ -31,7 +31,8 @@ pub fn resume_command(kind: AgentKind, session: &str) -> Option<String> {
 /// since) what git would tell stays unknown.
 pub fn read_git(r: &mut RunReport, root: &std::path::Path, kind: AgentKind, own: &OwnPaths) {
     for row in &mut r.iterations {
-        row.resume_command = row
+        row.story.resume_command = row
+            .story
             .session_id
             .as_deref()
             .and_then(|s| resume_command(kind, s));
@@ -43,7 +44,7 @@ pub fn read_git(r: &mut RunReport, root: &std::path::Path, kind: AgentKind, own:
     let Some(start) = r.story.start_commit.clone() else {
         return;
     };
-    let last_head = r.iterations.iter().rev().find_map(|i| i.head.clone());
+    let last_head = r.iterations.iter().rev().find_map(|i| i.story.head.clone());
     let Some(end) = r.story.end_commit.clone().or_else(|| last_head.clone()) else {
         return;
     };
@@ -66,10 +67,10 @@ pub fn read_git(r: &mut RunReport, root: &std::path::Path, kind: AgentKind, own:
     r.story.commits_read = true;
     let mut before = start;
     for row in &mut r.iterations {
-        let Some(head) = row.head.clone() else {
+        let Some(head) = row.story.head.clone() else {
             continue;
         };
-        row.agent_commits = (repo.commits_between(&before, &head).unwrap_or_default())
+        row.story.agent_commits = (repo.commits_between(&before, &head).unwrap_or_default())
             .into_iter()
             .filter(|c| !mine(c))
             .collect();
@@ -88,15 +89,26 @@ fn diffstats(r: &mut RunReport, diff: impl Fn(&str, &str) -> Option<DiffStat>) {
     let pair = |from: Option<&String>, to: Option<&String>| diff(from?, to?);
     let mut previous_end: Option<String> = None;
     for row in &mut r.iterations {
-        let from = row.tree_start.as_ref().or(previous_end.as_ref());
-        row.diffstat = pair(from, row.tree_end.as_ref());
-        row.uncommitted = pair(row.head.as_ref(), row.tree_end.as_ref());
-        previous_end = row.tree_end.clone().or(previous_end);
+        let from = row.story.tree_start.as_ref().or(previous_end.as_ref());
+        row.story.diffstat = pair(from, row.story.tree_end.as_ref());
+        row.story.uncommitted = pair(row.story.head.as_ref(), row.story.tree_end.as_ref());
+        previous_end = row.story.tree_end.clone().or(previous_end);
     }
     let s = &mut r.story;
-    let first = r.iterations.iter().find_map(|i| i.tree_start.as_ref());
-    let last_end = r.iterations.iter().rev().find_map(|i| i.tree_end.as_ref());
-    let last_head = r.iterations.iter().rev().find_map(|i| i.head.as_ref());
+    let first = r
+        .iterations
+        .iter()
+        .find_map(|i| i.story.tree_start.as_ref());
+    let last_end = r
+        .iterations
+        .iter()
+        .rev()
+        .find_map(|i| i.story.tree_end.as_ref());
+    let last_head = r
+        .iterations
+        .iter()
+        .rev()
+        .find_map(|i| i.story.head.as_ref());
     let end_commit = s.end_commit.as_ref().or(last_head);
     s.diffstat = pair(first.or(s.start_commit.as_ref()), last_end.or(end_commit));
     s.uncommitted = pair(end_commit, last_end);
@@ -152,10 +164,10 @@ fn uncommitted(d: DiffStat, when: &str) -> String {
 
 /// What an iteration changed: its diffstat and what it left uncommitted.
 fn iteration_change(i: &IterationRow) -> String {
-    let Some(d) = i.diffstat else {
+    let Some(d) = i.story.diffstat else {
         return "changes not recorded".to_string();
     };
-    match i.uncommitted.filter(|u| u.files > 0) {
+    match i.story.uncommitted.filter(|u| u.files > 0) {
         Some(u) => format!("{} · {}", d.line(), uncommitted(u, "its end")),
         None => d.line(),
     }
@@ -167,7 +179,7 @@ pub(crate) fn iterations_text(r: &RunReport) -> Vec<String> {
     let rows: Vec<_> = r
         .iterations
         .iter()
-        .filter(|i| i.session_id.is_some() || i.diffstat.is_some())
+        .filter(|i| i.story.session_id.is_some() || i.story.diffstat.is_some())
         .collect();
     let skip = rows.len().saturating_sub(TEXT_COMMITS);
     let mut out = Vec::new();
@@ -178,10 +190,11 @@ pub(crate) fn iterations_text(r: &RunReport) -> Vec<String> {
     }
     for i in &rows[skip..] {
         out.push(format!("{:>4}  {}", i.iteration, iteration_change(i)));
-        if let Some(id) = &i.session_id {
+        if let Some(id) = &i.story.session_id {
             out.push(format!(
                 "      {}",
-                i.resume_command
+                i.story
+                    .resume_command
                     .clone()
                     .unwrap_or_else(|| format!("session {id}"))
             ));
@@ -232,7 +245,7 @@ pub(crate) fn changes_html(out: &mut String, r: &RunReport) {
     let rows: Vec<_> = r
         .iterations
         .iter()
-        .filter(|i| i.session_id.is_some() || i.diffstat.is_some())
+        .filter(|i| i.story.session_id.is_some() || i.story.diffstat.is_some())
         .collect();
     if !rows.is_empty() {
         out.push_str("<table><thead><tr><th>#</th><th>changed</th><th>agent commits</th><th>reopen the session</th></tr></thead><tbody>");
@@ -243,15 +256,17 @@ pub(crate) fn changes_html(out: &mut String, r: &RunReport) {
                 i.iteration,
                 esc(&iteration_change(i)),
                 esc(&i
+                    .story
                     .agent_commits
                     .iter()
                     .map(|c| c.summary.as_str())
                     .collect::<Vec<_>>()
                     .join("; ")),
                 esc(i
+                    .story
                     .resume_command
                     .as_deref()
-                    .or(i.session_id.as_deref())
+                    .or(i.story.session_id.as_deref())
                     .unwrap_or("-"))
             );
         }
@@ -267,6 +282,7 @@ pub(crate) fn changes_html(out: &mut String, r: &RunReport) {
 mod tests {
     use super::*;
     use crate::report::model::IterationRow;
+    use crate::report::story::IterationStory;
 
     /// A tree or commit is named by its files, one letter each; a diff
     /// counts the letters added and removed.
@@ -358,9 +374,12 @@ mod tests {
                 .enumerate()
                 .map(|(n, (a, b, head))| IterationRow {
                     iteration: n as u32 + 1,
-                    tree_start: some(a),
-                    tree_end: some(b),
-                    head: some(head),
+                    story: IterationStory {
+                        tree_start: some(a),
+                        tree_end: some(b),
+                        head: some(head),
+                        ..IterationStory::default()
+                    },
                     ..IterationRow::default()
                 })
                 .collect();
@@ -368,7 +387,12 @@ mod tests {
             let got: Vec<_> = r
                 .iterations
                 .iter()
-                .map(|i| (i.diffstat.map(|d| d.files), i.uncommitted.map(|d| d.files)))
+                .map(|i| {
+                    (
+                        i.story.diffstat.map(|d| d.files),
+                        i.story.uncommitted.map(|d| d.files),
+                    )
+                })
                 .collect();
             assert_eq!(got, *want_rows, "{name}");
             let run = (

@@ -88,23 +88,9 @@ pub struct IterationRow {
     pub commit: Option<String>,
     /// The handoff it resumed from.
     pub resumed_from: Option<String>,
-    /// Its agent session, the command that reopens it, HEAD at its end,
-    /// the agent's commits in it.
-    pub session_id: Option<String>,
-    pub resume_command: Option<String>,
-    pub head: Option<String>,
-    pub agent_commits: Vec<crate::repo::CommitLine>,
-    /// What it changed in the work tree, committed or not, ralph's own
-    /// files aside (`None`: not recorded, or outside git).
-    pub diffstat: Option<crate::repo::DiffStat>,
-    /// What of the work tree was not committed when it ended (a later
-    /// checkpoint or the final commit may have taken it).
-    pub uncommitted: Option<crate::repo::DiffStat>,
-    /// The work tree (tree ids) at its start and end, from the state.
-    #[serde(skip)]
-    pub tree_start: Option<String>,
-    #[serde(skip)]
-    pub tree_end: Option<String>,
+    /// What it changed, its commits, its agent session (`story.rs`).
+    #[serde(flatten)]
+    pub story: super::story::IterationStory,
     pub readings: Vec<Reading>,
     pub marks: Vec<Mark>,
 }
@@ -491,10 +477,7 @@ fn merge_state(report: &mut RunReport, rows: &mut BTreeMap<u32, IterationRow>, s
         if row.commit.is_none() {
             row.commit.clone_from(&h.commit);
         }
-        row.session_id.clone_from(&h.session_id);
-        row.head.clone_from(&h.head);
-        row.tree_start.clone_from(&h.tree_start);
-        row.tree_end.clone_from(&h.tree_end);
+        row.story = super::story::IterationStory::of(h);
     }
     for h in &s.context_history {
         let row = row(rows, h.iteration);

@@ -68,6 +68,42 @@ impl Story {
     }
 }
 
+/// What one iteration changed, its commits and its agent session: its
+/// part of the story (flattened into its row of the report).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IterationStory {
+    /// Its agent session, the command that reopens it, HEAD at its end,
+    /// the agent's commits in it.
+    pub session_id: Option<String>,
+    pub resume_command: Option<String>,
+    pub head: Option<String>,
+    pub agent_commits: Vec<CommitLine>,
+    /// What it changed in the work tree, committed or not, ralph's own
+    /// files aside (`None`: not recorded, or outside git).
+    pub diffstat: Option<DiffStat>,
+    /// What of the work tree was not committed when it ended (a later
+    /// checkpoint or the final commit may have taken it).
+    pub uncommitted: Option<DiffStat>,
+    /// The work tree (tree ids) at its start and end, from the state.
+    #[serde(skip)]
+    pub tree_start: Option<String>,
+    #[serde(skip)]
+    pub tree_end: Option<String>,
+}
+
+impl IterationStory {
+    /// What the state recorded; the rest is read from git.
+    pub(crate) fn of(h: &crate::state::IterationRecord) -> IterationStory {
+        IterationStory {
+            session_id: h.session_id.clone(),
+            head: h.head.clone(),
+            tree_start: h.tree_start.clone(),
+            tree_end: h.tree_end.clone(),
+            ..IterationStory::default()
+        }
+    }
+}
+
 /// One run of the `[verify]` commands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyRow {
