@@ -472,3 +472,24 @@ fn items_per_session_caps_a_session_at_an_item_boundary() {
         "{prompt}"
     );
 }
+
+/// An agent that leaves an unclosed code fence in the plan (an example it
+/// started to write) must not hide the items after it: the plan stays
+/// open, the promise is not a completion.
+#[test]
+fn a_stray_fence_in_the_plan_hides_no_item_from_the_completion_gate() {
+    let scenario = r#"
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser\n\n```text\nexample output"
+[[iteration.step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+    let p = Project::new("- [ ] parser\n- [ ] writer\n", scenario, "");
+    let run = p.run(&["--max-iterations", "1"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(p.state()["todo_items"], serde_json::json!(["writer"]));
+}
