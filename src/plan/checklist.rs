@@ -312,6 +312,7 @@ impl Plan {
             in_progress_count: self.in_progress.len(),
             cancelled_count: self.cancelled.len(),
             current: self.current().map(|i| i.text.as_str()),
+            current_parts_done: self.current().is_some_and(|i| self.is_split(&i.text)),
         }
     }
 
@@ -335,6 +336,9 @@ pub struct PlanView<'a> {
     pub in_progress_count: usize,
     pub cancelled_count: usize,
     pub current: Option<&'a str>,
+    /// The current item was split and its sub-items are all done: what is
+    /// left is to check it as a whole and tick it.
+    pub current_parts_done: bool,
 }
 
 #[derive(Debug, Serialize)]
