@@ -57,11 +57,17 @@ impl Supervisor {
 
     /// The iteration that just reached the history: HEAD and the work tree
     /// at its end, and the work tree at its start (recorded when it
-    /// started, so that a takeover after a kill still has it).
-    pub(super) fn record_boundary(&mut self) {
+    /// started, so that a takeover after a kill still has it). `unchanged`:
+    /// the progress snapshots say the tree is as it started, so its start
+    /// is its end (no tree to write: an idle iteration costs nothing more).
+    pub(super) fn record_boundary(&mut self, unchanged: bool) {
         let head = self.head();
-        let tree = self.work_tree();
         let start = self.state.iteration_tree.take();
+        let tree = match &start {
+            Some(start) if unchanged => Some(start.clone()),
+            _ => self.work_tree(),
+        };
+        self.reuse_tree.clone_from(&tree);
         if let Some(record) = self.state.history.last_mut() {
             record.head = head;
             record.tree_start = start;

@@ -353,3 +353,37 @@ fn the_users_edits_found_at_the_start_are_not_the_nights_work() {
     assert_eq!(story["ralph_commits"], 2, "{story}");
     assert_eq!(stat(&story["diffstat"]), (4, 12, 3), "{story}");
 }
+
+/// Iteration 1 changes nothing; iteration 2 writes the parser.
+const IDLE_THEN_WORK: &str = r#"
+[[iteration]]
+[[iteration.step]]
+context = 30000
+text = "Reading."
+[[iteration.step]]
+result = "Nothing to do yet."
+
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "parser.py"
+content = "def parse(line):\n    return line.split(',')\n"
+[[iteration.step]]
+result = "Parser written."
+"#;
+
+#[test]
+fn an_idle_iteration_changed_nothing_and_the_next_starts_where_it_ended() {
+    let p = Project::new(THREE, IDLE_THEN_WORK, "");
+    let run = p.run(&["--max-iterations", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let state = p.state();
+    let h = &state["history"];
+    assert!(h[0]["tree_start"].is_string(), "{h}");
+    assert_eq!(h[0]["tree_start"], h[0]["tree_end"], "{h}");
+    assert_eq!(h[1]["tree_start"], h[0]["tree_end"], "{h}");
+    assert_ne!(h[1]["tree_end"], h[1]["tree_start"], "{h}");
+    let rows = report_json(&p)["iterations"].clone();
+    assert_eq!(stat(&rows[0]["diffstat"]), (0, 0, 0), "{}", rows[0]);
+    assert_eq!(stat(&rows[1]["diffstat"]), (1, 2, 0), "{}", rows[1]);
+}
