@@ -1632,10 +1632,12 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
     )
     .unwrap();
     let config = format!(
-        "[loop]\nmax_iterations = {}\n\n[breaker]\nno_progress = 100000\nsame_error = 100000\nconsecutive_failures = 100000\n",
+        "[loop]\nmax_iterations = {}\n\n[breaker]\nno_progress = 100000\nsame_error = 100000\nconsecutive_failures = 100000\n\n[git]\nwip_commit = false\n",
         s.iterations
     );
-    // The plan and config are added on top of the repo's commit.
+    // The plan and config are added on top of the repo's commit. No WIP
+    // commit: a new run would commit the changed files as the user's edits
+    // ("changes present before the run") and later rounds would find none.
     project(&proj, &replay_agent(&mini), &config);
     modify(&proj, s.repo_files, s.repo_changed);
     // Per round, one after the other: as many `git status` as ralph runs
@@ -1670,8 +1672,19 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
         assert_eq!(sn.files, s.repo_changed);
         t.elapsed()
     };
+    // The work tree as a tree, as ralph records it at an iteration's
+    // boundary when the iteration changed files (the report's per-iteration
+    // story); an idle iteration reuses its start.
+    let repo = ralph::repo::Repo::open(&proj).unwrap().unwrap();
+    let guard = ralph::config::GitConfig::default().guard();
+    let mut boundary_tree = || {
+        let t = Instant::now();
+        assert!(repo.work_tree_id(&own, &guard).is_some());
+        t.elapsed()
+    };
     let (mut g, mut a, mut sn, mut r) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut vs_git, mut snap_vs_git) = (Vec::new(), Vec::new());
+    let (mut vs_git, mut snap_vs_git, mut tree_vs_git) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tr = Vec::new();
     for round in 0..s.repeats {
         opts.say(&format!(
             "iteration: round {}/{}: {n} iterations",
@@ -1680,6 +1693,9 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
         ));
         let git_t = block(&mut status);
         let snap_t = block(&mut snapshot);
+        let tree_t = block(&mut boundary_tree);
+        tree_vs_git.push(tree_t.as_secs_f64() / git_t.as_secs_f64());
+        tr.push(tree_t);
         a.push(block(&mut agent_alone));
         let m = measure(&mut ralph(&proj, &["run", "--fresh"]));
         assert_eq!(
@@ -1702,6 +1718,7 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
         median(&mut r),
     );
     let ratio = median_ratio(&mut vs_git);
+    let tree_med = median(&mut tr);
     vec![
         Row {
             bench: "iteration".into(),
@@ -1722,6 +1739,15 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
             ralph: ms(sn),
             reference: ms(g),
             ratio: median_ratio(&mut snap_vs_git),
+            target: "(diagnostic)".into(),
+            pass: None,
+        },
+        Row {
+            bench: "iteration".into(),
+            what: "one boundary tree (`Repo::work_tree_id`: the work tree written as a tree, for the report's per-iteration story; once per iteration that changed files) vs one `git status`".into(),
+            ralph: ms(tree_med),
+            reference: ms(g),
+            ratio: median_ratio(&mut tree_vs_git),
             target: "(diagnostic)".into(),
             pass: None,
         },

@@ -20,8 +20,30 @@ use crate::plan::{self, Plan};
 use crate::prompt::tiers;
 use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
-use crate::state::{FileInProgress, Layout, Trigger};
+use crate::state::{ContextCheckpoint, FileInProgress, Layout, RunState, RunStatus, Trigger};
 use crate::stream::ToolCall;
+
+/// The checkpoint a new session (SessionStart) or a new run may resume
+/// from, by the state's truth: the one still to be resumed
+/// (`context_checkpoint.active`: no iteration of ralph's took it over yet),
+/// unless the run it belongs to completed after it was made (days later,
+/// for other work, its handoff would send the session the wrong way).
+/// `Err` says why there is none.
+pub fn to_resume(state: &RunState) -> std::result::Result<&ContextCheckpoint, String> {
+    let cp = &state.context_checkpoint;
+    if !cp.active {
+        return Err("the latest checkpoint was resumed already (by ralph's loop)".into());
+    }
+    let at = |t: Option<&str>| t.and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    if state.status == RunStatus::Completed
+        && let (Some(made), Some(ended)) =
+            (at(cp.timestamp.as_deref()), at(state.ended_at.as_deref()))
+        && made <= ended
+    {
+        return Err("the run the latest checkpoint belongs to has completed".into());
+    }
+    Ok(cp)
+}
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
@@ -396,6 +418,36 @@ fn commit_message(config: &Config, m: &Moment, saved: &mut Saved) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_is_to_be_resumed_until_taken_over_or_completed_after() {
+        let state = |active: bool, made: &str, status: RunStatus, ended: Option<&str>| RunState {
+            status,
+            ended_at: ended.map(str::to_string),
+            context_checkpoint: ContextCheckpoint {
+                active,
+                timestamp: Some(made.into()),
+                ..ContextCheckpoint::default()
+            },
+            ..RunState::default()
+        };
+        let (t1, t2) = ("2026-11-20T10:00:00Z", "2026-11-20T11:00:00Z");
+        // (state, offered?)
+        let table = [
+            (state(true, t1, RunStatus::New, None), true),
+            // resumed by ralph's loop already
+            (state(false, t1, RunStatus::Running, None), false),
+            // made during a run that completed after it
+            (state(true, t1, RunStatus::Completed, Some(t2)), false),
+            // made after the completion (`ralph checkpoint` the day after)
+            (state(true, t2, RunStatus::Completed, Some(t1)), true),
+            // a run that stopped otherwise: the checkpoint is still the way on
+            (state(true, t1, RunStatus::BreakerOpen, Some(t2)), true),
+        ];
+        for (s, offered) in table {
+            assert_eq!(to_resume(&s).is_ok(), offered, "{s:?}");
+        }
+    }
 
     #[test]
     fn notes_and_runtime_files_are_not_work_in_progress() {

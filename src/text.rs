@@ -5,7 +5,7 @@
 //! ```text
 //! text.rs            this map
 //! text/
-//!   cut.rs           cut, fit_width, cut_bytes: text cut short, one way each
+//!   cut.rs           cut, cut_middle, fit_width, cut_bytes: text cut short, one way each
 //!   printable.rs     escape sequences and control characters stripped
 //!   secrets.rs       credential values redacted, token shapes scrubbed, key files kept out
 //! ```
@@ -14,5 +14,5 @@ mod cut;
 mod printable;
 pub mod secrets;
 
-pub use cut::{cut, cut_bytes, fit_width};
+pub use cut::{cut, cut_bytes, cut_middle, fit_width};
 pub use printable::*;

@@ -196,6 +196,29 @@ mod tests {
         assert_eq!(clean_tail("\x1b[31mred\x1b[0m\n"), "red");
     }
 
+    /// A check that prints a 1 MB line wrapped in escape sequences: the
+    /// prompt gets a printable line with its verdict (the end) kept.
+    #[test]
+    fn a_megabyte_line_with_escape_sequences_keeps_its_end_and_nothing_raw() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = config(
+            &[
+                "printf '\\033]0;title\\007\\033[2J'; head -c 1000000 /dev/zero | tr '\\0' A; printf '\\033[31m FAILED: 3 tests\\n'; exit 1",
+            ],
+            Duration::from_secs(20),
+        );
+        let v = run(&c, dir.path(), &[], 1, When::Completion);
+        assert_eq!(v.checks[0].status, Status::Failed);
+        assert!(v.checks[0].output.chars().count() <= OUTPUT_CHARS);
+        let shown = view(&v, 40, c.timeout.0).unwrap();
+        let output = shown.get_attr("output").unwrap().to_string();
+        assert!(output.ends_with("A FAILED: 3 tests"), "{output}");
+        assert!(output.starts_with("AAA"), "{output}");
+        assert!(output.contains('…'), "{output}");
+        assert!(output.chars().count() <= 250, "{}", output.len());
+        assert!(!output.contains('\x1b') && !output.contains('\x07'));
+    }
+
     #[test]
     fn completion_always_runs_the_others_when_asked() {
         let mut c = VerifyConfig::default();

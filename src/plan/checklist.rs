@@ -76,10 +76,57 @@ fn bounded(text: &str, max: usize) -> String {
     }
 }
 
+/// Which lines of a Markdown text are fenced code, the fences included
+/// (CommonMark's rule: a fence of three or more backticks or tildes is
+/// closed only by a line of the same character at least as long, with
+/// nothing after it). A fence never closed is taken as text: an agent's
+/// stray fence must not hide the rest of the plan's items. The one reading
+/// of fences for the plan, the prompt and the workers' units.
+pub fn code_lines(text: &str) -> Vec<bool> {
+    let mut code = Vec::new();
+    // (line, character, length) of the fence open at this point.
+    let mut open: Option<(usize, char, usize)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        let run = |c: char| t.chars().take_while(|&x| x == c).count();
+        match open {
+            Some((_, c, len)) => {
+                let n = run(c);
+                if n >= len && t[n..].trim().is_empty() {
+                    open = None;
+                }
+                code.push(true);
+            }
+            None => {
+                let c = t.chars().next().filter(|c| matches!(c, '`' | '~'));
+                let fence = c
+                    .map(|c| (c, run(c)))
+                    .filter(|&(c, n)| n >= 3 && !(c == '`' && t[n..].contains('`')));
+                if let Some((c, n)) = fence {
+                    open = Some((i, c, n));
+                }
+                code.push(fence.is_some());
+            }
+        }
+    }
+    if let Some((from, _, _)) = open {
+        // Never closed: text again from the stray fence on, re-read.
+        let rest: String = text.lines().skip(from + 1).fold(String::new(), |mut s, l| {
+            s.push_str(l);
+            s.push('\n');
+            s
+        });
+        code.truncate(from);
+        code.push(false);
+        code.extend(code_lines(&rest));
+    }
+    code
+}
+
 impl Plan {
     pub fn parse(text: &str) -> Plan {
         let mut plan = Plan::default();
-        let mut in_fence = false;
+        let code = code_lines(text);
         let mut in_comment = false;
         // The indentation of the last item while the lines below it are its notes.
         let mut under: Option<usize> = None;
@@ -88,9 +135,9 @@ impl Plan {
             let line = uncommented.as_ref();
             let t = line.trim_start();
             let indent = line.len() - t.len();
-            let fence = t.starts_with("```") || t.starts_with("~~~");
+            let in_code = code[i];
             if under.is_some_and(|at| indent > at || t.is_empty())
-                && (in_fence || fence || checkbox(t).is_none())
+                && (in_code || checkbox(t).is_none())
             {
                 let note = plan.notes.entry(plan.items.len() - 1).or_default();
                 note.push_str(line.trim_end());
@@ -98,11 +145,7 @@ impl Plan {
             } else if !t.is_empty() {
                 under = None;
             }
-            if fence {
-                in_fence = !in_fence;
-                continue;
-            }
-            if in_fence {
+            if in_code {
                 continue;
             }
             if plan.title.is_none()
@@ -269,6 +312,7 @@ impl Plan {
             in_progress_count: self.in_progress.len(),
             cancelled_count: self.cancelled.len(),
             current: self.current().map(|i| i.text.as_str()),
+            current_parts_done: self.current().is_some_and(|i| self.is_split(&i.text)),
         }
     }
 
@@ -292,6 +336,9 @@ pub struct PlanView<'a> {
     pub in_progress_count: usize,
     pub cancelled_count: usize,
     pub current: Option<&'a str>,
+    /// The current item was split and its sub-items are all done: what is
+    /// left is to check it as a whole and tick it.
+    pub current_parts_done: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -321,17 +368,12 @@ impl<'a> ItemView<'a> {
 /// HTML comments removed (a `Decision:` line in an example block or a
 /// commented-out note is not one).
 pub fn prose_lines(text: &str) -> Vec<std::borrow::Cow<'_, str>> {
-    let mut in_fence = false;
+    let code = code_lines(text);
     let mut in_comment = false;
     let mut out = Vec::new();
-    for line in text.lines() {
+    for (i, line) in text.lines().enumerate() {
         let line = outside_comments(line, &mut in_comment);
-        let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if !in_fence {
+        if !code[i] {
             out.push(line);
         }
     }
@@ -563,6 +605,52 @@ mod tests {
         let p = Plan::parse("```\n- [ ] example in code\n```\n- [ ] real\n");
         assert_eq!(p.items.len(), 1);
         assert_eq!(p.items[0].text, "real");
+    }
+
+    #[test]
+    fn a_fence_closes_only_with_its_own_kind_and_a_stray_one_hides_nothing() {
+        let open = |text: &str| -> Vec<String> {
+            Plan::parse(text)
+                .items
+                .iter()
+                .filter(|i| !i.done)
+                .map(|i| i.text.clone())
+                .collect()
+        };
+        for (name, text, want) in [
+            (
+                "a longer fence around a plan example with its own fence",
+                "````md\n```\n- [ ] example\n```\n````\n- [ ] real\n",
+                vec!["real"],
+            ),
+            (
+                "tildes inside backticks",
+                "```\n~~~\n- [ ] example\n```\n- [ ] real\n",
+                vec!["real"],
+            ),
+            (
+                "a closing line with more after it does not close",
+                "```\n```not a close\n- [ ] example\n```\n- [ ] real\n",
+                vec!["real"],
+            ),
+            (
+                "a stray fence the agent left: the items after it stay",
+                "- [x] one\n```\n- [ ] two\n- [ ] three\n",
+                vec!["two", "three"],
+            ),
+            (
+                "a stray fence after a closed block",
+                "```\n- [ ] example\n```\n- [ ] real\n~~~~\n- [ ] last\n",
+                vec!["real", "last"],
+            ),
+            (
+                "backticks in a backtick fence's info string: not a fence",
+                "``` a`b\n- [ ] real\n",
+                vec!["real"],
+            ),
+        ] {
+            assert_eq!(open(text), want, "{name}");
+        }
     }
 
     /// Issue 22: a 1 MB item was copied whole into the prompt (226k

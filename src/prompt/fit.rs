@@ -162,12 +162,11 @@ impl DocStats {
 /// The text split at its `## ` headings (outside code fences).
 pub fn sections(text: &str) -> Vec<Section> {
     let mut out: Vec<(String, String)> = vec![("(top)".into(), String::new())];
-    let mut fence = false;
-    for line in text.lines() {
-        if line.starts_with("```") || line.starts_with("~~~") {
-            fence = !fence;
-        }
-        if !fence && let Some(h) = line.strip_prefix("## ") {
+    let code = crate::plan::code_lines(text);
+    for (i, line) in text.lines().enumerate() {
+        if !code[i]
+            && let Some(h) = line.strip_prefix("## ")
+        {
             out.push((cut(h.trim(), 60), String::new()));
         }
         let body = &mut out.last_mut().expect("one section").1;

@@ -1,11 +1,20 @@
-//! What the commits between two points say: the commits themselves
-//! (`git log from..to`, first line of each) and a `git diff --stat
-//! from to`-like total. For the morning report's "what changed overnight".
+//! What changed between two points, for the morning report's "what
+//! changed overnight": the commits between two commits (`git log
+//! from..to`, first line of each), the work tree as a tree object at an
+//! iteration's boundaries (committed or not: [`Repo::work_tree_id`]), and a
+//! `git diff --stat`-like total between two trees or commits with ralph's
+//! own files and what lies outside the project left out
+//! ([`Repo::changed_between`]).
+//!
+//! Pitfall: an iteration's work is often committed later (by the next
+//! checkpoint's WIP commit, or the final commit), or never: what an
+//! iteration changed is its work tree at its end against its work tree at
+//! its start, never the commits made during it.
 
-use git2::Oid;
-use serde::Serialize;
+use git2::{Oid, Patch};
+use serde::{Deserialize, Serialize};
 
-use super::Repo;
+use super::{Guard, OwnPaths, Repo};
 
 /// Commits listed at most, newest first (the total is counted in full).
 const MAX_COMMITS: usize = 200;
@@ -18,7 +27,7 @@ pub struct CommitLine {
 }
 
 /// `git diff --stat`'s last line, as numbers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiffStat {
     pub files: usize,
     pub insertions: usize,
@@ -56,26 +65,58 @@ impl Repo {
         Some(out)
     }
 
-    /// The diffstat between two commits' trees.
-    pub fn diff_stat_between(&self, from: &str, to: &str) -> Option<DiffStat> {
+    /// The work tree as a tree object (written to the object database,
+    /// referenced by nothing), staged as the safety net's snapshots stage
+    /// it: tracked and new files, ralph's own files at their indexed
+    /// version, nothing outside the project. `None` when it cannot be read.
+    pub fn work_tree_id(&self, own: &OwnPaths, guard: &Guard) -> Option<String> {
+        match self.work_tree_as_tree(own, guard) {
+            Ok(id) => Some(id.to_string()),
+            Err(e) => {
+                tracing::debug!("cannot read the work tree as a tree: {e}");
+                None
+            }
+        }
+    }
+
+    /// What changed from `from` to `to` (each a tree or a commit id), as
+    /// `git diff --stat` counts it, leaving out ralph's own files and what
+    /// lies outside the project. `None` when either is not in this
+    /// repository (a history rewritten, an object pruned since).
+    pub fn changed_between(&self, from: &str, to: &str, own: &OwnPaths) -> Option<DiffStat> {
         let tree = |id: &str| {
-            let oid = Oid::from_str(id).ok()?;
-            self.git.find_commit(oid).ok()?.tree().ok()
+            let object = self.git.find_object(Oid::from_str(id).ok()?, None).ok()?;
+            object.peel_to_tree().ok()
         };
         let (a, b) = (tree(from)?, tree(to)?);
         let diff = self.git.diff_tree_to_tree(Some(&a), Some(&b), None).ok()?;
-        let stats = diff.stats().ok()?;
-        Some(DiffStat {
-            files: stats.files_changed(),
-            insertions: stats.insertions(),
-            deletions: stats.deletions(),
-        })
+        let own = self.own(own);
+        let mut stat = DiffStat::default();
+        for (i, delta) in diff.deltas().enumerate() {
+            let path = delta
+                .new_file()
+                .path_bytes()
+                .or(delta.old_file().path_bytes());
+            if path.is_none_or(|p| own.contains(p)) {
+                continue;
+            }
+            stat.files += 1;
+            if let Ok(Some(patch)) = Patch::from_diff(&diff, i)
+                && let Ok((_, insertions, deletions)) = patch.line_stats()
+            {
+                stat.insertions += insertions;
+                stat.deletions += deletions;
+            }
+        }
+        Some(stat)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use crate::repo::repository::tests::*;
+
+    use crate::repo::{Guard, OwnPaths};
 
     #[test]
     fn commits_and_diffstat_between_two_points() {
@@ -91,9 +132,47 @@ mod tests {
         let summaries: Vec<_> = commits.iter().map(|c| c.summary.as_str()).collect();
         assert_eq!(summaries, ["parser: two", "ralph: checkpoint"]);
         assert_eq!(commits[1].id, end);
-        let stat = repo.diff_stat_between(&start, &end).unwrap();
+        let stat = repo
+            .changed_between(&start, &end, &OwnPaths::default())
+            .unwrap();
         assert_eq!((stat.files, stat.insertions, stat.deletions), (2, 2, 0));
         assert_eq!(repo.commits_between(&end, &end).unwrap(), []);
         assert!(repo.commits_between("0000", &end).is_none());
+    }
+
+    const GUARD: Guard = Guard {
+        max_file_size: 0,
+        max_new_files: 0,
+        commit_binaries: true,
+    };
+
+    #[test]
+    fn an_iterations_work_is_its_work_tree_at_its_end_whenever_it_is_committed() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let own = OwnPaths::default();
+        let repo = open(root);
+        let start = repo.work_tree_id(&own, &GUARD).unwrap();
+        // Iteration 1 leaves its work uncommitted; ralph rewrites its own files.
+        write(root, "a.txt", "alpha\nmore\n");
+        write(root, "src/new.rs", "fn x() {}\n");
+        write(root, "PROMPT.md", "the next prompt\n");
+        write(root, ".ralph/handoffs/h.md", "handoff\n");
+        let after_one = repo.work_tree_id(&own, &GUARD).unwrap();
+        let stat = repo.changed_between(&start, &after_one, &own).unwrap();
+        assert_eq!((stat.files, stat.insertions, stat.deletions), (2, 2, 0));
+        // Iteration 2 changes one line; the WIP commit at its end takes
+        // iteration 1's work too: iteration 2 still changed one file.
+        write(root, "b.txt", "BETA\n");
+        let commit = commit_all(&git, "ralph: checkpoint").to_string();
+        let after_two = repo.work_tree_id(&own, &GUARD).unwrap();
+        let stat = repo.changed_between(&after_one, &after_two, &own).unwrap();
+        assert_eq!((stat.files, stat.insertions, stat.deletions), (1, 1, 1));
+        // A committed work tree is the commit's tree; a tree and a commit compare.
+        assert_eq!(
+            repo.changed_between(&commit, &after_two, &own),
+            Some(Default::default())
+        );
+        assert_eq!(repo.changed_between("0000", &after_two, &own), None);
     }
 }

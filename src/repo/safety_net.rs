@@ -123,7 +123,7 @@ impl Repo {
     /// The work tree as a tree object, staged as a WIP commit would stage it,
     /// but into a copy of the index that is thrown away: the real index file
     /// is only read.
-    fn work_tree_as_tree(
+    pub(super) fn work_tree_as_tree(
         &self,
         own: &OwnPaths,
         guard: &Guard,

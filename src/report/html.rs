@@ -124,8 +124,8 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
         ("Items done", items.0, items.1),
         (
             "Commits",
-            r.commits.len().to_string(),
-            "WIP checkpoints".into(),
+            r.story.commit_count().to_string(),
+            r.story.commits_by(),
         ),
         (
             "Peak context",

@@ -88,13 +88,9 @@ pub struct IterationRow {
     pub commit: Option<String>,
     /// The handoff it resumed from.
     pub resumed_from: Option<String>,
-    /// Its agent session, the command that reopens it, HEAD at its end,
-    /// the agent's commits in it and the diffstat of all it committed.
-    pub session_id: Option<String>,
-    pub resume_command: Option<String>,
-    pub head: Option<String>,
-    pub agent_commits: Vec<crate::repo::CommitLine>,
-    pub diffstat: Option<crate::repo::DiffStat>,
+    /// What it changed, its commits, its agent session (`story.rs`).
+    #[serde(flatten)]
+    pub story: super::story::IterationStory,
     pub readings: Vec<Reading>,
     pub marks: Vec<Mark>,
 }
@@ -481,8 +477,7 @@ fn merge_state(report: &mut RunReport, rows: &mut BTreeMap<u32, IterationRow>, s
         if row.commit.is_none() {
             row.commit.clone_from(&h.commit);
         }
-        row.session_id.clone_from(&h.session_id);
-        row.head.clone_from(&h.head);
+        row.story = super::story::IterationStory::of(h);
     }
     for h in &s.context_history {
         let row = row(rows, h.iteration);
@@ -528,6 +523,9 @@ fn finish(report: &mut RunReport, rows: BTreeMap<u32, IterationRow>) {
         report.iterations.push(row);
     }
     report.cost_usd = total;
+    // What git cannot tell (no repository, a history rewritten): ralph's
+    // own commits as recorded. `changes::read_git` counts them from git.
+    report.story.ralph_commits = report.commits.len();
     for w in &mut report.waits {
         w.offset = secs(start, &w.at);
     }

@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
 use crate::events::{Bus, Event, Record, read_log};
+use crate::repo::OwnPaths;
 use crate::state::{Layout, RunState};
 
 /// Which runs to report on.
@@ -92,7 +93,8 @@ fn build(
     };
     let mut report = model::build(id, records, state, thresholds, budgets);
     let kind = config.map(|c| c.agent.kind).unwrap_or_default();
-    super::changes::read_git(&mut report, root, kind);
+    let own = config.map_or_else(OwnPaths::default, |c| OwnPaths::new(&c.prompt_file));
+    super::changes::read_git(&mut report, root, kind, &own);
     report.story.lanes = super::lanes::Lanes::of(id, records);
     // As the run last saw them, reset since or not.
     if let Some(s) = state.filter(|s| s.run_id == id) {

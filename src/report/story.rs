@@ -17,14 +17,22 @@ pub struct Story {
     /// HEAD when the run started and when it ended.
     pub start_commit: Option<String>,
     pub end_commit: Option<String>,
-    /// The diffstat from the start commit to the end (or the last
-    /// iteration's HEAD while the run goes on).
+    /// What the run changed: the work tree when its first iteration
+    /// started to the work tree when its last one ended (committed or
+    /// not), ralph's own files aside.
     pub diffstat: Option<DiffStat>,
+    /// What of that was left uncommitted at the end (`files: 0`: all of it
+    /// is in `end_commit`).
+    pub uncommitted: Option<DiffStat>,
     /// Commits the agent made, oldest first: every commit since the start
     /// but ralph's own (its WIP commits and the final commit at completion).
     pub agent_commits: Vec<CommitLine>,
-    /// ralph's own commits since the start.
+    /// ralph's own commits since the start (as the state recorded them
+    /// when git cannot tell).
     pub ralph_commits: usize,
+    /// The commits were read from git (else the agent's are unknown).
+    #[serde(skip)]
+    pub commits_read: bool,
     /// A parallel run: a lane per worker and the merge queue's history
     /// (from the event log: `lanes.rs`).
     #[serde(skip_serializing_if = "super::lanes::Lanes::is_empty")]
@@ -32,12 +40,66 @@ pub struct Story {
 }
 
 impl Story {
+    /// The run's commits, the agent's and ralph's: the one count the
+    /// report shows.
+    pub fn commit_count(&self) -> usize {
+        self.agent_commits.len() + self.ralph_commits
+    }
+
+    /// "0 by the agent, 2 by ralph".
+    pub fn commits_by(&self) -> String {
+        if !self.commits_read {
+            return format!("{} by ralph, the agent's unknown", self.ralph_commits);
+        }
+        format!(
+            "{} by the agent, {} by ralph",
+            self.agent_commits.len(),
+            self.ralph_commits
+        )
+    }
+
     /// The heads a run's state recorded; the rest is read from git.
     pub fn of(state: Option<&crate::state::RunState>) -> Story {
         Story {
             start_commit: state.and_then(|s| s.start_commit.clone()),
             end_commit: state.and_then(|s| s.end_commit.clone()),
             ..Story::default()
+        }
+    }
+}
+
+/// What one iteration changed, its commits and its agent session: its
+/// part of the story (flattened into its row of the report).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IterationStory {
+    /// Its agent session, the command that reopens it, HEAD at its end,
+    /// the agent's commits in it.
+    pub session_id: Option<String>,
+    pub resume_command: Option<String>,
+    pub head: Option<String>,
+    pub agent_commits: Vec<CommitLine>,
+    /// What it changed in the work tree, committed or not, ralph's own
+    /// files aside (`None`: not recorded, or outside git).
+    pub diffstat: Option<DiffStat>,
+    /// What of the work tree was not committed when it ended (a later
+    /// checkpoint or the final commit may have taken it).
+    pub uncommitted: Option<DiffStat>,
+    /// The work tree (tree ids) at its start and end, from the state.
+    #[serde(skip)]
+    pub tree_start: Option<String>,
+    #[serde(skip)]
+    pub tree_end: Option<String>,
+}
+
+impl IterationStory {
+    /// What the state recorded; the rest is read from git.
+    pub(crate) fn of(h: &crate::state::IterationRecord) -> IterationStory {
+        IterationStory {
+            session_id: h.session_id.clone(),
+            head: h.head.clone(),
+            tree_start: h.tree_start.clone(),
+            tree_end: h.tree_end.clone(),
+            ..IterationStory::default()
         }
     }
 }

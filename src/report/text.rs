@@ -45,7 +45,7 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         duration(r.seconds),
         money(r.cost_usd),
         r.iterations.len(),
-        r.commits.len()
+        r.story.commit_count()
     );
     for w in &r.quota {
         let _ = writeln!(out, "quota: {}", w.line(str::to_string));
@@ -183,13 +183,13 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
             fit_width(i.item.as_deref().unwrap_or("-"), 27)
         );
     }
-    let sessions = super::changes::sessions_text(r);
-    if !sessions.is_empty() {
+    let changed = super::changes::iterations_text(r);
+    if !changed.is_empty() {
         let _ = writeln!(
             out,
-            "\nagent sessions (run it in the project to reopen one):"
+            "\nwhat each iteration changed, and how to reopen its agent session:"
         );
-        for l in sessions {
+        for l in changed {
             let _ = writeln!(out, "{}", fit_width(&l, 80));
         }
     }

@@ -291,9 +291,16 @@ pub struct IterationRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// HEAD when it ended (its checkpoint's WIP commit included): the
-    /// report's commits and diffstat per iteration run between these.
+    /// report's commits per iteration run between these.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub head: Option<String>,
+    /// The work tree (a tree object id, committed or not) when it started
+    /// and when it ended (or when a takeover found it after a kill): what
+    /// it changed, for the report, whenever that work was committed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_start: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_end: Option<String>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -363,6 +370,10 @@ pub struct RunState {
     pub start_commit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_commit: Option<String>,
+    /// The work tree (a tree object id) when iteration `iteration` started;
+    /// moved to its record when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration_tree: Option<String>,
     /// When the run ended (RFC 3339); none while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
@@ -408,6 +419,7 @@ impl Default for RunState {
             verify_failures: 0,
             start_commit: None,
             end_commit: None,
+            iteration_tree: None,
             ended_at: None,
         }
     }

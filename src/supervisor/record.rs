@@ -108,7 +108,9 @@ pub(super) fn start_from(previous: Option<RunState>, fresh: bool, plan: &str) ->
     // What an older ralph wrote for a checkpoint before any run.
     let no_run = previous.run_id.is_empty()
         || (previous.run_id == "manual" && previous.started_at.is_empty());
-    let carried = (!fresh && previous.context_checkpoint.active).then(|| previous.clone());
+    // SessionStart's rule: a completed run's own checkpoint is history.
+    let carried =
+        (!fresh && crate::checkpoint::to_resume(&previous).is_ok()).then(|| previous.clone());
     if no_run || previous.is_finished() {
         return Start::New {
             resume: carried.map(Box::new),
@@ -329,6 +331,8 @@ pub(super) fn iteration(
         split: items.is_some_and(|o| o.split),
         session_id: facts.session_id.clone(),
         head: None,
+        tree_start: None,
+        tree_end: None,
     });
     events.push(Event::IterationEnded {
         iteration: facts.number,

@@ -61,6 +61,9 @@ pub struct Supervisor {
     /// the tree since (no WIP commit, hook or wait): the next iteration
     /// starts from it instead of a second full status of the repository.
     pub(super) reuse_snapshot: Option<repo::Snapshot>,
+    /// Likewise the work tree as a tree at the last iteration's end: the
+    /// next one's start (`state.iteration_tree`).
+    pub(super) reuse_tree: Option<String>,
     /// This run's claim on its project in its work tree (`repo/scope.rs`),
     /// held for the run's life.
     pub(super) _claim: Option<repo::ScopeClaim>,
@@ -197,6 +200,7 @@ impl Supervisor {
             flags: RunFlags::default(),
             backoff: LimitBackoff::default(),
             reuse_snapshot: None,
+            reuse_tree: None,
             _claim: claim,
             replaced,
             config,
@@ -241,6 +245,7 @@ impl Supervisor {
     /// the last iteration no longer tells where the next one starts.
     pub(super) fn tree_touched(&mut self) {
         self.reuse_snapshot = None;
+        self.reuse_tree = None;
     }
 
     pub(super) fn plan(&self) -> Plan {
@@ -278,9 +283,6 @@ impl Supervisor {
         let plan = self.plan();
         let limit = self.budgets.iteration_limit();
         let dead = record::start(&mut self.state, &self.config, &plan, limit);
-        if self.state.start_commit.is_none() {
-            self.state.start_commit = self.head();
-        }
         self.events.emit(
             Event::RunStarted {
                 run_id: self.state.run_id.clone(),
@@ -294,6 +296,11 @@ impl Supervisor {
             None,
         );
         self.take_over(dead);
+        // After the takeover: the user's edits it committed before the run
+        // are not the night's work.
+        if self.state.start_commit.is_none() {
+            self.state.start_commit = self.head();
+        }
         if self.reset_breaker {
             self.state.breaker.reset(Now::read().wall.as_second());
             let reset = Event::Breaker {
@@ -368,6 +375,11 @@ impl Supervisor {
             crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
+            // Saved before the agent starts (`run_agent`).
+            self.state.iteration_tree = match self.reuse_tree.take() {
+                Some(tree) => Some(tree),
+                None => self.work_tree(),
+            };
             // A `| tee ralph.log` that opened its file after ralph started.
             repo::remember_output_files();
             let plan_before = self.plan();
@@ -484,6 +496,10 @@ impl Supervisor {
             (Some(b), Some(a)) => repo::made_progress(&self.root, b, a),
             _ => false,
         };
+        // The agent changed nothing: its work tree at its end is the one it
+        // started from, no second tree to write (unless something touches
+        // the tree before the iteration is recorded).
+        let unchanged = snap_after.is_some() && snap_before == snap_after;
         self.reuse_snapshot = snap_after;
         let checked = plan_after.newly_done(plan_before);
         let measured = Measured {
@@ -517,10 +533,7 @@ impl Supervisor {
             &mut events,
         );
         self.after_seams(&facts);
-        let head = self.head();
-        if let Some(record) = self.state.history.last_mut() {
-            record.head = head;
-        }
+        self.record_boundary(unchanged && self.reuse_snapshot.is_some());
         // Saved first: on_iteration_end hooks read the state of the
         // iteration that ended.
         self.save();

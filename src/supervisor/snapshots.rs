@@ -1,8 +1,9 @@
 //! The safety net during a run: the driver's side of
 //! [`Effect::Snapshot`](super::iteration::Effect) (the work tree recorded on
 //! `refs/ralph/snapshots/<run>/<iteration>` through
-//! [`Repo::record_snapshot`]) and the pruning of old runs' refs at the
-//! start.
+//! [`Repo::record_snapshot`]), the pruning of old runs' refs at the
+//! start, and the work tree at each iteration's boundaries (what the
+//! report says an iteration changed, committed or not).
 
 use std::path::Path;
 
@@ -32,14 +33,45 @@ impl Supervisor {
             run: self.state.run_id.clone(),
             iteration: number,
             own: self.own(),
-            // The size and count limits bound what snapshots store; a small
-            // binary the agent made is work to get back (the WIP commit
-            // leaves it out of the branch's history, not out of reach).
-            guard: Guard {
-                commit_binaries: true,
-                ..self.config.git.guard()
-            },
+            guard: self.snapshot_guard(),
             warned: false,
+        }
+    }
+
+    /// The size and count limits bound what snapshots store; a small
+    /// binary the agent made is work to get back (the WIP commit leaves it
+    /// out of the branch's history, not out of reach).
+    fn snapshot_guard(&self) -> Guard {
+        Guard {
+            commit_binaries: true,
+            ..self.config.git.guard()
+        }
+    }
+
+    /// The work tree as a tree object, as a snapshot takes it (`None`
+    /// outside git).
+    pub(super) fn work_tree(&self) -> Option<String> {
+        let repo = Repo::open(&self.root).ok().flatten()?;
+        repo.work_tree_id(&self.own(), &self.snapshot_guard())
+    }
+
+    /// The iteration that just reached the history: HEAD and the work tree
+    /// at its end, and the work tree at its start (recorded when it
+    /// started, so that a takeover after a kill still has it). `unchanged`:
+    /// the progress snapshots say the tree is as it started, so its start
+    /// is its end (no tree to write: an idle iteration costs nothing more).
+    pub(super) fn record_boundary(&mut self, unchanged: bool) {
+        let head = self.head();
+        let start = self.state.iteration_tree.take();
+        let tree = match &start {
+            Some(start) if unchanged => Some(start.clone()),
+            _ => self.work_tree(),
+        };
+        self.reuse_tree.clone_from(&tree);
+        if let Some(record) = self.state.history.last_mut() {
+            record.head = head;
+            record.tree_start = start;
+            record.tree_end = tree;
         }
     }
 }

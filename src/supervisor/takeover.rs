@@ -162,6 +162,7 @@ impl Supervisor {
             &Now::read(),
             &mut events,
         );
+        self.record_boundary(false);
         self.emit_all(events);
         self.save();
     }

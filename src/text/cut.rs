@@ -1,6 +1,7 @@
 //! Cutting text short, the one way each: by characters with `…` after what
-//! is kept ([`cut`]), to a width that includes the `…` ([`fit_width`]), and
-//! by bytes on a character boundary ([`cut_bytes`]).
+//! is kept ([`cut`]), keeping both ends ([`cut_middle`]), to a width that
+//! includes the `…` ([`fit_width`]), and by bytes on a character boundary
+//! ([`cut_bytes`]).
 
 /// The first `max` characters of `text`, and `…` when there was more.
 pub fn cut(text: &str, max: usize) -> String {
@@ -8,6 +9,21 @@ pub fn cut(text: &str, max: usize) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
     }
+}
+
+/// The first and the last characters of `text`, `max` in all, with `…`
+/// between when there was more: a long line whose end (a test runner's
+/// verdict, an error's detail) matters as much as its start.
+pub fn cut_middle(text: &str, max: usize) -> String {
+    let chars = text.chars().count();
+    if chars <= max {
+        return text.to_string();
+    }
+    let head = max / 2;
+    let tail = max - head;
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(chars - tail).collect();
+    format!("{start}…{end}")
 }
 
 /// `text` in at most `width` characters, the `…` that marks a cut included
@@ -46,6 +62,19 @@ mod tests {
             ("abc", 0, "…"),
         ] {
             assert_eq!(cut(text, max), want, "{text:?} {max}");
+        }
+    }
+
+    #[test]
+    fn cut_middle_keeps_both_ends() {
+        for (text, max, want) in [
+            ("abc", 3, "abc"),
+            ("abcdef", 4, "ab…ef"),
+            ("abcdefg", 3, "a…fg"),
+            ("éàüöß", 2, "é…ß"),
+            ("abc", 0, "…"),
+        ] {
+            assert_eq!(cut_middle(text, max), want, "{text:?} {max}");
         }
     }
 

@@ -123,13 +123,10 @@ fn parse(text: &str) -> (Vec<Unit>, Vec<Vec<String>>) {
     // The indentation of the current unit's top item, while lines below it
     // can still belong to it.
     let mut open_unit: Option<usize> = None;
-    let mut in_fence = false;
+    let code = crate::plan::code_lines(text);
     for (i, raw) in lines.iter().enumerate() {
         let n = i + 1;
-        let t = raw.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            in_fence = !in_fence;
-        }
+        let (t, in_fence) = (raw.trim_start(), code[i]);
         if let Some((level, h)) = heading(raw).filter(|_| !in_fence) {
             open_unit = None;
             if serial.is_some_and(|(at, _)| level <= at) {

@@ -472,3 +472,53 @@ fn items_per_session_caps_a_session_at_an_item_boundary() {
         "{prompt}"
     );
 }
+
+/// An agent that leaves an unclosed code fence in the plan (an example it
+/// started to write) must not hide the items after it: the plan stays
+/// open, the promise is not a completion.
+#[test]
+fn a_stray_fence_in_the_plan_hides_no_item_from_the_completion_gate() {
+    let scenario = r#"
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser\n\n```text\nexample output"
+[[iteration.step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+    let p = Project::new("- [ ] parser\n- [ ] writer\n", scenario, "");
+    let run = p.run(&["--max-iterations", "1"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(p.state()["todo_items"], serde_json::json!(["writer"]));
+}
+
+/// A split item whose sub-items are all checked is still open: the prompt
+/// says what is left (check it as a whole, tick it), not "work on it" as
+/// if nothing had been done, and asks for no split.
+#[test]
+fn a_split_item_whose_parts_are_all_done_is_to_be_checked_off_as_a_whole() {
+    let p = Project::new(
+        "- [ ] port the parser\n  - [x] tokenizer\n  - [x] grammar\n- [ ] writer\n",
+        "",
+        "",
+    );
+    let out = p.ralph().arg("prompt").output().unwrap();
+    let prompt = String::from_utf8(out.stdout).unwrap();
+    assert!(prompt.contains("(now: **port the parser**)"), "{prompt}");
+    assert!(
+        prompt.contains("Its sub-items are all checked: make sure the item as a whole is done"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("Split this item first"), "{prompt}");
+    // Not said while a part is open.
+    p.write(
+        "fix_plan.md",
+        "- [ ] port the parser\n  - [x] tokenizer\n  - [ ] grammar\n",
+    );
+    let out = p.ralph().arg("prompt").output().unwrap();
+    let prompt = String::from_utf8(out.stdout).unwrap();
+    assert!(prompt.contains("(now: **grammar**)"), "{prompt}");
+    assert!(!prompt.contains("sub-items are all checked"), "{prompt}");
+}

@@ -137,3 +137,46 @@ fn session_start_says_when_the_checkpoint_is_not_committed() {
     // `clear` is a clean slate, always.
     assert_eq!(session_start(&p, "clear"), None);
 }
+
+/// The last iteration checkpoints at L2, then checks off the last item and
+/// promises: the run completes with its checkpoint never taken over.
+const LAST_CHECKPOINTED: &str = r#"
+[[step]]
+context = 30000
+path = "parser.py"
+content = "x = 1\n"
+[[step]]
+context = 146000
+text = "Almost."
+[[step]]
+context = 147000
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+
+#[test]
+fn a_completed_runs_last_checkpoint_sends_neither_a_new_session_nor_the_next_run_back() {
+    let p = Project::new(
+        "- [ ] parser\n",
+        LAST_CHECKPOINTED,
+        "[context]\ngrace = \"20s\"\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.of("checkpoint").len(), 1, "{}", run.describe());
+    assert_eq!(p.state()["context_checkpoint"]["active"], true);
+    assert_eq!(session_start(&p, "startup"), None);
+    // Days later: new work in the plan, a new run.
+    p.write("fix_plan.md", "- [x] parser\n- [ ] tests\n");
+    p.write("scenario.toml", NEXT);
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let started = &run.of("iteration_started")[0];
+    assert!(started["resume_from"].is_null(), "{}", run.describe());
+    let first = std::fs::read_to_string(p.path(".ralph/messages.jsonl")).unwrap();
+    assert!(!first.contains("Resume from a checkpoint"), "{first}");
+    assert!(!first.contains("Do not restart from scratch"), "{first}");
+}

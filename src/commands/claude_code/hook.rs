@@ -11,7 +11,7 @@ use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::error::Result;
 use crate::project::Project;
-use crate::state::{ContextCheckpoint, Layout, RunState, RunStatus, Trigger};
+use crate::state::{ContextCheckpoint, Layout, RunState, Trigger};
 use crate::stream::StreamEvent;
 
 /// What a hook did, in one line for the person watching (or why it did nothing).
@@ -189,26 +189,6 @@ fn latest_handoff(root: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The checkpoint a new session may resume from, by the state's truth:
-/// the one still to be resumed (`context_checkpoint.active`: no iteration
-/// of ralph's took it over yet), unless the run it belongs to completed
-/// after it was made. `Err` says why there is none.
-fn pending(state: &RunState) -> std::result::Result<&ContextCheckpoint, String> {
-    let cp = &state.context_checkpoint;
-    if !cp.active {
-        return Err("the latest checkpoint was resumed already (by ralph's loop)".into());
-    }
-    let at = |t: Option<&str>| t.and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    if state.status == RunStatus::Completed
-        && let (Some(made), Some(ended)) =
-            (at(cp.timestamp.as_deref()), at(state.ended_at.as_deref()))
-        && made <= ended
-    {
-        return Err("the run the latest checkpoint belongs to has completed".into());
-    }
-    Ok(cp)
-}
-
 /// What the state says of the checkpoint's work: committed, nothing to
 /// commit, or not committed (and why).
 fn committed(cp: &ContextCheckpoint) -> String {
@@ -228,7 +208,7 @@ pub fn resume_block(root: &Path) -> std::result::Result<String, String> {
     let state = RunState::load(&Layout::new(root).state()).ok().flatten();
     let (rel, truth) = match &state {
         Some(s) => {
-            let cp = pending(s)?;
+            let cp = crate::checkpoint::to_resume(s)?;
             let rel = cp
                 .handoff_file
                 .as_deref()
@@ -368,33 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_session_is_offered_only_a_checkpoint_still_to_be_resumed() {
-        let state = |active: bool, made: &str, status: RunStatus, ended: Option<&str>| RunState {
-            status,
-            ended_at: ended.map(str::to_string),
-            context_checkpoint: ContextCheckpoint {
-                active,
-                timestamp: Some(made.into()),
-                ..ContextCheckpoint::default()
-            },
-            ..RunState::default()
-        };
-        let (t1, t2) = ("2026-11-20T10:00:00Z", "2026-11-20T11:00:00Z");
-        // (state, offered?)
-        let table = [
-            (state(true, t1, RunStatus::New, None), true),
-            // resumed by ralph's loop already
-            (state(false, t1, RunStatus::Running, None), false),
-            // made during a run that completed after it
-            (state(true, t1, RunStatus::Completed, Some(t2)), false),
-            // made after the completion (`ralph checkpoint` the day after)
-            (state(true, t2, RunStatus::Completed, Some(t1)), true),
-            // a run that stopped otherwise: the checkpoint is still the way on
-            (state(true, t1, RunStatus::BreakerOpen, Some(t2)), true),
-        ];
-        for (s, offered) in table {
-            assert_eq!(pending(&s).is_ok(), offered, "{s:?}");
-        }
+    fn the_block_says_whether_the_checkpoints_work_is_committed() {
         let cp = |commit: Option<&str>, note: Option<&str>| ContextCheckpoint {
             commit: commit.map(str::to_string),
             commit_note: note.map(str::to_string),

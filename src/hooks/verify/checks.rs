@@ -169,14 +169,15 @@ impl Verification {
 
 /// What the prompt's "fix first" block shows of a failed verification:
 /// the failed command, the last `lines` lines of its output (each cut to
-/// [`LINE_CHARS`]), and the commands not run after it.
+/// [`LINE_CHARS`], both ends kept: a 1 MB line's verdict is at its end),
+/// and the commands not run after it.
 pub(crate) fn view(v: &Verification, lines: usize, timeout: Duration) -> Option<minijinja::Value> {
     let failed = v.failure()?;
     let all: Vec<&str> = failed.output.lines().collect();
     let from = all.len().saturating_sub(lines);
     let tail: Vec<String> = all[from..]
         .iter()
-        .map(|l| crate::text::cut(l, LINE_CHARS))
+        .map(|l| crate::text::cut_middle(l, LINE_CHARS))
         .collect();
     // A fence longer than any run of backticks in the output.
     let longest = tail
