@@ -26,6 +26,8 @@
 //!   item.rs          one item: its worktree (takeover: the pushed snapshot), its loop, beats, release
 //!   reach.rs         the remote: retries with back-off, said; pauses; the worker's status ref
 //!   child.rs         the item's loop as a child `ralph run`, stop signals
+//!   meter.rs         the item loop's log tailed: each iteration's spending and a usage limit, owed to the ledger
+//!   loops.rs         each item loop's record on the remote (its log and state), for the morning report
 //!   merge.rs         the merge under the merge lease: one atomic push
 //!   say.rs           the worker's events (stderr / --json, .ralph/fleet/<name>/events.jsonl)
 //!   status.rs        `ralph status --fleet NAME`
@@ -42,7 +44,9 @@ mod config;
 mod item;
 mod job;
 mod lease;
+mod loops;
 mod merge;
+mod meter;
 mod reach;
 mod remote;
 mod say;

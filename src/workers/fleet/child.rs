@@ -51,6 +51,7 @@ pub(crate) fn stop_requested() -> bool {
 pub(crate) struct Loop {
     child: Child,
     stop_sent: Option<Instant>,
+    halted: bool,
 }
 
 impl Loop {
@@ -81,6 +82,7 @@ impl Loop {
         Ok(Loop {
             child,
             stop_sent: None,
+            halted: false,
         })
     }
 
@@ -101,6 +103,15 @@ impl Loop {
         if self.stop_sent.is_none() {
             self.signal(Signal::SIGTERM);
             self.stop_sent = Some(Instant::now());
+        }
+    }
+
+    /// Ask it to checkpoint with a handoff and stop, as `ralph stop` does
+    /// (SIGUSR2; it exits 6); once. For the fleet's budget and usage limit.
+    pub(crate) fn halt(&mut self) {
+        if !self.halted {
+            self.signal(Signal::SIGUSR2);
+            self.halted = true;
         }
     }
 
