@@ -31,6 +31,7 @@
 //!   merge.rs         the merge under the merge lease: one atomic push
 //!   say.rs           the worker's events (stderr / --json, .ralph/fleet/<name>/events.jsonl)
 //!   status.rs        `ralph status --fleet NAME`
+//!   report.rs        `ralph report --fleet NAME`: the morning report from the remote (the report's renderers)
 //!   config.rs        `[fleet]`
 //! ```
 //!
@@ -49,6 +50,7 @@ mod merge;
 mod meter;
 mod reach;
 mod remote;
+mod report;
 mod say;
 mod status;
 mod units;
@@ -56,5 +58,6 @@ mod wire;
 mod worker;
 
 pub use config::FleetConfig;
+pub(crate) use report::report;
 pub(crate) use status::{FleetStatus, status};
 pub(crate) use worker::{Options, run};

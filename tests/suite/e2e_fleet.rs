@@ -166,12 +166,18 @@ impl Fleet {
 
 /// `ralph run --remote origin --fleet night --worker NAME --json` in `dir`.
 fn worker_in(dir: &Path, name: &str) -> Child {
+    worker_with(dir, name, &[])
+}
+
+/// The same with more arguments (`--agent …`).
+fn worker_with(dir: &Path, name: &str, more: &[&str]) -> Child {
     Command::new(common::BIN)
         .current_dir(dir)
         .env("RALPH_LOG", "off")
         .args([
             "run", "--remote", "origin", "--fleet", "night", "--worker", name, "--json",
         ])
+        .args(more)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -194,6 +200,30 @@ fn fleet_status(fleet: &Fleet) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `ralph report --fleet night ARGS` in a fresh clone: stdout, and the clone.
+fn fleet_report(fleet: &Fleet, clone: &str, args: &[&str]) -> (String, PathBuf) {
+    let dir = fleet.clone(clone);
+    let out = Command::new(common::BIN)
+        .current_dir(&dir)
+        .env("RALPH_LOG", "off")
+        .env("TZ", "UTC")
+        .args(["report", "--fleet", "night"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8(out.stdout).unwrap(), dir)
+}
+
+/// The fleet's morning report as JSON, from a fresh clone.
+fn fleet_report_json(fleet: &Fleet, clone: &str) -> Value {
+    serde_json::from_str(&fleet_report(fleet, clone, &["--json"]).0).unwrap()
 }
 
 struct Ended {
@@ -348,6 +378,15 @@ fn a_worker_killed_mid_item_is_taken_over_from_what_it_pushed() {
     assert_eq!(merged[0]["took_over_from"], "wa");
     assert_eq!(fleet.merges().len(), 1);
     fleet.assert_nothing_left();
+    // The morning report tells it: wa lost it, wb took it over and merged it.
+    let report = fleet_report_json(&fleet, "morning");
+    let workers = report["story"]["lanes"]["workers"].as_array().unwrap().clone();
+    let lane = |w: &str| workers.iter().find(|l| l["worker"] == w).unwrap().clone();
+    let wa = lane("wa");
+    assert!(wa["ended"][0].as_str().unwrap().starts_with("lost"), "{wa}");
+    let wb = lane("wb");
+    assert!(wb["items"][0].as_str().unwrap().contains("(taken over from wa)"), "{wb}");
+    assert!(wb["ended"][0].as_str().unwrap().starts_with("merged"), "{wb}");
 }
 
 #[test]
@@ -502,4 +541,64 @@ fi"#;
             == 2
     );
     fleet.assert_nothing_left();
+}
+
+#[test]
+fn the_morning_report_covers_the_fleet_from_any_clone() {
+    let fleet = Fleet::new(4, 200, "[loop]\nmax_iterations = 20\nmax_cost_usd = 5.0\n");
+    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    let merged_by = |e: &Ended| e.of("merged").len();
+    let report = fleet_report_json(&fleet, "morning");
+    assert_eq!(report["outcome"], "completed", "{report}");
+    assert_eq!((report["items_done"].as_u64(), report["items_open"].as_u64()), (Some(4), Some(0)));
+    // Each item's loop and its iteration, numbered across the fleet, labelled.
+    let iterations = report["iterations"].as_array().unwrap();
+    assert_eq!(iterations.len(), 4, "{report}");
+    for (n, it) in iterations.iter().enumerate() {
+        assert_eq!(it["iteration"].as_u64(), Some(n as u64 + 1));
+        let label = it["item"].as_str().unwrap();
+        assert!(label.contains(" · item number "), "{label}");
+        assert!(it["cost_usd"].as_f64().unwrap() > 0.0, "{it}");
+        assert!(!it["readings"].as_array().unwrap().is_empty(), "context readings kept: {it}");
+    }
+    // A lane per worker: what it claimed, how each of its loops ended.
+    let lanes = &report["story"]["lanes"];
+    let workers = lanes["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2, "{lanes}");
+    for (w, e) in [("wa", &a), ("wb", &b)] {
+        let lane = workers.iter().find(|l| l["worker"] == w).unwrap();
+        assert_eq!(lane["items"].as_array().unwrap().len(), merged_by(e), "{lane}");
+        assert_eq!(lane["iterations"].as_u64(), Some(merged_by(e) as u64), "{lane}");
+        let ended = lane["ended"].as_array().unwrap();
+        assert!(ended.iter().all(|x| x.as_str().unwrap().starts_with("merged")), "{lane}");
+    }
+    // The merge history, and the totals against the budgets.
+    assert_eq!(lanes["merges"].as_array().unwrap().len(), 4);
+    let totals = &lanes["fleet"];
+    assert_eq!((totals["items_done"].as_u64(), totals["iterations"].as_u64()), (Some(4), Some(4)), "{totals}");
+    assert_eq!((totals["max_iterations"].as_u64(), totals["max_cost_usd"].as_f64()), (Some(20), Some(5.0)));
+    let summed: f64 = iterations.iter().map(|i| i["cost_usd"].as_f64().unwrap()).sum();
+    assert!((totals["cost_usd"].as_f64().unwrap() - summed).abs() < 1e-9, "{totals}");
+    assert!(lanes.get("left").is_none(), "nothing left: {lanes}");
+    // The text and the page, by the report's own renderers.
+    let (text, dir) = fleet_report(&fleet, "morning2", &[]);
+    assert!(text.contains("ralph report · run fleet-night"), "{text}");
+    assert!(text.contains("fleet          fleet night on origin"), "{text}");
+    assert!(text.contains("worker         wa: "), "{text}");
+    let page = dir.join(".ralph/fleet/night/report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(crate::morning_report::well_formed(&html) > 100);
+    assert!(html.contains("<h2>Fleet</h2>") && html.contains("<h2>Workers</h2>"), "fleet lanes");
+    assert!(html.contains("wa · item number "), "iterations labelled");
+    if let Some(bin) = crate::morning_report::chromium() {
+        assert_eq!(crate::morning_report::console_errors(&bin, &page), Vec::<String>::new());
+    }
 }
