@@ -239,7 +239,9 @@ pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
     }
     out.push_str("</tbody></table>");
     if !lanes.left.is_empty() {
-        out.push_str(r#"<h2>Items left</h2><table><thead><tr><th>item</th><th>why</th></tr></thead><tbody>"#);
+        out.push_str(
+            r#"<h2>Items left</h2><table><thead><tr><th>item</th><th>why</th></tr></thead><tbody>"#,
+        );
         for l in &lanes.left {
             let _ = write!(
                 out,

@@ -380,13 +380,25 @@ fn a_worker_killed_mid_item_is_taken_over_from_what_it_pushed() {
     fleet.assert_nothing_left();
     // The morning report tells it: wa lost it, wb took it over and merged it.
     let report = fleet_report_json(&fleet, "morning");
-    let workers = report["story"]["lanes"]["workers"].as_array().unwrap().clone();
+    let workers = report["story"]["lanes"]["workers"]
+        .as_array()
+        .unwrap()
+        .clone();
     let lane = |w: &str| workers.iter().find(|l| l["worker"] == w).unwrap().clone();
     let wa = lane("wa");
     assert!(wa["ended"][0].as_str().unwrap().starts_with("lost"), "{wa}");
     let wb = lane("wb");
-    assert!(wb["items"][0].as_str().unwrap().contains("(taken over from wa)"), "{wb}");
-    assert!(wb["ended"][0].as_str().unwrap().starts_with("merged"), "{wb}");
+    assert!(
+        wb["items"][0]
+            .as_str()
+            .unwrap()
+            .contains("(taken over from wa)"),
+        "{wb}"
+    );
+    assert!(
+        wb["ended"][0].as_str().unwrap().starts_with("merged"),
+        "{wb}"
+    );
 }
 
 #[test]
@@ -558,7 +570,10 @@ fn the_morning_report_covers_the_fleet_from_any_clone() {
     let merged_by = |e: &Ended| e.of("merged").len();
     let report = fleet_report_json(&fleet, "morning");
     assert_eq!(report["outcome"], "completed", "{report}");
-    assert_eq!((report["items_done"].as_u64(), report["items_open"].as_u64()), (Some(4), Some(0)));
+    assert_eq!(
+        (report["items_done"].as_u64(), report["items_open"].as_u64()),
+        (Some(4), Some(0))
+    );
     // Each item's loop and its iteration, numbered across the fleet, labelled.
     let iterations = report["iterations"].as_array().unwrap();
     assert_eq!(iterations.len(), 4, "{report}");
@@ -567,7 +582,10 @@ fn the_morning_report_covers_the_fleet_from_any_clone() {
         let label = it["item"].as_str().unwrap();
         assert!(label.contains(" · item number "), "{label}");
         assert!(it["cost_usd"].as_f64().unwrap() > 0.0, "{it}");
-        assert!(!it["readings"].as_array().unwrap().is_empty(), "context readings kept: {it}");
+        assert!(
+            !it["readings"].as_array().unwrap().is_empty(),
+            "context readings kept: {it}"
+        );
     }
     // A lane per worker: what it claimed, how each of its loops ended.
     let lanes = &report["story"]["lanes"];
@@ -575,30 +593,222 @@ fn the_morning_report_covers_the_fleet_from_any_clone() {
     assert_eq!(workers.len(), 2, "{lanes}");
     for (w, e) in [("wa", &a), ("wb", &b)] {
         let lane = workers.iter().find(|l| l["worker"] == w).unwrap();
-        assert_eq!(lane["items"].as_array().unwrap().len(), merged_by(e), "{lane}");
-        assert_eq!(lane["iterations"].as_u64(), Some(merged_by(e) as u64), "{lane}");
+        assert_eq!(
+            lane["items"].as_array().unwrap().len(),
+            merged_by(e),
+            "{lane}"
+        );
+        assert_eq!(
+            lane["iterations"].as_u64(),
+            Some(merged_by(e) as u64),
+            "{lane}"
+        );
         let ended = lane["ended"].as_array().unwrap();
-        assert!(ended.iter().all(|x| x.as_str().unwrap().starts_with("merged")), "{lane}");
+        assert!(
+            ended
+                .iter()
+                .all(|x| x.as_str().unwrap().starts_with("merged")),
+            "{lane}"
+        );
     }
     // The merge history, and the totals against the budgets.
     assert_eq!(lanes["merges"].as_array().unwrap().len(), 4);
     let totals = &lanes["fleet"];
-    assert_eq!((totals["items_done"].as_u64(), totals["iterations"].as_u64()), (Some(4), Some(4)), "{totals}");
-    assert_eq!((totals["max_iterations"].as_u64(), totals["max_cost_usd"].as_f64()), (Some(20), Some(5.0)));
-    let summed: f64 = iterations.iter().map(|i| i["cost_usd"].as_f64().unwrap()).sum();
-    assert!((totals["cost_usd"].as_f64().unwrap() - summed).abs() < 1e-9, "{totals}");
+    assert_eq!(
+        (totals["items_done"].as_u64(), totals["iterations"].as_u64()),
+        (Some(4), Some(4)),
+        "{totals}"
+    );
+    assert_eq!(
+        (
+            totals["max_iterations"].as_u64(),
+            totals["max_cost_usd"].as_f64()
+        ),
+        (Some(20), Some(5.0))
+    );
+    let summed: f64 = iterations
+        .iter()
+        .map(|i| i["cost_usd"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (totals["cost_usd"].as_f64().unwrap() - summed).abs() < 1e-9,
+        "{totals}"
+    );
     assert!(lanes.get("left").is_none(), "nothing left: {lanes}");
     // The text and the page, by the report's own renderers.
     let (text, dir) = fleet_report(&fleet, "morning2", &[]);
     assert!(text.contains("ralph report · run fleet-night"), "{text}");
-    assert!(text.contains("fleet          fleet night on origin"), "{text}");
+    assert!(
+        text.contains("fleet          fleet night on origin"),
+        "{text}"
+    );
     assert!(text.contains("worker         wa: "), "{text}");
     let page = dir.join(".ralph/fleet/night/report.html");
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(crate::morning_report::well_formed(&html) > 100);
-    assert!(html.contains("<h2>Fleet</h2>") && html.contains("<h2>Workers</h2>"), "fleet lanes");
+    assert!(
+        html.contains("<h2>Fleet</h2>") && html.contains("<h2>Workers</h2>"),
+        "fleet lanes"
+    );
     assert!(html.contains("wa · item number "), "iterations labelled");
     if let Some(bin) = crate::morning_report::chromium() {
-        assert_eq!(crate::morning_report::console_errors(&bin, &page), Vec::<String>::new());
+        assert_eq!(
+            crate::morning_report::console_errors(&bin, &page),
+            Vec::<String>::new()
+        );
     }
+}
+
+/// An item that is never done: every iteration adds a line to the item's
+/// file (progress), pauses `pause_ms` and ends without the promise.
+fn endless(pause_ms: u64) -> String {
+    let cmd = r#"echo "$RALPH_WORKER" >> "work-$RALPH_FLEET_ITEM.txt""#;
+    format!(
+        "cost_usd = 0.1\n[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = {pause_ms}\n[[step]]\nresult = \"Still on it.\"\n",
+        common::toml_string(cmd),
+    )
+}
+
+/// What the fleet's ledger on the remote says.
+fn ledger(fleet: &Fleet) -> Value {
+    let msg = git(
+        &fleet.bare,
+        &["log", "-1", "--format=%B", "refs/ralph/fleet/night/ledger"],
+    );
+    serde_json::from_str(msg.split_once("\n\n").unwrap().1.trim()).unwrap()
+}
+
+#[test]
+fn the_fleets_budget_is_counted_as_iterations_end_and_stops_every_worker() {
+    // Three workers on items that never finish, a budget of 6 iterations
+    // for the fleet. Counted only when an item's loop ends, each worker's
+    // loop would be given the 6 and spend them: 18 in all.
+    let fleet = Fleet::with(
+        3,
+        &endless(1200),
+        "[loop]\nmax_iterations = 6\n\n[breaker]\nno_progress = 50\n\n[fleet]\nlease = \"3s\"\n",
+    );
+    let workers: Vec<Child> = ["w1", "w2", "w3"].iter().map(|w| fleet.worker(w)).collect();
+    let ended: Vec<Ended> = workers.into_iter().map(wait).collect();
+    for e in &ended {
+        assert_eq!(e.code, Some(5), "{}", e.stderr);
+        assert!(!e.of("budget_spent").is_empty(), "{}", e.stderr);
+    }
+    let l = ledger(&fleet);
+    let spent = l["iterations"].as_u64().unwrap();
+    // At most about one iteration per worker over: the one each was in.
+    assert!((6..=6 + 2 * 3).contains(&spent), "{l}");
+    // Every iteration that ran is on the ledger, no more.
+    let ran: usize = ended
+        .iter()
+        .map(|e| {
+            e.events
+                .iter()
+                .filter(|v| v["event"] == "iteration_ended")
+                .count()
+        })
+        .sum();
+    assert_eq!(spent as usize, ran, "{l}");
+    assert!(
+        (l["cost_usd"].as_f64().unwrap() - 0.1 * ran as f64).abs() < 1e-6,
+        "{l}"
+    );
+    // Each item was released with its work pushed; the report says why.
+    assert!(fleet.refs("refs/ralph/fleet/night/claims/").is_empty());
+    assert_eq!(fleet.refs("refs/heads/ralph/fleet/night/items/").len(), 3);
+    let report = fleet_report_json(&fleet, "morning");
+    assert_eq!(report["outcome"], "budget_spent", "{report}");
+    let left = report["story"]["lanes"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 3);
+    assert!(
+        left.iter().all(|l| l["why"]
+            .as_str()
+            .unwrap()
+            .contains("the fleet's budget is spent")),
+        "{left:?}"
+    );
+}
+
+/// The loop records on the remote (`loops/`), as JSON.
+fn loop_records(fleet: &Fleet) -> Vec<Value> {
+    fleet
+        .refs("refs/ralph/fleet/night/loops/")
+        .iter()
+        .map(|r| {
+            let msg = git(&fleet.bare, &["log", "-1", "--format=%B", r]);
+            serde_json::from_str(msg.split_once("\n\n").unwrap().1.trim()).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn one_usage_limit_pauses_the_fleet_until_it_resets() {
+    // wa's agent runs into a usage limit at once; wb is mid-item then, and
+    // wc starts after it.
+    let limited = format!(
+        "[[iteration]]\n[[iteration.step]]\ncontext = 20000\n[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = 8\nrate_limit_type = \"five_hour\"\n[[iteration.step]]\nerror = \"rate_limit\"\nresets_in_secs = 8\n\n[[iteration]]\n{}",
+        scenario(100).replace("[[step]]", "[[iteration.step]]")
+    );
+    let fleet = Fleet::new(
+        3,
+        6000,
+        "[rate_limit]\nmax_wait = \"1m\"\n\n[fleet]\nlease = \"3s\"\n",
+    );
+    let b = fleet.worker("wb");
+    common::wait_until("wb's claim", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/claims/").is_empty()
+    });
+    let dir = fleet.clone("wa");
+    let scenario = fleet.tmp.path().join("limited.toml");
+    std::fs::write(&scenario, &limited).unwrap();
+    let agent = format!("ralph sim {}", scenario.display());
+    let a = worker_with(&dir, "wa", &["--agent", &agent]);
+    common::wait_until("the limit on the ledger", Duration::from_secs(60), || {
+        ledger(&fleet).get("limit").is_some()
+    });
+    let limit = ledger(&fleet)["limit"].clone();
+    assert_eq!(limit["by"], "wa", "{limit}");
+    let until: jiff::Timestamp = limit["until"].as_str().unwrap().parse().unwrap();
+    let c = fleet.worker("wc");
+    let (a, b, c) = (wait(a), wait(b), wait(c));
+    for e in [&a, &b, &c] {
+        assert_eq!(e.code, Some(0), "{}", e.stderr);
+    }
+    assert_eq!(a.of("limit_shared").len(), 1, "{}", a.stderr);
+    // wb's loop was checkpointed and went on after the reset.
+    let paused = b.of("paused");
+    assert_eq!(paused.len(), 1, "{}", b.stderr);
+    assert_eq!(paused[0]["by"], "wa");
+    assert!(paused[0]["item"].is_string());
+    let records = loop_records(&fleet);
+    let rounds: Vec<&Value> = records.iter().filter(|r| r["worker"] == "wb").collect();
+    assert_eq!(rounds.len(), 2, "{records:#?}");
+    let (first, second) = if rounds[0]["round"] == 1 {
+        (rounds[0], rounds[1])
+    } else {
+        (rounds[1], rounds[0])
+    };
+    assert_eq!(
+        (first["end"].as_str(), second["end"].as_str()),
+        (Some("paused"), Some("merged"))
+    );
+    let resumed: jiff::Timestamp = second["started_at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        resumed >= until,
+        "wb went on at {resumed}, before the reset at {until}"
+    );
+    // wc started no item before the reset, and said why.
+    let waited = c.of("paused");
+    assert!(
+        !waited.is_empty() && waited[0].get("item").is_none(),
+        "{}",
+        c.stderr
+    );
+    let claimed: jiff::Timestamp = c.of("claimed")[0]["at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        claimed >= until,
+        "wc claimed at {claimed}, before the reset at {until}"
+    );
+    assert_eq!(fleet.merges().len(), 3);
+    fleet.assert_nothing_left();
 }

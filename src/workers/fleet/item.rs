@@ -273,7 +273,10 @@ impl Worker {
             self.status(
                 WorkerState::Waiting,
                 Some(&job.unit.clone()),
-                &format!("paused: usage limit hit by {} until {}", limit.by, limit.until),
+                &format!(
+                    "paused: usage limit hit by {} until {}",
+                    limit.by, limit.until
+                ),
             );
             let left = limit
                 .until
@@ -446,7 +449,13 @@ impl Worker {
     /// Push the loop's record on its own (every end but a merge, whose
     /// record goes in the merge's push). Best effort: the morning report
     /// lacks the round when it cannot be pushed.
-    pub(super) fn publish_loop(&mut self, job: &mut Job, code: Option<i32>, end: LoopEnd, why: &str) {
+    pub(super) fn publish_loop(
+        &mut self,
+        job: &mut Job,
+        code: Option<i32>,
+        end: LoopEnd,
+        why: &str,
+    ) {
         let Ok((record, oid)) = self.loop_record(job, code, end, why) else {
             return;
         };

@@ -119,9 +119,9 @@ pub(crate) fn commit(
 pub(crate) fn events(repo: &Repository, oid: Oid) -> String {
     let read = || -> Result<String, git2::Error> {
         let tree = repo.find_commit(oid)?.tree()?;
-        let entry = tree.get_name("events.jsonl").ok_or_else(|| {
-            git2::Error::from_str("the record has no events.jsonl")
-        })?;
+        let entry = tree
+            .get_name("events.jsonl")
+            .ok_or_else(|| git2::Error::from_str("the record has no events.jsonl"))?;
         let blob = repo.find_blob(entry.id())?;
         Ok(String::from_utf8_lossy(blob.content()).into_owned())
     };

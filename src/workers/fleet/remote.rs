@@ -356,7 +356,12 @@ impl Fleet {
         let old = self
             .local_ref(&seen)
             .ok_or_else(|| WireError::Local("the fleet has no ledger: was it created?".into()))?;
-        let message = self.repo.find_commit(old)?.message().unwrap_or_default().to_string();
+        let message = self
+            .repo
+            .find_commit(old)?
+            .message()
+            .unwrap_or_default()
+            .to_string();
         let ledger = record(&message).map_err(|e| WireError::Local(e.to_string()))?;
         Ok((old, ledger))
     }
@@ -497,7 +502,8 @@ pub(crate) fn read_view(repo: &Repository, names: &Names) -> Result<View, WireEr
             view.loops.push((oid, r));
         }
     }
-    view.loops.sort_by_key(|(_, r): &(Oid, LoopRecord)| r.started_at);
+    view.loops
+        .sort_by_key(|(_, r): &(Oid, LoopRecord)| r.started_at);
     Ok(view)
 }
 

@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
 use crate::events::{Event, Record};
-use crate::report::lanes::{FleetTotals, LeftItem, Lanes};
+use crate::report::lanes::{FleetTotals, Lanes, LeftItem};
 use crate::report::{Budgets, RunReport, model};
 use crate::workers::Merged;
 
@@ -85,7 +85,10 @@ pub(crate) fn report(
             format!("every item is merged ({} merges)", st.merged.len()),
         )
     } else if let Some(what) = spent {
-        ("budget_spent", format!("the fleet's budget is spent: {what}"))
+        (
+            "budget_spent",
+            format!("the fleet's budget is spent: {what}"),
+        )
     } else if live || ledger.limited(now).is_some() {
         ("running", format!("{open} item(s) not merged yet"))
     } else {
@@ -135,7 +138,9 @@ fn spent(ledger: &super::remote::Ledger, budgets: &Budgets) -> Option<String> {
         return Some(format!("{} of {max} iterations", ledger.iterations));
     }
     match budgets.max_cost_usd {
-        Some(max) if ledger.cost_usd >= max => Some(format!("${:.2} of ${max:.2}", ledger.cost_usd)),
+        Some(max) if ledger.cost_usd >= max => {
+            Some(format!("${:.2} of ${max:.2}", ledger.cost_usd))
+        }
         _ => None,
     }
 }
@@ -224,8 +229,10 @@ pub(crate) fn lanes(
                 // Its holder left no record (killed): its lane says so.
                 let lane = lanes.lane_of(from);
                 lane.items.push(r.text.clone());
-                lane.ended
-                    .push(format!("lost \"{}\" to {} (lease expired)", r.text, r.worker));
+                lane.ended.push(format!(
+                    "lost \"{}\" to {} (lease expired)",
+                    r.text, r.worker
+                ));
             }
             lanes.record(&tagged(
                 &r.worker,
@@ -280,13 +287,19 @@ pub(crate) fn lanes(
         ));
     }
     for i in &st.items {
-        let last = logs.iter().rev().find(|(r, _)| r.item == i.key).map(|(r, _)| r);
+        let last = logs
+            .iter()
+            .rev()
+            .find(|(r, _)| r.item == i.key)
+            .map(|(r, _)| r);
         let why = match (i.state, &i.holder, last) {
             ("done" | "cancelled", _, _) => continue,
             ("claimed", Some(h), _) => format!(
                 "claimed by {h} (generation {}), lease until {}",
                 i.generation.unwrap_or(1),
-                i.lease_expires_at.map(|t| t.to_string()).unwrap_or_default()
+                i.lease_expires_at
+                    .map(|t| t.to_string())
+                    .unwrap_or_default()
             ),
             ("expired", Some(h), _) => {
                 format!("{h}'s lease expired: the next worker takes it over from what it pushed")
@@ -313,4 +326,3 @@ pub(crate) fn lanes(
     }
     lanes
 }
-
