@@ -20,7 +20,7 @@ fn scenario(pause_ms: u64) -> String {
     format!(
         "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = {pause_ms}\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
         common::toml_string(cmd),
-        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/fleet-item.md"),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
     )
 }
 
@@ -513,7 +513,7 @@ fn a_conflicting_item_goes_back_to_its_loop_which_merges_the_run_branch() {
     // Every item writes the same file: the second merge conflicts. Asked to
     // bring its branch up to date, the agent merges the run branch and keeps
     // both sides.
-    let work = r#"if grep -q 'Before anything else' .ralph/fleet-item.md; then
+    let work = r#"if grep -q 'Before anything else' .ralph/worker-plan.md; then
   run=refs/ralph/seen/night/heads/run
   git merge --no-edit "$run" || { (git show :2:shared.txt; git show :3:shared.txt) > shared.txt; git add shared.txt; git -c user.name=a -c user.email=a@a commit -q --no-edit; }
 else
@@ -522,7 +522,7 @@ fi"#;
     let scenario = format!(
         "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = 1500\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
         common::toml_string(work),
-        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/fleet-item.md"),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
     );
     let fleet = Fleet::with(2, &scenario, "");
     let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
@@ -811,4 +811,102 @@ fn one_usage_limit_pauses_the_fleet_until_it_resets() {
     );
     assert_eq!(fleet.merges().len(), 3);
     fleet.assert_nothing_left();
+}
+
+#[test]
+fn iterations_that_end_while_the_remote_is_away_reach_the_ledger_once_it_answers() {
+    // One item that is never done, eight iterations of about half a second;
+    // the remote goes away for three of them.
+    let fleet = Fleet::with(
+        1,
+        &endless(400),
+        "[loop]\nmax_iterations = 8\n\n[breaker]\nno_progress = 50\n\n[fleet]\nlease = \"30s\"\nmax_retry_wait = \"1s\"\n",
+    );
+    let a = fleet.worker("wa");
+    common::wait_until("the first iteration on the ledger", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/ledger").is_empty()
+            && ledger(&fleet)["iterations"].as_u64() >= Some(1)
+    });
+    let away = fleet.tmp.path().join("away.git");
+    std::fs::rename(&fleet.bare, &away).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    std::fs::rename(&away, &fleet.bare).unwrap();
+    let a = wait(a);
+    assert!(!a.of("unreachable").is_empty(), "{}", a.stderr);
+    let ran = a
+        .events
+        .iter()
+        .filter(|v| v["event"] == "iteration_ended")
+        .count();
+    assert_eq!(ran, 8, "{}", a.stderr);
+    let l = ledger(&fleet);
+    assert_eq!(
+        l["iterations"].as_u64(),
+        Some(8),
+        "every iteration once: {l}"
+    );
+    assert!((l["cost_usd"].as_f64().unwrap() - 0.8).abs() < 1e-6, "{l}");
+    assert_eq!(l["by_worker"]["wa"]["iterations"].as_u64(), Some(8));
+}
+
+#[test]
+fn an_item_that_still_conflicts_after_two_rounds_is_pushed_released_and_the_worker_stops() {
+    // Both items write the same file and the agent never merges the run
+    // branch: the second item conflicts three times (its round, then two
+    // rounds asked to bring its branch up to date).
+    let work = r#"echo "$RALPH_FLEET_ITEM" > shared.txt"#;
+    let scenario = format!(
+        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = 800\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+        common::toml_string(work),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
+    );
+    let fleet = Fleet::with(2, &scenario, "[fleet]\nlease = \"3s\"\n");
+    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
+    let (a, b) = (wait(a), wait(b));
+    let ended = [&a, &b];
+    let story = |e: &Ended| -> Vec<String> {
+        e.events
+            .iter()
+            .filter(|v| v.get("worker").is_some() && v.get("at").is_some())
+            .map(|v| v.to_string())
+            .collect()
+    };
+    // One item merged; every worker that tried the other gave it up (exit 1).
+    assert_eq!(fleet.merges().len(), 1);
+    let conflicts: usize = ended.iter().map(|e| e.of("conflict").len()).sum();
+    assert_eq!(
+        conflicts % 3,
+        0,
+        "three conflicts per giving up: {conflicts}\n{:#?}\n{:#?}",
+        story(&a),
+        story(&b)
+    );
+    assert!(conflicts >= 3);
+    let released: Vec<&Value> = ended.iter().flat_map(|e| e.of("released")).collect();
+    assert_eq!(
+        released.len(),
+        conflicts / 3,
+        "{:#?}\n{:#?}",
+        story(&a),
+        story(&b)
+    );
+    assert!(
+        released
+            .iter()
+            .all(|r| r["why"].as_str().unwrap().contains("still conflicts") && r["exit_code"] == 1)
+    );
+    for e in ended {
+        let gave_up = !e.of("released").is_empty();
+        assert_eq!(e.code, Some(if gave_up { 1 } else { 0 }), "{}", e.stderr);
+    }
+    // Its work is pushed, its claim released; the report says why it is left.
+    assert!(fleet.refs("refs/ralph/fleet/night/claims/").is_empty());
+    assert_eq!(fleet.refs("refs/heads/ralph/fleet/night/items/").len(), 1);
+    let report = fleet_report_json(&fleet, "morning");
+    let left = report["story"]["lanes"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0]["why"].as_str().unwrap().contains("still conflicts"),
+        "{left:?}"
+    );
 }

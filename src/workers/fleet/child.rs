@@ -1,5 +1,6 @@
 //! The ordinary ralph loop a fleet worker runs on one item: `ralph run
-//! .ralph/fleet-item.md --fresh` in the item's worktree, as a child process
+//! .ralph/worker-plan.md --fresh` in the item's worktree (the plan file's
+//! name is the parallel workers' own, `WORKER_PLAN`), as a child process
 //! (every rule of one loop holds for it: checkpoints, breaker, budgets,
 //! snapshots), and the signals that stop the worker.
 //!
@@ -20,9 +21,6 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
-
-/// The plan file of a worker's loop, relative to the worktree's project root.
-pub(crate) const ITEM_PLAN: &str = ".ralph/fleet-item.md";
 
 static STOP: AtomicI32 = AtomicI32::new(0);
 
@@ -55,7 +53,7 @@ pub(crate) struct Loop {
 }
 
 impl Loop {
-    /// Start `ralph run ITEM_PLAN --fresh ARGS…` in `root`, with `env`.
+    /// Start `ralph run WORKER_PLAN --fresh ARGS…` in `root`, with `env`.
     pub(crate) fn start(root: &Path, args: &[OsString], env: &[(&str, String)]) -> Result<Loop> {
         let exe = std::env::current_exe()
             .map_err(|e| Error::wrap("cannot find ralph's own binary", e))?;
@@ -63,7 +61,7 @@ impl Loop {
         command
             .current_dir(root)
             .arg("run")
-            .arg(ITEM_PLAN)
+            .arg(crate::workers::child::WORKER_PLAN)
             .arg("--fresh")
             .args(args)
             .process_group(0);

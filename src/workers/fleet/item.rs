@@ -144,7 +144,9 @@ impl Worker {
         ];
         let mut child = Loop::start(&job.wt_root, &args, &env)?;
         let every = self.fleet.lease_length() / 3;
-        let mut next_beat = Instant::now() + every;
+        // Due a third of a lease after the last renewal, not after this
+        // loop's start: short rounds must not starve the lease.
+        let mut next_beat = job.held.renewed + every;
         let grace = self.config.fleet.grace.0;
         loop {
             if let Some(code) = child.exited() {

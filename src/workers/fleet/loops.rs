@@ -128,6 +128,27 @@ pub(crate) fn events(repo: &Repository, oid: Oid) -> String {
     read().unwrap_or_default()
 }
 
+/// Every loop record in the clone's mirror of the fleet's refs (as the
+/// last fetch brought them), oldest round first.
+pub(crate) fn read(repo: &Repository, names: &Names) -> Vec<(Oid, LoopRecord)> {
+    let mut out = Vec::new();
+    let Ok(refs) = repo.references_glob(&format!("{}*", names.seen_prefix("loops/"))) else {
+        return out;
+    };
+    for r in refs.flatten() {
+        let Some(oid) = r.target() else { continue };
+        let Ok(commit) = repo.find_commit(oid) else {
+            continue;
+        };
+        if let Ok(record) = super::lease::record::<LoopRecord>(commit.message().unwrap_or_default())
+        {
+            out.push((oid, record));
+        }
+    }
+    out.sort_by_key(|(_, r)| r.started_at);
+    out
+}
+
 /// The ref a record goes to.
 pub(crate) fn refname(names: &Names, r: &LoopRecord) -> String {
     names.loop_record(&r.ref_name())

@@ -11,7 +11,7 @@
 //! A conflict writes nothing and hands the item back to its worker's loop.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use git2::{Oid, build::TreeUpdateBuilder};
 use serde::{Deserialize, Serialize};
@@ -61,7 +61,6 @@ impl Worker {
         let key = unit.key.clone();
         self.status(WorkerState::Merging, Some(&unit), "");
         let every = self.fleet.lease_length() / 3;
-        let mut renewed = Instant::now();
         // The item's branch on the remote first: the merge deletes it there by its value.
         loop {
             match self.push_work(job) {
@@ -81,9 +80,9 @@ impl Worker {
                 // Committed here, pushed as far as it got; the claim expires.
                 return Ok((Some(ItemEnd::Stopped), LoopEnd::Released));
             }
-            if renewed.elapsed() >= every {
+            if job.held.renewed.elapsed() >= every {
                 match self.fleet.renew(&mut job.held) {
-                    Ok(()) => renewed = Instant::now(),
+                    Ok(()) => {}
                     Err(WireError::Rejected(_)) => return self.lost(&unit),
                     Err(e) => {
                         let wait = self.unreachable(&e);

@@ -13,7 +13,6 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::lease::{Lease, Names, record};
-use super::loops::LoopRecord;
 use super::wire::{Update, Wire, WireError};
 
 /// A fleet as one clone sees it through one remote.
@@ -35,6 +34,10 @@ pub(crate) struct Held {
     pub refname: String,
     pub oid: Oid,
     pub lease: Lease,
+    /// When it was taken or last renewed (monotonic): the next renewal is
+    /// due a third of a lease after, however the holder's work is split
+    /// into loops, rounds and merges.
+    pub renewed: Instant,
 }
 
 /// The shared budget: what every worker spent, on `ledger`.
@@ -166,8 +169,6 @@ pub(crate) struct View {
     pub snapshots: BTreeMap<String, Oid>,
     /// The backup refs' names (`<stamp>-<key>`).
     pub backups: Vec<String>,
-    /// The item loops' records (`loops.rs`), as pushed.
-    pub loops: Vec<(Oid, LoopRecord)>,
 }
 
 impl Fleet {
@@ -299,6 +300,7 @@ impl Fleet {
                 refname: refname.to_string(),
                 oid,
                 lease,
+                renewed: Instant::now(),
             })),
             Err(WireError::Rejected(_)) => Ok(None),
             Err(e) => Err(e),
@@ -314,6 +316,7 @@ impl Fleet {
             .push(&[Update::swap(held.refname.as_str(), held.oid, oid)])?;
         held.oid = oid;
         held.lease = lease;
+        held.renewed = Instant::now();
         Ok(())
     }
 
@@ -497,13 +500,6 @@ pub(crate) fn read_view(repo: &Repository, names: &Names) -> Result<View, WireEr
         .into_iter()
         .map(|(name, _)| name)
         .collect();
-    for (_, oid) in family(&names.seen_prefix("loops/"))? {
-        if let Ok(r) = record(&message(oid)?) {
-            view.loops.push((oid, r));
-        }
-    }
-    view.loops
-        .sort_by_key(|(_, r): &(Oid, LoopRecord)| r.started_at);
     Ok(view)
 }
 
@@ -725,6 +721,34 @@ pub(crate) mod tests {
         assert!((ledger.cost_usd - 3.0).abs() < 1e-9);
         assert_eq!(ledger.by_worker.len(), 3);
         assert!(ledger.by_worker.values().all(|s| s.iterations == 8));
+    }
+
+    #[test]
+    fn the_later_usage_limit_wins_and_one_that_reset_pauses_nobody() {
+        let at = |s: &str| -> Timestamp { s.parse().unwrap() };
+        let limit = |until: &str, by: &str| Limit {
+            until: at(until),
+            by: by.into(),
+            source: "rate_limit_event".into(),
+        };
+        let mut l = Ledger::default();
+        l.limit_until(limit("2026-11-24T04:00:00Z", "wa"));
+        l.limit_until(limit("2026-11-24T03:30:00Z", "wb"));
+        assert_eq!(
+            l.limit.as_ref().unwrap().by,
+            "wa",
+            "the earlier one does not shorten it"
+        );
+        l.limit_until(limit("2026-11-24T05:00:00Z", "wc"));
+        assert_eq!(l.limit.as_ref().unwrap().by, "wc");
+        assert!(l.limited(at("2026-11-24T04:59:59Z")).is_some());
+        assert!(l.limited(at("2026-11-24T05:00:00Z")).is_none());
+        // An older ledger (no limit field) still reads.
+        let old: Ledger = serde_json::from_str(
+            r#"{"plan":"p","created_by":"w","created_at":null,"iterations":1,"cost_usd":0.5,"items_done":0}"#,
+        )
+        .unwrap();
+        assert!(old.limit.is_none());
     }
 
     #[test]

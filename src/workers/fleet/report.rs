@@ -44,8 +44,8 @@ pub(crate) fn report(
                 .with_hint("its first worker creates it: `ralph run --remote R --fleet NAME`"),
         );
     };
-    let logs: Vec<(&LoopRecord, Vec<Value>)> = view
-        .loops
+    let records = loops::read(f.repo(), f.names());
+    let logs: Vec<(&LoopRecord, Vec<Value>)> = records
         .iter()
         .map(|(oid, r)| (r, lines(&loops::events(f.repo(), *oid))))
         .collect();
@@ -325,4 +325,90 @@ pub(crate) fn lanes(
         });
     }
     lanes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::fleet::loops::LoopEnd;
+
+    fn rec(worker: &str, text: &str, at: &str) -> LoopRecord {
+        LoopRecord {
+            item: format!("i-{text}"),
+            text: text.into(),
+            worker: worker.into(),
+            generation: 1,
+            took_over_from: None,
+            round: 1,
+            started_at: at.parse().unwrap(),
+            ended_at: at.parse().unwrap(),
+            exit_code: Some(0),
+            iterations: 0,
+            cost_usd: 0.0,
+            end: LoopEnd::Merged,
+            why: String::new(),
+        }
+    }
+
+    fn line(ts: &str, event: &str, iteration: Option<u32>) -> Value {
+        let mut v = serde_json::json!({ "ts": ts, "event": event });
+        match event {
+            "iteration_ended" => {
+                v = serde_json::json!({"ts": ts, "event": event, "iteration": iteration,
+                    "outcome": "promise", "progress": true, "cost_usd": 0.5, "peak_percent": 10.0,
+                    "seconds": 1.0, "error": null, "invalid_lines": 0, "skipped_lines": 0});
+            }
+            "run_started" => {
+                v = serde_json::json!({"ts": ts, "event": event, "run_id": "x", "resumed": false,
+                    "first_iteration": 1, "max_iterations": 9, "plan": "p", "pid": 1});
+            }
+            _ => {}
+        }
+        v
+    }
+
+    #[test]
+    fn the_loops_logs_become_one_run_numbered_across_the_fleet() {
+        let a = rec("wa", "one", "2026-11-24T03:00:00Z");
+        let b = rec("wb", "two", "2026-11-24T03:00:01Z");
+        let logs = vec![
+            (
+                &a,
+                vec![
+                    line("2026-11-24T03:00:00Z", "run_started", None),
+                    line("2026-11-24T03:00:05Z", "iteration_ended", Some(1)),
+                    line("2026-11-24T03:00:09Z", "iteration_ended", Some(2)),
+                ],
+            ),
+            (
+                &b,
+                vec![
+                    line("2026-11-24T03:00:01Z", "run_started", None),
+                    line("2026-11-24T03:00:07Z", "iteration_ended", Some(1)),
+                ],
+            ),
+        ];
+        let budgets = Budgets::default();
+        let created = "2026-11-24T02:59:59Z".parse().ok();
+        let (log, labels) = one_log("fleet-n", created, "fix_plan.md", &budgets, &logs);
+        // One start (the fleet's), the loops' own starts left out, in time order.
+        let starts = log
+            .iter()
+            .filter(|r| matches!(r.event, Event::RunStarted { .. }))
+            .count();
+        assert_eq!((starts, log.len()), (1, 4));
+        let numbers: Vec<u32> = log
+            .iter()
+            .filter_map(|r| match r.event {
+                Event::IterationEnded { iteration, .. } => Some(iteration),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(numbers, [1, 3, 2], "wa's 1 and 2, wb's 1 as 3; by time");
+        assert_eq!(labels[&3], "wb · two");
+        assert_eq!(labels[&2], "wa · one");
+        let report = model::build("fleet-n", &log, None, Thresholds::DEFAULT, budgets);
+        assert_eq!(report.iterations.len(), 3);
+        assert!((report.cost_usd - 1.5).abs() < 1e-9);
+    }
 }

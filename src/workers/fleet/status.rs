@@ -232,9 +232,14 @@ impl FleetStatus {
                 .unreachable_since
                 .map(|t| format!(", remote unreachable since {t}"))
                 .unwrap_or_default();
+            let note = if w.note.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", w.note)
+            };
             let _ = writeln!(
                 out,
-                "  {:<20} {}{item}, last word {}{off}; {} iterations, ${:.2}, {} merged",
+                "  {:<20} {}{item}{note}, last word {}{off}; {} iterations, ${:.2}, {} merged",
                 w.worker,
                 w.state.as_str(),
                 w.at,
@@ -269,6 +274,13 @@ impl FleetStatus {
                 "spent: {} iterations, ${:.2}; {} items merged; {} backup refs",
                 l.iterations, l.cost_usd, l.items_done, self.backups
             );
+            if let Some(limit) = l.limited(Timestamp::now()) {
+                let _ = writeln!(
+                    out,
+                    "paused: usage limit hit by {} until {}: no worker starts an item or an iteration before",
+                    limit.by, limit.until
+                );
+            }
         }
         out
     }

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use git2::{Oid, Repository};
 
-use super::child::{self, ITEM_PLAN};
+use super::child;
 use super::job::{Halt, ItemEnd, Job};
 use super::lease::{Names, valid_component};
 use super::loops::LoopEnd;
@@ -21,6 +21,7 @@ use super::units::{Unit, item_plan, units};
 use super::wire::WireError;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::workers::child::WORKER_PLAN;
 
 /// What the command line gave.
 pub(crate) struct Options {
@@ -325,7 +326,7 @@ impl Worker {
         };
         let mut conflicts = 0;
         loop {
-            let plan_file = job.wt_root.join(ITEM_PLAN);
+            let plan_file = job.wt_root.join(WORKER_PLAN);
             std::fs::create_dir_all(job.wt_root.join(".ralph"))
                 .map_err(|e| Error::io("cannot create", &job.wt_root, e))?;
             std::fs::write(&plan_file, item_plan(unit, note.as_deref()))
@@ -378,11 +379,11 @@ impl Worker {
                 return Ok(end);
             }
             let (end, how) = self.merge(&mut job)?;
-            if how != LoopEnd::Merged {
-                self.publish_loop(&mut job, Some(code), how, "");
-            }
             match end {
                 Some(end) => {
+                    if how != LoopEnd::Merged {
+                        self.publish_loop(&mut job, Some(code), how, "");
+                    }
                     if matches!(end, ItemEnd::Merged) {
                         self.remove_worktree(&key);
                     }
@@ -390,10 +391,13 @@ impl Worker {
                 }
                 None if conflicts >= MAX_CONFLICTS => {
                     let why = "its branch still conflicts with the run branch after the loop was asked to merge it";
-                    return self.release(&mut job, why, 1);
+                    let end = self.release(&mut job, why, 1)?;
+                    self.publish_loop(&mut job, Some(code), LoopEnd::Released, why);
+                    return Ok(end);
                 }
                 // A conflict: once more, with the task of merging the run branch.
                 None => {
+                    self.publish_loop(&mut job, Some(code), how, "");
                     conflicts += 1;
                     note = Some(format!(
                         "Before anything else: the run branch moved and this item's branch no longer merges cleanly. \
