@@ -172,25 +172,27 @@ fn merged_text(m: &Merged) -> String {
     }
 }
 
-fn totals_text(t: &FleetTotals) -> String {
+/// The fleet's two lines: what was merged, and what it spent against its budgets.
+fn totals_text(t: &FleetTotals) -> [String; 2] {
     let of = |max: Option<String>| max.map(|m| format!(" of {m}")).unwrap_or_default();
     let limit = t
         .limit
         .as_deref()
         .map(|l| format!("; paused: {l}"))
         .unwrap_or_default();
-    format!(
-        "fleet {} on {} ({}): {} of {} items merged; {} iteration(s){}; ${:.2}{}{limit}",
-        t.fleet,
-        t.remote,
-        t.run_branch,
-        t.items_done,
-        t.items,
-        t.iterations,
-        of(t.max_iterations.map(|m| m.to_string())),
-        t.cost_usd,
-        of(t.max_cost_usd.map(|m| format!("${m:.2}"))),
-    )
+    [
+        format!(
+            "{} on {}: {} of {} items merged into {}",
+            t.fleet, t.remote, t.items_done, t.items, t.run_branch
+        ),
+        format!(
+            "{} iteration(s){}, ${:.2}{}{limit}",
+            t.iterations,
+            of(t.max_iterations.map(|m| m.to_string())),
+            t.cost_usd,
+            of(t.max_cost_usd.map(|m| format!("${m:.2}"))),
+        ),
+    ]
 }
 
 /// The page's section: a lane per worker, then the merge queue.
@@ -202,8 +204,9 @@ pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
     if let Some(t) = &lanes.fleet {
         let _ = write!(
             out,
-            r#"<h2>Fleet</h2><p class="fleet">{}</p>"#,
-            esc(&totals_text(t))
+            r#"<h2>Fleet</h2><p class="fleet">{}<br/>spent: {}</p>"#,
+            esc(&totals_text(t)[0]),
+            esc(&totals_text(t)[1])
         );
     }
     out.push_str(r#"<h2>Workers</h2><table><thead><tr><th>worker</th><th>items</th><th>iterations</th><th>cost</th><th>checkpoints</th><th>its loops ended</th></tr></thead><tbody>"#);
@@ -259,7 +262,9 @@ pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
 pub(crate) fn lanes_text(lanes: &Lanes) -> String {
     let mut out = String::new();
     if let Some(t) = &lanes.fleet {
-        let _ = writeln!(out, "{:<15}{}", "fleet", totals_text(t));
+        let [merged, spent] = totals_text(t);
+        let _ = writeln!(out, "{:<15}{merged}", "fleet");
+        let _ = writeln!(out, "{:<15}{spent}", "fleet spent");
     }
     for l in &lanes.workers {
         let ended = if l.ended.is_empty() {

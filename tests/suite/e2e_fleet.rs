@@ -639,7 +639,11 @@ fn the_morning_report_covers_the_fleet_from_any_clone() {
     let (text, dir) = fleet_report(&fleet, "morning2", &[]);
     assert!(text.contains("ralph report · run fleet-night"), "{text}");
     assert!(
-        text.contains("fleet          fleet night on origin"),
+        text.contains("fleet          night on origin: 4 of 4 items merged"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fleet spent    4 iteration(s) of 20, $"),
         "{text}"
     );
     assert!(text.contains("worker         wa: "), "{text}");

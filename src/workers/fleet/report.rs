@@ -61,6 +61,8 @@ pub(crate) fn report(
     for row in &mut report.iterations {
         row.item = labels.get(&row.iteration).cloned();
     }
+    // The page would say "per session": the fleet's limit is in its totals.
+    report.budgets.max_iterations = None;
     let done = st.items.iter().filter(|i| i.state == "done").count();
     let open = st
         .items
@@ -101,7 +103,7 @@ pub(crate) fn report(
     lanes.fleet = Some(FleetTotals {
         fleet: fleet.to_string(),
         remote: remote.to_string(),
-        run_branch: st.run_branch.clone(),
+        run_branch: st.run_branch.trim_start_matches("refs/heads/").to_string(),
         iterations: ledger.iterations,
         max_iterations: budgets.max_iterations.map(u64::from),
         cost_usd: ledger.cost_usd,
@@ -229,10 +231,8 @@ pub(crate) fn lanes(
                 // Its holder left no record (killed): its lane says so.
                 let lane = lanes.lane_of(from);
                 lane.items.push(r.text.clone());
-                lane.ended.push(format!(
-                    "lost \"{}\" to {} (lease expired)",
-                    r.text, r.worker
-                ));
+                lane.ended
+                    .push(format!("lost to {} (its lease expired)", r.worker));
             }
             lanes.record(&tagged(
                 &r.worker,
@@ -262,7 +262,7 @@ pub(crate) fn lanes(
             Event::WorkerEnded {
                 item: r.text.clone(),
                 exit_code: r.exit_code.unwrap_or(-1),
-                outcome: format!("{} \"{}\"{why}", r.end.as_str(), r.text),
+                outcome: format!("{}{why}", r.end.as_str()),
             },
         ));
     }
