@@ -815,6 +815,17 @@ fn one_usage_limit_pauses_the_fleet_until_it_resets() {
     );
     assert_eq!(fleet.merges().len(), 3);
     fleet.assert_nothing_left();
+    // Every iteration, the paused one and the limited one included, on the ledger once.
+    let ran: usize = [&a, &b, &c]
+        .iter()
+        .map(|e| {
+            e.events
+                .iter()
+                .filter(|v| v["event"] == "iteration_ended")
+                .count()
+        })
+        .sum();
+    assert_eq!(ledger(&fleet)["iterations"].as_u64(), Some(ran as u64));
 }
 
 #[test]

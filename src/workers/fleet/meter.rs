@@ -82,6 +82,11 @@ impl Meter {
         let Ok(mut file) = std::fs::File::open(&self.path) else {
             return;
         };
+        if file.metadata().is_ok_and(|m| m.len() < self.offset) {
+            // Shorter than what was read: a new log (never so far); read it whole.
+            self.offset = 0;
+            self.partial.clear();
+        }
         if file.seek(SeekFrom::Start(self.offset)).is_err() {
             return;
         }
@@ -183,5 +188,9 @@ mod tests {
         m.paid();
         assert!(!m.due() && m.owed.is_zero());
         assert_eq!(m.counted.iterations, 1, "the round's total stays");
+        // A log that starts over (shorter than what was read) is read whole.
+        std::fs::write(&log, format!("{ENDED}\n")).unwrap();
+        m.read("w1");
+        assert_eq!(m.counted.iterations, 2);
     }
 }
