@@ -635,6 +635,8 @@ fn the_morning_report_covers_the_fleet_from_any_clone() {
         "{totals}"
     );
     assert!(lanes.get("left").is_none(), "nothing left: {lanes}");
+    assert_eq!(report["metrics"]["items_checked"], 4);
+    assert_eq!(report["metrics"]["items_per_iteration"], 1.0);
     // The text and the page, by the report's own renderers.
     let (text, dir) = fleet_report(&fleet, "morning2", &[]);
     assert!(text.contains("ralph report · run fleet-night"), "{text}");

@@ -71,6 +71,11 @@ pub(crate) fn report(
         .count();
     report.items_done = Some(done);
     report.items_open = Some(open);
+    // An item is done when it is merged (the loops check off only their own plans).
+    let sessions = report.iterations.len().max(1) as f64;
+    report.metrics.items_checked = done;
+    report.metrics.items_per_iteration = done as f64 / sessions;
+    report.metrics.items_per_context_window = done as f64 / sessions;
     report.cost_usd = ledger.cost_usd;
     report.objective = Some(format!(
         "fleet {fleet} on {remote}: {} worker(s), {} merge(s) into {}",
