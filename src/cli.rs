@@ -215,6 +215,17 @@ pub struct ReportArgs {
     /// Print the report's figures as JSON (documented in docs/events.md) instead of the summary
     #[arg(long)]
     pub json: bool,
+    /// The morning report of a fleet, from what its remote holds (docs/fleet.md) [default page: .ralph/fleet/NAME/report.html]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["run", "all"])]
+    pub fleet: Option<String>,
+    /// The fleet's remote
+    #[arg(
+        long,
+        value_name = "REMOTE",
+        default_value = "origin",
+        requires = "fleet"
+    )]
+    pub remote: String,
 }
 
 #[derive(Debug, Args)]

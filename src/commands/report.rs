@@ -19,13 +19,30 @@ pub fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
     // The thresholds and budgets drawn on the charts; a broken config must
     // not keep the user from seeing what happened.
     let config = project.config().ok();
-    let runs = report::reports(layout, config.as_ref(), &which)?;
+    let (runs, default) = match &args.fleet {
+        Some(fleet) => (
+            vec![crate::workers::fleet::report(
+                root,
+                &args.remote,
+                fleet,
+                config.as_ref(),
+            )?],
+            layout.dir.join("fleet").join(fleet).join("report.html"),
+        ),
+        None => (
+            report::reports(layout, config.as_ref(), &which)?,
+            report::default_path(layout),
+        ),
+    };
     let path = match &args.html {
         Some(p) => std::env::current_dir()
             .map(|d| d.join(p))
             .unwrap_or(p.clone()),
-        None => report::default_path(layout),
+        None => default,
     };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+    }
     report::write_html(root, &path, &runs)?;
     let out = if args.json {
         let json = match runs.as_slice() {

@@ -44,6 +44,36 @@ pub struct MergeRow {
 pub struct Lanes {
     pub workers: Vec<WorkerLane>,
     pub merges: Vec<MergeRow>,
+    /// A fleet's totals against its budgets (`ralph report --fleet`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetTotals>,
+    /// The items not done when the report was made, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<LeftItem>,
+}
+
+/// A fleet's totals, as its ledger on the remote has them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FleetTotals {
+    pub fleet: String,
+    pub remote: String,
+    pub run_branch: String,
+    pub iterations: u64,
+    pub max_iterations: Option<u64>,
+    pub cost_usd: f64,
+    pub max_cost_usd: Option<f64>,
+    pub items_done: usize,
+    pub items: usize,
+    /// A usage limit that pauses the fleet (who hit it, until when).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+}
+
+/// An item left undone.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeftItem {
+    pub item: String,
+    pub why: String,
 }
 
 impl Lanes {
@@ -123,7 +153,12 @@ impl Lanes {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.workers.is_empty() && self.merges.is_empty()
+        self.workers.is_empty() && self.merges.is_empty() && self.fleet.is_none()
+    }
+
+    /// The lane of `worker` (made if it has none yet).
+    pub fn lane_of(&mut self, worker: &str) -> &mut WorkerLane {
+        self.lane(worker)
     }
 }
 
@@ -137,12 +172,44 @@ fn merged_text(m: &Merged) -> String {
     }
 }
 
+/// The fleet's two lines: what was merged, and what it spent against its budgets.
+fn totals_text(t: &FleetTotals) -> [String; 2] {
+    let of = |max: Option<String>| max.map(|m| format!(" of {m}")).unwrap_or_default();
+    let limit = t
+        .limit
+        .as_deref()
+        .map(|l| format!("; paused: {l}"))
+        .unwrap_or_default();
+    [
+        format!(
+            "{} on {}: {} of {} items merged into {}",
+            t.fleet, t.remote, t.items_done, t.items, t.run_branch
+        ),
+        format!(
+            "{} iteration(s){}, ${:.2}{}{limit}",
+            t.iterations,
+            of(t.max_iterations.map(|m| m.to_string())),
+            t.cost_usd,
+            of(t.max_cost_usd.map(|m| format!("${m:.2}"))),
+        ),
+    ]
+}
+
 /// The page's section: a lane per worker, then the merge queue.
 pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
     if lanes.is_empty() {
         return;
     }
-    out.push_str(r#"<section class="workers"><h2>Workers</h2><table><thead><tr><th>worker</th><th>items</th><th>iterations</th><th>cost</th><th>checkpoints</th><th>its loops ended</th></tr></thead><tbody>"#);
+    out.push_str(r#"<section class="workers">"#);
+    if let Some(t) = &lanes.fleet {
+        let _ = write!(
+            out,
+            r#"<h2>Fleet</h2><p class="fleet">{}<br/>spent: {}</p>"#,
+            esc(&totals_text(t)[0]),
+            esc(&totals_text(t)[1])
+        );
+    }
+    out.push_str(r#"<h2>Workers</h2><table><thead><tr><th>worker</th><th>items</th><th>iterations</th><th>cost</th><th>checkpoints</th><th>its loops ended</th></tr></thead><tbody>"#);
     for l in &lanes.workers {
         let _ = write!(
             out,
@@ -173,16 +240,41 @@ pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
             esc(m.backup.as_deref().unwrap_or(""))
         );
     }
-    out.push_str("</tbody></table></section>\n");
+    out.push_str("</tbody></table>");
+    if !lanes.left.is_empty() {
+        out.push_str(
+            r#"<h2>Items left</h2><table><thead><tr><th>item</th><th>why</th></tr></thead><tbody>"#,
+        );
+        for l in &lanes.left {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td></tr>",
+                esc(&l.item),
+                esc(&l.why)
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str("</section>\n");
 }
 
 /// The text summary's lines.
 pub(crate) fn lanes_text(lanes: &Lanes) -> String {
     let mut out = String::new();
+    if let Some(t) = &lanes.fleet {
+        let [merged, spent] = totals_text(t);
+        let _ = writeln!(out, "{:<15}{merged}", "fleet");
+        let _ = writeln!(out, "{:<15}{spent}", "fleet spent");
+    }
     for l in &lanes.workers {
+        let ended = if l.ended.is_empty() {
+            String::new()
+        } else {
+            format!(" (ended: {})", l.ended.join(", "))
+        };
         let _ = writeln!(
             out,
-            "{:<15}{}: {} iteration(s), ${:.2}, {} checkpoint(s); {}",
+            "{:<15}{}: {} iteration(s), ${:.2}, {} checkpoint(s); {}{ended}",
             "worker",
             l.worker,
             l.iterations,
@@ -201,6 +293,9 @@ pub(crate) fn lanes_text(lanes: &Lanes) -> String {
             m.attempt,
             merged_text(&m.merged)
         );
+    }
+    for l in &lanes.left {
+        let _ = writeln!(out, "{:<15}\"{}\": {}", "left", l.item, l.why);
     }
     out
 }

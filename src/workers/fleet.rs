@@ -26,9 +26,12 @@
 //!   item.rs          one item: its worktree (takeover: the pushed snapshot), its loop, beats, release
 //!   reach.rs         the remote: retries with back-off, said; pauses; the worker's status ref
 //!   child.rs         the item's loop as a child `ralph run`, stop signals
+//!   meter.rs         the item loop's log tailed: each iteration's spending and a usage limit, owed to the ledger
+//!   loops.rs         each item loop's record on the remote (its log and state), for the morning report
 //!   merge.rs         the merge under the merge lease: one atomic push
 //!   say.rs           the worker's events (stderr / --json, .ralph/fleet/<name>/events.jsonl)
 //!   status.rs        `ralph status --fleet NAME`
+//!   report.rs        `ralph report --fleet NAME`: the morning report from the remote (the report's renderers)
 //!   config.rs        `[fleet]`
 //! ```
 //!
@@ -42,9 +45,12 @@ mod config;
 mod item;
 mod job;
 mod lease;
+mod loops;
 mod merge;
+mod meter;
 mod reach;
 mod remote;
+mod report;
 mod say;
 mod status;
 mod units;
@@ -52,5 +58,6 @@ mod wire;
 mod worker;
 
 pub use config::FleetConfig;
+pub(crate) use report::report;
 pub(crate) use status::{FleetStatus, status};
 pub(crate) use worker::{Options, run};

@@ -20,7 +20,7 @@ fn scenario(pause_ms: u64) -> String {
     format!(
         "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = {pause_ms}\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
         common::toml_string(cmd),
-        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/fleet-item.md"),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
     )
 }
 
@@ -166,12 +166,18 @@ impl Fleet {
 
 /// `ralph run --remote origin --fleet night --worker NAME --json` in `dir`.
 fn worker_in(dir: &Path, name: &str) -> Child {
+    worker_with(dir, name, &[])
+}
+
+/// The same with more arguments (`--agent …`).
+fn worker_with(dir: &Path, name: &str, more: &[&str]) -> Child {
     Command::new(common::BIN)
         .current_dir(dir)
         .env("RALPH_LOG", "off")
         .args([
             "run", "--remote", "origin", "--fleet", "night", "--worker", name, "--json",
         ])
+        .args(more)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -194,6 +200,30 @@ fn fleet_status(fleet: &Fleet) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `ralph report --fleet night ARGS` in a fresh clone: stdout, and the clone.
+fn fleet_report(fleet: &Fleet, clone: &str, args: &[&str]) -> (String, PathBuf) {
+    let dir = fleet.clone(clone);
+    let out = Command::new(common::BIN)
+        .current_dir(&dir)
+        .env("RALPH_LOG", "off")
+        .env("TZ", "UTC")
+        .args(["report", "--fleet", "night"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8(out.stdout).unwrap(), dir)
+}
+
+/// The fleet's morning report as JSON, from a fresh clone.
+fn fleet_report_json(fleet: &Fleet, clone: &str) -> Value {
+    serde_json::from_str(&fleet_report(fleet, clone, &["--json"]).0).unwrap()
 }
 
 struct Ended {
@@ -348,6 +378,27 @@ fn a_worker_killed_mid_item_is_taken_over_from_what_it_pushed() {
     assert_eq!(merged[0]["took_over_from"], "wa");
     assert_eq!(fleet.merges().len(), 1);
     fleet.assert_nothing_left();
+    // The morning report tells it: wa lost it, wb took it over and merged it.
+    let report = fleet_report_json(&fleet, "morning");
+    let workers = report["story"]["lanes"]["workers"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let lane = |w: &str| workers.iter().find(|l| l["worker"] == w).unwrap().clone();
+    let wa = lane("wa");
+    assert!(wa["ended"][0].as_str().unwrap().starts_with("lost"), "{wa}");
+    let wb = lane("wb");
+    assert!(
+        wb["items"][0]
+            .as_str()
+            .unwrap()
+            .contains("(taken over from wa)"),
+        "{wb}"
+    );
+    assert!(
+        wb["ended"][0].as_str().unwrap().starts_with("merged"),
+        "{wb}"
+    );
 }
 
 #[test]
@@ -462,7 +513,7 @@ fn a_conflicting_item_goes_back_to_its_loop_which_merges_the_run_branch() {
     // Every item writes the same file: the second merge conflicts. Asked to
     // bring its branch up to date, the agent merges the run branch and keeps
     // both sides.
-    let work = r#"if grep -q 'Before anything else' .ralph/fleet-item.md; then
+    let work = r#"if grep -q 'Before anything else' .ralph/worker-plan.md; then
   run=refs/ralph/seen/night/heads/run
   git merge --no-edit "$run" || { (git show :2:shared.txt; git show :3:shared.txt) > shared.txt; git add shared.txt; git -c user.name=a -c user.email=a@a commit -q --no-edit; }
 else
@@ -471,7 +522,7 @@ fi"#;
     let scenario = format!(
         "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = 1500\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
         common::toml_string(work),
-        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/fleet-item.md"),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
     );
     let fleet = Fleet::with(2, &scenario, "");
     let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
@@ -502,4 +553,377 @@ fi"#;
             == 2
     );
     fleet.assert_nothing_left();
+}
+
+#[test]
+fn the_morning_report_covers_the_fleet_from_any_clone() {
+    let fleet = Fleet::new(4, 200, "[loop]\nmax_iterations = 20\nmax_cost_usd = 5.0\n");
+    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    let merged_by = |e: &Ended| e.of("merged").len();
+    let report = fleet_report_json(&fleet, "morning");
+    assert_eq!(report["outcome"], "completed", "{report}");
+    assert_eq!(
+        (report["items_done"].as_u64(), report["items_open"].as_u64()),
+        (Some(4), Some(0))
+    );
+    // Each item's loop and its iteration, numbered across the fleet, labelled.
+    let iterations = report["iterations"].as_array().unwrap();
+    assert_eq!(iterations.len(), 4, "{report}");
+    for (n, it) in iterations.iter().enumerate() {
+        assert_eq!(it["iteration"].as_u64(), Some(n as u64 + 1));
+        let label = it["item"].as_str().unwrap();
+        assert!(label.contains(" · item number "), "{label}");
+        assert!(it["cost_usd"].as_f64().unwrap() > 0.0, "{it}");
+        assert!(
+            !it["readings"].as_array().unwrap().is_empty(),
+            "context readings kept: {it}"
+        );
+    }
+    // A lane per worker: what it claimed, how each of its loops ended.
+    let lanes = &report["story"]["lanes"];
+    let workers = lanes["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2, "{lanes}");
+    for (w, e) in [("wa", &a), ("wb", &b)] {
+        let lane = workers.iter().find(|l| l["worker"] == w).unwrap();
+        assert_eq!(
+            lane["items"].as_array().unwrap().len(),
+            merged_by(e),
+            "{lane}"
+        );
+        assert_eq!(
+            lane["iterations"].as_u64(),
+            Some(merged_by(e) as u64),
+            "{lane}"
+        );
+        let ended = lane["ended"].as_array().unwrap();
+        assert!(
+            ended
+                .iter()
+                .all(|x| x.as_str().unwrap().starts_with("merged")),
+            "{lane}"
+        );
+    }
+    // The merge history, and the totals against the budgets.
+    assert_eq!(lanes["merges"].as_array().unwrap().len(), 4);
+    let totals = &lanes["fleet"];
+    assert_eq!(
+        (totals["items_done"].as_u64(), totals["iterations"].as_u64()),
+        (Some(4), Some(4)),
+        "{totals}"
+    );
+    assert_eq!(
+        (
+            totals["max_iterations"].as_u64(),
+            totals["max_cost_usd"].as_f64()
+        ),
+        (Some(20), Some(5.0))
+    );
+    let summed: f64 = iterations
+        .iter()
+        .map(|i| i["cost_usd"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (totals["cost_usd"].as_f64().unwrap() - summed).abs() < 1e-9,
+        "{totals}"
+    );
+    assert!(lanes.get("left").is_none(), "nothing left: {lanes}");
+    assert_eq!(report["metrics"]["items_checked"], 4);
+    assert_eq!(report["metrics"]["items_per_iteration"], 1.0);
+    // The text and the page, by the report's own renderers.
+    let (text, dir) = fleet_report(&fleet, "morning2", &[]);
+    assert!(text.contains("ralph report · run fleet-night"), "{text}");
+    assert!(
+        text.contains("fleet          night on origin: 4 of 4 items merged"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fleet spent    4 iteration(s) of 20, $"),
+        "{text}"
+    );
+    assert!(text.contains("worker         wa: "), "{text}");
+    let page = dir.join(".ralph/fleet/night/report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(crate::morning_report::well_formed(&html) > 100);
+    assert!(
+        html.contains("<h2>Fleet</h2>") && html.contains("<h2>Workers</h2>"),
+        "fleet lanes"
+    );
+    assert!(html.contains("wa · item number "), "iterations labelled");
+    if let Some(bin) = crate::morning_report::chromium() {
+        assert_eq!(
+            crate::morning_report::console_errors(&bin, &page),
+            Vec::<String>::new()
+        );
+    }
+}
+
+/// An item that is never done: every iteration adds a line to the item's
+/// file (progress), pauses `pause_ms` and ends without the promise.
+fn endless(pause_ms: u64) -> String {
+    let cmd = r#"echo "$RALPH_WORKER" >> "work-$RALPH_FLEET_ITEM.txt""#;
+    format!(
+        "cost_usd = 0.1\n[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = {pause_ms}\n[[step]]\nresult = \"Still on it.\"\n",
+        common::toml_string(cmd),
+    )
+}
+
+/// What the fleet's ledger on the remote says.
+fn ledger(fleet: &Fleet) -> Value {
+    let msg = git(
+        &fleet.bare,
+        &["log", "-1", "--format=%B", "refs/ralph/fleet/night/ledger"],
+    );
+    serde_json::from_str(msg.split_once("\n\n").unwrap().1.trim()).unwrap()
+}
+
+#[test]
+fn the_fleets_budget_is_counted_as_iterations_end_and_stops_every_worker() {
+    // Three workers on items that never finish, a budget of 6 iterations
+    // for the fleet. Counted only when an item's loop ends, each worker's
+    // loop would be given the 6 and spend them: 18 in all.
+    let fleet = Fleet::with(
+        3,
+        &endless(1200),
+        "[loop]\nmax_iterations = 6\n\n[breaker]\nno_progress = 50\n\n[fleet]\nlease = \"3s\"\n",
+    );
+    let workers: Vec<Child> = ["w1", "w2", "w3"].iter().map(|w| fleet.worker(w)).collect();
+    let ended: Vec<Ended> = workers.into_iter().map(wait).collect();
+    for e in &ended {
+        assert_eq!(e.code, Some(5), "{}", e.stderr);
+        assert!(!e.of("budget_spent").is_empty(), "{}", e.stderr);
+    }
+    let l = ledger(&fleet);
+    let spent = l["iterations"].as_u64().unwrap();
+    // At most about one iteration per worker over: the one each was in.
+    assert!((6..=6 + 2 * 3).contains(&spent), "{l}");
+    // Every iteration that ran is on the ledger, no more.
+    let ran: usize = ended
+        .iter()
+        .map(|e| {
+            e.events
+                .iter()
+                .filter(|v| v["event"] == "iteration_ended")
+                .count()
+        })
+        .sum();
+    assert_eq!(spent as usize, ran, "{l}");
+    assert!(
+        (l["cost_usd"].as_f64().unwrap() - 0.1 * ran as f64).abs() < 1e-6,
+        "{l}"
+    );
+    // Each item was released with its work pushed; the report says why.
+    assert!(fleet.refs("refs/ralph/fleet/night/claims/").is_empty());
+    assert_eq!(fleet.refs("refs/heads/ralph/fleet/night/items/").len(), 3);
+    let report = fleet_report_json(&fleet, "morning");
+    assert_eq!(report["outcome"], "budget_spent", "{report}");
+    let left = report["story"]["lanes"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 3);
+    assert!(
+        left.iter().all(|l| l["why"]
+            .as_str()
+            .unwrap()
+            .contains("the fleet's budget is spent")),
+        "{left:?}"
+    );
+}
+
+/// The loop records on the remote (`loops/`), as JSON.
+fn loop_records(fleet: &Fleet) -> Vec<Value> {
+    fleet
+        .refs("refs/ralph/fleet/night/loops/")
+        .iter()
+        .map(|r| {
+            let msg = git(&fleet.bare, &["log", "-1", "--format=%B", r]);
+            serde_json::from_str(msg.split_once("\n\n").unwrap().1.trim()).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn one_usage_limit_pauses_the_fleet_until_it_resets() {
+    // wa's agent runs into a usage limit at once; wb is mid-item then, and
+    // wc starts after it.
+    let limited = format!(
+        "[[iteration]]\n[[iteration.step]]\ncontext = 20000\n[[iteration.step]]\nrate_limit = \"rejected\"\nresets_in_secs = 8\nrate_limit_type = \"five_hour\"\n[[iteration.step]]\nerror = \"rate_limit\"\nresets_in_secs = 8\n\n[[iteration]]\n{}",
+        scenario(100).replace("[[step]]", "[[iteration.step]]")
+    );
+    let fleet = Fleet::new(
+        3,
+        6000,
+        "[rate_limit]\nmax_wait = \"1m\"\n\n[fleet]\nlease = \"3s\"\n",
+    );
+    let b = fleet.worker("wb");
+    common::wait_until("wb's claim", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/claims/").is_empty()
+    });
+    let dir = fleet.clone("wa");
+    let scenario = fleet.tmp.path().join("limited.toml");
+    std::fs::write(&scenario, &limited).unwrap();
+    let agent = format!("ralph sim {}", scenario.display());
+    let a = worker_with(&dir, "wa", &["--agent", &agent]);
+    common::wait_until("the limit on the ledger", Duration::from_secs(60), || {
+        ledger(&fleet).get("limit").is_some()
+    });
+    let limit = ledger(&fleet)["limit"].clone();
+    assert_eq!(limit["by"], "wa", "{limit}");
+    let until: jiff::Timestamp = limit["until"].as_str().unwrap().parse().unwrap();
+    let c = fleet.worker("wc");
+    let (a, b, c) = (wait(a), wait(b), wait(c));
+    for e in [&a, &b, &c] {
+        assert_eq!(e.code, Some(0), "{}", e.stderr);
+    }
+    assert_eq!(a.of("limit_shared").len(), 1, "{}", a.stderr);
+    // wb's loop was checkpointed and went on after the reset.
+    let paused = b.of("paused");
+    assert_eq!(paused.len(), 1, "{}", b.stderr);
+    assert_eq!(paused[0]["by"], "wa");
+    assert!(paused[0]["item"].is_string());
+    let records = loop_records(&fleet);
+    let rounds: Vec<&Value> = records.iter().filter(|r| r["worker"] == "wb").collect();
+    assert_eq!(rounds.len(), 2, "{records:#?}");
+    let (first, second) = if rounds[0]["round"] == 1 {
+        (rounds[0], rounds[1])
+    } else {
+        (rounds[1], rounds[0])
+    };
+    assert_eq!(
+        (first["end"].as_str(), second["end"].as_str()),
+        (Some("paused"), Some("merged"))
+    );
+    let resumed: jiff::Timestamp = second["started_at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        resumed >= until,
+        "wb went on at {resumed}, before the reset at {until}"
+    );
+    // wc started no item before the reset, and said why.
+    let waited = c.of("paused");
+    assert!(
+        !waited.is_empty() && waited[0].get("item").is_none(),
+        "{}",
+        c.stderr
+    );
+    let claimed: jiff::Timestamp = c.of("claimed")[0]["at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        claimed >= until,
+        "wc claimed at {claimed}, before the reset at {until}"
+    );
+    assert_eq!(fleet.merges().len(), 3);
+    fleet.assert_nothing_left();
+    // Every iteration, the paused one and the limited one included, on the ledger once.
+    let ran: usize = [&a, &b, &c]
+        .iter()
+        .map(|e| {
+            e.events
+                .iter()
+                .filter(|v| v["event"] == "iteration_ended")
+                .count()
+        })
+        .sum();
+    assert_eq!(ledger(&fleet)["iterations"].as_u64(), Some(ran as u64));
+}
+
+#[test]
+fn iterations_that_end_while_the_remote_is_away_reach_the_ledger_once_it_answers() {
+    // One item that is never done, eight iterations of about half a second;
+    // the remote goes away for three of them.
+    let fleet = Fleet::with(
+        1,
+        &endless(400),
+        "[loop]\nmax_iterations = 8\n\n[breaker]\nno_progress = 50\n\n[fleet]\nlease = \"30s\"\nmax_retry_wait = \"1s\"\n",
+    );
+    let a = fleet.worker("wa");
+    common::wait_until("the first iteration on the ledger", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/ledger").is_empty()
+            && ledger(&fleet)["iterations"].as_u64() >= Some(1)
+    });
+    let away = fleet.tmp.path().join("away.git");
+    std::fs::rename(&fleet.bare, &away).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    std::fs::rename(&away, &fleet.bare).unwrap();
+    let a = wait(a);
+    assert!(!a.of("unreachable").is_empty(), "{}", a.stderr);
+    let ran = a
+        .events
+        .iter()
+        .filter(|v| v["event"] == "iteration_ended")
+        .count();
+    assert_eq!(ran, 8, "{}", a.stderr);
+    let l = ledger(&fleet);
+    assert_eq!(
+        l["iterations"].as_u64(),
+        Some(8),
+        "every iteration once: {l}"
+    );
+    assert!((l["cost_usd"].as_f64().unwrap() - 0.8).abs() < 1e-6, "{l}");
+    assert_eq!(l["by_worker"]["wa"]["iterations"].as_u64(), Some(8));
+}
+
+#[test]
+fn an_item_that_still_conflicts_after_two_rounds_is_pushed_released_and_the_worker_stops() {
+    // Both items write the same file and the agent never merges the run
+    // branch: the second item conflicts three times (its round, then two
+    // rounds asked to bring its branch up to date).
+    let work = r#"echo "$RALPH_FLEET_ITEM" > shared.txt"#;
+    let scenario = format!(
+        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = 800\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+        common::toml_string(work),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
+    );
+    let fleet = Fleet::with(2, &scenario, "[fleet]\nlease = \"3s\"\n");
+    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
+    let (a, b) = (wait(a), wait(b));
+    let ended = [&a, &b];
+    let story = |e: &Ended| -> Vec<String> {
+        e.events
+            .iter()
+            .filter(|v| v.get("worker").is_some() && v.get("at").is_some())
+            .map(|v| v.to_string())
+            .collect()
+    };
+    // One item merged; every worker that tried the other gave it up (exit 1).
+    assert_eq!(fleet.merges().len(), 1);
+    let conflicts: usize = ended.iter().map(|e| e.of("conflict").len()).sum();
+    assert_eq!(
+        conflicts % 3,
+        0,
+        "three conflicts per giving up: {conflicts}\n{:#?}\n{:#?}",
+        story(&a),
+        story(&b)
+    );
+    assert!(conflicts >= 3);
+    let released: Vec<&Value> = ended.iter().flat_map(|e| e.of("released")).collect();
+    assert_eq!(
+        released.len(),
+        conflicts / 3,
+        "{:#?}\n{:#?}",
+        story(&a),
+        story(&b)
+    );
+    assert!(
+        released
+            .iter()
+            .all(|r| r["why"].as_str().unwrap().contains("still conflicts") && r["exit_code"] == 1)
+    );
+    for e in ended {
+        let gave_up = !e.of("released").is_empty();
+        assert_eq!(e.code, Some(if gave_up { 1 } else { 0 }), "{}", e.stderr);
+    }
+    // Its work is pushed, its claim released; the report says why it is left.
+    assert!(fleet.refs("refs/ralph/fleet/night/claims/").is_empty());
+    assert_eq!(fleet.refs("refs/heads/ralph/fleet/night/items/").len(), 1);
+    let report = fleet_report_json(&fleet, "morning");
+    let left = report["story"]["lanes"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0]["why"].as_str().unwrap().contains("still conflicts"),
+        "{left:?}"
+    );
 }

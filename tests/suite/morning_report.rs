@@ -148,7 +148,7 @@ fn the_page_is_well_formed_and_names_every_iteration_checkpoint_and_commit() {
 
 /// Parse the page as XML (it is written XHTML-compatible): every element
 /// closed, every entity known. Returns how many elements there are.
-fn well_formed(html: &str) -> usize {
+pub(crate) fn well_formed(html: &str) -> usize {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(html);
     reader.config_mut().check_end_names = true;
@@ -183,7 +183,7 @@ fn well_formed(html: &str) -> usize {
 
 /// Debian's chromium, or None (then the test says it skipped). CI
 /// (.ci/run) installs it and sets RALPH_REQUIRE_BROWSER=1.
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
         std::env::var_os("PATH")?
             .to_str()?
@@ -243,7 +243,7 @@ fn browse(bin: &Path, args: &[&str], url: &Path) -> (String, String) {
 /// and `console.error`, then writes them into the DOM that --dump-dom
 /// prints. The page has no script of its own and its policy forbids every
 /// load, so both must come back empty.
-fn console_errors(bin: &Path, page: &Path) -> Vec<String> {
+pub(crate) fn console_errors(bin: &Path, page: &Path) -> Vec<String> {
     let (_, log) = browse(bin, &["--dump-dom", "--virtual-time-budget=3000"], page);
     let mut errors: Vec<String> = log
         .lines()

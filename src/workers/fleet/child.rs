@@ -1,5 +1,6 @@
 //! The ordinary ralph loop a fleet worker runs on one item: `ralph run
-//! .ralph/fleet-item.md --fresh` in the item's worktree, as a child process
+//! .ralph/worker-plan.md --fresh` in the item's worktree (the plan file's
+//! name is the parallel workers' own, `WORKER_PLAN`), as a child process
 //! (every rule of one loop holds for it: checkpoints, breaker, budgets,
 //! snapshots), and the signals that stop the worker.
 //!
@@ -20,9 +21,6 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
-
-/// The plan file of a worker's loop, relative to the worktree's project root.
-pub(crate) const ITEM_PLAN: &str = ".ralph/fleet-item.md";
 
 static STOP: AtomicI32 = AtomicI32::new(0);
 
@@ -51,10 +49,11 @@ pub(crate) fn stop_requested() -> bool {
 pub(crate) struct Loop {
     child: Child,
     stop_sent: Option<Instant>,
+    halted: bool,
 }
 
 impl Loop {
-    /// Start `ralph run ITEM_PLAN --fresh ARGS…` in `root`, with `env`.
+    /// Start `ralph run WORKER_PLAN --fresh ARGS…` in `root`, with `env`.
     pub(crate) fn start(root: &Path, args: &[OsString], env: &[(&str, String)]) -> Result<Loop> {
         let exe = std::env::current_exe()
             .map_err(|e| Error::wrap("cannot find ralph's own binary", e))?;
@@ -62,7 +61,7 @@ impl Loop {
         command
             .current_dir(root)
             .arg("run")
-            .arg(ITEM_PLAN)
+            .arg(crate::workers::child::WORKER_PLAN)
             .arg("--fresh")
             .args(args)
             .process_group(0);
@@ -81,6 +80,7 @@ impl Loop {
         Ok(Loop {
             child,
             stop_sent: None,
+            halted: false,
         })
     }
 
@@ -101,6 +101,15 @@ impl Loop {
         if self.stop_sent.is_none() {
             self.signal(Signal::SIGTERM);
             self.stop_sent = Some(Instant::now());
+        }
+    }
+
+    /// Ask it to checkpoint with a handoff and stop, as `ralph stop` does
+    /// (SIGUSR2; it exits 6); once. For the fleet's budget and usage limit.
+    pub(crate) fn halt(&mut self) {
+        if !self.halted {
+            self.signal(Signal::SIGUSR2);
+            self.halted = true;
         }
     }
 

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use git2::{Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
 
 use super::child::{self, Loop};
-use super::job::{ItemEnd, Job};
-use super::remote::{Held, Spent, WorkerState};
+use super::job::{Halt, ItemEnd, Job};
+use super::loops::{self, LoopEnd, LoopRecord};
+use super::remote::{Held, Ledger, Limit, WorkerState};
 use super::say::FleetEvent;
 use super::units::Unit;
 use super::wire::{Update, WireError};
@@ -125,8 +126,10 @@ impl Worker {
         let _ = std::fs::remove_dir_all(self.worktree_path(key));
     }
 
-    /// Run the item's loop: renew, push and say while it works; forward a
-    /// stop. `None`: the item was lost to a takeover (its loop stopped).
+    /// Run the item's loop: renew, push and say while it works; put what
+    /// it spends on the ledger as each iteration ends; stop it when the
+    /// fleet's budget is spent or a usage limit pauses the fleet; forward
+    /// a stop. `None`: the item was lost to a takeover (its loop stopped).
     pub(super) fn supervise(&mut self, job: &mut Job) -> Result<Option<i32>> {
         let mut args = self.loop_args.clone();
         if let Some(left) = self.iterations_left() {
@@ -141,10 +144,13 @@ impl Worker {
         ];
         let mut child = Loop::start(&job.wt_root, &args, &env)?;
         let every = self.fleet.lease_length() / 3;
-        let mut next_beat = Instant::now() + every;
+        // Due a third of a lease after the last renewal, not after this
+        // loop's start: short rounds must not starve the lease.
+        let mut next_beat = job.held.renewed + every;
         let grace = self.config.fleet.grace.0;
         loop {
             if let Some(code) = child.exited() {
+                job.meter.read(self.fleet.worker());
                 return Ok(Some(code));
             }
             if child::stop_requested() {
@@ -156,26 +162,160 @@ impl Worker {
                 {
                     return Ok(Some(child.kill()));
                 }
-            } else if Instant::now() >= next_beat {
-                match self.beat(job) {
-                    Ok(()) => next_beat = Instant::now() + every,
-                    Err(WireError::Rejected(_)) => {
-                        child.ask_to_stop();
-                        child.finish_within(grace);
-                        let holder = self.holder_of(&job.unit.key);
-                        self.say.say(FleetEvent::Lost {
-                            item: job.unit.key.clone(),
-                            holder,
-                        });
-                        return Ok(None);
-                    }
-                    Err(e) => {
-                        let wait = self.unreachable(&e);
-                        next_beat = Instant::now() + wait.min(every);
+            } else {
+                self.meter(job, &mut child);
+                if Instant::now() >= next_beat {
+                    match self.beat(job) {
+                        Ok(()) => {
+                            next_beat = Instant::now() + every;
+                            // What the others spent, and a limit they hit.
+                            if let Ok((_, ledger)) = self.fleet.fetch_ledger() {
+                                self.judge(job, &mut child, &ledger);
+                            }
+                        }
+                        Err(WireError::Rejected(_)) => {
+                            child.ask_to_stop();
+                            child.finish_within(grace);
+                            job.meter.read(self.fleet.worker());
+                            let holder = self.holder_of(&job.unit.key);
+                            self.say.say(FleetEvent::Lost {
+                                item: job.unit.key.clone(),
+                                holder,
+                            });
+                            return Ok(None);
+                        }
+                        Err(e) => {
+                            let wait = self.unreachable(&e);
+                            next_beat = Instant::now() + wait.min(every);
+                        }
                     }
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Read the loop's log; put what it owes on the ledger (an iteration's
+    /// spending, a usage limit), then judge by the ledger. An unreachable
+    /// remote: kept owed, tried again after the back-off.
+    fn meter(&mut self, job: &mut Job, child: &mut Loop) {
+        let worker = self.fleet.worker().to_string();
+        job.meter.read(&worker);
+        if !job.meter.due() {
+            return;
+        }
+        match self.pay(job) {
+            Ok(ledger) => self.judge(job, child, &ledger),
+            Err(e) => {
+                let wait = match e {
+                    WireError::Unreachable(_) => self.unreachable(&e),
+                    _ => self.poll(),
+                };
+                job.meter.retry_at = Some(Instant::now() + wait);
+            }
+        }
+    }
+
+    /// What the loop owes, on the ledger; the ledger after it.
+    pub(super) fn pay(&mut self, job: &mut Job) -> std::result::Result<Ledger, WireError> {
+        let worker = self.fleet.worker().to_string();
+        let owed = job.meter.owed;
+        let limit = job.meter.limit_owed.clone();
+        let ledger = self.fleet.update_ledger(|l| {
+            l.add(&worker, owed);
+            if let Some(limit) = &limit {
+                l.limit_until(limit.clone());
+            }
+        })?;
+        job.meter.paid();
+        self.spent = self.spent.plus(owed);
+        self.reconnected();
+        if let Some(limit) = limit {
+            self.say.say(FleetEvent::LimitShared { until: limit.until });
+        }
+        Ok(ledger)
+    }
+
+    /// Stop the loop (a checkpoint with a handoff, as `ralph stop` does) when
+    /// the ledger says the fleet's budget is spent, or that a usage limit
+    /// hit by another worker has not reset.
+    fn judge(&mut self, job: &mut Job, child: &mut Loop, ledger: &Ledger) {
+        if job.halt.is_some() {
+            return;
+        }
+        if let Some(what) = self.budget_spent(ledger) {
+            self.say.say(FleetEvent::BudgetSpent { what: what.clone() });
+            child.halt();
+            job.halt = Some(Halt::Budget(what));
+            return;
+        }
+        let now = jiff::Timestamp::now();
+        if let Some(limit) = ledger.limited(now)
+            && limit.by != self.fleet.worker()
+            && !job.meter.waiting_itself(now)
+        {
+            self.say.say(FleetEvent::Paused {
+                by: limit.by.clone(),
+                until: limit.until,
+                item: Some(job.unit.key.clone()),
+            });
+            child.halt();
+            job.halt = Some(Halt::Limit(limit.clone()));
+        }
+    }
+
+    /// A usage limit paused the item's loop: push the work, keep the claim
+    /// (renewed) until it resets. `Some(end)`: the item was lost or the
+    /// worker stopped meanwhile; `None`: go on with the item.
+    pub(super) fn wait_out(&mut self, job: &mut Job, limit: Limit) -> Result<Option<ItemEnd>> {
+        let mut limit = limit;
+        let _ = self.push_work(job);
+        let every = self.fleet.lease_length() / 3;
+        loop {
+            self.status(
+                WorkerState::Waiting,
+                Some(&job.unit.clone()),
+                &format!(
+                    "paused: usage limit hit by {} until {}",
+                    limit.by, limit.until
+                ),
+            );
+            let left = limit
+                .until
+                .duration_since(jiff::Timestamp::now())
+                .unsigned_abs()
+                .min(every);
+            self.pause(left);
+            if child::stop_requested() {
+                return self.release(job, "stopped by a signal", 130).map(Some);
+            }
+            match self.fleet.renew(&mut job.held) {
+                Ok(()) => self.reconnected(),
+                Err(WireError::Rejected(_)) => {
+                    let holder = self.holder_of(&job.unit.key);
+                    self.say.say(FleetEvent::Lost {
+                        item: job.unit.key.clone(),
+                        holder,
+                    });
+                    return Ok(Some(ItemEnd::Gone));
+                }
+                Err(e) => {
+                    self.unreachable(&e);
+                }
+            }
+            let now = jiff::Timestamp::now();
+            if limit.until <= now {
+                // Extended by another worker's limit meanwhile?
+                match self.fleet.fetch_ledger() {
+                    Ok((_, ledger)) => match ledger.limited(now) {
+                        Some(l) => limit = l.clone(),
+                        None => return Ok(None),
+                    },
+                    Err(e) => {
+                        self.unreachable(&e);
+                    }
+                }
+            }
         }
     }
 
@@ -256,20 +396,73 @@ impl Worker {
         let _ = repo.wip_commit(&msg, &own);
     }
 
-    /// What the item's loop spent, added to the ledger.
-    pub(super) fn account(&mut self, wt_root: &Path) {
-        let layout = crate::state::Layout::new(wt_root);
-        let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) else {
+    /// The rest of what the item's loop spent, on the ledger (retried while
+    /// the remote cannot be reached, unless the worker is stopping).
+    pub(super) fn account(&mut self, job: &mut Job) {
+        job.meter.read(self.fleet.worker());
+        if !job.meter.owed.is_zero() || job.meter.limit_owed.is_some() {
+            loop {
+                match self.pay(job) {
+                    Err(e @ WireError::Unreachable(_)) if !child::stop_requested() => {
+                        let wait = self.unreachable(&e);
+                        self.pause(wait);
+                    }
+                    _ => return,
+                }
+            }
+        }
+    }
+
+    /// The loop's record (`loops.rs`) for the round that just ended, and
+    /// its commit: the round's log and the loop's state in its tree.
+    pub(super) fn loop_record(
+        &self,
+        job: &Job,
+        code: Option<i32>,
+        end: LoopEnd,
+        why: &str,
+    ) -> std::result::Result<(LoopRecord, Oid), WireError> {
+        let lease = &job.held.lease;
+        let record = LoopRecord {
+            item: job.unit.key.clone(),
+            text: job.unit.text.clone(),
+            worker: self.fleet.worker().to_string(),
+            generation: lease.generation,
+            took_over_from: lease.took_over_from.clone(),
+            round: job.round,
+            started_at: job.round_started,
+            ended_at: jiff::Timestamp::now(),
+            exit_code: code,
+            iterations: job.meter.counted.iterations,
+            cost_usd: job.meter.counted.cost_usd,
+            end,
+            why: why.to_string(),
+        };
+        let state = std::fs::read(crate::state::Layout::new(&job.wt_root).state()).ok();
+        let oid = loops::commit(
+            self.fleet.repo(),
+            &record,
+            job.meter.round_log().as_bytes(),
+            state.as_deref(),
+        )?;
+        Ok((record, oid))
+    }
+
+    /// Push the loop's record on its own (every end but a merge, whose
+    /// record goes in the merge's push). Best effort: the morning report
+    /// lacks the round when it cannot be pushed.
+    pub(super) fn publish_loop(
+        &mut self,
+        job: &mut Job,
+        code: Option<i32>,
+        end: LoopEnd,
+        why: &str,
+    ) {
+        let Ok((record, oid)) = self.loop_record(job, code, end, why) else {
             return;
         };
-        let spent = Spent {
-            iterations: u64::from(state.iteration),
-            cost_usd: state.cost_usd,
-            items_done: 0,
-        };
-        self.spent.iterations += spent.iterations;
-        self.spent.cost_usd += spent.cost_usd;
-        self.retry_remote(|f| f.spend(spent).map(|_| ()));
+        let refname = loops::refname(self.fleet.names(), &record);
+        self.retry_remote(|f| f.wire().push(&[Update::create(refname.as_str(), oid)]));
     }
 
     /// Give the claim up with the work pushed.

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use git2::Oid;
 
+use super::meter::Meter;
 use super::remote::Held;
 use super::units::Unit;
 
@@ -17,6 +18,24 @@ pub(crate) struct Job {
     pub wt_root: PathBuf,
     pub pushed_item: Option<Oid>,
     pub pushed_snapshot: Option<Oid>,
+    /// The loop's log, tailed for the ledger and its record.
+    pub meter: Meter,
+    /// The loop's round on the item (1, then one more per conflict or pause)
+    /// and when it began.
+    pub round: u32,
+    pub round_started: jiff::Timestamp,
+    /// Why the worker stopped its loop, if it did.
+    pub halt: Option<Halt>,
+}
+
+/// Why a worker stops its item's loop before the loop ends by itself.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Halt {
+    /// The fleet's budget is spent (the ledger says what).
+    Budget(String),
+    /// A usage limit another worker's agent hit: checkpoint now, go on
+    /// with the item once it resets.
+    Limit(super::remote::Limit),
 }
 
 /// How one item's work ended.

@@ -157,6 +157,7 @@ pub(crate) const MERGE: &str = "merge";
 /// refs/ralph/fleet/<name>/workers/<worker>     each worker's last word (status)
 /// refs/ralph/fleet/<name>/snapshots/<key>      an item's newest work-tree snapshot
 /// refs/ralph/fleet/<name>/backups/<stamp>      the run branch before each merge
+/// refs/ralph/fleet/<name>/loops/<key>-<stamp>-<worker>  what an item's loop did (its record and log)
 /// ```
 ///
 /// Fetched, `refs/heads/ralph/fleet/<name>/X` lands on
@@ -226,6 +227,11 @@ impl Names {
 
     pub(crate) fn backup(&self, stamp: &str) -> String {
         format!("{}backups/{stamp}", self.ctl())
+    }
+
+    /// One item loop's record: `name` is unique (`<key>-<stamp>-<worker>`).
+    pub(crate) fn loop_record(&self, name: &str) -> String {
+        format!("{}loops/{name}", self.ctl())
     }
 
     /// What `git fetch` is given: every ref of this fleet, into the mirror.

@@ -11,7 +11,7 @@
 //! A conflict writes nothing and hands the item back to its worker's loop.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use git2::{Oid, build::TreeUpdateBuilder};
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::child;
 use super::job::{ItemEnd, Job};
 use super::lease::Lease;
+use super::loops::{self, LoopEnd};
 use super::remote::{Spent, WorkerState};
 use super::say::FleetEvent;
 use super::units::{Unit, check_off};
@@ -47,20 +48,27 @@ enum Attempt {
 }
 
 impl Worker {
-    /// `Some(end)`, or `None` on a conflict (the loop runs once more).
-    pub(super) fn merge(&mut self, job: &mut Job) -> Result<Option<ItemEnd>> {
+    /// `Some(end)`, or `None` on a conflict (the loop runs once more); and
+    /// what became of the loop's round. A merged round's record (`loops.rs`)
+    /// is created in the merge's own push; the caller pushes the others'.
+    pub(super) fn merge(&mut self, job: &mut Job) -> Result<(Option<ItemEnd>, LoopEnd)> {
+        let record = self
+            .loop_record(job, Some(0), LoopEnd::Merged, "")
+            .map_err(|e| Error::wrap("cannot record the item's loop", e))?;
+        let record = Update::create(loops::refname(self.fleet.names(), &record.0), record.1);
         let unit = job.unit.clone();
         let names = self.fleet.names().clone();
         let key = unit.key.clone();
         self.status(WorkerState::Merging, Some(&unit), "");
         let every = self.fleet.lease_length() / 3;
-        let mut renewed = Instant::now();
         // The item's branch on the remote first: the merge deletes it there by its value.
         loop {
             match self.push_work(job) {
                 Ok(()) => break,
                 Err(WireError::Rejected(_)) => return self.lost(&unit),
-                Err(_) if child::stop_requested() => return Ok(Some(ItemEnd::Stopped)),
+                Err(_) if child::stop_requested() => {
+                    return Ok((Some(ItemEnd::Stopped), LoopEnd::Released));
+                }
                 Err(e) => {
                     let wait = self.unreachable(&e);
                     self.pause(wait);
@@ -70,11 +78,11 @@ impl Worker {
         loop {
             if child::stop_requested() && self.unreachable_since.is_some() {
                 // Committed here, pushed as far as it got; the claim expires.
-                return Ok(Some(ItemEnd::Stopped));
+                return Ok((Some(ItemEnd::Stopped), LoopEnd::Released));
             }
-            if renewed.elapsed() >= every {
+            if job.held.renewed.elapsed() >= every {
                 match self.fleet.renew(&mut job.held) {
-                    Ok(()) => renewed = Instant::now(),
+                    Ok(()) => {}
                     Err(WireError::Rejected(_)) => return self.lost(&unit),
                     Err(e) => {
                         let wait = self.unreachable(&e);
@@ -112,6 +120,7 @@ impl Worker {
                         Update::create(names.backup(&stamp), run),
                         Update::delete(names.item_branch(&key), item_tip),
                         Update::delete(names.claim(&key), job.held.oid),
+                        record.clone(),
                     ];
                     if let Some(s) = job.pushed_snapshot {
                         updates.push(Update::delete(names.snapshot(&key), s));
@@ -134,11 +143,11 @@ impl Worker {
                     return match other {
                         Ok(Attempt::AlreadyDone) => {
                             let _ = self.fleet.release(&job.held);
-                            Ok(Some(ItemEnd::Gone))
+                            Ok((Some(ItemEnd::Gone), LoopEnd::AlreadyDone))
                         }
                         Ok(Attempt::Conflict(files)) => {
                             self.say.say(FleetEvent::Conflict { item: key, files });
-                            Ok(None)
+                            Ok((None, LoopEnd::Conflict))
                         }
                         Err(e) => Err(Error::wrap("cannot merge the item", e)),
                         Ok(Attempt::Merged(_)) => unreachable!("handled above"),
@@ -154,7 +163,7 @@ impl Worker {
                         commit: commit.to_string(),
                     });
                     self.spent.items_done += 1;
-                    return Ok(Some(ItemEnd::Merged));
+                    return Ok((Some(ItemEnd::Merged), LoopEnd::Merged));
                 }
                 // The run branch moved, or our claim is gone: look again.
                 Err(WireError::Rejected(_)) => {
@@ -171,13 +180,13 @@ impl Worker {
         }
     }
 
-    fn lost(&mut self, unit: &Unit) -> Result<Option<ItemEnd>> {
+    fn lost(&mut self, unit: &Unit) -> Result<(Option<ItemEnd>, LoopEnd)> {
         let holder = self.holder_of(&unit.key);
         self.say.say(FleetEvent::Lost {
             item: unit.key.clone(),
             holder,
         });
-        Ok(Some(ItemEnd::Gone))
+        Ok((Some(ItemEnd::Gone), LoopEnd::Lost))
     }
 
     /// The merge commit of `item` into `run` with the plan checked off.

@@ -34,6 +34,10 @@ pub(crate) struct Held {
     pub refname: String,
     pub oid: Oid,
     pub lease: Lease,
+    /// When it was taken or last renewed (monotonic): the next renewal is
+    /// due a third of a lease after, however the holder's work is split
+    /// into loops, rounds and merges.
+    pub renewed: Instant,
 }
 
 /// The shared budget: what every worker spent, on `ledger`.
@@ -47,6 +51,59 @@ pub(crate) struct Ledger {
     pub items_done: u64,
     #[serde(default)]
     pub by_worker: BTreeMap<String, Spent>,
+    /// A usage limit a worker's agent hit: until it resets no worker
+    /// starts an item or lets its loop start another iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Limit>,
+}
+
+/// A usage limit, shared on the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Limit {
+    pub until: Timestamp,
+    /// The worker whose agent hit it.
+    pub by: String,
+    /// What said so (`rate_limit_event`, `result`, …).
+    pub source: String,
+}
+
+impl Ledger {
+    /// `spent` added, in total and to `worker`'s share.
+    pub(crate) fn add(&mut self, worker: &str, spent: Spent) {
+        self.iterations += spent.iterations;
+        self.cost_usd += spent.cost_usd;
+        self.items_done += spent.items_done;
+        let mine = self.by_worker.entry(worker.to_string()).or_default();
+        mine.iterations += spent.iterations;
+        mine.cost_usd += spent.cost_usd;
+        mine.items_done += spent.items_done;
+    }
+
+    /// Record a usage limit (the later of two wins).
+    pub(crate) fn limit_until(&mut self, limit: Limit) {
+        if self.limit.as_ref().is_none_or(|l| l.until < limit.until) {
+            self.limit = Some(limit);
+        }
+    }
+
+    /// A usage limit that has not reset at `now`.
+    pub(crate) fn limited(&self, now: Timestamp) -> Option<&Limit> {
+        self.limit.as_ref().filter(|l| l.until > now)
+    }
+}
+
+impl Spent {
+    pub(crate) fn is_zero(&self) -> bool {
+        self.iterations == 0 && self.cost_usd == 0.0 && self.items_done == 0
+    }
+
+    pub(crate) fn plus(self, o: Spent) -> Spent {
+        Spent {
+            iterations: self.iterations + o.iterations,
+            cost_usd: self.cost_usd + o.cost_usd,
+            items_done: self.items_done + o.items_done,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -110,7 +167,8 @@ pub(crate) struct View {
     pub workers: Vec<WorkerStatus>,
     pub items: BTreeMap<String, Oid>,
     pub snapshots: BTreeMap<String, Oid>,
-    pub backups: usize,
+    /// The backup refs' names (`<stamp>-<key>`).
+    pub backups: Vec<String>,
 }
 
 impl Fleet {
@@ -242,6 +300,7 @@ impl Fleet {
                 refname: refname.to_string(),
                 oid,
                 lease,
+                renewed: Instant::now(),
             })),
             Err(WireError::Rejected(_)) => Ok(None),
             Err(e) => Err(e),
@@ -257,6 +316,7 @@ impl Fleet {
             .push(&[Update::swap(held.refname.as_str(), held.oid, oid)])?;
         held.oid = oid;
         held.lease = lease;
+        held.renewed = Instant::now();
         Ok(())
     }
 
@@ -266,13 +326,21 @@ impl Fleet {
             .push(&[Update::delete(held.refname.as_str(), held.oid)])
     }
 
-    /// Add what this worker spent to the shared ledger (retried over
-    /// concurrent additions); the totals after it.
-    pub(crate) fn spend(&mut self, spent: Spent) -> Result<Ledger, WireError> {
+    /// Change the shared ledger by `change`: a compare-and-swap from the
+    /// ledger as just fetched (that one ref only: cheap enough for every
+    /// iteration's end), retried over concurrent changes. The ledger after it.
+    pub(crate) fn update_ledger(
+        &mut self,
+        change: impl Fn(&mut Ledger),
+    ) -> Result<Ledger, WireError> {
         for _ in 0..32 {
-            let view = self.sync()?;
-            let (update, ledger) = self.spending(&view, spent)?;
-            match self.wire.push(&[update]) {
+            let (old, mut ledger) = self.fetch_ledger()?;
+            change(&mut ledger);
+            let oid = self.record_commit(&ledger_message(&ledger), &[old])?;
+            match self
+                .wire
+                .push(&[Update::swap(self.names.ledger(), old, oid)])
+            {
                 Ok(()) => return Ok(ledger),
                 Err(WireError::Rejected(_)) => continue,
                 Err(e) => return Err(e),
@@ -281,6 +349,24 @@ impl Fleet {
         Err(WireError::Rejected(
             "the ledger kept changing under 32 attempts".into(),
         ))
+    }
+
+    /// The ledger as the remote has it now (one ref fetched).
+    pub(crate) fn fetch_ledger(&mut self) -> Result<(Oid, Ledger), WireError> {
+        let ledger = self.names.ledger();
+        let seen = self.names.seen(&ledger);
+        self.wire.fetch(&[format!("+{ledger}:{seen}")])?;
+        let old = self
+            .local_ref(&seen)
+            .ok_or_else(|| WireError::Local("the fleet has no ledger: was it created?".into()))?;
+        let message = self
+            .repo
+            .find_commit(old)?
+            .message()
+            .unwrap_or_default()
+            .to_string();
+        let ledger = record(&message).map_err(|e| WireError::Local(e.to_string()))?;
+        Ok((old, ledger))
     }
 
     /// The ledger of `view` with `spent` added by this worker: the update
@@ -296,13 +382,7 @@ impl Fleet {
                 "the fleet has no ledger: was it created?".into(),
             ));
         };
-        ledger.iterations += spent.iterations;
-        ledger.cost_usd += spent.cost_usd;
-        ledger.items_done += spent.items_done;
-        let mine = ledger.by_worker.entry(self.worker.clone()).or_default();
-        mine.iterations += spent.iterations;
-        mine.cost_usd += spent.cost_usd;
-        mine.items_done += spent.items_done;
+        ledger.add(&self.worker, spent);
         let oid = self.record_commit(&ledger_message(&ledger), &[old])?;
         Ok((Update::swap(self.names.ledger(), old, oid), ledger))
     }
@@ -416,7 +496,10 @@ pub(crate) fn read_view(repo: &Repository, names: &Names) -> Result<View, WireEr
     view.snapshots = family(&names.seen_prefix("snapshots/"))?
         .into_iter()
         .collect();
-    view.backups = family(&names.seen_prefix("backups/"))?.len();
+    view.backups = family(&names.seen_prefix("backups/"))?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     Ok(view)
 }
 
@@ -624,7 +707,7 @@ pub(crate) mod tests {
                             cost_usd: 0.25,
                             items_done: 1,
                         };
-                        f.spend(spent).unwrap();
+                        f.update_ledger(|l| l.add(&format!("w{i}"), spent)).unwrap();
                     }
                 });
             }
@@ -638,6 +721,34 @@ pub(crate) mod tests {
         assert!((ledger.cost_usd - 3.0).abs() < 1e-9);
         assert_eq!(ledger.by_worker.len(), 3);
         assert!(ledger.by_worker.values().all(|s| s.iterations == 8));
+    }
+
+    #[test]
+    fn the_later_usage_limit_wins_and_one_that_reset_pauses_nobody() {
+        let at = |s: &str| -> Timestamp { s.parse().unwrap() };
+        let limit = |until: &str, by: &str| Limit {
+            until: at(until),
+            by: by.into(),
+            source: "rate_limit_event".into(),
+        };
+        let mut l = Ledger::default();
+        l.limit_until(limit("2026-11-24T04:00:00Z", "wa"));
+        l.limit_until(limit("2026-11-24T03:30:00Z", "wb"));
+        assert_eq!(
+            l.limit.as_ref().unwrap().by,
+            "wa",
+            "the earlier one does not shorten it"
+        );
+        l.limit_until(limit("2026-11-24T05:00:00Z", "wc"));
+        assert_eq!(l.limit.as_ref().unwrap().by, "wc");
+        assert!(l.limited(at("2026-11-24T04:59:59Z")).is_some());
+        assert!(l.limited(at("2026-11-24T05:00:00Z")).is_none());
+        // An older ledger (no limit field) still reads.
+        let old: Ledger = serde_json::from_str(
+            r#"{"plan":"p","created_by":"w","created_at":null,"iterations":1,"cost_usd":0.5,"items_done":0}"#,
+        )
+        .unwrap();
+        assert!(old.limit.is_none());
     }
 
     #[test]

@@ -70,6 +70,19 @@ pub(crate) enum FleetEvent {
     BudgetSpent {
         what: String,
     },
+    /// This worker's agent hit a usage limit: recorded on the ledger, so
+    /// that every worker pauses until it resets.
+    LimitShared {
+        until: Timestamp,
+    },
+    /// A usage limit another worker hit: no new item (and, with `item`, this
+    /// item's loop checkpointed and stopped) until it resets.
+    Paused {
+        by: String,
+        until: Timestamp,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+    },
     Finished {
         exit_code: i32,
     },
@@ -150,6 +163,15 @@ impl FleetEvent {
                 format!("released {item} with its work pushed ({why}, loop exit {exit_code})")
             }
             FleetEvent::BudgetSpent { what } => format!("the fleet's budget is spent: {what}"),
+            FleetEvent::LimitShared { until } => format!(
+                "usage limit hit: recorded on the remote, every worker pauses until {until}"
+            ),
+            FleetEvent::Paused { by, until, item } => match item {
+                Some(item) => format!(
+                    "{item}: usage limit hit by {by}: checkpointed and paused until {until}, then going on"
+                ),
+                None => format!("usage limit hit by {by}: no new item until {until}"),
+            },
             FleetEvent::Finished { exit_code } => format!("finished (exit {exit_code})"),
         }
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::lease::{Names, record};
 use super::merge::MergeRecord;
-use super::remote::{Fleet, Ledger, WorkerStatus};
+use super::remote::{Fleet, Ledger, View, WorkerStatus};
 use super::units::units;
 use crate::error::{Error, Result};
 use crate::workers::assign::UnitState;
@@ -67,11 +67,23 @@ pub(crate) fn status(
     fleet: &str,
     skew: Duration,
 ) -> Result<FleetStatus> {
+    let (f, view) = fetch(root, remote, fleet, skew)?;
+    Ok(describe(&f, &view))
+}
+
+/// The fleet's refs, fetched through `remote` into the clone at `root`
+/// (as an observer named `status`: it never pushes).
+pub(super) fn fetch(
+    root: &Path,
+    remote: &str,
+    fleet: &str,
+    skew: Duration,
+) -> Result<(Fleet, View)> {
     let names = Names::new(fleet)?;
     let mut f = Fleet::open(
         root,
         remote,
-        names.clone(),
+        names,
         "status",
         Duration::from_secs(60),
         skew,
@@ -86,6 +98,12 @@ pub(crate) fn status(
             "cannot fetch the fleet `{fleet}` from `{remote}`: {e}"
         ))
     })?;
+    Ok((f, view))
+}
+
+/// The fleet as `view` has it.
+pub(super) fn describe(f: &Fleet, view: &View) -> FleetStatus {
+    let names = f.names();
     let plan = match (&view.run, &view.ledger) {
         (Some(run), Some((_, ledger))) => {
             let read = || -> std::result::Result<String, git2::Error> {
@@ -125,18 +143,18 @@ pub(crate) fn status(
         .run
         .map(|run| history(f.repo(), run))
         .unwrap_or_default();
-    Ok(FleetStatus {
-        fleet: fleet.to_string(),
-        remote: remote.to_string(),
+    FleetStatus {
+        fleet: names.fleet().to_string(),
+        remote: f.wire().remote().to_string(),
         run_branch: names.run_branch(),
         run: view.run.map(|o| o.to_string()),
         items,
-        workers: view.workers,
-        merging: view.merge.map(|(_, l)| l.holder),
-        ledger: view.ledger.map(|(_, l)| l),
-        backups: view.backups,
+        workers: view.workers.clone(),
+        merging: view.merge.as_ref().map(|(_, l)| l.holder.clone()),
+        ledger: view.ledger.as_ref().map(|(_, l)| l.clone()),
+        backups: view.backups.len(),
         merged,
-    })
+    }
 }
 
 /// The merges on the run branch's first-parent line, oldest first (the
@@ -214,9 +232,14 @@ impl FleetStatus {
                 .unreachable_since
                 .map(|t| format!(", remote unreachable since {t}"))
                 .unwrap_or_default();
+            let note = if w.note.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", w.note)
+            };
             let _ = writeln!(
                 out,
-                "  {:<20} {}{item}, last word {}{off}; {} iterations, ${:.2}, {} merged",
+                "  {:<20} {}{item}{note}, last word {}{off}; {} iterations, ${:.2}, {} merged",
                 w.worker,
                 w.state.as_str(),
                 w.at,
@@ -251,6 +274,13 @@ impl FleetStatus {
                 "spent: {} iterations, ${:.2}; {} items merged; {} backup refs",
                 l.iterations, l.cost_usd, l.items_done, self.backups
             );
+            if let Some(limit) = l.limited(Timestamp::now()) {
+                let _ = writeln!(
+                    out,
+                    "paused: usage limit hit by {} until {}: no worker starts an item or an iteration before",
+                    limit.by, limit.until
+                );
+            }
         }
         out
     }

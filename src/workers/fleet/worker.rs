@@ -10,15 +10,18 @@ use std::time::Instant;
 
 use git2::{Oid, Repository};
 
-use super::child::{self, ITEM_PLAN};
-use super::job::{ItemEnd, Job};
+use super::child;
+use super::job::{Halt, ItemEnd, Job};
 use super::lease::{Names, valid_component};
-use super::remote::{Fleet, Held, Spent, View, WorkerState};
+use super::loops::LoopEnd;
+use super::meter::Meter;
+use super::remote::{Fleet, Held, Ledger, Spent, View, WorkerState};
 use super::say::{FleetEvent, Say};
 use super::units::{Unit, item_plan, units};
 use super::wire::WireError;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::workers::child::WORKER_PLAN;
 
 /// What the command line gave.
 pub(crate) struct Options {
@@ -167,9 +170,24 @@ impl Worker {
             if open == 0 {
                 return Ok(0);
             }
-            if let Some(what) = self.budget_spent(&v) {
-                self.say.say(FleetEvent::BudgetSpent { what });
-                return Ok(5);
+            if let Some((_, ledger)) = &v.ledger {
+                if let Some(what) = self.budget_spent(ledger) {
+                    self.say.say(FleetEvent::BudgetSpent { what });
+                    return Ok(5);
+                }
+                // One usage limit pauses the fleet: no new item until it resets.
+                if let Some(limit) = ledger.limited(jiff::Timestamp::now()).cloned() {
+                    self.say.say(FleetEvent::Paused {
+                        by: limit.by.clone(),
+                        until: limit.until,
+                        item: None,
+                    });
+                    let note = format!("usage limit hit by {} until {}", limit.by, limit.until);
+                    self.status(WorkerState::Waiting, None, &note);
+                    let left = limit.until.duration_since(jiff::Timestamp::now());
+                    self.pause(left.unsigned_abs());
+                    continue;
+                }
             }
             let ready: Vec<Unit> = super::units::ready(&all).into_iter().cloned().collect();
             let Some(held) = self.claim_one(&v, &ready)? else {
@@ -294,36 +312,78 @@ impl Worker {
         let pushed_snapshot = view.snapshots.get(&key).copied();
         let base = pushed_item.unwrap_or(view.run.expect("joined"));
         let (wt_root, mut note) = self.prepare(unit, &held, base, pushed_snapshot)?;
+        let log = crate::state::Layout::new(&wt_root).events();
         let mut job = Job {
             unit: unit.clone(),
             held,
             wt_root,
             pushed_item,
             pushed_snapshot,
+            meter: Meter::new(log),
+            round: 0,
+            round_started: jiff::Timestamp::now(),
+            halt: None,
         };
         let mut conflicts = 0;
         loop {
-            let plan_file = job.wt_root.join(ITEM_PLAN);
+            let plan_file = job.wt_root.join(WORKER_PLAN);
             std::fs::create_dir_all(job.wt_root.join(".ralph"))
                 .map_err(|e| Error::io("cannot create", &job.wt_root, e))?;
             std::fs::write(&plan_file, item_plan(unit, note.as_deref()))
                 .map_err(|e| Error::io("cannot write", &plan_file, e))?;
+            job.round += 1;
+            job.round_started = jiff::Timestamp::now();
+            job.halt = None;
+            job.meter.begin_round();
             self.status(WorkerState::Working, Some(unit), "");
             let Some(code) = self.supervise(&mut job)? else {
+                self.account(&mut job);
+                self.publish_loop(&mut job, None, LoopEnd::Lost, "its lease was taken over");
                 return Ok(ItemEnd::Gone);
             };
-            self.account(&job.wt_root);
+            self.account(&mut job);
             self.commit_leftovers(&job, code);
+            match job.halt.clone() {
+                Some(Halt::Limit(limit)) if code != 0 => {
+                    let why = format!("usage limit hit by {} until {}", limit.by, limit.until);
+                    self.publish_loop(&mut job, Some(code), LoopEnd::Paused, &why);
+                    if let Some(end) = self.wait_out(&mut job, limit)? {
+                        return Ok(end);
+                    }
+                    note = Some(
+                        "This item's work was paused while a usage limit reset; the last commits on this branch \
+                         (a WIP commit and its handoff) say where it stands. Carry on from there."
+                            .to_string(),
+                    );
+                    continue;
+                }
+                Some(Halt::Budget(what)) if code != 0 => {
+                    let why = format!("the fleet's budget is spent: {what}");
+                    let end = self.release(&mut job, &why, code)?;
+                    self.publish_loop(&mut job, Some(code), LoopEnd::Released, &why);
+                    return Ok(match end {
+                        ItemEnd::Failed(_) => ItemEnd::Failed(5),
+                        other => other,
+                    });
+                }
+                _ => {}
+            }
             if code != 0 {
                 let why = if child::stop_requested() {
                     "stopped by a signal"
                 } else {
                     "the loop ended without completing the item"
                 };
-                return self.release(&mut job, why, code);
+                let end = self.release(&mut job, why, code)?;
+                self.publish_loop(&mut job, Some(code), LoopEnd::Released, why);
+                return Ok(end);
             }
-            match self.merge(&mut job)? {
+            let (end, how) = self.merge(&mut job)?;
+            match end {
                 Some(end) => {
+                    if how != LoopEnd::Merged {
+                        self.publish_loop(&mut job, Some(code), how, "");
+                    }
                     if matches!(end, ItemEnd::Merged) {
                         self.remove_worktree(&key);
                     }
@@ -331,10 +391,13 @@ impl Worker {
                 }
                 None if conflicts >= MAX_CONFLICTS => {
                     let why = "its branch still conflicts with the run branch after the loop was asked to merge it";
-                    return self.release(&mut job, why, 1);
+                    let end = self.release(&mut job, why, 1)?;
+                    self.publish_loop(&mut job, Some(code), LoopEnd::Released, why);
+                    return Ok(end);
                 }
                 // A conflict: once more, with the task of merging the run branch.
                 None => {
+                    self.publish_loop(&mut job, Some(code), how, "");
                     conflicts += 1;
                     note = Some(format!(
                         "Before anything else: the run branch moved and this item's branch no longer merges cleanly. \
@@ -355,8 +418,7 @@ impl Worker {
 
     /// The fleet's shared budget (`[loop] max_iterations`, `max_cost_usd`,
     /// counted over every worker on the ledger), if spent.
-    pub(super) fn budget_spent(&self, view: &View) -> Option<String> {
-        let (_, ledger) = view.ledger.as_ref()?;
+    pub(super) fn budget_spent(&self, ledger: &Ledger) -> Option<String> {
         if ledger.iterations >= u64::from(self.config.loop_.max_iterations) {
             return Some(format!(
                 "{} of {} iterations",

@@ -1,0 +1,155 @@
+//! What each item's loop did, left on the remote for the fleet's morning
+//! report (`report.rs`): one ref per loop, `loops/<key>-<stamp>-<worker>`,
+//! at a commit whose message carries a [`LoopRecord`] and whose tree holds
+//! the loop's own event log for that round (`events.jsonl`, as the loop
+//! wrote it: secrets already redacted) and its `state.json`.
+//!
+//! Why a ref of its own and not the ledger or the merge commit: the ledger
+//! is rewritten by every worker at every iteration's end, so it must stay
+//! small; a merge commit exists only for loops that were merged, and the
+//! morning needs the ones that were released, lost or stopped too. A
+//! unique ref is an atomic create nobody else contends for; a merged loop's
+//! record goes in the merge's own atomic push (no merge without its story),
+//! the others' in a push of their own once the item's fate is known.
+
+use git2::{Oid, Repository};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::lease::Names;
+use super::wire::WireError;
+
+/// How one loop's round on an item ended, as its worker saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopEnd {
+    /// Completed and merged into the run branch.
+    Merged,
+    /// Completed, but its branch conflicted: the item went back to its loop.
+    Conflict,
+    /// The claim given up with the work pushed (`why` says why).
+    Released,
+    /// Its lease was taken over by another worker.
+    Lost,
+    /// Checkpointed while a usage limit another worker hit resets; the same
+    /// worker goes on with the item after it.
+    Paused,
+    /// Completed, but another worker had merged the item already.
+    AlreadyDone,
+}
+
+impl LoopEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoopEnd::Merged => "merged",
+            LoopEnd::Conflict => "conflict",
+            LoopEnd::Released => "released",
+            LoopEnd::Lost => "lost",
+            LoopEnd::Paused => "paused",
+            LoopEnd::AlreadyDone => "already done",
+        }
+    }
+}
+
+/// One loop's round on one item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopRecord {
+    /// The item's key and text.
+    pub item: String,
+    pub text: String,
+    pub worker: String,
+    /// The claim's generation (above 1: taken over).
+    pub generation: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub took_over_from: Option<String>,
+    /// 1 for the first loop on the item under this claim, one more for each
+    /// round after a conflict or a pause.
+    pub round: u32,
+    pub started_at: Timestamp,
+    pub ended_at: Timestamp,
+    /// The loop's exit code (none when it was killed for a lost claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub iterations: u64,
+    pub cost_usd: f64,
+    pub end: LoopEnd,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
+}
+
+impl LoopRecord {
+    /// The ref's last component: unique per worker and time.
+    pub(crate) fn ref_name(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            self.item,
+            self.ended_at.as_millisecond(),
+            self.worker
+        )
+    }
+}
+
+/// The record's commit: the record in its message, the round's log and the
+/// loop's state in its tree.
+pub(crate) fn commit(
+    repo: &Repository,
+    r: &LoopRecord,
+    events: &[u8],
+    state: Option<&[u8]>,
+) -> Result<Oid, WireError> {
+    let mut tree = repo.treebuilder(None)?;
+    tree.insert("events.jsonl", repo.blob(events)?, 0o100644)?;
+    if let Some(state) = state {
+        tree.insert("state.json", repo.blob(state)?, 0o100644)?;
+    }
+    let tree = repo.find_tree(tree.write()?)?;
+    let json = serde_json::to_string(r).expect("a record serialises");
+    let message = format!(
+        "ralph fleet: loop {} by {} (round {}): {}\n\n{json}\n",
+        r.item,
+        r.worker,
+        r.round,
+        r.end.as_str()
+    );
+    let sig = super::remote::signature()?;
+    Ok(repo.commit(None, &sig, &sig, &message, &tree, &[])?)
+}
+
+/// The round's event log kept in a record's commit (empty when it has none).
+pub(crate) fn events(repo: &Repository, oid: Oid) -> String {
+    let read = || -> Result<String, git2::Error> {
+        let tree = repo.find_commit(oid)?.tree()?;
+        let entry = tree
+            .get_name("events.jsonl")
+            .ok_or_else(|| git2::Error::from_str("the record has no events.jsonl"))?;
+        let blob = repo.find_blob(entry.id())?;
+        Ok(String::from_utf8_lossy(blob.content()).into_owned())
+    };
+    read().unwrap_or_default()
+}
+
+/// Every loop record in the clone's mirror of the fleet's refs (as the
+/// last fetch brought them), oldest round first.
+pub(crate) fn read(repo: &Repository, names: &Names) -> Vec<(Oid, LoopRecord)> {
+    let mut out = Vec::new();
+    let Ok(refs) = repo.references_glob(&format!("{}*", names.seen_prefix("loops/"))) else {
+        return out;
+    };
+    for r in refs.flatten() {
+        let Some(oid) = r.target() else { continue };
+        let Ok(commit) = repo.find_commit(oid) else {
+            continue;
+        };
+        if let Ok(record) = super::lease::record::<LoopRecord>(commit.message().unwrap_or_default())
+        {
+            out.push((oid, record));
+        }
+    }
+    out.sort_by_key(|(_, r)| r.started_at);
+    out
+}
+
+/// The ref a record goes to.
+pub(crate) fn refname(names: &Names, r: &LoopRecord) -> String {
+    names.loop_record(&r.ref_name())
+}
