@@ -138,6 +138,23 @@ fn usage(v: &Value) -> (u64, u64, u64, u64) {
     )
 }
 
+/// A JSON object as one line with its `type` first, as opencode and Gemini CLI print
+/// theirs (`json!` sorts the keys): what a decoder reads first matters to its speed.
+fn type_first(v: &Value) -> String {
+    let Some((kind, map)) = v.get("type").zip(v.as_object()) else {
+        return v.to_string();
+    };
+    let mut line = format!("{{\"type\":{kind}");
+    for (key, value) in map.iter().filter(|(k, _)| *k != "type") {
+        line.push(',');
+        line.push_str(&Value::from(key.as_str()).to_string());
+        line.push(':');
+        line.push_str(&value.to_string());
+    }
+    line.push('}');
+    line
+}
+
 /// A line Claude Code prints for an API call that failed (`<synthetic>` model).
 fn is_synthetic(v: &Value) -> bool {
     v["message"]["model"] == "<synthetic>"
