@@ -1204,6 +1204,23 @@ const KINDS: [(&str, &[&str]); 3] = [
     ("gemini", &["-o", "stream-json"]),
 ];
 
+/// Claude Code's transcript `from` without `tool_use_result` (the second
+/// copy of each tool output, which Claude Code prints last in a `user` line).
+fn without_second_copy(from: &Path, to: &Path) {
+    let mut out = BufWriter::new(fs::File::create(to).unwrap());
+    for line in BufReader::new(fs::File::open(from).unwrap()).split(b'\n') {
+        let mut line = line.unwrap();
+        let key = b",\"tool_use_result\":";
+        if let Some(at) = memchr::memmem::find(&line, key) {
+            line.truncate(at);
+            line.push(b'}');
+        }
+        out.write_all(&line).unwrap();
+        out.write_all(b"\n").unwrap();
+    }
+    out.flush().unwrap();
+}
+
 /// The first words of the per-kind stream rows.
 pub const STREAM_KIND: &str = "`ralph run` with `kind = ";
 
@@ -1219,6 +1236,7 @@ pub const STREAM_KIND: &str = "`ralph run` with `kind = ";
 fn bench_stream_kinds(opts: &Opts, s: &Sizes) -> Vec<Row> {
     struct Kind {
         name: &'static str,
+        kind: &'static str,
         path: PathBuf,
         stats: TranscriptStats,
         project: PathBuf,
@@ -1232,7 +1250,17 @@ fn bench_stream_kinds(opts: &Opts, s: &Sizes) -> Vec<Row> {
         write_transcript(&claude, s.transcript, 1);
     }
     let target = fs::metadata(&claude).unwrap().len();
-    let mut kinds = vec![("claude", claude.clone())];
+    // Claude Code's session with each tool output once (as the other CLIs
+    // print it): its decoder's cost on the same content as theirs.
+    let once = opts.dir.join("transcript-claude-once.jsonl");
+    let longer = opts.dir.join("transcript-for-once.jsonl");
+    write_transcript(&longer, 2 * target, 1);
+    without_second_copy(&longer, &once);
+    let _ = fs::remove_file(&longer);
+    let mut kinds = vec![
+        ("claude", "claude", claude.clone()),
+        ("claude, each tool output once", "claude", once),
+    ];
     for (kind, args) in KINDS {
         let path = opts.dir.join(format!("transcript-{kind}.jsonl"));
         translate(&claude, &path, args);
@@ -1243,25 +1271,27 @@ fn bench_stream_kinds(opts: &Opts, s: &Sizes) -> Vec<Row> {
             translate(&longer, &path, args);
             let _ = fs::remove_file(&longer);
         }
-        kinds.push((kind, path));
+        kinds.push((kind, kind, path));
     }
     let mut kinds: Vec<Kind> = kinds
         .into_iter()
-        .map(|(name, path)| {
+        .enumerate()
+        .map(|(i, (name, kind, path))| {
             let bytes = fs::read(&path).unwrap();
             let stats = TranscriptStats {
                 bytes: bytes.len() as u64,
                 lines: bytes.iter().filter(|&&b| b == b'\n').count() as u64,
                 ..TranscriptStats::default()
             };
-            let dir = opts.dir.join(format!("stream-kind-{name}"));
+            let dir = opts.dir.join(format!("stream-kind-{i}"));
             project(
                 &dir,
                 &replay_agent(&path),
-                &format!("kind = \"{name}\"\n{STREAM_CONFIG}"),
+                &format!("kind = \"{kind}\"\n{STREAM_CONFIG}"),
             );
             Kind {
                 name,
+                kind,
                 path,
                 stats,
                 project: dir,
@@ -1273,7 +1303,9 @@ fn bench_stream_kinds(opts: &Opts, s: &Sizes) -> Vec<Row> {
         })
         .collect();
     let copy = opts.dir.join("copy.jsonl");
-    let rounds = s.repeats.max(3);
+    // Twice the rounds of the other rows: these are compared with each
+    // other, and each round is short.
+    let rounds = (2 * s.repeats).max(3);
     for i in 0..rounds {
         opts.say(&format!("stream (each kind): round {}/{}", i + 1, rounds));
         for k in &mut kinds {
@@ -1311,7 +1343,7 @@ fn bench_stream_kinds(opts: &Opts, s: &Sizes) -> Vec<Row> {
             bench: "stream".into(),
             what: format!(
                 "{STREAM_KIND}\"{}\"` over the session as {} prints it ({:.0} MiB) vs `cat | cat > file` (wall; CPU time: {cpu:.2}×)",
-                k.name,
+                k.kind,
                 k.name,
                 mib(bytes)
             ),
