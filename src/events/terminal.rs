@@ -198,10 +198,16 @@ pub fn describe(event: &Event) -> Option<String> {
             seconds,
             error,
             invalid_lines,
+            not_metered,
             ..
         } => format!(
-            "iteration {iteration} ended: {outcome}, {}, peak context {peak_percent:.1}%, ${cost_usd:.2}, {}{}{}",
+            "iteration {iteration} ended: {outcome}, {}, {}, ${cost_usd:.2}, {}{}{}",
             if *progress { "progress" } else { "no progress" },
+            if *not_metered {
+                "context not metered live".to_string()
+            } else {
+                format!("peak context {peak_percent:.1}%")
+            },
             format_duration(Duration::from_secs_f64(*seconds)),
             error
                 .as_deref()

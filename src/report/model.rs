@@ -369,9 +369,11 @@ pub fn build(
                 peak_percent,
                 seconds,
                 error,
+                not_metered,
                 ..
             } => {
                 let row = row(&mut rows, *iteration);
+                row.not_metered |= *not_metered;
                 row.ended_at = Some(r.ts.clone());
                 row.outcome.clone_from(outcome);
                 row.progress = *progress;
@@ -652,6 +654,7 @@ mod tests {
                 error: None,
                 invalid_lines: 0,
                 skipped_lines: 0,
+                not_metered: false,
             },
         )
     }

@@ -26,6 +26,8 @@ pub(super) struct MeterSummary {
     pub peak_percent: f64,
     pub peak_level: Level,
     pub peak_tokens: u64,
+    /// The kind reports no usage per model call: the peak is no measure.
+    pub not_metered: bool,
 }
 
 /// Facts gathered while one agent process ran.

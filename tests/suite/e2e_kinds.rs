@@ -171,6 +171,10 @@ fn gemini_is_supervised_but_not_metered_live() {
     let readings = run.of("context");
     assert!(!readings.is_empty());
     assert!(readings.iter().all(|e| e["reading"]["not_metered"] == true));
+    // The end of each iteration says so too, from the event's own field.
+    let ended = run.of("iteration_ended");
+    assert!(!ended.is_empty());
+    assert!(ended.iter().all(|e| e["not_metered"] == true), "{ended:?}");
     let out = p.ralph().args(["context", "--json"]).output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["metered_live"], false, "{report:#}");
@@ -248,6 +252,12 @@ fn the_demo_runs_as_each_kind() {
             }
             _ => {
                 assert!(stderr.contains("context not metered live"), "{stderr}");
+                // Not "peak context 0.0%" at the end of an iteration either.
+                assert!(
+                    stderr.contains("context not metered live, $")
+                        && !stderr.contains("peak context"),
+                    "{stderr}"
+                );
                 assert_eq!(handoffs, 0, "{stderr}");
             }
         }
