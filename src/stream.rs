@@ -7,8 +7,9 @@
 //! stream/
 //!   codex.rs         CodexDecoder: `codex app-server` lines into the same events, and the
 //!                    Controls its client (agent/codex.rs) acts on
-//!   decode.rs        Decoder (one per kind), LineDecoder and Shape, decode_line, decode_from: short lines
-//!                    parsed in place, long ones compacted while they stream past (≤ MAX_COMPACTED a line)
+//!   decode.rs        LineDecoder and Shape, decode_line, decode_from: short lines parsed in place,
+//!                    long ones compacted while they stream past (≤ MAX_COMPACTED a line)
+//!   decoder.rs       Decoder: one per kind (`AgentKind::decoder`), dispatching to its decoder
 //!   event.rs         StreamEvent and its parts: what ralph knows about a line
 //!   raw.rs           the wire shapes (serde), Lenient, ToolInput, classify, into_event
 //!   opencode.rs      OpencodeDecoder: `opencode run --format json` (usage per model step)
@@ -28,6 +29,7 @@
 
 mod codex;
 mod decode;
+mod decoder;
 mod event;
 mod gemini;
 mod opencode;
@@ -35,6 +37,7 @@ mod raw;
 
 pub use codex::{CodexDecoder, Control};
 pub use decode::*;
+pub use decoder::Decoder;
 pub use event::*;
 pub use gemini::GeminiDecoder;
 pub use opencode::OpencodeDecoder;

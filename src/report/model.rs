@@ -369,11 +369,9 @@ pub fn build(
                 peak_percent,
                 seconds,
                 error,
-                not_metered,
                 ..
             } => {
                 let row = row(&mut rows, *iteration);
-                row.not_metered |= *not_metered;
                 row.ended_at = Some(r.ts.clone());
                 row.outcome.clone_from(outcome);
                 row.progress = *progress;
