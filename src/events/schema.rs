@@ -94,6 +94,18 @@ pub enum Event {
         percent: f64,
         notes_path: Option<String>,
     },
+    /// A kind that takes no message mid-session but continues a stopped
+    /// session by id (opencode) was asked for its handoff notes in one more
+    /// turn of that session, after the clean stop at L2.
+    SessionContinued {
+        iteration: u32,
+        session_id: String,
+        notes_path: String,
+        /// The notes file was there when the continuation ended.
+        notes_written: bool,
+        seconds: f64,
+        cost_usd: f64,
+    },
     AgentSignalled {
         iteration: u32,
         /// The stop step taken: a signal, or the kind's own request.

@@ -107,6 +107,22 @@ pub fn describe(event: &Event) -> Option<String> {
                 .map(|p| format!(": asked the agent for handoff notes in {p}"))
                 .unwrap_or_default()
         ),
+        Event::SessionContinued {
+            iteration,
+            session_id,
+            notes_path,
+            notes_written,
+            seconds,
+            ..
+        } => format!(
+            "iteration {iteration}: continued the agent's session {session_id} once to ask for handoff notes: {} ({})",
+            if *notes_written {
+                format!("written to {notes_path}")
+            } else {
+                "none written".to_string()
+            },
+            format_duration(Duration::from_secs_f64(*seconds))
+        ),
         Event::AgentSignalled { signal, reason, .. } => {
             format!("sent {signal} to the agent ({reason})")
         }

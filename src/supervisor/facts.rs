@@ -54,6 +54,9 @@ pub(super) struct Facts {
     pub nudge_answer: Option<String>,
     /// The agent CLI's session id, from its init line.
     pub session_id: Option<String>,
+    /// The session was continued once after its stop to ask for handoff
+    /// notes (`continuation`).
+    pub continued: bool,
     pub tool_calls: Vec<ToolCall>,
     pub files_touched: Vec<String>,
     pub permission_denials: Vec<String>,

@@ -85,6 +85,14 @@ impl Translator {
         }
     }
 
+    /// Print the session `id` (opencode's `run --session ID` continues it)
+    /// rather than one of its own.
+    pub(crate) fn continue_session(&mut self, id: &str) {
+        if let Translator::Opencode(t) = self {
+            t.continue_session(id);
+        }
+    }
+
     /// The lines this format prints for one Claude Code line (none for a line it has no
     /// counterpart of). A line that is not JSON passes as it is (scenarios write
     /// garbage on purpose).

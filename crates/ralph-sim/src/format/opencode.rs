@@ -62,6 +62,10 @@ fn tool(name: &str, input: &Value) -> (String, Value) {
 }
 
 impl Translator {
+    pub(crate) fn continue_session(&mut self, id: &str) {
+        self.session = id.to_string();
+    }
+
     fn line(&self, kind: &str, part: Value) -> String {
         type_first(
             &json!({"type": kind, "timestamp": now_ms(), "sessionID": self.session, "part": part}),
