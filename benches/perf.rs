@@ -866,21 +866,7 @@ fn bench_decode(opts: &Opts, s: &Sizes) -> Vec<Row> {
         mib(stats.bytes),
         stats.lines
     ));
-    let read = || {
-        let mut f = fs::File::open(&path).unwrap();
-        let mut buf = vec![0u8; 256 << 10];
-        let t = Instant::now();
-        let mut n = 0u64;
-        loop {
-            let k = f.read(&mut buf).unwrap();
-            if k == 0 {
-                break;
-            }
-            n += k as u64;
-        }
-        assert_eq!(n, stats.bytes);
-        t.elapsed()
-    };
+    let read = || read_all(&path, stats.bytes);
     let decode = || {
         let mut r = BufReader::with_capacity(256 << 10, fs::File::open(&path).unwrap());
         let t = Instant::now();
@@ -912,8 +898,9 @@ fn bench_decode(opts: &Opts, s: &Sizes) -> Vec<Row> {
     }
     let (a, b, c) = (median(&mut a), median(&mut b), median(&mut c));
     let rate = |d: Duration| format!("{:.0} MiB/s", mib(stats.bytes) / d.as_secs_f64());
+    let mut rows = decode_kinds(opts, s, &path, b.as_secs_f64() / a.as_secs_f64());
     let _ = fs::remove_file(&path);
-    vec![
+    let mut claude = vec![
         Row {
             bench: "decode".into(),
             what: format!(
@@ -935,7 +922,80 @@ fn bench_decode(opts: &Opts, s: &Sizes) -> Vec<Row> {
             target: "(diagnostic, × faster)".into(),
             pass: None,
         },
-    ]
+    ];
+    claude.append(&mut rows);
+    claude
+}
+
+/// The decode benchmark's session as each other kind prints it, decoded in
+/// process by that kind's decoder vs `read(2)` of the same file; the
+/// reference ratio is Claude Code's decoder's on its own file.
+fn decode_kinds(opts: &Opts, s: &Sizes, claude: &Path, claude_ratio: f64) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (kind, args) in KINDS {
+        let path = opts.dir.join(format!("decode-{kind}.jsonl"));
+        translate(claude, &path, args);
+        let bytes = fs::metadata(&path).unwrap().len();
+        let agent_kind = ralph::agent::AgentKind::ALL
+            .into_iter()
+            .find(|k| k.name() == kind)
+            .unwrap();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..s.repeats {
+            a.push(read_all(&path, bytes));
+            let mut r = BufReader::with_capacity(256 << 10, fs::File::open(&path).unwrap());
+            let mut d = agent_kind.decoder();
+            let t = Instant::now();
+            let mut seen = 0u64;
+            while d
+                .next_from(&mut r, &mut |b| seen += b.len() as u64)
+                .is_some()
+            {}
+            b.push(t.elapsed());
+            assert_eq!(seen, bytes);
+        }
+        let (a, b) = (median(&mut a), median(&mut b));
+        let ratio = b.as_secs_f64() / a.as_secs_f64();
+        rows.push(Row {
+            bench: "decode".into(),
+            what: format!(
+                "in-process decode with `kind = \"{kind}\"` of the session as {kind} prints it ({:.0} MiB) vs read(2) of it; reference: Claude Code's ratio",
+                mib(bytes)
+            ),
+            ralph: format!("{:.0} MiB/s ({ratio:.2}×)", mib(bytes) / b.as_secs_f64()),
+            reference: format!("{claude_ratio:.2}×"),
+            ratio: ratio / claude_ratio,
+            target: "(diagnostic)".into(),
+            pass: None,
+        });
+        let _ = fs::remove_file(&path);
+    }
+    rows
+}
+
+/// Time to `read(2)` the whole of `path` (`bytes` long).
+fn read_all(path: &Path, bytes: u64) -> Duration {
+    let mut f = fs::File::open(path).unwrap();
+    let mut buf = vec![0u8; 256 << 10];
+    let t = Instant::now();
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf).unwrap();
+        if k == 0 {
+            break;
+        }
+        n += k as u64;
+    }
+    assert_eq!(n, bytes);
+    t.elapsed()
+}
+
+/// `claude`'s session as the CLI that `args` selects prints it.
+fn translate(claude: &Path, path: &Path, args: &[&str]) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let input = std::io::BufReader::new(fs::File::open(claude).unwrap());
+    let output = std::io::BufWriter::new(fs::File::create(path).unwrap());
+    ralph_sim::translate_transcript(&args, input, output).expect("translate");
 }
 
 // ---------------------------------------------------------------- estimate
@@ -1144,51 +1204,115 @@ const KINDS: [(&str, &[&str]); 3] = [
     ("gemini", &["-o", "stream-json"]),
 ];
 
-/// The stream benchmark through each other kind's decoder: the session of
-/// `bench_stream` as that CLI prints it (`ralph_sim::translate_transcript`:
-/// the same turns, tool outputs and usage in its shapes), `ralph run` with
-/// `kind = K` over it vs `cat | cat > file` over the same file, measured
-/// side by side in each round.
+/// Claude Code's transcript `from` without `tool_use_result` (the second
+/// copy of each tool output, which Claude Code prints last in a `user` line).
+fn without_second_copy(from: &Path, to: &Path) {
+    let mut out = BufWriter::new(fs::File::create(to).unwrap());
+    for line in BufReader::new(fs::File::open(from).unwrap()).split(b'\n') {
+        let mut line = line.unwrap();
+        let key = b",\"tool_use_result\":";
+        if let Some(at) = memchr::memmem::find(&line, key) {
+            line.truncate(at);
+            line.push(b'}');
+        }
+        out.write_all(&line).unwrap();
+        out.write_all(b"\n").unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// The first words of the per-kind stream rows.
+pub const STREAM_KIND: &str = "`ralph run` with `kind = ";
+
+/// The stream benchmark through each kind's decoder: the session of
+/// `bench_stream` as each CLI prints it (`ralph_sim::translate_transcript`:
+/// the same turns, tool outputs and usage in its shapes; Claude Code's as
+/// generated), `ralph run` with that `kind` over it vs `cat | cat > file`
+/// over the same file. Every file is about as long as Claude Code's (the
+/// others print each tool output once where Claude Code prints it twice, so
+/// their session is generated longer): ralph's fixed cost per run weighs
+/// the same in every ratio. The four kinds take turns in each round, so a
+/// change of load on the machine touches them alike.
 fn bench_stream_kinds(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    struct Kind {
+        name: &'static str,
+        kind: &'static str,
+        path: PathBuf,
+        stats: TranscriptStats,
+        project: PathBuf,
+        wall: Vec<f64>,
+        cpu: Vec<f64>,
+        r: Vec<Duration>,
+        c: Vec<Duration>,
+    }
     let claude = opts.dir.join("transcript.jsonl");
     if !claude.exists() {
         write_transcript(&claude, s.transcript, 1);
     }
-    let mut rows = Vec::new();
+    let target = fs::metadata(&claude).unwrap().len();
+    // Claude Code's session with each tool output once (as the other CLIs
+    // print it): its decoder's cost on the same content as theirs.
+    let once = opts.dir.join("transcript-claude-once.jsonl");
+    let longer = opts.dir.join("transcript-for-once.jsonl");
+    write_transcript(&longer, 2 * target, 1);
+    without_second_copy(&longer, &once);
+    let _ = fs::remove_file(&longer);
+    let mut kinds = vec![
+        ("claude", "claude", claude.clone()),
+        ("claude, each tool output once", "claude", once),
+    ];
     for (kind, args) in KINDS {
         let path = opts.dir.join(format!("transcript-{kind}.jsonl"));
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let input = std::io::BufReader::new(fs::File::open(&claude).unwrap());
-        let output = std::io::BufWriter::new(fs::File::create(&path).unwrap());
-        ralph_sim::translate_transcript(&args, input, output).expect("translate");
-        let bytes = fs::metadata(&path).unwrap().len();
-        let lines = fs::read(&path)
-            .unwrap()
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count() as u64;
-        let stats = TranscriptStats {
-            bytes,
-            lines,
-            user_lines: 0,
-            over_1mib: 0,
-            longest: 0,
-        };
-        let proj = opts.dir.join(format!("stream-{kind}"));
-        project(
-            &proj,
-            &replay_agent(&path),
-            &format!("kind = \"{kind}\"\n{STREAM_CONFIG}"),
-        );
-        let copy = opts.dir.join("copy.jsonl");
-        let (mut r, mut c, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-        let rounds = s.repeats.max(3);
-        for i in 0..rounds {
-            opts.say(&format!("stream ({kind}): round {}/{}", i + 1, rounds));
+        translate(&claude, &path, args);
+        let got = fs::metadata(&path).unwrap().len();
+        if got < target * 9 / 10 {
+            let longer = opts.dir.join(format!("transcript-for-{kind}.jsonl"));
+            write_transcript(&longer, target * target / got.max(1), 1);
+            translate(&longer, &path, args);
+            let _ = fs::remove_file(&longer);
+        }
+        kinds.push((kind, kind, path));
+    }
+    let mut kinds: Vec<Kind> = kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, kind, path))| {
+            let bytes = fs::read(&path).unwrap();
+            let stats = TranscriptStats {
+                bytes: bytes.len() as u64,
+                lines: bytes.iter().filter(|&&b| b == b'\n').count() as u64,
+                ..TranscriptStats::default()
+            };
+            let dir = opts.dir.join(format!("stream-kind-{i}"));
+            project(
+                &dir,
+                &replay_agent(&path),
+                &format!("kind = \"{kind}\"\n{STREAM_CONFIG}"),
+            );
+            Kind {
+                name,
+                kind,
+                path,
+                stats,
+                project: dir,
+                wall: Vec::new(),
+                cpu: Vec::new(),
+                r: Vec::new(),
+                c: Vec::new(),
+            }
+        })
+        .collect();
+    let copy = opts.dir.join("copy.jsonl");
+    // Twice the rounds of the other rows: these are compared with each
+    // other, and each round is short.
+    let rounds = (2 * s.repeats).max(3);
+    for i in 0..rounds {
+        opts.say(&format!("stream (each kind): round {}/{}", i + 1, rounds));
+        for k in &mut kinds {
             let cat = || {
                 let m = measure(&mut sh(&format!(
                     "cat {} | cat > {}",
-                    quote(&path),
+                    quote(&k.path),
                     quote(&copy)
                 )));
                 assert!(m.status.success());
@@ -1197,22 +1321,30 @@ fn bench_stream_kinds(opts: &Opts, s: &Sizes) -> Vec<Row> {
             };
             let (cat, (m, _)) = if i % 2 == 0 {
                 let cat = cat();
-                (cat, ralph_replay(&proj, &path, &stats))
+                (cat, ralph_replay(&k.project, &k.path, &k.stats))
             } else {
-                let m = ralph_replay(&proj, &path, &stats);
+                let m = ralph_replay(&k.project, &k.path, &k.stats);
                 (cat(), m)
             };
-            ratios.push(m.wall.as_secs_f64() / cat.wall.as_secs_f64());
-            r.push(m.wall);
-            c.push(cat.wall);
+            k.wall.push(m.wall.as_secs_f64() / cat.wall.as_secs_f64());
+            k.cpu.push(m.cpu.as_secs_f64() / cat.cpu.as_secs_f64());
+            k.r.push(m.wall);
+            k.c.push(cat.wall);
         }
-        let (r, c) = (median(&mut r), median(&mut c));
+    }
+    let mut rows = Vec::new();
+    for k in &mut kinds {
+        let (r, c) = (median(&mut k.r), median(&mut k.c));
+        let bytes = k.stats.bytes;
         let rate = |d: Duration| format!("{:.0} MiB/s", mib(bytes) / d.as_secs_f64());
-        let ratio = median_ratio(&mut ratios);
+        let ratio = median_ratio(&mut k.wall);
+        let cpu = median_ratio(&mut k.cpu);
         rows.push(Row {
             bench: "stream".into(),
             what: format!(
-                "`ralph run` with `kind = \"{kind}\"` over the session as {kind} prints it ({:.0} MiB) vs `cat | cat > file` (wall)",
+                "{STREAM_KIND}\"{}\"` over the session as {} prints it ({:.0} MiB) vs `cat | cat > file` (wall; CPU time: {cpu:.2}×)",
+                k.kind,
+                k.name,
                 mib(bytes)
             ),
             ralph: format!("{} ({})", ms(r), rate(r)),

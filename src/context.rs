@@ -169,6 +169,11 @@ impl ContextMeter {
         self
     }
 
+    /// Whether it was built [`Self::not_metered_live`].
+    pub fn not_metered(&self) -> bool {
+        self.not_metered
+    }
+
     /// Start from windows earlier results reported (see [`Self::known_windows`]).
     pub fn with_known_windows(mut self, known: &BTreeMap<String, u64>) -> Self {
         self.known = known.clone();

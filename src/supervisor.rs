@@ -38,6 +38,7 @@
 //!   iteration/setup.rs   an iteration's limits and the meter it starts with
 //!   iteration/seams.rs   following the plan item by item, item-boundary handoffs
 //!   driver.rs            the async side: exit, lines, requests, wakes → Input; Effects applied
+//!   continuation.rs      a stopped session continued once for handoff notes (opencode's `--session`)
 //!   stop.rs              the typed stop sequence (grace, SIGINT, SIGTERM, SIGKILL)
 //!   signals.rs           signals and `ralph checkpoint`'s control file as requests
 //!   verdict.rs           failure, outcome and the exit rules in one order (decides the exit code)
@@ -62,6 +63,7 @@
 //! - Only `run` and `record` write `RunState` during a run.
 
 mod budget;
+mod continuation;
 mod driver;
 mod facts;
 mod iteration;

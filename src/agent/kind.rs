@@ -63,6 +63,10 @@ pub struct Capabilities {
     /// Its transcript as ralph saved it replays through the decoder for a
     /// takeover after kill -9.
     pub replay: bool,
+    /// Without a message mid-session, a stopped session can be continued
+    /// by its id for one more turn: at L2 ralph asks for the handoff notes
+    /// that way ([`AgentKind::continue_args`]).
+    pub continues: bool,
 }
 
 impl AgentKind {
@@ -105,6 +109,7 @@ impl AgentKind {
                 stop: CleanStop::Sigint,
                 window: WindowFrom::ModelAndResult,
                 replay: true,
+                continues: false,
             },
             AgentKind::Codex => Capabilities {
                 metering: Metering::Live,
@@ -112,6 +117,7 @@ impl AgentKind {
                 stop: CleanStop::Interrupt,
                 window: WindowFrom::Reported,
                 replay: true,
+                continues: false,
             },
             AgentKind::Opencode => Capabilities {
                 metering: Metering::Live,
@@ -119,6 +125,7 @@ impl AgentKind {
                 stop: CleanStop::Sigint,
                 window: WindowFrom::ModelName,
                 replay: true,
+                continues: true,
             },
             AgentKind::Gemini => Capabilities {
                 metering: Metering::PerProcess,
@@ -126,6 +133,7 @@ impl AgentKind {
                 stop: CleanStop::Sigint,
                 window: WindowFrom::ModelName,
                 replay: true,
+                continues: false,
             },
         }
     }
@@ -139,6 +147,15 @@ impl AgentKind {
             AgentKind::Codex => codex::args(),
             AgentKind::Opencode => opencode::args(model),
             AgentKind::Gemini => gemini::args(model),
+        }
+    }
+
+    /// The arguments that continue the session `session` (after the kind's
+    /// own, before `agent.args`), for a kind that [`Capabilities::continues`].
+    pub(crate) fn continue_args(self, session: &str) -> Vec<String> {
+        match self {
+            AgentKind::Opencode => opencode::continue_args(session),
+            AgentKind::Claude | AgentKind::Codex | AgentKind::Gemini => Vec::new(),
         }
     }
 
@@ -177,10 +194,10 @@ impl Capabilities {
             Metering::Live => "metered live",
             Metering::PerProcess => "not metered live",
         };
-        let message = if self.message {
-            "mid-session messages"
-        } else {
-            "no mid-session message"
+        let message = match (self.message, self.continues) {
+            (true, _) => "mid-session messages",
+            (false, true) => "no mid-session message (notes asked for by continuing the session)",
+            (false, false) => "no mid-session message",
         };
         let stop = match self.stop {
             CleanStop::Sigint => "stop: SIGINT",
@@ -232,6 +249,11 @@ mod tests {
     fn opencode_meters_live_without_messages_and_gemini_does_not_meter_live() {
         let o = AgentKind::Opencode.capabilities();
         assert_eq!((o.metering, o.message), (Metering::Live, false));
+        assert!(o.continues);
+        assert_eq!(
+            AgentKind::Opencode.continue_args("ses_1"),
+            ["--session", "ses_1"]
+        );
         let g = AgentKind::Gemini.capabilities();
         assert_eq!((g.metering, g.message), (Metering::PerProcess, false));
         assert_eq!(

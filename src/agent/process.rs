@@ -57,6 +57,22 @@ impl AgentCommand {
     /// The agent of iteration `iteration` in the project at `root`, in the
     /// sandbox the config asks for (`agent::sandbox`).
     pub fn from_config(config: &Config, iteration: u32, root: &Path) -> AgentCommand {
+        AgentCommand::build(config, iteration, root, Vec::new())
+    }
+
+    /// The same agent continuing its session `session` for one more turn
+    /// (a kind that [`Capabilities::continues`](super::Capabilities)).
+    pub(crate) fn continuing(
+        config: &Config,
+        iteration: u32,
+        root: &Path,
+        session: &str,
+    ) -> AgentCommand {
+        let more = config.agent.kind.continue_args(session);
+        AgentCommand::build(config, iteration, root, more)
+    }
+
+    fn build(config: &Config, iteration: u32, root: &Path, more: Vec<String>) -> AgentCommand {
         let (program, lead) = config.agent_program();
         // `ralph` as the agent means this very binary: `ralph sim` demos
         // and tests run without ralph on PATH.
@@ -68,6 +84,7 @@ impl AgentCommand {
         let kind = config.agent.kind;
         let mut args = lead;
         args.extend(kind.args(config.agent.model.as_deref()));
+        args.extend(more);
         args.extend(config.agent.args.iter().cloned());
         let mut env = config.agent.env.clone();
         env.insert("RALPH_ITERATION".into(), iteration.to_string());

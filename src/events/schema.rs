@@ -94,6 +94,18 @@ pub enum Event {
         percent: f64,
         notes_path: Option<String>,
     },
+    /// A kind that takes no message mid-session but continues a stopped
+    /// session by id (opencode) was asked for its handoff notes in one more
+    /// turn of that session, after the clean stop at L2.
+    SessionContinued {
+        iteration: u32,
+        session_id: String,
+        notes_path: String,
+        /// The notes file was there when the continuation ended.
+        notes_written: bool,
+        seconds: f64,
+        cost_usd: f64,
+    },
     AgentSignalled {
         iteration: u32,
         /// The stop step taken: a signal, or the kind's own request.
@@ -161,6 +173,11 @@ pub enum Event {
         error: Option<String>,
         invalid_lines: u64,
         skipped_lines: u64,
+        /// The agent's kind is not metered live (Gemini CLI): `peak_percent`
+        /// is no measure of its context. Left out when false, so that
+        /// records read as before.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        not_metered: bool,
     },
     Breaker {
         #[serde(with = "breaker_status")]
@@ -548,6 +565,7 @@ mod tests {
                     error: None,
                     invalid_lines: 0,
                     skipped_lines: 0,
+                    not_metered: false,
                 },
                 "outcome",
                 "checkpoint (rate_limit, L2)",
@@ -644,6 +662,36 @@ mod tests {
             assert_eq!(json[field], text, "{json}");
             assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
         }
+    }
+
+    #[test]
+    fn not_metered_is_written_only_when_true_and_read_when_absent() {
+        let ended = |not_metered| Event::IterationEnded {
+            iteration: 2,
+            outcome: IterationOutcome::Done,
+            progress: true,
+            cost_usd: 0.0,
+            peak_percent: 0.0,
+            seconds: 1.0,
+            error: None,
+            invalid_lines: 0,
+            skipped_lines: 0,
+            not_metered,
+        };
+        let line = serde_json::to_value(ended(true)).unwrap();
+        assert_eq!(line["not_metered"], true);
+        let line = serde_json::to_string(&ended(false)).unwrap();
+        assert!(!line.contains("not_metered"), "{line}");
+        // A record written before the field existed.
+        let old = r#"{"ts":"2026-11-21T22:00:00Z","event":"iteration_ended","iteration":2,"outcome":"done","progress":true,"cost_usd":0.0,"peak_percent":0.0,"seconds":1.0,"error":null,"invalid_lines":0,"skipped_lines":0}"#;
+        let r: Record = serde_json::from_str(old).unwrap();
+        assert!(matches!(
+            r.event,
+            Event::IterationEnded {
+                not_metered: false,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -107,6 +107,22 @@ pub fn describe(event: &Event) -> Option<String> {
                 .map(|p| format!(": asked the agent for handoff notes in {p}"))
                 .unwrap_or_default()
         ),
+        Event::SessionContinued {
+            iteration,
+            session_id,
+            notes_path,
+            notes_written,
+            seconds,
+            ..
+        } => format!(
+            "iteration {iteration}: continued the agent's session {session_id} once to ask for handoff notes: {} ({})",
+            if *notes_written {
+                format!("written to {notes_path}")
+            } else {
+                "none written".to_string()
+            },
+            format_duration(Duration::from_secs_f64(*seconds))
+        ),
         Event::AgentSignalled { signal, reason, .. } => {
             format!("sent {signal} to the agent ({reason})")
         }
@@ -198,10 +214,16 @@ pub fn describe(event: &Event) -> Option<String> {
             seconds,
             error,
             invalid_lines,
+            not_metered,
             ..
         } => format!(
-            "iteration {iteration} ended: {outcome}, {}, peak context {peak_percent:.1}%, ${cost_usd:.2}, {}{}{}",
+            "iteration {iteration} ended: {outcome}, {}, {}, ${cost_usd:.2}, {}{}{}",
             if *progress { "progress" } else { "no progress" },
+            if *not_metered {
+                "context not metered live".to_string()
+            } else {
+                format!("peak context {peak_percent:.1}%")
+            },
             format_duration(Duration::from_secs_f64(*seconds)),
             error
                 .as_deref()

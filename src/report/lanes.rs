@@ -337,6 +337,7 @@ mod tests {
                     error: None,
                     invalid_lines: 0,
                     skipped_lines: 0,
+                    not_metered: false,
                 },
             ),
             rec(

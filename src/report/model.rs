@@ -650,6 +650,7 @@ mod tests {
                 error: None,
                 invalid_lines: 0,
                 skipped_lines: 0,
+                not_metered: false,
             },
         )
     }

@@ -25,12 +25,18 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::raw::SUMMARY_LEN;
-use super::{AssistantMessage, ResultMessage, StreamEvent, ToolCall, Usage, WindowUsage};
+use super::{
+    AssistantMessage, LineDecoder, ResultMessage, Shape, StreamEvent, ToolCall, Usage, WindowUsage,
+};
 use crate::text::cut_bytes;
 
-/// Lines longer than this (a command's whole output in one `item/completed`)
-/// are skipped and reported, so that memory stays bounded.
-pub const MAX_LINE: usize = 16 << 20;
+/// What ralph reads of a long line: an `agentMessage`'s `text` in full; the
+/// rest (a command's whole output in `aggregatedOutput`) is cut.
+const SHAPE: Shape = Shape {
+    words: &[b"text"],
+    unread: &[],
+    sparse: &[],
+};
 
 /// What the agent's wire needs to know of a line.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,12 +53,18 @@ pub enum Control {
     Response { id: Value, error: Option<String> },
 }
 
-/// The decoder of one app-server process: lines in, events out; it keeps
-/// what later lines need (the model, the last usage, the agent's last words).
-#[derive(Debug, Default)]
+/// The decoder of one app-server process: lines in (bounded by the shared
+/// [`LineDecoder`]), events out.
+#[derive(Debug)]
 pub struct CodexDecoder {
-    line: Vec<u8>,
-    overflow: bool,
+    lines: LineDecoder,
+    session: Session,
+}
+
+/// What later lines need (the model, the last usage, the agent's last
+/// words), and the control of the last line.
+#[derive(Debug, Default)]
+struct Session {
     model: String,
     calls: u64,
     last_tokens: u64,
@@ -62,75 +74,47 @@ pub struct CodexDecoder {
     control: Option<Control>,
 }
 
+impl Default for CodexDecoder {
+    fn default() -> CodexDecoder {
+        CodexDecoder::new()
+    }
+}
+
 impl CodexDecoder {
     pub fn new() -> CodexDecoder {
-        CodexDecoder::default()
+        CodexDecoder {
+            lines: LineDecoder::of(SHAPE),
+            session: Session::default(),
+        }
     }
 
     /// Feed the next bytes: how many were consumed (up to the end of the
     /// current line), and the event if a line ended there.
     pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
-        let Some(end) = memchr::memchr(b'\n', bytes) else {
-            self.keep(bytes);
-            return (bytes.len(), None);
-        };
-        let event = if self.line.is_empty() && !self.overflow {
-            self.decode(&bytes[..end])
-        } else {
-            self.keep(&bytes[..end]);
-            self.end_line()
-        };
-        (end + 1, Some(event))
+        let session = &mut self.session;
+        self.lines.push_with(bytes, |line| session.decode(line))
     }
 
     /// End of input: the last line, if it had no newline.
     pub fn finish(&mut self) -> Option<StreamEvent> {
-        (!self.line.is_empty() || self.overflow).then(|| self.end_line())
+        let session = &mut self.session;
+        self.lines.finish_with(|line| session.decode(line))
     }
 
     /// What the last decoded line means for the wire (taken once).
     pub fn take_control(&mut self) -> Option<Control> {
-        self.control.take()
+        self.session.control.take()
     }
+}
 
-    fn keep(&mut self, bytes: &[u8]) {
-        if self.overflow || self.line.len() + bytes.len() > MAX_LINE {
-            self.overflow = true;
-            self.line = Vec::new();
-        } else {
-            self.line.extend_from_slice(bytes);
-        }
-    }
-
-    fn end_line(&mut self) -> StreamEvent {
-        let event = if self.overflow {
-            StreamEvent::Invalid {
-                reason: format!("line longer than {} MiB skipped", MAX_LINE >> 20),
-            }
-        } else {
-            let line = std::mem::take(&mut self.line);
-            let event = self.decode(&line);
-            self.line = line;
-            event
-        };
-        self.line.clear();
-        self.overflow = false;
-        event
-    }
-
-    /// Decode one whole line.
-    pub fn decode(&mut self, line: &[u8]) -> StreamEvent {
+impl Session {
+    /// Decode one line (or its compacted form).
+    fn decode(&mut self, line: &[u8]) -> StreamEvent {
         self.control = None;
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return StreamEvent::Invalid {
-                reason: "empty line".into(),
-            };
-        }
-        match serde_json::from_slice::<Wire>(line) {
+        match super::parse_object::<Wire>(line) {
             Ok(wire) => self.event(wire),
-            Err(e) => StreamEvent::Invalid {
-                reason: format!("not a JSON-RPC message: {e}"),
+            Err(reason) => StreamEvent::Invalid {
+                reason: format!("not a JSON-RPC message: {reason}"),
             },
         }
     }
@@ -534,6 +518,7 @@ impl ChangeKind {
 
 #[cfg(test)]
 mod tests {
+    use super::super::MAX_COMPACTED;
     use super::*;
 
     const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/codex-0.169.0/");
@@ -562,7 +547,7 @@ mod tests {
         let line = br#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":{"usedPercent":62,"windowDurationMins":300,"resetsAt":1795500000},"secondary":{"usedPercent":91.5,"windowDurationMins":10080,"resetsAt":1796000000},"credits":null,"planType":"plus"}}}"#;
         let StreamEvent::RateLimit {
             status, windows, ..
-        } = d.decode(line)
+        } = d.session.decode(line)
         else {
             panic!("a rate limit event");
         };
@@ -585,12 +570,12 @@ mod tests {
         // What the recordings hold without the headers: nothing to guard.
         let empty = br#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":null,"secondary":null}}}"#;
         assert!(
-            matches!(d.decode(empty), StreamEvent::RateLimit { windows, .. } if windows.is_empty())
+            matches!(d.session.decode(empty), StreamEvent::RateLimit { windows, .. } if windows.is_empty())
         );
         // A window of another length is none of the guard's.
         let other = br#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"primary":{"usedPercent":5,"windowDurationMins":60}}}}"#;
         assert!(
-            matches!(d.decode(other), StreamEvent::RateLimit { windows, .. } if windows.is_empty())
+            matches!(d.session.decode(other), StreamEvent::RateLimit { windows, .. } if windows.is_empty())
         );
     }
 
@@ -772,7 +757,7 @@ mod tests {
     #[test]
     fn server_requests_are_controls_and_denials() {
         let mut d = CodexDecoder::new();
-        let e = d.decode(br#"{"method":"item/commandExecution/requestApproval","id":7,"params":{"threadId":"t","turnId":"u","itemId":"i","command":"rm -rf /"}}"#);
+        let e = d.session.decode(br#"{"method":"item/commandExecution/requestApproval","id":7,"params":{"threadId":"t","turnId":"u","itemId":"i","command":"rm -rf /"}}"#);
         assert_eq!(
             e,
             StreamEvent::Other {
@@ -786,7 +771,7 @@ mod tests {
                 method: "item/commandExecution/requestApproval".into()
             })
         );
-        let e = d.decode(br#"{"method":"turn/completed","params":{"threadId":"t","turn":{"id":"u","items":[],"status":"completed"}}}"#);
+        let e = d.session.decode(br#"{"method":"turn/completed","params":{"threadId":"t","turn":{"id":"u","items":[],"status":"completed"}}}"#);
         let StreamEvent::Result(r) = e else {
             panic!("{e:?}")
         };
@@ -799,14 +784,16 @@ mod tests {
     #[test]
     fn bad_and_endless_lines_are_invalid_and_bounded() {
         let mut d = CodexDecoder::new();
-        assert!(matches!(d.decode(b"not json"), StreamEvent::Invalid { .. }));
-        let mut big = vec![b'x'; MAX_LINE + 10];
+        assert!(matches!(
+            d.session.decode(b"not json"),
+            StreamEvent::Invalid { .. }
+        ));
+        let mut big = vec![b'x'; 5 * MAX_COMPACTED];
         big.push(b'\n');
-        let (used, e) = d.push(&big[..MAX_LINE / 2]);
-        assert_eq!((used, e), (MAX_LINE / 2, None));
-        let (_, e) = d.push(&big[MAX_LINE / 2..]);
+        let (used, e) = d.push(&big[..MAX_COMPACTED / 2]);
+        assert_eq!((used, e), (MAX_COMPACTED / 2, None));
+        let (_, e) = d.push(&big[MAX_COMPACTED / 2..]);
         assert!(matches!(e, Some(StreamEvent::Invalid { .. })));
-        assert!(d.line.capacity() <= MAX_LINE);
         let (_, e) = d.push(b"{\"method\":\"warning\",\"params\":{}}\n");
         assert_eq!(
             e,
@@ -814,5 +801,32 @@ mod tests {
                 kind: "warning".into()
             })
         );
+    }
+
+    #[test]
+    fn a_command_output_of_any_length_is_skipped_not_read() {
+        // 20 MiB of output in one `item/completed` (cut while it streams
+        // past), then the agent's words, read whole however long.
+        let output = "error: \\\"quoted\\\"\\n".repeat(1_200_000);
+        let words = "All done. ".repeat(20_000);
+        let stream = format!(
+            "{{\"method\":\"item/completed\",\"params\":{{\"item\":{{\"type\":\"commandExecution\",\"id\":\"c1\",\"command\":\"make\",\"aggregatedOutput\":\"{output}\",\"exitCode\":1}},\"threadId\":\"t\",\"turnId\":\"u\"}}}}\n\
+             {{\"method\":\"item/completed\",\"params\":{{\"item\":{{\"type\":\"agentMessage\",\"id\":\"m1\",\"text\":\"{words}\"}},\"threadId\":\"t\",\"turnId\":\"u\"}}}}\n"
+        );
+        assert!(stream.len() > 20 << 20);
+        let mut d = CodexDecoder::new();
+        let mut events = Vec::new();
+        for mut rest in stream.as_bytes().chunks(128 << 10) {
+            while !rest.is_empty() {
+                let (used, e) = d.push(rest);
+                events.extend(e);
+                rest = &rest[used..];
+            }
+        }
+        let [StreamEvent::Other { kind }, StreamEvent::Assistant(m)] = &events[..] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(kind, "item/completed");
+        assert_eq!(m.text, [words]);
     }
 }

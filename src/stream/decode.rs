@@ -4,10 +4,9 @@
 
 use std::io::BufRead;
 
-use super::codex::{CodexDecoder, Control};
+use super::Decoder;
 use super::event::*;
 use super::raw::{RawLine, classify};
-use super::{GeminiDecoder, OpencodeDecoder};
 
 /// Decode one line held in memory.
 pub fn decode_line(line: &[u8]) -> StreamEvent {
@@ -31,80 +30,6 @@ pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> O
     Decoder::claude().next_from(reader, sink)
 }
 
-/// The decoder of one agent kind's stdout (`AgentKind::decoder`): fed with
-/// whatever chunks the pipe gives, it yields ralph's own events. One per
-/// agent process: a kind's decoder may carry state from line to line.
-#[derive(Debug)]
-pub enum Decoder {
-    /// Claude Code's `stream-json`.
-    Claude(LineDecoder),
-    /// `codex app-server`'s JSON-RPC messages.
-    Codex(CodexDecoder),
-    /// opencode's `run --format json`.
-    Opencode(OpencodeDecoder),
-    /// Gemini CLI's `-o stream-json`.
-    Gemini(GeminiDecoder),
-}
-
-impl Decoder {
-    pub fn claude() -> Decoder {
-        Decoder::Claude(LineDecoder::new())
-    }
-
-    /// What the last line means for the agent's wire (a protocol kind's).
-    pub fn take_control(&mut self) -> Option<Control> {
-        match self {
-            Decoder::Claude(_) | Decoder::Opencode(_) | Decoder::Gemini(_) => None,
-            Decoder::Codex(d) => d.take_control(),
-        }
-    }
-
-    /// Feed the next bytes of the stream: how many were consumed (up to
-    /// the end of the current line), and the event if a line ended there.
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
-        match self {
-            Decoder::Claude(d) => d.push(bytes),
-            Decoder::Codex(d) => d.push(bytes),
-            Decoder::Opencode(d) => d.push(bytes),
-            Decoder::Gemini(d) => d.push(bytes),
-        }
-    }
-
-    /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
-        match self {
-            Decoder::Claude(d) => d.finish(),
-            Decoder::Codex(d) => d.finish(),
-            Decoder::Opencode(d) => d.finish(),
-            Decoder::Gemini(d) => d.finish(),
-        }
-    }
-
-    /// The next event from a reader (see [`decode_from`]).
-    pub fn next_from<R: BufRead>(
-        &mut self,
-        reader: &mut R,
-        sink: &mut dyn FnMut(&[u8]),
-    ) -> Option<StreamEvent> {
-        loop {
-            let available = match reader.fill_buf() {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return self.finish(),
-            };
-            if available.is_empty() {
-                return self.finish();
-            }
-            let (used, event) = self.push(available);
-            sink(&available[..used]);
-            reader.consume(used);
-            if event.is_some() {
-                return event;
-            }
-        }
-    }
-}
-
 /// Lines up to this length that arrive whole are decoded in place, from the
 /// reader's buffer, without a copy.
 pub const DIRECT_LINE: usize = 16 << 10;
@@ -123,22 +48,54 @@ pub const MAX_COMPACTED: usize = 4 << 20;
 /// serde_json's own nesting limit.
 const MAX_DEPTH: usize = 128;
 
+/// What a kind's lines hold for ralph, as far as compacting a long line
+/// needs to know (each kind's decoder has one; Claude Code's is
+/// [`Shape::CLAUDE`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    /// Keys whose strings are the model's own words, kept up to 1 MiB
+    /// (every other string: 4 KiB).
+    pub words: &'static [&'static [u8]],
+    /// Top-level keys whose values ralph never reads: replaced by `null`.
+    pub unread: &'static [&'static [u8]],
+    /// Lines of which ralph reads one top-level field: (`type`, field).
+    /// Their top-level containers are replaced by `null`, and once the
+    /// field's value is read the rest of the line is skipped to its newline
+    /// (it is found only if the CLI prints the field before the bulk).
+    pub sparse: &'static [(&'static [u8], &'static [u8])],
+}
+
+impl Shape {
+    /// Claude Code's `stream-json`: the model's `text` blocks and the
+    /// result's `result`; `tool_use_result` (a second copy of a tool's
+    /// output) never read; of a `user` line (a tool result) only
+    /// `parent_tool_use_id`, which Claude Code prints before
+    /// `tool_use_result`.
+    pub(crate) const CLAUDE: Shape = Shape {
+        words: &[b"text", b"result"],
+        unread: &[b"tool_use_result"],
+        sparse: &[(b"user", b"parent_tool_use_id")],
+    };
+}
+
 /// Incremental decoder of a stream of lines, fed with whatever chunks the
-/// pipe gives; its memory does not depend on the length of a line.
+/// pipe gives; its memory does not depend on the length of a line. Every
+/// kind's decoder reads its lines through one, with the kind's [`Shape`].
 ///
 /// A line that arrives whole and short ([`DIRECT_LINE`]) is decoded where it
 /// lies. Any other line is *compacted* while it streams past: its JSON
 /// structure and short strings are copied; long strings are cut (the model's
-/// `text`/`result` at 1 MiB, everything else, above all tool results, at
-/// 4 KiB) and what is cut is skipped with `memchr`, neither parsed nor
-/// allocated; containers ralph never reads (`tool_use_result`, the body of a
-/// `user` line) are replaced by `null`, and a `user` line is left for its
-/// newline once its `parent_tool_use_id` is read. The compacted line, a few
-/// KiB, is then decoded like a short one. The one difference to decoding the
-/// whole line: skipped bytes are not checked for valid JSON, which only
-/// matters for bytes ralph does not read.
+/// words at 1 MiB, everything else, above all tool results, at 4 KiB) and
+/// what is cut is skipped with `memchr`, neither parsed nor allocated;
+/// containers ralph never reads (Claude Code's `tool_use_result`, the body
+/// of a `user` line) are replaced by `null`, and a sparse line (Claude
+/// Code's `user`) is left for its newline once its one field is read. The
+/// compacted line, a few KiB, is then decoded like a short one. The one
+/// difference to decoding the whole line: skipped bytes are not checked for
+/// valid JSON, which only matters for bytes ralph does not read.
 #[derive(Debug)]
 pub struct LineDecoder {
+    shape: Shape,
     /// The compacted line so far.
     kept: Vec<u8>,
     /// Bytes of the current line seen (0: at the start of a line).
@@ -154,8 +111,9 @@ pub struct LineDecoder {
     string: Option<StringState>,
     /// Inside a container that is dropped: the depth it was opened at.
     skip_from: Option<usize>,
-    /// `"type":"user"` seen at the top level: nothing below it is read.
-    user_line: bool,
+    /// A sparse line (its `type` seen at the top level): the one field
+    /// read; nothing below the top level is.
+    sparse: Option<&'static [u8]>,
     /// Everything ralph reads of this line is kept: skip to its end.
     done: bool,
     overflow: bool,
@@ -195,8 +153,15 @@ impl Default for LineDecoder {
 }
 
 impl LineDecoder {
+    /// Claude Code's lines.
     pub fn new() -> LineDecoder {
+        LineDecoder::of(Shape::CLAUDE)
+    }
+
+    /// Lines of the given shape.
+    pub(crate) fn of(shape: Shape) -> LineDecoder {
         LineDecoder {
+            shape,
             kept: Vec::new(),
             seen: 0,
             depth: 0,
@@ -206,7 +171,7 @@ impl LineDecoder {
             key_len: 0,
             string: None,
             skip_from: None,
-            user_line: false,
+            sparse: None,
             done: false,
             overflow: false,
         }
@@ -278,7 +243,7 @@ impl LineDecoder {
         self.key_len = 0;
         self.string = None;
         self.skip_from = None;
-        self.user_line = false;
+        self.sparse = None;
         self.done = false;
         self.overflow = false;
         event
@@ -305,6 +270,10 @@ impl LineDecoder {
 
     fn key_is(&self, name: &[u8]) -> bool {
         &self.key[..self.key_len] == name
+    }
+
+    fn key_in(&self, names: &[&[u8]]) -> bool {
+        names.iter().any(|n| self.key_is(n))
     }
 
     /// Scan up to the end of the line: (bytes used, line ended).
@@ -353,7 +322,7 @@ impl LineDecoder {
                     if self.skip_from.is_none()
                         && value_of
                         && self.depth == 1
-                        && (self.user_line || self.key_is(b"tool_use_result"))
+                        && (self.sparse.is_some() || self.key_in(self.shape.unread))
                     {
                         // Nothing in here is read: keep `null` in its place.
                         self.keep(b"null");
@@ -383,10 +352,11 @@ impl LineDecoder {
                     self.expect_key = false;
                 }
                 _ => {
-                    if self.user_line && self.depth == 1 && self.key_is(b"parent_tool_use_id") {
-                        // All a user line gives ralph; Claude Code puts it
-                        // before `tool_use_result`, a second copy of the
-                        // tool's output: no need to scan that.
+                    if self.depth == 1 && self.sparse.is_some_and(|f| self.key_is(f)) {
+                        // All a sparse line gives ralph (Claude Code's
+                        // `user` line: its `parent_tool_use_id`, before
+                        // `tool_use_result`, a second copy of the tool's
+                        // output): no need to scan the rest.
                         self.keep(b"}");
                         self.done = true;
                         continue;
@@ -402,10 +372,10 @@ impl LineDecoder {
     fn open_string(&mut self) {
         let dropped = self.skip_from.is_some();
         let is_key = self.expect_key && self.top() == Some(b'{');
-        let words = !self.user_line
+        let words = self.sparse.is_none()
             && !is_key
             && self.top() == Some(b'{')
-            && (self.key_is(b"text") || self.key_is(b"result"));
+            && self.key_in(self.shape.words);
         let cap = if dropped {
             0
         } else if words {
@@ -436,7 +406,12 @@ impl LineDecoder {
             self.key[..n].copy_from_slice(&content[..n]);
             self.key_len = n;
         } else if self.depth == 1 && self.key_is(b"type") {
-            self.user_line = content == b"user";
+            self.sparse = self
+                .shape
+                .sparse
+                .iter()
+                .find(|(kind, _)| content == *kind)
+                .map(|&(_, field)| field);
         }
         self.keep(b"\"");
     }

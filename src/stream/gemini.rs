@@ -18,13 +18,22 @@
 use serde::Deserialize;
 
 use super::raw::ToolInput;
-use super::{AssistantMessage, LineDecoder, ResultMessage, StreamEvent, ToolCall};
+use super::{AssistantMessage, LineDecoder, ResultMessage, Shape, StreamEvent, ToolCall};
 
 /// Most of a turn's text kept for the result (a turn is far shorter).
 const TURN_TEXT: usize = 1 << 20;
 
+/// What ralph reads of a long line: a `message`'s `content` in full; of a
+/// `tool_result` only that it is one (Gemini CLI prints `type` first, so
+/// the tool's `output` after it is skipped to the newline).
+const SHAPE: Shape = Shape {
+    words: &[b"content"],
+    unread: &[],
+    sparse: &[(b"tool_result", b"type")],
+};
+
 /// The decoder of one `gemini -p` process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GeminiDecoder {
     lines: LineDecoder,
     state: State,
@@ -103,9 +112,18 @@ fn status_of(message: &str) -> Option<u64> {
         .then_some(429)
 }
 
+impl Default for GeminiDecoder {
+    fn default() -> GeminiDecoder {
+        GeminiDecoder::new()
+    }
+}
+
 impl GeminiDecoder {
     pub fn new() -> GeminiDecoder {
-        GeminiDecoder::default()
+        GeminiDecoder {
+            lines: LineDecoder::of(SHAPE),
+            state: State::default(),
+        }
     }
 
     pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
@@ -295,6 +313,31 @@ mod tests {
         ] {
             assert_eq!(status_of(text), status, "{text}");
         }
+    }
+
+    #[test]
+    fn long_lines_keep_the_words_and_skip_tool_output() {
+        // A turn's text over the 4 KiB every other string is cut at, and a
+        // tool result of 8 MiB (skipped from its `type` on).
+        let words = "Fixed the parser; ".repeat(2_000);
+        let output = "\\\"x\\\" ".repeat(1 << 20);
+        let stream = format!(
+            "{{\"type\":\"message\",\"role\":\"assistant\",\"content\":\"{words}\",\"delta\":true}}\n\
+             {{\"type\":\"tool_result\",\"tool_id\":\"t1\",\"status\":\"success\",\"output\":\"{output}\"}}\n"
+        );
+        let mut d = GeminiDecoder::new();
+        let mut events = Vec::new();
+        for mut rest in stream.as_bytes().chunks(64 << 10) {
+            while !rest.is_empty() {
+                let (used, e) = d.push(rest);
+                events.extend(e);
+                rest = &rest[used..];
+            }
+        }
+        let [StreamEvent::Assistant(m), StreamEvent::User { .. }] = &events[..] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(m.text, [words]);
     }
 
     #[test]

@@ -22,10 +22,18 @@
 use serde::Deserialize;
 
 use super::raw::ToolInput;
-use super::{AssistantMessage, LineDecoder, ResultMessage, StreamEvent, ToolCall, Usage};
+use super::{AssistantMessage, LineDecoder, ResultMessage, Shape, StreamEvent, ToolCall, Usage};
+
+/// What ralph reads of a long line: a `text` part in full; the rest (a
+/// tool's `output`, its `metadata`, a written file's content) is cut.
+const SHAPE: Shape = Shape {
+    words: &[b"text"],
+    unread: &[],
+    sparse: &[],
+};
 
 /// The decoder of one `opencode run` process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct OpencodeDecoder {
     lines: LineDecoder,
     state: State,
@@ -124,9 +132,18 @@ fn tool_name(name: &str) -> String {
     .to_string()
 }
 
+impl Default for OpencodeDecoder {
+    fn default() -> OpencodeDecoder {
+        OpencodeDecoder::new()
+    }
+}
+
 impl OpencodeDecoder {
     pub fn new() -> OpencodeDecoder {
-        OpencodeDecoder::default()
+        OpencodeDecoder {
+            lines: LineDecoder::of(SHAPE),
+            state: State::default(),
+        }
     }
 
     pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {

@@ -259,12 +259,28 @@ impl<'a> Driver<'a> {
         if !agent.stdin_open() {
             return false;
         }
-        let _ = crate::state::create_dir_private(
-            &self
-                .root
-                .join(r.notes_path.parent().unwrap_or(Path::new("."))),
-        );
-        let text = self.templates.render(
+        match handoff_text(self.templates, self.root, r) {
+            Ok(text) => agent.send(&text).await,
+            Err(e) => {
+                self.events.warn(e);
+                false
+            }
+        }
+    }
+}
+
+/// The checkpoint request `r` as the agent is sent it (mid-session, or as
+/// the prompt of a continued session), its notes' directory made.
+pub(super) fn handoff_text(
+    templates: &Templates,
+    root: &Path,
+    r: &HandoffRequest,
+) -> Result<String, String> {
+    let _ = crate::state::create_dir_private(
+        &root.join(r.notes_path.parent().unwrap_or(Path::new("."))),
+    );
+    templates
+        .render(
             templates::CHECKPOINT_REQUEST,
             minijinja::context! {
                 percent => r.percent,
@@ -276,14 +292,6 @@ impl<'a> Driver<'a> {
                 trigger => r.trigger.name(),
                 reason => &r.reason,
             },
-        );
-        match text {
-            Ok(text) => agent.send(&text).await,
-            Err(e) => {
-                self.events
-                    .warn(format!("cannot render the checkpoint request: {e}"));
-                false
-            }
-        }
-    }
+        )
+        .map_err(|e| format!("cannot render the checkpoint request: {e}"))
 }

@@ -26,6 +26,8 @@ pub(super) struct MeterSummary {
     pub peak_percent: f64,
     pub peak_level: Level,
     pub peak_tokens: u64,
+    /// The kind reports no usage per model call: the peak is no measure.
+    pub not_metered: bool,
 }
 
 /// Facts gathered while one agent process ran.
@@ -52,6 +54,9 @@ pub(super) struct Facts {
     pub nudge_answer: Option<String>,
     /// The agent CLI's session id, from its init line.
     pub session_id: Option<String>,
+    /// The session was continued once after its stop to ask for handoff
+    /// notes (`continuation`).
+    pub continued: bool,
     pub tool_calls: Vec<ToolCall>,
     pub files_touched: Vec<String>,
     pub permission_denials: Vec<String>,

@@ -217,6 +217,7 @@ impl IterationMachine {
             peak_percent: m.peak_percent(),
             peak_level: m.peak_level(),
             peak_tokens: m.peak_tokens(),
+            not_metered: m.not_metered(),
         });
         facts
     }

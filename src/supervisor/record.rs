@@ -344,6 +344,7 @@ pub(super) fn iteration(
         error: verdict.error.clone(),
         invalid_lines: facts.invalid_lines,
         skipped_lines: facts.skipped_lines,
+        not_metered: facts.meter.as_ref().is_some_and(|m| m.not_metered),
     });
     trip
 }

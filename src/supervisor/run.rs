@@ -56,6 +56,9 @@ pub struct Supervisor {
     pub(super) signals: Signals,
     pub(super) budgets: Budgets,
     pub(super) flags: RunFlags,
+    /// Requests that came while a continued session ran (`continuation`),
+    /// handled before the next iteration as any request between two.
+    pub(super) held: Vec<Request>,
     pub(super) backoff: LimitBackoff,
     /// The snapshot taken after the last iteration while nothing has touched
     /// the tree since (no WIP commit, hook or wait): the next iteration
@@ -198,6 +201,7 @@ impl Supervisor {
             signals,
             budgets: Budgets::new(&config, opts.deadline, Instant::now(), counted_from),
             flags: RunFlags::default(),
+            held: Vec::new(),
             backoff: LimitBackoff::default(),
             reuse_snapshot: None,
             reuse_tree: None,
@@ -347,7 +351,10 @@ impl Supervisor {
         loop {
             // A signal or `ralph stop` between two iterations must not
             // start another agent.
-            while let Some(request) = self.signals.pending().await {
+            while let Some(request) = match self.held.pop() {
+                Some(r) => Some(r),
+                None => self.signals.pending().await,
+            } {
                 if let Some(end) = self.on_request_between(request, "between iterations") {
                     return Ok(end);
                 }
@@ -486,7 +493,7 @@ impl Supervisor {
     /// Progress, checkpoint, state, rules. `Some` ends the run.
     pub(super) async fn after_agent(
         &mut self,
-        facts: Facts,
+        mut facts: Facts,
         plan_before: &Plan,
         snap_before: Option<repo::Snapshot>,
     ) -> Option<(Outcome, String)> {
@@ -515,6 +522,7 @@ impl Supervisor {
         };
         self.verify_iteration(&facts, &mut verdict, &mut gate, checked);
         if let Some(mark) = verdict.checkpoint {
+            self.continue_for_notes(&mut facts, mark).await;
             self.save_checkpoint(&facts, mark);
         } else if let Some(message) =
             crate::plan::decisions::record_from_plan(&self.root, &self.config.plan, facts.number)
@@ -569,10 +577,17 @@ impl Supervisor {
         let mut moment = record::moment(&self.state, facts, mark, reserve);
         let kind = self.config.agent.kind;
         if moment.notes_path.is_none() && !kind.capabilities().message {
-            moment.unasked = Some(format!(
-                "{} takes no message mid-session, so none could be asked for: this handoff was written from the transcript and the work tree.",
-                kind.product()
-            ));
+            moment.unasked = Some(if facts.continued {
+                format!(
+                    "{} takes no message mid-session; its session was continued once to ask for notes, and it wrote none: this handoff was written from the transcript and the work tree.",
+                    kind.product()
+                )
+            } else {
+                format!(
+                    "{} takes no message mid-session, so none could be asked for: this handoff was written from the transcript and the work tree.",
+                    kind.product()
+                )
+            });
         }
         // Recorded in the lock: should ralph die inside the commit, the next
         // run knows that git's lock files are its own (state::LockInfo).

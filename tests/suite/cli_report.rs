@@ -186,6 +186,7 @@ fn fixture(status: &str) -> (tempfile::TempDir, RunState) {
                     error: None,
                     invalid_lines: 0,
                     skipped_lines: 0,
+                    not_metered: false,
                 },
             ),
             (

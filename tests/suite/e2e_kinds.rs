@@ -142,21 +142,85 @@ fn codex_usage_limit_is_read_from_its_own_words() {
 }
 
 #[test]
-fn opencode_metered_past_l2_is_stopped_and_handed_off_from_the_transcript() {
+fn opencode_metered_past_l2_is_stopped_then_continued_for_its_notes() {
     let p = project("opencode", CLIMB_AND_RESUME, "[context]\ngrace = \"20s\"\n");
     let run = p.run(&[], LIMIT);
     let doc = assert_handed_off_and_resumed(&p, &run);
-    // opencode takes no message: no request, a clean stop, and a handoff
-    // that says where it came from.
+    // opencode takes no message mid-session: no request while it runs, a
+    // clean stop, then its session continued once (`run --session ID`)
+    // with the request as the prompt; the notes it wrote are the handoff's.
     assert!(run.of("nudged").is_empty());
     assert!(run.of("checkpoint_requested")[0]["notes_path"].is_null());
     assert_eq!(run.of("agent_signalled")[0]["signal"], "SIGINT");
+    let continued = run.of("session_continued");
+    assert_eq!(continued.len(), 1, "{}", run.describe());
+    assert_eq!(continued[0]["notes_written"], true, "{continued:?}");
+    assert_eq!(continued[0]["notes_path"], ".ralph/notes/iter-001.md");
+    let session = continued[0]["session_id"].as_str().unwrap();
+    assert!(session.starts_with("ses_"), "{session}");
+    assert!(doc.contains("parser.py:2 quoting"), "{doc}");
+    assert!(!doc.contains("written from the transcript"), "{doc}");
+    assert!(transcript(&p, &run, 1).contains(r#""type":"step_finish""#));
+    // The continuation's own transcript, in the same session.
+    let id = run.of("run_started")[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let second = p.read(&format!(".ralph/runs/{id}/iter-001-continued.jsonl"));
+    assert!(
+        second.contains(session) && second.contains("iter-001.md"),
+        "{second}"
+    );
+}
+
+#[test]
+fn opencode_without_agent_handoff_is_handed_off_from_the_transcript() {
+    let p = project(
+        "opencode",
+        CLIMB_AND_RESUME,
+        "[context]\ngrace = \"20s\"\nagent_handoff = false\n",
+    );
+    let run = p.run(&[], LIMIT);
+    let doc = assert_handed_off_and_resumed(&p, &run);
+    assert!(run.of("session_continued").is_empty(), "{}", run.describe());
     assert!(
         doc.contains("opencode takes no message mid-session")
             && doc.contains("written from the transcript"),
         "{doc}"
     );
-    assert!(transcript(&p, &run, 1).contains(r#""type":"step_finish""#));
+}
+
+#[test]
+fn a_sigint_during_the_continuation_cuts_it_short_and_keeps_the_checkpoint() {
+    // The continued session takes its time to write the notes.
+    let scenario = CLIMB_AND_RESUME.replacen(
+        "[[iteration]]\n",
+        "[[iteration]]\ncomply_delay_ms = 30000\n",
+        1,
+    );
+    let p = project("opencode", &scenario, "[context]\ngrace = \"40s\"\n");
+    let child = p.spawn_run(&[]);
+    common::wait_for_process("--session ses_", Duration::from_secs(20));
+    let asked = std::time::Instant::now();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let run = Run::wait(child, LIMIT);
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(run.code, Some(130), "{}", run.describe());
+    let continued = run.of("session_continued");
+    assert_eq!(continued[0]["notes_written"], false, "{}", run.describe());
+    // The work is committed and handed off all the same, saying why the
+    // notes are missing.
+    assert_eq!(run.of("checkpoint").len(), 1, "{}", run.describe());
+    let doc = std::fs::read_to_string(p.handoffs().pop().expect("a handoff")).unwrap();
+    assert!(
+        doc.contains("continued once to ask for notes, and it wrote none"),
+        "{doc}"
+    );
+    assert!(processes_matching("--session ses_").is_empty());
 }
 
 #[test]
@@ -171,6 +235,10 @@ fn gemini_is_supervised_but_not_metered_live() {
     let readings = run.of("context");
     assert!(!readings.is_empty());
     assert!(readings.iter().all(|e| e["reading"]["not_metered"] == true));
+    // The end of each iteration says so too, from the event's own field.
+    let ended = run.of("iteration_ended");
+    assert!(!ended.is_empty());
+    assert!(ended.iter().all(|e| e["not_metered"] == true), "{ended:?}");
     let out = p.ralph().args(["context", "--json"]).output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["metered_live"], false, "{report:#}");
@@ -248,6 +316,12 @@ fn the_demo_runs_as_each_kind() {
             }
             _ => {
                 assert!(stderr.contains("context not metered live"), "{stderr}");
+                // Not "peak context 0.0%" at the end of an iteration either.
+                assert!(
+                    stderr.contains("context not metered live, $")
+                        && !stderr.contains("peak context"),
+                    "{stderr}"
+                );
                 assert_eq!(handoffs, 0, "{stderr}");
             }
         }

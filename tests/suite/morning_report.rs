@@ -538,6 +538,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
                 error: None,
                 invalid_lines: 0,
                 skipped_lines: 0,
+                not_metered: false,
             },
         });
         state.history.push(ralph::state::IterationRecord {

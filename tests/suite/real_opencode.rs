@@ -489,9 +489,13 @@ fn kill_9_then_takeover_with_opencode() {
     cases::kill_9_then_takeover(&p, "bash", |p, script| serve(p, move |chat| script(chat)));
 }
 
+/// Where ralph asks the agent of iteration 1 for its handoff notes.
+const NOTES: &str = ".ralph/notes/iter-001.md";
+
 /// The context climbs past L2 in one model step. opencode takes no
-/// message mid-session: ralph stops it, commits the work in progress with
-/// a handoff written from the transcript (which says so), and the next
+/// message mid-session: ralph stops it, continues its session once
+/// (`opencode run --session ID`) with the request for handoff notes,
+/// commits the work in progress with a handoff quoting them, and the next
 /// iteration resumes from it.
 #[test]
 fn opencode_past_l2_hands_off_and_resumes() {
@@ -502,10 +506,24 @@ fn opencode_past_l2_hands_off_and_resumes() {
     let p = ralph_project(
         "oc-l2",
         &oc,
-        &ralph_setup("# E2E plan\n\n- [ ] Finish the parser\n"),
+        &RalphSetup {
+            // The continued session starts opencode anew (seconds on a
+            // loaded machine) and makes two model calls.
+            grace: "45s",
+            ..ralph_setup("# E2E plan\n\n- [ ] Finish the parser\n")
+        },
     );
     let api = serve(&p, move |chat| {
         let handoff_re = Regex::new(r"\.ralph/handoffs/[0-9-]+-iter\d{3}(-\d+)?\.md").unwrap();
+        // The continued session: the request for notes is its last user
+        // message; the notes, then the last word.
+        if chat.last_user_text().contains(NOTES) {
+            return if chat.messages().last().is_some_and(|m| m["role"] == "user") {
+                Reply::turn(151_000).tool("write", json!({"filePath": NOTES, "content": "# Handoff notes\n\nThe parser is half done (src/parser.txt); next: its tests.\n"}))
+            } else {
+                Reply::turn(152_000).text("Handoff notes written; stopping.")
+            };
+        }
         match (iteration_of(&chat.user_text()), chat.assistant_turns()) {
             (1, 0) => Reply::turn(20_000)
                 .text("Starting on the parser.")
@@ -546,14 +564,22 @@ fn opencode_past_l2_hands_off_and_resumes() {
     for needle in ["level: L2", "src/parser.txt", "Finish the parser"] {
         assert!(doc.contains(needle), "handoff lacks {needle:?}:\n{doc}");
     }
-    // No request for notes could reach opencode: none was sent, and the
-    // handoff says why.
+    // No request for notes could reach opencode while it ran; its session,
+    // continued once, wrote them, and the handoff quotes them.
     let requested = p.events_named("checkpoint_requested");
     assert_eq!(requested.len(), 1, "{}", diag());
     assert!(requested[0]["notes_path"].is_null(), "{requested:?}");
+    let continued = p.events_named("session_continued");
+    assert_eq!(continued.len(), 1, "{}", diag());
+    eprintln!("oc-l2: the continuation took {}s", continued[0]["seconds"]);
+    assert_eq!(
+        continued[0]["notes_written"],
+        true,
+        "{continued:?}\n{}",
+        diag()
+    );
     assert!(
-        doc.contains("opencode takes no message mid-session")
-            && doc.contains("written from the transcript"),
+        doc.contains("The parser is half done") && !doc.contains("written from the transcript"),
         "{doc}"
     );
     let second = api

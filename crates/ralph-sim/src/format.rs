@@ -85,6 +85,14 @@ impl Translator {
         }
     }
 
+    /// Print the session `id` (opencode's `run --session ID` continues it)
+    /// rather than one of its own.
+    pub(crate) fn continue_session(&mut self, id: &str) {
+        if let Translator::Opencode(t) = self {
+            t.continue_session(id);
+        }
+    }
+
     /// The lines this format prints for one Claude Code line (none for a line it has no
     /// counterpart of). A line that is not JSON passes as it is (scenarios write
     /// garbage on purpose).
@@ -136,6 +144,23 @@ fn usage(v: &Value) -> (u64, u64, u64, u64) {
         n("cache_creation_input_tokens"),
         n("output_tokens"),
     )
+}
+
+/// A JSON object as one line with its `type` first, as opencode and Gemini CLI print
+/// theirs (`json!` sorts the keys): what a decoder reads first matters to its speed.
+fn type_first(v: &Value) -> String {
+    let Some((kind, map)) = v.get("type").zip(v.as_object()) else {
+        return v.to_string();
+    };
+    let mut line = format!("{{\"type\":{kind}");
+    for (key, value) in map.iter().filter(|(k, _)| *k != "type") {
+        line.push(',');
+        line.push_str(&Value::from(key.as_str()).to_string());
+        line.push(':');
+        line.push_str(&value.to_string());
+    }
+    line.push('}');
+    line
 }
 
 /// A line Claude Code prints for an API call that failed (`<synthetic>` model).

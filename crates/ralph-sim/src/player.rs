@@ -117,6 +117,9 @@ struct Sim<'a> {
     /// an agent says what it was refused.
     failed: Vec<String>,
     format: Format,
+    /// opencode run with `--session ID`: a stopped session continued for one
+    /// turn, whose prompt is answered as a message (not the scenario played).
+    continues: bool,
     /// The player's lines in the CLI's format.
     translator: Translator,
 }
@@ -134,6 +137,14 @@ pub(crate) fn play(
     input::install_signal_handlers(tx.clone(), cfg.on_sigterm)?;
     let format = Format::from_args(claude_args);
     let session = codex::Shared::new(&cfg.api_model, cfg.context_window);
+    let mut translator = Translator::new(format, &session);
+    let continued = claude_args
+        .windows(2)
+        .find(|w| format == Format::Opencode && w[0] == "--session")
+        .map(|w| w[1].clone());
+    if let Some(id) = &continued {
+        translator.continue_session(id);
+    }
     input::spawn_stdin_reader(tx.clone(), format.input(), session.clone());
 
     let sim = Sim {
@@ -164,7 +175,8 @@ pub(crate) fn play(
         touched: Vec::new(),
         failed: Vec::new(),
         format,
-        translator: Translator::new(format, &session),
+        continues: continued.is_some(),
+        translator,
         cfg,
     };
     sim.run()
@@ -185,7 +197,7 @@ impl Sim<'_> {
     fn play(&mut self) -> Flow<i32> {
         // Like the real CLI, nothing happens before the prompt (or stdin's end) arrives;
         // its text plays no part beyond `record_messages`.
-        self.wait(
+        let prompt = self.wait(
             None,
             Until {
                 message: true,
@@ -205,6 +217,13 @@ impl Sim<'_> {
             &self.scenario_name,
         );
         self.emit(&line)?;
+        if self.continues {
+            // The prompt of a continued session (ralph's request for notes).
+            if let Wake::Message(text) = prompt {
+                self.answer(&text)?;
+            }
+            return self.idle();
+        }
 
         let steps = self.steps;
         let has_result = steps

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{blocks, is_synthetic};
+use super::{blocks, is_synthetic, type_first};
 use crate::lines::timestamp;
 
 /// Claude's tool names in Gemini CLI's vocabulary.
@@ -100,7 +100,7 @@ fn translate(v: &Value) -> Vec<String> {
         }
         _ => Vec::new(),
     };
-    lines.iter().map(Value::to_string).collect()
+    lines.iter().map(type_first).collect()
 }
 
 #[cfg(test)]

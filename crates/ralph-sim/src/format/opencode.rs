@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{blocks, is_synthetic, usage};
+use super::{blocks, is_synthetic, type_first, usage};
 
 pub(crate) struct Translator {
     session: String,
@@ -62,9 +62,14 @@ fn tool(name: &str, input: &Value) -> (String, Value) {
 }
 
 impl Translator {
+    pub(crate) fn continue_session(&mut self, id: &str) {
+        self.session = id.to_string();
+    }
+
     fn line(&self, kind: &str, part: Value) -> String {
-        json!({"type": kind, "timestamp": now_ms(), "sessionID": self.session, "part": part})
-            .to_string()
+        type_first(
+            &json!({"type": kind, "timestamp": now_ms(), "sessionID": self.session, "part": part}),
+        )
     }
 
     fn start(&mut self, message: &str, tokens: Value, out: &mut Vec<String>) {
@@ -164,12 +169,11 @@ impl Translator {
             }
             Some("result") if v["is_error"] == true && v["api_error_status"].is_u64() => {
                 self.finish(None, 0.0, &mut out);
-                out.push(
-                    json!({"type": "error", "timestamp": now_ms(), "sessionID": self.session,
+                out.push(type_first(
+                    &json!({"type": "error", "timestamp": now_ms(), "sessionID": self.session,
                         "error": {"name": "APIError", "data": {"message": v["result"],
-                            "statusCode": v["api_error_status"], "isRetryable": false}}})
-                    .to_string(),
-                );
+                            "statusCode": v["api_error_status"], "isRetryable": false}}}),
+                ));
             }
             // Stopped (SIGINT): the output ends mid-step, as opencode's does.
             Some("result") if v["is_error"] == true => {}
