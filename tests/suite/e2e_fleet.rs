@@ -79,6 +79,9 @@ impl Fleet {
         Fleet { tmp, bare }
     }
 
+    /// `--no-local`: a local clone hardlinks the remote's objects and fails
+    /// ("hardlink different from source") when a worker pushes meanwhile;
+    /// the pack protocol reads a consistent view, as a real remote would.
     fn clone(&self, name: &str) -> PathBuf {
         let dir = self.tmp.path().join(name);
         git(
@@ -86,6 +89,7 @@ impl Fleet {
             &[
                 "clone",
                 "-q",
+                "--no-local",
                 self.bare.to_str().unwrap(),
                 dir.to_str().unwrap(),
             ],
