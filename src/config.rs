@@ -12,7 +12,7 @@
 
 mod agent;
 mod schema;
-pub mod span;
-pub mod token_budget;
+pub(crate) mod span;
+pub(crate) mod token_budget;
 
 pub use schema::*;

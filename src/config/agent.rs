@@ -24,7 +24,8 @@ pub enum AgentKind {
 }
 
 impl AgentKind {
-    pub const ALL: [AgentKind; 4] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [AgentKind; 4] = [
         AgentKind::Claude,
         AgentKind::Codex,
         AgentKind::Opencode,
@@ -32,7 +33,7 @@ impl AgentKind {
     ];
 
     /// The name in `ralph.toml` and on the command line.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
             AgentKind::Codex => "codex",
@@ -42,7 +43,7 @@ impl AgentKind {
     }
 
     /// `agent.command` when `ralph.toml` does not set it.
-    pub fn default_command(self) -> &'static str {
+    pub(crate) fn default_command(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
             AgentKind::Codex => "codex",
@@ -66,15 +67,15 @@ pub struct AgentConfig {
     /// Program, optionally followed by leading arguments (shell-style
     /// quoting); `ralph` means this very binary (for `ralph sim`). Unset:
     /// the kind's own CLI ([`AgentKind::default_command`]).
-    pub command: Option<String>,
-    pub args: Vec<String>,
-    pub model: Option<String>,
+    pub(crate) command: Option<String>,
+    pub(crate) args: Vec<String>,
+    pub(crate) model: Option<String>,
     /// 0 = detect from the model.
-    pub context_window: u64,
+    pub(crate) context_window: u64,
     pub reserve_tokens: u64,
-    pub env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, String>,
     /// `none` or `bwrap`: the agent in a box (`[sandbox]`, docs/sandbox.md).
-    pub sandbox: crate::agent::sandbox::Kind,
+    pub(crate) sandbox: crate::agent::sandbox::Kind,
 }
 
 impl Default for AgentConfig {
@@ -94,7 +95,7 @@ impl Default for AgentConfig {
 
 impl AgentConfig {
     /// The program and its leading arguments: `command`, or the kind's CLI.
-    pub fn program(&self) -> (String, Vec<String>) {
+    pub(crate) fn program(&self) -> (String, Vec<String>) {
         let default = self.kind.default_command();
         let command = self.command.as_deref().unwrap_or(default);
         let mut words = shlex::split(command).unwrap_or_default();

@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use super::agent::{AgentConfig, AgentKind};
-pub use crate::config::span::{Span, format_duration};
+pub(crate) use super::agent::AgentConfig;
+pub use super::agent::AgentKind;
+pub(crate) use crate::config::span::{Span, format_duration};
 use crate::error::{Error, Result};
-pub use crate::rules::breaker::BreakerConfig;
+pub(crate) use crate::rules::breaker::BreakerConfig;
 
-pub const FILE_NAME: &str = "ralph.toml";
+pub(crate) const FILE_NAME: &str = "ralph.toml";
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -26,79 +27,79 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     pub hooks: HooksConfig,
     pub prompt: crate::config::token_budget::PromptConfig,
-    pub handoff: crate::config::token_budget::HandoffConfig,
-    pub runs: crate::agent::transcript::RunsConfig,
-    pub verify: crate::hooks::verify::checks::VerifyConfig,
-    pub notify: crate::events::notify::config::NotifyConfig,
-    pub quota: crate::rules::quota::QuotaConfig,
-    pub sandbox: crate::agent::sandbox::SandboxConfig,
-    pub workers: crate::workers::WorkersConfig,
-    pub fleet: crate::workers::fleet::FleetConfig,
+    pub(crate) handoff: crate::config::token_budget::HandoffConfig,
+    pub(crate) runs: crate::agent::transcript::RunsConfig,
+    pub(crate) verify: crate::hooks::verify::checks::VerifyConfig,
+    pub(crate) notify: crate::events::notify::config::NotifyConfig,
+    pub(crate) quota: crate::rules::quota::QuotaConfig,
+    pub(crate) sandbox: crate::agent::sandbox::SandboxConfig,
+    pub(crate) workers: crate::workers::WorkersConfig,
+    pub(crate) fleet: crate::workers::fleet::FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LoopConfig {
-    pub max_iterations: u32,
-    pub completion_promise: String,
-    pub require_plan_complete: bool,
-    pub iteration_timeout: Span,
-    pub idle_timeout: Span,
-    pub max_duration: Option<Span>,
-    pub max_cost_usd: Option<f64>,
+    pub(crate) max_iterations: u32,
+    pub(crate) completion_promise: String,
+    pub(crate) require_plan_complete: bool,
+    pub(crate) iteration_timeout: Span,
+    pub(crate) idle_timeout: Span,
+    pub(crate) max_duration: Option<Span>,
+    pub(crate) max_cost_usd: Option<f64>,
 }
 
 /// `context.checkpoint_tokens` unless set. Never binds on a 200k window; on
 /// a 1M one (Sonnet 5, Opus 5) L2 would be ~822k, each turn re-reading it
 /// all (docs/estimates.md, "Long windows").
-pub const DEFAULT_CHECKPOINT_TOKENS: u64 = 200_000;
+pub(crate) const DEFAULT_CHECKPOINT_TOKENS: u64 = 200_000;
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContextConfig {
-    pub warn_percent: f64,
-    pub checkpoint_percent: f64,
-    pub emergency_percent: f64,
-    pub grace: Span,
-    pub agent_handoff: bool,
+    pub(crate) warn_percent: f64,
+    pub(crate) checkpoint_percent: f64,
+    pub(crate) emergency_percent: f64,
+    pub(crate) grace: Span,
+    pub(crate) agent_handoff: bool,
     /// At L1, send one message: finish and commit the current item.
-    pub nudge_at_l1: bool,
+    pub(crate) nudge_at_l1: bool,
     /// Items one session may finish while the boundary rule says the next
     /// fits (1: one item per session); docs/estimates.md says why 3.
-    pub items_per_session: u32,
+    pub(crate) items_per_session: u32,
     /// An item estimated above this percent of the usable window is to be
     /// split before it is worked on.
-    pub shard_percent: f64,
+    pub(crate) shard_percent: f64,
     /// Absolute cap: L2 at this many tokens at the latest, L1 at
     /// warn/checkpoint of it ([`DEFAULT_CHECKPOINT_TOKENS`] unless set).
-    pub checkpoint_tokens: Option<u64>,
+    pub(crate) checkpoint_tokens: Option<u64>,
     /// What an item is estimated at when nothing is known about it, in
     /// percent of the usable window.
-    pub estimate_prior_percent: f64,
+    pub(crate) estimate_prior_percent: f64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct GitConfig {
-    pub wip_commit: bool,
-    pub commit_message: String,
+    pub(crate) wip_commit: bool,
+    pub(crate) commit_message: String,
     /// New files larger than this many bytes stay out of WIP commits (0: no limit).
-    pub max_file_size: u64,
+    pub(crate) max_file_size: u64,
     /// More new files than this in one WIP commit: the biggest new
     /// directories stay out (0: no limit).
-    pub max_new_files: usize,
+    pub(crate) max_new_files: usize,
     /// Whether new binary files go into WIP commits.
-    pub commit_binaries: bool,
+    pub(crate) commit_binaries: bool,
     /// How often, during an iteration, the work tree is recorded on a hidden
     /// snapshot ref (`ralph recover`); "0s" turns snapshots off.
-    pub snapshot_interval: Span,
+    pub(crate) snapshot_interval: Span,
     /// Snapshot refs of this many runs are kept; older runs' are deleted.
-    pub snapshot_keep_runs: usize,
+    pub(crate) snapshot_keep_runs: usize,
 }
 
 impl GitConfig {
     /// The limits a WIP commit applies to new files.
-    pub fn guard(&self) -> crate::repo::Guard {
+    pub(crate) fn guard(&self) -> crate::repo::Guard {
         crate::repo::Guard {
             max_file_size: self.max_file_size,
             max_new_files: self.max_new_files,
@@ -110,35 +111,35 @@ impl GitConfig {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitConfig {
-    pub wait: bool,
-    pub max_wait: Span,
+    pub(crate) wait: bool,
+    pub(crate) max_wait: Span,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
-    pub on_checkpoint: Vec<String>,
-    pub on_iteration_end: Vec<String>,
-    pub on_exit: Vec<String>,
+    pub(crate) on_checkpoint: Vec<String>,
+    pub(crate) on_iteration_end: Vec<String>,
+    pub(crate) on_exit: Vec<String>,
     /// The context crossed up into L1, L2 or L3 (run in the background).
-    pub on_level: Vec<String>,
+    pub(crate) on_level: Vec<String>,
     /// The circuit breaker opened, went half-open or closed.
-    pub on_breaker: Vec<String>,
+    pub(crate) on_breaker: Vec<String>,
     /// A wait for a usage limit to reset begins.
-    pub on_limit_wait: Vec<String>,
-    pub on_verify: Vec<String>,
+    pub(crate) on_limit_wait: Vec<String>,
+    pub(crate) on_verify: Vec<String>,
     /// How long one hook may run before it is killed and logged.
-    pub timeout: Span,
+    pub(crate) timeout: Span,
     /// How many times a failed hook command is run again.
-    pub retries: u32,
+    pub(crate) retries: u32,
 }
 
 /// The most `hooks.retries` may be: each retry can take `hooks.timeout`.
-pub const MAX_HOOK_RETRIES: u32 = 5;
+pub(crate) const MAX_HOOK_RETRIES: u32 = 5;
 
 impl HooksConfig {
     /// Each hook point's key with its commands.
-    pub fn points(&self) -> [(&'static str, &[String]); 7] {
+    pub(crate) fn points(&self) -> [(&'static str, &[String]); 7] {
         [
             ("on_checkpoint", &self.on_checkpoint),
             ("on_iteration_end", &self.on_iteration_end),
@@ -263,7 +264,7 @@ impl Config {
     }
 
     /// Parse and validate the text of a config file; `path` is for messages.
-    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<Config> {
         let config: Config = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| {
                 text.as_bytes()[..s.start.min(text.len())]
@@ -525,7 +526,7 @@ impl Config {
     }
 
     /// The agent program and its leading arguments from `agent.command`.
-    pub fn agent_program(&self) -> (String, Vec<String>) {
+    pub(crate) fn agent_program(&self) -> (String, Vec<String>) {
         self.agent.program()
     }
 
@@ -533,7 +534,7 @@ impl Config {
     /// reserve, `[context]`'s thresholds and `checkpoint_tokens`. The one
     /// constructor: `ralph run`'s iterations, the status line and the
     /// PreCompact hook all start from it, so they agree on the level.
-    pub fn meter(&self) -> crate::context::ContextMeter {
+    pub(crate) fn meter(&self) -> crate::context::ContextMeter {
         crate::context::ContextMeter::new(
             self.agent.context_window,
             self.agent.reserve_tokens,
@@ -543,7 +544,7 @@ impl Config {
     }
 
     /// Usable percentage thresholds in order L1, L2, L3.
-    pub fn thresholds(&self) -> crate::context::Thresholds {
+    pub(crate) fn thresholds(&self) -> crate::context::Thresholds {
         crate::context::Thresholds {
             warn: self.context.warn_percent,
             checkpoint: self.context.checkpoint_percent,
@@ -554,7 +555,7 @@ impl Config {
 
 /// What `git.commit_message` can use; the same for validation and for the
 /// WIP commit (`checkpoint`).
-pub fn commit_message_context(
+pub(crate) fn commit_message_context(
     iteration: u32,
     level: crate::context::Level,
     percent: f64,
