@@ -31,8 +31,8 @@ mod gemini;
 mod opencode;
 mod raw;
 
-pub use codex::{CodexDecoder, Control};
+pub(crate) use codex::{CodexDecoder, Control};
 pub use decode::*;
 pub use event::*;
-pub use gemini::GeminiDecoder;
-pub use opencode::OpencodeDecoder;
+pub(crate) use gemini::GeminiDecoder;
+pub(crate) use opencode::OpencodeDecoder;

@@ -11,9 +11,9 @@
 //! URLs of Slack and Telegram hold secrets; they are remembered as such and
 //! never printed.
 
-pub mod config;
+pub(crate) mod config;
 mod deliver;
 mod message;
 
-pub use deliver::{Channel, Notifier, deliver};
-pub use message::test_notice;
+pub(crate) use deliver::{Channel, Notifier, deliver};
+pub(crate) use message::test_notice;

@@ -30,11 +30,11 @@ use crate::text::cut_bytes;
 
 /// Lines longer than this (a command's whole output in one `item/completed`)
 /// are skipped and reported, so that memory stays bounded.
-pub const MAX_LINE: usize = 16 << 20;
+pub(crate) const MAX_LINE: usize = 16 << 20;
 
 /// What the agent's wire needs to know of a line.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Control {
+pub(crate) enum Control {
     /// `thread/start` answered: the thread to start turns on.
     ThreadStarted { thread_id: String },
     /// A turn began (its id is what `turn/steer` and `turn/interrupt` name).
@@ -50,7 +50,7 @@ pub enum Control {
 /// The decoder of one app-server process: lines in, events out; it keeps
 /// what later lines need (the model, the last usage, the agent's last words).
 #[derive(Debug, Default)]
-pub struct CodexDecoder {
+pub(crate) struct CodexDecoder {
     line: Vec<u8>,
     overflow: bool,
     model: String,
@@ -63,13 +63,13 @@ pub struct CodexDecoder {
 }
 
 impl CodexDecoder {
-    pub fn new() -> CodexDecoder {
+    pub(crate) fn new() -> CodexDecoder {
         CodexDecoder::default()
     }
 
     /// Feed the next bytes: how many were consumed (up to the end of the
     /// current line), and the event if a line ended there.
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         let Some(end) = memchr::memchr(b'\n', bytes) else {
             self.keep(bytes);
             return (bytes.len(), None);
@@ -84,12 +84,12 @@ impl CodexDecoder {
     }
 
     /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         (!self.line.is_empty() || self.overflow).then(|| self.end_line())
     }
 
     /// What the last decoded line means for the wire (taken once).
-    pub fn take_control(&mut self) -> Option<Control> {
+    pub(crate) fn take_control(&mut self) -> Option<Control> {
         self.control.take()
     }
 
@@ -119,7 +119,7 @@ impl CodexDecoder {
     }
 
     /// Decode one whole line.
-    pub fn decode(&mut self, line: &[u8]) -> StreamEvent {
+    pub(crate) fn decode(&mut self, line: &[u8]) -> StreamEvent {
         self.control = None;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {

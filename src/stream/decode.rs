@@ -35,7 +35,7 @@ pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> O
 /// whatever chunks the pipe gives, it yields ralph's own events. One per
 /// agent process: a kind's decoder may carry state from line to line.
 #[derive(Debug)]
-pub enum Decoder {
+pub(crate) enum Decoder {
     /// Claude Code's `stream-json`.
     Claude(LineDecoder),
     /// `codex app-server`'s JSON-RPC messages.
@@ -47,12 +47,12 @@ pub enum Decoder {
 }
 
 impl Decoder {
-    pub fn claude() -> Decoder {
+    pub(crate) fn claude() -> Decoder {
         Decoder::Claude(LineDecoder::new())
     }
 
     /// What the last line means for the agent's wire (a protocol kind's).
-    pub fn take_control(&mut self) -> Option<Control> {
+    pub(crate) fn take_control(&mut self) -> Option<Control> {
         match self {
             Decoder::Claude(_) | Decoder::Opencode(_) | Decoder::Gemini(_) => None,
             Decoder::Codex(d) => d.take_control(),
@@ -61,7 +61,7 @@ impl Decoder {
 
     /// Feed the next bytes of the stream: how many were consumed (up to
     /// the end of the current line), and the event if a line ended there.
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         match self {
             Decoder::Claude(d) => d.push(bytes),
             Decoder::Codex(d) => d.push(bytes),
@@ -71,7 +71,7 @@ impl Decoder {
     }
 
     /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         match self {
             Decoder::Claude(d) => d.finish(),
             Decoder::Codex(d) => d.finish(),
@@ -81,7 +81,7 @@ impl Decoder {
     }
 
     /// The next event from a reader (see [`decode_from`]).
-    pub fn next_from<R: BufRead>(
+    pub(crate) fn next_from<R: BufRead>(
         &mut self,
         reader: &mut R,
         sink: &mut dyn FnMut(&[u8]),
@@ -107,7 +107,7 @@ impl Decoder {
 
 /// Lines up to this length that arrive whole are decoded in place, from the
 /// reader's buffer, without a copy.
-pub const DIRECT_LINE: usize = 16 << 10;
+pub(crate) const DIRECT_LINE: usize = 16 << 10;
 /// Strings ralph does not read in full (tool results, file contents, ids)
 /// are kept up to this many bytes when a line is compacted.
 const SHORT_STRING: usize = 4 << 10;
@@ -119,7 +119,7 @@ const SOFT_LIMIT: usize = 1 << 20;
 /// Most a compacted line may hold: the memory bound of decoding one line,
 /// however long. A line with more JSON structure than this outside its
 /// strings (never seen in practice) is reported as invalid.
-pub const MAX_COMPACTED: usize = 4 << 20;
+pub(crate) const MAX_COMPACTED: usize = 4 << 20;
 /// serde_json's own nesting limit.
 const MAX_DEPTH: usize = 128;
 
@@ -138,7 +138,7 @@ const MAX_DEPTH: usize = 128;
 /// whole line: skipped bytes are not checked for valid JSON, which only
 /// matters for bytes ralph does not read.
 #[derive(Debug)]
-pub struct LineDecoder {
+pub(crate) struct LineDecoder {
     /// The compacted line so far.
     kept: Vec<u8>,
     /// Bytes of the current line seen (0: at the start of a line).
@@ -195,7 +195,7 @@ impl Default for LineDecoder {
 }
 
 impl LineDecoder {
-    pub fn new() -> LineDecoder {
+    pub(crate) fn new() -> LineDecoder {
         LineDecoder {
             kept: Vec::new(),
             seen: 0,
@@ -215,12 +215,12 @@ impl LineDecoder {
     /// Feed the next bytes of the stream. Consumes up to and including the
     /// end of the current line; returns how many bytes were consumed and the
     /// decoded line if it ended there. Call again with the rest.
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         self.push_with(bytes, decode_line)
     }
 
     /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         self.finish_with(decode_line)
     }
 

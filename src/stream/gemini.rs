@@ -25,7 +25,7 @@ const TURN_TEXT: usize = 1 << 20;
 
 /// The decoder of one `gemini -p` process.
 #[derive(Debug, Default)]
-pub struct GeminiDecoder {
+pub(crate) struct GeminiDecoder {
     lines: LineDecoder,
     state: State,
 }
@@ -104,16 +104,16 @@ fn status_of(message: &str) -> Option<u64> {
 }
 
 impl GeminiDecoder {
-    pub fn new() -> GeminiDecoder {
+    pub(crate) fn new() -> GeminiDecoder {
         GeminiDecoder::default()
     }
 
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         let state = &mut self.state;
         self.lines.push_with(bytes, |line| state.decode(line))
     }
 
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         let state = &mut self.state;
         self.lines.finish_with(|line| state.decode(line))
     }
