@@ -16,7 +16,7 @@ use crate::repo::{CommitLine, Repo};
 const TEXT_COMMITS: usize = 8;
 
 /// How to reopen an agent session by its id, for the kinds whose CLI can.
-pub fn resume_command(kind: AgentKind, session: &str) -> Option<String> {
+pub(crate) fn resume_command(kind: AgentKind, session: &str) -> Option<String> {
     match kind {
         AgentKind::Claude => Some(format!("claude --resume {session}")),
         AgentKind::Codex => Some(format!("codex resume {session}")),
@@ -29,7 +29,7 @@ pub fn resume_command(kind: AgentKind, session: &str) -> Option<String> {
 /// diffstats between the heads the run recorded, and the commands that
 /// reopen each iteration's session. Without a repository (or with a
 /// history rewritten since) the commits stay unknown.
-pub fn read_git(r: &mut RunReport, root: &std::path::Path, kind: AgentKind) {
+pub(crate) fn read_git(r: &mut RunReport, root: &std::path::Path, kind: AgentKind) {
     for row in &mut r.iterations {
         row.resume_command = row
             .session_id

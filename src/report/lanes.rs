@@ -13,37 +13,37 @@ use crate::workers::Merged;
 
 /// One worker's lane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct WorkerLane {
-    pub worker: String,
+pub(crate) struct WorkerLane {
+    pub(crate) worker: String,
     /// The units it was given, in order (an `update` task marked so).
-    pub items: Vec<String>,
-    pub iterations: u32,
-    pub cost_usd: f64,
-    pub checkpoints: u32,
+    pub(crate) items: Vec<String>,
+    pub(crate) iterations: u32,
+    pub(crate) cost_usd: f64,
+    pub(crate) checkpoints: u32,
     /// Dead iterations taken over (after kill -9).
-    pub crashes: u32,
+    pub(crate) crashes: u32,
     /// How each of its loops ended (`worker_ended`), in order.
-    pub ended: Vec<String>,
+    pub(crate) ended: Vec<String>,
 }
 
 /// One step of the merge queue.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MergeRow {
-    pub at: String,
-    pub worker: String,
-    pub item: String,
-    pub branch: String,
-    pub attempt: u32,
+pub(crate) struct MergeRow {
+    pub(crate) at: String,
+    pub(crate) worker: String,
+    pub(crate) item: String,
+    pub(crate) branch: String,
+    pub(crate) attempt: u32,
     #[serde(flatten)]
-    pub merged: Merged,
-    pub backup: Option<String>,
+    pub(crate) merged: Merged,
+    pub(crate) backup: Option<String>,
 }
 
 /// What the lanes gather from a run's records.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Lanes {
-    pub workers: Vec<WorkerLane>,
-    pub merges: Vec<MergeRow>,
+pub(crate) struct Lanes {
+    pub(crate) workers: Vec<WorkerLane>,
+    pub(crate) merges: Vec<MergeRow>,
 }
 
 impl Lanes {
@@ -61,7 +61,7 @@ impl Lanes {
     }
 
     /// Take in one record of the run (the coordinator's or a worker's).
-    pub fn record(&mut self, r: &Record) {
+    pub(crate) fn record(&mut self, r: &Record) {
         let Some(worker) = &r.worker else {
             return;
         };
@@ -108,7 +108,7 @@ impl Lanes {
 
     /// The lanes of run `run_id`: its workers' records and the
     /// coordinator's about them, from the run's starts to its end.
-    pub fn of(run_id: &str, records: &[Record]) -> Lanes {
+    pub(crate) fn of(run_id: &str, records: &[Record]) -> Lanes {
         let mut lanes = Lanes::default();
         let mut current = None;
         for r in records {
@@ -122,7 +122,7 @@ impl Lanes {
         lanes
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.workers.is_empty() && self.merges.is_empty()
     }
 }

@@ -15,25 +15,25 @@ use crate::repo::{CommitLine, DiffStat};
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Story {
     /// HEAD when the run started and when it ended.
-    pub start_commit: Option<String>,
-    pub end_commit: Option<String>,
+    pub(crate) start_commit: Option<String>,
+    pub(crate) end_commit: Option<String>,
     /// The diffstat from the start commit to the end (or the last
     /// iteration's HEAD while the run goes on).
-    pub diffstat: Option<DiffStat>,
+    pub(crate) diffstat: Option<DiffStat>,
     /// Commits the agent made, oldest first: every commit since the start
     /// but ralph's own (its WIP commits and the final commit at completion).
-    pub agent_commits: Vec<CommitLine>,
+    pub(crate) agent_commits: Vec<CommitLine>,
     /// ralph's own commits since the start.
-    pub ralph_commits: usize,
+    pub(crate) ralph_commits: usize,
     /// A parallel run: a lane per worker and the merge queue's history
     /// (from the event log: `lanes.rs`).
     #[serde(skip_serializing_if = "super::lanes::Lanes::is_empty")]
-    pub lanes: super::lanes::Lanes,
+    pub(crate) lanes: super::lanes::Lanes,
 }
 
 impl Story {
     /// The heads a run's state recorded; the rest is read from git.
-    pub fn of(state: Option<&crate::state::RunState>) -> Story {
+    pub(crate) fn of(state: Option<&crate::state::RunState>) -> Story {
         Story {
             start_commit: state.and_then(|s| s.start_commit.clone()),
             end_commit: state.and_then(|s| s.end_commit.clone()),
@@ -45,16 +45,16 @@ impl Story {
 /// One run of the `[verify]` commands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyRow {
-    pub at: String,
-    pub iteration: u32,
+    pub(crate) at: String,
+    pub(crate) iteration: u32,
     /// `completion`, `item`, `checkpoint`.
-    pub when: String,
-    pub passed: bool,
+    pub(crate) when: String,
+    pub(crate) passed: bool,
     /// "verify passed (2 commands)", "verify failed: `make` exited with 2".
-    pub summary: String,
-    pub seconds: f64,
+    pub(crate) summary: String,
+    pub(crate) seconds: f64,
     /// The items checked off it verified.
-    pub items: Vec<String>,
+    pub(crate) items: Vec<String>,
 }
 
 impl VerifyRow {
