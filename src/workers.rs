@@ -26,20 +26,19 @@
 //! the checkboxes; the run branch's work tree is the user's checkout, so a
 //! merge updates it only with git's safe checkout.
 
-pub mod assign;
+pub(crate) mod assign;
 mod child;
 mod config;
 mod coordinator;
 pub(crate) mod fleet;
 mod ledger;
-pub mod merge;
+pub(crate) mod merge;
 mod view;
 mod worktree;
 
-pub use assign::{Unit, UnitState};
 pub(crate) use child::WORKER_PROMPT;
-pub use config::WorkersConfig;
+pub(crate) use config::WorkersConfig;
 pub(crate) use coordinator::{Options, run};
 pub(crate) use ledger::refuse_a_single_loop;
-pub use merge::{MergeRequest, Merged, merge};
-pub use view::WorkersView;
+pub(crate) use merge::{MergeRequest, Merged, merge};
+pub(crate) use view::WorkersView;

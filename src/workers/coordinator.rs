@@ -16,7 +16,7 @@ use nix::sys::signal::Signal;
 mod queue;
 mod setup;
 
-pub use setup::run;
+pub(crate) use setup::run;
 
 use super::assign::{self, UnitState};
 use super::child::{self, Child, Msg, WORKER_PLAN};
@@ -28,11 +28,11 @@ use crate::events::{Bus, Event};
 use crate::repo::{OwnPaths, Repo};
 
 /// What the user asked for besides the count.
-pub struct Options {
-    pub workers: u32,
-    pub fresh: bool,
+pub(crate) struct Options {
+    pub(crate) workers: u32,
+    pub(crate) fresh: bool,
     /// `--model`, `--agent`: handed to every worker.
-    pub pass: Vec<String>,
+    pub(crate) pass: Vec<String>,
 }
 
 /// The last signal that reached the coordinator (0: none).

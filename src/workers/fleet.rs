@@ -51,6 +51,6 @@ mod units;
 mod wire;
 mod worker;
 
-pub use config::FleetConfig;
+pub(crate) use config::FleetConfig;
 pub(crate) use status::{FleetStatus, status};
 pub(crate) use worker::{Options, run};

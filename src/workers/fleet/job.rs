@@ -11,12 +11,12 @@ use super::units::Unit;
 /// The item a worker holds: its unit, its claim, its worktree, and its
 /// branch's and snapshot's commits on the remote as last pushed or seen.
 pub(crate) struct Job {
-    pub unit: Unit,
-    pub held: Held,
+    pub(crate) unit: Unit,
+    pub(crate) held: Held,
     /// The worktree's project root.
-    pub wt_root: PathBuf,
-    pub pushed_item: Option<Oid>,
-    pub pushed_snapshot: Option<Oid>,
+    pub(crate) wt_root: PathBuf,
+    pub(crate) pushed_item: Option<Oid>,
+    pub(crate) pushed_snapshot: Option<Oid>,
 }
 
 /// How one item's work ended.
