@@ -80,7 +80,7 @@ mod verify;
 mod waiting;
 
 use now::Now;
-pub use record::checkpoint_outside_a_run;
+pub(crate) use record::checkpoint_outside_a_run;
 pub(crate) use record::new_run_id;
-pub use run::*;
-pub use seams::next_shard;
+pub(crate) use run::*;
+pub(crate) use seams::next_shard;

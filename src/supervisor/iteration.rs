@@ -81,14 +81,14 @@ pub(super) enum Effect {
 /// The values the checkpoint request template is rendered with.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct HandoffRequest {
-    pub notes_path: PathBuf,
-    pub percent: f64,
-    pub level: Level,
-    pub tokens: u64,
-    pub usable: u64,
-    pub grace: Duration,
-    pub trigger: Trigger,
-    pub reason: String,
+    pub(crate) notes_path: PathBuf,
+    pub(crate) percent: f64,
+    pub(crate) level: Level,
+    pub(crate) tokens: u64,
+    pub(crate) usable: u64,
+    pub(crate) grace: Duration,
+    pub(crate) trigger: Trigger,
+    pub(crate) reason: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

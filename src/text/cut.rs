@@ -3,7 +3,7 @@
 //! by bytes on a character boundary ([`cut_bytes`]).
 
 /// The first `max` characters of `text`, and `…` when there was more.
-pub fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
@@ -12,7 +12,7 @@ pub fn cut(text: &str, max: usize) -> String {
 
 /// `text` in at most `width` characters, the `…` that marks a cut included
 /// (for columns on a terminal).
-pub fn fit_width(text: &str, width: usize) -> String {
+pub(crate) fn fit_width(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -21,7 +21,7 @@ pub fn fit_width(text: &str, width: usize) -> String {
 
 /// At most `max` bytes of `text`, cut on a character boundary, and `…` when
 /// there was more.
-pub fn cut_bytes(text: String, max: usize) -> String {
+pub(crate) fn cut_bytes(text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
