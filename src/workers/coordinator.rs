@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 use git2::Repository;
 use nix::sys::signal::Signal;
 
+mod end;
 mod queue;
 mod setup;
 
 pub(crate) use setup::run;
 
-use super::assign::{self, UnitState};
+use super::assign;
 use super::child::{self, Child, Msg, WORKER_PLAN};
 use super::ledger::{Assignment, Ledger, Status, Task};
 use super::worktree;
@@ -81,6 +82,9 @@ pub(super) struct Coordinator {
     stop: Option<Stop>,
     /// Workers stopped because another hit a usage limit, and until when.
     paused_until: Option<Instant>,
+    /// Why no new worktree could be made (`max_worktrees` reached by the
+    /// ones kept for a person), once said.
+    worktrees_full: Option<String>,
     started: Instant,
     /// The project's lock; `committing` while the coordinator writes to
     /// git, so that the next one knows to clear the lock files it left.
@@ -205,7 +209,53 @@ impl Coordinator {
             .assignments
             .iter()
             .any(|a| matches!(a.status, Status::Running | Status::Paused));
-        !resumable && self.ready_units().is_empty()
+        // With no worker running and no room for a worktree, nothing can
+        // free one: the run ends and says why.
+        !resumable
+            && (self.ready_units().is_empty()
+                || (self.children.is_empty() && !self.room_for_a_worktree()))
+    }
+
+    /// Every assignment's worktree that exists counts against
+    /// `max_worktrees`: running, paused, and kept for a person (left items
+    /// and their branches stay until merged), so kept worktrees cannot pile
+    /// up run after run.
+    fn room_for_a_worktree(&self) -> bool {
+        let in_use = self
+            .ledger
+            .assignments
+            .iter()
+            .filter(|a| a.worktree.exists())
+            .count();
+        in_use < self.config.workers.max_worktrees as usize
+    }
+
+    /// Said once per run: which kept worktrees take the room.
+    fn say_worktrees_full(&mut self) {
+        if self.worktrees_full.is_some() {
+            return;
+        }
+        let kept: Vec<String> = self
+            .ledger
+            .assignments
+            .iter()
+            .filter(|a| matches!(a.status, Status::Left(_)) && a.worktree.exists())
+            .map(|a| format!("{} ({})", a.worktree.display(), a.item))
+            .collect();
+        let message = format!(
+            "[workers] max_worktrees ({}) reached: {} worktree(s) kept for items left to a person: {}; \
+             merge their branches (or remove them with `git worktree remove` and `git branch -D`) \
+             to free room, or raise max_worktrees",
+            self.config.workers.max_worktrees,
+            kept.len(),
+            kept.join("; ")
+        );
+        self.bus.emit(Event::NeedsHuman {
+            iteration: self.ledger.iterations,
+            reason: "max_worktrees".into(),
+            message: message.clone(),
+        });
+        self.worktrees_full = Some(message);
     }
 
     fn ready_units(&self) -> Vec<String> {
@@ -263,6 +313,10 @@ impl Coordinator {
             let Some(item) = self.ready_units().into_iter().next() else {
                 break;
             };
+            if !self.room_for_a_worktree() {
+                self.say_worktrees_full();
+                break;
+            }
             let a = self.assign(&item)?;
             self.start(&a, true, tx)?;
         }
@@ -449,80 +503,6 @@ impl Coordinator {
             }
         }
     }
-
-    fn end(&mut self) -> Result<i32> {
-        let text = read_plan(&self.plan_path).unwrap_or_default();
-        let open = assign::units(&text)
-            .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())
-            .unwrap_or(0);
-        let left: Vec<String> = self
-            .ledger
-            .assignments
-            .iter()
-            .map(|a| {
-                let commits =
-                    worktree::commits_ahead(&self.git, &a.branch, &self.ledger.run_branch)
-                        .map(|c| c.len())
-                        .unwrap_or(0);
-                format!("{} ({}, {commits} commit(s) not merged)", a.branch, a.item)
-            })
-            .collect();
-        let (outcome, code, mut reason) = match self.stop {
-            Some(Stop::Interrupted) => ("interrupted", 130, "interrupted".to_string()),
-            Some(Stop::Stopped) => ("stopped", 6, "stopped by `ralph stop`".to_string()),
-            Some(Stop::Budget) => ("budget_spent", 5, "a shared budget is spent".to_string()),
-            Some(Stop::Iterations) => (
-                "iteration_limit",
-                4,
-                format!("{} iterations over all workers", self.ledger.iterations),
-            ),
-            None if open == 0 && left.is_empty() => (
-                "completed",
-                0,
-                "every item is merged and checked off".to_string(),
-            ),
-            None => (
-                "incomplete",
-                4,
-                format!("{open} item(s) open; left to a person: {}", left.join("; ")),
-            ),
-        };
-        if code == 0 {
-            self.ledger.ended = Some(crate::state::now_rfc3339());
-        }
-        self.ledger.outcome = Some(outcome.into());
-        self.save()?;
-        // Every worker branch is merged or listed: here, in the report's
-        // reason, and in `ralph status`.
-        if !left.is_empty() && outcome != "incomplete" {
-            reason = format!("{reason}; not merged yet: {}", left.join("; "));
-        }
-        if !left.is_empty()
-            && let Some(path) = self.handoff_of_unmerged()
-        {
-            reason = format!("{reason} (listed with their commits in {path})");
-        }
-        self.bus.emit(Event::RunEnded {
-            outcome: outcome.into(),
-            exit_code: code,
-            reason,
-            iterations: self.ledger.iterations,
-            cost_usd: self.ledger.cost_usd,
-            report: None,
-        });
-        // The morning report, with a lane per worker and the merge queue
-        // (after run_ended, which it reads).
-        let state = crate::state::RunState {
-            run_id: self.ledger.run_id.clone(),
-            started_at: self.ledger.started_at.clone(),
-            ..Default::default()
-        };
-        let layout = crate::state::Layout::new(&self.root);
-        if let Err(e) = crate::report::write_after_run(&layout, &self.config, &state) {
-            tracing::warn!("cannot write the report: {e}");
-        }
-        Ok(code)
-    }
 }
 
 /// The most times a worker killed by a signal is started again in its
@@ -538,31 +518,6 @@ fn after_exit(code: i32, restarts: u32) -> Status {
         5 | 6 | 130 | 143 => Status::Paused,
         c if c > 128 && restarts < MAX_RESTARTS => Status::Paused,
         c => Status::Left(format!("its loop ended: {} (exit {c})", outcome_name(c))),
-    }
-}
-
-impl Coordinator {
-    /// The handoff of a parallel run that ends with worker branches not
-    /// merged: each with its item, why, worktree and commits, and how to go
-    /// on. Its path, relative to the project.
-    fn handoff_of_unmerged(&self) -> Option<String> {
-        let view = super::WorkersView::load(&self.root)?;
-        let stamp = jiff::Zoned::now().strftime("%Y-%m-%d-%H%M");
-        let rel = format!(".ralph/handoffs/{stamp}-workers-{}.md", self.ledger.run_id);
-        let text = format!(
-            "# Worker branches not merged (parallel run {})\n\n{}\n\
-             `ralph run --workers {}` resumes the paused ones in their worktrees and retries\n\
-             nothing that was left to a person: merge such a branch into {} yourself\n\
-             (its worktree holds its work), then run again; `ralph status` lists them.\n",
-            self.ledger.run_id,
-            view.human(),
-            self.ledger.workers,
-            self.ledger.run_branch
-        );
-        let path = self.root.join(&rel);
-        std::fs::create_dir_all(path.parent()?).ok()?;
-        crate::state::write_atomic(&path, text.as_bytes()).ok()?;
-        Some(rel)
     }
 }
 

@@ -216,7 +216,7 @@ content = "def parse(s):\n    return s\n"
 [[step]]
 command = "git clean -fd -e parser.py && git add -A && git commit -qm agent-commit"
 [[step]]
-command = "git clean -fdx && touch cleaned.flag"
+command = "git clean -fdx; touch cleaned.flag"
 [[step]]
 command = "sleep 4"
 [[step]]

@@ -813,3 +813,89 @@ fn a_single_loop_is_refused_while_a_parallel_runs_branches_wait() {
     assert_eq!(p.read("fix_plan.md"), plan_before);
     assert_eq!(p.log(), head_before);
 }
+
+/// The most workers that ran at once, from `worker_started`/`worker_ended`.
+fn most_at_once(run: &Run) -> usize {
+    let (mut now, mut most) = (0usize, 0usize);
+    for e in &run.events {
+        match e["event"].as_str() {
+            Some("worker_started") => now += 1,
+            Some("worker_ended") => now = now.saturating_sub(1),
+            _ => {}
+        }
+        most = most.max(now);
+    }
+    most
+}
+
+#[test]
+fn worktrees_kept_for_a_person_count_toward_max_worktrees() {
+    // Three items rewrite the same line; with one attempt, the two that
+    // conflict are left to a person with their worktrees.
+    let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n";
+    let p = Project::new(plan, SAME_LINES, "[workers]\nconflict_attempts = 1\n");
+    p.write("shared.txt", "one\ntwo\nthree\n");
+    assert!(git_cli(p.root(), &["add", "shared.txt"]).status.success());
+    assert!(
+        git_cli(p.root(), &["commit", "-qm", "shared"])
+            .status
+            .success()
+    );
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let repo = git(p.root());
+    assert_eq!(repo.worktrees().unwrap().len(), 2, "{}", run.describe());
+
+    // Two more items, room for two worktrees: both are taken by the kept
+    // ones, so nothing new starts and the run says why.
+    let more = format!("{}- [ ] delta\n- [ ] echo\n", p.read("fix_plan.md"));
+    p.write("fix_plan.md", &more);
+    p.write(
+        "ralph.toml",
+        &common::config("[workers]\nconflict_attempts = 1\nmax_worktrees = 2\n"),
+    );
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(run.of("worker_started").is_empty(), "{}", run.describe());
+    let human = run
+        .of("needs_human")
+        .into_iter()
+        .find(|h| h["reason"] == "max_worktrees")
+        .unwrap_or_else(|| panic!("{}", run.describe()));
+    let said = human["message"].as_str().unwrap();
+    assert!(
+        said.contains("max_worktrees (2)") && said.contains("2 worktree(s) kept"),
+        "{said}"
+    );
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.contains("max_worktrees (2) reached"), "{reason}");
+    assert_eq!(repo.worktrees().unwrap().len(), 2);
+
+    // One kept branch merged by hand frees one: the new items are done one
+    // worker at a time, never more worktrees than the limit.
+    let branch = ralph_branches(&repo).remove(0);
+    let _ = git_cli(p.root(), &["merge", &branch]);
+    let lines = p.read("shared.txt");
+    let kept: Vec<&str> = lines
+        .lines()
+        .filter(|l| {
+            !l.starts_with("<<<<<<<") && !l.starts_with("=======") && !l.starts_with(">>>>>>>")
+        })
+        .collect();
+    p.write("shared.txt", &(kept.join("\n") + "\n"));
+    assert!(git_cli(p.root(), &["add", "shared.txt"]).status.success());
+    assert!(
+        git_cli(p.root(), &["commit", "-q", "--no-edit"])
+            .status
+            .success()
+    );
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(most_at_once(&run), 1, "{}", run.describe());
+    let plan = p.read("fix_plan.md");
+    assert!(
+        plan.contains("- [x] delta") && plan.contains("- [x] echo"),
+        "{plan}"
+    );
+    assert_eq!(repo.worktrees().unwrap().len(), 1);
+}

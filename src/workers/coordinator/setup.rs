@@ -136,6 +136,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         opts,
         stop: None,
         paused_until: None,
+        worktrees_full: None,
         started: Instant::now(),
         lock,
         config,
