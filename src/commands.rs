@@ -3,6 +3,28 @@
 //! core shared by `claude`, `statusline` and `hook`: ralph inside an
 //! interactive Claude Code session (its input, transcript, status line,
 //! hooks and settings).
+//!
+//! ```text
+//! commands.rs        this map; `load_config` (config + `run`'s flags), `print`/`print_own`
+//! commands/
+//!   run.rs           `ralph run`: flags over the config, `--dry-run`, the supervisor's start
+//!   prompt.rs        `ralph prompt` and `run --dry-run`'s preview of the next iteration
+//!   control.rs       `ralph checkpoint`, `ralph stop`
+//!   status.rs        `ralph status` (and `--fleet`)
+//!   context.rs       `ralph context` (`--watch`, `--estimate`)
+//!   estimate.rs      an item's estimate as `ralph context` shows it
+//!   doctor.rs        `ralph doctor`
+//!   recover.rs       `ralph recover`: the safety net's snapshots listed or restored
+//!   report.rs        `ralph report`
+//!   init.rs          `ralph init` (with fix_plan.md and ralph.toml: the starter files)
+//!   claude.rs        `ralph init --claude`: the settings merge
+//!   statusline.rs    `ralph statusline`
+//!   hook.rs          `ralph hook pre-compact|session-start`
+//!   claude_code.rs, claude_code/  their shared core: ralph inside Claude Code
+//!   demo.rs          `ralph demo`
+//!   generate.rs      `ralph completions`, `ralph man`
+//!   notify.rs        `ralph notify [--test]`
+//! ```
 
 mod claude;
 mod claude_code;

@@ -16,7 +16,13 @@
 //! workers.rs         this map
 //! workers/
 //!   assign.rs        plan → units, `(after: …)`, `(serial)`, which are ready (pure)
+//!   coordinator.rs, coordinator/  the loop that gives out units, merges, checks off
+//!   child.rs         a worker's `ralph run --worker` child process and its events
 //!   merge.rs         one worker branch merged into the run branch (git2)
+//!   ledger.rs        `.ralph/workers.json`, read by a takeover
+//!   worktree.rs      the workers' worktrees and branches (git2)
+//!   view.rs          what `ralph status` shows of a parallel run
+//!   config.rs        `[workers]` (a leaf)
 //!   fleet.rs, fleet/ many machines on one plan through the git remote
 //!                    (`ralph run --remote R --fleet NAME`, issue 26, docs/fleet.md)
 //! ```

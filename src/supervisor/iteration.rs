@@ -3,6 +3,13 @@
 //! machine counts, meters and decides, and answers with [`Effect`]s for
 //! the driver to carry out. What it learnt comes out as [`Facts`]. Pure:
 //! no runtime, no agent, no clock — time comes in as [`Now`].
+//!
+//! ```text
+//! iteration.rs       IterationMachine: inputs, effects, levels, the checkpoint, the stop
+//! iteration/
+//!   setup.rs         what an iteration may do, fixed at its start: limits, the meter
+//!   seams.rs         the plan followed item by item: boundary, nudge, shard
+//! ```
 
 mod seams;
 mod setup;

@@ -3,6 +3,14 @@
 //! a time, checks units off and commits the plan, and enforces the shared
 //! budgets. Everything it decides is in `.ralph/workers.json` before it
 //! acts, so a coordinator started after kill -9 resumes every worker.
+//!
+//! ```text
+//! coordinator.rs     the loop: units to workers, their events, shared budgets
+//! coordinator/
+//!   setup.rs         the start: run branch, lock, ledger to continue, units checked
+//!   queue.rs         the merge queue's step: merge, check off and commit, or hand back
+//!   end.rs           how the run ends: outcome, handoff of unmerged branches, report
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
