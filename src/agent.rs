@@ -30,10 +30,9 @@ mod gemini;
 mod kind;
 mod opencode;
 mod process;
-pub mod procs;
+pub(crate) mod procs;
 pub mod sandbox;
-pub mod transcript;
+pub(crate) mod transcript;
 
-pub use claude::STREAM_FLAGS;
-pub use kind::{AgentKind, Capabilities, CleanStop, Metering, WindowFrom};
-pub use process::*;
+pub use kind::AgentKind;
+pub(crate) use process::*;

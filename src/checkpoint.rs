@@ -29,7 +29,7 @@ use crate::stream::ToolCall;
 /// unless the run it belongs to completed after it was made (days later,
 /// for other work, its handoff would send the session the wrong way).
 /// `Err` says why there is none.
-pub fn to_resume(state: &RunState) -> std::result::Result<&ContextCheckpoint, String> {
+pub(crate) fn to_resume(state: &RunState) -> std::result::Result<&ContextCheckpoint, String> {
     let cp = &state.context_checkpoint;
     if !cp.active {
         return Err("the latest checkpoint was resumed already (by ralph's loop)".into());
@@ -47,60 +47,60 @@ pub fn to_resume(state: &RunState) -> std::result::Result<&ContextCheckpoint, St
 
 /// Everything known about the moment of the checkpoint.
 #[derive(Debug, Clone)]
-pub struct Moment {
-    pub iteration: u32,
-    pub trigger: Trigger,
-    pub level: Level,
-    pub percent: f64,
-    pub tokens: u64,
-    pub usable: u64,
-    pub window: u64,
-    pub reason: String,
-    pub last_text: Option<String>,
-    pub last_tools: Vec<ToolCall>,
-    pub files_touched: Vec<String>,
+pub(crate) struct Moment {
+    pub(crate) iteration: u32,
+    pub(crate) trigger: Trigger,
+    pub(crate) level: Level,
+    pub(crate) percent: f64,
+    pub(crate) tokens: u64,
+    pub(crate) usable: u64,
+    pub(crate) window: u64,
+    pub(crate) reason: String,
+    pub(crate) last_text: Option<String>,
+    pub(crate) last_tools: Vec<ToolCall>,
+    pub(crate) files_touched: Vec<String>,
     /// Where the agent was asked to write its notes (relative to the root).
-    pub notes_path: Option<PathBuf>,
+    pub(crate) notes_path: Option<PathBuf>,
     /// Why no notes were asked for, when the agent could not be asked (a
     /// kind that takes no message mid-session): the handoff says so.
-    pub unasked: Option<String>,
+    pub(crate) unasked: Option<String>,
     /// The item the checkpoint belongs to, when the loop followed the
     /// items (else the plan's current one), and whether it was checked
     /// off just before (the next item untouched).
-    pub item: Option<String>,
-    pub item_done: bool,
+    pub(crate) item: Option<String>,
+    pub(crate) item_done: bool,
     /// The stash entries (ids) when the iteration began; None when no
     /// iteration was watched (`ralph checkpoint` without a run).
-    pub stash_before: Option<Vec<String>>,
+    pub(crate) stash_before: Option<Vec<String>>,
 }
 
 /// What the checkpoint produced.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Saved {
-    pub title: String,
-    pub commit: Option<String>,
+pub(crate) struct Saved {
+    pub(crate) title: String,
+    pub(crate) commit: Option<String>,
     /// Why there is no commit, when there is none.
-    pub commit_note: Option<String>,
+    pub(crate) commit_note: Option<String>,
     /// Relative path of the handoff document, when it was written.
-    pub handoff: Option<String>,
-    pub agent_notes: bool,
-    pub files_in_progress: Vec<FileInProgress>,
-    pub current_item: Option<String>,
+    pub(crate) handoff: Option<String>,
+    pub(crate) agent_notes: bool,
+    pub(crate) files_in_progress: Vec<FileInProgress>,
+    pub(crate) current_item: Option<String>,
     /// `current_item` was checked off just before the checkpoint.
-    pub item_done: bool,
-    pub resume_summary: String,
-    pub warnings: Vec<String>,
+    pub(crate) item_done: bool,
+    pub(crate) resume_summary: String,
+    pub(crate) warnings: Vec<String>,
     /// Decisions added to the decision log.
-    pub decisions: usize,
+    pub(crate) decisions: usize,
     /// Stash entries the agent made during the iteration: work the WIP
     /// commit does not hold.
-    pub stashed: Vec<StashEntry>,
+    pub(crate) stashed: Vec<StashEntry>,
     /// Work the WIP commit left out (too big, binary, too many new files).
-    pub left_out: Vec<LeftOut>,
+    pub(crate) left_out: Vec<LeftOut>,
 }
 
 /// Where the agent writes its notes for iteration `n`.
-pub fn notes_path(n: u32) -> PathBuf {
+pub(crate) fn notes_path(n: u32) -> PathBuf {
     PathBuf::from(format!(".ralph/notes/iter-{n:03}.md"))
 }
 
@@ -111,7 +111,7 @@ use handoff::{ChangeView, titled, unique_handoff_name, write_handoff};
 /// Write the handoff, make the WIP commit, and say what was saved: gather
 /// what the checkpoint works from, write the handoff (rendered by the pure
 /// [`render_handoff`]), commit, and sum up for the next prompt.
-pub fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) -> Saved {
+pub(crate) fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) -> Saved {
     let mut saved = Saved::default();
     let g = gather(root, config, m, &mut saved);
     let note = if g.will_commit || g.repo.is_none() {
@@ -368,7 +368,7 @@ fn resume_summary(m: &Moment, saved: &Saved) -> String {
 
 /// `stash@{0} (On main: baseline)`: how the prompt and the handoff name
 /// a stash entry.
-pub fn stash_names(stashed: &[StashEntry]) -> Vec<String> {
+pub(crate) fn stash_names(stashed: &[StashEntry]) -> Vec<String> {
     stashed
         .iter()
         .map(|e| format!("{} ({})", e.name, e.message))

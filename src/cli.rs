@@ -14,16 +14,16 @@ use ralph_sim::SimArgs;
     about = "Supervise overnight Claude Code loops: meter the context window live, checkpoint before it fills",
     propagate_version = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Project root (default: the current directory)
     #[arg(short = 'C', long = "dir", global = true, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the loop: one agent session per iteration until a rule says stop
     Run(RunArgs),
     /// Checkpoint now: the running supervisor does its L2 sequence, or without a run, WIP commit + handoff of the tree
@@ -64,87 +64,87 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct NotifyArgs {
+pub(crate) struct NotifyArgs {
     /// Send a test notification on every channel (with retries); exit 1 if one fails
     #[arg(long)]
-    pub test: bool,
+    pub(crate) test: bool,
     /// Print JSON instead of text
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct RecoverArgs {
+pub(crate) struct RecoverArgs {
     /// The snapshot to restore: its id from the listing, or RUN/ITERATION for that iteration's newest (none: list them)
-    pub snapshot: Option<String>,
+    pub(crate) snapshot: Option<String>,
     /// Restore onto a new branch NAME (one commit on top of the commit the snapshot was taken on) instead of the work tree
     #[arg(long, value_name = "NAME", requires = "snapshot")]
-    pub branch: Option<String>,
+    pub(crate) branch: Option<String>,
     /// Overwrite files in a work tree that has uncommitted changes
     #[arg(long, requires = "snapshot", conflicts_with = "branch")]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Print JSON instead of text
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args, Default)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The plan file (default: `plan` from ralph.toml, "fix_plan.md")
-    pub plan: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
     /// Start a new run instead of continuing the one in .ralph/state.json
     #[arg(long)]
-    pub fresh: bool,
+    pub(crate) fresh: bool,
     /// Close an open circuit breaker by hand
     #[arg(long)]
-    pub reset_breaker: bool,
+    pub(crate) reset_breaker: bool,
     /// Validate everything, print the next PROMPT.md and the agent command line; start nothing, write nothing
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Write one JSON event per line to stdout instead of the status display
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Stop before this local time of day (HH:MM): finish the iteration gracefully and exit 5
     #[arg(long, value_name = "HH:MM")]
-    pub deadline: Option<String>,
+    pub(crate) deadline: Option<String>,
     /// Override loop.max_iterations
     #[arg(long, value_name = "N")]
-    pub max_iterations: Option<u32>,
+    pub(crate) max_iterations: Option<u32>,
     /// Count max_iterations, max_duration and max_cost_usd from this invocation instead of the run's start
     #[arg(long)]
-    pub budget_per_invocation: bool,
+    pub(crate) budget_per_invocation: bool,
     /// Override loop.max_cost_usd
     #[arg(long, value_name = "USD")]
-    pub max_cost: Option<f64>,
+    pub(crate) max_cost: Option<f64>,
     /// Override agent.model
     #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Override agent.command, e.g. `--agent "ralph sim scenario.toml"` to test a project's setup in CI
     #[arg(long, value_name = "COMMAND")]
-    pub agent: Option<String>,
+    pub(crate) agent: Option<String>,
     /// Work as one worker of a fleet through this git remote (a name like `origin`, or a URL); with --fleet (docs/fleet.md)
     #[arg(long, value_name = "REMOTE", requires = "fleet")]
-    pub remote: Option<String>,
+    pub(crate) remote: Option<String>,
     /// The fleet's name: every worker started with the same --remote and --fleet works on the same run
     #[arg(long, value_name = "NAME", requires = "remote")]
-    pub fleet: Option<String>,
+    pub(crate) fleet: Option<String>,
     /// Run the plan with N agents at once, each in its own git worktree, merged back one at a time (docs/workers.md; `[workers] count`)
     #[arg(long, value_name = "N", conflicts_with = "worker")]
-    pub workers: Option<u32>,
+    pub(crate) workers: Option<u32>,
     /// Set by the coordinator of `--workers`: this loop is worker NAME (its events are forwarded, the coordinator notifies).
     /// With --fleet: this worker's name in the fleet (default: RALPH_WORKER, else the host name and pid)
     #[arg(long, value_name = "NAME", hide = true)]
-    pub worker: Option<String>,
+    pub(crate) worker: Option<String>,
 }
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Print JSON instead of text
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Show a fleet's workers, claims, leases and budget, fetched from the remote (docs/fleet.md)
     #[arg(long, value_name = "NAME")]
-    pub fleet: Option<String>,
+    pub(crate) fleet: Option<String>,
     /// The fleet's remote
     #[arg(
         long,
@@ -152,72 +152,72 @@ pub struct StatusArgs {
         default_value = "origin",
         requires = "fleet"
     )]
-    pub remote: String,
+    pub(crate) remote: String,
 }
 
 #[derive(Debug, Args)]
-pub struct CheckpointArgs {
+pub(crate) struct CheckpointArgs {
     /// Why (recorded in the handoff and the events)
     #[arg(long, default_value = "manual")]
-    pub reason: String,
+    pub(crate) reason: String,
     /// Print what was done as one JSON object
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct JsonArgs {
+pub(crate) struct JsonArgs {
     /// Print one JSON object (documented in docs/events.md) instead of text
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct ContextArgs {
+pub(crate) struct ContextArgs {
     /// Print one JSON object (documented in docs/events.md) instead of text; with --watch, one per line
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Follow the run live until it ends (Ctrl-C to quit); off a terminal, a new report each time it changes
     #[arg(long, conflicts_with = "estimate")]
-    pub watch: bool,
+    pub(crate) watch: bool,
     /// Estimate ITEM (default: the plan's current item): its context cost, confidence, and whether it fits in what is left, in a fresh window, or should be split
     #[arg(long, value_name = "ITEM", num_args = 0..=1)]
-    pub estimate: Option<Option<String>>,
+    pub(crate) estimate: Option<Option<String>>,
 }
 
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// Overwrite files that exist
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Print what was written as one JSON object
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Only add ralph's status line and hooks to .claude/settings.json (merged, shown as a diff)
     #[arg(long)]
-    pub claude: bool,
+    pub(crate) claude: bool,
     /// The agent kind ralph.toml starts with (`[agent] kind`)
     #[arg(long, value_name = "KIND", value_enum, conflicts_with = "claude")]
-    pub agent: Option<crate::agent::AgentKind>,
+    pub(crate) agent: Option<crate::agent::AgentKind>,
 }
 
 #[derive(Debug, Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// The run id (as in `ralph status`; default: the latest run)
     #[arg(value_name = "RUN")]
-    pub run: Option<String>,
+    pub(crate) run: Option<String>,
     /// Every run recorded in .ralph/, one after another
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
     /// Where to write the HTML page [default: .ralph/report.html]
     #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    pub(crate) html: Option<PathBuf>,
     /// Print the report's figures as JSON (documented in docs/events.md) instead of the summary
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// The morning report of a fleet, from what its remote holds (docs/fleet.md) [default page: .ralph/fleet/NAME/report.html]
     #[arg(long, value_name = "NAME", conflicts_with_all = ["run", "all"])]
-    pub fleet: Option<String>,
+    pub(crate) fleet: Option<String>,
     /// The fleet's remote
     #[arg(
         long,
@@ -225,44 +225,44 @@ pub struct ReportArgs {
         default_value = "origin",
         requires = "fleet"
     )]
-    pub remote: String,
+    pub(crate) remote: String,
 }
 
 #[derive(Debug, Args)]
-pub struct PromptArgs {
+pub(crate) struct PromptArgs {
     /// The plan file (default: `plan` from ralph.toml, "fix_plan.md")
-    pub plan: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
     /// The prompt of a new run's first iteration instead of the recorded run's next one
     #[arg(long)]
-    pub fresh: bool,
+    pub(crate) fresh: bool,
     /// Tokens per section of the prompt and of the handoff it points to, against the budgets
     #[arg(long)]
-    pub stats: bool,
+    pub(crate) stats: bool,
     /// The --stats report as one JSON object
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to complete for
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub(crate) shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Where to create the demo project (default: a new temporary directory)
     #[arg(value_name = "DIR")]
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
     /// The agent kind `ralph sim` speaks like (its output format and protocol)
     #[arg(long, value_enum, default_value_t = crate::config::AgentKind::Claude)]
-    pub agent: crate::config::AgentKind,
+    pub(crate) agent: crate::config::AgentKind,
 }
 
 /// Which hook Claude Code is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
-pub enum HookEvent {
+pub(crate) enum HookEvent {
     /// Before Claude Code compacts the conversation: handoff + WIP commit (trigger `compact`)
     PreCompact,
     /// When a session starts, resumes or was compacted: the latest handoff's resume block as context

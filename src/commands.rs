@@ -3,6 +3,28 @@
 //! core shared by `claude`, `statusline` and `hook`: ralph inside an
 //! interactive Claude Code session (its input, transcript, status line,
 //! hooks and settings).
+//!
+//! ```text
+//! commands.rs        this map; `load_config` (config + `run`'s flags), `print`/`print_own`
+//! commands/
+//!   run.rs           `ralph run`: flags over the config, `--dry-run`, the supervisor's start
+//!   prompt.rs        `ralph prompt` and `run --dry-run`'s preview of the next iteration
+//!   control.rs       `ralph checkpoint`, `ralph stop`
+//!   status.rs        `ralph status` (and `--fleet`)
+//!   context.rs       `ralph context` (`--watch`, `--estimate`)
+//!   estimate.rs      an item's estimate as `ralph context` shows it
+//!   doctor.rs        `ralph doctor`
+//!   recover.rs       `ralph recover`: the safety net's snapshots listed or restored
+//!   report.rs        `ralph report`
+//!   init.rs          `ralph init` (with fix_plan.md and ralph.toml: the starter files)
+//!   claude.rs        `ralph init --claude`: the settings merge
+//!   statusline.rs    `ralph statusline`
+//!   hook.rs          `ralph hook pre-compact|session-start`
+//!   claude_code.rs, claude_code/  their shared core: ralph inside Claude Code
+//!   demo.rs          `ralph demo`
+//!   generate.rs      `ralph completions`, `ralph man`
+//!   notify.rs        `ralph notify [--test]`
+//! ```
 
 mod claude;
 mod claude_code;
@@ -32,25 +54,25 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::project::Project;
 
-pub use claude::init_claude;
-pub use context::context;
-pub use control::{checkpoint, stop};
-pub use demo::demo;
-pub use doctor::doctor;
-pub use generate::{completions, man};
-pub use hook::hook;
-pub use init::init;
-pub use notify::notify;
-pub use prompt::prompt;
-pub use recover::recover;
-pub use report::report;
-pub use run::run;
-pub use status::{fleet_status, status};
-pub use statusline::statusline;
+pub(crate) use claude::init_claude;
+pub(crate) use context::context;
+pub(crate) use control::{checkpoint, stop};
+pub(crate) use demo::demo;
+pub(crate) use doctor::doctor;
+pub(crate) use generate::{completions, man};
+pub(crate) use hook::hook;
+pub(crate) use init::init;
+pub(crate) use notify::notify;
+pub(crate) use prompt::prompt;
+pub(crate) use recover::recover;
+pub(crate) use report::report;
+pub(crate) use run::run;
+pub(crate) use status::{fleet_status, status};
+pub(crate) use statusline::statusline;
 
 /// What a reporting command found: one value, printed as JSON for
 /// `--json` or as text for people, so both always say the same thing.
-pub trait Report: Serialize {
+pub(crate) trait Report: Serialize {
     /// The text for people, ending in a newline.
     fn human(&self) -> String;
 
@@ -103,7 +125,7 @@ fn local_time(ts: &str) -> String {
 }
 
 /// The config with `ralph run`'s flags applied on top.
-pub fn load_config(project: &Project, args: &RunArgs) -> Result<Config> {
+pub(crate) fn load_config(project: &Project, args: &RunArgs) -> Result<Config> {
     let root = project.root();
     let mut config = project.config()?;
     if let Some(plan) = &args.plan {

@@ -5,14 +5,16 @@
 //! config.rs          this map
 //! config/
 //!   agent.rs         [agent]: AgentConfig, AgentKind as a config value
-//!   schema.rs        Config and its sections, defaults, load, validation
+//!   schema.rs        Config and its sections, their defaults, load, what they derive (meter, thresholds)
 //!   span.rs          Span: a duration as ralph.toml writes it ("90s", "1h30m")
+//!   validate.rs      the text parsed and checked: every refusal names `section.key` and its line
 //!   token_budget.rs  [prompt]/[handoff] max_tokens, their defaults and why (a leaf)
 //! ```
 
 mod agent;
 mod schema;
-pub mod span;
-pub mod token_budget;
+pub(crate) mod span;
+pub(crate) mod token_budget;
+mod validate;
 
 pub use schema::*;

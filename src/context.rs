@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use crate::stream::StreamEvent;
 
 /// Window of every current Claude model unless it says otherwise.
-pub const DEFAULT_WINDOW: u64 = 200_000;
+pub(crate) const DEFAULT_WINDOW: u64 = 200_000;
 /// Window of a model whose name carries the `[1m]` suffix, and of the fifth
 /// model generation on (see [`window_for_model`]).
-pub const LONG_WINDOW: u64 = 1_000_000;
+pub(crate) const LONG_WINDOW: u64 = 1_000_000;
 
 /// How far the growth rate looks back.
 const RATE_HORIZON_SECS: f64 = 300.0;
@@ -29,7 +29,7 @@ pub enum Level {
 }
 
 impl Level {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Level::L0 => "L0",
             Level::L1 => "L1",
@@ -38,7 +38,7 @@ impl Level {
         }
     }
 
-    pub fn meaning(self) -> &'static str {
+    pub(crate) fn meaning(self) -> &'static str {
         match self {
             Level::L0 => "ok",
             Level::L1 => "warn",
@@ -56,9 +56,9 @@ impl std::fmt::Display for Level {
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Thresholds {
-    pub warn: f64,
-    pub checkpoint: f64,
-    pub emergency: f64,
+    pub(crate) warn: f64,
+    pub(crate) checkpoint: f64,
+    pub(crate) emergency: f64,
 }
 
 impl Thresholds {
@@ -69,7 +69,7 @@ impl Thresholds {
         emergency: 95.0,
     };
 
-    pub fn level(&self, percent: f64) -> Level {
+    pub(crate) fn level(&self, percent: f64) -> Level {
         if percent >= self.emergency {
             Level::L3
         } else if percent >= self.checkpoint {
@@ -85,7 +85,7 @@ impl Thresholds {
 /// Where the window size came from, for reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WindowSource {
+pub(crate) enum WindowSource {
     Config,
     Default,
     ModelName,
@@ -96,8 +96,8 @@ pub enum WindowSource {
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Compaction {
-    pub pre_tokens: u64,
-    pub post_tokens: u64,
+    pub(crate) pre_tokens: u64,
+    pub(crate) post_tokens: u64,
 }
 
 /// What one observed line changed on the meter.
@@ -118,14 +118,11 @@ pub struct ContextMeter {
     /// the next, since a result only comes at the end of a turn.
     known: BTreeMap<String, u64>,
     tokens: u64,
-    last_message_id: Option<String>,
-    turns: u64,
     level: Level,
     peak_percent: f64,
     peak_level: Level,
     peak_tokens: u64,
     samples: VecDeque<(f64, u64)>,
-    compactions: Vec<Compaction>,
     /// `context.checkpoint_tokens`: L2 at this occupancy at the latest.
     cap: Option<u64>,
     /// The agent reports no usage per model call (a kind metered per
@@ -149,14 +146,11 @@ impl ContextMeter {
             model: None,
             known: BTreeMap::new(),
             tokens: 0,
-            last_message_id: None,
-            turns: 0,
             level: Level::L0,
             peak_percent: 0.0,
             peak_level: Level::L0,
             peak_tokens: 0,
             samples: VecDeque::new(),
-            compactions: Vec::new(),
             cap: None,
             not_metered: false,
         }
@@ -164,29 +158,29 @@ impl ContextMeter {
 
     /// For an agent that reports no usage per model call: no level acts,
     /// and every reading says "not metered live".
-    pub fn not_metered_live(mut self, not_metered: bool) -> Self {
+    pub(crate) fn not_metered_live(mut self, not_metered: bool) -> Self {
         self.not_metered = not_metered;
         self
     }
 
     /// Whether it was built [`Self::not_metered_live`].
-    pub fn not_metered(&self) -> bool {
+    pub(crate) fn not_metered(&self) -> bool {
         self.not_metered
     }
 
     /// Start from windows earlier results reported (see [`Self::known_windows`]).
-    pub fn with_known_windows(mut self, known: &BTreeMap<String, u64>) -> Self {
+    pub(crate) fn with_known_windows(mut self, known: &BTreeMap<String, u64>) -> Self {
         self.known = known.clone();
         self
     }
 
     /// Windows results have reported so far, by model.
-    pub fn known_windows(&self) -> &BTreeMap<String, u64> {
+    pub(crate) fn known_windows(&self) -> &BTreeMap<String, u64> {
         &self.known
     }
 
     /// Learn the model before the first turn (from `--model` or `system/init`).
-    pub fn set_model(&mut self, model: &str) {
+    pub(crate) fn set_model(&mut self, model: &str) {
         self.model = Some(model.to_string());
         if self.window_source == WindowSource::Config {
             return;
@@ -215,10 +209,6 @@ impl ContextMeter {
                 if tokens == 0 {
                     return None;
                 }
-                if self.last_message_id.as_deref() != Some(msg.id.as_str()) {
-                    self.turns += 1;
-                    self.last_message_id = Some(msg.id.clone());
-                }
                 self.tokens = tokens;
                 self.sample(now);
                 self.relevel()
@@ -231,7 +221,6 @@ impl ContextMeter {
                     pre_tokens: *pre_tokens,
                     post_tokens: *post_tokens,
                 };
-                self.compactions.push(c);
                 self.tokens = *post_tokens;
                 // The growth before the reset says nothing about after it.
                 self.samples.clear();
@@ -281,7 +270,7 @@ impl ContextMeter {
     }
 
     /// Reach L2 at `cap` tokens even below the checkpoint percentage.
-    pub fn with_checkpoint_cap(mut self, cap: Option<u64>) -> Self {
+    pub(crate) fn with_checkpoint_cap(mut self, cap: Option<u64>) -> Self {
         self.cap = cap;
         self
     }
@@ -313,49 +302,41 @@ impl ContextMeter {
     pub fn tokens(&self) -> u64 {
         self.tokens
     }
-    pub fn window(&self) -> u64 {
+    pub(crate) fn window(&self) -> u64 {
         self.window
     }
-    pub fn window_source(&self) -> WindowSource {
+    #[cfg(test)]
+    fn window_source(&self) -> WindowSource {
         self.window_source
     }
-    pub fn usable(&self) -> u64 {
+    pub(crate) fn usable(&self) -> u64 {
         self.window.saturating_sub(self.reserve).max(1)
     }
-    pub fn percent(&self) -> f64 {
+    pub(crate) fn percent(&self) -> f64 {
         self.tokens as f64 * 100.0 / self.usable() as f64
     }
-    pub fn level(&self) -> Level {
+    pub(crate) fn level(&self) -> Level {
         self.level
     }
-    pub fn peak_percent(&self) -> f64 {
+    pub(crate) fn peak_percent(&self) -> f64 {
         self.peak_percent
     }
-    pub fn peak_level(&self) -> Level {
+    pub(crate) fn peak_level(&self) -> Level {
         self.peak_level
     }
-    pub fn peak_tokens(&self) -> u64 {
+    pub(crate) fn peak_tokens(&self) -> u64 {
         self.peak_tokens
-    }
-    pub fn turns(&self) -> u64 {
-        self.turns
-    }
-    pub fn compactions(&self) -> &[Compaction] {
-        &self.compactions
-    }
-    pub fn model(&self) -> Option<&str> {
-        self.model.as_deref()
     }
 
     /// Growth in tokens per minute over the last few minutes.
-    pub fn rate_per_min(&self) -> Option<f64> {
+    pub(crate) fn rate_per_min(&self) -> Option<f64> {
         let (&(t0, k0), &(t1, k1)) = (self.samples.front()?, self.samples.back()?);
         let dt = t1 - t0;
         (dt >= 1.0).then(|| (k1 as f64 - k0 as f64) * 60.0 / dt)
     }
 
     /// Time until the checkpoint level at the current growth rate.
-    pub fn eta_to_checkpoint(&self) -> Option<Duration> {
+    pub(crate) fn eta_to_checkpoint(&self) -> Option<Duration> {
         let percent_at = self.thresholds.checkpoint / 100.0 * self.usable() as f64;
         let target = self.cap.map_or(percent_at, |c| percent_at.min(c as f64));
         let remaining = target - self.tokens as f64;
@@ -366,7 +347,7 @@ impl ContextMeter {
         Some(Duration::from_secs_f64(remaining / rate * 60.0))
     }
 
-    pub fn snapshot(&self) -> MeterReading {
+    pub(crate) fn snapshot(&self) -> MeterReading {
         MeterReading {
             tokens: self.tokens,
             usable: self.usable(),
@@ -398,18 +379,18 @@ pub struct MeterReading {
     pub not_metered: bool,
 }
 
-pub fn round1(x: f64) -> f64 {
+pub(crate) fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
 /// The smallest usable window ralph works in: a prompt (8,000 tokens by
 /// default) and a turn must fit, or every first reading is an emergency.
-pub const MIN_USABLE_WINDOW: u64 = 10_000;
+pub(crate) const MIN_USABLE_WINDOW: u64 = 10_000;
 
 /// Why `reserve` leaves no usable window of `configured_window` (0: detected
 /// from the model, then at least [`DEFAULT_WINDOW`]) to work in: without
 /// one every reading would be thousands of percent.
-pub fn no_usable_window(configured_window: u64, reserve: u64) -> Option<String> {
+pub(crate) fn no_usable_window(configured_window: u64, reserve: u64) -> Option<String> {
     let (window, what) = match configured_window {
         0 => (
             DEFAULT_WINDOW,
@@ -432,7 +413,7 @@ pub fn no_usable_window(configured_window: u64, reserve: u64) -> Option<String> 
 /// with it), else 200k. The generation is the first number after `claude-`
 /// (`claude-sonnet-4-5-20250929`: 4, `claude-3-5-sonnet`: 3). A result's
 /// `modelUsage` corrects either guess.
-pub fn window_for_model(model: &str) -> u64 {
+pub(crate) fn window_for_model(model: &str) -> u64 {
     let model = model.to_ascii_lowercase();
     let generation = model.split_once("claude-").and_then(|(_, rest)| {
         rest.split(['-', '[', '@', ':'])
@@ -521,12 +502,11 @@ mod tests {
     }
 
     #[test]
-    fn repeated_message_lines_count_once_and_newest_wins() {
+    fn repeated_message_lines_the_newest_wins() {
         let mut m = ContextMeter::new(0, 33_000, T);
         m.observe(&msg("a", 10_000, None, "m"), secs(1));
         m.observe(&msg("a", 10_000, None, "m"), secs(1));
         m.observe(&msg("a", 12_000, None, "m"), secs(2));
-        assert_eq!(m.turns(), 1);
         assert_eq!(m.tokens(), 12_000);
     }
 
@@ -614,7 +594,6 @@ mod tests {
         assert!(matches!(change, Some(Change::Compacted(_))));
         assert_eq!(m.tokens(), 20_000);
         assert_eq!(m.level(), Level::L0);
-        assert_eq!(m.compactions().len(), 1);
         assert_eq!(m.peak_level(), Level::L3);
     }
 
@@ -640,7 +619,6 @@ mod tests {
             peak = peak.max(m.tokens());
         }
         assert_eq!(peak, 42_800);
-        assert_eq!(m.turns(), 2);
     }
 
     #[test]

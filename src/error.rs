@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -48,28 +48,28 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         Error::Usage {
             message: message.into(),
             hint: None,
         }
     }
 
-    pub fn config(message: impl Into<String>) -> Self {
+    pub(crate) fn config(message: impl Into<String>) -> Self {
         Error::Config {
             message: message.into(),
             hint: None,
         }
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         Error::Internal {
             message: message.into(),
             source: None,
         }
     }
 
-    pub fn io(action: &'static str, path: impl AsRef<Path>, source: std::io::Error) -> Self {
+    pub(crate) fn io(action: &'static str, path: impl AsRef<Path>, source: std::io::Error) -> Self {
         Error::Io {
             action,
             path: path.as_ref().to_path_buf(),
@@ -78,7 +78,7 @@ impl Error {
     }
 
     /// Wrap any error as an internal failure with a sentence of context.
-    pub fn wrap(
+    pub(crate) fn wrap(
         message: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
@@ -89,7 +89,7 @@ impl Error {
     }
 
     /// Attach a hint ("what to do about it") to errors that carry one.
-    pub fn with_hint(mut self, text: impl Into<String>) -> Self {
+    pub(crate) fn with_hint(mut self, text: impl Into<String>) -> Self {
         match &mut self {
             Error::Usage { hint, .. }
             | Error::Config { hint, .. }
@@ -99,7 +99,7 @@ impl Error {
         self
     }
 
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         match self {
             Error::Usage { hint, .. }
             | Error::Config { hint, .. }
@@ -114,7 +114,7 @@ impl Error {
         }
     }
 
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             Error::Usage { .. } | Error::Config { .. } | Error::Template { .. } => 2,
             Error::Locked { .. } => 2,
@@ -123,7 +123,7 @@ impl Error {
     }
 
     /// The `error: … / caused by: … / hint: …` text printed to stderr.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = format!("error: {self}\n");
         let mut source = std::error::Error::source(self);
         while let Some(cause) = source {

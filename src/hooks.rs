@@ -22,5 +22,5 @@ pub(crate) mod process;
 mod runner;
 pub(crate) mod verify;
 
-pub use process::watch_interrupts;
-pub use runner::*;
+pub(crate) use process::watch_interrupts;
+pub(crate) use runner::*;

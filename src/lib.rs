@@ -1,6 +1,10 @@
 //! ralph: a supervisor for overnight Claude Code loops that meters the
 //! context window live and checkpoints before it fills. See ARCHITECTURE.md.
 
+// `pub` is what tests/ and benches/ use; everything else is `pub(crate)`
+// (so rustc reports dead code), and this keeps it so.
+#![warn(unreachable_pub)]
+
 pub mod agent;
 pub mod app;
 mod checkpoint;
@@ -8,7 +12,7 @@ mod cli;
 mod commands;
 pub mod config;
 pub mod context;
-pub mod error;
+mod error;
 pub mod events;
 mod hooks;
 pub mod plan;
@@ -21,6 +25,6 @@ pub mod state;
 pub mod stream;
 mod supervisor;
 mod text;
-pub mod workers;
+mod workers;
 
-pub use error::{Error, Result};
+pub(crate) use error::{Error, Result};

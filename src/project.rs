@@ -29,32 +29,32 @@ use crate::state::Layout;
 
 /// One ralph project: its root and the layout of its `.ralph/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Project {
+pub(crate) struct Project {
     layout: Layout,
 }
 
 impl Project {
     /// The project `start` belongs to: the nearest directory at or above it
     /// with a `ralph.toml` or a `.ralph/`; `start` itself if there is none.
-    pub fn find(start: &Path) -> Project {
+    pub(crate) fn find(start: &Path) -> Project {
         Project::discover(start).unwrap_or_else(|| Project::at(start))
     }
 
     /// The project `start` is in, if any: the nearest directory at or above
     /// it with a `ralph.toml` or a `.ralph/`.
-    pub fn discover(start: &Path) -> Option<Project> {
+    pub(crate) fn discover(start: &Path) -> Option<Project> {
         start.ancestors().find(|d| is_project(d)).map(Project::at)
     }
 
     /// The project rooted exactly at `root` (`ralph init`, the demo).
-    pub fn at(root: &Path) -> Project {
+    pub(crate) fn at(root: &Path) -> Project {
         Project {
             layout: Layout::new(root),
         }
     }
 
     /// The starting directory of a command: `-C DIR`, or the current one.
-    pub fn start_dir(dir: Option<&Path>) -> Result<PathBuf> {
+    pub(crate) fn start_dir(dir: Option<&Path>) -> Result<PathBuf> {
         let start = match dir {
             Some(d) => d.to_path_buf(),
             None => std::env::current_dir()
@@ -69,28 +69,28 @@ impl Project {
         Ok(start)
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.layout.root
     }
 
     /// Every path under `.ralph/`.
-    pub fn layout(&self) -> &Layout {
+    pub(crate) fn layout(&self) -> &Layout {
         &self.layout
     }
 
     /// `ralph.toml` (defaults when there is none).
-    pub fn config(&self) -> Result<Config> {
+    pub(crate) fn config(&self) -> Result<Config> {
         Config::load(self.root())
     }
 
     /// Where the plan `config` names is.
-    pub fn plan_path(&self, config: &Config) -> PathBuf {
+    pub(crate) fn plan_path(&self, config: &Config) -> PathBuf {
         self.root().join(&config.plan)
     }
 
     /// The plan `config` names: the one loader, with the one error policy
     /// (see the module's documentation).
-    pub fn plan(&self, config: &Config) -> Result<Plan> {
+    pub(crate) fn plan(&self, config: &Config) -> Result<Plan> {
         Plan::load(&self.plan_path(config))
     }
 }

@@ -18,7 +18,7 @@
 
 pub mod fit;
 mod render;
-pub mod templates;
+pub(crate) mod templates;
 pub mod tiers;
 pub mod tokens;
 

@@ -18,14 +18,15 @@
 //! ```
 
 mod changes;
-pub mod charts;
+pub(crate) mod charts;
 pub mod html;
-pub mod lanes;
+pub(crate) mod lanes;
 pub mod model;
 mod runs;
-pub mod story;
-pub mod svg;
+pub(crate) mod story;
+pub(crate) mod svg;
 pub mod text;
 
-pub use model::{Budgets, RunReport};
-pub use runs::*;
+pub use model::Budgets;
+pub(crate) use model::RunReport;
+pub(crate) use runs::*;

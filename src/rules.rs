@@ -11,7 +11,7 @@
 //!   quota.rs         the quota guard: the 5-hour and weekly windows used, past their share
 //! ```
 
-pub mod breaker;
-pub mod completion;
-pub mod limits;
-pub mod quota;
+pub(crate) mod breaker;
+pub(crate) mod completion;
+pub(crate) mod limits;
+pub(crate) mod quota;

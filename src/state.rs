@@ -18,9 +18,10 @@
 
 mod lock;
 mod outcome;
-pub mod ownership;
+pub(crate) mod ownership;
 mod run_state;
 
-pub use lock::{Lock, LockInfo, read_lock, running_supervisor};
-pub use outcome::IterationOutcome;
+pub(crate) use lock::running_supervisor;
+pub use lock::{Lock, read_lock};
+pub(crate) use outcome::IterationOutcome;
 pub use run_state::*;

@@ -35,7 +35,8 @@ mod gemini;
 mod opencode;
 mod raw;
 
-pub use codex::{CodexDecoder, Control};
+pub use codex::CodexDecoder;
+pub(crate) use codex::Control;
 pub use decode::*;
 pub use decoder::Decoder;
 pub use event::*;

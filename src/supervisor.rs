@@ -83,7 +83,7 @@ mod waiting;
 
 pub(crate) use budget::CountedFrom;
 use now::Now;
-pub use record::checkpoint_outside_a_run;
+pub(crate) use record::checkpoint_outside_a_run;
 pub(crate) use record::new_run_id;
-pub use run::*;
-pub use seams::next_shard;
+pub(crate) use run::*;
+pub(crate) use seams::next_shard;

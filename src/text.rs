@@ -12,7 +12,7 @@
 
 mod cut;
 mod printable;
-pub mod secrets;
+pub(crate) mod secrets;
 
-pub use cut::{cut, cut_bytes, cut_middle, fit_width};
-pub use printable::*;
+pub(crate) use cut::{cut, cut_bytes, cut_middle, fit_width};
+pub(crate) use printable::*;

@@ -16,7 +16,13 @@
 //! workers.rs         this map
 //! workers/
 //!   assign.rs        plan → units, `(after: …)`, `(serial)`, which are ready (pure)
+//!   coordinator.rs, coordinator/  the loop that gives out units, merges, checks off
+//!   child.rs         a worker's `ralph run --worker` child process and its events
 //!   merge.rs         one worker branch merged into the run branch (git2)
+//!   ledger.rs        `.ralph/workers.json`, read by a takeover
+//!   worktree.rs      the workers' worktrees and branches (git2)
+//!   view.rs          what `ralph status` shows of a parallel run
+//!   config.rs        `[workers]` (a leaf)
 //!   fleet.rs, fleet/ many machines on one plan through the git remote
 //!                    (`ralph run --remote R --fleet NAME`, issue 26, docs/fleet.md)
 //! ```
@@ -26,20 +32,19 @@
 //! the checkboxes; the run branch's work tree is the user's checkout, so a
 //! merge updates it only with git's safe checkout.
 
-pub mod assign;
+pub(crate) mod assign;
 mod child;
 mod config;
 mod coordinator;
 pub(crate) mod fleet;
 mod ledger;
-pub mod merge;
+pub(crate) mod merge;
 mod view;
 mod worktree;
 
-pub use assign::{Unit, UnitState};
 pub(crate) use child::WORKER_PROMPT;
-pub use config::WorkersConfig;
+pub(crate) use config::WorkersConfig;
 pub(crate) use coordinator::{Options, run};
 pub(crate) use ledger::refuse_a_single_loop;
-pub use merge::{MergeRequest, Merged, merge};
-pub use view::WorkersView;
+pub(crate) use merge::{MergeRequest, Merged, merge};
+pub(crate) use view::WorkersView;

@@ -3,7 +3,7 @@
 //! messages on stdin; its stdout decodes with `stream::LineDecoder`.
 
 /// The flags every Claude Code agent gets: DESIGN.md "The loop", step 2.
-pub const STREAM_FLAGS: [&str; 6] = [
+pub(crate) const STREAM_FLAGS: [&str; 6] = [
     "-p",
     "--output-format",
     "stream-json",
@@ -13,7 +13,7 @@ pub const STREAM_FLAGS: [&str; 6] = [
 ];
 
 /// What to do when the `claude` program is not found.
-pub const NOT_FOUND_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set agent.command in ralph.toml to the agent to run";
+pub(crate) const NOT_FOUND_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set agent.command in ralph.toml to the agent to run";
 
 /// ralph's own arguments: the stream flags, then `--model`.
 pub(crate) fn args(model: Option<&str>) -> Vec<String> {
@@ -26,7 +26,7 @@ pub(crate) fn args(model: Option<&str>) -> Vec<String> {
 }
 
 /// The first (and later) user message in stream-json input format.
-pub fn user_message(text: &str) -> String {
+pub(crate) fn user_message(text: &str) -> String {
     let msg = serde_json::json!({
         "type": "user",
         "message": { "role": "user", "content": [{ "type": "text", "text": text }] }

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::stream::Control;
 
 /// What to do when the `codex` program is not found.
-pub const NOT_FOUND_HINT: &str = "install Codex (`npm install -g @openai/codex`), or set agent.command in ralph.toml to the agent to run";
+pub(crate) const NOT_FOUND_HINT: &str = "install Codex (`npm install -g @openai/codex`), or set agent.command in ralph.toml to the agent to run";
 
 /// ralph's own arguments: the app-server (the model goes in `thread/start`).
 pub(crate) fn args() -> Vec<String> {
@@ -28,11 +28,11 @@ pub(crate) fn args() -> Vec<String> {
 }
 
 /// Why a request from the server was declined, for the breaker.
-pub const DECLINED: &str = "ralph runs headless: nobody to approve";
+pub(crate) const DECLINED: &str = "ralph runs headless: nobody to approve";
 
 /// The client side of one app-server session.
 #[derive(Debug)]
-pub struct Wire {
+pub(crate) struct Wire {
     writer: Option<PipeWriter>,
     next_id: u64,
     cwd: String,
@@ -55,7 +55,7 @@ pub struct Wire {
 
 impl Wire {
     /// Open the session: the handshake and `thread/start` in `cwd`.
-    pub fn start(writer: PipeWriter, cwd: &str, model: Option<&str>) -> Wire {
+    pub(crate) fn start(writer: PipeWriter, cwd: &str, model: Option<&str>) -> Wire {
         let mut wire = Wire {
             writer: Some(writer),
             next_id: 0,
@@ -85,7 +85,7 @@ impl Wire {
     }
 
     /// A message for the agent: a new turn, or into the running one.
-    pub fn send(&mut self, text: &str) -> bool {
+    pub(crate) fn send(&mut self, text: &str) -> bool {
         // Closed to input, as Claude Code's stdin is once closed.
         if !self.is_open() {
             return false;
@@ -112,18 +112,18 @@ impl Wire {
 
     /// No new turn: stdin closes once the running turn (and any message
     /// waiting for one) is done, and the server exits.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         self.closing = true;
         self.close_if_idle();
     }
 
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.writer.is_some() && !self.closing
     }
 
     /// The clean stop: interrupt the running turn. False when there is
     /// none (or it was interrupted already): then a signal it is.
-    pub fn interrupt(&mut self) -> bool {
+    pub(crate) fn interrupt(&mut self) -> bool {
         let (Some(thread), Some(turn)) = (&self.thread, &self.turn) else {
             return false;
         };
@@ -140,7 +140,7 @@ impl Wire {
     }
 
     /// What a line of the server's meant (from the stdout reader).
-    pub fn on_control(&mut self, control: Control) {
+    pub(crate) fn on_control(&mut self, control: Control) {
         match control {
             Control::ThreadStarted { thread_id } => {
                 self.thread = Some(thread_id);

@@ -7,7 +7,7 @@
 //! `agent.args`: headless, the CLI offers no tool that would ask.
 
 /// What to do when the `gemini` program is not found.
-pub const NOT_FOUND_HINT: &str = "install Gemini CLI (`npm install -g @google/gemini-cli`), or set agent.command in ralph.toml to the agent to run";
+pub(crate) const NOT_FOUND_HINT: &str = "install Gemini CLI (`npm install -g @google/gemini-cli`), or set agent.command in ralph.toml to the agent to run";
 
 /// ralph's own arguments.
 pub(crate) fn args(model: Option<&str>) -> Vec<String> {

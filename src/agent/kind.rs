@@ -19,7 +19,7 @@ use crate::stream::Decoder;
 /// How the context is metered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Metering {
+pub(crate) enum Metering {
     /// Usage of every model call, as it happens: levels act mid-session.
     Live,
     /// Usage only once the process ends: no live level ("not metered live").
@@ -29,7 +29,7 @@ pub enum Metering {
 /// How a session is stopped cleanly, before SIGTERM and SIGKILL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CleanStop {
+pub(crate) enum CleanStop {
     /// SIGINT to the agent's process group (the CLI ends its turn).
     Sigint,
     /// A protocol request that interrupts the turn (`turn/interrupt`).
@@ -40,7 +40,7 @@ pub enum CleanStop {
 /// `agent.context_window`, which always wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WindowFrom {
+pub(crate) enum WindowFrom {
     /// The model's name, then `modelUsage.contextWindow` of its results.
     ModelAndResult,
     /// Reported with the usage of every model call.
@@ -53,25 +53,25 @@ pub enum WindowFrom {
 /// What a kind can do; the supervisor's checkpoint protocol follows them,
 /// so behaviour degrades honestly where a CLI cannot do something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Capabilities {
-    pub metering: Metering,
+pub(crate) struct Capabilities {
+    pub(crate) metering: Metering,
     /// Takes a message mid-session: the L1 nudge and the L2 request for
     /// handoff notes.
-    pub message: bool,
-    pub stop: CleanStop,
-    pub window: WindowFrom,
+    pub(crate) message: bool,
+    pub(crate) stop: CleanStop,
+    pub(crate) window: WindowFrom,
     /// Its transcript as ralph saved it replays through the decoder for a
     /// takeover after kill -9.
-    pub replay: bool,
+    pub(crate) replay: bool,
     /// Without a message mid-session, a stopped session can be continued
     /// by its id for one more turn: at L2 ralph asks for the handoff notes
     /// that way ([`AgentKind::continue_args`]).
-    pub continues: bool,
+    pub(crate) continues: bool,
 }
 
 impl AgentKind {
     /// The product, for people.
-    pub fn product(self) -> &'static str {
+    pub(crate) fn product(self) -> &'static str {
         match self {
             AgentKind::Claude => "Claude Code",
             AgentKind::Codex => "Codex",
@@ -81,7 +81,7 @@ impl AgentKind {
     }
 
     /// What to do when the agent's program is not found.
-    pub fn install_hint(self) -> &'static str {
+    pub(crate) fn install_hint(self) -> &'static str {
         match self {
             AgentKind::Claude => claude::NOT_FOUND_HINT,
             AgentKind::Codex => codex::NOT_FOUND_HINT,
@@ -91,7 +91,7 @@ impl AgentKind {
     }
 
     /// How the prompt reaches the agent, for `--dry-run`.
-    pub fn prompt_via(self) -> &'static str {
+    pub(crate) fn prompt_via(self) -> &'static str {
         match self {
             AgentKind::Claude => "sent as the first stream-json user message",
             AgentKind::Codex => {
@@ -101,7 +101,7 @@ impl AgentKind {
         }
     }
 
-    pub fn capabilities(self) -> Capabilities {
+    pub(crate) fn capabilities(self) -> Capabilities {
         match self {
             AgentKind::Claude => Capabilities {
                 metering: Metering::Live,
@@ -184,12 +184,12 @@ impl AgentKind {
 
 impl Capabilities {
     /// Usage of every model call as it happens: levels act mid-session.
-    pub fn metered_live(&self) -> bool {
+    pub(crate) fn metered_live(&self) -> bool {
         self.metering == Metering::Live
     }
 
     /// What they mean for a run, in one line (doctor, `--dry-run`).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let meter = match self.metering {
             Metering::Live => "metered live",
             Metering::PerProcess => "not metered live",

@@ -6,7 +6,7 @@
 //! session and continues it once to ask for the handoff notes.
 
 /// What to do when the `opencode` program is not found.
-pub const NOT_FOUND_HINT: &str = "install opencode (`npm install -g opencode-ai`), or set agent.command in ralph.toml to the agent to run";
+pub(crate) const NOT_FOUND_HINT: &str = "install opencode (`npm install -g opencode-ai`), or set agent.command in ralph.toml to the agent to run";
 
 /// ralph's own arguments; `model` is opencode's `provider/model`.
 pub(crate) fn args(model: Option<&str>) -> Vec<String> {

@@ -31,7 +31,7 @@ use super::{AgentKind, codex};
 
 // Their home is `procs`; the supervisor has always called them here.
 use crate::agent::procs::kill_group;
-pub use crate::agent::procs::{become_subreaper, kill_session, reap_orphans};
+pub(crate) use crate::agent::procs::{become_subreaper, kill_session, reap_orphans};
 
 /// How much of the agent's stderr is kept for reports.
 const STDERR_TAIL: usize = 16 * 1024;
@@ -40,23 +40,23 @@ const STDERR_FILE_CAP: u64 = 8 << 20;
 
 /// What will be run, resolved from the config.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AgentCommand {
-    pub kind: AgentKind,
-    pub program: PathBuf,
+pub(crate) struct AgentCommand {
+    pub(crate) kind: AgentKind,
+    pub(crate) program: PathBuf,
     /// `agent.model`, for a kind that takes it in its protocol (Codex).
-    pub model: Option<String>,
-    pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
+    pub(crate) model: Option<String>,
+    pub(crate) args: Vec<String>,
+    pub(crate) env: BTreeMap<String, String>,
     /// Variables of ralph's environment the agent does not get (the sandbox's).
-    pub env_remove: Vec<String>,
+    pub(crate) env_remove: Vec<String>,
     /// Bytes of the transcript written as they come (`runs.transcript_cap_mib`).
-    pub transcript_cap: u64,
+    pub(crate) transcript_cap: u64,
 }
 
 impl AgentCommand {
     /// The agent of iteration `iteration` in the project at `root`, in the
     /// sandbox the config asks for (`agent::sandbox`).
-    pub fn from_config(config: &Config, iteration: u32, root: &Path) -> AgentCommand {
+    pub(crate) fn from_config(config: &Config, iteration: u32, root: &Path) -> AgentCommand {
         AgentCommand::build(config, iteration, root, Vec::new())
     }
 
@@ -122,7 +122,7 @@ impl AgentCommand {
     }
 
     /// The command line as a user would type it (for `--dry-run` and logs).
-    pub fn display(&self) -> Vec<String> {
+    pub(crate) fn display(&self) -> Vec<String> {
         std::iter::once(self.program.display().to_string())
             .chain(self.args.iter().cloned())
             .collect()
@@ -130,7 +130,7 @@ impl AgentCommand {
 }
 
 /// A decoded line and when it arrived.
-pub type Line = (StreamEvent, Instant);
+pub(crate) type Line = (StreamEvent, Instant);
 
 /// How ralph talks to the agent.
 enum Input {
@@ -142,22 +142,22 @@ enum Input {
     Rpc(Arc<Mutex<codex::Wire>>),
 }
 
-pub struct Agent {
+pub(crate) struct Agent {
     kind: AgentKind,
     child: Option<Child>,
-    pub pid: i32,
+    pub(crate) pid: i32,
     input: Input,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     /// What the transcript writer has to report once the stdout reader is done.
     transcript_notes: Arc<Mutex<Vec<String>>>,
     readers: Vec<std::thread::JoinHandle<()>>,
-    pub started: Instant,
+    pub(crate) started: Instant,
 }
 
 impl Agent {
     /// Start the agent in `cwd`; decoded stdout lines arrive on the returned
     /// channel, raw stdout goes to `transcript`.
-    pub fn spawn(
+    pub(crate) fn spawn(
         cmd: &AgentCommand,
         cwd: &Path,
         transcript: &Path,
@@ -276,7 +276,7 @@ impl Agent {
 
     /// Send the agent a message (the prompt, the L1 nudge, the L2 request
     /// for notes) in its kind's form: whether it went out.
-    pub async fn send(&mut self, text: &str) -> bool {
+    pub(crate) async fn send(&mut self, text: &str) -> bool {
         match &mut self.input {
             Input::Lines(None) => false,
             Input::Lines(Some(stdin)) => {
@@ -288,14 +288,14 @@ impl Agent {
     }
 
     /// No more input: the CLI ends after its current turn.
-    pub fn close_stdin(&mut self) {
+    pub(crate) fn close_stdin(&mut self) {
         match &mut self.input {
             Input::Lines(stdin) => *stdin = None,
             Input::Rpc(wire) => lock(wire).close(),
         }
     }
 
-    pub fn stdin_open(&self) -> bool {
+    pub(crate) fn stdin_open(&self) -> bool {
         match &self.input {
             Input::Lines(stdin) => stdin.is_some(),
             Input::Rpc(wire) => lock(wire).is_open(),
@@ -306,7 +306,7 @@ impl Agent {
     /// kind with a clean stop of its own, SIGINT is that request while a
     /// turn runs (`turn/interrupt`); SIGTERM and SIGKILL are signals.
     /// Returns the step taken, for the `agent_signalled` event.
-    pub fn signal(&self, sig: Signal) -> StopStep {
+    pub(crate) fn signal(&self, sig: Signal) -> StopStep {
         if let (Signal::SIGINT, Input::Rpc(wire)) = (sig, &self.input)
             && lock(wire).interrupt()
         {
@@ -320,11 +320,11 @@ impl Agent {
 
     /// Hand the child to whoever waits for its exit (a task of its own, so
     /// that waiting never holds a borrow of the agent).
-    pub fn take_child(&mut self) -> Child {
+    pub(crate) fn take_child(&mut self) -> Child {
         self.child.take().expect("the child is taken once")
     }
 
-    pub fn stderr_tail(&self) -> String {
+    pub(crate) fn stderr_tail(&self) -> String {
         let tail = self
             .stderr_tail
             .lock()
@@ -335,7 +335,7 @@ impl Agent {
 
     /// What became of the transcript (cut past its cap, a write that
     /// failed), once [`Agent::join_readers`] returned.
-    pub fn transcript_notes(&self) -> Vec<String> {
+    pub(crate) fn transcript_notes(&self) -> Vec<String> {
         self.transcript_notes
             .lock()
             .map(|n| n.clone())
@@ -345,7 +345,7 @@ impl Agent {
     /// After the agent exited: end its process group and every orphan it
     /// left (ralph is a child subreaper). Then nothing holds its pipes any
     /// more, and the readers reach EOF once their lines are taken.
-    pub fn end_leftovers(&self) {
+    pub(crate) fn end_leftovers(&self) {
         kill_group(self.pid);
         reap_orphans();
     }
@@ -353,7 +353,7 @@ impl Agent {
     /// Let the readers finish (only then is [`Agent::stderr_tail`]
     /// complete). The stdout reader can only finish once every line it
     /// decoded was received: drain the channel first.
-    pub fn join_readers(&mut self) {
+    pub(crate) fn join_readers(&mut self) {
         for r in self.readers.drain(..) {
             // Readers end at EOF, which comes once every writer is gone.
             let deadline = Instant::now() + Duration::from_secs(2);
@@ -376,7 +376,7 @@ fn lock(wire: &Mutex<codex::Wire>) -> std::sync::MutexGuard<'_, codex::Wire> {
 
 /// The program `agent.command` names, as ralph would start it (`ralph`
 /// is this binary; a path with a `/` is relative to the project root).
-pub fn resolve_program(program: &str, root: &Path) -> Option<PathBuf> {
+pub(crate) fn resolve_program(program: &str, root: &Path) -> Option<PathBuf> {
     let executable = |p: &Path| {
         p.metadata().is_ok_and(|m| {
             m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
@@ -396,7 +396,7 @@ pub fn resolve_program(program: &str, root: &Path) -> Option<PathBuf> {
 }
 
 /// "`claud` (agent.command) is not on PATH".
-pub fn not_found(program: &str) -> String {
+pub(crate) fn not_found(program: &str) -> String {
     format!(
         "`{program}` (agent.command) is not {}",
         if program.contains('/') {
@@ -409,7 +409,7 @@ pub fn not_found(program: &str) -> String {
 
 /// A mistyped `agent.command` is bad input (exit 2) before the first
 /// iteration, not a failure per iteration until the breaker opens.
-pub fn check_program(config: &Config, root: &Path) -> Result<()> {
+pub(crate) fn check_program(config: &Config, root: &Path) -> Result<()> {
     let (program, _) = config.agent_program();
     match resolve_program(&program, root) {
         Some(_) => Ok(()),

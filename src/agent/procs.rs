@@ -9,7 +9,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 /// SIGKILL a process group if anything is left in it.
-pub fn kill_group(pgid: i32) {
+pub(crate) fn kill_group(pgid: i32) {
     if pgid > 1 {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
     }
@@ -18,15 +18,15 @@ pub fn kill_group(pgid: i32) {
 /// A process group this run started for itself (a hook's), as recorded in
 /// `.ralph/hook-groups.json` while it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct GroupRecord {
-    pub pgid: i32,
+pub(crate) struct GroupRecord {
+    pub(crate) pgid: i32,
     /// When its leader started (clock ticks since boot).
-    pub leader_start: Option<u64>,
+    pub(crate) leader_start: Option<u64>,
 }
 
 impl GroupRecord {
     /// The group led by `pid`, as it is now.
-    pub fn of(pid: i32) -> GroupRecord {
+    pub(crate) fn of(pid: i32) -> GroupRecord {
         GroupRecord {
             pgid: pid,
             leader_start: read_stat(pid).map(|p| p.start),
@@ -37,7 +37,7 @@ impl GroupRecord {
 /// End a recorded group a dead supervisor left behind: SIGKILL to the
 /// group, unless its leader is alive with another start time (a reused
 /// pid: someone else's group).
-pub fn kill_recorded_group(g: &GroupRecord) {
+pub(crate) fn kill_recorded_group(g: &GroupRecord) {
     let leader = read_stat(g.pgid).filter(|p| !p.zombie);
     if let (Some(p), Some(start)) = (leader, g.leader_start)
         && p.start != start
@@ -56,13 +56,13 @@ pub struct SessionRecord {
     /// When the session's leader started (clock ticks since boot), if it
     /// was alive when seen: a live leader with another start time is a
     /// reused pid, someone else's session.
-    pub leader_start: Option<u64>,
+    pub(crate) leader_start: Option<u64>,
 }
 
 /// The sessions of every descendant of this process (the agent, its tools,
 /// the orphans re-parented to ralph), other than ralph's own: one scan of
 /// `/proc`.
-pub fn descendant_sessions() -> Vec<SessionRecord> {
+pub(crate) fn descendant_sessions() -> Vec<SessionRecord> {
     let me = std::process::id() as i32;
     let procs = procs_with_stat();
     let own_session = procs
@@ -98,7 +98,7 @@ pub fn descendant_sessions() -> Vec<SessionRecord> {
 
 /// After a supervisor died: SIGKILL what is left in a session it recorded,
 /// unless its leader is alive and not the one recorded (a reused pid).
-pub fn kill_recorded_session(s: &SessionRecord) {
+pub(crate) fn kill_recorded_session(s: &SessionRecord) {
     let leader = read_stat(s.sid).filter(|p| !p.zombie);
     match (leader, s.leader_start) {
         (None, _) => kill_session(s.sid),
@@ -119,7 +119,7 @@ pub fn kill_recorded_session(s: &SessionRecord) {
 /// The agent itself died with its supervisor (parent-death signal): a live
 /// process with its pid means the number was reused, and that session is
 /// someone else's.
-pub fn kill_session(sid: i32) {
+pub(crate) fn kill_session(sid: i32) {
     let leader_alive = read_stat(sid).is_some_and(|p| !p.zombie);
     if sid <= 1 || leader_alive {
         return;
@@ -149,7 +149,7 @@ fn kill_members(sid: i32) {
 /// Make this process a child subreaper: processes the agent puts in the
 /// background are re-parented to ralph when their parent exits, so
 /// [`reap_orphans`] can end them.
-pub fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         tracing::warn!("cannot become a child subreaper: {e}");
     }
@@ -157,7 +157,7 @@ pub fn become_subreaper() {
 
 /// Kill and reap every child of ours that is still running (orphans the
 /// agent left behind, re-parented to us), until none is left.
-pub fn reap_orphans() {
+pub(crate) fn reap_orphans() {
     let me = std::process::id() as i32;
     for _ in 0..10 {
         // Mostly there is none: then the scan of /proc (a read of every

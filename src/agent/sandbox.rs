@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 /// `[agent] sandbox`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub(crate) enum Kind {
     /// The agent runs as ralph does (today's behaviour).
     #[default]
     None,
@@ -37,26 +37,26 @@ pub enum Kind {
 /// `[sandbox]`: what the box lets through.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct SandboxConfig {
+pub(crate) struct SandboxConfig {
     /// Entries of `$HOME` shared (read-write) with the private home: the
     /// agent CLI's config and credentials. Unset: the agent kind's own.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub home: Option<Vec<String>>,
+    pub(crate) home: Option<Vec<String>>,
     /// More writable paths (`~/` is the agent's home, relative paths are
     /// the project's).
-    pub read_write: Vec<String>,
+    pub(crate) read_write: Vec<String>,
     /// Paths inside the hidden places made visible read-only (a tool
     /// chain under `$HOME`, e.g. `~/.nvm`).
-    pub read_only: Vec<String>,
+    pub(crate) read_only: Vec<String>,
     /// More paths hidden (other repositories outside the hidden places).
-    pub hide: Vec<String>,
+    pub(crate) hide: Vec<String>,
     /// The network: `true` shares the host's (the agent needs its API);
     /// `false` gives the agent none at all (a local model only).
-    pub network: bool,
+    pub(crate) network: bool,
     /// Credential variables of ralph's environment the agent still gets.
     /// Unset: the agent kind's own.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pass_env: Option<Vec<String>>,
+    pub(crate) pass_env: Option<Vec<String>>,
 }
 
 impl Default for SandboxConfig {
@@ -75,13 +75,13 @@ impl Default for SandboxConfig {
 impl SandboxConfig {
     /// The `$HOME` entries shared: `home`, or `kind_own` (the agent kind's,
     /// [`AgentKind::home_entries`](crate::config::AgentKind::home_entries)).
-    pub fn home_or(&self, kind_own: &[&str]) -> Vec<String> {
+    pub(crate) fn home_or(&self, kind_own: &[&str]) -> Vec<String> {
         self.home.clone().unwrap_or_else(|| owned(kind_own))
     }
 
     /// The credential variables passed: `pass_env`, or `kind_own`
     /// ([`AgentKind::credential_env`](crate::config::AgentKind::credential_env)).
-    pub fn pass_env_or(&self, kind_own: &[&str]) -> Vec<String> {
+    pub(crate) fn pass_env_or(&self, kind_own: &[&str]) -> Vec<String> {
         self.pass_env.clone().unwrap_or_else(|| owned(kind_own))
     }
 }
@@ -104,23 +104,23 @@ pub const HIDDEN: [&str; 8] = [
 
 /// What the box is made of for one project.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// The project root (canonical).
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// The repository's git dir and common dir when outside the root (a
     /// linked worktree, `--separate-git-dir`).
-    pub git_dirs: Vec<PathBuf>,
+    pub(crate) git_dirs: Vec<PathBuf>,
     /// `$HOME` of the agent and of ralph (hidden, then the private one).
-    pub homes: Vec<PathBuf>,
+    pub(crate) homes: Vec<PathBuf>,
     /// The agent's program, resolved (made visible read-only: it may live
     /// under a hidden place).
-    pub program: Option<PathBuf>,
-    pub as_root: bool,
+    pub(crate) program: Option<PathBuf>,
+    pub(crate) as_root: bool,
 }
 
 /// `bwrap`'s arguments for `layout`, up to (not including) the `--` and
 /// the agent's command; `home`: the entries of `$HOME` shared.
-pub fn bwrap_args(layout: &Layout, config: &SandboxConfig, home: &[String]) -> Vec<String> {
+pub(crate) fn bwrap_args(layout: &Layout, config: &SandboxConfig, home: &[String]) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
     let mut push = |words: &[&str]| a.extend(words.iter().map(|w| w.to_string()));
     let s = |p: &Path| p.display().to_string();
@@ -196,14 +196,14 @@ fn package_dir(resolved: &Path) -> Option<PathBuf> {
 }
 
 /// Whether this process runs as root (Linux: /proc/self is the effective user's).
-pub fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// The box of the project at `root` for an agent whose environment sets
 /// `agent_home` (`agent.env.HOME`), running `program`.
-pub fn layout(root: &Path, agent_home: Option<&str>, program: Option<PathBuf>) -> Layout {
+pub(crate) fn layout(root: &Path, agent_home: Option<&str>, program: Option<PathBuf>) -> Layout {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let mut git_dirs = Vec::new();
     if let Ok(repo) = git2::Repository::discover(&root) {
@@ -234,7 +234,7 @@ pub fn layout(root: &Path, agent_home: Option<&str>, program: Option<PathBuf>) -
 }
 
 /// The bubblewrap binary on PATH.
-pub fn bwrap() -> Option<PathBuf> {
+pub(crate) fn bwrap() -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join("bwrap"))
         .find(|p| p.is_file())
@@ -245,7 +245,7 @@ const BROKEN_HINT: &str = "bubblewrap needs user namespaces: `sysctl kernel.unpr
 
 /// Whether a box can be made here: bubblewrap is installed and runs.
 /// Err: the message and the fix.
-pub fn probe() -> std::result::Result<PathBuf, (String, &'static str)> {
+pub(crate) fn probe() -> std::result::Result<PathBuf, (String, &'static str)> {
     if !cfg!(target_os = "linux") {
         return Err((
             "`sandbox = \"bwrap\"` needs Linux (bubblewrap); this is not Linux".into(),
@@ -285,7 +285,7 @@ pub fn probe() -> std::result::Result<PathBuf, (String, &'static str)> {
 
 /// At the start of a run: the sandbox asked for can be made, and the
 /// project is not a place the sandbox hides whole.
-pub fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result<()> {
+pub(crate) fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result<()> {
     if kind == Kind::None {
         return Ok(());
     }
@@ -302,7 +302,7 @@ pub fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result<()> {
 }
 
 /// Credential variables of ralph's environment that the agent must not get.
-pub fn withheld_env(
+pub(crate) fn withheld_env(
     pass: &[String],
     agent_env: &std::collections::BTreeMap<String, String>,
 ) -> Vec<String> {

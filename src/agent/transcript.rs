@@ -12,15 +12,15 @@ use serde::{Deserialize, Serialize};
 /// `[runs]` in ralph.toml.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct RunsConfig {
+pub(crate) struct RunsConfig {
     /// Runs whose transcripts stay in `.ralph/runs/` (the current one
     /// included); older ones are deleted when a run starts.
-    pub keep: u32,
+    pub(crate) keep: u32,
     /// MiB of a transcript written as the agent printed it; past this,
     /// strings longer than [`ELIDED_STRING`] bytes are cut.
-    pub transcript_cap_mib: u64,
+    pub(crate) transcript_cap_mib: u64,
     /// Gzip the transcripts of earlier runs when a run starts.
-    pub compress: bool,
+    pub(crate) compress: bool,
 }
 
 impl Default for RunsConfig {
@@ -35,7 +35,7 @@ impl Default for RunsConfig {
 
 /// Past the cap, strings keep this many bytes of their JSON form (and say
 /// how many were cut).
-pub const ELIDED_STRING: usize = 256;
+pub(crate) const ELIDED_STRING: usize = 256;
 
 /// Where a JSON scan stands, carried from one chunk to the next.
 #[derive(Debug, Default, Clone, Copy)]
@@ -54,21 +54,21 @@ struct Scan {
 /// A transcript file: bytes as they came up to the cap, then each line
 /// with its long strings cut. Never fails the agent: a write error (disk
 /// full) stops the writing and is kept for the supervisor to report.
-pub struct Writer {
+pub(crate) struct Writer {
     file: File,
     written: u64,
     cap: u64,
     scan: Scan,
     out: Vec<u8>,
     /// Strings cut past the cap.
-    pub cut_strings: u64,
+    pub(crate) cut_strings: u64,
     /// The first write error; nothing is written after it.
-    pub error: Option<std::io::Error>,
+    pub(crate) error: Option<std::io::Error>,
     redact: crate::text::secrets::StreamRedactor,
 }
 
 impl Writer {
-    pub fn new(file: File, cap: u64) -> Writer {
+    pub(crate) fn new(file: File, cap: u64) -> Writer {
         Writer {
             file,
             written: 0,
@@ -82,14 +82,14 @@ impl Writer {
     }
 
     /// Append a chunk of the agent's stdout, known secrets redacted.
-    pub fn write(&mut self, chunk: &[u8]) {
+    pub(crate) fn write(&mut self, chunk: &[u8]) {
         let mut redact = std::mem::take(&mut self.redact);
         self.put(redact.feed(chunk));
         self.redact = redact;
     }
 
     /// The end of the stream: what the redaction still held back.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         let mut redact = std::mem::take(&mut self.redact);
         self.put(redact.finish());
         self.redact = redact;
@@ -269,7 +269,7 @@ fn elide_byte(scan: &mut Scan, b: u8, out: &mut Vec<u8>) -> u64 {
 /// When a run starts: delete the run directories under `runs_dir` but the
 /// newest `keep` (`current` always stays), and gzip the transcripts of the
 /// others kept. What could not be done is returned, for warnings.
-pub fn tidy(runs_dir: &Path, current: &str, config: &RunsConfig) -> Vec<String> {
+pub(crate) fn tidy(runs_dir: &Path, current: &str, config: &RunsConfig) -> Vec<String> {
     let mut problems = Vec::new();
     let Ok(entries) = std::fs::read_dir(runs_dir) else {
         return problems;

@@ -17,16 +17,16 @@ const PROGRAM: &str = "ralph";
 
 /// What `ralph init --claude` did (`--json`: this object).
 #[derive(Debug, Serialize)]
-pub struct ClaudeInitReport {
-    pub settings: &'static str,
+pub(crate) struct ClaudeInitReport {
+    pub(crate) settings: &'static str,
     /// Whether the file was written.
-    pub changed: bool,
-    pub added: Vec<&'static str>,
-    pub already_installed: Vec<&'static str>,
+    pub(crate) changed: bool,
+    pub(crate) added: Vec<&'static str>,
+    pub(crate) already_installed: Vec<&'static str>,
     /// What was left alone, and why.
-    pub left: Vec<String>,
+    pub(crate) left: Vec<String>,
     /// Unified diff of the change (empty when nothing changed).
-    pub diff: String,
+    pub(crate) diff: String,
 }
 
 impl Report for ClaudeInitReport {
@@ -50,7 +50,7 @@ impl Report for ClaudeInitReport {
     }
 }
 
-pub fn init_claude(root: &Path, json: bool) -> Result<i32> {
+pub(crate) fn init_claude(root: &Path, json: bool) -> Result<i32> {
     let dir = root.join(".claude");
     if dir.exists() && !dir.is_dir() {
         return Err(Error::usage(format!(

@@ -13,10 +13,10 @@
 //!   settings.rs      merge into .claude/settings.json as a syntax tree (jsonc-parser)
 //! ```
 
-pub mod hook;
+pub(crate) mod hook;
 mod input;
-pub mod settings;
-pub mod statusline;
-pub mod transcript;
+pub(crate) mod settings;
+pub(crate) mod statusline;
+pub(crate) mod transcript;
 
-pub use input::*;
+pub(crate) use input::*;

@@ -32,72 +32,72 @@ const HISTORY_ROWS: usize = 20;
 
 /// The latest reading of the context meter, and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Reading {
-    pub iteration: u32,
+pub(crate) struct Reading {
+    pub(crate) iteration: u32,
     /// When the meter read this (RFC 3339).
-    pub at: String,
+    pub(crate) at: String,
     #[serde(flatten)]
-    pub meter: MeterReading,
+    pub(crate) meter: MeterReading,
     /// `ok`, `warn`, `checkpoint`, `emergency`: what the level means.
-    pub meaning: &'static str,
+    pub(crate) meaning: &'static str,
     /// The latest tool call of the iteration, as the status line shows it.
-    pub tool: Option<String>,
+    pub(crate) tool: Option<String>,
     /// Times the agent compacted its context in this iteration (context lost).
-    pub compactions: u32,
+    pub(crate) compactions: u32,
 }
 
 /// What the operator should make of it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Recommendation {
+pub(crate) struct Recommendation {
     /// `not_running`, `between_iterations`, `starting`, `safe`,
     /// `checkpoint_soon`, `checkpoint_now`, `emergency`.
-    pub code: &'static str,
-    pub message: String,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
 }
 
 /// Everything `ralph context` reports (`--json`: this object).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ContextReport {
+pub(crate) struct ContextReport {
     #[serde(flatten)]
-    pub phase: Phase,
-    pub run_id: Option<String>,
+    pub(crate) phase: Phase,
+    pub(crate) run_id: Option<String>,
     /// The latest iteration started.
-    pub iteration: u32,
+    pub(crate) iteration: u32,
     /// `current` is the reading of an iteration that is running now.
-    pub live: bool,
+    pub(crate) live: bool,
     /// The agent's kind reports its usage per model call; when it does not
     /// (Gemini CLI), no reading is shown, only "not metered live".
-    pub metered_live: bool,
+    pub(crate) metered_live: bool,
     /// The latest reading: of the live iteration, or the last one of the
     /// last iteration when none is running.
-    pub current: Option<Reading>,
-    pub thresholds: Thresholds,
+    pub(crate) current: Option<Reading>,
+    pub(crate) thresholds: Thresholds,
     /// The first open item of the plan: what the agent is working on.
-    pub plan_item: Option<String>,
+    pub(crate) plan_item: Option<String>,
     /// Its estimate, and whether it fits in what is left.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub item: Option<ItemEstimate>,
+    pub(crate) item: Option<ItemEstimate>,
     /// What each item worked on so far cost (`state.json` → `items`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub items: Vec<ItemAccount>,
+    pub(crate) items: Vec<ItemAccount>,
     /// Per iteration: the item worked on, items checked off, tokens it took.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub iterations: Vec<IterationItems>,
-    pub recommendation: Recommendation,
+    pub(crate) iterations: Vec<IterationItems>,
+    pub(crate) recommendation: Recommendation,
     /// One entry per finished iteration, oldest first.
-    pub history: Vec<HistoryEntry>,
+    pub(crate) history: Vec<HistoryEntry>,
     /// A parallel run (`ralph run --workers N`): each running worker's own
     /// context, read from its worktree.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub workers: Vec<WorkerContext>,
+    pub(crate) workers: Vec<WorkerContext>,
 }
 
 /// One worker's context in a parallel run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WorkerContext {
-    pub worker: String,
-    pub item: String,
-    pub context: ContextReport,
+pub(crate) struct WorkerContext {
+    pub(crate) worker: String,
+    pub(crate) item: String,
+    pub(crate) context: ContextReport,
 }
 
 /// The context of every worker of the parallel run recorded at `root`
@@ -122,12 +122,12 @@ fn worker_contexts(root: &Path) -> Vec<WorkerContext> {
 
 /// An iteration's item accounting, from `state.json`'s history.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct IterationItems {
-    pub iteration: u32,
-    pub item: Option<String>,
-    pub items_checked: Vec<String>,
-    pub item_tokens: u64,
-    pub split: bool,
+pub(crate) struct IterationItems {
+    pub(crate) iteration: u32,
+    pub(crate) item: Option<String>,
+    pub(crate) items_checked: Vec<String>,
+    pub(crate) item_tokens: u64,
+    pub(crate) split: bool,
 }
 
 /// `.ralph/events.jsonl` read incrementally: complete lines only, each
@@ -518,7 +518,7 @@ impl ContextReport {
 }
 
 /// `ralph context [--json] [--watch] [--estimate [ITEM]]`.
-pub fn context(
+pub(crate) fn context(
     project: &Project,
     json: bool,
     watch: bool,

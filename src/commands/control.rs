@@ -35,19 +35,19 @@ fn send_to_supervisor(
 
 /// What `ralph checkpoint` did (`--json`: this object).
 #[derive(Debug, Serialize)]
-pub struct CheckpointReport {
+pub(crate) struct CheckpointReport {
     /// `requested` (a running supervisor was asked), `checkpointed`, or
     /// `clean` (no run and nothing changed: no handoff, no commit).
-    pub outcome: &'static str,
-    pub supervisor_pid: Option<i32>,
-    pub commit: Option<String>,
+    pub(crate) outcome: &'static str,
+    pub(crate) supervisor_pid: Option<i32>,
+    pub(crate) commit: Option<String>,
     /// Why there is no commit, when there is none.
-    pub commit_note: Option<String>,
-    pub handoff: Option<String>,
-    pub warnings: Vec<String>,
+    pub(crate) commit_note: Option<String>,
+    pub(crate) handoff: Option<String>,
+    pub(crate) warnings: Vec<String>,
     /// The supervisor was waiting for a usage limit: no agent to ask.
     #[serde(skip)]
-    pub waiting: bool,
+    pub(crate) waiting: bool,
 }
 
 impl Report for CheckpointReport {
@@ -79,7 +79,7 @@ impl Report for CheckpointReport {
     }
 }
 
-pub fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<i32> {
+pub(crate) fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<i32> {
     let root = project.root();
     let layout = project.layout();
     let mut report = CheckpointReport {
@@ -144,8 +144,8 @@ pub fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<i32> {
 
 /// What `ralph stop` did (`--json`: this object).
 #[derive(Debug, Serialize)]
-pub struct StopReport {
-    pub supervisor_pid: i32,
+pub(crate) struct StopReport {
+    pub(crate) supervisor_pid: i32,
 }
 
 impl Report for StopReport {
@@ -157,7 +157,7 @@ impl Report for StopReport {
     }
 }
 
-pub fn stop(project: &Project, json: bool) -> Result<i32> {
+pub(crate) fn stop(project: &Project, json: bool) -> Result<i32> {
     let layout = project.layout();
     match send_to_supervisor(layout, nix::sys::signal::Signal::SIGUSR2, None)? {
         Some(pid) => {

@@ -22,7 +22,7 @@ const DEMO_FILES: [(&str, &str); 3] = [
 ];
 
 /// `ralph demo`: a fresh git repo with the bundled demo, and a run in it.
-pub fn demo(dir: Option<PathBuf>, kind: AgentKind) -> Result<i32> {
+pub(crate) fn demo(dir: Option<PathBuf>, kind: AgentKind) -> Result<i32> {
     let dir = match dir {
         Some(d) => d,
         None => std::env::temp_dir().join(format!(

@@ -24,7 +24,7 @@ const SKIP_PERMISSIONS: &str = "--dangerously-skip-permissions";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Ok,
     /// Works, but not as well as it could.
     Warning,
@@ -33,23 +33,23 @@ pub enum Verdict {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub verdict: Verdict,
-    pub detail: String,
+pub(crate) struct Check {
+    pub(crate) name: &'static str,
+    pub(crate) verdict: Verdict,
+    pub(crate) detail: String,
     /// What to do about a warning or problem.
-    pub fix: Option<String>,
+    pub(crate) fix: Option<String>,
 }
 
 /// Everything `ralph doctor` found (`--json`: this object).
 #[derive(Debug, Clone, Serialize)]
-pub struct DoctorReport {
-    pub root: String,
+pub(crate) struct DoctorReport {
+    pub(crate) root: String,
     /// No problems (warnings allowed).
-    pub ok: bool,
-    pub problems: usize,
-    pub warnings: usize,
-    pub checks: Vec<Check>,
+    pub(crate) ok: bool,
+    pub(crate) problems: usize,
+    pub(crate) warnings: usize,
+    pub(crate) checks: Vec<Check>,
 }
 
 #[derive(Default)]
@@ -87,7 +87,7 @@ impl Checks {
 }
 
 impl DoctorReport {
-    pub fn examine(root: &Path) -> DoctorReport {
+    pub(crate) fn examine(root: &Path) -> DoctorReport {
         let mut c = Checks::default();
         let config = match Config::load(root) {
             Ok(config) => {
@@ -596,7 +596,7 @@ impl Report for DoctorReport {
 }
 
 /// `ralph doctor [--json]`: exit 0 when there is no problem, 1 otherwise.
-pub fn doctor(project: &Project, json: bool) -> Result<i32> {
+pub(crate) fn doctor(project: &Project, json: bool) -> Result<i32> {
     let root = project.root();
     let report = DoctorReport::examine(root);
     super::print(&report.render(json))?;

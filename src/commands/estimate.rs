@@ -20,36 +20,36 @@ use crate::state::{Layout, RunState};
 /// What a fresh Claude Code session holds before any work: system prompt,
 /// tools, CLAUDE.md and the prompt (about 20k tokens in the recorded
 /// transcripts). An item's own cost is its climb above this.
-pub const SESSION_BASE: u64 = 20_000;
+pub(crate) const SESSION_BASE: u64 = 20_000;
 
 /// One item's estimate and what it means now.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ItemEstimate {
-    pub item: String,
+pub(crate) struct ItemEstimate {
+    pub(crate) item: String,
     /// Estimated context tokens.
-    pub tokens: u64,
+    pub(crate) tokens: u64,
     /// Tokens to have in hand, margin included.
-    pub needed: u64,
-    pub confidence: Confidence,
-    pub basis: Basis,
-    pub similar: usize,
-    pub named_tokens: u64,
-    pub correction: f64,
+    pub(crate) needed: u64,
+    pub(crate) confidence: Confidence,
+    pub(crate) basis: Basis,
+    pub(crate) similar: usize,
+    pub(crate) named_tokens: u64,
+    pub(crate) correction: f64,
     /// Percent of the usable window the estimate is.
-    pub percent: f64,
+    pub(crate) percent: f64,
     /// Tokens left before the checkpoint now (a fresh window's when no
     /// iteration is running).
-    pub remaining: u64,
+    pub(crate) remaining: u64,
     /// What a fresh window offers before its checkpoint.
-    pub fresh: u64,
+    pub(crate) fresh: u64,
     /// `fits`, `fresh_window` or `split`.
-    pub fit: Fit,
-    pub advice: String,
+    pub(crate) fit: Fit,
+    pub(crate) advice: String,
 }
 
 impl ItemEstimate {
     /// `occupancy`: the running iteration's latest reading, if any.
-    pub fn of(
+    pub(crate) fn of(
         root: &Path,
         config: &Config,
         state: &RunState,
@@ -105,7 +105,7 @@ impl ItemEstimate {
     }
 
     /// The lines `ralph context` and `--estimate` print.
-    pub fn lines(&self) -> String {
+    pub(crate) fn lines(&self) -> String {
         let basis = match self.basis {
             Basis::Similar => format!("{} similar finished item(s)", self.similar),
             Basis::NamedFiles => {
@@ -165,7 +165,7 @@ fn usable(config: &Config, state: &RunState) -> u64 {
 }
 
 /// `ralph context --estimate [ITEM]`: the named item, or the plan's current one.
-pub fn estimate(
+pub(crate) fn estimate(
     root: &Path,
     config: &Config,
     state: &RunState,

@@ -9,7 +9,7 @@ use crate::cli::Cli;
 use crate::error::{Error, Result};
 
 /// `ralph completions bash|zsh|fish|elvish|powershell`: the script on stdout.
-pub fn completions(shell: Shell) -> Result<i32> {
+pub(crate) fn completions(shell: Shell) -> Result<i32> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "ralph", &mut out);
     super::print_own(&String::from_utf8_lossy(&out))?;
@@ -17,7 +17,7 @@ pub fn completions(shell: Shell) -> Result<i32> {
 }
 
 /// `ralph man`: the man page (roff) on stdout, e.g. `ralph man > ralph.1`.
-pub fn man() -> Result<i32> {
+pub(crate) fn man() -> Result<i32> {
     let mut out = Vec::new();
     clap_mangen::Man::new(Cli::command())
         .render(&mut out)

@@ -7,7 +7,7 @@ use crate::commands::claude_code::{self, hook::Outcome};
 use crate::error::Result;
 use crate::project::Project;
 
-pub fn hook(project: &Project, event: HookEvent) -> Result<i32> {
+pub(crate) fn hook(project: &Project, event: HookEvent) -> Result<i32> {
     let root = project.root();
     let input = match claude_code::read_input() {
         Ok(i) => i,

@@ -21,20 +21,20 @@ const PLAN_TEMPLATE: &str = include_str!("fix_plan.md");
 
 /// What `ralph init` did to each file (paths relative to the project root).
 #[derive(Debug, Default, Serialize)]
-pub struct InitReport {
-    pub created: Vec<String>,
+pub(crate) struct InitReport {
+    pub(crate) created: Vec<String>,
     /// Existing files replaced (only with `--force`).
-    pub overwritten: Vec<String>,
+    pub(crate) overwritten: Vec<String>,
     /// Existing files that already had the content `init` would write.
-    pub unchanged: Vec<String>,
+    pub(crate) unchanged: Vec<String>,
     /// What stands in the way of a run (a prompt file ralph did not write).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// The sandbox on offer here (`[agent] sandbox`, docs/sandbox.md).
-    pub sandbox: String,
+    pub(crate) sandbox: String,
     /// The `[verify] commands` proposed for the project found.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub verify: Vec<String>,
+    pub(crate) verify: Vec<String>,
 }
 
 impl Report for InitReport {
@@ -84,7 +84,7 @@ fn scaffold(root: &Path, kind: AgentKind) -> Vec<(PathBuf, Cow<'static, str>)> {
 
 /// The checks of the project kinds `root` shows (Cargo, npm with a test
 /// script, pytest, Go), in that order.
-pub fn verify_commands(root: &Path) -> Vec<String> {
+pub(crate) fn verify_commands(root: &Path) -> Vec<String> {
     let has = |name: &str| root.join(name).exists();
     let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default();
     let mut out = Vec::new();
@@ -137,7 +137,7 @@ fn config_template(root: &Path, kind: AgentKind) -> Cow<'static, str> {
 }
 
 /// `ralph init [--agent KIND] [--force] [--json]`.
-pub fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32> {
+pub(crate) fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Result<i32> {
     let mut report = InitReport {
         verify: verify_commands(root),
         ..InitReport::default()

@@ -12,18 +12,18 @@ use crate::events::notify::{self, Channel};
 use crate::project::Project;
 
 #[derive(Debug, Serialize)]
-pub struct NotifyReport {
-    pub events: Vec<&'static str>,
-    pub channels: Vec<ChannelReport>,
+pub(crate) struct NotifyReport {
+    pub(crate) events: Vec<&'static str>,
+    pub(crate) channels: Vec<ChannelReport>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ChannelReport {
-    pub channel: &'static str,
+pub(crate) struct ChannelReport {
+    pub(crate) channel: &'static str,
     /// Set by `--test`: whether the test notification arrived.
-    pub delivered: Option<bool>,
-    pub attempts: Option<u32>,
-    pub error: Option<String>,
+    pub(crate) delivered: Option<bool>,
+    pub(crate) attempts: Option<u32>,
+    pub(crate) error: Option<String>,
 }
 
 impl Report for NotifyReport {
@@ -52,7 +52,7 @@ impl Report for NotifyReport {
     }
 }
 
-pub fn notify(project: &Project, test: bool, json: bool) -> Result<i32> {
+pub(crate) fn notify(project: &Project, test: bool, json: bool) -> Result<i32> {
     let root = project.root();
     let config = project.config()?;
     let channels = Channel::all(&config.notify)?;

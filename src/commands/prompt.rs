@@ -15,20 +15,20 @@ use crate::prompt::fit::{self, DocStats, Stats};
 use crate::prompt::tiers;
 use crate::state::{Layout, RunState};
 
-pub struct NextIteration {
-    pub iteration: u32,
-    pub plan: Plan,
+pub(crate) struct NextIteration {
+    pub(crate) iteration: u32,
+    pub(crate) plan: Plan,
     /// The PROMPT.md text, given as the kind gives it (`AgentKind::prompt_via`).
-    pub prompt: String,
-    pub command: AgentCommand,
+    pub(crate) prompt: String,
+    pub(crate) command: AgentCommand,
     /// What the prompt and the handoff it names cost against their budgets.
-    pub stats: Stats,
+    pub(crate) stats: Stats,
 }
 
 impl NextIteration {
     /// Load and render what the next iteration would start with (of the
     /// recorded run, or of a new one when `fresh`); writes nothing.
-    pub fn preview(root: &Path, config: &Config, fresh: bool) -> Result<NextIteration> {
+    pub(crate) fn preview(root: &Path, config: &Config, fresh: bool) -> Result<NextIteration> {
         let templates = Templates::load(root)?;
         templates.check(&[
             crate::prompt::templates::PROMPT,
@@ -55,7 +55,7 @@ impl NextIteration {
 
 /// `ralph prompt [PLAN] [--fresh] [--stats] [--json]`: the PROMPT.md the
 /// next iteration would get, or what its sections cost (`--stats`, `--json`).
-pub fn prompt(project: &Project, args: &RunArgs, stats: bool, json: bool) -> Result<i32> {
+pub(crate) fn prompt(project: &Project, args: &RunArgs, stats: bool, json: bool) -> Result<i32> {
     let root = project.root();
     let config = super::load_config(project, args)?;
     let next = NextIteration::preview(root, &config, args.fresh)?;

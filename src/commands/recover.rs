@@ -73,7 +73,7 @@ impl Report for Restored {
     }
 }
 
-pub fn recover(project: &Project, args: &RecoverArgs) -> Result<i32> {
+pub(crate) fn recover(project: &Project, args: &RecoverArgs) -> Result<i32> {
     let root = project.root();
     let repo = Repo::open(root)?.ok_or_else(|| {
         Error::usage(format!("{} is not in a git repository", root.display()))

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::project::Project;
 use crate::report::{self, Which};
 
-pub fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
+pub(crate) fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
     let root = project.root();
     let layout = project.layout();
     let which = match (&args.run, args.all) {

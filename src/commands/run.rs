@@ -17,7 +17,7 @@ use crate::events::{Bus, JsonLines};
 use crate::project::Project;
 use crate::supervisor::{self, RunOptions, Supervisor};
 
-pub fn run(project: &Project, args: &RunArgs) -> Result<i32> {
+pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     let root = project.root();
     let mut config = super::load_config(project, args)?;
     // A fleet worker (`--remote R --fleet NAME`, its `--worker` its name in the fleet).
@@ -140,19 +140,19 @@ fn fleet_worker(
 
 /// What `ralph run --dry-run` found (`--json`: this object).
 #[derive(Debug, Serialize)]
-pub struct DryRunReport {
-    pub iteration: u32,
-    pub plan: String,
-    pub plan_open: usize,
-    pub plan_done: usize,
+pub(crate) struct DryRunReport {
+    pub(crate) iteration: u32,
+    pub(crate) plan: String,
+    pub(crate) plan_open: usize,
+    pub(crate) plan_done: usize,
     /// `agent.kind`.
-    pub kind: crate::agent::AgentKind,
+    pub(crate) kind: crate::agent::AgentKind,
     /// The agent's command line, one word each.
-    pub command: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    pub prompt_file: String,
+    pub(crate) command: Vec<String>,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) prompt_file: String,
     /// The PROMPT.md text, given as the kind gives it (`AgentKind::prompt_via`).
-    pub prompt: String,
+    pub(crate) prompt: String,
 }
 
 impl Report for DryRunReport {

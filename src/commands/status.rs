@@ -17,12 +17,12 @@ use crate::state::{self, IterationRecord, Layout, RunState, RunStatus};
 
 /// The run's status, from the state file and the lock together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Phase {
+pub(crate) struct Phase {
     /// `none`, `new`, `running`, `waiting`, `completed`, `breaker_open`,
     /// `iteration_limit`, `budget_spent`, `stopped`, `interrupted`.
-    pub status: String,
+    pub(crate) status: String,
     /// The pid of the supervisor holding `.ralph/lock`, if one does.
-    pub supervisor_pid: Option<i32>,
+    pub(crate) supervisor_pid: Option<i32>,
 }
 
 impl Phase {
@@ -31,7 +31,7 @@ impl Phase {
     /// interrupted. A state that says running while no supervisor holds the
     /// lock is a run whose supervisor died: interrupted, and `ralph run`
     /// takes it over.
-    pub fn load(layout: &Layout) -> Result<(Phase, Option<RunState>)> {
+    pub(crate) fn load(layout: &Layout) -> Result<(Phase, Option<RunState>)> {
         let supervisor_pid = state::running_supervisor(layout).map(|l| l.pid);
         let state = RunState::load(&layout.state())?;
         let status = match (&state, supervisor_pid) {
@@ -49,12 +49,16 @@ impl Phase {
     }
 
     /// A supervisor is at work (an iteration, or waiting between them).
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         self.supervisor_pid.is_some()
     }
 
     /// One line for people: what the run is doing or why it stopped.
-    pub fn headline(&self, waiting_until: Option<&str>, exit_reason: Option<&str>) -> String {
+    pub(crate) fn headline(
+        &self,
+        waiting_until: Option<&str>,
+        exit_reason: Option<&str>,
+    ) -> String {
         let why = exit_reason.map(|r| format!(": {r}")).unwrap_or_default();
         match (self.status.as_str(), self.supervisor_pid) {
             ("none", _) => "no ralph run here yet (start one with `ralph run`)".into(),
@@ -76,15 +80,15 @@ impl Phase {
 
 /// The breaker as `ralph status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BreakerView {
+pub(crate) struct BreakerView {
     /// `closed`, `half-open` or `open`.
-    pub status: &'static str,
-    pub rule: Option<String>,
-    pub message: Option<String>,
-    pub opened_at: Option<String>,
+    pub(crate) status: &'static str,
+    pub(crate) rule: Option<String>,
+    pub(crate) message: Option<String>,
+    pub(crate) opened_at: Option<String>,
     /// When an open breaker allows one trial iteration (needs ralph.toml's
     /// `breaker.cooldown`; null when unknown).
-    pub cooldown_ends_at: Option<String>,
+    pub(crate) cooldown_ends_at: Option<String>,
 }
 
 impl BreakerView {
@@ -113,49 +117,49 @@ impl BreakerView {
 
 /// Everything `ralph status` reports (`--json`: this object).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     #[serde(flatten)]
-    pub phase: Phase,
-    pub run_id: Option<String>,
-    pub objective: Option<String>,
+    pub(crate) phase: Phase,
+    pub(crate) run_id: Option<String>,
+    pub(crate) objective: Option<String>,
     /// The latest iteration started (0 before the first).
-    pub iteration: u32,
-    pub max_iterations: u32,
-    pub started_at: Option<String>,
-    pub updated_at: Option<String>,
+    pub(crate) iteration: u32,
+    pub(crate) max_iterations: u32,
+    pub(crate) started_at: Option<String>,
+    pub(crate) updated_at: Option<String>,
     /// From the start of the run to now (live) or to its last update.
-    pub elapsed_secs: Option<u64>,
-    pub cost_usd: f64,
-    pub waiting_until: Option<String>,
-    pub breaker: BreakerView,
-    pub exit_reason: Option<String>,
-    pub last_iteration: Option<IterationRecord>,
-    pub last_handoff: Option<String>,
-    pub last_commit: Option<String>,
+    pub(crate) elapsed_secs: Option<u64>,
+    pub(crate) cost_usd: f64,
+    pub(crate) waiting_until: Option<String>,
+    pub(crate) breaker: BreakerView,
+    pub(crate) exit_reason: Option<String>,
+    pub(crate) last_iteration: Option<IterationRecord>,
+    pub(crate) last_handoff: Option<String>,
+    pub(crate) last_commit: Option<String>,
     /// Plan items open and done, as of the end of the last iteration.
-    pub plan_open: usize,
-    pub plan_done: usize,
+    pub(crate) plan_open: usize,
+    pub(crate) plan_done: usize,
     /// The subscription's windows as the agent last reported them (the
     /// quota guard), those not reset yet.
-    pub quota: Vec<crate::rules::quota::WindowView>,
+    pub(crate) quota: Vec<crate::rules::quota::WindowView>,
     /// The latest run of the `[verify]` commands, if any ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub verify: Option<VerifyView>,
+    pub(crate) verify: Option<VerifyView>,
     /// A parallel run (`ralph run --workers N`): every worker and every
     /// branch not merged yet, with its commits.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub workers: Option<crate::workers::WorkersView>,
+    pub(crate) workers: Option<crate::workers::WorkersView>,
 }
 
 /// The latest verification as `ralph status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VerifyView {
-    pub iteration: u32,
+pub(crate) struct VerifyView {
+    pub(crate) iteration: u32,
     /// `completion`, `item` or `checkpoint`.
-    pub when: &'static str,
-    pub passed: bool,
+    pub(crate) when: &'static str,
+    pub(crate) passed: bool,
     /// "verify passed (2 commands)", "verify failed: `make` exited with 2".
-    pub summary: String,
+    pub(crate) summary: String,
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -163,7 +167,7 @@ fn non_empty(s: &str) -> Option<String> {
 }
 
 impl StatusReport {
-    pub fn load(root: &Path) -> Result<StatusReport> {
+    pub(crate) fn load(root: &Path) -> Result<StatusReport> {
         let (phase, state) = Phase::load(&Layout::new(root))?;
         let s = state.unwrap_or_default();
         // The cooldown is the only thing read from ralph.toml: a broken
@@ -344,7 +348,7 @@ impl Report for StatusReport {
 }
 
 /// `ralph status [--json]`: always exit 0 (it reports; it judges nothing).
-pub fn status(project: &Project, json: bool) -> Result<i32> {
+pub(crate) fn status(project: &Project, json: bool) -> Result<i32> {
     let root = project.root();
     let report = StatusReport::load(root)?;
     super::print(&report.render(json))?;
@@ -358,7 +362,12 @@ impl Report for crate::workers::fleet::FleetStatus {
 }
 
 /// `ralph status --fleet NAME`: the fleet as its remote has it (docs/fleet.md).
-pub fn fleet_status(project: &Project, remote: &str, fleet: &str, json: bool) -> Result<i32> {
+pub(crate) fn fleet_status(
+    project: &Project,
+    remote: &str,
+    fleet: &str,
+    json: bool,
+) -> Result<i32> {
     let config = project.config()?;
     let report =
         crate::workers::fleet::status(project.root(), remote, fleet, config.fleet.clock_skew.0)?;

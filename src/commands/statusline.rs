@@ -5,7 +5,7 @@ use crate::commands::claude_code::{self, statusline};
 use crate::error::Result;
 use crate::project::Project;
 
-pub fn statusline(project: &Project) -> Result<i32> {
+pub(crate) fn statusline(project: &Project) -> Result<i32> {
     let root = project.root();
     let line = match claude_code::read_input() {
         Ok(input) => {

@@ -42,7 +42,7 @@ impl AgentKind {
     }
 
     /// `agent.command` when `ralph.toml` does not set it.
-    pub fn default_command(self) -> &'static str {
+    pub(crate) fn default_command(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",
             AgentKind::Codex => "codex",
@@ -54,7 +54,7 @@ impl AgentKind {
     /// The entries of `$HOME` the CLI keeps its config and credentials in:
     /// all the sandbox's private home holds unless `[sandbox] home` says
     /// otherwise (docs/sandbox.md).
-    pub fn home_entries(self) -> &'static [&'static str] {
+    pub(crate) fn home_entries(self) -> &'static [&'static str] {
         match self {
             AgentKind::Claude => &[".claude", ".claude.json"],
             AgentKind::Codex => &[".codex"],
@@ -72,7 +72,7 @@ impl AgentKind {
     /// The credential variables the CLI reads: passed into the sandbox
     /// unless `[sandbox] pass_env` says otherwise; other credential-named
     /// variables of ralph's environment are withheld.
-    pub fn credential_env(self) -> &'static [&'static str] {
+    pub(crate) fn credential_env(self) -> &'static [&'static str] {
         match self {
             AgentKind::Claude => &[
                 "ANTHROPIC_API_KEY",
@@ -112,15 +112,15 @@ pub struct AgentConfig {
     /// Program, optionally followed by leading arguments (shell-style
     /// quoting); `ralph` means this very binary (for `ralph sim`). Unset:
     /// the kind's own CLI ([`AgentKind::default_command`]).
-    pub command: Option<String>,
-    pub args: Vec<String>,
-    pub model: Option<String>,
+    pub(crate) command: Option<String>,
+    pub(crate) args: Vec<String>,
+    pub(crate) model: Option<String>,
     /// 0 = detect from the model.
-    pub context_window: u64,
+    pub(crate) context_window: u64,
     pub reserve_tokens: u64,
-    pub env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, String>,
     /// `none` or `bwrap`: the agent in a box (`[sandbox]`, docs/sandbox.md).
-    pub sandbox: crate::agent::sandbox::Kind,
+    pub(crate) sandbox: crate::agent::sandbox::Kind,
 }
 
 impl Default for AgentConfig {
@@ -140,7 +140,7 @@ impl Default for AgentConfig {
 
 impl AgentConfig {
     /// The program and its leading arguments: `command`, or the kind's CLI.
-    pub fn program(&self) -> (String, Vec<String>) {
+    pub(crate) fn program(&self) -> (String, Vec<String>) {
         let default = self.kind.default_command();
         let command = self.command.as_deref().unwrap_or(default);
         let mut words = shlex::split(command).unwrap_or_default();

@@ -7,14 +7,14 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 /// A duration written the human way in `ralph.toml` ("60s", "10m", "1h30m").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Span(pub Duration);
+pub(crate) struct Span(pub Duration);
 
 impl Span {
-    pub const fn secs(s: u64) -> Self {
+    pub(crate) const fn secs(s: u64) -> Self {
         Span(Duration::from_secs(s))
     }
 
-    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> std::result::Result<Self, String> {
         let d: jiff::SignedDuration = text.trim().parse().map_err(|_| {
             format!("`{text}` is not a duration (write e.g. \"90s\", \"10m\", \"1h30m\")")
         })?;
@@ -26,7 +26,7 @@ impl Span {
 }
 
 /// "1h02m", "4m05s", "12s": short, for status lines and reports.
-pub fn format_duration(d: Duration) -> String {
+pub(crate) fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..60 => format!("{s}s"),

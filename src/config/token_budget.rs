@@ -8,12 +8,12 @@ use serde::{Deserialize, Serialize};
 /// model (200,000 − 33,000 reserve): a prompt is paid for in every
 /// iteration and comes out of the agent's working room, yet leaves space
 /// for a long open list, ten iterations of history and the decisions.
-pub const PROMPT_MAX_TOKENS: usize = 8_000;
+pub(crate) const PROMPT_MAX_TOKENS: usize = 8_000;
 /// Default `[handoff] max_tokens`: the next iteration reads the handoff
 /// first, so prompt and handoff together stay under 8% of the window.
-pub const HANDOFF_MAX_TOKENS: usize = 4_000;
+pub(crate) const HANDOFF_MAX_TOKENS: usize = 4_000;
 /// Budgets below this cannot hold a prompt's fixed text and current item.
-pub const MIN_TOKENS: usize = 500;
+pub(crate) const MIN_TOKENS: usize = 500;
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -32,9 +32,9 @@ impl Default for PromptConfig {
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct HandoffConfig {
+pub(crate) struct HandoffConfig {
     /// Most tokens (estimated) of a handoff document.
-    pub max_tokens: usize,
+    pub(crate) max_tokens: usize,
 }
 
 impl Default for HandoffConfig {

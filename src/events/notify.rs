@@ -10,10 +10,18 @@
 //! with back-off; a failure is a warning, never the run's. Pitfall: the
 //! URLs of Slack and Telegram hold secrets; they are remembered as such and
 //! never printed.
+//!
+//! ```text
+//! notify.rs          this map
+//! notify/
+//!   config.rs        `[notify]`: channels, events (`Kind`), limits (a leaf)
+//!   message.rs       which events become a `Notice`, its text, each channel's payload (pure)
+//!   deliver.rs       `Notifier`, the bus sink: a thread per channel, timeouts, retries
+//! ```
 
-pub mod config;
+pub(crate) mod config;
 mod deliver;
 mod message;
 
-pub use deliver::{Channel, Notifier, deliver};
-pub use message::test_notice;
+pub(crate) use deliver::{Channel, Notifier, deliver};
+pub(crate) use message::test_notice;

@@ -253,7 +253,7 @@ pub enum SnapshotReason {
 }
 
 impl SnapshotReason {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SnapshotReason::Interval => "interval",
             SnapshotReason::Stop => "stop",
@@ -286,7 +286,7 @@ pub struct Record {
 impl Record {
     /// `event` stamped now, with every known secret replaced: what the
     /// sinks (and the hooks, on stdin) get.
-    pub fn new(event: Event) -> Record {
+    pub(crate) fn new(event: Event) -> Record {
         Record {
             ts: crate::state::now_rfc3339(),
             worker: None,
@@ -296,7 +296,7 @@ impl Record {
 }
 
 /// A consumer of events: the event log, JSON output, the terminal.
-pub trait Sink {
+pub(crate) trait Sink {
     fn event(&mut self, record: &Record);
     /// Called about once a second while a run is going (live displays).
     fn tick(&mut self) {}
@@ -307,7 +307,7 @@ pub trait Sink {
 /// `.ralph/events.jsonl`: append-only, one record per line, each written
 /// with a single `write` so that a killed supervisor loses nothing already
 /// reported and tears at most the record it was writing.
-pub struct EventLog {
+pub(crate) struct EventLog {
     out: File,
     /// Re-opened when the file was deleted under the run (`git clean -fdx`).
     path: std::path::PathBuf,
@@ -318,7 +318,7 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    pub fn open(path: &Path) -> Result<EventLog> {
+    pub(crate) fn open(path: &Path) -> Result<EventLog> {
         let mut file = OpenOptions::new()
             .create(true)
             .read(true)
@@ -376,12 +376,12 @@ impl Sink for EventLog {
 }
 
 /// `ralph run --json`: the same records on stdout.
-pub struct JsonLines<W: Write> {
+pub(crate) struct JsonLines<W: Write> {
     out: W,
 }
 
 impl<W: Write> JsonLines<W> {
-    pub fn new(out: W) -> Self {
+    pub(crate) fn new(out: W) -> Self {
         JsonLines { out }
     }
 }
@@ -402,39 +402,39 @@ impl<W: Write> Sink for JsonLines<W> {
 
 /// Fan-out to every sink.
 #[derive(Default)]
-pub struct Bus {
+pub(crate) struct Bus {
     sinks: Vec<Box<dyn Sink>>,
 }
 
 impl Bus {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Bus::default()
     }
-    pub fn add(&mut self, sink: Box<dyn Sink>) {
+    pub(crate) fn add(&mut self, sink: Box<dyn Sink>) {
         self.sinks.push(sink);
     }
-    pub fn emit(&mut self, event: Event) {
+    pub(crate) fn emit(&mut self, event: Event) {
         self.publish(&Record::new(event));
     }
     /// `event` as worker `worker`'s (`ralph run --workers N`).
-    pub fn emit_from(&mut self, worker: &str, event: Event) {
+    pub(crate) fn emit_from(&mut self, worker: &str, event: Event) {
         let mut record = Record::new(event);
         record.worker = Some(worker.to_string());
         self.publish(&record);
     }
     /// Hand a record made by [`Record::new`] to every sink.
-    pub fn publish(&mut self, record: &Record) {
+    pub(crate) fn publish(&mut self, record: &Record) {
         tracing::trace!(event = ?record.event, "event");
         for s in &mut self.sinks {
             s.event(record);
         }
     }
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         for s in &mut self.sinks {
             s.tick();
         }
     }
-    pub fn detach(&mut self) {
+    pub(crate) fn detach(&mut self) {
         for s in &mut self.sinks {
             s.detach();
         }
@@ -455,7 +455,7 @@ fn redacted(event: Event) -> Event {
 
 /// Read `.ralph/events.jsonl`, skipping lines that do not parse (a torn
 /// last line after a crash).
-pub fn read_log(path: &Path) -> Vec<Record> {
+pub(crate) fn read_log(path: &Path) -> Vec<Record> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();
     };
@@ -480,7 +480,7 @@ pub enum StopStep {
 }
 
 impl StopStep {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             StopStep::Sigint => "SIGINT",
             StopStep::Sigterm => "SIGTERM",
@@ -515,11 +515,11 @@ mod breaker_status {
 
     use crate::rules::breaker::Status;
 
-    pub fn serialize<S: Serializer>(status: &Status, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(status: &Status, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(status.name())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Status, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Status, D::Error> {
         let name = String::deserialize(d)?;
         [Status::Closed, Status::HalfOpen, Status::Open]
             .into_iter()

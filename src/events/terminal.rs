@@ -12,7 +12,7 @@ use crate::events::{Event, Record, Sink};
 use crate::state::Trigger;
 
 /// One line for the log, or `None` for events only the status line shows.
-pub fn describe(event: &Event) -> Option<String> {
+pub(crate) fn describe(event: &Event) -> Option<String> {
     Some(match event {
         Event::RunStarted {
             run_id,
@@ -311,7 +311,7 @@ fn cut_id(id: &str) -> &str {
 }
 
 /// "142k", "1.2M".
-pub fn tokens_short(t: u64) -> String {
+pub(crate) fn tokens_short(t: u64) -> String {
     match t {
         0..1_000 => t.to_string(),
         1_000..1_000_000 => format!("{}k", t / 1_000),
@@ -320,7 +320,7 @@ pub fn tokens_short(t: u64) -> String {
 }
 
 /// `▕██████░░░░▏`: `percent` of 100 as a bar `width` cells wide.
-pub fn bar(percent: f64, width: usize) -> String {
+pub(crate) fn bar(percent: f64, width: usize) -> String {
     let filled = ((percent / 100.0) * width as f64)
         .round()
         .clamp(0.0, width as f64) as usize;
@@ -328,7 +328,7 @@ pub fn bar(percent: f64, width: usize) -> String {
 }
 
 /// `▁▃█▅`: one cell per value, each a percentage of 100.
-pub fn sparkline(percents: impl IntoIterator<Item = f64>) -> String {
+pub(crate) fn sparkline(percents: impl IntoIterator<Item = f64>) -> String {
     const CELLS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     percents
         .into_iter()
@@ -339,7 +339,9 @@ pub fn sparkline(percents: impl IntoIterator<Item = f64>) -> String {
 /// The status line: `iter 3 ▕██████░░░░▏ 62.0% 103k/167k L0 +4k/min ETA 5m Write src/x.rs 12m04s`.
 /// The status line of a parallel run: each working worker's iteration and
 /// context, one short field each ("w1 iter 2 45% · w2 iter 1 12%").
-pub fn workers_line(workers: &std::collections::BTreeMap<String, (u32, Option<f64>)>) -> String {
+pub(crate) fn workers_line(
+    workers: &std::collections::BTreeMap<String, (u32, Option<f64>)>,
+) -> String {
     workers
         .iter()
         .map(|(w, (iteration, percent))| match percent {
@@ -350,7 +352,7 @@ pub fn workers_line(workers: &std::collections::BTreeMap<String, (u32, Option<f6
         .join(" · ")
 }
 
-pub fn status_line(
+pub(crate) fn status_line(
     iteration: u32,
     reading: Option<&MeterReading>,
     tool: Option<&str>,
@@ -387,7 +389,7 @@ pub fn status_line(
 }
 
 /// The terminal sink: a live bar on a TTY, plain lines otherwise.
-pub struct Terminal {
+pub(crate) struct Terminal {
     bar: Option<ProgressBar>,
     detached: bool,
     iteration: u32,
@@ -401,7 +403,7 @@ pub struct Terminal {
 }
 
 impl Terminal {
-    pub fn new() -> Terminal {
+    pub(crate) fn new() -> Terminal {
         let tty = std::io::stderr().is_terminal();
         if std::env::var_os("NO_COLOR").is_some() {
             console::set_colors_enabled_stderr(false);

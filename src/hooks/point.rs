@@ -24,7 +24,8 @@ pub enum Point {
 }
 
 impl Point {
-    pub const ALL: [Point; 7] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [Point; 7] = [
         Point::Checkpoint,
         Point::IterationEnd,
         Point::Exit,
@@ -35,7 +36,7 @@ impl Point {
     ];
 
     /// Its key in `[hooks]`.
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             Point::Checkpoint => "on_checkpoint",
             Point::IterationEnd => "on_iteration_end",

@@ -32,14 +32,14 @@ const REAP_LIMIT: Duration = Duration::from_secs(2);
 
 /// SIGINT and SIGTERM received by ralph, counted from the moment
 /// [`watch_interrupts`] ran. A hook compares it with its value at start.
-pub static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Count SIGINT and SIGTERM in [`INTERRUPTS`], next to the supervisor's own
 /// handlers (tokio's, which only see a signal once the loop polls them: a
 /// hook runs while the loop waits for it). Done once per process; only the
 /// supervisor calls it, after installing its handlers, so the signals'
 /// default action is already replaced.
-pub fn watch_interrupts() {
+pub(crate) fn watch_interrupts() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         for sig in [Signal::SIGINT, Signal::SIGTERM] {
@@ -67,7 +67,7 @@ struct GroupFile {
 static GROUPS: Mutex<Option<GroupFile>> = Mutex::new(None);
 
 /// Record the process group of every hook while it runs in `path`.
-pub fn record_groups_in(path: PathBuf) {
+pub(crate) fn record_groups_in(path: PathBuf) {
     *GROUPS.lock().unwrap_or_else(|e| e.into_inner()) = Some(GroupFile {
         path,
         live: Vec::new(),
@@ -93,7 +93,7 @@ fn note_group(pgid: i32, running: bool) {
 /// End the hook groups a dead supervisor recorded (`kill -9` while a hook
 /// ran, an `on_level` hook in the background above all); the file goes.
 /// Returns how many groups were recorded.
-pub fn end_left_behind(path: &Path) -> usize {
+pub(crate) fn end_left_behind(path: &Path) -> usize {
     let Ok(text) = std::fs::read(path) else {
         return 0;
     };
@@ -108,7 +108,7 @@ pub fn end_left_behind(path: &Path) -> usize {
 
 /// How a hook process ended.
 #[derive(Debug)]
-pub enum End {
+pub(crate) enum End {
     Exited(ExitStatus),
     TimedOut,
     /// ralph got SIGINT/SIGTERM while it ran.
@@ -120,17 +120,17 @@ pub enum End {
 
 /// What became of one run of a command.
 #[derive(Debug)]
-pub struct Finished {
-    pub end: End,
+pub(crate) struct Finished {
+    pub(crate) end: End,
     /// The last [`TAIL`] bytes of its stdout and stderr.
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
 /// Run `command` with `sh -c` in `root` with `env` added and `stdin`
 /// written to it; end it (and its group) after `timeout` or as soon as
 /// `interrupted()` says so.
-pub fn run(
+pub(crate) fn run(
     command: &str,
     root: &Path,
     env: &[(String, String)],

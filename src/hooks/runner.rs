@@ -24,7 +24,7 @@ const DETAIL_CHARS: usize = 300;
 
 impl Point {
     /// The point `event` fires, if any: a level only when it rises.
-    pub fn of(event: &Event) -> Option<Point> {
+    pub(crate) fn of(event: &Event) -> Option<Point> {
         Some(match event {
             Event::Checkpoint { .. } => Point::Checkpoint,
             Event::IterationEnded { .. } => Point::IterationEnd,
@@ -40,20 +40,20 @@ impl Point {
 
 /// What the run knows when a hook fires, beyond the event itself.
 #[derive(Debug, Clone, Default)]
-pub struct Facts {
-    pub iteration: u32,
-    pub run_id: String,
+pub(crate) struct Facts {
+    pub(crate) iteration: u32,
+    pub(crate) run_id: String,
     /// The plan item being worked on (the first open one).
-    pub item: Option<String>,
+    pub(crate) item: Option<String>,
     /// The latest handoff, relative to the project root.
-    pub handoff: Option<String>,
+    pub(crate) handoff: Option<String>,
     /// Why, when the event's own words are not enough (a checkpoint's
     /// reason, e.g. the `--reason` of `ralph checkpoint`).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 /// The hooks of one run and the worker thread that runs them.
-pub struct Hooks {
+pub(crate) struct Hooks {
     config: HooksConfig,
     worker: Option<Worker>,
 }
@@ -99,7 +99,7 @@ struct Job {
 impl Hooks {
     /// No thread when no hook is configured. A signal ends a running hook
     /// once [`watch_interrupts`] was called.
-    pub fn new(config: &HooksConfig, root: &Path) -> Hooks {
+    pub(crate) fn new(config: &HooksConfig, root: &Path) -> Hooks {
         let any = config.points().iter().any(|(_, c)| !c.is_empty());
         let worker = any.then(|| {
             let (jobs, queue) = mpsc::channel::<Job>();
@@ -133,7 +133,12 @@ impl Hooks {
     /// still running); `on_level` runs in the background (see
     /// [`Hooks::report`]). Returns whether a hook ran or was started (it
     /// may have changed the tree).
-    pub fn emit(&mut self, bus: &mut Bus, event: Event, facts: impl FnOnce() -> Facts) -> bool {
+    pub(crate) fn emit(
+        &mut self,
+        bus: &mut Bus,
+        event: Event,
+        facts: impl FnOnce() -> Facts,
+    ) -> bool {
         let record = Record::new(event);
         let point = Point::of(&record.event);
         let last = point == Some(Point::Exit);
@@ -170,7 +175,7 @@ impl Hooks {
     /// Wait for the hooks still running in the background, and publish
     /// their reports. Before the agent's leftovers are ended: those are
     /// every child of ralph, a running hook's shell too.
-    pub fn settle(&mut self, bus: &mut Bus) {
+    pub(crate) fn settle(&mut self, bus: &mut Bus) {
         if let Some(w) = &self.worker {
             w.settle();
         }
@@ -178,7 +183,7 @@ impl Hooks {
     }
 
     /// Publish the reports of hooks that finished in the background.
-    pub fn report(&mut self, bus: &mut Bus) {
+    pub(crate) fn report(&mut self, bus: &mut Bus) {
         if let Some(w) = &self.worker {
             for e in w.reports.try_iter() {
                 bus.emit(e);

@@ -11,6 +11,12 @@
 //! Commands run in order and stop at the first that fails. What is kept of
 //! the output is made printable and stripped of secrets before it is
 //! stored, logged or put in a prompt.
+//!
+//! ```text
+//! verify.rs          running the checks: `run`, in order, to the first failure
+//! verify/
+//!   checks.rs        `VerifyConfig`, `Verification` as state, events and prompt keep it (a leaf)
+//! ```
 
 pub(crate) mod checks;
 

@@ -11,35 +11,35 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// Plans larger than this are refused: they would not fit in a prompt anyway.
-pub const MAX_PLAN_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_PLAN_BYTES: u64 = 4 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
     pub text: String,
-    pub done: bool,
+    pub(crate) done: bool,
     /// 1-based line in the plan file.
-    pub line: usize,
+    pub(crate) line: usize,
     /// Its indentation (bytes of leading white space): the items right
     /// after it that are indented deeper are its sub-items.
     #[serde(default)]
-    pub indent: usize,
+    pub(crate) indent: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     /// The first `# heading`, if any: the run's objective.
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
     /// Open and done items (`[~]` ones are open).
-    pub items: Vec<Item>,
+    pub(crate) items: Vec<Item>,
     /// The indented lines under an item (its notes), by index in `items`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub notes: BTreeMap<usize, String>,
+    pub(crate) notes: BTreeMap<usize, String>,
     /// Lines of the open items marked `[~]`, in progress.
     #[serde(default)]
-    pub in_progress: Vec<usize>,
+    pub(crate) in_progress: Vec<usize>,
     /// `[-]` items: dropped from the plan, shown but never worked on.
     #[serde(default)]
-    pub cancelled: Vec<Item>,
+    pub(crate) cancelled: Vec<Item>,
 }
 
 /// How an item is marked.
@@ -54,13 +54,13 @@ enum Mark {
 /// The longest item text ralph takes from the plan, in characters: enough
 /// for any real task; a 1 MB line would otherwise be copied into every
 /// prompt, handoff, state save and status line.
-pub const ITEM_MAX_CHARS: usize = 2_000;
+pub(crate) const ITEM_MAX_CHARS: usize = 2_000;
 /// The longest title (the run's objective).
 const TITLE_MAX_CHARS: usize = 300;
 
 /// An item's text as ralph carries it (prompts, events, a worker's
 /// `RALPH_ITEM`): at most [`ITEM_MAX_CHARS`], saying where the rest is.
-pub fn bounded_item(text: &str) -> String {
+pub(crate) fn bounded_item(text: &str) -> String {
     bounded(text, ITEM_MAX_CHARS)
 }
 
@@ -82,7 +82,7 @@ fn bounded(text: &str, max: usize) -> String {
 /// nothing after it). A fence never closed is taken as text: an agent's
 /// stray fence must not hide the rest of the plan's items. The one reading
 /// of fences for the plan, the prompt and the workers' units.
-pub fn code_lines(text: &str) -> Vec<bool> {
+pub(crate) fn code_lines(text: &str) -> Vec<bool> {
     let mut code = Vec::new();
     // (line, character, length) of the fence open at this point.
     let mut open: Option<(usize, char, usize)> = None;
@@ -184,7 +184,7 @@ impl Plan {
     }
 
     /// The notes under item `index` (its indented lines), if any.
-    pub fn notes_of(&self, index: usize) -> Option<&str> {
+    pub(crate) fn notes_of(&self, index: usize) -> Option<&str> {
         self.notes.get(&index).map(String::as_str)
     }
 
@@ -236,7 +236,7 @@ impl Plan {
         self.items.iter().filter(|i| !i.done)
     }
 
-    pub fn done(&self) -> impl Iterator<Item = &Item> {
+    pub(crate) fn done(&self) -> impl Iterator<Item = &Item> {
         self.items.iter().filter(|i| i.done)
     }
 
@@ -244,7 +244,7 @@ impl Plan {
         self.open().count()
     }
 
-    pub fn done_count(&self) -> usize {
+    pub(crate) fn done_count(&self) -> usize {
         self.done().count()
     }
 
@@ -252,7 +252,7 @@ impl Plan {
     /// progress, else the first open one — and of that, while it has open
     /// sub-items, its first open sub-item (a split item hands its slot to
     /// its parts; it is current again once they are all done).
-    pub fn current(&self) -> Option<&Item> {
+    pub(crate) fn current(&self) -> Option<&Item> {
         let open = |i: &&Item| !i.done;
         let mut at = (self.items.iter())
             .position(|i| !i.done && self.in_progress.contains(&i.line))
@@ -265,7 +265,7 @@ impl Plan {
 
     /// The items right after item `index` indented deeper than it: its
     /// sub-items (and theirs).
-    pub fn sub_items(&self, index: usize) -> &[Item] {
+    pub(crate) fn sub_items(&self, index: usize) -> &[Item] {
         let Some(parent) = self.items.get(index) else {
             return &[];
         };
@@ -275,7 +275,7 @@ impl Plan {
     }
 
     /// Whether the open item `text` was split: it has sub-items.
-    pub fn is_split(&self, text: &str) -> bool {
+    pub(crate) fn is_split(&self, text: &str) -> bool {
         (self.items.iter())
             .position(|i| i.text == text && !i.done)
             .is_some_and(|at| !self.sub_items(at).is_empty())
@@ -283,7 +283,7 @@ impl Plan {
 
     /// What templates see of the plan: every item in file order, with its
     /// mark (` `, `~`, `x`, `-`).
-    pub fn view(&self) -> PlanView<'_> {
+    pub(crate) fn view(&self) -> PlanView<'_> {
         let mut items: Vec<ItemView<'_>> = self
             .items
             .iter()
@@ -317,7 +317,7 @@ impl Plan {
     }
 
     /// Items done in `self` that were open in `before`.
-    pub fn newly_done(&self, before: &Plan) -> Vec<String> {
+    pub(crate) fn newly_done(&self, before: &Plan) -> Vec<String> {
         self.done()
             .filter(|i| before.open().any(|b| b.text == i.text))
             .map(|i| i.text.clone())
@@ -326,30 +326,30 @@ impl Plan {
 }
 
 #[derive(Debug, Serialize)]
-pub struct PlanView<'a> {
-    pub items: Vec<ItemView<'a>>,
-    pub done_count: usize,
+pub(crate) struct PlanView<'a> {
+    pub(crate) items: Vec<ItemView<'a>>,
+    pub(crate) done_count: usize,
     /// Open items, those in progress included.
-    pub open_count: usize,
+    pub(crate) open_count: usize,
     /// Lines of the items in progress (`[~]`).
-    pub in_progress: &'a [usize],
-    pub in_progress_count: usize,
-    pub cancelled_count: usize,
-    pub current: Option<&'a str>,
+    pub(crate) in_progress: &'a [usize],
+    pub(crate) in_progress_count: usize,
+    pub(crate) cancelled_count: usize,
+    pub(crate) current: Option<&'a str>,
     /// The current item was split and its sub-items are all done: what is
     /// left is to check it as a whole and tick it.
-    pub current_parts_done: bool,
+    pub(crate) current_parts_done: bool,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ItemView<'a> {
-    pub text: &'a str,
-    pub done: bool,
-    pub line: usize,
+pub(crate) struct ItemView<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) done: bool,
+    pub(crate) line: usize,
     /// The checkbox's mark: " ", "~", "x" or "-".
-    pub mark: &'static str,
+    pub(crate) mark: &'static str,
     /// "open", "in_progress", "done" or "cancelled".
-    pub status: &'static str,
+    pub(crate) status: &'static str,
 }
 
 impl<'a> ItemView<'a> {
@@ -367,7 +367,7 @@ impl<'a> ItemView<'a> {
 /// The lines of a Markdown text that are prose: outside code fences, their
 /// HTML comments removed (a `Decision:` line in an example block or a
 /// commented-out note is not one).
-pub fn prose_lines(text: &str) -> Vec<std::borrow::Cow<'_, str>> {
+pub(crate) fn prose_lines(text: &str) -> Vec<std::borrow::Cow<'_, str>> {
     let code = code_lines(text);
     let mut in_comment = false;
     let mut out = Vec::new();
@@ -441,7 +441,7 @@ fn checkbox(line: &str) -> Option<(Mark, &str)> {
 
 /// Files a plan points at that the next session should reload: markdown
 /// links and backticked paths that exist under `root`, plus CLAUDE.md.
-pub fn context_files(root: &Path, plan_text: &str) -> Vec<String> {
+pub(crate) fn context_files(root: &Path, plan_text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for candidate in ["CLAUDE.md", "AGENTS.md"] {
         if root.join(candidate).is_file() {

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::text::cut;
 
 /// The log, relative to the project root (committed, unlike the rest of `.ralph/`).
-pub const FILE: &str = ".ralph/decisions.md";
+pub(crate) const FILE: &str = ".ralph/decisions.md";
 
 const HEADER: &str = "# Decisions\n\nThe decisions of ralph's iterations, oldest first: each from the agent's\ncheckpoint notes (`## Decisions`) or a `Decision:` line in its notes or the\nplan. A later decision can supersede an earlier one.\n";
 
@@ -26,22 +26,22 @@ const MAX_TEXT: usize = 600;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
     /// 1 for `DEC-001`.
-    pub number: u32,
-    pub iteration: u32,
+    pub(crate) number: u32,
+    pub(crate) iteration: u32,
     /// `YYYY-MM-DD`.
-    pub date: String,
-    pub text: String,
+    pub(crate) date: String,
+    pub(crate) text: String,
     /// The number of the decision this one replaces.
-    pub supersedes: Option<u32>,
+    pub(crate) supersedes: Option<u32>,
 }
 
 impl Decision {
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         id(self.number)
     }
 }
 
-pub fn id(number: u32) -> String {
+pub(crate) fn id(number: u32) -> String {
     format!("DEC-{number:03}")
 }
 
@@ -60,12 +60,12 @@ static BULLET: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$").expect("regex"));
 
 /// Read the log; a missing file is an empty log.
-pub fn load(root: &Path) -> Vec<Decision> {
+pub(crate) fn load(root: &Path) -> Vec<Decision> {
     std::fs::read_to_string(root.join(FILE)).map_or_else(|_| Vec::new(), |t| parse(&t))
 }
 
 /// The entries of a log's text, in file order.
-pub fn parse(text: &str) -> Vec<Decision> {
+pub(crate) fn parse(text: &str) -> Vec<Decision> {
     let mut out: Vec<Decision> = Vec::new();
     for line in text.lines() {
         if let Some(c) = HEADING.captures(line) {
@@ -91,7 +91,7 @@ pub fn parse(text: &str) -> Vec<Decision> {
 
 /// The decisions written in the agent's notes: the items (or paragraphs)
 /// of a `Decisions` heading's section, and every `Decision:` line.
-pub fn from_notes(notes: &str) -> Vec<String> {
+pub(crate) fn from_notes(notes: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut section: Option<usize> = None;
     let mut paragraph = String::new();
@@ -145,7 +145,7 @@ pub fn from_notes(notes: &str) -> Vec<String> {
 
 /// The `Decision:` lines of the plan (not those in a code fence or an
 /// HTML comment).
-pub fn from_plan(plan_text: &str) -> Vec<String> {
+pub(crate) fn from_plan(plan_text: &str) -> Vec<String> {
     crate::plan::prose_lines(plan_text)
         .iter()
         .filter_map(|l| DECISION_LINE.captures(l).map(|c| c[1].trim().to_string()))
@@ -239,7 +239,7 @@ pub fn record(
 
 /// After an iteration without a checkpoint: log the plan's new `Decision:`
 /// lines; a warning when the log cannot be written.
-pub fn record_from_plan(root: &Path, plan: &Path, iteration: u32) -> Option<String> {
+pub(crate) fn record_from_plan(root: &Path, plan: &Path, iteration: u32) -> Option<String> {
     let text = std::fs::read_to_string(root.join(plan)).ok()?;
     record(root, iteration, None, &text)
         .err()
@@ -265,22 +265,22 @@ fn entry(d: &Decision) -> String {
 /// them, and a note saying "every session must first run …" must read as
 /// what an earlier iteration said, not as ralph's instruction.
 #[derive(Debug, Clone, Serialize)]
-pub struct LogView {
-    pub file: &'static str,
-    pub count: usize,
-    pub latest: Vec<LineView>,
+pub(crate) struct LogView {
+    pub(crate) file: &'static str,
+    pub(crate) count: usize,
+    pub(crate) latest: Vec<LineView>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct LineView {
-    pub id: String,
-    pub iteration: u32,
-    pub text: String,
-    pub supersedes: Option<String>,
+pub(crate) struct LineView {
+    pub(crate) id: String,
+    pub(crate) iteration: u32,
+    pub(crate) text: String,
+    pub(crate) supersedes: Option<String>,
 }
 
 /// The view of `log` with at most `n` latest decisions in force.
-pub fn view(log: &[Decision], n: usize) -> Option<LogView> {
+pub(crate) fn view(log: &[Decision], n: usize) -> Option<LogView> {
     if log.is_empty() {
         return None;
     }

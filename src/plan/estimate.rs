@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 /// Reading a file costs about a token per four bytes of it.
-pub const BYTES_PER_TOKEN: u64 = 4;
+pub(crate) const BYTES_PER_TOKEN: u64 = 4;
 /// Word overlap (Jaccard) from which a finished item counts as similar.
-pub const SIMILAR: f64 = 0.3;
+pub(crate) const SIMILAR: f64 = 0.3;
 /// How many recent estimate errors the correction looks at.
 const CORRECTION_WINDOW: usize = 20;
 /// A correction is kept within these bounds so one wild item cannot make
@@ -23,7 +23,7 @@ const CORRECTION_RANGE: (f64, f64) = (0.25, 4.0);
 const CORRECTION_MIN: usize = 3;
 /// A sample counts at most this many usable windows: an item that spanned
 /// ten iterations says it was big, not that its neighbours are.
-pub const SAMPLE_WINDOWS: u64 = 2;
+pub(crate) const SAMPLE_WINDOWS: u64 = 2;
 /// A sample above this many usable windows (or of 0 tokens) is corrupt
 /// and ignored.
 const CORRUPT_WINDOWS: u64 = 100;
@@ -39,7 +39,7 @@ pub struct Sample {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Confidence {
+pub(crate) enum Confidence {
     Low,
     Medium,
     High,
@@ -48,7 +48,7 @@ pub enum Confidence {
 impl Confidence {
     /// Headroom asked for on top of an estimate before it is said to fit:
     /// the less ralph knows, the more it keeps in hand.
-    pub fn margin(self) -> f64 {
+    pub(crate) fn margin(self) -> f64 {
         match self {
             Confidence::Low => 1.25,
             Confidence::Medium => 1.15,
@@ -56,7 +56,7 @@ impl Confidence {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Confidence::Low => "low",
             Confidence::Medium => "medium",
@@ -68,7 +68,7 @@ impl Confidence {
 /// Where an estimate came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Basis {
+pub(crate) enum Basis {
     /// Similar finished items (weighted by how similar).
     Similar,
     /// The prior plus the files the item names.
@@ -79,22 +79,22 @@ pub enum Basis {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
-    pub tokens: u64,
-    pub confidence: Confidence,
-    pub basis: Basis,
+    pub(crate) tokens: u64,
+    pub(crate) confidence: Confidence,
+    pub(crate) basis: Basis,
     /// How many similar finished items it rests on.
-    pub similar: usize,
+    pub(crate) similar: usize,
     /// Tokens of the files the item names.
-    pub named_tokens: u64,
+    pub(crate) named_tokens: u64,
     /// Learned factor (actual ÷ estimated of recent items) applied to the
     /// prior and the file sizes; 1 when nothing was learned yet.
-    pub correction: f64,
+    pub(crate) correction: f64,
 }
 
 impl Estimate {
     /// An estimate of `tokens` from nothing but a prior (for tables in tests).
     #[cfg(test)]
-    pub fn known(tokens: u64, confidence: Confidence) -> Estimate {
+    pub(crate) fn known(tokens: u64, confidence: Confidence) -> Estimate {
         Estimate {
             tokens,
             confidence,
@@ -106,7 +106,7 @@ impl Estimate {
     }
 
     /// Tokens to have in hand before starting the item.
-    pub fn needed(&self) -> u64 {
+    pub(crate) fn needed(&self) -> u64 {
         (self.tokens as f64 * self.confidence.margin()).ceil() as u64
     }
 }
@@ -129,7 +129,7 @@ pub struct Inputs<'a> {
 /// A sample as the estimates count it: `(tokens, estimate)` each capped
 /// at [`SAMPLE_WINDOWS`] usable windows; `None` when it is corrupt (0
 /// tokens, or above [`CORRUPT_WINDOWS`]).
-pub fn sound(s: &Sample, usable: u64) -> Option<(u64, Option<u64>)> {
+pub(crate) fn sound(s: &Sample, usable: u64) -> Option<(u64, Option<u64>)> {
     let cap = usable.max(1).saturating_mul(SAMPLE_WINDOWS);
     let corrupt = usable.max(1).saturating_mul(CORRUPT_WINDOWS);
     let ok = |t: u64| t > 0 && t <= corrupt;
@@ -215,7 +215,7 @@ fn confidence_of(costs: &[f64]) -> Confidence {
 /// estimate (EST-004), once there are [`CORRECTION_MIN`] of them: if items
 /// keep costing twice what was guessed, the next guess doubles. Only
 /// [`sound`] samples count.
-pub fn correction(history: &[Sample], usable: u64) -> f64 {
+pub(crate) fn correction(history: &[Sample], usable: u64) -> f64 {
     let mut ratios: Vec<f64> = history
         .iter()
         .rev()
@@ -245,7 +245,7 @@ const STOP_WORDS: &[&str] = &[
 
 /// Lower-case words of three letters or more, without filler words; the
 /// checkbox's sub-item markers and punctuation do not matter.
-pub fn words(text: &str) -> BTreeSet<String> {
+pub(crate) fn words(text: &str) -> BTreeSet<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 3)
         .map(str::to_lowercase)
@@ -254,7 +254,7 @@ pub fn words(text: &str) -> BTreeSet<String> {
 }
 
 /// Jaccard overlap of two word sets (0 when either is empty).
-pub fn similarity(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
+pub(crate) fn similarity(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
     if a.is_empty() || b.is_empty() {
         return 0.0;
     }
@@ -266,7 +266,7 @@ pub fn similarity(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
 /// one, or in neither without splitting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Fit {
+pub(crate) enum Fit {
     Fits,
     FreshWindow,
     Split,
@@ -275,7 +275,7 @@ pub enum Fit {
 /// `remaining`: tokens left before the checkpoint in the current window;
 /// `fresh`: what a fresh window offers before its checkpoint; `shard_at`:
 /// the size from which an item should be split.
-pub fn fit(e: &Estimate, remaining: u64, fresh: u64, shard_at: u64) -> Fit {
+pub(crate) fn fit(e: &Estimate, remaining: u64, fresh: u64, shard_at: u64) -> Fit {
     if e.tokens > shard_at || e.needed() > fresh {
         Fit::Split
     } else if e.needed() <= remaining {

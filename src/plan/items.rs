@@ -19,29 +19,29 @@ use crate::stream::ToolCall;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ItemAccount {
-    pub item: String,
+    pub(crate) item: String,
     /// Context tokens it consumed: the climb while it was current, summed
     /// across iterations and checkpoints.
-    pub tokens: u64,
-    pub iterations: u32,
-    pub checkpoints: u32,
+    pub(crate) tokens: u64,
+    pub(crate) iterations: u32,
+    pub(crate) checkpoints: u32,
     /// Iterations in a row, up to the latest that worked on it, that ended
     /// in a context checkpoint with it unfinished.
-    pub streak: u32,
-    pub done: bool,
+    pub(crate) streak: u32,
+    pub(crate) done: bool,
     /// The estimate made when it first became current.
-    pub estimate: Option<u64>,
-    pub confidence: Option<Confidence>,
+    pub(crate) estimate: Option<u64>,
+    pub(crate) confidence: Option<Confidence>,
     /// The iteration that split it into sub-items, if one did.
-    pub split_in: Option<u32>,
+    pub(crate) split_in: Option<u32>,
     /// The `[verify]` commands passed (or not) after it was checked off
     /// (`verify.on = ["item"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verified: Option<bool>,
+    pub(crate) verified: Option<bool>,
 }
 
 impl ItemAccount {
-    pub fn sample(&self) -> Sample {
+    pub(crate) fn sample(&self) -> Sample {
         Sample {
             item: self.item.clone(),
             tokens: self.tokens,
@@ -61,7 +61,7 @@ pub enum ShardReason {
 }
 
 impl ShardReason {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ShardReason::TooLarge => "too_large",
             ShardReason::Checkpointed => "checkpointed",
@@ -78,14 +78,14 @@ impl std::fmt::Display for ShardReason {
 /// A pending request, carried in `state.json` to the next prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardRequest {
-    pub item: String,
-    pub reason: ShardReason,
-    pub estimate: Option<u64>,
-    pub percent: f64,
+    pub(crate) item: String,
+    pub(crate) reason: ShardReason,
+    pub(crate) estimate: Option<u64>,
+    pub(crate) percent: f64,
 }
 
 /// What the prompt template sees of a shard request: the item and why.
-pub fn shard_view(r: Option<&ShardRequest>, shard_percent: f64) -> Option<minijinja::Value> {
+pub(crate) fn shard_view(r: Option<&ShardRequest>, shard_percent: f64) -> Option<minijinja::Value> {
     let r = r?;
     let why = match r.reason {
         ShardReason::TooLarge => format!(
@@ -106,39 +106,44 @@ pub fn shard_view(r: Option<&ShardRequest>, shard_percent: f64) -> Option<miniji
 /// (L1), and its last words — where it stopped, what comes next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CarryOver {
-    pub iteration: u32,
-    pub item: Option<String>,
+    pub(crate) iteration: u32,
+    pub(crate) item: Option<String>,
     /// `git diff --stat`-like lines of what changed.
-    pub changes: Vec<String>,
+    pub(crate) changes: Vec<String>,
     /// Its answer to the L1 nudge (when it differs from its last words).
     #[serde(default)]
-    pub answer: Option<String>,
+    pub(crate) answer: Option<String>,
     #[serde(default)]
-    pub last_words: Option<String>,
+    pub(crate) last_words: Option<String>,
 }
 
 /// Tokens left before the checkpoint: the lower of `checkpoint_percent` of
 /// the usable window and the absolute cap, minus what is in use.
-pub fn remaining(occupancy: u64, usable: u64, checkpoint_percent: f64, cap: Option<u64>) -> u64 {
+pub(crate) fn remaining(
+    occupancy: u64,
+    usable: u64,
+    checkpoint_percent: f64,
+    cap: Option<u64>,
+) -> u64 {
     checkpoint_at(usable, checkpoint_percent, cap).saturating_sub(occupancy)
 }
 
 /// Where the checkpoint fires, in tokens.
-pub fn checkpoint_at(usable: u64, checkpoint_percent: f64, cap: Option<u64>) -> u64 {
+pub(crate) fn checkpoint_at(usable: u64, checkpoint_percent: f64, cap: Option<u64>) -> u64 {
     let at = (usable as f64 * checkpoint_percent / 100.0) as u64;
     cap.map_or(at, |c| at.min(c))
 }
 
 /// The boundary rule: once an item is checked off, hand off now if the
 /// next open item's estimate (with its margin) exceeds what is left.
-pub fn boundary(remaining: u64, next: Option<&Estimate>) -> bool {
+pub(crate) fn boundary(remaining: u64, next: Option<&Estimate>) -> bool {
     next.is_some_and(|e| e.needed() > remaining)
 }
 
 /// The shard rule: too big for `shard_at` tokens, or checkpointed twice in
 /// a row (`streak`: the iterations just before, newest last, that worked on
 /// this item and were checkpointed).
-pub fn shard_reason(
+pub(crate) fn shard_reason(
     estimate: Option<&Estimate>,
     shard_at: u64,
     streak: u32,
@@ -155,7 +160,7 @@ pub fn shard_reason(
 /// The split the next prompt asks for, if any: the shard rule applied to
 /// the current item, its estimate and its account — never to an item that
 /// was split already.
-pub fn shard_request(
+pub(crate) fn shard_request(
     item: &str,
     estimate: Option<&Estimate>,
     accounts: &[ItemAccount],
@@ -180,7 +185,7 @@ pub fn shard_request(
 }
 
 /// Whether the plan gained checkbox items: the agent split an item.
-pub fn split(before: &Plan, after: &Plan) -> bool {
+pub(crate) fn split(before: &Plan, after: &Plan) -> bool {
     after
         .items
         .iter()
@@ -213,29 +218,29 @@ pub struct ItemTracker {
 
 /// Items checked off since the last look, and the item now current.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Checked {
-    pub items: Vec<String>,
-    pub next: Option<String>,
+pub(crate) struct Checked {
+    pub(crate) items: Vec<String>,
+    pub(crate) next: Option<String>,
 }
 
 /// What the iteration did, item by item.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ItemsOutcome {
+pub(crate) struct ItemsOutcome {
     /// The item it started on.
-    pub item: Option<String>,
-    pub checked: Vec<String>,
+    pub(crate) item: Option<String>,
+    pub(crate) checked: Vec<String>,
     /// Tokens consumed per item worked on.
-    pub spent: Vec<(String, u64)>,
+    pub(crate) spent: Vec<(String, u64)>,
     /// New checkbox items appeared: an item was split.
-    pub split: bool,
+    pub(crate) split: bool,
     /// Estimates of the items worked on, as made at the start.
-    pub estimates: std::collections::BTreeMap<String, Estimate>,
+    pub(crate) estimates: std::collections::BTreeMap<String, Estimate>,
     /// The item the end of the iteration belongs to: the current one, or,
     /// when the agent had not touched it yet, the item it checked off
     /// last (`end_done`): a checkpoint right after a check-off is the
     /// finished item's, not the next one's.
-    pub end: Option<String>,
-    pub end_done: bool,
+    pub(crate) end: Option<String>,
+    pub(crate) end_done: bool,
 }
 
 impl ItemTracker {
@@ -282,12 +287,12 @@ impl ItemTracker {
     }
 
     /// Items checked off so far in this iteration.
-    pub fn checked_count(&self) -> usize {
+    pub(crate) fn checked_count(&self) -> usize {
         self.checked.len()
     }
 
     /// The agent has begun on an item that became current by a check-off.
-    pub fn started_next(&self) -> bool {
+    pub(crate) fn started_next(&self) -> bool {
         !self.checked.is_empty() && self.touched && self.current.is_some()
     }
 
@@ -299,7 +304,7 @@ impl ItemTracker {
     /// The plan as it is now: books the climb of the current item once it
     /// is no longer open (checked off, or rewritten) and moves on to the
     /// first open item. `Some` when items were checked off.
-    pub fn on_plan(&mut self, plan: &Plan) -> Option<Checked> {
+    pub(crate) fn on_plan(&mut self, plan: &Plan) -> Option<Checked> {
         let newly: Vec<String> = plan
             .done()
             .filter(|i| !self.seen_done.contains(&i.text))
@@ -331,7 +336,7 @@ impl ItemTracker {
         }
     }
 
-    pub fn finish(mut self, start_item: Option<String>) -> ItemsOutcome {
+    pub(crate) fn finish(mut self, start_item: Option<String>) -> ItemsOutcome {
         let untouched = !self.touched && !self.checked.is_empty();
         let (end, end_done) = if untouched {
             (self.checked.last().cloned(), true)
@@ -362,7 +367,7 @@ fn absolute(root: &Path, p: &Path) -> PathBuf {
 /// Books an iteration into the run's item accounts: tokens spent, who was
 /// cut off by a context checkpoint, what got done or split, the first
 /// estimate of each item.
-pub fn account(
+pub(crate) fn account(
     accounts: &mut Vec<ItemAccount>,
     outcome: &ItemsOutcome,
     checkpointed: bool,
@@ -401,13 +406,13 @@ pub fn account(
 }
 
 /// The ledger of finished items, shared by every run in this repo.
-pub fn ledger_path(ralph_dir: &Path) -> PathBuf {
+pub(crate) fn ledger_path(ralph_dir: &Path) -> PathBuf {
     ralph_dir.join("items.jsonl")
 }
 
 /// Finished items of earlier runs; unreadable lines are skipped (the ledger
 /// only informs estimates).
-pub fn read_ledger(path: &Path) -> Vec<Sample> {
+pub(crate) fn read_ledger(path: &Path) -> Vec<Sample> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -415,7 +420,7 @@ pub fn read_ledger(path: &Path) -> Vec<Sample> {
         .collect()
 }
 
-pub fn append_ledger(path: &Path, samples: &[Sample]) -> std::io::Result<()> {
+pub(crate) fn append_ledger(path: &Path, samples: &[Sample]) -> std::io::Result<()> {
     if samples.is_empty() {
         return Ok(());
     }
@@ -433,7 +438,7 @@ pub fn append_ledger(path: &Path, samples: &[Sample]) -> std::io::Result<()> {
 
 /// Everything the estimator may learn from: earlier runs' ledger, then this
 /// run's finished items not yet in it.
-pub fn history(ledger: Vec<Sample>, accounts: &[ItemAccount]) -> Vec<Sample> {
+pub(crate) fn history(ledger: Vec<Sample>, accounts: &[ItemAccount]) -> Vec<Sample> {
     let mut all = ledger;
     for a in accounts.iter().filter(|a| a.done) {
         if !all.iter().any(|s| s.item == a.item) {
@@ -444,7 +449,7 @@ pub fn history(ledger: Vec<Sample>, accounts: &[ItemAccount]) -> Vec<Sample> {
 }
 
 /// Bytes of the files an item names (markdown links, backticked paths).
-pub fn named_bytes(root: &Path, item: &str) -> u64 {
+pub(crate) fn named_bytes(root: &Path, item: &str) -> u64 {
     crate::plan::context_files(root, item)
         .into_iter()
         .filter(|f| item.contains(f.as_str()))
@@ -454,7 +459,7 @@ pub fn named_bytes(root: &Path, item: &str) -> u64 {
 }
 
 /// The estimate of `item` against everything learned so far.
-pub fn estimate_item(
+pub(crate) fn estimate_item(
     root: &Path,
     item: &str,
     history: &[Sample],

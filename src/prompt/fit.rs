@@ -24,14 +24,14 @@ use crate::text::cut;
 pub struct Fitted {
     pub text: String,
     pub tokens: usize,
-    pub detail: Detail,
+    pub(crate) detail: Detail,
     /// False when even the least detail is over the budget.
     pub fits: bool,
 }
 
 /// Render with `render` at the most detail, then less until the text fits
 /// `max` tokens; `open_line_costs` are the costs of the plan's one-liners.
-pub fn fit(
+pub(crate) fn fit(
     max: usize,
     open_line_costs: &[usize],
     mut render: impl FnMut(&Detail) -> Result<String>,
@@ -128,25 +128,25 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
 
 /// What a document costs, section by section.
 #[derive(Debug, Clone, Serialize)]
-pub struct DocStats {
+pub(crate) struct DocStats {
     /// The file it is (or will be) written to.
-    pub file: String,
-    pub budget: usize,
-    pub tokens: usize,
-    pub bytes: usize,
-    pub fits: bool,
-    pub sections: Vec<Section>,
+    pub(crate) file: String,
+    pub(crate) budget: usize,
+    pub(crate) tokens: usize,
+    pub(crate) bytes: usize,
+    pub(crate) fits: bool,
+    pub(crate) sections: Vec<Section>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Section {
+pub(crate) struct Section {
     /// The `## ` heading, or "(top)" for the text before the first.
-    pub name: String,
-    pub tokens: usize,
+    pub(crate) name: String,
+    pub(crate) tokens: usize,
 }
 
 impl DocStats {
-    pub fn new(file: &str, text: &str, budget: usize) -> DocStats {
+    pub(crate) fn new(file: &str, text: &str, budget: usize) -> DocStats {
         let tokens = tokens::estimate(text);
         DocStats {
             file: file.to_string(),
@@ -160,7 +160,7 @@ impl DocStats {
 }
 
 /// The text split at its `## ` headings (outside code fences).
-pub fn sections(text: &str) -> Vec<Section> {
+pub(crate) fn sections(text: &str) -> Vec<Section> {
     let mut out: Vec<(String, String)> = vec![("(top)".into(), String::new())];
     let code = crate::plan::code_lines(text);
     for (i, line) in text.lines().enumerate() {
@@ -184,22 +184,22 @@ pub fn sections(text: &str) -> Vec<Section> {
 
 /// `ralph prompt --stats`: the next prompt and the handoff it points to.
 #[derive(Debug, Clone, Serialize)]
-pub struct Stats {
-    pub iteration: u32,
-    pub prompt: DocStats,
+pub(crate) struct Stats {
+    pub(crate) iteration: u32,
+    pub(crate) prompt: DocStats,
     /// How much of each list the prompt shows.
-    pub detail: Detail,
-    pub open_items: usize,
-    pub open_items_shown: usize,
-    pub done_items_shown: usize,
-    pub iterations_in_detail: usize,
-    pub decisions_shown: usize,
+    pub(crate) detail: Detail,
+    pub(crate) open_items: usize,
+    pub(crate) open_items_shown: usize,
+    pub(crate) done_items_shown: usize,
+    pub(crate) iterations_in_detail: usize,
+    pub(crate) decisions_shown: usize,
     /// The handoff the prompt's resume block names, if any.
-    pub handoff: Option<DocStats>,
+    pub(crate) handoff: Option<DocStats>,
 }
 
 impl Stats {
-    pub fn new(
+    pub(crate) fn new(
         root: &Path,
         config: &Config,
         state: &RunState,

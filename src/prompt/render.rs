@@ -6,15 +6,14 @@ use std::path::Path;
 use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
-pub use crate::prompt::templates::{
-    CHECKPOINT_REQUEST, EMBEDDED, HANDOFF, PROMPT, Templates, render_str,
-};
+pub(crate) use crate::prompt::templates::{CHECKPOINT_REQUEST, HANDOFF, PROMPT, render_str};
+pub use crate::prompt::templates::{EMBEDDED, Templates};
 use crate::state::RunState;
 
 /// The PROMPT.md of iteration `iteration`: plan, progress so far, the
 /// decision log and the resume block while a checkpoint is active, tiered
 /// to fit `[prompt] max_tokens` (`prompt_budget`).
-pub fn render_prompt(
+pub(crate) fn render_prompt(
     root: &Path,
     templates: &Templates,
     config: &Config,

@@ -9,10 +9,10 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-pub const PROMPT: &str = "PROMPT.md.j2";
-pub const CHECKPOINT_REQUEST: &str = "checkpoint-request.md.j2";
-pub const HANDOFF: &str = "handoff.md.j2";
-pub const NUDGE: &str = "nudge.md.j2";
+pub(crate) const PROMPT: &str = "PROMPT.md.j2";
+pub(crate) const CHECKPOINT_REQUEST: &str = "checkpoint-request.md.j2";
+pub(crate) const HANDOFF: &str = "handoff.md.j2";
+pub(crate) const NUDGE: &str = "nudge.md.j2";
 
 /// The templates compiled into ralph, as `ralph init` writes them out.
 pub const EMBEDDED: [(&str, &str); 4] = [
@@ -26,7 +26,7 @@ pub const EMBEDDED: [(&str, &str); 4] = [
 ];
 
 /// The variables each template is rendered with (docs/commands.md).
-pub const VARIABLES: [(&str, &[&str]); 3] = [
+pub(crate) const VARIABLES: [(&str, &[&str]); 3] = [
     (
         PROMPT,
         &[
@@ -140,7 +140,7 @@ impl Templates {
     /// ([`VARIABLES`]): an undefined one is bad input (exit 2) when the run
     /// starts, not a warning at the first checkpoint. Static, so it covers
     /// branches a first render does not take.
-    pub fn check(&self, names: &[&str]) -> Result<()> {
+    pub(crate) fn check(&self, names: &[&str]) -> Result<()> {
         for (name, known) in VARIABLES.iter().filter(|(n, _)| names.contains(n)) {
             let tmpl = self
                 .env
@@ -179,7 +179,7 @@ impl Templates {
         Ok(())
     }
 
-    pub fn render(&self, name: &str, ctx: impl Serialize) -> Result<String> {
+    pub(crate) fn render(&self, name: &str, ctx: impl Serialize) -> Result<String> {
         let tmpl = self
             .env
             .get_template(name)
@@ -189,7 +189,7 @@ impl Templates {
     }
 }
 /// Render a one-off template string (e.g. `git.commit_message`).
-pub fn render_str(source: &str, what: &str, ctx: impl Serialize) -> Result<String> {
+pub(crate) fn render_str(source: &str, what: &str, ctx: impl Serialize) -> Result<String> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.render_str(source, ctx).map_err(|e| Error::Template {

@@ -21,7 +21,7 @@ pub const NEXT_IN_FULL: usize = 3;
 /// Open items shown one line each after those in full, at most: the agent
 /// reads the rest in the plan itself. The budget is a ceiling, not a
 /// target: a 3,000-item plan costs what a 30-item one does (`prompt_budget`).
-pub const OPEN_LINES: usize = 10;
+pub(crate) const OPEN_LINES: usize = 10;
 /// A one-line item longer than this is cut (the plan has the rest).
 const ITEM_CHARS: usize = 240;
 /// Notes of the current item, and of each next item, beyond this many
@@ -31,26 +31,26 @@ const NEXT_NOTE_TOKENS: usize = 250;
 
 /// How much of each list a prompt or handoff shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Detail {
+pub(crate) struct Detail {
     /// Open items shown one line each, after those in full.
-    pub open_lines: usize,
+    pub(crate) open_lines: usize,
     /// Done items shown (the last ones); the rest are a count.
-    pub done_recent: usize,
+    pub(crate) done_recent: usize,
     /// Earlier iterations shown in detail (the latest); the rest are one line.
-    pub iterations: usize,
+    pub(crate) iterations: usize,
     /// Files listed (in progress, touched); the rest are counted by directory.
-    pub files: usize,
+    pub(crate) files: usize,
     /// Changed files listed in a handoff and lines of its diff stat.
-    pub changes: usize,
+    pub(crate) changes: usize,
     /// Latest decisions shown inline.
-    pub decisions: usize,
+    pub(crate) decisions: usize,
     /// Last lines of a failed `[verify]` command's output.
-    pub verify_lines: usize,
+    pub(crate) verify_lines: usize,
 }
 
 impl Detail {
     /// The most a prompt or handoff ever shows.
-    pub const MOST: Detail = Detail {
+    pub(crate) const MOST: Detail = Detail {
         open_lines: OPEN_LINES,
         done_recent: 3,
         iterations: 10,
@@ -64,7 +64,7 @@ impl Detail {
     /// cost of each open one-liner now shown; false when nothing is left to
     /// take away. One-liners go first (they only fill what is left), then
     /// each other list in turn, down to a floor that keeps each section.
-    pub fn shrink(&mut self, over: usize, open_line_costs: &[usize]) -> bool {
+    pub(crate) fn shrink(&mut self, over: usize, open_line_costs: &[usize]) -> bool {
         let shown = self.open_lines.min(open_line_costs.len());
         if shown > 0 {
             let mut saved = 0;
@@ -106,33 +106,33 @@ const STEPS: [(Field, usize); 11] = [
 
 /// An item shown in full.
 #[derive(Debug, Clone, Serialize)]
-pub struct FullItem {
-    pub text: String,
+pub(crate) struct FullItem {
+    pub(crate) text: String,
     /// 1-based line in the plan file.
-    pub line: usize,
+    pub(crate) line: usize,
     /// Its notes, indented as in the plan (cut when long).
-    pub notes: Option<String>,
-    pub current: bool,
+    pub(crate) notes: Option<String>,
+    pub(crate) current: bool,
 }
 
 /// What a prompt or handoff shows of the plan.
 #[derive(Debug, Clone, Serialize)]
-pub struct PlanTiers {
-    pub done_count: usize,
-    pub open_count: usize,
+pub(crate) struct PlanTiers {
+    pub(crate) done_count: usize,
+    pub(crate) open_count: usize,
     /// Done items not listed (before `done_recent`).
-    pub done_hidden: usize,
-    pub done_recent: Vec<String>,
+    pub(crate) done_hidden: usize,
+    pub(crate) done_recent: Vec<String>,
     /// The current item and the next [`NEXT_IN_FULL`] open ones.
-    pub full: Vec<FullItem>,
+    pub(crate) full: Vec<FullItem>,
     /// Further open items, one line each.
-    pub others: Vec<String>,
+    pub(crate) others: Vec<String>,
     /// Open items not shown at all.
-    pub more_open: usize,
+    pub(crate) more_open: usize,
 }
 
 impl PlanTiers {
-    pub fn new(plan: &Plan, detail: &Detail) -> PlanTiers {
+    pub(crate) fn new(plan: &Plan, detail: &Detail) -> PlanTiers {
         let done: Vec<&str> = plan.done().map(|i| i.text.as_str()).collect();
         let recent = detail.done_recent.min(done.len());
         let open: Vec<(usize, &crate::plan::Item)> = plan
@@ -187,7 +187,7 @@ impl PlanTiers {
     }
 
     /// The token cost of each open item that could be a one-liner, in order.
-    pub fn open_line_costs(plan: &Plan) -> Vec<usize> {
+    pub(crate) fn open_line_costs(plan: &Plan) -> Vec<usize> {
         plan.open()
             .skip(1 + NEXT_IN_FULL)
             .map(|i| tokens::estimate(&format!("- [ ] {}\n", cut(&i.text, ITEM_CHARS))))
@@ -197,24 +197,24 @@ impl PlanTiers {
 
 /// One earlier iteration as the prompt shows it.
 #[derive(Debug, Clone, Serialize)]
-pub struct HistoryLine {
-    pub iteration: u32,
-    pub outcome: String,
-    pub checkpoint: bool,
-    pub level: Option<&'static str>,
-    pub peak_percent: f64,
+pub(crate) struct HistoryLine {
+    pub(crate) iteration: u32,
+    pub(crate) outcome: String,
+    pub(crate) checkpoint: bool,
+    pub(crate) level: Option<&'static str>,
+    pub(crate) peak_percent: f64,
 }
 
 /// Earlier iterations: the latest in detail, the others in one line.
 #[derive(Debug, Clone, Serialize)]
-pub struct HistoryTiers {
+pub(crate) struct HistoryTiers {
     /// "iterations 1–990: 700 done, 200 checkpoint, 90 failed; context peak up to 96%".
-    pub older: Option<String>,
-    pub recent: Vec<HistoryLine>,
+    pub(crate) older: Option<String>,
+    pub(crate) recent: Vec<HistoryLine>,
 }
 
 impl HistoryTiers {
-    pub fn new(state: &RunState, detail: &Detail) -> HistoryTiers {
+    pub(crate) fn new(state: &RunState, detail: &Detail) -> HistoryTiers {
         let all = &state.history;
         let split = all.len() - detail.iterations.min(all.len());
         let peaks: BTreeMap<u32, (f64, bool, Option<Level>)> = state
@@ -266,16 +266,16 @@ impl HistoryTiers {
 
 /// A list capped at some length, the rest counted by directory.
 #[derive(Debug, Clone, Serialize)]
-pub struct Capped<T> {
-    pub shown: Vec<T>,
+pub(crate) struct Capped<T> {
+    pub(crate) shown: Vec<T>,
     /// How many were left out.
-    pub more: usize,
+    pub(crate) more: usize,
     /// "9,992 more (`build/out/` 9,990, `src/` 2)", or empty.
-    pub summary: String,
+    pub(crate) summary: String,
 }
 
 /// The first `n` of `items`; `path` names each for the directory summary.
-pub fn cap<T: Clone>(items: &[T], n: usize, path: impl Fn(&T) -> &str) -> Capped<T> {
+pub(crate) fn cap<T: Clone>(items: &[T], n: usize, path: impl Fn(&T) -> &str) -> Capped<T> {
     let shown = items[..n.min(items.len())].to_vec();
     let rest = &items[shown.len()..];
     Capped {
@@ -290,7 +290,7 @@ pub fn cap<T: Clone>(items: &[T], n: usize, path: impl Fn(&T) -> &str) -> Capped
 /// not hide the three sources the agent wrote; they are counted by
 /// directory instead. When even the smallest directory does not fit, its
 /// first `n`.
-pub fn cap_spread<T: Clone>(items: &[T], n: usize, path: impl Fn(&T) -> &str) -> Capped<T> {
+pub(crate) fn cap_spread<T: Clone>(items: &[T], n: usize, path: impl Fn(&T) -> &str) -> Capped<T> {
     if items.len() <= n {
         return cap(items, n, path);
     }
@@ -361,7 +361,7 @@ fn by_directory<'a>(paths: impl Iterator<Item = &'a str>) -> String {
 
 /// A `git diff --stat` text cut to the lines of the files `keep` accepts
 /// (at most `n`) and its summary line.
-pub fn cap_stat(stat: &str, n: usize, keep: impl Fn(&str) -> bool) -> String {
+pub(crate) fn cap_stat(stat: &str, n: usize, keep: impl Fn(&str) -> bool) -> String {
     let lines: Vec<&str> = stat.lines().collect();
     let Some((summary, files)) = lines.split_last() else {
         return String::new();
@@ -391,7 +391,7 @@ pub fn cap_stat(stat: &str, n: usize, keep: impl Fn(&str) -> bool) -> String {
 }
 
 /// "10,000".
-pub fn thousands(n: usize) -> String {
+pub(crate) fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -405,7 +405,7 @@ pub fn thousands(n: usize) -> String {
 
 /// `text` cut at a line end so that it costs at most about `max` tokens,
 /// with `tail` appended when cut.
-pub fn cut_tokens(text: &str, max: usize, tail: &str) -> String {
+pub(crate) fn cut_tokens(text: &str, max: usize, tail: &str) -> String {
     if tokens::estimate(text) <= max {
         return text.to_string();
     }

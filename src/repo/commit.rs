@@ -42,7 +42,7 @@ impl Repo {
     /// Why a WIP commit would not be safe right now, if it would not. Waits
     /// for the commit of another ralph run in this work tree to finish (it
     /// holds `index.lock` meanwhile, which is not a reason to skip).
-    pub fn commit_blocker(&self) -> Option<String> {
+    pub(crate) fn commit_blocker(&self) -> Option<String> {
         let _serialised = self.commit_lock();
         self.commit_blocker_serialised()
     }
@@ -89,7 +89,7 @@ impl Repo {
     /// [`Repo::wip_commit`] without the files `left_out` names (a directory
     /// entry leaves out everything under it); they stay in the work tree,
     /// uncommitted and unstaged.
-    pub fn wip_commit_leaving_out(
+    pub(crate) fn wip_commit_leaving_out(
         &self,
         message: &str,
         own: &OwnPaths,
@@ -124,7 +124,7 @@ impl Repo {
     /// untracked), with the WIP commit's rules: what the user left modified
     /// before a run, committed on its own so that the agent's first WIP
     /// commit holds only the agent's work. Returns the files it held.
-    pub fn commit_tracked_changes(
+    pub(crate) fn commit_tracked_changes(
         &self,
         message: &str,
         own: &OwnPaths,
@@ -376,7 +376,7 @@ impl Repo {
 /// Remove the lock files a WIP commit takes (the index, HEAD, refs and
 /// their logs) after the supervisor that made it died inside it; only the
 /// caller knows that they are its own. Returns them as `.git/…` paths.
-pub fn remove_stale_commit_locks(root: &Path) -> Vec<String> {
+pub(crate) fn remove_stale_commit_locks(root: &Path) -> Vec<String> {
     let Ok(git) = Repository::discover(root) else {
         return Vec::new();
     };
@@ -435,7 +435,7 @@ fn operation_in_progress(state: RepositoryState) -> Option<(&'static str, &'stat
 /// (author, committer) of a commit ralph makes in `git` other than a WIP
 /// commit (a worker branch's merge, the coordinator's plan commit), by the
 /// same rules as the WIP commit's.
-pub fn identities(
+pub(crate) fn identities(
     git: &Repository,
 ) -> std::result::Result<(Signature<'static>, Signature<'static>), git2::Error> {
     let ids = signature(&git.config()?, |key| std::env::var(key).ok())?;
@@ -495,8 +495,8 @@ mod tests {
     use tempfile::TempDir;
 
     use super::*;
-    use crate::repo::FileChange;
     use crate::repo::repository::tests::*;
+    use crate::repo::stat::FileChange;
 
     #[test]
     fn wip_commit_includes_the_decision_log_even_where_ralph_dir_is_ignored() {

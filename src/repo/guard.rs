@@ -22,20 +22,20 @@ const BINARY_PROBE: usize = 8000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Guard {
     /// New files larger than this many bytes stay out (0: no limit).
-    pub max_file_size: u64,
+    pub(crate) max_file_size: u64,
     /// More new files than this: the biggest top-level directories of them
     /// stay out until the rest fit (0: no limit).
-    pub max_new_files: usize,
+    pub(crate) max_new_files: usize,
     /// Whether new binary files are committed.
-    pub commit_binaries: bool,
+    pub(crate) commit_binaries: bool,
 }
 
 /// Untracked files that are not ignored, by top-level directory (or file).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct UntrackedGroup {
+pub(crate) struct UntrackedGroup {
     /// Workdir-relative; a directory ends in `/`.
-    pub path: String,
-    pub files: usize,
+    pub(crate) path: String,
+    pub(crate) files: usize,
 }
 
 impl Repo {
@@ -57,7 +57,7 @@ impl Repo {
 
     /// Untracked files a WIP commit would sweep in, grouped by top-level
     /// directory, biggest group first.
-    pub fn untracked_groups(&self, own: &OwnPaths) -> Result<Vec<UntrackedGroup>> {
+    pub(crate) fn untracked_groups(&self, own: &OwnPaths) -> Result<Vec<UntrackedGroup>> {
         let untracked = self.untracked(&self.own(own))?;
         let mut groups: Vec<UntrackedGroup> = group_by_top(&untracked)
             .into_iter()
@@ -68,7 +68,7 @@ impl Repo {
     }
 
     /// What the next WIP commit leaves out under `guard`.
-    pub fn left_out(&self, own: &OwnPaths, guard: &Guard) -> Result<Vec<LeftOut>> {
+    pub(crate) fn left_out(&self, own: &OwnPaths, guard: &Guard) -> Result<Vec<LeftOut>> {
         let mut untracked = self.untracked(&self.own(own))?;
         let mut out = Vec::new();
         if guard.max_new_files > 0 && untracked.len() > guard.max_new_files {

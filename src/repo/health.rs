@@ -8,9 +8,9 @@ use super::Repo;
 
 /// One condition that will skip WIP commits, and what fixes it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Blocker {
-    pub what: String,
-    pub fix: String,
+pub(crate) struct Blocker {
+    pub(crate) what: String,
+    pub(crate) fix: String,
 }
 
 const SPLIT_FIX: &str = "`git update-index --no-split-index && git config core.splitIndex false`";
@@ -18,7 +18,7 @@ const SPARSE_FIX: &str = "`git config index.sparse false && git sparse-checkout 
 
 impl Repo {
     /// Every condition that will skip the WIP commits of a whole run.
-    pub fn commit_blockers(&self) -> Vec<Blocker> {
+    pub(crate) fn commit_blockers(&self) -> Vec<Blocker> {
         let mut out = Vec::new();
         let config = self.git.config().ok();
         let flag = |key: &str| {

@@ -21,21 +21,21 @@ const MAX_COMMITS: usize = 200;
 
 /// One commit: its id and the first line of its message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CommitLine {
-    pub id: String,
-    pub summary: String,
+pub(crate) struct CommitLine {
+    pub(crate) id: String,
+    pub(crate) summary: String,
 }
 
 /// `git diff --stat`'s last line, as numbers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DiffStat {
-    pub files: usize,
-    pub insertions: usize,
-    pub deletions: usize,
+pub(crate) struct DiffStat {
+    pub(crate) files: usize,
+    pub(crate) insertions: usize,
+    pub(crate) deletions: usize,
 }
 
 impl DiffStat {
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "{} file(s) changed, +{} -{}",
             self.files, self.insertions, self.deletions
@@ -47,7 +47,7 @@ impl Repo {
     /// Commits reachable from `to` and not from `from`, oldest first (at
     /// most [`MAX_COMMITS`], the newest kept). `None` when either is not a
     /// commit of this repository (a history rewritten since).
-    pub fn commits_between(&self, from: &str, to: &str) -> Option<Vec<CommitLine>> {
+    pub(crate) fn commits_between(&self, from: &str, to: &str) -> Option<Vec<CommitLine>> {
         let (from, to) = (Oid::from_str(from).ok()?, Oid::from_str(to).ok()?);
         let mut walk = self.git.revwalk().ok()?;
         walk.push(to).ok()?;
@@ -83,7 +83,7 @@ impl Repo {
     /// `git diff --stat` counts it, leaving out ralph's own files and what
     /// lies outside the project. `None` when either is not in this
     /// repository (a history rewritten, an object pruned since).
-    pub fn changed_between(&self, from: &str, to: &str, own: &OwnPaths) -> Option<DiffStat> {
+    pub(crate) fn changed_between(&self, from: &str, to: &str, own: &OwnPaths) -> Option<DiffStat> {
         let tree = |id: &str| {
             let object = self.git.find_object(Oid::from_str(id).ok()?, None).ok()?;
             object.peel_to_tree().ok()

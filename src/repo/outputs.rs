@@ -18,7 +18,7 @@ static OUTPUT_FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Note the regular files ralph's stdout and stderr write to, directly or
 /// through a pipe, at the start of a run and again before each iteration:
 /// they are ralph's files, never the agent's progress and never committed.
-pub fn remember_output_files() {
+pub(crate) fn remember_output_files() {
     let mut found = Vec::new();
     for fd in [1, 2] {
         let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
@@ -37,7 +37,7 @@ pub fn remember_output_files() {
 }
 
 /// The files [`remember_output_files`] found so far (none before it ran).
-pub fn output_files() -> Vec<PathBuf> {
+pub(crate) fn output_files() -> Vec<PathBuf> {
     OUTPUT_FILES
         .lock()
         .unwrap_or_else(|e| e.into_inner())

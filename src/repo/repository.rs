@@ -15,17 +15,17 @@ use crate::{Error, Result};
 
 /// A file or directory (ending in `/`) kept out of a WIP commit, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct LeftOut {
+pub(crate) struct LeftOut {
     /// Workdir-relative, `/`-separated; a directory ends in `/`.
-    pub path: String,
+    pub(crate) path: String,
     /// Why, for the handoff: "binary file", "12.0 MB, over git.max_file_size", …
-    pub why: String,
+    pub(crate) why: String,
 }
 
 /// ralph's state directory, relative to the project root.
-pub const RALPH_DIR: &str = ".ralph";
+pub(crate) const RALPH_DIR: &str = ".ralph";
 /// Handoff documents live here and, unlike the rest of `.ralph/`, are committed.
-pub const HANDOFFS_DIR: &str = ".ralph/handoffs";
+pub(crate) const HANDOFFS_DIR: &str = ".ralph/handoffs";
 /// The decision log: committed too (`decisions::FILE`).
 pub(super) const DECISIONS_FILE: &str = crate::plan::decisions::FILE;
 
@@ -36,11 +36,11 @@ pub(super) const BIG_FILE: u64 = 1 << 20;
 /// Paths ralph writes for itself. `prompt_file` is relative to the project root.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnPaths {
-    pub prompt_file: PathBuf,
+    pub(crate) prompt_file: PathBuf,
 }
 
 impl OwnPaths {
-    pub fn new(prompt_file: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(prompt_file: impl Into<PathBuf>) -> Self {
         OwnPaths {
             prompt_file: prompt_file.into(),
         }
@@ -104,14 +104,14 @@ impl Repo {
     }
 
     /// The repository's working directory (may be above the project root).
-    pub fn workdir(&self) -> &Path {
+    pub(crate) fn workdir(&self) -> &Path {
         // open() refuses bare repositories, so there always is one.
         self.git.workdir().unwrap_or(&self.root)
     }
 
     /// The current branch's short name (also when it has no commit yet); None
     /// when HEAD is detached.
-    pub fn branch(&self) -> Option<String> {
+    pub(crate) fn branch(&self) -> Option<String> {
         let head = self.git.find_reference("HEAD").ok()?;
         let target = head.symbolic_target()?;
         Some(
@@ -123,7 +123,7 @@ impl Repo {
     }
 
     /// HEAD's commit id; None when the branch is unborn (no commit yet).
-    pub fn head_id(&self) -> Option<String> {
+    pub(crate) fn head_id(&self) -> Option<String> {
         self.head_oid().map(|id| id.to_string())
     }
 

@@ -15,7 +15,7 @@ use crate::{Error, Result};
 /// What a restore did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "restored", rename_all = "snake_case")]
-pub enum Restored {
+pub(crate) enum Restored {
     /// Files written into the work tree (only those that differed).
     WorkTree {
         snapshot: String,
@@ -34,7 +34,12 @@ impl Repo {
     /// deleted, HEAD and the index are not touched. Files the agent did not
     /// change keep whatever later commits made of them.
     /// Refuses when the tree has uncommitted changes, unless `force`.
-    pub fn restore_snapshot(&self, spec: &str, force: bool, own: &OwnPaths) -> Result<Restored> {
+    pub(crate) fn restore_snapshot(
+        &self,
+        spec: &str,
+        force: bool,
+        own: &OwnPaths,
+    ) -> Result<Restored> {
         let snap = self.find_snapshot(spec)?;
         let changes = self.changes(own)?;
         if !force && !changes.is_empty() {
@@ -120,7 +125,7 @@ impl Repo {
 
     /// A new branch `name` whose one commit holds the snapshot's tree on top
     /// of the commit the snapshot was taken on; nothing is checked out.
-    pub fn snapshot_to_branch(&self, spec: &str, name: &str) -> Result<Restored> {
+    pub(crate) fn snapshot_to_branch(&self, spec: &str, name: &str) -> Result<Restored> {
         // `refs/heads/NAME` names the branch NAME, as git takes it.
         let name = name.strip_prefix("refs/heads/").unwrap_or(name);
         if name == "HEAD" || !git2::Branch::name_is_valid(name).unwrap_or(false) {

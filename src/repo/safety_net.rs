@@ -27,7 +27,7 @@ use crate::{Error, Result};
 
 /// Where the snapshot refs live; outside `refs/heads` and `refs/tags`, so no
 /// branch list, `git log --all` aside, shows them.
-pub const SNAPSHOT_REFS: &str = "refs/ralph/snapshots/";
+pub(crate) const SNAPSHOT_REFS: &str = "refs/ralph/snapshots/";
 pub(super) const BASE: &str = "Ralph-Base: ";
 const SCRATCH_INDEX: &str = "ralph-snapshot";
 const PREVIOUS: &str = "Ralph-Previous: ";
@@ -36,7 +36,7 @@ const PROJECT: &str = "Ralph-Project: ";
 
 /// What [`Repo::record_snapshot`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SnapshotOutcome {
+pub(crate) enum SnapshotOutcome {
     Written {
         commit: String,
         reference: String,
@@ -48,23 +48,23 @@ pub enum SnapshotOutcome {
 
 /// One snapshot as `ralph recover --json` lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SnapshotInfo {
+pub(crate) struct SnapshotInfo {
     /// The short commit id: what `ralph recover ID` takes.
-    pub id: String,
-    pub commit: String,
+    pub(crate) id: String,
+    pub(crate) commit: String,
     #[serde(rename = "ref")]
-    pub reference: String,
-    pub run: String,
-    pub iteration: u32,
+    pub(crate) reference: String,
+    pub(crate) run: String,
+    pub(crate) iteration: u32,
     /// When it was taken, RFC 3339.
-    pub time: String,
+    pub(crate) time: String,
     /// Files that differ from the current HEAD.
-    pub files_changed: usize,
+    pub(crate) files_changed: usize,
 }
 
 impl Repo {
     /// Record the work tree as the newest snapshot of `run`'s `iteration`.
-    pub fn record_snapshot(
+    pub(crate) fn record_snapshot(
         &self,
         run: &str,
         iteration: u32,
@@ -210,7 +210,7 @@ impl Repo {
     }
 
     /// This work tree's project's snapshots, newest first.
-    pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>> {
+    pub(crate) fn snapshots(&self) -> Result<Vec<SnapshotInfo>> {
         self.try_snapshots(true)
             .map_err(|e| Error::wrap("cannot list ralph's snapshots", e))
     }
@@ -263,7 +263,7 @@ impl Repo {
     /// this work tree's project (run ids sort by time), `current` counted and
     /// always kept; other work trees' and projects' are not counted nor
     /// touched. Returns the runs removed.
-    pub fn prune_snapshots(&self, keep_runs: usize, current: &str) -> Vec<String> {
+    pub(crate) fn prune_snapshots(&self, keep_runs: usize, current: &str) -> Vec<String> {
         let Ok(refs) = self.git.references_glob(&format!("{SNAPSHOT_REFS}*")) else {
             return Vec::new();
         };
@@ -296,7 +296,7 @@ impl Repo {
     /// ref name, or by `<run>/<iteration>` (the newest of that iteration).
     /// Another work tree's or project's snapshot is refused, naming where it
     /// belongs.
-    pub fn find_snapshot(&self, spec: &str) -> Result<SnapshotInfo> {
+    pub(crate) fn find_snapshot(&self, spec: &str) -> Result<SnapshotInfo> {
         let own = self.snapshots()?;
         match self.find_in(&own, spec) {
             Some(found) => Ok(found),

@@ -49,7 +49,7 @@ struct ClaimInfo {
 /// A live run's claim on its scope; released when dropped (or by the kernel
 /// when the process dies).
 #[derive(Debug)]
-pub struct ScopeClaim {
+pub(crate) struct ScopeClaim {
     _file: Flock<File>,
 }
 
@@ -61,7 +61,7 @@ pub(crate) struct CommitLock {
 
 impl Repo {
     /// This project's scope in this work tree, as a short stable key.
-    pub fn scope_key(&self) -> String {
+    pub(crate) fn scope_key(&self) -> String {
         let mut hasher = Sha256::new();
         hasher.update(b"ralph scope\0");
         hasher.update(self.work_tree_name().as_bytes());
@@ -75,7 +75,7 @@ impl Repo {
 
     /// The project directory relative to the work tree, `/`-terminated;
     /// empty when the project is the whole work tree.
-    pub fn project_dir(&self) -> String {
+    pub(crate) fn project_dir(&self) -> String {
         String::from_utf8_lossy(&self.prefix).into_owned()
     }
 
@@ -106,7 +106,7 @@ impl Repo {
     /// live run of an overlapping project commits in the same work tree.
     /// `Ok(None)` when the git dir cannot hold the claim (read-only): the
     /// run goes on unregistered, as its commits will skip with a reason.
-    pub fn claim_scope(&self) -> Result<Option<ScopeClaim>> {
+    pub(crate) fn claim_scope(&self) -> Result<Option<ScopeClaim>> {
         let dir = self.runs_dir();
         let unwritable = |e: Error| {
             tracing::warn!("cannot register the run in {}: {e}", dir.display());

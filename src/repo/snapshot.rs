@@ -26,28 +26,28 @@ const WALK_SKIP_DIRS: [&str; 3] = [".git", "target", "node_modules"];
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// HEAD commit id; None when unborn or outside git.
-    pub head: Option<String>,
+    pub(crate) head: Option<String>,
     /// sha256 over the changed files (in git) or all files (outside git), with
     /// ralph's own paths left out.
-    pub changes_fingerprint: String,
+    pub(crate) changes_fingerprint: String,
     /// Files that went into the fingerprint.
     #[serde(default)]
     pub files: usize,
     #[serde(default)]
-    pub in_git: bool,
+    pub(crate) in_git: bool,
     /// ralph's own paths, repo-relative and `/`-separated, so that
     /// [`made_progress`] can ignore commits that touch only these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub own_paths: Vec<String>,
+    pub(crate) own_paths: Vec<String>,
     /// The project directory (`svc-a/`; empty for the whole work tree):
     /// commits that change nothing under it are not the agent's progress.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub scope: String,
+    pub(crate) scope: String,
 }
 
 impl Repo {
     /// Snapshot of this repository for progress detection.
-    pub fn snapshot(&self, own: &OwnPaths) -> Result<Snapshot> {
+    pub(crate) fn snapshot(&self, own: &OwnPaths) -> Result<Snapshot> {
         let own = self.own(own);
         let statuses = self
             .git
@@ -111,7 +111,7 @@ pub fn snapshot(root: &Path, own: &OwnPaths) -> Result<Snapshot> {
 /// something besides ralph's own files, or a different set or content of
 /// changes. Take `after` before ralph's own WIP commit so that commit is not
 /// mistaken for the agent's.
-pub fn made_progress(root: &Path, before: &Snapshot, after: &Snapshot) -> bool {
+pub(crate) fn made_progress(root: &Path, before: &Snapshot, after: &Snapshot) -> bool {
     if before.head != after.head {
         let Some(after_head) = after.head.as_deref() else {
             // HEAD vanished (branch deleted, repo re-created): a change we cannot

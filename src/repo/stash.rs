@@ -8,19 +8,19 @@ use super::Repo;
 
 /// One `git stash` entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StashEntry {
+pub(crate) struct StashEntry {
     /// `stash@{N}`, as `git stash list` shows it now.
-    pub name: String,
+    pub(crate) name: String,
     /// The stash commit's id.
-    pub id: String,
+    pub(crate) id: String,
     /// Its message ("WIP on main: 1a2b3c4 subject", "On main: baseline").
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Repo {
     /// The stash entries, newest first (`git stash list`), read from the
     /// reflog of `refs/stash` without changing it.
-    pub fn stash_entries(&self) -> Vec<StashEntry> {
+    pub(crate) fn stash_entries(&self) -> Vec<StashEntry> {
         let Ok(log) = self.git.reflog("refs/stash") else {
             return Vec::new();
         };
@@ -35,7 +35,7 @@ impl Repo {
     }
 
     /// Stash entries not among `before` (ids): the ones made since.
-    pub fn stashed_since(&self, before: &[String]) -> Vec<StashEntry> {
+    pub(crate) fn stashed_since(&self, before: &[String]) -> Vec<StashEntry> {
         self.stash_entries()
             .into_iter()
             .filter(|e| !before.contains(&e.id))
@@ -45,7 +45,7 @@ impl Repo {
 
 /// The ids of the stash entries of the repository containing `root` (none
 /// outside git).
-pub fn stash_ids(root: &std::path::Path) -> Vec<String> {
+pub(crate) fn stash_ids(root: &std::path::Path) -> Vec<String> {
     match Repo::open(root) {
         Ok(Some(repo)) => repo.stash_entries().into_iter().map(|e| e.id).collect(),
         _ => Vec::new(),

@@ -14,20 +14,20 @@ const MAX_STAT_FILES: usize = 100;
 
 /// One changed file as `git status` would list it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileChange {
+pub(crate) struct FileChange {
     /// Path relative to the repository's working directory, `/`-separated.
-    pub path: String,
+    pub(crate) path: String,
     /// Short kind: "M", "A", "D", "R", "T", "U" (conflicted) or "??" (untracked).
-    pub kind: String,
+    pub(crate) kind: String,
     /// The path before a staged rename.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_path: Option<String>,
+    pub(crate) old_path: Option<String>,
 }
 
 impl Repo {
     /// Changed files (staged, unstaged and untracked; ignored files excluded),
     /// without ralph's own paths (all of `.ralph/` and the prompt file).
-    pub fn changes(&self, own: &OwnPaths) -> Result<Vec<FileChange>> {
+    pub(crate) fn changes(&self, own: &OwnPaths) -> Result<Vec<FileChange>> {
         let own = self.own(own);
         let statuses = self
             .git
@@ -65,7 +65,7 @@ impl Repo {
 
     /// `git diff --stat HEAD`-like summary of the working tree (untracked files
     /// included) against HEAD, without ralph's own paths; empty when clean.
-    pub fn diff_stat(&self, own: &OwnPaths) -> Result<String> {
+    pub(crate) fn diff_stat(&self, own: &OwnPaths) -> Result<String> {
         self.try_diff_stat(&self.own(own))
             .map_err(|e| Error::wrap("cannot compute the diff against HEAD", e))
     }
@@ -233,7 +233,7 @@ fn shorten(path: &str, max: usize) -> String {
 /// A path as one printable line: control characters (a newline in a file name)
 /// would break the stat layout or a handoff's list, so such names are quoted
 /// and escaped.
-pub fn display_path(bytes: &[u8]) -> String {
+pub(crate) fn display_path(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     if text.chars().any(|c| c.is_control() || c == '"') {
         format!("{text:?}")

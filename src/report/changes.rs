@@ -16,7 +16,7 @@ use crate::repo::{CommitLine, DiffStat, OwnPaths, Repo};
 const TEXT_COMMITS: usize = 8;
 
 /// How to reopen an agent session by its id, for the kinds whose CLI can.
-pub fn resume_command(kind: AgentKind, session: &str) -> Option<String> {
+pub(crate) fn resume_command(kind: AgentKind, session: &str) -> Option<String> {
     match kind {
         AgentKind::Claude => Some(format!("claude --resume {session}")),
         AgentKind::Codex => Some(format!("codex resume {session}")),
@@ -29,7 +29,7 @@ pub fn resume_command(kind: AgentKind, session: &str) -> Option<String> {
 /// each iteration changed, the commits, and the commands that reopen each
 /// iteration's session. Without a repository (or with a history rewritten
 /// since) what git would tell stays unknown.
-pub fn read_git(r: &mut RunReport, root: &std::path::Path, kind: AgentKind, own: &OwnPaths) {
+pub(crate) fn read_git(r: &mut RunReport, root: &std::path::Path, kind: AgentKind, own: &OwnPaths) {
     for row in &mut r.iterations {
         row.story.resume_command = row
             .story

@@ -8,7 +8,7 @@ use crate::events::terminal::tokens_short;
 use crate::state::IterationOutcome;
 
 /// Turns clock offsets (seconds since the run's start) into local times.
-pub struct Clock {
+pub(crate) struct Clock {
     start: Option<jiff::Timestamp>,
     tz: jiff::tz::TimeZone,
     format: &'static str,
@@ -16,7 +16,7 @@ pub struct Clock {
 
 impl Clock {
     /// A clock for a run `span` seconds long: a short one shows seconds.
-    pub fn new(start: Option<&str>, tz: jiff::tz::TimeZone, span: f64) -> Clock {
+    pub(crate) fn new(start: Option<&str>, tz: jiff::tz::TimeZone, span: f64) -> Clock {
         Clock {
             start: start.and_then(|s| s.parse().ok()),
             tz,
@@ -25,7 +25,7 @@ impl Clock {
     }
 
     /// The local time `offset` seconds after the start, or `+1h05m` without one.
-    pub fn label(&self, offset: f64) -> String {
+    pub(crate) fn label(&self, offset: f64) -> String {
         let at = self.start.and_then(|s| {
             s.checked_add(jiff::SignedDuration::from_secs_f64(offset))
                 .ok()
@@ -41,7 +41,7 @@ impl Clock {
 }
 
 /// `1h05m`, `4m10s`, `12s`; `0.8s` below ten seconds.
-pub fn duration(secs: f64) -> String {
+pub(crate) fn duration(secs: f64) -> String {
     let tenths = (secs.max(0.0) * 10.0).round() / 10.0;
     match tenths {
         t if t < 10.0 && t.fract() != 0.0 => format!("{t:.1}s"),
@@ -50,7 +50,7 @@ pub fn duration(secs: f64) -> String {
 }
 
 /// The CSS class of an iteration's outcome: its colour in every chart.
-pub fn outcome_class(outcome: &IterationOutcome) -> &'static str {
+pub(crate) fn outcome_class(outcome: &IterationOutcome) -> &'static str {
     match outcome {
         IterationOutcome::Checkpoint(..) => "o-cp",
         IterationOutcome::UsageLimit => "o-limit",
@@ -79,7 +79,7 @@ fn mark_style(kind: MarkKind) -> (Shape, &'static str) {
 
 /// Tokens over the iteration's time, one point per turn, with the L1/L2/L3
 /// lines and a marker where ralph nudged, stopped or checkpointed.
-pub fn context_chart(row: &IterationRow, report: &RunReport) -> String {
+pub(crate) fn context_chart(row: &IterationRow, report: &RunReport) -> String {
     let (w, h) = (380.0, 170.0);
     let mut svg = Svg::new(
         w as u32,
@@ -175,7 +175,7 @@ pub fn context_chart(row: &IterationRow, report: &RunReport) -> String {
 
 /// The night: iterations as bars, checkpoints, usage-limit waits, breaker
 /// changes and the duration budget against the clock.
-pub fn timeline(report: &RunReport, clock: &Clock) -> String {
+pub(crate) fn timeline(report: &RunReport, clock: &Clock) -> String {
     let (w, h) = (1100.0, 150.0);
     let mut svg = Svg::new(w as u32, h as u32, "chart timeline", "timeline of the run");
     let span = report
@@ -275,7 +275,7 @@ pub fn timeline(report: &RunReport, clock: &Clock) -> String {
 
 /// Cost of each iteration (bars) and the running total (line, right axis),
 /// with the cost budget when there is one.
-pub fn cost_chart(report: &RunReport) -> String {
+pub(crate) fn cost_chart(report: &RunReport) -> String {
     let (w, h) = (540.0, 220.0);
     let mut svg = Svg::new(
         w as u32,
@@ -343,7 +343,7 @@ pub fn cost_chart(report: &RunReport) -> String {
 }
 
 /// Plan items done after each iteration, against the clock.
-pub fn plan_chart(report: &RunReport, clock: &Clock) -> Option<String> {
+pub(crate) fn plan_chart(report: &RunReport, clock: &Clock) -> Option<String> {
     let points: Vec<(f64, usize, usize)> = report
         .iterations
         .iter()
@@ -412,7 +412,7 @@ fn iteration_axis(svg: &mut Svg, x: &Scale, rows: &[IterationRow], h: f64) {
     svg.line((x.at(0.0), h - PAD_B), (x.at(x.max()), h - PAD_B), "axis");
 }
 
-pub fn money(v: f64) -> String {
+pub(crate) fn money(v: f64) -> String {
     if v >= 100.0 {
         format!("${v:.0}")
     } else {
@@ -421,7 +421,7 @@ pub fn money(v: f64) -> String {
 }
 
 /// A commit id as people quote it.
-pub fn short(commit: &str) -> &str {
+pub(crate) fn short(commit: &str) -> &str {
     commit.get(..8).unwrap_or(commit)
 }
 

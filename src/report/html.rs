@@ -68,7 +68,7 @@ pub fn render(runs: &[RunReport], page: &Page) -> String {
 }
 
 /// "Completed", "Breaker open", …
-pub fn headline(outcome: &str) -> String {
+pub(crate) fn headline(outcome: &str) -> String {
     let text = outcome.replace('_', " ");
     let mut c = text.chars();
     c.next()

@@ -13,67 +13,67 @@ use crate::workers::Merged;
 
 /// One worker's lane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct WorkerLane {
-    pub worker: String,
+pub(crate) struct WorkerLane {
+    pub(crate) worker: String,
     /// The units it was given, in order (an `update` task marked so).
-    pub items: Vec<String>,
-    pub iterations: u32,
-    pub cost_usd: f64,
-    pub checkpoints: u32,
+    pub(crate) items: Vec<String>,
+    pub(crate) iterations: u32,
+    pub(crate) cost_usd: f64,
+    pub(crate) checkpoints: u32,
     /// Dead iterations taken over (after kill -9).
-    pub crashes: u32,
+    pub(crate) crashes: u32,
     /// How each of its loops ended (`worker_ended`), in order.
-    pub ended: Vec<String>,
+    pub(crate) ended: Vec<String>,
 }
 
 /// One step of the merge queue.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MergeRow {
-    pub at: String,
-    pub worker: String,
-    pub item: String,
-    pub branch: String,
-    pub attempt: u32,
+pub(crate) struct MergeRow {
+    pub(crate) at: String,
+    pub(crate) worker: String,
+    pub(crate) item: String,
+    pub(crate) branch: String,
+    pub(crate) attempt: u32,
     #[serde(flatten)]
-    pub merged: Merged,
-    pub backup: Option<String>,
+    pub(crate) merged: Merged,
+    pub(crate) backup: Option<String>,
 }
 
 /// What the lanes gather from a run's records.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Lanes {
-    pub workers: Vec<WorkerLane>,
-    pub merges: Vec<MergeRow>,
+pub(crate) struct Lanes {
+    pub(crate) workers: Vec<WorkerLane>,
+    pub(crate) merges: Vec<MergeRow>,
     /// A fleet's totals against its budgets (`ralph report --fleet`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fleet: Option<FleetTotals>,
+    pub(crate) fleet: Option<FleetTotals>,
     /// The items not done when the report was made, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub left: Vec<LeftItem>,
+    pub(crate) left: Vec<LeftItem>,
 }
 
 /// A fleet's totals, as its ledger on the remote has them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct FleetTotals {
-    pub fleet: String,
-    pub remote: String,
-    pub run_branch: String,
-    pub iterations: u64,
-    pub max_iterations: Option<u64>,
-    pub cost_usd: f64,
-    pub max_cost_usd: Option<f64>,
-    pub items_done: usize,
-    pub items: usize,
+pub(crate) struct FleetTotals {
+    pub(crate) fleet: String,
+    pub(crate) remote: String,
+    pub(crate) run_branch: String,
+    pub(crate) iterations: u64,
+    pub(crate) max_iterations: Option<u64>,
+    pub(crate) cost_usd: f64,
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) items_done: usize,
+    pub(crate) items: usize,
     /// A usage limit that pauses the fleet (who hit it, until when).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<String>,
+    pub(crate) limit: Option<String>,
 }
 
 /// An item left undone.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LeftItem {
-    pub item: String,
-    pub why: String,
+pub(crate) struct LeftItem {
+    pub(crate) item: String,
+    pub(crate) why: String,
 }
 
 impl Lanes {
@@ -91,7 +91,7 @@ impl Lanes {
     }
 
     /// Take in one record of the run (the coordinator's or a worker's).
-    pub fn record(&mut self, r: &Record) {
+    pub(crate) fn record(&mut self, r: &Record) {
         let Some(worker) = &r.worker else {
             return;
         };
@@ -138,7 +138,7 @@ impl Lanes {
 
     /// The lanes of run `run_id`: its workers' records and the
     /// coordinator's about them, from the run's starts to its end.
-    pub fn of(run_id: &str, records: &[Record]) -> Lanes {
+    pub(crate) fn of(run_id: &str, records: &[Record]) -> Lanes {
         let mut lanes = Lanes::default();
         let mut current = None;
         for r in records {
@@ -152,12 +152,12 @@ impl Lanes {
         lanes
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.workers.is_empty() && self.merges.is_empty() && self.fleet.is_none()
     }
 
     /// The lane of `worker` (made if it has none yet).
-    pub fn lane_of(&mut self, worker: &str) -> &mut WorkerLane {
+    pub(crate) fn lane_of(&mut self, worker: &str) -> &mut WorkerLane {
         self.lane(worker)
     }
 }

@@ -14,24 +14,24 @@ use crate::state::{IterationOutcome, RunState};
 /// Everything the report shows about one run (also its `--json` form).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
-    pub run_id: String,
-    pub objective: Option<String>,
-    pub plan: Option<String>,
-    pub started_at: Option<String>,
-    pub ended_at: Option<String>,
+    pub(crate) run_id: String,
+    pub(crate) objective: Option<String>,
+    pub(crate) plan: Option<String>,
+    pub(crate) started_at: Option<String>,
+    pub(crate) ended_at: Option<String>,
     /// Wall time from the first start to the end (or the last event).
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// `completed`, `breaker_open`, …, or `running` while it goes on.
-    pub outcome: String,
-    pub reason: Option<String>,
-    pub exit_code: Option<i32>,
+    pub(crate) outcome: String,
+    pub(crate) reason: Option<String>,
+    pub(crate) exit_code: Option<i32>,
     /// Supervisor starts: 1, plus one per `ralph run` that continued it.
-    pub sessions: u32,
-    pub cost_usd: f64,
-    pub items_done: Option<usize>,
-    pub items_open: Option<usize>,
+    pub(crate) sessions: u32,
+    pub(crate) cost_usd: f64,
+    pub(crate) items_done: Option<usize>,
+    pub(crate) items_open: Option<usize>,
     /// The WIP commits ralph made, oldest first.
-    pub commits: Vec<String>,
+    pub(crate) commits: Vec<String>,
     pub thresholds: Thresholds,
     pub budgets: Budgets,
     pub iterations: Vec<IterationRow>,
@@ -44,55 +44,55 @@ pub struct RunReport {
     pub metrics: Metrics,
     /// The subscription's windows as the agent last reported them (the
     /// quota guard); empty when it reported none.
-    pub quota: Vec<crate::rules::quota::WindowView>,
+    pub(crate) quota: Vec<crate::rules::quota::WindowView>,
 }
 
 /// The limits the run was held to, as far as they are known.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Budgets {
-    pub max_iterations: Option<u32>,
-    pub max_cost_usd: Option<f64>,
-    pub max_duration_secs: Option<f64>,
+    pub(crate) max_iterations: Option<u32>,
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) max_duration_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct IterationRow {
-    pub iteration: u32,
-    pub started_at: Option<String>,
-    pub ended_at: Option<String>,
+    pub(crate) iteration: u32,
+    pub(crate) started_at: Option<String>,
+    pub(crate) ended_at: Option<String>,
     /// Seconds from the run's start to this iteration's start and end.
-    pub start_offset: Option<f64>,
-    pub end_offset: Option<f64>,
-    pub seconds: f64,
-    pub item: Option<String>,
-    pub items_checked: Vec<String>,
-    pub items_done: Option<usize>,
-    pub items_open: Option<usize>,
-    pub outcome: IterationOutcome,
-    pub progress: bool,
-    pub error: Option<String>,
-    pub cost_usd: f64,
-    pub cumulative_cost_usd: f64,
-    pub peak_percent: f64,
-    pub peak_tokens: u64,
+    pub(crate) start_offset: Option<f64>,
+    pub(crate) end_offset: Option<f64>,
+    pub(crate) seconds: f64,
+    pub(crate) item: Option<String>,
+    pub(crate) items_checked: Vec<String>,
+    pub(crate) items_done: Option<usize>,
+    pub(crate) items_open: Option<usize>,
+    pub(crate) outcome: IterationOutcome,
+    pub(crate) progress: bool,
+    pub(crate) error: Option<String>,
+    pub(crate) cost_usd: f64,
+    pub(crate) cumulative_cost_usd: f64,
+    pub(crate) peak_percent: f64,
+    pub(crate) peak_tokens: u64,
     /// The usable window (tokens) its readings are a percentage of.
-    pub usable_tokens: u64,
+    pub(crate) usable_tokens: u64,
     /// Its agent was not metered live (Gemini CLI): `peak_percent` and the
     /// readings are no measure of its context.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub not_metered: bool,
+    pub(crate) not_metered: bool,
     /// Why ralph checkpointed it (`context`, `manual`, `budget`, …).
-    pub trigger: Option<String>,
-    pub level: Option<Level>,
-    pub handoff: Option<String>,
-    pub commit: Option<String>,
+    pub(crate) trigger: Option<String>,
+    pub(crate) level: Option<Level>,
+    pub(crate) handoff: Option<String>,
+    pub(crate) commit: Option<String>,
     /// The handoff it resumed from.
-    pub resumed_from: Option<String>,
+    pub(crate) resumed_from: Option<String>,
     /// What it changed, its commits, its agent session (`story.rs`).
     #[serde(flatten)]
-    pub story: super::story::IterationStory,
-    pub readings: Vec<Reading>,
-    pub marks: Vec<Mark>,
+    pub(crate) story: super::story::IterationStory,
+    pub(crate) readings: Vec<Reading>,
+    pub(crate) marks: Vec<Mark>,
 }
 
 impl IterationRow {
@@ -101,7 +101,7 @@ impl IterationRow {
     }
 
     /// A resume that checked off the item it started on.
-    pub fn completed_its_item(&self) -> bool {
+    pub(crate) fn completed_its_item(&self) -> bool {
         self.item
             .as_ref()
             .is_some_and(|i| self.items_checked.contains(i))
@@ -110,25 +110,25 @@ impl IterationRow {
 
 /// One per-turn context reading.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// Seconds since the iteration started.
-    pub at: f64,
-    pub tokens: u64,
-    pub percent: f64,
+    pub(crate) at: f64,
+    pub(crate) tokens: u64,
+    pub(crate) percent: f64,
 }
 
 /// Something ralph did or saw during an iteration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// Seconds since the iteration started.
-    pub at: f64,
-    pub kind: MarkKind,
-    pub label: String,
+    pub(crate) at: f64,
+    pub(crate) kind: MarkKind,
+    pub(crate) label: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MarkKind {
+pub(crate) enum MarkKind {
     /// Asked the agent for its handoff.
     Nudge,
     /// Signalled the agent to stop.
@@ -142,51 +142,51 @@ pub enum MarkKind {
 /// A wait for a usage limit to reset.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Wait {
-    pub at: String,
-    pub offset: Option<f64>,
-    pub seconds: u64,
-    pub until: String,
-    pub source: String,
+    pub(crate) at: String,
+    pub(crate) offset: Option<f64>,
+    pub(crate) seconds: u64,
+    pub(crate) until: String,
+    pub(crate) source: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BreakerChange {
-    pub at: String,
-    pub offset: Option<f64>,
-    pub status: String,
-    pub rule: Option<String>,
-    pub message: String,
+    pub(crate) at: String,
+    pub(crate) offset: Option<f64>,
+    pub(crate) status: String,
+    pub(crate) rule: Option<String>,
+    pub(crate) message: String,
 }
 
 /// The figures that say how well the loop worked.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Metrics {
     pub checkpoints: u32,
-    pub checkpoints_by_level: BTreeMap<String, u32>,
-    pub checkpoints_by_trigger: BTreeMap<String, u32>,
-    pub nudges: u32,
-    pub stops: u32,
-    pub compactions: u32,
+    pub(crate) checkpoints_by_level: BTreeMap<String, u32>,
+    pub(crate) checkpoints_by_trigger: BTreeMap<String, u32>,
+    pub(crate) nudges: u32,
+    pub(crate) stops: u32,
+    pub(crate) compactions: u32,
     /// Tokens the agent's CLI dropped when it compacted.
-    pub context_lost_tokens: u64,
-    pub resumes: u32,
+    pub(crate) context_lost_tokens: u64,
+    pub(crate) resumes: u32,
     /// Resumes that checked off the item they started on (`None` when the
     /// run did not record items).
-    pub resumes_completed: Option<u32>,
-    pub items_checked: usize,
-    pub items_per_iteration: f64,
+    pub(crate) resumes_completed: Option<u32>,
+    pub(crate) items_checked: usize,
+    pub(crate) items_per_iteration: f64,
     /// Items checked per agent session (each starts a fresh context window).
-    pub items_per_context_window: f64,
-    pub peak_percent_max: f64,
-    pub peak_percent_median: f64,
-    pub peak_tokens_max: u64,
-    pub breaker_trips: u32,
-    pub limit_waits: u32,
-    pub waited_seconds: u64,
+    pub(crate) items_per_context_window: f64,
+    pub(crate) peak_percent_max: f64,
+    pub(crate) peak_percent_median: f64,
+    pub(crate) peak_tokens_max: u64,
+    pub(crate) breaker_trips: u32,
+    pub(crate) limit_waits: u32,
+    pub(crate) waited_seconds: u64,
 }
 
 /// The run ids in the log, oldest first (a continued run appears once).
-pub fn run_ids(records: &[Record]) -> Vec<String> {
+pub(crate) fn run_ids(records: &[Record]) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     for r in records.iter().filter(|r| r.worker.is_none()) {
         if let Event::RunStarted { run_id, .. } = &r.event

@@ -15,20 +15,24 @@ use crate::state::{Layout, RunState};
 
 /// Which runs to report on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Which {
+pub(crate) enum Which {
     Latest,
     Run(String),
     All,
 }
 
 /// `.ralph/report.html`.
-pub fn default_path(layout: &Layout) -> PathBuf {
+pub(crate) fn default_path(layout: &Layout) -> PathBuf {
     layout.dir.join("report.html")
 }
 
 /// The reports of the runs asked for, from the project's recorded files.
 /// `config` supplies the thresholds and budgets (defaults without one).
-pub fn reports(layout: &Layout, config: Option<&Config>, which: &Which) -> Result<Vec<RunReport>> {
+pub(crate) fn reports(
+    layout: &Layout,
+    config: Option<&Config>,
+    which: &Which,
+) -> Result<Vec<RunReport>> {
     let records = read_log(&layout.events());
     let state = RunState::load(&layout.state())?;
     let mut ids = model::run_ids(&records);
@@ -105,7 +109,7 @@ fn build(
 
 /// Write the page for `runs` to `path` (atomically, user-only: it quotes
 /// the agent). Handoff links are relative to where the page lands.
-pub fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result<()> {
+pub(crate) fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result<()> {
     if !overwritable(path) {
         return Err(crate::Error::usage(format!(
             "refusing to overwrite {}: it is not a report ralph wrote",
@@ -160,7 +164,7 @@ fn relative(from: &Path, to: &Path) -> String {
 /// `run_ended` (so the display, `--json` and the `on_exit` hooks get it);
 /// `None` after a warning when it cannot be written: the run's outcome
 /// does not depend on its report.
-pub fn after_run(
+pub(crate) fn after_run(
     layout: &Layout,
     config: &Config,
     state: &RunState,
@@ -180,7 +184,11 @@ pub fn after_run(
 /// The page of the run that just ended, at [`default_path`], and a copy of
 /// its state beside its transcripts. On failure no stale page from an
 /// earlier run is left behind.
-pub fn write_after_run(layout: &Layout, config: &Config, state: &RunState) -> Result<PathBuf> {
+pub(crate) fn write_after_run(
+    layout: &Layout,
+    config: &Config,
+    state: &RunState,
+) -> Result<PathBuf> {
     let path = default_path(layout);
     let kept = layout.run_dir(&state.run_id);
     if kept.is_dir() {

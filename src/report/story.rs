@@ -15,39 +15,39 @@ use crate::repo::{CommitLine, DiffStat};
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Story {
     /// HEAD when the run started and when it ended.
-    pub start_commit: Option<String>,
-    pub end_commit: Option<String>,
+    pub(crate) start_commit: Option<String>,
+    pub(crate) end_commit: Option<String>,
     /// What the run changed: the work tree when its first iteration
     /// started to the work tree when its last one ended (committed or
     /// not), ralph's own files aside.
-    pub diffstat: Option<DiffStat>,
+    pub(crate) diffstat: Option<DiffStat>,
     /// What of that was left uncommitted at the end (`files: 0`: all of it
     /// is in `end_commit`).
-    pub uncommitted: Option<DiffStat>,
+    pub(crate) uncommitted: Option<DiffStat>,
     /// Commits the agent made, oldest first: every commit since the start
     /// but ralph's own (its WIP commits and the final commit at completion).
-    pub agent_commits: Vec<CommitLine>,
+    pub(crate) agent_commits: Vec<CommitLine>,
     /// ralph's own commits since the start (as the state recorded them
     /// when git cannot tell).
-    pub ralph_commits: usize,
+    pub(crate) ralph_commits: usize,
     /// The commits were read from git (else the agent's are unknown).
     #[serde(skip)]
-    pub commits_read: bool,
+    pub(crate) commits_read: bool,
     /// A parallel run: a lane per worker and the merge queue's history
     /// (from the event log: `lanes.rs`).
     #[serde(skip_serializing_if = "super::lanes::Lanes::is_empty")]
-    pub lanes: super::lanes::Lanes,
+    pub(crate) lanes: super::lanes::Lanes,
 }
 
 impl Story {
     /// The run's commits, the agent's and ralph's: the one count the
     /// report shows.
-    pub fn commit_count(&self) -> usize {
+    pub(crate) fn commit_count(&self) -> usize {
         self.agent_commits.len() + self.ralph_commits
     }
 
     /// "0 by the agent, 2 by ralph".
-    pub fn commits_by(&self) -> String {
+    pub(crate) fn commits_by(&self) -> String {
         if !self.commits_read {
             return format!("{} by ralph, the agent's unknown", self.ralph_commits);
         }
@@ -59,7 +59,7 @@ impl Story {
     }
 
     /// The heads a run's state recorded; the rest is read from git.
-    pub fn of(state: Option<&crate::state::RunState>) -> Story {
+    pub(crate) fn of(state: Option<&crate::state::RunState>) -> Story {
         Story {
             start_commit: state.and_then(|s| s.start_commit.clone()),
             end_commit: state.and_then(|s| s.end_commit.clone()),
@@ -71,24 +71,24 @@ impl Story {
 /// What one iteration changed, its commits and its agent session: its
 /// part of the story (flattened into its row of the report).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct IterationStory {
+pub(crate) struct IterationStory {
     /// Its agent session, the command that reopens it, HEAD at its end,
     /// the agent's commits in it.
-    pub session_id: Option<String>,
-    pub resume_command: Option<String>,
-    pub head: Option<String>,
-    pub agent_commits: Vec<CommitLine>,
+    pub(crate) session_id: Option<String>,
+    pub(crate) resume_command: Option<String>,
+    pub(crate) head: Option<String>,
+    pub(crate) agent_commits: Vec<CommitLine>,
     /// What it changed in the work tree, committed or not, ralph's own
     /// files aside (`None`: not recorded, or outside git).
-    pub diffstat: Option<DiffStat>,
+    pub(crate) diffstat: Option<DiffStat>,
     /// What of the work tree was not committed when it ended (a later
     /// checkpoint or the final commit may have taken it).
-    pub uncommitted: Option<DiffStat>,
+    pub(crate) uncommitted: Option<DiffStat>,
     /// The work tree (tree ids) at its start and end, from the state.
     #[serde(skip)]
-    pub tree_start: Option<String>,
+    pub(crate) tree_start: Option<String>,
     #[serde(skip)]
-    pub tree_end: Option<String>,
+    pub(crate) tree_end: Option<String>,
 }
 
 impl IterationStory {
@@ -107,16 +107,16 @@ impl IterationStory {
 /// One run of the `[verify]` commands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyRow {
-    pub at: String,
-    pub iteration: u32,
+    pub(crate) at: String,
+    pub(crate) iteration: u32,
     /// `completion`, `item`, `checkpoint`.
-    pub when: String,
-    pub passed: bool,
+    pub(crate) when: String,
+    pub(crate) passed: bool,
     /// "verify passed (2 commands)", "verify failed: `make` exited with 2".
-    pub summary: String,
-    pub seconds: f64,
+    pub(crate) summary: String,
+    pub(crate) seconds: f64,
     /// The items checked off it verified.
-    pub items: Vec<String>,
+    pub(crate) items: Vec<String>,
 }
 
 impl VerifyRow {

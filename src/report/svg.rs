@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 /// Text safe inside XML (element content and attribute values).
-pub fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -35,7 +35,7 @@ fn n(v: f64) -> String {
 
 /// Maps a domain `[d0, d1]` onto a range `[r0, r1]` (pixels).
 #[derive(Debug, Clone, Copy)]
-pub struct Scale {
+pub(crate) struct Scale {
     d0: f64,
     d1: f64,
     r0: f64,
@@ -43,7 +43,7 @@ pub struct Scale {
 }
 
 impl Scale {
-    pub fn new(domain: (f64, f64), range: (f64, f64)) -> Scale {
+    pub(crate) fn new(domain: (f64, f64), range: (f64, f64)) -> Scale {
         let (d0, mut d1) = domain;
         if d1 <= d0 {
             d1 = d0 + 1.0;
@@ -55,24 +55,24 @@ impl Scale {
             r1: range.1,
         }
     }
-    pub fn at(&self, v: f64) -> f64 {
+    pub(crate) fn at(&self, v: f64) -> f64 {
         let t = ((v - self.d0) / (self.d1 - self.d0)).clamp(0.0, 1.0);
         self.r0 + t * (self.r1 - self.r0)
     }
-    pub fn max(&self) -> f64 {
+    pub(crate) fn max(&self) -> f64 {
         self.d1
     }
 }
 
 /// One `<svg>` element being written.
-pub struct Svg {
+pub(crate) struct Svg {
     out: String,
 }
 
 impl Svg {
     /// A chart `w`×`h` pixels wide that scales with the page; `label` is
     /// its accessible name.
-    pub fn new(w: u32, h: u32, class: &str, label: &str) -> Svg {
+    pub(crate) fn new(w: u32, h: u32, class: &str, label: &str) -> Svg {
         let mut out = String::with_capacity(2048);
         let _ = write!(
             out,
@@ -82,7 +82,7 @@ impl Svg {
         Svg { out }
     }
 
-    pub fn line(&mut self, (x1, y1): (f64, f64), (x2, y2): (f64, f64), class: &str) {
+    pub(crate) fn line(&mut self, (x1, y1): (f64, f64), (x2, y2): (f64, f64), class: &str) {
         let _ = write!(
             self.out,
             r#"<line class="{class}" x1="{}" y1="{}" x2="{}" y2="{}"/>"#,
@@ -93,7 +93,7 @@ impl Svg {
         );
     }
 
-    pub fn rect(&mut self, (x, y): (f64, f64), (w, h): (f64, f64), class: &str, tip: &str) {
+    pub(crate) fn rect(&mut self, (x, y): (f64, f64), (w, h): (f64, f64), class: &str, tip: &str) {
         let _ = write!(
             self.out,
             r#"<rect class="{class}" x="{}" y="{}" width="{}" height="{}">"#,
@@ -105,7 +105,7 @@ impl Svg {
         self.tip_and_close(tip, "rect");
     }
 
-    pub fn text(&mut self, (x, y): (f64, f64), anchor: &str, class: &str, text: &str) {
+    pub(crate) fn text(&mut self, (x, y): (f64, f64), anchor: &str, class: &str, text: &str) {
         let _ = write!(
             self.out,
             r#"<text class="{class}" x="{}" y="{}" text-anchor="{anchor}">{}</text>"#,
@@ -116,7 +116,7 @@ impl Svg {
     }
 
     /// An open line through `points`.
-    pub fn polyline(&mut self, points: &[(f64, f64)], class: &str) {
+    pub(crate) fn polyline(&mut self, points: &[(f64, f64)], class: &str) {
         self.out
             .push_str(&format!(r#"<polyline class="{class}" points=""#));
         self.points(points);
@@ -124,7 +124,7 @@ impl Svg {
     }
 
     /// A closed shape through `points` (an area under a line).
-    pub fn polygon(&mut self, points: &[(f64, f64)], class: &str) {
+    pub(crate) fn polygon(&mut self, points: &[(f64, f64)], class: &str) {
         self.out
             .push_str(&format!(r#"<polygon class="{class}" points=""#));
         self.points(points);
@@ -142,7 +142,7 @@ impl Svg {
 
     /// A marker glyph centred on a point: a diamond, triangle, square or
     /// circle by `shape`, with a tooltip.
-    pub fn marker(&mut self, (x, y): (f64, f64), shape: Shape, class: &str, tip: &str) {
+    pub(crate) fn marker(&mut self, (x, y): (f64, f64), shape: Shape, class: &str, tip: &str) {
         let r = 5.0;
         let d = match shape {
             Shape::Diamond => format!(
@@ -186,7 +186,7 @@ impl Svg {
     }
 
     /// A small point (a reading) with a tooltip.
-    pub fn dot(&mut self, (x, y): (f64, f64), class: &str, tip: &str) {
+    pub(crate) fn dot(&mut self, (x, y): (f64, f64), class: &str, tip: &str) {
         let _ = write!(
             self.out,
             r#"<circle class="{class}" cx="{}" cy="{}" r="2.5">"#,
@@ -203,14 +203,14 @@ impl Svg {
         let _ = write!(self.out, "</{element}>");
     }
 
-    pub fn finish(mut self) -> String {
+    pub(crate) fn finish(mut self) -> String {
         self.out.push_str("</svg>");
         self.out
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub(crate) enum Shape {
     Diamond,
     Triangle,
     Square,
@@ -218,7 +218,7 @@ pub enum Shape {
 }
 
 /// About `max` round steps that cover `[0, span]`: 1, 2, 5 × 10ⁿ.
-pub fn ticks(span: f64, max: usize) -> Vec<f64> {
+pub(crate) fn ticks(span: f64, max: usize) -> Vec<f64> {
     if span <= 0.0 {
         return vec![0.0];
     }
@@ -236,7 +236,7 @@ pub fn ticks(span: f64, max: usize) -> Vec<f64> {
 }
 
 /// Round time steps (seconds) for an axis `span` seconds long.
-pub fn time_ticks(span: f64, max: usize) -> Vec<f64> {
+pub(crate) fn time_ticks(span: f64, max: usize) -> Vec<f64> {
     const STEPS: [f64; 14] = [
         1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
     ];
@@ -253,7 +253,7 @@ pub fn time_ticks(span: f64, max: usize) -> Vec<f64> {
 
 /// At most `max` points: the highest of each run of neighbours, so peaks
 /// survive (a night's turns into a chart a few hundred pixels wide).
-pub fn thin<T: Copy>(points: &[T], max: usize, key: impl Fn(&T) -> f64) -> Vec<T> {
+pub(crate) fn thin<T: Copy>(points: &[T], max: usize, key: impl Fn(&T) -> f64) -> Vec<T> {
     if points.len() <= max || max == 0 {
         return points.to_vec();
     }

@@ -17,10 +17,10 @@ use crate::text::cut;
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerConfig {
-    pub no_progress: u32,
-    pub same_error: u32,
-    pub consecutive_failures: u32,
-    pub cooldown: Span,
+    pub(crate) no_progress: u32,
+    pub(crate) same_error: u32,
+    pub(crate) consecutive_failures: u32,
+    pub(crate) cooldown: Span,
 }
 
 impl Default for BreakerConfig {
@@ -35,9 +35,9 @@ impl Default for BreakerConfig {
 }
 
 /// Iterations in a row in which the same tool was denied before the breaker opens.
-pub const PERMISSION_DENIAL_ITERATIONS: u32 = 2;
+pub(crate) const PERMISSION_DENIAL_ITERATIONS: u32 = 2;
 /// How many recent error fingerprints state.json keeps.
-pub const KEEP_ERROR_HASHES: usize = 20;
+pub(crate) const KEEP_ERROR_HASHES: usize = 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -55,7 +55,7 @@ impl std::fmt::Display for Status {
 }
 
 impl Status {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Status::Closed => "closed",
             Status::HalfOpen => "half-open",
@@ -65,60 +65,60 @@ impl Status {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Transition {
-    pub at: String,
-    pub from: Status,
-    pub to: Status,
-    pub reason: String,
+pub(crate) struct Transition {
+    pub(crate) at: String,
+    pub(crate) from: Status,
+    pub(crate) to: Status,
+    pub(crate) reason: String,
 }
 
 /// Persisted in state.json under `breaker`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BreakerState {
-    pub status: Status,
+    pub(crate) status: Status,
     /// Epoch seconds when it last opened.
-    pub opened_at: Option<i64>,
+    pub(crate) opened_at: Option<i64>,
     /// The rule that opened it: no_progress, same_error, consecutive_failures, permission_denials.
-    pub rule: Option<String>,
-    pub message: Option<String>,
-    pub no_progress: u32,
-    pub same_error: u32,
-    pub last_error_hash: Option<String>,
-    pub consecutive_failures: u32,
+    pub(crate) rule: Option<String>,
+    pub(crate) message: Option<String>,
+    pub(crate) no_progress: u32,
+    pub(crate) same_error: u32,
+    pub(crate) last_error_hash: Option<String>,
+    pub(crate) consecutive_failures: u32,
     /// Per tool: iterations in a row in which it was denied.
-    pub denials: BTreeMap<String, u32>,
-    pub transitions: Vec<Transition>,
+    pub(crate) denials: BTreeMap<String, u32>,
+    pub(crate) transitions: Vec<Transition>,
 }
 
 /// What one iteration amounted to, as far as the breaker cares.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Outcome {
-    pub progress: bool,
+pub(crate) struct Outcome {
+    pub(crate) progress: bool,
     /// The agent failed: could not start, crashed, non-zero exit without a
     /// result, an `is_error` result, a timeout without progress.
-    pub failed: bool,
+    pub(crate) failed: bool,
     /// The error text, when it failed with one.
-    pub error: Option<String>,
-    pub permission_denials: Vec<String>,
+    pub(crate) error: Option<String>,
+    pub(crate) permission_denials: Vec<String>,
     /// Usage limits are waited out, not held against the agent.
-    pub rate_limited: bool,
+    pub(crate) rate_limited: bool,
     /// The user (a signal, `ralph stop`) or a budget ended the iteration
     /// early: it says nothing about the agent unless it got somewhere.
-    pub cut_short: bool,
+    pub(crate) cut_short: bool,
 }
 
 /// The breaker opened: which rule and what the user should do.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Trip {
-    pub rule: &'static str,
-    pub message: String,
-    pub hint: String,
+pub(crate) struct Trip {
+    pub(crate) rule: &'static str,
+    pub(crate) message: String,
+    pub(crate) hint: String,
 }
 
 /// Whether the next run may start an iteration.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Admission {
+pub(crate) enum Admission {
     Go,
     /// The cooldown is over: one trial iteration.
     Trial,
@@ -128,7 +128,7 @@ pub enum Admission {
 
 impl BreakerState {
     /// Decide at the start of a run (and of each iteration) whether to go on.
-    pub fn admit(&mut self, cfg: &BreakerConfig, now: i64) -> Admission {
+    pub(crate) fn admit(&mut self, cfg: &BreakerConfig, now: i64) -> Admission {
         match self.status {
             Status::Closed => Admission::Go,
             Status::HalfOpen => Admission::Trial,
@@ -147,7 +147,7 @@ impl BreakerState {
     }
 
     /// Close it by hand (`ralph run --reset-breaker`).
-    pub fn reset(&mut self, now: i64) {
+    pub(crate) fn reset(&mut self, now: i64) {
         if self.status != Status::Closed {
             self.transition(Status::Closed, "reset by hand", now);
         }
@@ -180,7 +180,7 @@ impl BreakerState {
     }
 
     /// Apply one iteration's outcome; `Some` when the breaker opens.
-    pub fn record(&mut self, o: &Outcome, cfg: &BreakerConfig, now: i64) -> Option<Trip> {
+    pub(crate) fn record(&mut self, o: &Outcome, cfg: &BreakerConfig, now: i64) -> Option<Trip> {
         if (o.rate_limited || o.cut_short) && !o.progress {
             return None;
         }
@@ -316,7 +316,7 @@ static VOLATILE: LazyLock<Vec<(regex::Regex, &'static str)>> = LazyLock::new(|| 
 
 /// A stable hash of an error with its volatile parts (numbers, ids, paths,
 /// timestamps) normalised, so "the same error" means the same failure.
-pub fn fingerprint(error: &str) -> String {
+pub(crate) fn fingerprint(error: &str) -> String {
     let mut text = error.trim().to_string();
     for (re, with) in VOLATILE.iter() {
         text = re.replace_all(&text, *with).into_owned();

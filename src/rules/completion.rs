@@ -24,7 +24,7 @@ fn normalise(text: &str) -> String {
 }
 
 /// True when `result_text` carries the promise as the agent's own claim.
-pub fn promise_in(result_text: &str, promise: &str) -> bool {
+pub(crate) fn promise_in(result_text: &str, promise: &str) -> bool {
     let want = normalise(promise);
     let text = FENCE.replace_all(result_text, "");
     let text = CODE_SPAN.replace_all(&text, "");

@@ -24,7 +24,7 @@ pub enum LimitSource {
 }
 
 impl LimitSource {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             LimitSource::RateLimitEvent => "rate_limit_event",
             LimitSource::SyntheticError => "synthetic_error",
@@ -42,15 +42,15 @@ impl std::fmt::Display for LimitSource {
 
 /// A limit the agent ran into, and when it lifts (if known).
 #[derive(Debug, Clone, PartialEq)]
-pub struct LimitHit {
-    pub resets_at: Option<Timestamp>,
+pub(crate) struct LimitHit {
+    pub(crate) resets_at: Option<Timestamp>,
     /// Which signal told us.
-    pub source: LimitSource,
-    pub detail: String,
+    pub(crate) source: LimitSource,
+    pub(crate) detail: String,
 }
 
 /// A `rate_limit_event` line with status `rejected`.
-pub fn from_event(status: &str, resets_at: Option<i64>) -> Option<LimitHit> {
+pub(crate) fn from_event(status: &str, resets_at: Option<i64>) -> Option<LimitHit> {
     (status == "rejected").then(|| LimitHit {
         resets_at: resets_at.and_then(|s| Timestamp::from_second(s).ok()),
         source: LimitSource::RateLimitEvent,
@@ -59,7 +59,7 @@ pub fn from_event(status: &str, resets_at: Option<i64>) -> Option<LimitHit> {
 }
 
 /// A synthetic assistant message whose `error` is `rate_limit`.
-pub fn from_assistant(msg: &AssistantMessage, now: &Zoned) -> Option<LimitHit> {
+pub(crate) fn from_assistant(msg: &AssistantMessage, now: &Zoned) -> Option<LimitHit> {
     if !msg.is_main_thread() || msg.error.as_deref() != Some("rate_limit") {
         return None;
     }
@@ -73,7 +73,7 @@ pub fn from_assistant(msg: &AssistantMessage, now: &Zoned) -> Option<LimitHit> {
 
 /// A result with HTTP 429, or (last resort) limit wording in the agent's
 /// own result text.
-pub fn from_result(r: &ResultMessage, now: &Zoned) -> Option<LimitHit> {
+pub(crate) fn from_result(r: &ResultMessage, now: &Zoned) -> Option<LimitHit> {
     let text = r.text.as_deref().unwrap_or("");
     if r.api_error_status == Some(429) {
         return Some(LimitHit {
@@ -140,7 +140,7 @@ const JUST_PASSED: jiff::SignedDuration = jiff::SignedDuration::from_secs(5 * 60
 /// Codex's "try again at 3:05 PM" and "try again at Sep 26th, 2026 3:05 PM"),
 /// as the next such moment after `now` (or one that just passed), in the
 /// named time zone or `now`'s.
-pub fn parse_reset(text: &str, now: &Zoned) -> Option<Timestamp> {
+pub(crate) fn parse_reset(text: &str, now: &Zoned) -> Option<Timestamp> {
     if let Some(c) = EPOCH.captures(text) {
         return c[1]
             .parse()

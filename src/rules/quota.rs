@@ -19,16 +19,16 @@ use crate::stream::WindowUsage;
 /// `[quota]`: unset keys guard nothing.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct QuotaConfig {
+pub(crate) struct QuotaConfig {
     /// Stop once the 5-hour window is this many percent used.
-    pub five_hour_percent: Option<f64>,
+    pub(crate) five_hour_percent: Option<f64>,
     /// Stop once the weekly window is this many percent used.
-    pub weekly_percent: Option<f64>,
+    pub(crate) weekly_percent: Option<f64>,
 }
 
 impl QuotaConfig {
     /// The key that is wrong, and why.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
         for (key, v) in [
             ("five_hour_percent", self.five_hour_percent),
             ("weekly_percent", self.weekly_percent),
@@ -46,7 +46,7 @@ impl QuotaConfig {
 /// A subscription window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Window {
+pub(crate) enum Window {
     FiveHour,
     Weekly,
 }
@@ -54,7 +54,7 @@ pub enum Window {
 impl Window {
     /// The window an agent names: Claude Code's `five_hour`, `seven_day`
     /// and the per-model weekly ones.
-    pub fn of(name: &str) -> Option<Window> {
+    pub(crate) fn of(name: &str) -> Option<Window> {
         match name {
             "five_hour" => Some(Window::FiveHour),
             "seven_day" | "seven_day_opus" | "seven_day_sonnet" => Some(Window::Weekly),
@@ -62,7 +62,7 @@ impl Window {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Window::FiveHour => "5-hour",
             Window::Weekly => "weekly",
@@ -79,28 +79,28 @@ impl Window {
 
 /// How much of one window is used.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Reading {
-    pub percent: f64,
+pub(crate) struct Reading {
+    pub(crate) percent: f64,
     /// Epoch seconds.
-    pub resets_at: Option<i64>,
+    pub(crate) resets_at: Option<i64>,
 }
 
 /// The latest reading of each window (`state.json`'s `quota`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub five_hour: Option<Reading>,
+    pub(crate) five_hour: Option<Reading>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weekly: Option<Reading>,
+    pub(crate) weekly: Option<Reading>,
 }
 
 /// A window used past its share: why the run stops.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reached {
-    pub window: Window,
-    pub percent: f64,
-    pub max: f64,
-    pub resets_at: Option<i64>,
+pub(crate) struct Reached {
+    pub(crate) window: Window,
+    pub(crate) percent: f64,
+    pub(crate) max: f64,
+    pub(crate) resets_at: Option<i64>,
 }
 
 impl std::fmt::Display for Reached {
@@ -125,7 +125,7 @@ impl std::fmt::Display for Reached {
 
 impl Usage {
     /// Take in what the agent reported; the newest reading of a window wins.
-    pub fn observe(&mut self, windows: &[WindowUsage]) -> bool {
+    pub(crate) fn observe(&mut self, windows: &[WindowUsage]) -> bool {
         let mut changed = false;
         for w in windows {
             let Some(window) = Window::of(&w.name) else {
@@ -146,7 +146,7 @@ impl Usage {
     }
 
     /// The readings whose window has not reset by `now` (epoch seconds).
-    pub fn current(&self, now: i64) -> impl Iterator<Item = (Window, Reading)> {
+    pub(crate) fn current(&self, now: i64) -> impl Iterator<Item = (Window, Reading)> {
         [
             (Window::FiveHour, self.five_hour),
             (Window::Weekly, self.weekly),
@@ -159,7 +159,7 @@ impl Usage {
     }
 
     /// The first window used at or past its configured share at `now`.
-    pub fn reached(&self, config: &QuotaConfig, now: i64) -> Option<Reached> {
+    pub(crate) fn reached(&self, config: &QuotaConfig, now: i64) -> Option<Reached> {
         self.current(now).find_map(|(window, r)| {
             let max = match window {
                 Window::FiveHour => config.five_hour_percent,
@@ -177,19 +177,19 @@ impl Usage {
 
 /// One window as `ralph status` and the report show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WindowView {
+pub(crate) struct WindowView {
     /// `five_hour` or `weekly`.
-    pub window: Window,
-    pub percent: f64,
+    pub(crate) window: Window,
+    pub(crate) percent: f64,
     /// RFC 3339.
-    pub resets_at: Option<String>,
+    pub(crate) resets_at: Option<String>,
     /// The guard's share for this window (`[quota]`), if any.
-    pub stop_at_percent: Option<f64>,
+    pub(crate) stop_at_percent: Option<f64>,
 }
 
 impl WindowView {
     /// The windows of `usage` that have not reset by `now`.
-    pub fn all(usage: &Usage, config: Option<&QuotaConfig>, now: i64) -> Vec<WindowView> {
+    pub(crate) fn all(usage: &Usage, config: Option<&QuotaConfig>, now: i64) -> Vec<WindowView> {
         usage
             .current(now)
             .map(|(window, r)| WindowView {
@@ -208,7 +208,7 @@ impl WindowView {
     }
 
     /// "weekly 91% (stop at 90%), resets 2026-11-26T09:00:00Z"
-    pub fn line(&self, local: impl Fn(&str) -> String) -> String {
+    pub(crate) fn line(&self, local: impl Fn(&str) -> String) -> String {
         let mut s = format!("{} {:.0}%", self.window.label(), self.percent);
         if let Some(max) = self.stop_at_percent {
             s.push_str(&format!(" (stop at {max:.0}%)"));

@@ -13,14 +13,14 @@ use crate::error::{Error, Result};
 /// What `.ralph/lock` records about the running supervisor.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LockInfo {
-    pub pid: i32,
-    pub run_id: String,
+    pub(crate) pid: i32,
+    pub(crate) run_id: String,
     pub agent_pgid: Option<i32>,
-    pub started_at: String,
+    pub(crate) started_at: String,
     /// Inside a checkpoint (handoff, WIP commit): a supervisor that dies
     /// now may leave git's lock files behind.
     #[serde(default)]
-    pub committing: bool,
+    pub(crate) committing: bool,
     /// Every session a process of the run was seen in while the agent ran
     /// (the tools' own sessions): a supervisor taking over ends them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -31,13 +31,13 @@ pub struct LockInfo {
 /// kernel when the supervisor dies, so a stale file never blocks a new run.
 pub struct Lock {
     file: nix::fcntl::Flock<File>,
-    pub info: LockInfo,
+    pub(crate) info: LockInfo,
     /// The previous holder died with this agent process group recorded.
-    pub stale_agent_pgid: Option<i32>,
+    pub(crate) stale_agent_pgid: Option<i32>,
     /// The previous holder died in the middle of a checkpoint.
-    pub stale_committing: bool,
+    pub(crate) stale_committing: bool,
     /// The sessions the previous holder recorded.
-    pub stale_sessions: Vec<crate::agent::procs::SessionRecord>,
+    pub(crate) stale_sessions: Vec<crate::agent::procs::SessionRecord>,
 }
 
 impl Lock {
@@ -83,7 +83,7 @@ impl Lock {
     /// live run, and a second `ralph run` would lock a new one. A deleted or
     /// replaced lock is taken again (Ok(true)); Err(Locked) when another
     /// supervisor holds the new one, so that this one stops.
-    pub fn revalidate(&mut self, layout: &Layout) -> Result<bool> {
+    pub(crate) fn revalidate(&mut self, layout: &Layout) -> Result<bool> {
         use std::os::unix::fs::MetadataExt;
         let held = self.file.metadata().ok();
         let on_disk = std::fs::metadata(layout.lock()).ok();
@@ -99,7 +99,7 @@ impl Lock {
         Ok(true)
     }
 
-    pub fn set_agent(&mut self, pgid: Option<i32>) -> Result<()> {
+    pub(crate) fn set_agent(&mut self, pgid: Option<i32>) -> Result<()> {
         self.info.agent_pgid = pgid;
         if pgid.is_none() {
             // The agent's leftovers were ended with it.
@@ -111,7 +111,10 @@ impl Lock {
     /// Add the sessions seen now to those recorded (written only when
     /// that adds one): a session stays recorded until the run ends, since
     /// its leader may exit and leave members behind.
-    pub fn add_sessions(&mut self, seen: Vec<crate::agent::procs::SessionRecord>) -> Result<()> {
+    pub(crate) fn add_sessions(
+        &mut self,
+        seen: Vec<crate::agent::procs::SessionRecord>,
+    ) -> Result<()> {
         let before = self.info.sessions.len();
         for s in seen {
             if !self.info.sessions.iter().any(|r| r.sid == s.sid) {
@@ -124,7 +127,7 @@ impl Lock {
         self.write()
     }
 
-    pub fn set_committing(&mut self, committing: bool) -> Result<()> {
+    pub(crate) fn set_committing(&mut self, committing: bool) -> Result<()> {
         self.info.committing = committing;
         self.write()
     }
@@ -148,7 +151,7 @@ pub fn read_lock(layout: &Layout) -> Option<LockInfo> {
 }
 
 /// The running supervisor, if one holds the lock right now.
-pub fn running_supervisor(layout: &Layout) -> Option<LockInfo> {
+pub(crate) fn running_supervisor(layout: &Layout) -> Option<LockInfo> {
     let file = File::open(layout.lock()).ok()?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
         Ok(_unlocked_on_drop) => None,

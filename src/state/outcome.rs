@@ -37,13 +37,13 @@ impl Default for IterationOutcome {
 
 impl IterationOutcome {
     /// No outcome recorded.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         matches!(self, IterationOutcome::Other(t) if t.is_empty())
     }
 
     /// The kind without its details: "checkpoint", "agent did not start",
     /// "usage limit", "failed" …, for counting outcomes.
-    pub fn kind(&self) -> String {
+    pub(crate) fn kind(&self) -> String {
         match self {
             IterationOutcome::NotStarted(_) => "agent did not start".into(),
             IterationOutcome::Checkpoint(..) => "checkpoint".into(),
@@ -57,14 +57,9 @@ impl IterationOutcome {
         }
     }
 
-    /// Whether the iteration ended in a checkpoint.
-    pub fn is_checkpoint(&self) -> bool {
-        matches!(self, IterationOutcome::Checkpoint(..))
-    }
-
     /// Whether the agent failed (it did not start, failed, claimed
     /// completion over failing checks, or its supervisor crashed).
-    pub fn is_failure(&self) -> bool {
+    pub(crate) fn is_failure(&self) -> bool {
         matches!(
             self,
             IterationOutcome::NotStarted(_)
@@ -75,7 +70,7 @@ impl IterationOutcome {
     }
 
     /// The outcome its text names.
-    pub fn parse(text: &str) -> IterationOutcome {
+    pub(crate) fn parse(text: &str) -> IterationOutcome {
         match text {
             "usage limit" => IterationOutcome::UsageLimit,
             "failed" => IterationOutcome::Failed,

@@ -35,7 +35,7 @@ struct PromptRecord {
 /// Who the prompt file at `prompt_file` belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PromptOwner {
+pub(crate) enum PromptOwner {
     /// No such file: ralph may create it.
     Absent,
     /// ralph wrote it (it is what ralph last wrote there).
@@ -45,7 +45,7 @@ pub enum PromptOwner {
 }
 
 /// Whether the prompt file is ralph's to overwrite.
-pub fn prompt_owner(root: &Path, prompt_file: &Path) -> PromptOwner {
+pub(crate) fn prompt_owner(root: &Path, prompt_file: &Path) -> PromptOwner {
     let Ok(bytes) = std::fs::read(root.join(prompt_file)) else {
         return PromptOwner::Absent;
     };
@@ -68,7 +68,7 @@ pub fn prompt_owner(root: &Path, prompt_file: &Path) -> PromptOwner {
 /// Whether `path` (relative to the project root) stays inside the project
 /// and out of `.git/`: an absolute path or one climbing out with `..` is
 /// neither.
-pub fn inside_project(path: &Path) -> bool {
+pub(crate) fn inside_project(path: &Path) -> bool {
     use std::path::Component;
     let mut depth = 0usize;
     for part in path.components() {
@@ -84,7 +84,7 @@ pub fn inside_project(path: &Path) -> bool {
 }
 
 /// The error for a prompt file ralph did not write (exit 2).
-pub fn foreign_prompt_error(prompt_file: &Path) -> Error {
+pub(crate) fn foreign_prompt_error(prompt_file: &Path) -> Error {
     let name = prompt_file.display();
     Error::config(format!(
         "{name} exists and was not written by ralph; ralph rewrites prompt_file every iteration and never overwrites a file it did not write"
@@ -95,7 +95,7 @@ pub fn foreign_prompt_error(prompt_file: &Path) -> Error {
 }
 
 /// Refuse to start when the prompt file is someone else's.
-pub fn claim_prompt_file(root: &Path, prompt_file: &Path) -> Result<()> {
+pub(crate) fn claim_prompt_file(root: &Path, prompt_file: &Path) -> Result<()> {
     match prompt_owner(root, prompt_file) {
         PromptOwner::Foreign => Err(foreign_prompt_error(prompt_file)),
         PromptOwner::Absent | PromptOwner::Ralph => Ok(()),
@@ -105,7 +105,7 @@ pub fn claim_prompt_file(root: &Path, prompt_file: &Path) -> Result<()> {
 /// What `ralph init` tells about ralph's files: a prompt file ralph did not
 /// write (it would refuse to start), and runtime paths it could not keep
 /// out of git.
-pub fn setup_warnings(root: &Path, prompt_file: &Path) -> Vec<String> {
+pub(crate) fn setup_warnings(root: &Path, prompt_file: &Path) -> Vec<String> {
     let mut out = Vec::new();
     if prompt_owner(root, prompt_file) == PromptOwner::Foreign {
         let e = foreign_prompt_error(prompt_file);
@@ -123,7 +123,7 @@ pub fn setup_warnings(root: &Path, prompt_file: &Path) -> Vec<String> {
 /// recognises: the record (naming the old and the new text) is in place
 /// before the file changes, and the file is replaced whole by a rename,
 /// never truncated and rewritten.
-pub fn write_prompt(layout: &Layout, path: &Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_prompt(layout: &Layout, path: &Path, text: &str) -> std::io::Result<()> {
     let bytes = text.as_bytes();
     let relative = path.strip_prefix(&layout.root).unwrap_or(path);
     let previous = (prompt_owner(&layout.root, relative) == PromptOwner::Ralph)
@@ -171,7 +171,7 @@ fn sha256(bytes: &[u8]) -> String {
 /// repository's own, never committed, untouched by `git clean` without
 /// `-x`): everything in `.ralph/` but the handoffs. Nothing when the root is
 /// not in a git repository or the lines are already there.
-pub fn exclude_runtime_paths(root: &Path) -> Result<()> {
+pub(crate) fn exclude_runtime_paths(root: &Path) -> Result<()> {
     let Ok(git) = git2::Repository::discover(root) else {
         return Ok(());
     };
@@ -211,7 +211,7 @@ pub fn exclude_runtime_paths(root: &Path) -> Result<()> {
 /// What a run does before its first iteration about ralph's files: note
 /// where its own output goes, keep its runtime paths out of git, and warn
 /// about untracked files the first WIP commit would sweep in.
-pub fn at_start(root: &Path, prompt_file: &Path, bus: &mut Bus) {
+pub(crate) fn at_start(root: &Path, prompt_file: &Path, bus: &mut Bus) {
     repo::remember_output_files();
     let mut warnings = Vec::new();
     if let Err(e) = exclude_runtime_paths(root) {
@@ -246,7 +246,7 @@ pub fn at_start(root: &Path, prompt_file: &Path, bus: &mut Bus) {
 /// live run (`.ralph/`, its `.gitignore`, the exclude lines, the lock), with
 /// a warning; Err(Locked) when another supervisor holds the lock now. Run
 /// before each iteration and on the driver's one-second beat.
-pub fn keep_runtime(layout: &Layout, lock: &mut Lock, bus: &mut Bus) -> Result<()> {
+pub(crate) fn keep_runtime(layout: &Layout, lock: &mut Lock, bus: &mut Bus) -> Result<()> {
     let had_dir = layout.dir.is_dir();
     if lock.revalidate(layout)? {
         exclude_runtime_paths(&layout.root)?;

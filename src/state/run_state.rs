@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::plan::items::{CarryOver, ItemAccount, ShardRequest};
 use crate::rules::breaker::BreakerState;
 
-pub const STATE_VERSION: u32 = 1;
+pub(crate) const STATE_VERSION: u32 = 1;
 
 /// What set a checkpoint off. Written (state.json, events, `RALPH_TRIGGER`,
 /// the handoff) as its snake_case name. It lives here, with the state that
@@ -41,7 +41,7 @@ pub enum Trigger {
 }
 
 impl Trigger {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Trigger::Context => "context",
             Trigger::Manual => "manual",
@@ -67,7 +67,7 @@ impl std::fmt::Display for Trigger {
 /// `git.commit_message`, the handoff title): "L2 at 87%" for the context,
 /// else the trigger, with the context's percent when there was a reading:
 /// "signal at 24%", "manual".
-pub fn checkpoint_label(trigger: Trigger, level: Level, percent: f64) -> String {
+pub(crate) fn checkpoint_label(trigger: Trigger, level: Level, percent: f64) -> String {
     let percent = percent.round() as i64;
     match trigger {
         // Both are the context filling up (`compact`: Claude Code's own).
@@ -151,8 +151,8 @@ impl std::fmt::Display for RunStatus {
 /// Where ralph keeps its runtime files under the project root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
-    pub root: PathBuf,
-    pub dir: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Layout {
@@ -169,23 +169,23 @@ impl Layout {
         self.dir.join("events.jsonl")
     }
     /// The process groups of the hooks running now (`hooks/process.rs`).
-    pub fn hook_groups(&self) -> PathBuf {
+    pub(crate) fn hook_groups(&self) -> PathBuf {
         self.dir.join("hook-groups.json")
     }
-    pub fn lock(&self) -> PathBuf {
+    pub(crate) fn lock(&self) -> PathBuf {
         self.dir.join("lock")
     }
-    pub fn control(&self) -> PathBuf {
+    pub(crate) fn control(&self) -> PathBuf {
         self.dir.join("control.json")
     }
-    pub fn handoffs(&self) -> PathBuf {
+    pub(crate) fn handoffs(&self) -> PathBuf {
         self.dir.join("handoffs")
     }
     /// Every run's transcripts, one directory each.
-    pub fn runs(&self) -> PathBuf {
+    pub(crate) fn runs(&self) -> PathBuf {
         self.dir.join("runs")
     }
-    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+    pub(crate) fn run_dir(&self, run_id: &str) -> PathBuf {
         self.runs().join(run_id)
     }
     pub fn transcript(&self, run_id: &str, iteration: u32) -> PathBuf {
@@ -223,24 +223,24 @@ pub struct ContextCheckpoint {
     pub active: bool,
     pub level: Option<Level>,
     pub percent_at_checkpoint: f64,
-    pub timestamp: Option<String>,
+    pub(crate) timestamp: Option<String>,
     pub handoff_file: Option<String>,
-    pub resume_summary: Option<String>,
+    pub(crate) resume_summary: Option<String>,
     pub files_in_progress: Vec<FileInProgress>,
     pub current_todo_item: Option<String>,
     pub progress_on_item: Option<String>,
     /// What set it off.
-    pub trigger: Option<Trigger>,
-    pub commit: Option<String>,
+    pub(crate) trigger: Option<Trigger>,
+    pub(crate) commit: Option<String>,
     /// Why there is no WIP commit, when there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub commit_note: Option<String>,
+    pub(crate) commit_note: Option<String>,
     /// Stash entries the agent made during the iteration (`stash@{0} (…)`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stashed: Vec<String>,
+    pub(crate) stashed: Vec<String>,
     /// Paths the WIP commit left out, still in the work tree.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub left_out: Vec<String>,
+    pub(crate) left_out: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -481,7 +481,7 @@ impl RunState {
         write_in_place(path, json.as_bytes()).map_err(|_| atomic.unwrap_err())
     }
 
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.status == RunStatus::Completed
     }
 }
@@ -539,7 +539,7 @@ pub(crate) fn overwrite_padded(f: &File, mut bytes: Vec<u8>) -> std::io::Result<
 /// Remove the temp files of [`write_atomic`] calls that a killed process
 /// never finished (`.NAME.tmp-PID` with no process PID): litter that would
 /// otherwise stay in `.ralph/` for good.
-pub fn remove_dead_temp_files(dir: &Path) {
+pub(crate) fn remove_dead_temp_files(dir: &Path) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -557,7 +557,7 @@ pub fn remove_dead_temp_files(dir: &Path) {
 }
 
 /// Create a directory and its missing parents, each user-only (0700).
-pub fn create_dir_private(dir: &Path) -> Result<()> {
+pub(crate) fn create_dir_private(dir: &Path) -> Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -566,7 +566,7 @@ pub fn create_dir_private(dir: &Path) -> Result<()> {
 }
 
 /// Create or replace a file readable by the user only.
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)
@@ -578,7 +578,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("cannot write", path, e))
 }
 
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     jiff::Timestamp::now().to_string()
 }
 

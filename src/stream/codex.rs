@@ -40,7 +40,7 @@ const SHAPE: Shape = Shape {
 
 /// What the agent's wire needs to know of a line.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Control {
+pub(crate) enum Control {
     /// `thread/start` answered: the thread to start turns on.
     ThreadStarted { thread_id: String },
     /// A turn began (its id is what `turn/steer` and `turn/interrupt` name).
@@ -81,7 +81,7 @@ impl Default for CodexDecoder {
 }
 
 impl CodexDecoder {
-    pub fn new() -> CodexDecoder {
+    pub(crate) fn new() -> CodexDecoder {
         CodexDecoder {
             lines: LineDecoder::of(SHAPE),
             session: Session::default(),
@@ -90,19 +90,19 @@ impl CodexDecoder {
 
     /// Feed the next bytes: how many were consumed (up to the end of the
     /// current line), and the event if a line ended there.
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         let session = &mut self.session;
         self.lines.push_with(bytes, |line| session.decode(line))
     }
 
     /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         let session = &mut self.session;
         self.lines.finish_with(|line| session.decode(line))
     }
 
     /// What the last decoded line means for the wire (taken once).
-    pub fn take_control(&mut self) -> Option<Control> {
+    pub(crate) fn take_control(&mut self) -> Option<Control> {
         self.session.control.take()
     }
 }

@@ -32,7 +32,7 @@ pub fn decode_from<R: BufRead>(reader: &mut R, sink: &mut dyn FnMut(&[u8])) -> O
 
 /// Lines up to this length that arrive whole are decoded in place, from the
 /// reader's buffer, without a copy.
-pub const DIRECT_LINE: usize = 16 << 10;
+pub(crate) const DIRECT_LINE: usize = 16 << 10;
 /// Strings ralph does not read in full (tool results, file contents, ids)
 /// are kept up to this many bytes when a line is compacted.
 const SHORT_STRING: usize = 4 << 10;
@@ -44,7 +44,7 @@ const SOFT_LIMIT: usize = 1 << 20;
 /// Most a compacted line may hold: the memory bound of decoding one line,
 /// however long. A line with more JSON structure than this outside its
 /// strings (never seen in practice) is reported as invalid.
-pub const MAX_COMPACTED: usize = 4 << 20;
+pub(crate) const MAX_COMPACTED: usize = 4 << 20;
 /// serde_json's own nesting limit.
 const MAX_DEPTH: usize = 128;
 
@@ -55,14 +55,14 @@ const MAX_DEPTH: usize = 128;
 pub(crate) struct Shape {
     /// Keys whose strings are the model's own words, kept up to 1 MiB
     /// (every other string: 4 KiB).
-    pub words: &'static [&'static [u8]],
+    pub(crate) words: &'static [&'static [u8]],
     /// Top-level keys whose values ralph never reads: replaced by `null`.
-    pub unread: &'static [&'static [u8]],
+    pub(crate) unread: &'static [&'static [u8]],
     /// Lines of which ralph reads one top-level field: (`type`, field).
     /// Their top-level containers are replaced by `null`, and once the
     /// field's value is read the rest of the line is skipped to its newline
     /// (it is found only if the CLI prints the field before the bulk).
-    pub sparse: &'static [(&'static [u8], &'static [u8])],
+    pub(crate) sparse: &'static [(&'static [u8], &'static [u8])],
 }
 
 impl Shape {
@@ -154,7 +154,7 @@ impl Default for LineDecoder {
 
 impl LineDecoder {
     /// Claude Code's lines.
-    pub fn new() -> LineDecoder {
+    pub(crate) fn new() -> LineDecoder {
         LineDecoder::of(Shape::CLAUDE)
     }
 
@@ -180,12 +180,12 @@ impl LineDecoder {
     /// Feed the next bytes of the stream. Consumes up to and including the
     /// end of the current line; returns how many bytes were consumed and the
     /// decoded line if it ended there. Call again with the rest.
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         self.push_with(bytes, decode_line)
     }
 
     /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         self.finish_with(decode_line)
     }
 

@@ -23,12 +23,12 @@ pub enum Decoder {
 }
 
 impl Decoder {
-    pub fn claude() -> Decoder {
+    pub(crate) fn claude() -> Decoder {
         Decoder::Claude(LineDecoder::new())
     }
 
     /// What the last line means for the agent's wire (a protocol kind's).
-    pub fn take_control(&mut self) -> Option<Control> {
+    pub(crate) fn take_control(&mut self) -> Option<Control> {
         match self {
             Decoder::Claude(_) | Decoder::Opencode(_) | Decoder::Gemini(_) => None,
             Decoder::Codex(d) => d.take_control(),
@@ -37,7 +37,7 @@ impl Decoder {
 
     /// Feed the next bytes of the stream: how many were consumed (up to
     /// the end of the current line), and the event if a line ended there.
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         match self {
             Decoder::Claude(d) => d.push(bytes),
             Decoder::Codex(d) => d.push(bytes),
@@ -47,7 +47,7 @@ impl Decoder {
     }
 
     /// End of input: the last line, if it had no newline.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         match self {
             Decoder::Claude(d) => d.finish(),
             Decoder::Codex(d) => d.finish(),

@@ -7,16 +7,16 @@ use serde::Deserialize;
 /// Token usage of one API message, as the CLI reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cache_creation_input_tokens: u64,
-    pub cache_read_input_tokens: u64,
+pub(crate) struct Usage {
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    pub(crate) cache_creation_input_tokens: u64,
+    pub(crate) cache_read_input_tokens: u64,
 }
 
 impl Usage {
     /// Context occupancy: the formula of Claude Code's own status line.
-    pub fn occupancy(&self) -> u64 {
+    pub(crate) fn occupancy(&self) -> u64 {
         self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
     }
 }
@@ -24,12 +24,12 @@ impl Usage {
 /// A tool call the agent made, with the fields ralph reports on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
-    pub id: String,
-    pub name: String,
+    pub(crate) id: String,
+    pub(crate) name: String,
     /// The file the tool works on (Write/Edit/Read/NotebookEdit), if any.
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
     /// A Bash command or a short description, cut to a reportable length.
-    pub summary: Option<String>,
+    pub(crate) summary: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -75,26 +75,26 @@ pub enum StreamEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowUsage {
     /// The agent's name for it (`five_hour`, `seven_day`, …).
-    pub name: String,
+    pub(crate) name: String,
     /// The fraction used (1.0 at the limit; more when past it).
-    pub utilization: f64,
+    pub(crate) utilization: f64,
     /// Epoch seconds.
-    pub resets_at: Option<i64>,
+    pub(crate) resets_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AssistantMessage {
-    pub id: String,
-    pub model: String,
-    pub parent_tool_use_id: Option<String>,
-    pub usage: Usage,
-    pub text: Vec<String>,
+    pub(crate) id: String,
+    pub(crate) model: String,
+    pub(crate) parent_tool_use_id: Option<String>,
+    pub(crate) usage: Usage,
+    pub(crate) text: Vec<String>,
     pub tool_calls: Vec<ToolCall>,
     /// Set on synthetic error messages (`rate_limit`, `invalid_request`, …).
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// The window size the agent reported with this usage (Codex's
     /// `modelContextWindow`); Claude Code reports it only in results.
-    pub context_window: Option<u64>,
+    pub(crate) context_window: Option<u64>,
 }
 
 impl AssistantMessage {
@@ -109,15 +109,15 @@ impl AssistantMessage {
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ResultMessage {
-    pub subtype: String,
-    pub is_error: bool,
-    pub api_error_status: Option<u64>,
-    pub text: Option<String>,
-    pub total_cost_usd: f64,
-    pub num_turns: u64,
-    pub terminal_reason: Option<String>,
-    pub errors: Vec<String>,
-    pub permission_denials: Vec<String>,
+    pub(crate) subtype: String,
+    pub(crate) is_error: bool,
+    pub(crate) api_error_status: Option<u64>,
+    pub(crate) text: Option<String>,
+    pub(crate) total_cost_usd: f64,
+    pub(crate) num_turns: u64,
+    pub(crate) terminal_reason: Option<String>,
+    pub(crate) errors: Vec<String>,
+    pub(crate) permission_denials: Vec<String>,
     /// `modelUsage.<model>.contextWindow` for each model that reported one.
-    pub context_windows: BTreeMap<String, u64>,
+    pub(crate) context_windows: BTreeMap<String, u64>,
 }

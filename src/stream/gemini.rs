@@ -119,19 +119,19 @@ impl Default for GeminiDecoder {
 }
 
 impl GeminiDecoder {
-    pub fn new() -> GeminiDecoder {
+    pub(crate) fn new() -> GeminiDecoder {
         GeminiDecoder {
             lines: LineDecoder::of(SHAPE),
             state: State::default(),
         }
     }
 
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         let state = &mut self.state;
         self.lines.push_with(bytes, |line| state.decode(line))
     }
 
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         let state = &mut self.state;
         self.lines.finish_with(|line| state.decode(line))
     }

@@ -139,21 +139,21 @@ impl Default for OpencodeDecoder {
 }
 
 impl OpencodeDecoder {
-    pub fn new() -> OpencodeDecoder {
+    pub(crate) fn new() -> OpencodeDecoder {
         OpencodeDecoder {
             lines: LineDecoder::of(SHAPE),
             state: State::default(),
         }
     }
 
-    pub fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> (usize, Option<StreamEvent>) {
         let state = &mut self.state;
         self.lines.push_with(bytes, |line| state.decode(line))
     }
 
     /// End of output: the last line, or the run's result if its last step
     /// ended the turn.
-    pub fn finish(&mut self) -> Option<StreamEvent> {
+    pub(crate) fn finish(&mut self) -> Option<StreamEvent> {
         let state = &mut self.state;
         let last = self.lines.finish_with(|line| state.decode(line));
         last.or_else(|| self.state.result())

@@ -46,15 +46,15 @@ impl std::fmt::Display for BudgetSpent {
 /// The limits a run was started with.
 #[derive(Debug, Clone)]
 pub(super) struct Budgets {
-    pub max_iterations: u32,
-    pub max_cost: Option<f64>,
-    pub max_duration: Option<Duration>,
-    pub deadline: Option<jiff::Timestamp>,
-    pub quota: QuotaConfig,
+    pub(crate) max_iterations: u32,
+    pub(crate) max_cost: Option<f64>,
+    pub(crate) max_duration: Option<Duration>,
+    pub(crate) deadline: Option<jiff::Timestamp>,
+    pub(crate) quota: QuotaConfig,
     /// When this invocation started (the duration counts from here, plus
     /// `counted_from.elapsed`).
-    pub started: Instant,
-    pub counted_from: CountedFrom,
+    pub(crate) started: Instant,
+    pub(crate) counted_from: CountedFrom,
 }
 
 /// What the run had spent where the counting starts: nothing when the
@@ -63,10 +63,10 @@ pub(super) struct Budgets {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct CountedFrom {
     /// Iterations of the run before the count (the count's first is the next).
-    pub iteration: u32,
-    pub cost: f64,
+    pub(crate) iteration: u32,
+    pub(crate) cost: f64,
     /// Time of the run before this invocation that counts.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 impl CountedFrom {

@@ -46,13 +46,13 @@ pub(super) struct Driver<'a> {
     /// told the run's facts in `state`, as between iterations.
     events: &'a mut Publisher,
     state: &'a RunState,
-    pub templates: &'a Templates,
-    pub root: &'a Path,
-    pub signals: &'a mut Signals,
+    pub(crate) templates: &'a Templates,
+    pub(crate) root: &'a Path,
+    pub(crate) signals: &'a mut Signals,
     /// Re-taken on the beat should a `git clean -fdx` delete it; the
     /// sessions of the agent's tools are recorded in it on the same beat (a
     /// takeover after a crash ends them).
-    pub lock: &'a mut Lock,
+    pub(crate) lock: &'a mut Lock,
     net: SafetyNet,
     /// Effects still to carry out (kept to spare an allocation per line).
     queue: VecDeque<Effect>,

@@ -13,70 +13,70 @@ use crate::stream::{ResultMessage, ToolCall};
 /// Why an iteration is checkpointed, and at what level of the context.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct CheckpointMark {
-    pub trigger: Trigger,
-    pub level: Level,
-    pub percent: f64,
+    pub(crate) trigger: Trigger,
+    pub(crate) level: Level,
+    pub(crate) percent: f64,
 }
 
 /// The meter at the end of an iteration.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct MeterSummary {
-    pub window: u64,
-    pub known_windows: BTreeMap<String, u64>,
-    pub peak_percent: f64,
-    pub peak_level: Level,
-    pub peak_tokens: u64,
+    pub(crate) window: u64,
+    pub(crate) known_windows: BTreeMap<String, u64>,
+    pub(crate) peak_percent: f64,
+    pub(crate) peak_level: Level,
+    pub(crate) peak_tokens: u64,
     /// The kind reports no usage per model call: the peak is no measure.
-    pub not_metered: bool,
+    pub(crate) not_metered: bool,
 }
 
 /// Facts gathered while one agent process ran.
 #[derive(Debug, Default)]
 pub(super) struct Facts {
-    pub number: u32,
-    pub result: Option<ResultMessage>,
-    pub cost_usd: f64,
-    pub checkpoint: Option<CheckpointMark>,
-    pub stop_reason: Option<String>,
-    pub notes_path: Option<PathBuf>,
-    pub limit: Option<LimitHit>,
-    pub timed_out: Option<String>,
-    pub exit_code: Option<i32>,
-    pub exit_signal: Option<i32>,
-    pub spawn_error: Option<String>,
-    pub invalid_lines: u64,
-    pub skipped_lines: u64,
-    pub last_text: Option<String>,
+    pub(crate) number: u32,
+    pub(crate) result: Option<ResultMessage>,
+    pub(crate) cost_usd: f64,
+    pub(crate) checkpoint: Option<CheckpointMark>,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) notes_path: Option<PathBuf>,
+    pub(crate) limit: Option<LimitHit>,
+    pub(crate) timed_out: Option<String>,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) exit_signal: Option<i32>,
+    pub(crate) spawn_error: Option<String>,
+    pub(crate) invalid_lines: u64,
+    pub(crate) skipped_lines: u64,
+    pub(crate) last_text: Option<String>,
     /// What the agent last said before the checkpoint began (afterwards it
     /// talks about its handoff, not its work).
-    pub text_at_checkpoint: Option<String>,
+    pub(crate) text_at_checkpoint: Option<String>,
     /// What the agent first said after the L1 nudge.
-    pub nudge_answer: Option<String>,
+    pub(crate) nudge_answer: Option<String>,
     /// The agent CLI's session id, from its init line.
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
     /// The session was continued once after its stop to ask for handoff
     /// notes (`continuation`).
-    pub continued: bool,
-    pub tool_calls: Vec<ToolCall>,
-    pub files_touched: Vec<String>,
-    pub permission_denials: Vec<String>,
+    pub(crate) continued: bool,
+    pub(crate) tool_calls: Vec<ToolCall>,
+    pub(crate) files_touched: Vec<String>,
+    pub(crate) permission_denials: Vec<String>,
     /// The subscription's usage: the run's before, updated by the agent's reports.
-    pub quota: crate::rules::quota::Usage,
-    pub promise: bool,
-    pub stderr_tail: String,
-    pub seconds: f64,
+    pub(crate) quota: crate::rules::quota::Usage,
+    pub(crate) promise: bool,
+    pub(crate) stderr_tail: String,
+    pub(crate) seconds: f64,
     /// When it started (RFC 3339), for the history.
-    pub started_at: String,
+    pub(crate) started_at: String,
     /// Interrupts so far in the run, this iteration's included.
-    pub signals: SignalCount,
+    pub(crate) signals: SignalCount,
     /// `ralph stop` arrived during the iteration.
-    pub stop_requested: bool,
+    pub(crate) stop_requested: bool,
     /// The stash entries (ids) when the agent started; None when none ran.
-    pub stash_before: Option<Vec<String>>,
+    pub(crate) stash_before: Option<Vec<String>>,
     /// `None` when the agent never started.
-    pub meter: Option<MeterSummary>,
+    pub(crate) meter: Option<MeterSummary>,
     /// Item by item (`None` without a plan to follow).
-    pub items: Option<crate::plan::items::ItemsOutcome>,
+    pub(crate) items: Option<crate::plan::items::ItemsOutcome>,
 }
 
 /// The first non-blank line, trimmed, at most 120 characters.

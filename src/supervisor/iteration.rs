@@ -3,6 +3,13 @@
 //! machine counts, meters and decides, and answers with [`Effect`]s for
 //! the driver to carry out. What it learnt comes out as [`Facts`]. Pure:
 //! no runtime, no agent, no clock — time comes in as [`Now`].
+//!
+//! ```text
+//! iteration.rs       IterationMachine: inputs, effects, levels, the checkpoint, the stop
+//! iteration/
+//!   setup.rs         what an iteration may do, fixed at its start: limits, the meter
+//!   seams.rs         the plan followed item by item: boundary, nudge, shard
+//! ```
 
 mod seams;
 mod setup;
@@ -81,14 +88,14 @@ pub(super) enum Effect {
 /// The values the checkpoint request template is rendered with.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct HandoffRequest {
-    pub notes_path: PathBuf,
-    pub percent: f64,
-    pub level: Level,
-    pub tokens: u64,
-    pub usable: u64,
-    pub grace: Duration,
-    pub trigger: Trigger,
-    pub reason: String,
+    pub(crate) notes_path: PathBuf,
+    pub(crate) percent: f64,
+    pub(crate) level: Level,
+    pub(crate) tokens: u64,
+    pub(crate) usable: u64,
+    pub(crate) grace: Duration,
+    pub(crate) trigger: Trigger,
+    pub(crate) reason: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -231,7 +231,7 @@ fn resume_point(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp:
 /// and commit in the state, as the point the next `ralph run` resumes
 /// from. Before any run the state names no run: the next `ralph run`
 /// starts one (and resumes from here), none is invented.
-pub fn checkpoint_outside_a_run(
+pub(crate) fn checkpoint_outside_a_run(
     root: &std::path::Path,
     moment: impl FnOnce(&Config, &RunState) -> Moment,
 ) -> crate::error::Result<Saved> {

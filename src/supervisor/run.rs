@@ -12,7 +12,7 @@ use super::iteration::{IterationLimits, IterationMachine};
 use super::limit_wait::LimitBackoff;
 use super::publish::Publisher;
 use super::signals::{Request, Signals};
-pub use super::verdict::Outcome;
+pub(crate) use super::verdict::Outcome;
 use super::verdict::{Measured, Next, RunFlags};
 use super::{Now, driver, iteration, record, verdict};
 use crate::agent::{self, Agent, AgentCommand};
@@ -30,20 +30,20 @@ use crate::repo::{self, OwnPaths};
 use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
 
 #[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    pub fresh: bool,
-    pub reset_breaker: bool,
+pub(crate) struct RunOptions {
+    pub(crate) fresh: bool,
+    pub(crate) reset_breaker: bool,
     /// Stop before this moment (`--deadline HH:MM`).
-    pub deadline: Option<jiff::Timestamp>,
+    pub(crate) deadline: Option<jiff::Timestamp>,
     /// Count the budgets from this invocation, not the run's start.
-    pub budget_per_invocation: bool,
+    pub(crate) budget_per_invocation: bool,
     /// A worker of `ralph run --workers N` (`--worker NAME`): its
     /// coordinator notifies for it.
-    pub worker: bool,
+    pub(crate) worker: bool,
 }
 
 /// Everything one run needs, shared by its iterations.
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     pub(super) root: PathBuf,
     pub(super) layout: Layout,
     pub(super) config: Config,
@@ -76,7 +76,12 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    pub fn new(root: &Path, config: Config, opts: RunOptions, mut bus: Bus) -> Result<Supervisor> {
+    pub(crate) fn new(
+        root: &Path,
+        config: Config,
+        opts: RunOptions,
+        mut bus: Bus,
+    ) -> Result<Supervisor> {
         let layout = Layout::new(root);
         crate::text::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
@@ -279,7 +284,7 @@ impl Supervisor {
     }
 
     /// Run iterations until a rule says stop.
-    pub async fn run(mut self) -> Result<Outcome> {
+    pub(crate) async fn run(mut self) -> Result<Outcome> {
         agent::become_subreaper();
         self.close_replaced();
         self.tidy_runs();
@@ -643,6 +648,6 @@ impl Supervisor {
 }
 
 /// Parse `--deadline HH:MM`: the next such local time.
-pub fn parse_deadline(text: &str) -> Result<jiff::Timestamp> {
+pub(crate) fn parse_deadline(text: &str) -> Result<jiff::Timestamp> {
     budget::parse_deadline(text, &jiff::Zoned::now())
 }

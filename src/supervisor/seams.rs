@@ -56,7 +56,7 @@ pub(crate) fn shard_decision(
 }
 
 /// The split the next iteration's prompt asks for, as the loop decides it.
-pub fn next_shard(
+pub(crate) fn next_shard(
     root: &Path,
     config: &Config,
     state: &RunState,

@@ -14,7 +14,7 @@ use crate::state::{IterationOutcome, RunStatus, Trigger};
 
 /// How a run ended; maps to the exit codes of DESIGN.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Completed,
     BreakerOpen,
     IterationLimit,
@@ -24,7 +24,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn exit_code(self) -> i32 {
+    pub(crate) fn exit_code(self) -> i32 {
         match self {
             Outcome::Completed => 0,
             Outcome::BreakerOpen => 3,
@@ -35,7 +35,7 @@ impl Outcome {
         }
     }
 
-    pub fn status(self) -> RunStatus {
+    pub(crate) fn status(self) -> RunStatus {
         match self {
             Outcome::Completed => RunStatus::Completed,
             Outcome::BreakerOpen => RunStatus::BreakerOpen,
@@ -51,16 +51,16 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct Measured {
     /// The work tree changed (or commits were made).
-    pub tree_progress: bool,
+    pub(crate) tree_progress: bool,
     /// Plan items were ticked off.
-    pub items_done: bool,
+    pub(crate) items_done: bool,
 }
 
 /// What the user asked for during the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct RunFlags {
-    pub signals: SignalCount,
-    pub stop_requested: bool,
+    pub(crate) signals: SignalCount,
+    pub(crate) stop_requested: bool,
 }
 
 impl RunFlags {
@@ -74,13 +74,13 @@ impl RunFlags {
 /// The judgement of one iteration.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Verdict {
-    pub progress: bool,
-    pub error: Option<String>,
+    pub(crate) progress: bool,
+    pub(crate) error: Option<String>,
     /// The checkpoint to save, if any.
-    pub checkpoint: Option<CheckpointMark>,
-    pub outcome: IterationOutcome,
+    pub(crate) checkpoint: Option<CheckpointMark>,
+    pub(crate) outcome: IterationOutcome,
     /// What the circuit breaker is told.
-    pub breaker: breaker::Outcome,
+    pub(crate) breaker: breaker::Outcome,
 }
 
 /// What the run does next.
@@ -241,18 +241,18 @@ pub(super) enum BreakerEnd {
 /// ([`gate`]) or after one ([`next`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Case {
-    pub signalled: bool,
+    pub(crate) signalled: bool,
     /// The agent kept its promise in this iteration; the plan's open items.
-    pub promise: Option<(u32, usize)>,
-    pub require_plan_complete: bool,
+    pub(crate) promise: Option<(u32, usize)>,
+    pub(crate) require_plan_complete: bool,
     /// Why the promise does not complete the run: the checks failed.
-    pub refused: Option<String>,
-    pub breaker: Option<BreakerEnd>,
-    pub stop_requested: bool,
-    pub budget: Option<BudgetSpent>,
-    pub limit: Option<LimitHit>,
+    pub(crate) refused: Option<String>,
+    pub(crate) breaker: Option<BreakerEnd>,
+    pub(crate) stop_requested: bool,
+    pub(crate) budget: Option<BudgetSpent>,
+    pub(crate) limit: Option<LimitHit>,
     /// The iteration limit is reached after this many iterations.
-    pub iteration_limit: Option<u32>,
+    pub(crate) iteration_limit: Option<u32>,
 }
 
 /// The exit rules, most specific first: signal > completion (a premature
@@ -356,10 +356,10 @@ pub(super) fn gate(
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Gate {
     /// The plan's open items when the iteration ended.
-    pub open_items: usize,
-    pub require_plan_complete: bool,
+    pub(crate) open_items: usize,
+    pub(crate) require_plan_complete: bool,
     /// The `[verify]` commands failed: why.
-    pub refused: Option<String>,
+    pub(crate) refused: Option<String>,
 }
 
 impl Gate {

@@ -4,7 +4,7 @@
 //! ([`cut_bytes`]).
 
 /// The first `max` characters of `text`, and `…` when there was more.
-pub fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
@@ -14,7 +14,7 @@ pub fn cut(text: &str, max: usize) -> String {
 /// The first and the last characters of `text`, `max` in all, with `…`
 /// between when there was more: a long line whose end (a test runner's
 /// verdict, an error's detail) matters as much as its start.
-pub fn cut_middle(text: &str, max: usize) -> String {
+pub(crate) fn cut_middle(text: &str, max: usize) -> String {
     let chars = text.chars().count();
     if chars <= max {
         return text.to_string();
@@ -28,7 +28,7 @@ pub fn cut_middle(text: &str, max: usize) -> String {
 
 /// `text` in at most `width` characters, the `…` that marks a cut included
 /// (for columns on a terminal).
-pub fn fit_width(text: &str, width: usize) -> String {
+pub(crate) fn fit_width(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -37,7 +37,7 @@ pub fn fit_width(text: &str, width: usize) -> String {
 
 /// At most `max` bytes of `text`, cut on a character boundary, and `…` when
 /// there was more.
-pub fn cut_bytes(text: String, max: usize) -> String {
+pub(crate) fn cut_bytes(text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 /// `text` as one printable line: escape sequences removed whole, tabs and
 /// line breaks turned into spaces, every other control character (C0, DEL,
 /// C1) dropped.
-pub fn printable(text: &str) -> Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     if !text.chars().any(char::is_control) {
         return Cow::Borrowed(text);
     }
@@ -28,7 +28,7 @@ pub fn printable(text: &str) -> Cow<'_, str> {
 /// what every command prints to stdout goes through here
 /// (`commands::print`), so no plan or agent text it quotes reaches the
 /// terminal as an escape sequence.
-pub fn printable_lines(text: &str) -> Cow<'_, str> {
+pub(crate) fn printable_lines(text: &str) -> Cow<'_, str> {
     if !text
         .chars()
         .any(|c| c.is_control() && c != '\n' && c != '\t')
@@ -52,7 +52,7 @@ pub fn printable_lines(text: &str) -> Cow<'_, str> {
 /// and the C1 range, U+0080–U+009F, which a terminal may obey as CSI or OSC)
 /// written as `\u00XX` escapes: the same JSON value, safe to print. Outside
 /// strings valid JSON holds none, so every one found is inside a string.
-pub fn printable_json(json: &str) -> Cow<'_, str> {
+pub(crate) fn printable_json(json: &str) -> Cow<'_, str> {
     if !json.chars().any(char::is_control) {
         return Cow::Borrowed(json);
     }

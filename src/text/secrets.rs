@@ -144,7 +144,7 @@ fn add(known: &mut Known, vars: impl IntoIterator<Item = (String, String)>) {
 /// The plan at the start of the run: a value it holds is the user's own
 /// words (a host, a database name), redacted in context only. Only the
 /// start is taken: an agent that edits the plan cannot weaken a secret.
-pub fn note_plan(plan_text: &str) {
+pub(crate) fn note_plan(plan_text: &str) {
     if let Ok(mut known) = known().lock() {
         weaken_found_in(&mut known, plan_text);
     }
@@ -160,7 +160,7 @@ fn weaken_found_in(known: &mut Known, text: &str) {
 }
 
 /// Also treat these variables (`agent.env`) as possible secrets.
-pub fn remember(vars: &BTreeMap<String, String>) {
+pub(crate) fn remember(vars: &BTreeMap<String, String>) {
     if let Ok(mut known) = known().lock() {
         add(&mut known, vars.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
@@ -169,7 +169,7 @@ pub fn remember(vars: &BTreeMap<String, String>) {
 /// Whether a variable of this name holds a credential: one of its words
 /// (split at anything but letters and digits) is a credential word or ends
 /// in one.
-pub fn is_credential_name(name: &str) -> bool {
+pub(crate) fn is_credential_name(name: &str) -> bool {
     name.to_ascii_uppercase()
         .split(|c: char| !c.is_ascii_alphanumeric())
         .any(|word| {
@@ -187,7 +187,7 @@ fn json_inner(value: &str) -> Option<String> {
 /// `[redacted NAME]`: for text ralph writes that may quote JSON (a tool's
 /// input). JSON escaping is per character, so the escaped form of a secret
 /// inside a longer string is found too.
-pub fn redact(text: &str) -> Cow<'_, str> {
+pub(crate) fn redact(text: &str) -> Cow<'_, str> {
     let Ok(known) = known().lock() else {
         return Cow::Borrowed(text);
     };
@@ -266,7 +266,7 @@ fn replace_in_context<'t>(context: &Regex, text: &'t str, label: &str, keep: &st
 const LINE_HOLD: usize = 4 << 20;
 
 #[derive(Default)]
-pub struct StreamRedactor {
+pub(crate) struct StreamRedactor {
     /// The secrets known when the stream began.
     known: Known,
     /// (form, label) of the values redacted wherever they are.
@@ -287,7 +287,7 @@ pub struct StreamRedactor {
 
 impl StreamRedactor {
     /// For a plain stream (stderr).
-    pub fn new() -> StreamRedactor {
+    pub(crate) fn new() -> StreamRedactor {
         known()
             .lock()
             .map(|known| StreamRedactor::of(&known))
@@ -295,7 +295,7 @@ impl StreamRedactor {
     }
 
     /// For a stream of JSON lines (the agent's stdout).
-    pub fn json_lines() -> StreamRedactor {
+    pub(crate) fn json_lines() -> StreamRedactor {
         StreamRedactor {
             json: true,
             ..StreamRedactor::new()
@@ -329,7 +329,7 @@ impl StreamRedactor {
     }
 
     /// The part of the stream so far that can be written now, redacted.
-    pub fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
+    pub(crate) fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
         if self.known.is_empty() {
             return chunk;
         }
@@ -355,7 +355,7 @@ impl StreamRedactor {
     }
 
     /// What is still held back, redacted: the end of the stream.
-    pub fn finish(&mut self) -> &[u8] {
+    pub(crate) fn finish(&mut self) -> &[u8] {
         self.out.clear();
         let line = std::mem::take(&mut self.line);
         if !line.is_empty() {
@@ -442,7 +442,7 @@ impl StreamRedactor {
 /// encoded again, so a secret with quotes, backslashes or newlines is found
 /// and the structure is never touched (a secret that happens to match a
 /// number or a piece of syntax is left to the strings that hold it).
-pub fn redact_json(json: &str) -> Cow<'_, str> {
+pub(crate) fn redact_json(json: &str) -> Cow<'_, str> {
     match known().lock() {
         Ok(known) => redact_json_with(&known, json),
         Err(_) => Cow::Borrowed(json),
@@ -542,7 +542,7 @@ fn shapes() -> &'static [(Regex, &'static str)] {
 /// and rewriting them would change the task ("reset [redacted] flow").
 /// A secret the user wrote into the plan stays where the plan is quoted,
 /// and is redacted everywhere else ralph writes.
-pub fn scrub_keeping<'t>(text: &'t str, plan: &str) -> Cow<'t, str> {
+pub(crate) fn scrub_keeping<'t>(text: &'t str, plan: &str) -> Cow<'t, str> {
     match known().lock() {
         Ok(known) => scrub_with(&known, text, plan),
         Err(_) => scrub_with(&Vec::new(), text, plan),
@@ -578,7 +578,7 @@ fn scrub_with<'t>(known: &Known, text: &'t str, plan: &str) -> Cow<'t, str> {
 
 /// Files that hold keys by their name: a WIP commit never adds them, even
 /// when no `.gitignore` keeps them out (`repo`).
-pub fn is_key_file(path: &str) -> bool {
+pub(crate) fn is_key_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
     name.starts_with(".env")

@@ -21,22 +21,22 @@ use crate::plan::Plan;
 
 /// One assignable unit of the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unit {
+pub(crate) struct Unit {
     /// The top-level item's text without its `(after: …)` suffix: the
     /// unit's name in state, events, branches' records and `RALPH_ITEM`.
-    pub key: String,
+    pub(crate) key: String,
     /// 1-based plan lines of the unit's checkbox items, the top one first.
-    pub lines: Vec<usize>,
+    pub(crate) lines: Vec<usize>,
     /// The plan lines the unit spans (its items and their notes), 1-based,
     /// inclusive: what a worker's own plan holds.
-    pub span: (usize, usize),
+    pub(crate) span: (usize, usize),
     /// Indices (in the unit list) of the units it waits for.
-    pub after: Vec<usize>,
-    pub state: UnitState,
+    pub(crate) after: Vec<usize>,
+    pub(crate) state: UnitState,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnitState {
+pub(crate) enum UnitState {
     /// Some item of the unit is open.
     Open,
     /// Every item is checked.
@@ -47,10 +47,10 @@ pub enum UnitState {
 
 /// Why a plan's units cannot be assigned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AssignError {
+pub(crate) struct AssignError {
     /// The item whose marking is wrong.
-    pub item: String,
-    pub why: String,
+    pub(crate) item: String,
+    pub(crate) why: String,
 }
 
 impl std::fmt::Display for AssignError {
@@ -60,7 +60,7 @@ impl std::fmt::Display for AssignError {
 }
 
 /// The `(after: …)` suffix of an item's text: (text without it, the names).
-pub fn split_after(text: &str) -> (&str, Vec<&str>) {
+pub(crate) fn split_after(text: &str) -> (&str, Vec<&str>) {
     let t = text.trim_end();
     if let Some(body) = t.strip_suffix(')')
         && let Some(open) = body.rfind('(')
@@ -96,7 +96,7 @@ fn indent(line: &str) -> usize {
 }
 
 /// The plan's units, in plan order, with their dependencies resolved.
-pub fn units(text: &str) -> Result<Vec<Unit>, AssignError> {
+pub(crate) fn units(text: &str) -> Result<Vec<Unit>, AssignError> {
     let (mut units, names) = parse(text);
     resolve(&mut units, &names)?;
     Ok(units)
@@ -259,7 +259,11 @@ fn resolve(units: &mut [Unit], names: &[Vec<String>]) -> Result<(), AssignError>
 /// The units that can be given to a worker now, in plan order: open, not
 /// `busy` (with a worker or in the merge queue) nor `merged`, every
 /// dependency done in the plan, cancelled, or merged.
-pub fn ready(units: &[Unit], busy: &BTreeSet<String>, merged: &BTreeSet<String>) -> Vec<usize> {
+pub(crate) fn ready(
+    units: &[Unit],
+    busy: &BTreeSet<String>,
+    merged: &BTreeSet<String>,
+) -> Vec<usize> {
     let met = |k: usize| {
         let u = &units[k];
         u.state != UnitState::Open || merged.contains(&u.key)
@@ -276,7 +280,7 @@ pub fn ready(units: &[Unit], busy: &BTreeSet<String>, merged: &BTreeSet<String>)
 }
 
 /// The plan a worker is given: the title and the unit's own lines.
-pub fn worker_plan(text: &str, unit: &Unit) -> String {
+pub(crate) fn worker_plan(text: &str, unit: &Unit) -> String {
     let plan = Plan::parse(text);
     let mut out = String::new();
     if let Some(title) = &plan.title {
@@ -292,7 +296,7 @@ pub fn worker_plan(text: &str, unit: &Unit) -> String {
 
 /// `text` with every open item of the unit named `key` checked (`[x]`);
 /// None when no such unit is open (already checked, or gone from the plan).
-pub fn check_off(text: &str, key: &str) -> Option<String> {
+pub(crate) fn check_off(text: &str, key: &str) -> Option<String> {
     let units = units_lenient(text);
     let unit = units
         .iter()

@@ -22,26 +22,26 @@ use crate::events::Record;
 
 /// The plan a worker runs on: its unit only, under its own `.ralph/`
 /// (never committed), so that the shared plan has one writer.
-pub const WORKER_PLAN: &str = ".ralph/worker-plan.md";
+pub(crate) const WORKER_PLAN: &str = ".ralph/worker-plan.md";
 
 /// A worker's prompt file (`prompt_file`), out of its commits.
-pub const WORKER_PROMPT: &str = ".ralph/PROMPT.md";
+pub(crate) const WORKER_PROMPT: &str = ".ralph/PROMPT.md";
 
 /// What the children tell the coordinator.
-pub enum Msg {
+pub(crate) enum Msg {
     Record(String, Box<Record>),
     /// A line on the child's stderr (or stdout that is not an event).
     Said(String, String),
 }
 
-pub struct Child {
-    pub worker: String,
+pub(crate) struct Child {
+    pub(crate) worker: String,
     process: std::process::Child,
 }
 
 /// Start `a`'s worker. `fresh`: a new run in its worktree (a new unit or
 /// task); otherwise it continues (and takes over) the run there.
-pub fn spawn(
+pub(crate) fn spawn(
     a: &Assignment,
     run_branch: &str,
     fresh: bool,
@@ -116,13 +116,13 @@ pub fn spawn(
 }
 
 impl Child {
-    pub fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         let _ =
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.process.id() as i32), signal);
     }
 
     /// Its exit code once it has exited (128 + the signal that ended it).
-    pub fn exited(&mut self) -> Option<i32> {
+    pub(crate) fn exited(&mut self) -> Option<i32> {
         use std::os::unix::process::ExitStatusExt;
         let status = self.process.try_wait().ok()??;
         Some(
@@ -136,7 +136,7 @@ impl Child {
 /// Whether a ralph run holds the lock of the project at `dir` (a worker
 /// left running by a coordinator that died, finishing its checkpoint). A
 /// shared lock is only tried, never kept, and nothing is written.
-pub fn project_busy(dir: &Path) -> bool {
+pub(crate) fn project_busy(dir: &Path) -> bool {
     let Ok(file) = std::fs::File::open(dir.join(".ralph/lock")) else {
         return false;
     };

@@ -5,17 +5,17 @@ use serde::{Deserialize, Serialize};
 /// `[workers]`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct WorkersConfig {
+pub(crate) struct WorkersConfig {
     /// Workers `ralph run` starts (`--workers N` wins); 1 is a single loop.
-    pub count: u32,
+    pub(crate) count: u32,
     /// The most worktrees a run may hold at once (each worker has one).
-    pub max_worktrees: u32,
+    pub(crate) max_worktrees: u32,
     /// Merges of one item tried (each failed one hands the conflict back to
     /// a worker) before the item is left to a person (`needs_human`).
-    pub conflict_attempts: u32,
+    pub(crate) conflict_attempts: u32,
     /// Where the workers' worktrees go, relative to the project; default
     /// `.ralph/worktrees` (out of git, removed with the project).
-    pub dir: Option<std::path::PathBuf>,
+    pub(crate) dir: Option<std::path::PathBuf>,
 }
 
 impl Default for WorkersConfig {
@@ -31,7 +31,7 @@ impl Default for WorkersConfig {
 
 impl WorkersConfig {
     /// The first wrong key and why.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
         if self.count == 0 {
             return Err(("count", "must be at least 1".into()));
         }
@@ -46,7 +46,7 @@ impl WorkersConfig {
 
     /// How many workers `requested` (or `count`) gives, or why not: more
     /// than `max_worktrees` is refused, not cut down in silence.
-    pub fn workers(&self, requested: Option<u32>) -> Result<u32, String> {
+    pub(crate) fn workers(&self, requested: Option<u32>) -> Result<u32, String> {
         let n = requested.unwrap_or(self.count);
         if n == 0 {
             return Err("--workers must be at least 1".into());

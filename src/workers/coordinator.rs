@@ -3,6 +3,14 @@
 //! a time, checks units off and commits the plan, and enforces the shared
 //! budgets. Everything it decides is in `.ralph/workers.json` before it
 //! acts, so a coordinator started after kill -9 resumes every worker.
+//!
+//! ```text
+//! coordinator.rs     the loop: units to workers, their events, shared budgets
+//! coordinator/
+//!   setup.rs         the start: run branch, lock, ledger to continue, units checked
+//!   queue.rs         the merge queue's step: merge, check off and commit, or hand back
+//!   end.rs           how the run ends: outcome, handoff of unmerged branches, report
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,7 +25,7 @@ mod end;
 mod queue;
 mod setup;
 
-pub use setup::run;
+pub(crate) use setup::run;
 
 use super::assign;
 use super::child::{self, Child, Msg, WORKER_PLAN};
@@ -29,14 +37,14 @@ use crate::events::{Bus, Event};
 use crate::repo::{OwnPaths, Repo};
 
 /// What the user asked for besides the count.
-pub struct Options {
-    pub workers: u32,
-    pub fresh: bool,
+pub(crate) struct Options {
+    pub(crate) workers: u32,
+    pub(crate) fresh: bool,
     /// `--model`, `--agent`: handed to every worker.
-    pub pass: Vec<String>,
+    pub(crate) pass: Vec<String>,
     /// `--budget-per-invocation`: the shared budgets count from this start,
     /// not the run's (as for one loop).
-    pub budget_per_invocation: bool,
+    pub(crate) budget_per_invocation: bool,
 }
 
 /// The last signal that reached the coordinator (0: none).

@@ -57,7 +57,7 @@ mod units;
 mod wire;
 mod worker;
 
-pub use config::FleetConfig;
+pub(crate) use config::FleetConfig;
 pub(crate) use report::report;
 pub(crate) use status::{FleetStatus, status};
 pub(crate) use worker::{Options, run};

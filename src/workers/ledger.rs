@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 /// What a worker was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Task {
+pub(crate) enum Task {
     /// Do the unit.
     Item,
     /// Merge the run branch into its branch and resolve the conflict.
@@ -20,7 +20,7 @@ pub enum Task {
 }
 
 impl Task {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Task::Item => "item",
             Task::Update => "update",
@@ -31,7 +31,7 @@ impl Task {
 /// Where an assignment is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "status", content = "why")]
-pub enum Status {
+pub(crate) enum Status {
     /// Its worker's loop runs (or ran, when the coordinator died).
     Running,
     /// Stopped before it finished (a budget, `ralph stop`, a usage limit
@@ -44,37 +44,37 @@ pub enum Status {
 
 /// One unit given to a worker, until its branch is merged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Assignment {
-    pub worker: String,
+pub(crate) struct Assignment {
+    pub(crate) worker: String,
     /// The unit's key (`assign::Unit::key`).
-    pub item: String,
-    pub branch: String,
+    pub(crate) item: String,
+    pub(crate) branch: String,
     /// The worktree's top directory.
-    pub worktree: PathBuf,
+    pub(crate) worktree: PathBuf,
     /// The git worktree's name (`git worktree list`).
-    pub worktree_name: String,
+    pub(crate) worktree_name: String,
     /// The project's directory inside the worktree (where the worker runs).
-    pub project_dir: PathBuf,
-    pub task: Task,
+    pub(crate) project_dir: PathBuf,
+    pub(crate) task: Task,
     /// Merges tried so far.
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// Times its loop was started again after it died (a signal, kill -9).
     #[serde(default)]
-    pub restarts: u32,
+    pub(crate) restarts: u32,
     #[serde(flatten)]
-    pub status: Status,
+    pub(crate) status: Status,
     /// The files of the last conflict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conflict: Vec<String>,
+    pub(crate) conflict: Vec<String>,
     /// The run branch's tip the branch was made from: a branch still there
     /// has no work of its own.
     #[serde(default)]
-    pub base: String,
+    pub(crate) base: String,
     /// Its worktree was made whole (false from its record until then: a
     /// coordinator killed in the middle of the checkout leaves a partial
     /// one, which the next makes again). Older ledgers: true.
     #[serde(default = "made")]
-    pub prepared: bool,
+    pub(crate) prepared: bool,
 }
 
 fn made() -> bool {
@@ -83,46 +83,46 @@ fn made() -> bool {
 
 /// One entry of the merge queue's history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MergeRecord {
-    pub ts: String,
-    pub worker: String,
-    pub item: String,
-    pub branch: String,
-    pub attempt: u32,
+pub(crate) struct MergeRecord {
+    pub(crate) ts: String,
+    pub(crate) worker: String,
+    pub(crate) item: String,
+    pub(crate) branch: String,
+    pub(crate) attempt: u32,
     #[serde(flatten)]
-    pub merged: super::Merged,
-    pub backup: Option<String>,
+    pub(crate) merged: super::Merged,
+    pub(crate) backup: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Ledger {
-    pub run_id: String,
+pub(crate) struct Ledger {
+    pub(crate) run_id: String,
     /// The branch the coordinator merges into (checked out where it runs).
-    pub run_branch: String,
-    pub plan: String,
-    pub started_at: String,
+    pub(crate) run_branch: String,
+    pub(crate) plan: String,
+    pub(crate) started_at: String,
     /// Set when the run ended; a new `ralph run --workers` starts afresh.
     #[serde(default)]
-    pub ended: Option<String>,
+    pub(crate) ended: Option<String>,
     /// How the last coordinator ended (`completed`, `stopped`, …).
     #[serde(default)]
-    pub outcome: Option<String>,
-    pub workers: u32,
-    pub assignments: Vec<Assignment>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) workers: u32,
+    pub(crate) assignments: Vec<Assignment>,
     /// Units merged in this run, in merge order.
-    pub merged: Vec<String>,
-    pub merges: Vec<MergeRecord>,
+    pub(crate) merged: Vec<String>,
+    pub(crate) merges: Vec<MergeRecord>,
     /// Shared budgets, counted over every worker.
-    pub iterations: u32,
-    pub cost_usd: f64,
+    pub(crate) iterations: u32,
+    pub(crate) cost_usd: f64,
 }
 
 impl Ledger {
-    pub fn path(ralph_dir: &Path) -> PathBuf {
+    pub(crate) fn path(ralph_dir: &Path) -> PathBuf {
         ralph_dir.join("workers.json")
     }
 
-    pub fn load(ralph_dir: &Path) -> Result<Option<Ledger>> {
+    pub(crate) fn load(ralph_dir: &Path) -> Result<Option<Ledger>> {
         let path = Ledger::path(ralph_dir);
         match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
@@ -133,7 +133,7 @@ impl Ledger {
         }
     }
 
-    pub fn save(&self, ralph_dir: &Path) -> Result<()> {
+    pub(crate) fn save(&self, ralph_dir: &Path) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::wrap("cannot write the workers' ledger", e))?;
         crate::state::write_atomic(&Ledger::path(ralph_dir), &bytes)

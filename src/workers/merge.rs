@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 /// What merging a worker branch did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
+// `AlreadyMerged` is the wire's `already_merged`.
+#[allow(clippy::enum_variant_names)]
 pub enum Merged {
     /// The worker branch's commits were already on the run branch.
     AlreadyMerged,
@@ -34,15 +36,15 @@ pub enum Merged {
 
 /// One merge to do.
 #[derive(Debug, Clone)]
-pub struct MergeRequest<'a> {
+pub(crate) struct MergeRequest<'a> {
     /// Short name of the run branch (`main`).
-    pub run_branch: &'a str,
+    pub(crate) run_branch: &'a str,
     /// Short name of the worker branch (`ralph/<run>/w1`).
-    pub worker_branch: &'a str,
+    pub(crate) worker_branch: &'a str,
     /// Full name of the ref that keeps the run branch's tip from before.
-    pub backup_ref: &'a str,
+    pub(crate) backup_ref: &'a str,
     /// The merge commit's message.
-    pub message: &'a str,
+    pub(crate) message: &'a str,
 }
 
 fn git_err(what: &str) -> impl Fn(git2::Error) -> Error + '_ {
@@ -51,7 +53,7 @@ fn git_err(what: &str) -> impl Fn(git2::Error) -> Error + '_ {
 
 /// Merge `req.worker_branch` into `req.run_branch` in `repo` (opened at the
 /// work tree where the run branch is checked out, if it is).
-pub fn merge(repo: &Repository, req: &MergeRequest<'_>) -> Result<Merged> {
+pub(crate) fn merge(repo: &Repository, req: &MergeRequest<'_>) -> Result<Merged> {
     let run_ref = format!("refs/heads/{}", req.run_branch);
     let ours = repo
         .refname_to_id(&run_ref)

@@ -15,42 +15,42 @@ const NO_COORDINATOR: &str =
     "no coordinator is running: `ralph run --workers N` resumes it in its worktree";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WorkersView {
-    pub run_id: String,
-    pub run_branch: String,
-    pub workers: u32,
+pub(crate) struct WorkersView {
+    pub(crate) run_id: String,
+    pub(crate) run_branch: String,
+    pub(crate) workers: u32,
     /// `running` while a coordinator holds the lock, else how the last one ended.
-    pub outcome: Option<String>,
-    pub iterations: u32,
-    pub cost_usd: f64,
-    pub merged: Vec<String>,
-    pub merges: usize,
-    pub assignments: Vec<AssignmentView>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) iterations: u32,
+    pub(crate) cost_usd: f64,
+    pub(crate) merged: Vec<String>,
+    pub(crate) merges: usize,
+    pub(crate) assignments: Vec<AssignmentView>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AssignmentView {
-    pub worker: String,
-    pub item: String,
+pub(crate) struct AssignmentView {
+    pub(crate) worker: String,
+    pub(crate) item: String,
     /// `item` or `update`.
-    pub task: &'static str,
+    pub(crate) task: &'static str,
     /// `running`, `paused` or `left`.
-    pub status: &'static str,
-    pub why: Option<String>,
-    pub branch: String,
-    pub worktree: String,
+    pub(crate) status: &'static str,
+    pub(crate) why: Option<String>,
+    pub(crate) branch: String,
+    pub(crate) worktree: String,
     /// Where its loop runs (the project inside the worktree).
-    pub project_dir: String,
+    pub(crate) project_dir: String,
     /// Its own loop: iteration and cost so far.
-    pub iteration: u32,
-    pub cost_usd: f64,
+    pub(crate) iteration: u32,
+    pub(crate) cost_usd: f64,
     /// Its commits not on the run branch, newest first: (id, subject).
-    pub unmerged: Vec<(String, String)>,
+    pub(crate) unmerged: Vec<(String, String)>,
 }
 
 impl WorkersView {
     /// The parallel run recorded in the project's `.ralph/`, if any.
-    pub fn load(root: &Path) -> Option<WorkersView> {
+    pub(crate) fn load(root: &Path) -> Option<WorkersView> {
         let layout = Layout::new(root);
         let ledger = Ledger::load(&layout.dir).ok()??;
         let git = git2::Repository::discover(root).ok();
@@ -114,7 +114,7 @@ impl WorkersView {
     }
 
     /// The lines `ralph status` adds.
-    pub fn human(&self) -> String {
+    pub(crate) fn human(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,

@@ -13,7 +13,7 @@ fn git_err(what: String) -> impl FnOnce(git2::Error) -> Error {
 }
 
 /// `base`, or `base-2`, `base-3`… : the first name `taken` refuses.
-pub fn free_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
+pub(crate) fn free_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
     if !taken(base) {
         return base.to_string();
     }
@@ -24,18 +24,24 @@ pub fn free_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
 }
 
 /// Whether branch `name` exists.
-pub fn branch_exists(repo: &Repository, name: &str) -> bool {
+pub(crate) fn branch_exists(repo: &Repository, name: &str) -> bool {
     repo.find_branch(name, BranchType::Local).is_ok()
 }
 
 /// Whether a worktree `name` is registered, or `path` is taken.
-pub fn worktree_taken(repo: &Repository, name: &str, path: &Path) -> bool {
+pub(crate) fn worktree_taken(repo: &Repository, name: &str, path: &Path) -> bool {
     repo.find_worktree(name).is_ok() || path.exists()
 }
 
 /// Branch `branch` (made at `from` if missing), checked out in a new
 /// worktree `name` at `path`.
-pub fn create(repo: &Repository, name: &str, path: &Path, branch: &str, from: Oid) -> Result<()> {
+pub(crate) fn create(
+    repo: &Repository,
+    name: &str,
+    path: &Path,
+    branch: &str,
+    from: Oid,
+) -> Result<()> {
     let commit = repo
         .find_commit(from)
         .map_err(git_err("cannot read the run branch's tip".into()))?;
@@ -62,7 +68,7 @@ pub fn create(repo: &Repository, name: &str, path: &Path, branch: &str, from: Oi
 
 /// Remove worktree `name` at `path` that a killed coordinator left half
 /// checked out (its branch stays: it has no work of its own yet).
-pub fn discard_partial(repo: &Repository, name: &str, path: &Path) -> Result<()> {
+pub(crate) fn discard_partial(repo: &Repository, name: &str, path: &Path) -> Result<()> {
     if let Ok(wt) = repo.find_worktree(name) {
         let mut opts = WorktreePruneOptions::new();
         opts.valid(true).working_tree(true);
@@ -77,7 +83,12 @@ pub fn discard_partial(repo: &Repository, name: &str, path: &Path) -> Result<()>
 
 /// Remove worktree `name` (its directory too) and its `branch`: only once
 /// `branch` is merged into `run_branch`, which this checks again.
-pub fn remove_merged(repo: &Repository, name: &str, branch: &str, run_branch: &str) -> Result<()> {
+pub(crate) fn remove_merged(
+    repo: &Repository,
+    name: &str,
+    branch: &str,
+    run_branch: &str,
+) -> Result<()> {
     if !commits_ahead(repo, branch, run_branch)?.is_empty() {
         return Err(Error::usage(format!(
             "branch {branch} has commits not on {run_branch}: its worktree is kept"
@@ -97,7 +108,7 @@ pub fn remove_merged(repo: &Repository, name: &str, branch: &str, run_branch: &s
 }
 
 /// The commits of `branch` not on `run_branch`, newest first: (id, subject).
-pub fn commits_ahead(
+pub(crate) fn commits_ahead(
     repo: &Repository,
     branch: &str,
     run_branch: &str,

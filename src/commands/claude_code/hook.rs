@@ -16,14 +16,14 @@ use crate::stream::StreamEvent;
 
 /// What a hook did, in one line for the person watching (or why it did nothing).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Skipped(String),
     Done(String),
 }
 
 /// `ralph hook pre-compact`: a handoff from the transcript and the tree,
 /// and the WIP commit, before Claude Code compacts.
-pub fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
+pub(crate) fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
     let Some(root) = Project::discover(dir).map(|p| p.root().to_path_buf()) else {
         return Ok(Outcome::Skipped(format!(
             "{} is not in a ralph project (no ralph.toml or .ralph/)",
@@ -130,20 +130,23 @@ const HANDOFF_CHARS: usize = 6000;
 /// The hook output Claude Code reads from a SessionStart hook's stdout.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionStartOutput {
-    pub hook_specific_output: SessionStartContext,
+pub(crate) struct SessionStartOutput {
+    pub(crate) hook_specific_output: SessionStartContext,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionStartContext {
-    pub hook_event_name: &'static str,
-    pub additional_context: String,
+pub(crate) struct SessionStartContext {
+    pub(crate) hook_event_name: &'static str,
+    pub(crate) additional_context: String,
 }
 
 /// `ralph hook session-start`: the latest handoff's resume block as
 /// additional context, or nothing.
-pub fn session_start(input: &Input, dir: &Path) -> std::result::Result<SessionStartOutput, String> {
+pub(crate) fn session_start(
+    input: &Input,
+    dir: &Path,
+) -> std::result::Result<SessionStartOutput, String> {
     let source = input.source.as_deref().unwrap_or("startup");
     if !RESUME_SOURCES.contains(&source) {
         return Err(format!("source `{source}`"));
@@ -204,7 +207,7 @@ fn committed(cp: &ContextCheckpoint) -> String {
 
 /// What the session is told: where the work stopped and the handoff
 /// itself — or `Err` with why not (docs/commands.md, SessionStart's rule).
-pub fn resume_block(root: &Path) -> std::result::Result<String, String> {
+pub(crate) fn resume_block(root: &Path) -> std::result::Result<String, String> {
     let state = RunState::load(&Layout::new(root).state()).ok().flatten();
     let (rel, truth) = match &state {
         Some(s) => {

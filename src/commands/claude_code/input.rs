@@ -15,50 +15,50 @@ use crate::context::ContextMeter;
 /// hook (the fields ralph reads; the rest is ignored).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct Input {
-    pub transcript_path: Option<PathBuf>,
-    pub cwd: Option<PathBuf>,
+pub(crate) struct Input {
+    pub(crate) transcript_path: Option<PathBuf>,
+    pub(crate) cwd: Option<PathBuf>,
     /// SessionStart: startup, resume, clear, compact.
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     /// PreCompact: manual, auto.
-    pub trigger: Option<String>,
-    pub model: Option<Model>,
-    pub workspace: Option<Workspace>,
-    pub context_window: Option<ContextWindow>,
+    pub(crate) trigger: Option<String>,
+    pub(crate) model: Option<Model>,
+    pub(crate) workspace: Option<Workspace>,
+    pub(crate) context_window: Option<ContextWindow>,
 }
 
 /// `model` is `{id, display_name}` for the status line and a plain id for
 /// SessionStart.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum Model {
+pub(crate) enum Model {
     Id(String),
     Info { id: Option<String> },
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct Workspace {
-    pub current_dir: Option<PathBuf>,
-    pub project_dir: Option<PathBuf>,
+pub(crate) struct Workspace {
+    pub(crate) current_dir: Option<PathBuf>,
+    pub(crate) project_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct ContextWindow {
-    pub context_window_size: Option<u64>,
+pub(crate) struct ContextWindow {
+    pub(crate) context_window_size: Option<u64>,
 }
 
 impl Input {
     /// Parse what was read from stdin; an empty input is an empty `Input`.
-    pub fn parse(bytes: &[u8]) -> Result<Input, serde_json::Error> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Input, serde_json::Error> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Input::default());
         }
         serde_json::from_slice(bytes)
     }
 
-    pub fn model_id(&self) -> Option<&str> {
+    pub(crate) fn model_id(&self) -> Option<&str> {
         match self.model.as_ref()? {
             Model::Id(id) => Some(id.as_str()),
             Model::Info { id } => id.as_deref(),
@@ -67,7 +67,7 @@ impl Input {
     }
 
     /// The window Claude Code itself uses for the model, when it says.
-    pub fn context_window_size(&self) -> Option<u64> {
+    pub(crate) fn context_window_size(&self) -> Option<u64> {
         self.context_window
             .as_ref()?
             .context_window_size
@@ -76,7 +76,7 @@ impl Input {
 
     /// The directory the session works in: the project Claude Code was
     /// started in, else its current directory.
-    pub fn dir(&self) -> Option<&Path> {
+    pub(crate) fn dir(&self) -> Option<&Path> {
         let ws = self.workspace.as_ref();
         ws.and_then(|w| w.project_dir.as_deref())
             .or_else(|| ws.and_then(|w| w.current_dir.as_deref()))
@@ -86,7 +86,7 @@ impl Input {
 
 /// ralph's meter for this session: the configured window, else the one
 /// Claude Code reports for the model, else the model's name.
-pub fn meter(config: &Config, input: &Input) -> ContextMeter {
+pub(crate) fn meter(config: &Config, input: &Input) -> ContextMeter {
     let mut meter = config.meter();
     if let Some(model) = input.model_id() {
         if let Some(w) = input.context_window_size() {
@@ -105,7 +105,7 @@ const INPUT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Read and parse the payload on stdin (empty when stdin is a terminal);
 /// the error is a sentence for stderr or the status line.
-pub fn read_input() -> Result<Input, String> {
+pub(crate) fn read_input() -> Result<Input, String> {
     let stdin = std::io::stdin();
     if std::io::IsTerminal::is_terminal(&stdin) {
         return Ok(Input::default());
@@ -134,7 +134,7 @@ pub fn read_input() -> Result<Input, String> {
 /// Set in the agent's environment by ralph's supervisor: the session is one
 /// of ralph's own iterations, whose checkpoints and resume block the
 /// supervisor owns.
-pub fn under_supervisor() -> bool {
+pub(crate) fn under_supervisor() -> bool {
     std::env::var_os("RALPH_ITERATION").is_some_and(|v| !v.is_empty())
 }
 

@@ -9,18 +9,18 @@ use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstInputValue, CstObject, CstObjectProp, CstRootNode};
 
 /// The file, relative to the project root.
-pub const PATH: &str = ".claude/settings.json";
+pub(crate) const PATH: &str = ".claude/settings.json";
 
 /// One thing ralph installs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
+pub(crate) enum Part {
     StatusLine,
     PreCompact,
     SessionStart,
 }
 
 impl Part {
-    pub const ALL: [Part; 3] = [Part::StatusLine, Part::PreCompact, Part::SessionStart];
+    pub(crate) const ALL: [Part; 3] = [Part::StatusLine, Part::PreCompact, Part::SessionStart];
 
     /// ralph's arguments for it.
     fn args(self) -> &'static [&'static str] {
@@ -31,7 +31,7 @@ impl Part {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Part::StatusLine => "statusLine",
             Part::PreCompact => "hooks.PreCompact",
@@ -40,7 +40,7 @@ impl Part {
     }
 
     /// The command line, with `program` quoted for the shell.
-    pub fn command(self, program: &str) -> String {
+    pub(crate) fn command(self, program: &str) -> String {
         let program = shlex::try_quote(program).map_or_else(|_| program.to_string(), Into::into);
         format!("{program} {}", self.args().join(" "))
     }
@@ -110,7 +110,7 @@ fn string_of(prop: Option<CstObjectProp>) -> Option<String> {
 
 /// Where a part stands in a settings file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     Installed,
     Missing,
     /// The status line runs something else (its command).
@@ -153,13 +153,13 @@ fn state(settings: &CstObject, part: Part) -> State {
 
 /// What a merge did.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Merge {
+pub(crate) struct Merge {
     /// The new text of the file; `None` when nothing changes.
-    pub text: Option<String>,
-    pub added: Vec<&'static str>,
-    pub present: Vec<&'static str>,
+    pub(crate) text: Option<String>,
+    pub(crate) added: Vec<&'static str>,
+    pub(crate) present: Vec<&'static str>,
     /// Parts left out, and why.
-    pub left: Vec<String>,
+    pub(crate) left: Vec<String>,
 }
 
 /// UTF-8's byte-order mark.
@@ -177,7 +177,7 @@ fn parse(text: Option<&str>) -> Result<(CstRootNode, CstObject), String> {
 }
 
 /// Add what is missing of ralph's parts to the settings text (`None`: no file).
-pub fn merge(existing: Option<&str>, program: &str) -> Result<Merge, String> {
+pub(crate) fn merge(existing: Option<&str>, program: &str) -> Result<Merge, String> {
     let (root, settings) = parse(existing)?;
     let mut m = Merge::default();
     for part in Part::ALL {
@@ -223,7 +223,7 @@ fn add(settings: &CstObject, part: Part, program: &str) -> Result<(), String> {
 }
 
 /// A unified diff of the change, for people.
-pub fn diff(old: &str, new: &str) -> String {
+pub(crate) fn diff(old: &str, new: &str) -> String {
     similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
@@ -235,7 +235,7 @@ pub fn diff(old: &str, new: &str) -> String {
 /// `None` when the project has no `.claude/` (Claude Code's project
 /// settings are not in use, and ralph's parts are optional); else a
 /// sentence, and a fix when something is missing.
-pub fn doctor(root: &std::path::Path) -> Option<(String, Option<String>)> {
+pub(crate) fn doctor(root: &std::path::Path) -> Option<(String, Option<String>)> {
     if !root.join(".claude").is_dir() {
         return None;
     }

@@ -20,21 +20,21 @@ const ITEM_CHARS: usize = 48;
 
 /// What the status line shows; rendering it is pure.
 #[derive(Debug, Clone, PartialEq)]
-pub struct View {
+pub(crate) struct View {
     /// `None` before the session's first answer.
-    pub tokens: Option<u64>,
-    pub usable: u64,
-    pub percent: f64,
-    pub level: Level,
+    pub(crate) tokens: Option<u64>,
+    pub(crate) usable: u64,
+    pub(crate) percent: f64,
+    pub(crate) level: Level,
     /// The session was just compacted (the tokens are what it kept).
-    pub compacted: bool,
-    pub item: Option<String>,
+    pub(crate) compacted: bool,
+    pub(crate) item: Option<String>,
     /// Something went wrong that the user should know about (stays short).
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 /// Build the view from Claude Code's input and the project at `root`.
-pub fn view(input: &Input, root: &Path) -> View {
+pub(crate) fn view(input: &Input, root: &Path) -> View {
     let mut note = None;
     let config = Config::load(root).unwrap_or_else(|e| {
         note = Some(format!("ralph.toml: {}", first_line(&e.to_string())));
@@ -89,7 +89,7 @@ fn current_item(root: &Path, config: &Config) -> Option<String> {
 }
 
 /// The line, with ANSI colours when `color`.
-pub fn render(v: &View, color: bool) -> String {
+pub(crate) fn render(v: &View, color: bool) -> String {
     let style = |s: Style| if color { s.force_styling(true) } else { s };
     let level_style = style(match v.level {
         Level::L0 => Style::new().green(),
@@ -146,7 +146,7 @@ fn first_line(s: &str) -> &str {
 }
 
 /// What to print when even the input could not be read.
-pub fn fallback(why: &str) -> String {
+pub(crate) fn fallback(why: &str) -> String {
     format!("[CTX: ?] {why}")
 }
 

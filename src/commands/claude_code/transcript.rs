@@ -198,15 +198,15 @@ fn entries_from_end(path: &Path) -> std::io::Result<impl Iterator<Item = Entry>>
 
 /// The newest main-thread context occupancy of a session.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Occupancy {
+pub(crate) struct Occupancy {
     /// The newest assistant message with usage, unless a compaction came after it.
-    pub message: Option<AssistantMessage>,
+    pub(crate) message: Option<AssistantMessage>,
     /// Set when the newest event is a compaction: tokens left after it.
-    pub compacted_to: Option<u64>,
+    pub(crate) compacted_to: Option<u64>,
 }
 
 /// Find the newest usage (or compaction) from the end of the transcript.
-pub fn occupancy(path: &Path) -> std::io::Result<Occupancy> {
+pub(crate) fn occupancy(path: &Path) -> std::io::Result<Occupancy> {
     for entry in entries_from_end(path)? {
         match entry {
             Entry::Assistant(m) if m.usage.occupancy() > 0 => {
@@ -229,14 +229,14 @@ pub fn occupancy(path: &Path) -> std::io::Result<Occupancy> {
 
 /// What the session did since its last compaction, for a handoff.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Recent {
+pub(crate) struct Recent {
     /// The newest message with usage (occupancy and model).
-    pub latest: Option<AssistantMessage>,
-    pub last_text: Option<String>,
+    pub(crate) latest: Option<AssistantMessage>,
+    pub(crate) last_text: Option<String>,
     /// Oldest first.
-    pub last_tools: Vec<ToolCall>,
+    pub(crate) last_tools: Vec<ToolCall>,
     /// Files written or edited, oldest first, each once.
-    pub files_touched: Vec<String>,
+    pub(crate) files_touched: Vec<String>,
 }
 
 /// How many messages back a handoff looks.
@@ -245,7 +245,7 @@ const RECENT_MESSAGES: usize = 200;
 const WRITING_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
 
 /// Read the recent work of the session, back to its last compaction.
-pub fn recent(path: &Path) -> std::io::Result<Recent> {
+pub(crate) fn recent(path: &Path) -> std::io::Result<Recent> {
     let mut r = Recent::default();
     let mut tools_newest_first = Vec::new();
     let mut files_newest_first: Vec<String> = Vec::new();

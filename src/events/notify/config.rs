@@ -8,7 +8,7 @@ use crate::config::span::Span;
 /// What a notification is about; the `event` field of every payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+pub(crate) enum Kind {
     /// The run ended (any outcome but a spent budget).
     RunEnded,
     /// The run stopped because a budget (cost, duration, deadline, quota) was spent.
@@ -24,7 +24,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub(crate) const ALL: [Kind; 5] = [
         Kind::RunEnded,
         Kind::BudgetStop,
         Kind::BreakerOpen,
@@ -32,7 +32,7 @@ impl Kind {
         Kind::NeedsHuman,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::RunEnded => "run_ended",
             Kind::BudgetStop => "budget_stop",
@@ -49,32 +49,32 @@ impl Kind {
 /// committed with `ralph.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct NotifyConfig {
+pub(crate) struct NotifyConfig {
     /// A JSON POST of the documented payload to this URL.
-    pub webhook: Option<String>,
+    pub(crate) webhook: Option<String>,
     /// An ntfy topic URL (`https://ntfy.sh/my-topic`).
-    pub ntfy: Option<String>,
+    pub(crate) ntfy: Option<String>,
     /// A Slack incoming-webhook URL.
-    pub slack: Option<String>,
+    pub(crate) slack: Option<String>,
     /// A Telegram bot token and the chat it writes to.
-    pub telegram_token: Option<String>,
-    pub telegram_chat: Option<String>,
+    pub(crate) telegram_token: Option<String>,
+    pub(crate) telegram_chat: Option<String>,
     /// The Bot API's address (a proxy, or a local server in tests).
-    pub telegram_api: String,
+    pub(crate) telegram_api: String,
     /// `notify-send` on this machine, when it is installed.
-    pub desktop: bool,
+    pub(crate) desktop: bool,
     /// A command that sends mail: run with `sh -c`, the text on stdin,
     /// `RALPH_NOTIFY_SUBJECT` and `RALPH_NOTIFY_EVENT` in its environment
     /// (e.g. `mail -s "$RALPH_NOTIFY_SUBJECT" me@example.com`).
-    pub email_command: Option<String>,
+    pub(crate) email_command: Option<String>,
     /// Which events are sent (all by default).
-    pub events: Vec<Kind>,
+    pub(crate) events: Vec<Kind>,
     /// The longest one delivery attempt may take; also the longest the end
     /// of a run waits for notifications still being delivered.
-    pub timeout: Span,
+    pub(crate) timeout: Span,
     /// Attempts after a failed one, `backoff`, then twice that, … apart.
-    pub retries: u32,
-    pub backoff: Span,
+    pub(crate) retries: u32,
+    pub(crate) backoff: Span,
 }
 
 impl Default for NotifyConfig {
@@ -97,11 +97,11 @@ impl Default for NotifyConfig {
 }
 
 /// The most `notify.retries` may be.
-pub const MAX_RETRIES: u32 = 10;
+pub(crate) const MAX_RETRIES: u32 = 10;
 
 impl NotifyConfig {
     /// The key that is wrong, and why.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
         if self.retries > MAX_RETRIES {
             return Err((
                 "retries",

@@ -16,7 +16,7 @@ use crate::events::{Record, Sink};
 
 /// Where notices go; secrets (URLs with tokens) already resolved.
 #[derive(Debug, Clone)]
-pub enum Channel {
+pub(crate) enum Channel {
     Webhook(String),
     Ntfy(String),
     Slack(String),
@@ -26,7 +26,7 @@ pub enum Channel {
 }
 
 impl Channel {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Channel::Webhook(_) => "webhook",
             Channel::Ntfy(_) => "ntfy",
@@ -39,7 +39,7 @@ impl Channel {
 
     /// The channels `config` names. A `$NAME` value is read from the
     /// environment (an unset one is an error) and remembered as a secret.
-    pub fn all(config: &NotifyConfig) -> Result<Vec<Channel>> {
+    pub(crate) fn all(config: &NotifyConfig) -> Result<Vec<Channel>> {
         let mut secrets = std::collections::BTreeMap::new();
         let mut value = |key: &str, v: &Option<String>| -> Result<Option<String>> {
             let Some(v) = v else { return Ok(None) };
@@ -175,14 +175,19 @@ fn command_send(
 
 /// How sending went: attempts made, and the last error if none succeeded.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
-    pub attempts: u32,
-    pub error: Option<String>,
+pub(crate) struct Delivery {
+    pub(crate) attempts: u32,
+    pub(crate) error: Option<String>,
 }
 
 /// Deliver `n` on `channel`: up to `1 + retries` attempts, `backoff`,
 /// `2 × backoff`, … apart. Errors are redacted.
-pub fn deliver(channel: &Channel, n: &Notice, config: &NotifyConfig, root: &Path) -> Delivery {
+pub(crate) fn deliver(
+    channel: &Channel,
+    n: &Notice,
+    config: &NotifyConfig,
+    root: &Path,
+) -> Delivery {
     let timeout = config.timeout.0;
     let http: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
@@ -214,7 +219,7 @@ pub fn deliver(channel: &Channel, n: &Notice, config: &NotifyConfig, root: &Path
 }
 
 /// The bus's notification sink.
-pub struct Notifier {
+pub(crate) struct Notifier {
     watch: Watch,
     lanes: Vec<Sender<Arc<Notice>>>,
     /// Workers still running, and the condition they signal as they end.
@@ -224,7 +229,7 @@ pub struct Notifier {
 
 impl Notifier {
     /// A notifier for `config`'s channels, or None when there are none.
-    pub fn start(config: &NotifyConfig, root: &Path) -> Result<Option<Notifier>> {
+    pub(crate) fn start(config: &NotifyConfig, root: &Path) -> Result<Option<Notifier>> {
         let channels = Channel::all(config)?;
         if channels.is_empty() {
             return Ok(None);

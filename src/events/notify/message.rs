@@ -9,31 +9,31 @@ use crate::state::RunStatus;
 
 /// One notification, the same for every channel.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Notice {
-    pub kind: Kind,
+pub(crate) struct Notice {
+    pub(crate) kind: Kind,
     /// The project's directory name.
-    pub project: String,
-    pub ts: String,
+    pub(crate) project: String,
+    pub(crate) ts: String,
     /// One line: "ralph · myproject: run completed".
-    pub title: String,
+    pub(crate) title: String,
     /// A few lines for a person.
-    pub text: String,
+    pub(crate) text: String,
     /// The event's own fields (docs/events.md), plus `items_done` at the end
     /// of a run: what a program receiving the webhook reads.
-    pub details: Value,
+    pub(crate) details: Value,
 }
 
 /// Turns the supervisor's records into notices: which ones matter, and
 /// what the run did so far (items checked off) for the last one.
 #[derive(Debug, Default)]
-pub struct Watch {
+pub(crate) struct Watch {
     project: String,
     wanted: Vec<Kind>,
     items_done: Vec<String>,
 }
 
 impl Watch {
-    pub fn new(project: &str, wanted: &[Kind]) -> Watch {
+    pub(crate) fn new(project: &str, wanted: &[Kind]) -> Watch {
         Watch {
             project: project.to_string(),
             wanted: wanted.to_vec(),
@@ -42,7 +42,7 @@ impl Watch {
     }
 
     /// The notice `record` calls for, if any.
-    pub fn notice(&mut self, record: &Record) -> Option<Notice> {
+    pub(crate) fn notice(&mut self, record: &Record) -> Option<Notice> {
         // A worker's loop ending (`ralph run --workers N`) is not the run's
         // end: its coordinator's `run_ended` is.
         if record.worker.is_some() && matches!(record.event, Event::RunEnded { .. }) {
@@ -74,7 +74,7 @@ impl Watch {
 }
 
 /// `ralph notify --test`'s notice.
-pub fn test_notice(project: &str, ts: &str) -> Notice {
+pub(crate) fn test_notice(project: &str, ts: &str) -> Notice {
     Notice {
         kind: Kind::Test,
         project: project.to_string(),
@@ -156,7 +156,7 @@ fn describe(event: &Event, items_done: &[String]) -> Option<(Kind, String, Strin
 }
 
 /// The generic webhook's JSON body (docs/notifications.md).
-pub fn webhook_body(n: &Notice) -> Value {
+pub(crate) fn webhook_body(n: &Notice) -> Value {
     json!({
         "source": "ralph",
         "event": n.kind.name(),
@@ -169,12 +169,12 @@ pub fn webhook_body(n: &Notice) -> Value {
 }
 
 /// A Slack incoming webhook's body.
-pub fn slack_body(n: &Notice) -> Value {
+pub(crate) fn slack_body(n: &Notice) -> Value {
     json!({ "text": format!("*{}*\n{}", n.title, n.text) })
 }
 
 /// A Telegram `sendMessage` body.
-pub fn telegram_body(n: &Notice, chat: &str) -> Value {
+pub(crate) fn telegram_body(n: &Notice, chat: &str) -> Value {
     json!({
         "chat_id": chat,
         "text": format!("{}\n\n{}", n.title, n.text),
@@ -184,7 +184,7 @@ pub fn telegram_body(n: &Notice, chat: &str) -> Value {
 
 /// ntfy's headers (the body is the text): a title, a tag, and a higher
 /// priority for what needs someone.
-pub fn ntfy_headers(n: &Notice) -> [(&'static str, String); 3] {
+pub(crate) fn ntfy_headers(n: &Notice) -> [(&'static str, String); 3] {
     let (tag, priority) = match n.kind {
         Kind::NeedsHuman | Kind::BreakerOpen => ("warning", "high"),
         Kind::BudgetStop | Kind::LimitWait => ("hourglass", "default"),

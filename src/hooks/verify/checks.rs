@@ -15,16 +15,16 @@ const LINE_CHARS: usize = 240;
 /// `[verify]` in ralph.toml.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct VerifyConfig {
+pub(crate) struct VerifyConfig {
     /// Shell commands, run in order in the project root (`sh -c`).
-    pub commands: Vec<String>,
+    pub(crate) commands: Vec<String>,
     /// How long each command may run before it (and its group) is killed.
-    pub timeout: Span,
+    pub(crate) timeout: Span,
     /// When they run besides a completion, which is always verified.
-    pub on: Vec<When>,
+    pub(crate) on: Vec<When>,
     /// After this many failed runs of the checks in a row, the run asks for
     /// a person once (`needs_human`, reason `verify_failing`); 0: never.
-    pub needs_human_after: u32,
+    pub(crate) needs_human_after: u32,
 }
 
 impl Default for VerifyConfig {
@@ -64,7 +64,7 @@ impl VerifyConfig {
 /// The moment a verification ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum When {
+pub(crate) enum When {
     /// The agent kept its promise: the completion waits on the checks.
     Completion,
     /// An item was checked off during the iteration.
@@ -89,7 +89,7 @@ impl When {
 /// How one command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     Passed,
     Failed,
     TimedOut,
@@ -100,14 +100,14 @@ pub enum Status {
 
 /// One command's run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Check {
-    pub command: String,
-    pub status: Status,
-    pub exit_code: Option<i32>,
-    pub seconds: f64,
+pub(crate) struct Check {
+    pub(crate) command: String,
+    pub(crate) status: Status,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) seconds: f64,
     /// The end of its output (stdout and stderr interleaved), printable,
     /// without secrets, at most [`OUTPUT_CHARS`] characters.
-    pub output: String,
+    pub(crate) output: String,
 }
 
 impl Check {
@@ -134,17 +134,17 @@ impl Check {
 /// One run of the `[verify]` commands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verification {
-    pub iteration: u32,
-    pub when: When,
-    pub passed: bool,
+    pub(crate) iteration: u32,
+    pub(crate) when: When,
+    pub(crate) passed: bool,
     /// The commands run, in order; the last is the one that failed, if any.
-    pub checks: Vec<Check>,
+    pub(crate) checks: Vec<Check>,
     /// Commands not run after the one that failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<String>,
+    pub(crate) skipped: Vec<String>,
     /// The items checked off that it verified (`when = item`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub items: Vec<String>,
+    pub(crate) items: Vec<String>,
 }
 
 impl Verification {

@@ -18,29 +18,29 @@ use crate::stream::StreamEvent;
 /// What the machine knows of the plan's items for one iteration.
 #[derive(Debug, Clone)]
 pub(in crate::supervisor) struct SeamWatch {
-    pub plan_path: PathBuf,
-    pub tracker: ItemTracker,
+    pub(crate) plan_path: PathBuf,
+    pub(crate) tracker: ItemTracker,
     /// The plan at the start: new checkbox items later mean a split.
-    pub initial: Plan,
+    pub(crate) initial: Plan,
     /// Estimates of the items open at the start.
-    pub estimates: BTreeMap<String, Estimate>,
-    pub checkpoint_percent: f64,
-    pub cap: Option<u64>,
-    pub nudge: bool,
-    pub nudged: bool,
-    pub split: bool,
+    pub(crate) estimates: BTreeMap<String, Estimate>,
+    pub(crate) checkpoint_percent: f64,
+    pub(crate) cap: Option<u64>,
+    pub(crate) nudge: bool,
+    pub(crate) nudged: bool,
+    pub(crate) split: bool,
     /// Items the session may finish (`context.items_per_session`): once
     /// it has, work on the next one is stopped at a boundary checkpoint.
-    pub items_per_session: u32,
+    pub(crate) items_per_session: u32,
 }
 
 /// The values the nudge template is rendered with.
 #[derive(Debug, Clone, PartialEq)]
 pub(in crate::supervisor) struct NudgeRequest {
-    pub percent: f64,
-    pub tokens: u64,
-    pub usable: u64,
-    pub item: Option<String>,
+    pub(crate) percent: f64,
+    pub(crate) tokens: u64,
+    pub(crate) usable: u64,
+    pub(crate) item: Option<String>,
 }
 
 impl IterationMachine {

@@ -12,23 +12,23 @@ use crate::supervisor::budget::Budgets;
 /// What one iteration may do, fixed when it starts.
 #[derive(Debug, Clone)]
 pub(in crate::supervisor) struct IterationLimits {
-    pub number: u32,
-    pub root: PathBuf,
-    pub iteration_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub grace: Duration,
+    pub(crate) number: u32,
+    pub(crate) root: PathBuf,
+    pub(crate) iteration_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) grace: Duration,
     /// Ask the agent for handoff notes before stopping it.
-    pub agent_handoff: bool,
-    pub promise: String,
-    pub budgets: Budgets,
+    pub(crate) agent_handoff: bool,
+    pub(crate) promise: String,
+    pub(crate) budgets: Budgets,
     /// The run's cost before this iteration.
-    pub cost_before: f64,
+    pub(crate) cost_before: f64,
     /// The subscription's usage last reported (the quota guard).
-    pub quota_before: crate::rules::quota::Usage,
+    pub(crate) quota_before: crate::rules::quota::Usage,
     /// For reset times written as local times.
-    pub tz: jiff::tz::TimeZone,
+    pub(crate) tz: jiff::tz::TimeZone,
     /// `git.snapshot_interval`; `None`: no snapshots.
-    pub snapshot_every: Option<Duration>,
+    pub(crate) snapshot_every: Option<Duration>,
 }
 
 impl IterationLimits {

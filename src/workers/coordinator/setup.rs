@@ -18,7 +18,7 @@ use crate::state::Lock;
 use crate::workers::assign;
 use crate::workers::ledger::Ledger;
 
-pub fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
+pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
     let root = project.root().to_path_buf();
     let layout = project.layout().clone();
     let repo = Repo::open(&root)?.ok_or_else(|| {

@@ -6,22 +6,22 @@ use crate::config::span::Span;
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct FleetConfig {
+pub(crate) struct FleetConfig {
     /// How long a claim (and the merge lease) lives without a renewal; a
     /// worker renews every third of it. A worker that stops renewing (dead,
     /// preempted, cut off) loses its item to another after this long.
-    pub lease: Span,
+    pub(crate) lease: Span,
     /// How far two machines' clocks may disagree without a live lease being
     /// judged expired (lease.rs: the second, clock-free rule bounds it).
-    pub clock_skew: Span,
+    pub(crate) clock_skew: Span,
     /// From SIGTERM to the claim released: the loop's checkpoint, the WIP
     /// commit and the push must fit (Kubernetes: keep it below the pod's
     /// `terminationGracePeriodSeconds`, default 30s).
-    pub grace: Span,
+    pub(crate) grace: Span,
     /// The longest one fetch or push may take before it counts as failed.
-    pub network_timeout: Span,
+    pub(crate) network_timeout: Span,
     /// The longest wait between retries while the remote cannot be reached.
-    pub max_retry_wait: Span,
+    pub(crate) max_retry_wait: Span,
 }
 
 impl Default for FleetConfig {

@@ -12,20 +12,20 @@ use super::units::Unit;
 /// The item a worker holds: its unit, its claim, its worktree, and its
 /// branch's and snapshot's commits on the remote as last pushed or seen.
 pub(crate) struct Job {
-    pub unit: Unit,
-    pub held: Held,
+    pub(crate) unit: Unit,
+    pub(crate) held: Held,
     /// The worktree's project root.
-    pub wt_root: PathBuf,
-    pub pushed_item: Option<Oid>,
-    pub pushed_snapshot: Option<Oid>,
+    pub(crate) wt_root: PathBuf,
+    pub(crate) pushed_item: Option<Oid>,
+    pub(crate) pushed_snapshot: Option<Oid>,
     /// The loop's log, tailed for the ledger and its record.
-    pub meter: Meter,
+    pub(crate) meter: Meter,
     /// The loop's round on the item (1, then one more per conflict or pause)
     /// and when it began.
-    pub round: u32,
-    pub round_started: jiff::Timestamp,
+    pub(crate) round: u32,
+    pub(crate) round_started: jiff::Timestamp,
     /// Why the worker stopped its loop, if it did.
-    pub halt: Option<Halt>,
+    pub(crate) halt: Option<Halt>,
 }
 
 /// Why a worker stops its item's loop before the loop ends by itself.

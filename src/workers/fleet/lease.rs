@@ -34,22 +34,22 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Lease {
     /// The worker holding it.
-    pub holder: String,
+    pub(crate) holder: String,
     /// What it is for: an item's key, or `merge`.
-    pub what: String,
+    pub(crate) what: String,
     /// The item's text (empty for the merge lease), for `ralph status --fleet`.
     #[serde(default)]
-    pub text: String,
+    pub(crate) text: String,
     /// 1 for the first claim, one more for each takeover.
-    pub generation: u32,
+    pub(crate) generation: u32,
     /// When this generation began.
-    pub taken_at: Timestamp,
-    pub renewed_at: Timestamp,
+    pub(crate) taken_at: Timestamp,
+    pub(crate) renewed_at: Timestamp,
     /// The lease's length in seconds, as the holder set it.
-    pub lease_secs: u64,
+    pub(crate) lease_secs: u64,
     /// Whom it was taken over from, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub took_over_from: Option<String>,
+    pub(crate) took_over_from: Option<String>,
 }
 
 impl Lease {

@@ -22,7 +22,7 @@ use super::wire::WireError;
 /// How one loop's round on an item ended, as its worker saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LoopEnd {
+pub(crate) enum LoopEnd {
     /// Completed and merged into the run branch.
     Merged,
     /// Completed, but its branch conflicted: the item went back to its loop.
@@ -39,7 +39,7 @@ pub enum LoopEnd {
 }
 
 impl LoopEnd {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LoopEnd::Merged => "merged",
             LoopEnd::Conflict => "conflict",
@@ -53,28 +53,28 @@ impl LoopEnd {
 
 /// One loop's round on one item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoopRecord {
+pub(crate) struct LoopRecord {
     /// The item's key and text.
-    pub item: String,
-    pub text: String,
-    pub worker: String,
+    pub(crate) item: String,
+    pub(crate) text: String,
+    pub(crate) worker: String,
     /// The claim's generation (above 1: taken over).
-    pub generation: u32,
+    pub(crate) generation: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub took_over_from: Option<String>,
+    pub(crate) took_over_from: Option<String>,
     /// 1 for the first loop on the item under this claim, one more for each
     /// round after a conflict or a pause.
-    pub round: u32,
-    pub started_at: Timestamp,
-    pub ended_at: Timestamp,
+    pub(crate) round: u32,
+    pub(crate) started_at: Timestamp,
+    pub(crate) ended_at: Timestamp,
     /// The loop's exit code (none when it was killed for a lost claim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    pub iterations: u64,
-    pub cost_usd: f64,
-    pub end: LoopEnd,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) iterations: u64,
+    pub(crate) cost_usd: f64,
+    pub(crate) end: LoopEnd,
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub why: String,
+    pub(crate) why: String,
 }
 
 impl LoopRecord {

@@ -30,14 +30,14 @@ use crate::error::{Error, Result};
 /// What a merge commit's message carries after its summary line (read
 /// back by `ralph status --fleet` for the fleet's history).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MergeRecord {
-    pub item: String,
-    pub text: String,
-    pub worker: String,
+pub(crate) struct MergeRecord {
+    pub(crate) item: String,
+    pub(crate) text: String,
+    pub(crate) worker: String,
     /// The claim's generation: above 1 when the item was taken over.
-    pub generation: u32,
+    pub(crate) generation: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub took_over_from: Option<String>,
+    pub(crate) took_over_from: Option<String>,
 }
 
 enum Attempt {

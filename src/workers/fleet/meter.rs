@@ -24,14 +24,14 @@ pub(crate) struct Meter {
     /// A line not complete yet.
     partial: String,
     /// This round's spending, and the part not on the ledger yet.
-    pub counted: Spent,
-    pub owed: Spent,
+    pub(crate) counted: Spent,
+    pub(crate) owed: Spent,
     /// A usage limit the loop reported, not on the ledger yet; and the
     /// latest the loop itself waits for (it pauses by itself).
-    pub limit_owed: Option<Limit>,
-    pub own_limit: Option<Timestamp>,
+    pub(crate) limit_owed: Option<Limit>,
+    pub(crate) own_limit: Option<Timestamp>,
     /// Not before: the remote was unreachable.
-    pub retry_at: Option<Instant>,
+    pub(crate) retry_at: Option<Instant>,
 }
 
 /// What a line of the loop's log means to the fleet.

@@ -31,40 +31,40 @@ pub(crate) struct Fleet {
 /// A lease this worker holds: the ref, its commit on the remote, its record.
 #[derive(Debug, Clone)]
 pub(crate) struct Held {
-    pub refname: String,
-    pub oid: Oid,
-    pub lease: Lease,
+    pub(crate) refname: String,
+    pub(crate) oid: Oid,
+    pub(crate) lease: Lease,
     /// When it was taken or last renewed (monotonic): the next renewal is
     /// due a third of a lease after, however the holder's work is split
     /// into loops, rounds and merges.
-    pub renewed: Instant,
+    pub(crate) renewed: Instant,
 }
 
 /// The shared budget: what every worker spent, on `ledger`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Ledger {
-    pub plan: String,
-    pub created_by: String,
-    pub created_at: Option<Timestamp>,
-    pub iterations: u64,
-    pub cost_usd: f64,
-    pub items_done: u64,
+    pub(crate) plan: String,
+    pub(crate) created_by: String,
+    pub(crate) created_at: Option<Timestamp>,
+    pub(crate) iterations: u64,
+    pub(crate) cost_usd: f64,
+    pub(crate) items_done: u64,
     #[serde(default)]
-    pub by_worker: BTreeMap<String, Spent>,
+    pub(crate) by_worker: BTreeMap<String, Spent>,
     /// A usage limit a worker's agent hit: until it resets no worker
     /// starts an item or lets its loop start another iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<Limit>,
+    pub(crate) limit: Option<Limit>,
 }
 
 /// A usage limit, shared on the ledger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Limit {
-    pub until: Timestamp,
+    pub(crate) until: Timestamp,
     /// The worker whose agent hit it.
-    pub by: String,
+    pub(crate) by: String,
     /// What said so (`rate_limit_event`, `result`, …).
-    pub source: String,
+    pub(crate) source: String,
 }
 
 impl Ledger {
@@ -108,9 +108,9 @@ impl Spent {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Spent {
-    pub iterations: u64,
-    pub cost_usd: f64,
-    pub items_done: u64,
+    pub(crate) iterations: u64,
+    pub(crate) cost_usd: f64,
+    pub(crate) items_done: u64,
 }
 
 /// What a worker is doing, in `ralph status --fleet`.
@@ -141,34 +141,34 @@ impl WorkerState {
 /// A worker's last word, on `workers/<id>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct WorkerStatus {
-    pub worker: String,
-    pub state: WorkerState,
+    pub(crate) worker: String,
+    pub(crate) state: WorkerState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub item: Option<String>,
+    pub(crate) item: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub item_text: String,
-    pub at: Timestamp,
+    pub(crate) item_text: String,
+    pub(crate) at: Timestamp,
     /// Since when the remote could not be reached (said once it is back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unreachable_since: Option<Timestamp>,
+    pub(crate) unreachable_since: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub note: String,
+    pub(crate) note: String,
     #[serde(default)]
-    pub spent: Spent,
+    pub(crate) spent: Spent,
 }
 
 /// Everything of the fleet on the remote, as of the last `sync`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct View {
-    pub run: Option<Oid>,
-    pub claims: BTreeMap<String, (Oid, Lease)>,
-    pub merge: Option<(Oid, Lease)>,
-    pub ledger: Option<(Oid, Ledger)>,
-    pub workers: Vec<WorkerStatus>,
-    pub items: BTreeMap<String, Oid>,
-    pub snapshots: BTreeMap<String, Oid>,
+    pub(crate) run: Option<Oid>,
+    pub(crate) claims: BTreeMap<String, (Oid, Lease)>,
+    pub(crate) merge: Option<(Oid, Lease)>,
+    pub(crate) ledger: Option<(Oid, Ledger)>,
+    pub(crate) workers: Vec<WorkerStatus>,
+    pub(crate) items: BTreeMap<String, Oid>,
+    pub(crate) snapshots: BTreeMap<String, Oid>,
     /// The backup refs' names (`<stamp>-<key>`).
-    pub backups: Vec<String>,
+    pub(crate) backups: Vec<String>,
 }
 
 impl Fleet {
@@ -533,8 +533,8 @@ pub(crate) mod tests {
 
     /// A bare remote holding one commit with `files`, and a way to clone it.
     pub(crate) struct Remote {
-        pub tmp: TempDir,
-        pub bare: PathBuf,
+        pub(crate) tmp: TempDir,
+        pub(crate) bare: PathBuf,
     }
 
     impl Remote {

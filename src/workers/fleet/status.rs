@@ -19,45 +19,45 @@ use crate::workers::assign::UnitState;
 
 /// What `ralph status --fleet` shows (`--json`: this object).
 #[derive(Debug, Serialize)]
-pub struct FleetStatus {
-    pub fleet: String,
-    pub remote: String,
-    pub run_branch: String,
+pub(crate) struct FleetStatus {
+    pub(crate) fleet: String,
+    pub(crate) remote: String,
+    pub(crate) run_branch: String,
     /// The run branch's commit, if the run exists.
-    pub run: Option<String>,
-    pub items: Vec<ItemStatus>,
-    pub workers: Vec<WorkerStatus>,
+    pub(crate) run: Option<String>,
+    pub(crate) items: Vec<ItemStatus>,
+    pub(crate) workers: Vec<WorkerStatus>,
     /// The merge lease's holder, if one holds it.
-    pub merging: Option<String>,
-    pub ledger: Option<Ledger>,
-    pub backups: usize,
+    pub(crate) merging: Option<String>,
+    pub(crate) ledger: Option<Ledger>,
+    pub(crate) backups: usize,
     /// Every merge into the run branch, oldest first: the night's story.
-    pub merged: Vec<Merge>,
+    pub(crate) merged: Vec<Merge>,
 }
 
 /// One merge on the run branch.
 #[derive(Debug, Serialize)]
-pub struct Merge {
-    pub at: Timestamp,
-    pub commit: String,
+pub(crate) struct Merge {
+    pub(crate) at: Timestamp,
+    pub(crate) commit: String,
     #[serde(flatten)]
-    pub record: MergeRecord,
+    pub(crate) record: MergeRecord,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ItemStatus {
-    pub key: String,
-    pub text: String,
+pub(crate) struct ItemStatus {
+    pub(crate) key: String,
+    pub(crate) text: String,
     /// `done`, `cancelled`, `claimed`, `expired` (its lease ran out: the next worker takes it over) or `open`.
-    pub state: &'static str,
+    pub(crate) state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub holder: Option<String>,
+    pub(crate) holder: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub generation: Option<u32>,
+    pub(crate) generation: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease_expires_at: Option<Timestamp>,
+    pub(crate) lease_expires_at: Option<Timestamp>,
     /// Work pushed on the item's branch, not merged yet.
-    pub pushed: bool,
+    pub(crate) pushed: bool,
 }
 
 /// Fetch the fleet's refs through `remote` and describe them.
@@ -181,7 +181,7 @@ fn history(repo: &git2::Repository, run: git2::Oid) -> Vec<Merge> {
 }
 
 impl FleetStatus {
-    pub fn human(&self) -> String {
+    pub(crate) fn human(&self) -> String {
         let mut out = String::new();
         let Some(run) = &self.run else {
             let _ = writeln!(

@@ -15,14 +15,14 @@ use crate::workers::assign::{self, UnitState};
 /// One unit of work on the run branch's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Unit {
-    pub key: String,
+    pub(crate) key: String,
     /// The unit's name (`assign::Unit::key`): its top item's text.
-    pub text: String,
-    pub state: UnitState,
+    pub(crate) text: String,
+    pub(crate) state: UnitState,
     /// The keys of the units it waits for.
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
     /// The plan its loop gets: the title and the unit's own lines.
-    pub own_plan: String,
+    pub(crate) own_plan: String,
 }
 
 impl Unit {

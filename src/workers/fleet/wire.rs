@@ -39,10 +39,10 @@ pub(crate) enum Expect {
 /// One ref update of an atomic push.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Update {
-    pub refname: String,
+    pub(crate) refname: String,
     /// `None` deletes the ref.
-    pub new: Option<Oid>,
-    pub expect: Expect,
+    pub(crate) new: Option<Oid>,
+    pub(crate) expect: Expect,
 }
 
 impl Update {

@@ -25,12 +25,12 @@ use crate::workers::child::WORKER_PLAN;
 
 /// What the command line gave.
 pub(crate) struct Options {
-    pub remote: String,
-    pub fleet: String,
-    pub worker: Option<String>,
-    pub json: bool,
+    pub(crate) remote: String,
+    pub(crate) fleet: String,
+    pub(crate) worker: Option<String>,
+    pub(crate) json: bool,
     /// Passed on to each item's loop (`--model`, `--agent`).
-    pub loop_args: Vec<OsString>,
+    pub(crate) loop_args: Vec<OsString>,
 }
 
 pub(crate) struct Worker {
