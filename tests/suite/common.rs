@@ -125,7 +125,46 @@ impl Project {
 
     /// `ralph run --json ARGS`, bounded by `limit`.
     pub fn run(&self, args: &[&str], limit: Duration) -> Run {
-        Run::wait(self.spawn_run(args), limit)
+        Run::wait_or(self.spawn_run(args), limit, || self.diagnose())
+    }
+
+    /// What a hung run leaves to look at: the processes working in this
+    /// project (state, kernel wait channel, command line) and the last
+    /// events of every log under it (workers' worktrees included).
+    pub fn diagnose(&self) -> String {
+        let mut out = String::from("processes in the project:\n");
+        for pid in self.processes_matching("") {
+            let read =
+                |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default();
+            let state = read("stat");
+            let state = state.rsplit_once(')').map_or("", |(_, r)| r.trim_start());
+            let state: String = state.split(' ').take(2).collect::<Vec<_>>().join(" ppid ");
+            let cmd = read("cmdline").replace('\0', " ");
+            out += &format!("  {pid} {state} wchan {} {cmd}\n", read("wchan"));
+        }
+        let mut logs = vec![self.path(".ralph/events.jsonl")];
+        for run in std::fs::read_dir(self.path(".ralph/worktrees"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for w in std::fs::read_dir(run.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                logs.push(w.path().join(".ralph/events.jsonl"));
+            }
+        }
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out += &format!("{} (last of {}):\n", log.display(), lines.len());
+            for l in &lines[lines.len().saturating_sub(8)..] {
+                out += &format!("  {}\n", &l[..l.len().min(400)]);
+            }
+        }
+        out
     }
 
     pub fn spawn_run(&self, args: &[&str]) -> Child {
@@ -193,17 +232,23 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn wait(mut child: Child, limit: Duration) -> Run {
+    pub fn wait(child: Child, limit: Duration) -> Run {
+        Run::wait_or(child, limit, String::new)
+    }
+
+    /// The same, with `diagnose()`'s text in the panic of a run that hangs.
+    pub fn wait_or(mut child: Child, limit: Duration, diagnose: impl FnOnce() -> String) -> Run {
         let started = Instant::now();
         loop {
             if child.try_wait().unwrap().is_some() {
                 break;
             }
             if started.elapsed() > limit {
+                let seen = diagnose();
                 let _ = child.kill();
                 let out = child.wait_with_output().unwrap();
                 panic!(
-                    "ralph run did not end within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                    "ralph run did not end within {limit:?}\nstdout:\n{}\nstderr:\n{}\n{seen}",
                     String::from_utf8_lossy(&out.stdout),
                     String::from_utf8_lossy(&out.stderr)
                 );
