@@ -276,12 +276,12 @@ impl Repo {
                 debug!(path = %String::from_utf8_lossy(path), "nested repository left out of the WIP commit");
                 continue;
             }
-            let path = bytes_to_path(path);
-            if delta.new_file().exists() {
-                index.add_path(&path)?;
-            } else {
-                index.remove_path(&path)?;
-            }
+            stage_path(
+                index,
+                self.workdir(),
+                &bytes_to_path(path),
+                delta.new_file().exists(),
+            )?;
             staged += 1;
         }
         // A `.ralph/.gitignore` older than the decision log ignores it:
@@ -488,6 +488,27 @@ fn commit_message(message: &str) -> String {
     }
 }
 
+/// Stage one path as the work tree has it. A file the diff saw that is gone
+/// when it is read (the agent replaced or deleted it at that moment) is
+/// staged as deleted: one vanished temporary file must not cost the whole
+/// commit or snapshot.
+fn stage_path(
+    index: &mut git2::Index,
+    workdir: &Path,
+    path: &Path,
+    exists: bool,
+) -> std::result::Result<(), git2::Error> {
+    if exists {
+        match index.add_path(path) {
+            Err(e) if fs::symlink_metadata(workdir.join(path)).is_err() => {
+                debug!(path = %path.display(), "gone while staged ({e}): staged as deleted");
+            }
+            other => return other,
+        }
+    }
+    index.remove_path(path)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::UNIX_EPOCH;
@@ -497,6 +518,21 @@ mod tests {
     use super::*;
     use crate::repo::repository::tests::*;
     use crate::repo::stat::FileChange;
+
+    #[test]
+    fn a_file_gone_when_it_is_staged_is_staged_as_deleted() {
+        let (dir, git) = init_repo();
+        write(dir.path(), "tmp.txt", "soon gone\n");
+        let mut index = git.index().unwrap();
+        index.add_path(Path::new("tmp.txt")).unwrap();
+        // The diff saw it; the agent deleted it before it was read.
+        fs::remove_file(dir.path().join("tmp.txt")).unwrap();
+        stage_path(&mut index, dir.path(), Path::new("tmp.txt"), true).unwrap();
+        assert!(index.get_path(Path::new("tmp.txt"), 0).is_none());
+        // An error for a file that is there still counts.
+        fs::create_dir(dir.path().join("adir")).unwrap();
+        assert!(stage_path(&mut index, dir.path(), Path::new("adir"), true).is_err());
+    }
 
     #[test]
     fn wip_commit_includes_the_decision_log_even_where_ralph_dir_is_ignored() {
