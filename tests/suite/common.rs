@@ -30,6 +30,25 @@ pub struct Project {
     pub dir: tempfile::TempDir,
 }
 
+/// `RALPH_TEST_KEEP=1`: the project of a test that fails is moved to
+/// `/tmp/kept-…` (said on stderr) instead of deleted, to be looked at.
+impl Drop for Project {
+    fn drop(&mut self) {
+        if std::thread::panicking() && std::env::var_os("RALPH_TEST_KEEP").is_some() {
+            let name = self
+                .dir
+                .path()
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy();
+            let to = std::env::temp_dir().join(format!("kept-{}", name.trim_start_matches('.')));
+            if std::fs::rename(self.dir.path(), &to).is_ok() {
+                eprintln!("kept the failed test's project: {}", to.display());
+            }
+        }
+    }
+}
+
 impl Project {
     /// A git repo with one commit holding `fix_plan.md`, `ralph.toml`
     /// (`[agent] command = "ralph sim scenario.toml"` + `extra_config`) and
