@@ -123,8 +123,8 @@ impl Coordinator {
     }
 
     fn drive(&mut self) -> Result<i32> {
-        self.settle_merged_by_hand()?;
         let (tx, rx) = mpsc::channel::<Msg>();
+        self.settle_merged(&tx)?;
         let mut waiting_locks: BTreeMap<String, Instant> = BTreeMap::new();
         loop {
             self.take_signal();
@@ -355,15 +355,8 @@ impl Coordinator {
             .map(|n| format!("w{n}"))
             .find(|w| !busy.contains(w.as_str()))
             .expect("an unbounded range has a free name");
-        let run = &self.ledger.run_id;
-        let branch = worktree::free_name(&format!("ralph/{run}/{worker}"), |b| {
-            worktree::branch_exists(&self.git, b)
-        });
-        let leaf = branch.rsplit('/').next().unwrap_or(&worker).to_string();
-        let path = self.worktrees.join(&leaf);
-        let name = worktree::free_name(&format!("ralph-{run}-{leaf}"), |n| {
-            worktree::worktree_taken(&self.git, n, &path)
-        });
+        let (branch, name, path) =
+            worktree::free_place(&self.git, &self.ledger.run_id, &worker, &self.worktrees);
         let tip = self
             .git
             .refname_to_id(&format!("refs/heads/{}", self.ledger.run_branch))

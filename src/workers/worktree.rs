@@ -2,7 +2,7 @@
 //! branch's tip, listed with the commits not merged yet, removed only once
 //! their branch is merged.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use git2::{BranchType, Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
 
@@ -28,9 +28,30 @@ pub(crate) fn branch_exists(repo: &Repository, name: &str) -> bool {
     repo.find_branch(name, BranchType::Local).is_ok()
 }
 
-/// Whether a worktree `name` is registered, or `path` is taken.
-pub(crate) fn worktree_taken(repo: &Repository, name: &str, path: &Path) -> bool {
-    repo.find_worktree(name).is_ok() || path.exists()
+/// Where a new assignment of `worker` in run `run` goes: its branch
+/// `ralph/<run>/<leaf>`, its worktree's name `ralph-<run>-<leaf>` and
+/// directory `<worktrees>/<leaf>`, with the first leaf (`w2`, `w2-2`…)
+/// free as all three. Chosen together: a directory left behind without its
+/// branch (a removal cut short by kill -9) takes its leaf out of use; a
+/// name searched with the directory fixed would never be found.
+pub(crate) fn free_place(
+    repo: &Repository,
+    run: &str,
+    worker: &str,
+    worktrees: &Path,
+) -> (String, String, PathBuf) {
+    let place = |leaf: &str| {
+        (
+            format!("ralph/{run}/{leaf}"),
+            format!("ralph-{run}-{leaf}"),
+            worktrees.join(leaf),
+        )
+    };
+    let leaf = free_name(worker, |leaf| {
+        let (branch, name, path) = place(leaf);
+        branch_exists(repo, &branch) || repo.find_worktree(&name).is_ok() || path.exists()
+    });
+    place(&leaf)
 }
 
 /// Branch `branch` (made at `from` if missing), checked out in a new
@@ -146,6 +167,37 @@ mod tests {
         let taken = ["w1", "w1-2"];
         assert_eq!(free_name("w1", |n| taken.contains(&n)), "w1-3");
         assert_eq!(free_name("w2", |n| taken.contains(&n)), "w2");
+    }
+
+    #[test]
+    fn a_place_is_free_as_branch_worktree_and_directory_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let tree = repo
+            .find_tree(repo.index().unwrap().write_tree().unwrap())
+            .unwrap();
+        let tip = repo
+            .commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
+            .unwrap();
+        let worktrees = dir.path().join(".ralph/worktrees/r");
+        let (branch, name, path) = free_place(&repo, "r", "w1", &worktrees);
+        assert_eq!(
+            (branch.as_str(), name.as_str()),
+            ("ralph/r/w1", "ralph-r-w1")
+        );
+        assert_eq!(path, worktrees.join("w1"));
+        // w1's directory left behind without its branch; w1-2's branch left
+        // without its directory: the next free leaf is w1-3.
+        std::fs::create_dir_all(worktrees.join("w1/.ralph")).unwrap();
+        repo.branch("ralph/r/w1-2", &repo.find_commit(tip).unwrap(), false)
+            .unwrap();
+        let (branch, name, path) = free_place(&repo, "r", "w1", &worktrees);
+        assert_eq!(
+            (branch.as_str(), name.as_str()),
+            ("ralph/r/w1-3", "ralph-r-w1-3")
+        );
+        assert_eq!(path, worktrees.join("w1-3"));
     }
 
     #[test]

@@ -339,6 +339,26 @@ fn kill(pid: i32, signal: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
 }
 
+/// SIGKILL each of `pids` and wait until each is gone: the signal is
+/// delivered asynchronously, and until a process has exited its locks
+/// are held (a loaded machine takes its time).
+fn kill_dead(pids: &[i32]) {
+    for &pid in pids {
+        kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+        })
+    };
+    let started = std::time::Instant::now();
+    while !pids.iter().all(|&pid| gone(pid)) {
+        assert!(started.elapsed() < LIMIT, "killed processes still alive");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Wait until `done` holds for the coordinator's log.
 fn wait_for(p: &Project, what: &str, done: impl Fn(&[Value]) -> bool) {
     let started = std::time::Instant::now();
@@ -398,9 +418,9 @@ fn workers_and_the_coordinator_killed_with_minus_9_are_taken_over_and_nothing_is
     kill(coordinator, Signal::SIGSTOP);
     let alive = worker_pids(&p);
     assert!(!alive.is_empty(), "no worker running at the kill");
-    for pid in &alive {
-        kill(*pid, Signal::SIGKILL);
-    }
+    // A machine lost: every process of the run, agents and workers just
+    // started (not yet in a lock) included.
+    kill_dead(&p.processes_matching(""));
     kill(coordinator, Signal::SIGKILL);
     child.wait().unwrap();
     let before = coordinator_events(&p).len();
@@ -429,15 +449,29 @@ fn workers_and_the_coordinator_killed_with_minus_9_are_taken_over_and_nothing_is
         "{crashes:?}"
     );
     assert_all_merged(&p, &items);
-    // Over both coordinators: each item merged exactly once.
+    // Over both coordinators: each item merged at most once, and recorded.
+    // A merge the killed coordinator made without recording it is recorded
+    // by the next as `already_merged`.
     let all = coordinator_events(&p);
     for item in items {
-        let merged = count(&all, |e| {
-            e["event"] == "merge"
-                && e["item"] == item
-                && (e["outcome"] == "fast_forward" || e["outcome"] == "merge_commit")
-        });
-        assert_eq!(merged, 1, "{item} merged {merged} times");
+        let merges = |outcomes: &[&str]| {
+            count(&all, |e| {
+                e["event"] == "merge"
+                    && e["item"] == item
+                    && outcomes.iter().any(|o| e["outcome"] == *o)
+            })
+        };
+        let merged = merges(&["fast_forward", "merge_commit"]);
+        assert!(merged <= 1, "{item} merged {merged} times");
+        let recorded = merged
+            + merges(&["already_merged"])
+            + count(&all, |e| {
+                e["event"] == "warning"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.ends_with(&format!("\"{item}\" is done")))
+            });
+        assert!(recorded >= 1, "{item}'s merge not recorded");
     }
     assert!(all.len() > before);
 }
@@ -1018,4 +1052,70 @@ fn a_worktree_half_checked_out_by_a_killed_coordinator_is_made_again() {
     let repo = git(p.root());
     assert!(blob_on_main(&repo, "scenario.toml").is_some());
     assert!(!blob_on_main(&repo, "ralph.toml").unwrap().is_empty());
+}
+
+#[test]
+fn a_merge_the_killed_coordinator_made_but_never_recorded_is_not_worked_again() {
+    use nix::sys::signal::Signal;
+    // The worker commits its item's work, then takes its time.
+    const COMMIT_THEN_WAIT: &str = r#"
+[[step]]
+context = 20000
+text = "Working on my item."
+command = '''
+mkdir -p out && printf '%s by %s\n' "$RALPH_ITEM" "$RALPH_WORKER" > "out/$RALPH_ITEM.txt"
+git add out && git -c user.name=t -c user.email=t@example.com commit -qm "$RALPH_ITEM"
+echo worked >> "$RALPH_WORK_LOG"
+'''
+
+[[step]]
+sleep_ms = 60000
+
+[[step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+    let out = tempfile::tempdir().unwrap();
+    let log = out.path().join("work.log");
+    let p = Project::new("# Two\n\n- [ ] alpha\n- [ ] bravo\n", COMMIT_THEN_WAIT, "");
+    let repo = git(p.root());
+    let child = p
+        .ralph()
+        .args(["run", "--json", "--workers", "2"])
+        .env("RALPH_WORK_LOG", &log)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let worked = || std::fs::read_to_string(&log).unwrap_or_default();
+    while worked() != "worked\nworked\n" {
+        assert!(started.elapsed() < LIMIT, "the workers never committed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The coordinator merged the branches and was killed before it
+    // recorded the merges (as by a kill -9 right after a merge's ref update).
+    let coordinator = child.id() as i32;
+    kill(coordinator, Signal::SIGSTOP);
+    kill_dead(&p.processes_matching(""));
+    let mut child = child;
+    child.wait().unwrap();
+    for branch in ralph_branches(&repo) {
+        let merged = git_cli(p.root(), &["merge", "--no-ff", "-m", "merged", &branch]);
+        assert!(merged.status.success(), "{merged:?}");
+    }
+
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    // Not run again (iterations paid for nothing): recorded as merged.
+    assert!(run.of("worker_started").is_empty(), "{}", run.describe());
+    assert_eq!(worked(), "worked\nworked\n");
+    let merges = run.of("merge");
+    assert_eq!(merges.len(), 2, "{}", run.describe());
+    assert!(
+        merges.iter().all(|m| m["outcome"] == "already_merged"),
+        "{}",
+        run.describe()
+    );
+    assert_all_merged(&p, &["alpha", "bravo"]);
 }

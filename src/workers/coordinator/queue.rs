@@ -12,30 +12,56 @@ use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
 use crate::workers::{MergeRequest, Merged, assign, worktree};
 
 impl Coordinator {
-    /// Branches left to a person that are in the run branch now (merged by
-    /// hand, after a conflict): their units are done, checked off, and
-    /// their worktrees removed. A branch with no work of its own is not.
-    pub(super) fn settle_merged_by_hand(&mut self) -> Result<()> {
+    /// Assignments whose work is in the run branch already, settled before
+    /// any worker starts: a merge a killed coordinator made but had not
+    /// recorded (recorded now, `already_merged`, instead of running its
+    /// worker's loop again for nothing), a merge whose cleanup it did not
+    /// finish, and branches left to a person that were merged by hand. A
+    /// branch with no work of its own is not merged; one whose loop still
+    /// runs (a worker of the dead coordinator finishing its checkpoint) is
+    /// left until it ends.
+    pub(super) fn settle_merged(&mut self, tx: &mpsc::Sender<Msg>) -> Result<()> {
         let run = self.ledger.run_branch.clone();
-        let merged: Vec<usize> = (0..self.ledger.assignments.len())
-            .filter(|&i| {
+        let in_run = |a: &Assignment| {
+            let tip = self.git.refname_to_id(&format!("refs/heads/{}", a.branch));
+            tip.is_ok_and(|t| t.to_string() != a.base)
+                && worktree::commits_ahead(&self.git, &a.branch, &run).is_ok_and(|c| c.is_empty())
+        };
+        let settle: Vec<(usize, bool)> = (0..self.ledger.assignments.len())
+            .filter_map(|i| {
                 let a = &self.ledger.assignments[i];
-                let tip = self.git.refname_to_id(&format!("refs/heads/{}", a.branch));
-                // Merged before a coordinator died in its cleanup.
-                self.ledger.merged.contains(&a.item)
-                    || matches!(a.status, Status::Left(_))
-                        && tip.is_ok_and(|t| t.to_string() != a.base)
-                        && worktree::commits_ahead(&self.git, &a.branch, &run)
-                            .is_ok_and(|c| c.is_empty())
+                if self.ledger.merged.contains(&a.item)
+                    || matches!(a.status, Status::Left(_)) && in_run(a)
+                {
+                    Some((i, true))
+                } else if matches!(a.status, Status::Running | Status::Paused)
+                    && a.task == Task::Item
+                    && in_run(a)
+                    && !crate::workers::child::project_busy(&a.project_dir)
+                {
+                    Some((i, false))
+                } else {
+                    None
+                }
             })
             .collect();
-        for i in merged.into_iter().rev() {
+        for (i, recorded) in settle.into_iter().rev() {
+            if !recorded {
+                self.merge(i, tx)?;
+                continue;
+            }
+            let a = &self.ledger.assignments[i];
+            let how = if matches!(a.status, Status::Left(_)) {
+                "merged by hand"
+            } else {
+                "merged before the last coordinator ended"
+            };
             self.bus.emit_from(
-                &self.ledger.assignments[i].worker.clone(),
+                &a.worker.clone(),
                 Event::Warning {
                     message: format!(
-                        "{} is in {run} now (merged by hand): \"{}\" is done",
-                        self.ledger.assignments[i].branch, self.ledger.assignments[i].item
+                        "{} is in {run} now ({how}): \"{}\" is done",
+                        a.branch, a.item
                     ),
                 },
             );
