@@ -493,11 +493,12 @@ impl RunState {
 /// which again leaves the old file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
-    ));
+    let stem = format!(
+        ".{}.tmp-",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    );
+    remove_dead_temps(dir, &stem);
+    let tmp = dir.join(format!("{stem}{}", std::process::id()));
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -513,6 +514,28 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::io("cannot write", path, e)
     })
+}
+
+/// The temporary files `<stem><pid>` of writers killed before their rename
+/// (kill -9): removed, or the plan's would be left in the user's project
+/// (and PROMPT.md's swept into a WIP commit). A live pid's is its own.
+fn remove_dead_temps(dir: &Path, stem: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(stem)?.parse::<i32>().ok());
+        if let Some(pid) = pid
+            && pid > 0
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH)
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Overwrite `path` from its start without truncating it first (no block
@@ -586,6 +609,21 @@ pub(crate) fn now_rfc3339() -> String {
 mod tests {
     use super::*;
     use crate::state::{Lock, running_supervisor};
+
+    #[test]
+    fn a_killed_writers_temporary_file_is_removed_by_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("fix_plan.md");
+        // pid_max is at most 2^22: this pid is nobody's.
+        let dead = dir.path().join(".fix_plan.md.tmp-4194305");
+        std::fs::write(&dead, "half").unwrap();
+        let other = dir.path().join(".notes.md.tmp-4194305");
+        std::fs::write(&other, "someone else's").unwrap();
+        write_atomic(&plan, b"- [x] a\n").unwrap();
+        assert!(!dead.exists());
+        assert!(other.exists(), "another file's is not touched");
+        assert_eq!(std::fs::read(&plan).unwrap(), b"- [x] a\n");
+    }
 
     #[test]
     fn statuses_and_triggers_are_written_as_their_names() {
