@@ -8,7 +8,9 @@
 //! branch is left as it is; when the run branch is checked out, its work
 //! tree is updated with git's safe checkout, which never overwrites a file
 //! the user changed and never deletes an untracked one (the merge is then
-//! `Blocked`, nothing written).
+//! `Blocked`, nothing written). A merge cut short by kill -9 is finished by
+//! the next try: after the checkout (index at the merged tree) or during
+//! it (files already holding the merged bytes are not in the way).
 
 use git2::{Oid, Repository, build::CheckoutBuilder};
 use serde::{Deserialize, Serialize};
@@ -166,6 +168,7 @@ fn update_work_tree(repo: &Repository, new: Oid) -> std::result::Result<(), Stri
     if index_tree.is_ok_and(|t| t == commit.tree_id()) {
         return Ok(());
     }
+    undo_ours(repo, &commit).map_err(|e| e.message().to_string())?;
     let mut opts = CheckoutBuilder::new();
     opts.safe();
     repo.checkout_tree(commit.as_object(), Some(&mut opts))
@@ -175,6 +178,45 @@ fn update_work_tree(repo: &Repository, new: Oid) -> std::result::Result<(), Stri
                 e.message()
             )
         })
+}
+
+/// The files this merge writes found in the work tree already with the
+/// merged content while the index does not know it: what a checkout killed
+/// half-way left (files written, the index not yet). Safe checkout would
+/// take them for the user's changes in the way and block the merge, so
+/// they are put back as HEAD has them (a new file removed), to be written
+/// again by the checkout: the same bytes, nothing lost. A file in the way
+/// with any other content is left for the checkout to refuse.
+fn undo_ours(repo: &Repository, commit: &git2::Commit<'_>) -> std::result::Result<(), git2::Error> {
+    let head = repo.head()?.peel_to_tree()?;
+    let diff = repo.diff_tree_to_tree(Some(&head), Some(&commit.tree()?), None)?;
+    let workdir = repo.workdir().unwrap_or(std::path::Path::new("."));
+    let mut changed = CheckoutBuilder::new();
+    changed.force();
+    let mut any_changed = false;
+    for d in diff.deltas() {
+        let Some(path) = d.new_file().path() else {
+            continue;
+        };
+        let file = workdir.join(path);
+        let ours = file.is_file()
+            && Oid::hash_file(git2::ObjectType::Blob, &file)
+                .is_ok_and(|id| id == d.new_file().id());
+        match d.status() {
+            git2::Delta::Added if ours => {
+                let _ = std::fs::remove_file(&file);
+            }
+            git2::Delta::Modified if ours => {
+                changed.path(path);
+                any_changed = true;
+            }
+            _ => {}
+        }
+    }
+    if any_changed {
+        repo.checkout_head(Some(&mut changed))?;
+    }
+    Ok(())
 }
 
 /// The paths in conflict, each once (also the fleet's merge's answer).
@@ -418,6 +460,38 @@ mod tests {
                 std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
                 "one\ntwo\nthree\nfour\n"
             );
+            assert!(repo.statuses(None).unwrap().is_empty(), "work tree clean");
+        }
+    }
+
+    /// Killed in the middle of the checkout itself: some files written,
+    /// the index not. The next try finishes the merge; a file in the way
+    /// with other content is still the user's and still blocks it.
+    #[test]
+    fn a_merge_cut_in_the_middle_of_its_checkout_is_finished_by_the_next_try() {
+        for (b, blocked) in [("b\n", false), ("the user's\n", true)] {
+            let (dir, repo) = repo();
+            let holder = tempfile::tempdir().unwrap();
+            on_branch(
+                &repo,
+                holder.path(),
+                "ralph/r/w1",
+                &[("b.txt", "b\n"), ("a.txt", "one\ntwo\nthree\nfour\n")],
+            );
+            let before = tip(&repo, "main");
+            std::fs::write(dir.path().join("b.txt"), b).unwrap();
+            std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\nfour\n").unwrap();
+            let got = merge(&repo, &request("ralph/r/w1", "refs/ralph/merges/r/1")).unwrap();
+            if blocked {
+                assert!(matches!(got, Merged::Blocked { .. }), "{got:?}");
+                assert_eq!(tip(&repo, "main"), before);
+                assert_eq!(
+                    std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+                    b
+                );
+                continue;
+            }
+            assert!(matches!(got, Merged::FastForward { .. }), "{got:?}");
             assert!(repo.statuses(None).unwrap().is_empty(), "work tree clean");
         }
     }
