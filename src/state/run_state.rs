@@ -493,12 +493,12 @@ impl RunState {
 /// which again leaves the old file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let stem = format!(
-        ".{}.tmp-",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
-    );
-    remove_dead_temps(dir, &stem);
-    let tmp = dir.join(format!("{stem}{}", std::process::id()));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    // A writer of this file killed before its rename left its temp file
+    // (the plan's would stay in the user's project, PROMPT.md's would be
+    // swept into a WIP commit).
+    remove_dead_temp_files(dir, Some(name));
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -514,28 +514,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::io("cannot write", path, e)
     })
-}
-
-/// The temporary files `<stem><pid>` of writers killed before their rename
-/// (kill -9): removed, or the plan's would be left in the user's project
-/// (and PROMPT.md's swept into a WIP commit). A live pid's is its own.
-fn remove_dead_temps(dir: &Path, stem: &str) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let pid = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(stem)?.parse::<i32>().ok());
-        if let Some(pid) = pid
-            && pid > 0
-            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-                == Err(nix::errno::Errno::ESRCH)
-        {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
 }
 
 /// Overwrite `path` from its start without truncating it first (no block
@@ -560,20 +538,19 @@ pub(crate) fn overwrite_padded(f: &File, mut bytes: Vec<u8>) -> std::io::Result<
 }
 
 /// Remove the temp files of [`write_atomic`] calls that a killed process
-/// never finished (`.NAME.tmp-PID` with no process PID): litter that would
-/// otherwise stay in `.ralph/` for good.
-pub(crate) fn remove_dead_temp_files(dir: &Path) {
+/// never finished (`.NAME.tmp-PID` with no process PID), of the file
+/// `only` names or of any: litter that would otherwise stay for good.
+pub(crate) fn remove_dead_temp_files(dir: &Path, only: Option<&str>) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
+        let Some((target, pid)) = name
             .to_str()
-            .filter(|n| n.starts_with('.'))
-            .and_then(|n| n.rsplit_once(".tmp-"))
-            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+            .and_then(|n| n.strip_prefix('.')?.rsplit_once(".tmp-"))
+            .and_then(|(target, pid)| Some((target, pid.parse::<u32>().ok()?)))
         else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        if only.is_none_or(|o| o == target) && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -739,7 +716,7 @@ mod tests {
         for f in [&dead, &live, &other] {
             std::fs::write(f, "{").unwrap();
         }
-        remove_dead_temp_files(dir.path());
+        remove_dead_temp_files(dir.path(), None);
         assert!(!dead.exists());
         assert!(live.exists() && other.exists());
     }

@@ -148,7 +148,7 @@ impl Supervisor {
             .as_ref()
             .and_then(|r| r.claim_scope().transpose())
             .transpose()?;
-        crate::state::remove_dead_temp_files(&layout.dir);
+        crate::state::remove_dead_temp_files(&layout.dir, None);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
         if !opts.worker
