@@ -162,6 +162,22 @@ pub(crate) fn commits_ahead(
 mod tests {
     use super::*;
 
+    /// A repository on `main` with one empty commit, its id.
+    fn repo_on_main() -> (tempfile::TempDir, Repository, Oid) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        repo.set_head("refs/heads/main").unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let tree = repo
+            .find_tree(repo.index().unwrap().write_tree().unwrap())
+            .unwrap();
+        let tip = repo
+            .commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
+            .unwrap();
+        drop(tree);
+        (dir, repo, tip)
+    }
+
     #[test]
     fn free_names_count_up() {
         let taken = ["w1", "w1-2"];
@@ -171,15 +187,7 @@ mod tests {
 
     #[test]
     fn a_place_is_free_as_branch_worktree_and_directory_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = Repository::init(dir.path()).unwrap();
-        let sig = git2::Signature::now("t", "t@example.com").unwrap();
-        let tree = repo
-            .find_tree(repo.index().unwrap().write_tree().unwrap())
-            .unwrap();
-        let tip = repo
-            .commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
-            .unwrap();
+        let (dir, repo, tip) = repo_on_main();
         let worktrees = dir.path().join(".ralph/worktrees/r");
         let (branch, name, path) = free_place(&repo, "r", "w1", &worktrees);
         assert_eq!(
@@ -202,16 +210,8 @@ mod tests {
 
     #[test]
     fn a_worktree_with_unmerged_commits_is_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = Repository::init(dir.path()).unwrap();
-        repo.set_head("refs/heads/main").unwrap();
+        let (_dir, repo, tip) = repo_on_main();
         let sig = git2::Signature::now("t", "t@example.com").unwrap();
-        let tree = repo
-            .find_tree(repo.index().unwrap().write_tree().unwrap())
-            .unwrap();
-        let tip = repo
-            .commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
-            .unwrap();
         let holder = tempfile::tempdir().unwrap();
         let path = holder.path().join("w1");
         create(&repo, "w1", &path, "ralph/r/w1", tip).unwrap();
