@@ -19,6 +19,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::json;
 
+use crate::agent_mock::cases;
 use crate::real_claude::harness::{self, CliSpec, Project, Setup};
 use crate::real_claude::mock_api::{ApiRequest, MockApi};
 use mock_responses::{Answer, ResponsesRequest};
@@ -186,33 +187,20 @@ env = {{ HOME = {home} }}"#,
         },
     );
     std::fs::create_dir_all(p.home.join(".codex")).unwrap();
-    std::fs::create_dir_all(p.home.join(".ssh")).unwrap();
-    std::fs::write(p.home.join(".ssh/id_ed25519"), "PRIVATE-KEY-CANARY").unwrap();
-    p.ralph_env = vec![
-        ("OPENAI_API_KEY".into(), "dummy-e2e-key".into()),
-        ("GITHUB_TOKEN".into(), "GITHUB-TOKEN-CANARY".into()),
-    ];
+    cases::plant_secrets(&mut p, "OPENAI_API_KEY");
     let api = serve(&p, |req| {
         match req.calls() {
-        0 => Answer::call(20_000).exec(
-            "{ env; cat ~/.ssh/id_ed25519; } > seen.txt 2>&1; printf 'hello\\n' > hello.txt && sed -i 's/- \\[ \\]/- [x]/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'",
-        ),
+        0 => Answer::call(20_000).exec(&format!(
+            "{}; printf 'hello\\n' > hello.txt && sed -i 's/- \\[ \\]/- [x]/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'",
+            cases::LOOK_AROUND
+        )),
         _ => Answer::call(24_000).text("Created hello.txt.\n\n<promise>COMPLETE</promise>"),
     }
     });
     let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(50));
     assert_eq!(code, 0, "complete in the box\n{}", diag(&p, &api));
     eprintln!("codex sandbox: ralph took {took:.1?}");
-    let command = &p.events_named("iteration_started")[0]["command"][0];
-    assert!(command.as_str().unwrap().ends_with("bwrap"), "{command}");
-    assert_eq!(p.read("hello.txt"), "hello\n");
-    let seen = p.read("seen.txt");
-    assert!(seen.contains("OPENAI_API_KEY=dummy-e2e-key"), "{seen}");
-    assert!(!seen.contains("GITHUB-TOKEN-CANARY"), "{seen}");
-    assert!(
-        !seen.contains("PRIVATE-KEY-CANARY") && seen.contains("No such file"),
-        "{seen}"
-    );
+    cases::the_box_held(&p, "OPENAI_API_KEY");
     p.assert_nothing_left();
     p.keep_if_asked();
 }

@@ -315,8 +315,6 @@ fn ralph_runs_gemini_in_the_sandbox() {
         |_, home| {
             std::fs::create_dir_all(home.join(".gemini")).unwrap();
             std::fs::write(home.join(".gemini/settings.json"), settings_json()).unwrap();
-            std::fs::create_dir_all(home.join(".ssh")).unwrap();
-            std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-CANARY").unwrap();
             let env: Vec<String> = gemini_env(home, "@API_URL@")
                 .into_iter()
                 .filter(|(k, _)| k != "GEMINI_API_KEY")
@@ -329,10 +327,7 @@ fn ralph_runs_gemini_in_the_sandbox() {
             )
         },
     );
-    p.ralph_env = vec![
-        ("GEMINI_API_KEY".into(), "dummy-e2e-key".into()),
-        ("GITHUB_TOKEN".into(), "GITHUB-TOKEN-CANARY".into()),
-    ];
+    cases::plant_secrets(&mut p, "GEMINI_API_KEY");
     let api = serve(&p, |chat| {
         match chat.assistant_turns() {
         0 => Reply::turn(20_000)
@@ -341,7 +336,7 @@ fn ralph_runs_gemini_in_the_sandbox() {
         1 => Reply::turn(24_000).tool(
             "run_shell_command",
             json!({
-                "command": "{ env; cat ~/.ssh/id_ed25519; } > seen.txt 2>&1; sed -i 's/- \\[ \\] Create/- [x] Create/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'",
+                "command": format!("{}; sed -i 's/- \\[ \\] Create/- [x] Create/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'", cases::LOOK_AROUND),
                 "description": "Look around, check off and commit",
             }),
         ),
@@ -352,18 +347,9 @@ fn ralph_runs_gemini_in_the_sandbox() {
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
     assert_eq!(code, 0, "ralph should complete in the box\n{}", diag());
     eprintln!("gm-sandbox: ralph took {took:.1?}");
-    let command = &p.events_named("iteration_started")[0]["command"][0];
-    assert!(command.as_str().unwrap().ends_with("bwrap"), "{command}");
-    assert_eq!(p.read("hello.txt"), "hello\n");
+    cases::the_box_held(&p, "GEMINI_API_KEY");
     // seen.txt, left uncommitted, is in ralph's final commit.
     assert_eq!(p.log()[1..], ["Create hello.txt", "initial"], "{}", diag());
-    let seen = p.read("seen.txt");
-    assert!(seen.contains("GEMINI_API_KEY=dummy-e2e-key"), "{seen}");
-    assert!(!seen.contains("GITHUB-TOKEN-CANARY"), "{seen}");
-    assert!(
-        !seen.contains("PRIVATE-KEY-CANARY") && seen.contains("No such file"),
-        "{seen}"
-    );
     p.assert_nothing_left();
     p.keep_if_asked();
 }

@@ -371,10 +371,7 @@ fn ralph_runs_opencode_in_the_sandbox() {
             )
         },
     );
-    p.ralph_env = vec![
-        ("OPENAI_API_KEY".into(), "dummy-e2e-key".into()),
-        ("GITHUB_TOKEN".into(), "GITHUB-TOKEN-CANARY".into()),
-    ];
+    cases::plant_secrets(&mut p, "OPENAI_API_KEY");
     let api = MockServer::start(
         &p.base.join("api-requests.jsonl"),
         OpenAi::new(|chat| {
@@ -385,6 +382,8 @@ fn ralph_runs_opencode_in_the_sandbox() {
             1 => Reply::turn(24_000).tool(
                 "bash",
                 json!({
+                    // Only its environment: opencode itself refuses a
+                    // command reading outside the project (`~/.ssh`).
                     "command": "env > seen.txt; sed -i 's/- \\[ \\] Create/- [x] Create/' fix_plan.md && git add hello.txt fix_plan.md && git commit -q -m 'Create hello.txt'",
                     "description": "Look around, check off and commit",
                 }),

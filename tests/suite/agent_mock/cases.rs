@@ -1,7 +1,8 @@
 //! The cases the real-CLI suites of opencode and Gemini CLI share, under
 //! `ralph run`: SIGINT while the agent's shell tool runs, and kill -9 of
 //! ralph then a takeover. Each suite gives its CLI's shell tool and how it
-//! serves its mock; the rest (the script, the checks) is one.
+//! serves its mock; the rest (the script, the checks) is one. Also the
+//! sandbox run's setup and checks, which Codex's suite shares too.
 
 use std::time::Duration;
 
@@ -160,4 +161,36 @@ pub fn a_usage_limit_ends_the_run(p: &Project, api: &MockServer) {
         diag()
     );
     p.assert_nothing_left();
+}
+
+/// What the agent's shell runs in a sandbox test: its environment and an
+/// attempt to read the planted private key, into `seen.txt`.
+pub const LOOK_AROUND: &str = "{ env; cat ~/.ssh/id_ed25519; } > seen.txt 2>&1";
+
+/// A sandbox test's secrets: a private key planted at `~/.ssh/id_ed25519`,
+/// the agent's own `key` in ralph's environment (as a user exports it) and
+/// a `GITHUB_TOKEN` canary the box must withhold.
+pub fn plant_secrets(p: &mut Project, key: &str) {
+    std::fs::create_dir_all(p.home.join(".ssh")).unwrap();
+    std::fs::write(p.home.join(".ssh/id_ed25519"), "PRIVATE-KEY-CANARY").unwrap();
+    p.ralph_env = vec![
+        (key.into(), "dummy-e2e-key".into()),
+        ("GITHUB_TOKEN".into(), "GITHUB-TOKEN-CANARY".into()),
+    ];
+}
+
+/// After a sandbox run: the agent ran under bwrap and wrote `hello.txt`;
+/// what it saw ([`LOOK_AROUND`]) holds its own key, neither the canary nor
+/// the private key.
+pub fn the_box_held(p: &Project, key: &str) {
+    let command = &p.events_named("iteration_started")[0]["command"][0];
+    assert!(command.as_str().unwrap().ends_with("bwrap"), "{command}");
+    assert_eq!(p.read("hello.txt"), "hello\n");
+    let seen = p.read("seen.txt");
+    assert!(seen.contains(&format!("{key}=dummy-e2e-key")), "{seen}");
+    assert!(!seen.contains("GITHUB-TOKEN-CANARY"), "{seen}");
+    assert!(
+        !seen.contains("PRIVATE-KEY-CANARY") && seen.contains("No such file"),
+        "{seen}"
+    );
 }
