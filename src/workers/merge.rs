@@ -168,16 +168,24 @@ fn update_work_tree(repo: &Repository, new: Oid) -> std::result::Result<(), Stri
     if index_tree.is_ok_and(|t| t == commit.tree_id()) {
         return Ok(());
     }
-    undo_ours(repo, &commit).map_err(|e| e.message().to_string())?;
-    let mut opts = CheckoutBuilder::new();
-    opts.safe();
-    repo.checkout_tree(commit.as_object(), Some(&mut opts))
-        .map_err(|e| {
-            format!(
-                "the run branch's work tree has changes in the way of the merge ({})",
-                e.message()
-            )
-        })
+    let checkout = || repo.checkout_tree(commit.as_object(), Some(CheckoutBuilder::new().safe()));
+    // Refused, nothing written: only then look for a cut checkout's files
+    // (hashing them on every merge would be work done for the rare case).
+    let refused = match checkout() {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let in_the_way = |e: git2::Error| {
+        format!(
+            "the run branch's work tree has changes in the way of the merge ({})",
+            e.message()
+        )
+    };
+    match undo_ours(repo, &commit) {
+        Ok(true) => checkout().map_err(in_the_way),
+        Ok(false) => Err(in_the_way(refused)),
+        Err(e) => Err(e.message().to_string()),
+    }
 }
 
 /// The files this merge writes found in the work tree already with the
@@ -186,14 +194,18 @@ fn update_work_tree(repo: &Repository, new: Oid) -> std::result::Result<(), Stri
 /// take them for the user's changes in the way and block the merge, so
 /// they are put back as HEAD has them (a new file removed), to be written
 /// again by the checkout: the same bytes, nothing lost. A file in the way
-/// with any other content is left for the checkout to refuse.
-fn undo_ours(repo: &Repository, commit: &git2::Commit<'_>) -> std::result::Result<(), git2::Error> {
+/// with any other content is left for the checkout to refuse. Whether
+/// anything was put back.
+fn undo_ours(
+    repo: &Repository,
+    commit: &git2::Commit<'_>,
+) -> std::result::Result<bool, git2::Error> {
     let head = repo.head()?.peel_to_tree()?;
     let diff = repo.diff_tree_to_tree(Some(&head), Some(&commit.tree()?), None)?;
     let workdir = repo.workdir().unwrap_or(std::path::Path::new("."));
     let mut changed = CheckoutBuilder::new();
     changed.force();
-    let mut any_changed = false;
+    let (mut any_changed, mut undone) = (false, false);
     for d in diff.deltas() {
         let Some(path) = d.new_file().path() else {
             continue;
@@ -204,7 +216,7 @@ fn undo_ours(repo: &Repository, commit: &git2::Commit<'_>) -> std::result::Resul
                 .is_ok_and(|id| id == d.new_file().id());
         match d.status() {
             git2::Delta::Added if ours => {
-                let _ = std::fs::remove_file(&file);
+                undone |= std::fs::remove_file(&file).is_ok();
             }
             git2::Delta::Modified if ours => {
                 changed.path(path);
@@ -216,7 +228,7 @@ fn undo_ours(repo: &Repository, commit: &git2::Commit<'_>) -> std::result::Resul
     if any_changed {
         repo.checkout_head(Some(&mut changed))?;
     }
-    Ok(())
+    Ok(undone || any_changed)
 }
 
 /// The paths in conflict, each once (also the fleet's merge's answer).
