@@ -712,9 +712,9 @@ fn git_cli(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-#[test]
-fn a_conflict_unresolved_after_its_attempts_needs_a_human_and_a_merge_by_hand_finishes_it() {
-    let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
+/// `plan` over SAME_LINES agents, with `shared.txt` committed and one
+/// conflict attempt: the items that conflict are left to a person.
+fn same_lines_project(plan: &str) -> Project {
     let p = Project::new(plan, SAME_LINES, "[workers]\nconflict_attempts = 1\n");
     p.write("shared.txt", "one\ntwo\nthree\n");
     assert!(git_cli(p.root(), &["add", "shared.txt"]).status.success());
@@ -723,6 +723,13 @@ fn a_conflict_unresolved_after_its_attempts_needs_a_human_and_a_merge_by_hand_fi
             .status
             .success()
     );
+    p
+}
+
+#[test]
+fn a_conflict_unresolved_after_its_attempts_needs_a_human_and_a_merge_by_hand_finishes_it() {
+    let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
+    let p = same_lines_project(plan);
     let run = p.run(&["--workers", "2"], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
     let human = &run.of("needs_human")[0];
@@ -875,14 +882,7 @@ fn worktrees_kept_for_a_person_count_toward_max_worktrees() {
     // Three items rewrite the same line; with one attempt, the two that
     // conflict are left to a person with their worktrees.
     let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n";
-    let p = Project::new(plan, SAME_LINES, "[workers]\nconflict_attempts = 1\n");
-    p.write("shared.txt", "one\ntwo\nthree\n");
-    assert!(git_cli(p.root(), &["add", "shared.txt"]).status.success());
-    assert!(
-        git_cli(p.root(), &["commit", "-qm", "shared"])
-            .status
-            .success()
-    );
+    let p = same_lines_project(plan);
     let run = p.run(&["--workers", "3"], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
     let repo = git(p.root());
