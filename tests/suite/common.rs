@@ -155,9 +155,8 @@ impl Project {
         for pid in self.processes_matching("") {
             let read =
                 |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default();
-            let state = read("stat");
-            let state = state.rsplit_once(')').map_or("", |(_, r)| r.trim_start());
-            let state: String = state.split(' ').take(2).collect::<Vec<_>>().join(" ppid ");
+            let state = proc_stat(pid).unwrap_or_default();
+            let state = state[..state.len().min(2)].join(" ppid ");
             let cmd = read("cmdline").replace('\0', " ");
             out += &format!("  {pid} {state} wchan {} {cmd}\n", read("wchan"));
         }
@@ -316,6 +315,19 @@ impl Run {
     }
 }
 
+/// The fields of `/proc/PID/stat` after the command name (the state
+/// first, then ppid, pgrp, session…), if the process exists.
+pub fn proc_stat(pid: i32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Whether `pid` is a live process: it exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    proc_stat(pid).is_some_and(|f| f.first().is_some_and(|s| !s.starts_with(['Z', 'X'])))
+}
+
 /// Pids of live processes whose command line contains `needle`.
 pub fn processes_matching(needle: &str) -> Vec<i32> {
     let me = std::process::id() as i32;
@@ -323,14 +335,10 @@ pub fn processes_matching(needle: &str) -> Vec<i32> {
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != me)
-        .filter(|pid| {
+        .filter(|&pid| {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             // Zombies are dead already.
-            let zombie = stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie
+            alive(pid)
                 && String::from_utf8_lossy(&cmd)
                     .replace('\0', " ")
                     .contains(needle)

@@ -346,14 +346,8 @@ fn kill_dead(pids: &[i32]) {
     for &pid in pids {
         kill(pid, nix::sys::signal::Signal::SIGKILL);
     }
-    let gone = |pid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-            s.rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
-        })
-    };
     let started = std::time::Instant::now();
-    while !pids.iter().all(|&pid| gone(pid)) {
+    while pids.iter().any(|&pid| common::alive(pid)) {
         assert!(started.elapsed() < LIMIT, "killed processes still alive");
         std::thread::sleep(Duration::from_millis(10));
     }

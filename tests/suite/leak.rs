@@ -412,13 +412,6 @@ fn mistyped_agent_command_is_exit_2_before_the_first_iteration() {
 
 // ---------------------------------------------------------------- processes
 
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
-    })
-}
-
 /// Item 6: Claude Code runs each Bash tool in a session of its own, so
 /// after `kill -9` of ralph the takeover (which ended only the agent's
 /// session) missed it: `sleep` outlived the restarted run. ralph records
@@ -452,16 +445,7 @@ result = "<promise>COMPLETE</promise>"
     let sleeper = sleeper.unwrap();
     // In a session of its own, not the agent's.
     let lock = ralph::state::read_lock(&ralph::state::Layout::new(p.root())).unwrap();
-    let session = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap();
-    let sid: i32 = session
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .nth(3)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let sid: i32 = common::proc_stat(sleeper).unwrap()[3].parse().unwrap();
     assert_ne!(Some(sid), lock.agent_pgid);
     // Seen on the supervisor's one-second beat.
     common::wait_until("the lock records it", Duration::from_secs(10), || {
@@ -472,13 +456,13 @@ result = "<promise>COMPLETE</promise>"
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     assert!(
-        alive(sleeper),
+        common::alive(sleeper),
         "expected the tool to outlive ralph's SIGKILL"
     );
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     common::wait_until("the tool is gone", Duration::from_secs(2), || {
-        !alive(sleeper)
+        !common::alive(sleeper)
     });
 }
 

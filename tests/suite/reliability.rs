@@ -115,7 +115,7 @@ fn processes_in(root: &Path) -> Vec<(i32, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me && !is_zombie_or_gone(pid))
+        .filter(|&pid| pid != me && common::alive(pid))
         .filter(|pid| {
             std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&root))
         })
@@ -126,29 +126,14 @@ fn processes_in(root: &Path) -> Vec<(i32, String)> {
         .collect()
 }
 
-fn stat_of(pid: i32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()
-}
-
-fn is_zombie_or_gone(pid: i32) -> bool {
-    stat_of(pid).is_none_or(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
-    })
-}
-
 /// Live processes in session `sid`.
 fn session_members(sid: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| !is_zombie_or_gone(pid))
+        .filter(|&pid| common::alive(pid))
         .filter(|&pid| {
-            stat_of(pid).is_some_and(|s| {
-                s.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().nth(3)?.parse::<i32>().ok())
-                    == Some(sid)
-            })
+            common::proc_stat(pid).and_then(|f| f.get(3)?.parse::<i32>().ok()) == Some(sid)
         })
         .collect()
 }
@@ -472,7 +457,7 @@ impl Killer {
         // The agent dies with its supervisor (PR_SET_PDEATHSIG).
         if let Some(pid) = agent {
             self.report.agents_running += 1;
-            while !is_zombie_or_gone(pid) {
+            while common::alive(pid) {
                 assert!(
                     killed.elapsed() < Duration::from_secs(2),
                     "the agent (pid {pid}) outlived its supervisor"
@@ -719,11 +704,11 @@ result = "<promise>COMPLETE</promise>"
         .expect("the lock names the agent");
     // The agent spent seconds alive beside ralph's other threads (stdout
     // and stderr readers, the runtime): only the main thread's exit counts.
-    assert!(!is_zombie_or_gone(agent));
+    assert!(common::alive(agent));
     child.kill().unwrap();
     child.wait().unwrap();
     let killed = Instant::now();
-    while !is_zombie_or_gone(agent) {
+    while common::alive(agent) {
         assert!(
             killed.elapsed() < Duration::from_secs(1),
             "agent outlived ralph"
@@ -737,14 +722,14 @@ result = "<promise>COMPLETE</promise>"
     // Its tool ran in a process group of its own: it is still there, in
     // the agent's session, until a new run takes over.
     assert!(
-        !is_zombie_or_gone(sleeper),
+        common::alive(sleeper),
         "expected the tool to outlive the agent"
     );
     assert!(session_members(agent).contains(&sleeper));
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     assert_eq!(run.of("run_started")[0]["first_iteration"], 2);
-    assert!(is_zombie_or_gone(sleeper), "the takeover ended the tool");
+    assert!(!common::alive(sleeper), "the takeover ended the tool");
     assert_nothing_left(&p);
 }
 
