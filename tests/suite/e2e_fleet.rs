@@ -97,6 +97,20 @@ impl Fleet {
         dir
     }
 
+    /// Workers `wa` and `wb` run to the end, each exiting 0.
+    fn two_workers_succeed(&self) -> (Ended, Ended) {
+        let (a, b) = (self.worker("wa"), self.worker("wb"));
+        let (a, b) = (wait(a), wait(b));
+        assert_eq!(
+            (a.code, b.code),
+            (Some(0), Some(0)),
+            "{}\n{}",
+            a.stderr,
+            b.stderr
+        );
+        (a, b)
+    }
+
     /// `ralph run --remote origin --fleet night --worker NAME --json` in a new clone.
     fn worker(&self, name: &str) -> Child {
         worker_in(&self.clone(name), name)
@@ -317,15 +331,7 @@ fn three_workers_do_nine_items_each_exactly_once() {
 #[test]
 fn two_workers_racing_for_the_last_item_one_gets_it() {
     let fleet = Fleet::new(1, 300, "");
-    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
-    let (a, b) = (wait(a), wait(b));
-    assert_eq!(
-        (a.code, b.code),
-        (Some(0), Some(0)),
-        "{}\n{}",
-        a.stderr,
-        b.stderr
-    );
+    let (a, b) = fleet.two_workers_succeed();
     assert_eq!(a.of("claimed").len() + b.of("claimed").len(), 1);
     assert_eq!(fleet.merges().len(), 1);
     fleet.assert_nothing_left();
@@ -529,15 +535,7 @@ fi"#;
         common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
     );
     let fleet = Fleet::with(2, &scenario, "");
-    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
-    let (a, b) = (wait(a), wait(b));
-    assert_eq!(
-        (a.code, b.code),
-        (Some(0), Some(0)),
-        "{}\n{}",
-        a.stderr,
-        b.stderr
-    );
+    let (a, b) = fleet.two_workers_succeed();
     let conflicts: Vec<&Value> = a
         .of("conflict")
         .into_iter()
@@ -562,15 +560,7 @@ fi"#;
 #[test]
 fn the_morning_report_covers_the_fleet_from_any_clone() {
     let fleet = Fleet::new(4, 200, "[loop]\nmax_iterations = 20\nmax_cost_usd = 5.0\n");
-    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
-    let (a, b) = (wait(a), wait(b));
-    assert_eq!(
-        (a.code, b.code),
-        (Some(0), Some(0)),
-        "{}\n{}",
-        a.stderr,
-        b.stderr
-    );
+    let (a, b) = fleet.two_workers_succeed();
     let merged_by = |e: &Ended| e.of("merged").len();
     let report = fleet_report_json(&fleet, "morning");
     assert_eq!(report["outcome"], "completed", "{report}");
