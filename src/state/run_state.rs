@@ -486,7 +486,8 @@ impl RunState {
     }
 }
 
-/// Write `bytes` to `path` atomically, user-only permissions. The data is
+/// Write `bytes` to `path` atomically: a new file user-only, an existing
+/// one with the mode it had. The data is
 /// on disk before the rename makes it the file, so a power loss leaves the
 /// old or the new content, never a torn or empty file. The directory is not
 /// synced (a second sync on every save): a power loss may undo the rename,
@@ -506,6 +507,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .truncate(true)
             .mode(0o600)
             .open(&tmp)?;
+        // A file that exists keeps its mode: the user's plan stays 0644.
+        if let Ok(meta) = std::fs::metadata(path) {
+            f.set_permissions(meta.permissions())?;
+        }
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -586,6 +591,20 @@ pub(crate) fn now_rfc3339() -> String {
 mod tests {
     use super::*;
     use crate::state::{Lock, running_supervisor};
+
+    #[test]
+    fn an_existing_file_keeps_its_mode_and_a_new_one_is_the_users_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (plan, new) = (dir.path().join("fix_plan.md"), dir.path().join("new.json"));
+        std::fs::write(&plan, "- [ ] a\n").unwrap();
+        std::fs::set_permissions(&plan, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomic(&plan, b"- [x] a\n").unwrap();
+        write_atomic(&new, b"{}").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&plan), 0o644);
+        assert_eq!(mode(&new), 0o600);
+    }
 
     #[test]
     fn a_killed_writers_temporary_file_is_removed_by_the_next_write() {
