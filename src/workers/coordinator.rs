@@ -149,12 +149,13 @@ impl Coordinator {
                 .filter_map(|(w, c)| c.exited().map(|code| (w.clone(), code)))
                 .collect();
             for (worker, code) in exited {
-                // The rest of its output first: its run_ended comes before.
-                std::thread::sleep(Duration::from_millis(50));
+                // The rest of its output first (its run_ended comes before):
+                // what the pipe still holds, then its own log.
                 while let Ok(msg) = rx.try_recv() {
                     self.heard(msg);
                 }
                 self.children.remove(&worker);
+                self.catch_up(&worker);
                 self.finished(&worker, code, &tx)?;
             }
             if self.children.is_empty() && self.nothing_to_start() {
@@ -323,6 +324,8 @@ impl Coordinator {
                     }
                 }
                 waiting.remove(&a.worker);
+                // What its loop did while no coordinator listened.
+                self.catch_up(&a.worker);
                 self.ledger.assignments[i].status = Status::Running;
                 self.save()?;
                 self.git_write(|c| c.prepare(&a))?;
@@ -379,6 +382,11 @@ impl Coordinator {
         // Recorded before the branch exists: a coordinator killed in
         // between leaves no branch the next one does not know of.
         self.ledger.assignments.push(a.clone());
+        // Its loops' records are read back from here on, if need be.
+        self.ledger
+            .heard
+            .entry(a.worker.clone())
+            .or_insert_with(crate::state::now_rfc3339);
         self.save()?;
         self.git_write(|c| c.prepare(&a))?;
         Ok(a)
@@ -443,18 +451,64 @@ impl Coordinator {
             Msg::Said(worker, line) => self
                 .bus
                 .emit_from(&worker, Event::Warning { message: line }),
-            Msg::Record(worker, mut record) => {
-                match &record.event {
-                    Event::IterationEnded { cost_usd, .. } => {
-                        self.ledger.iterations += 1;
-                        self.ledger.cost_usd += cost_usd;
-                        let _ = self.save();
-                    }
-                    Event::LimitWait { seconds, .. } => self.pause_others(&worker, *seconds),
-                    _ => {}
-                }
-                record.worker = Some(worker);
-                self.bus.publish(&record);
+            Msg::Record(worker, record) => self.take_in(&worker, *record, true),
+        }
+    }
+
+    /// One record of `worker`'s loop, heard live or read back from its own
+    /// log: counted and written to the run's log once. Counted in memory,
+    /// published, then saved with the time it was heard: a coordinator
+    /// killed in between counts it again from the worker's log and at worst
+    /// writes it twice to the run's log (only a `context` reading is not
+    /// saved at once: many of them, and nothing counts them).
+    fn take_in(&mut self, worker: &str, mut record: crate::events::Record, live: bool) {
+        let at = |ts: &str| ts.parse::<jiff::Timestamp>().ok();
+        if let (Some(ts), Some(last)) = (
+            at(&record.ts),
+            self.ledger.heard.get(worker).and_then(|t| at(t)),
+        ) && ts <= last
+        {
+            return;
+        }
+        self.ledger
+            .heard
+            .insert(worker.to_string(), record.ts.clone());
+        match &record.event {
+            Event::IterationEnded { cost_usd, .. } => {
+                self.ledger.iterations += 1;
+                self.ledger.cost_usd += cost_usd;
+            }
+            // Read back later, its limit was its loop's to wait out.
+            Event::LimitWait { seconds, .. } if live => self.pause_others(worker, *seconds),
+            _ => {}
+        }
+        let counted = !matches!(record.event, Event::Context { .. });
+        record.worker = Some(worker.to_string());
+        self.bus.publish(&record);
+        if counted {
+            let _ = self.save();
+        }
+    }
+
+    /// What `worker`'s loops wrote to their own log and no coordinator took
+    /// in: records still in the pipe when its loop exited, and everything
+    /// its loop did while no coordinator listened (its coordinator killed
+    /// with -9: the worker checkpoints, ends its iteration and its run).
+    fn catch_up(&mut self, worker: &str) {
+        if !self.ledger.heard.contains_key(worker) {
+            return;
+        }
+        let dirs: Vec<PathBuf> = self
+            .ledger
+            .assignments
+            .iter()
+            .filter(|a| a.worker == worker)
+            .map(|a| a.project_dir.clone())
+            .collect();
+        for dir in dirs {
+            let log = crate::state::Layout::new(&dir).events();
+            for record in crate::events::read_log(&log) {
+                self.take_in(worker, record, false);
             }
         }
     }

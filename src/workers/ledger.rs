@@ -115,6 +115,14 @@ pub(crate) struct Ledger {
     /// Shared budgets, counted over every worker.
     pub(crate) iterations: u32,
     pub(crate) cost_usd: f64,
+    /// Per worker, the time of the last record of its loops taken in
+    /// (counted and written to the run's log). A worker's loop writes every
+    /// record to its own log too, so what no coordinator heard (its loop
+    /// went on while none listened, after kill -9) is read on from there,
+    /// and nothing is counted twice. Absent for a worker of an older ledger:
+    /// where it had got is unknown, and nothing is read back.
+    #[serde(default)]
+    pub(crate) heard: std::collections::BTreeMap<String, String>,
 }
 
 impl Ledger {

@@ -1113,3 +1113,66 @@ result = "Done.\n\n<promise>COMPLETE</promise>"
     );
     assert_all_merged(&p, &["alpha", "bravo"]);
 }
+
+/// The coordinator alone killed with -9 mid-iteration: its workers (told by
+/// their parent-death signal) checkpoint and end their iterations with no
+/// coordinator listening. The next coordinator reads what they did from
+/// their own logs: the run's iterations and cost count every iteration
+/// once, in `run_ended`, the run's log and the morning report.
+#[test]
+fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
+    use nix::sys::signal::Signal;
+    let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    let p = Project::new(SIX, &slow_item(), "");
+    let mut child = p
+        .ralph()
+        .args(["run", "--json", "--workers", "3"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&p, "three workers in an iteration", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 3
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let workers = worker_pids(&p);
+    assert_eq!(workers.len(), 3, "three worker loops");
+    kill(child.id() as i32, Signal::SIGKILL);
+    child.wait().unwrap();
+    // Each worker checkpoints and ends its run by itself.
+    let started = std::time::Instant::now();
+    while workers.iter().any(|&pid| common::alive(pid)) {
+        assert!(started.elapsed() < LIMIT, "the workers did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let heard = count(&coordinator_events(&p), |e| {
+        e["event"] == "iteration_ended" && e.get("worker").is_some()
+    });
+
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_all_merged(&p, &items);
+    let all = coordinator_events(&p);
+    let of_workers = |kind: &str| -> Vec<&Value> {
+        all.iter()
+            .filter(|e| e["event"] == kind && e.get("worker").is_some())
+            .collect()
+    };
+    let began = of_workers("iteration_started").len();
+    let ended = of_workers("iteration_ended");
+    let cost: f64 = ended.iter().map(|e| e["cost_usd"].as_f64().unwrap()).sum();
+    assert!(
+        ended.len() > heard,
+        "the interrupted iterations were never read back ({heard} heard live)"
+    );
+    assert_eq!(ended.len(), began, "every iteration ended once in the log");
+    let end = run.ended();
+    assert_eq!(end["iterations"], began as u64, "{end}");
+    assert!(
+        (end["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9,
+        "{end}"
+    );
+}

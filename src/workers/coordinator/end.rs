@@ -11,6 +11,15 @@ use crate::workers::worktree;
 
 impl Coordinator {
     pub(super) fn end(&mut self) -> Result<i32> {
+        // Loops a dead coordinator left that this one did not resume (it
+        // was stopped first): what they did counts too.
+        let idle: Vec<String> = (self.ledger.assignments.iter())
+            .filter(|a| !crate::workers::child::project_busy(&a.project_dir))
+            .map(|a| a.worker.clone())
+            .collect();
+        for worker in idle {
+            self.catch_up(&worker);
+        }
         let text = read_plan(&self.plan_path).unwrap_or_default();
         let open = assign::units(&text)
             .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())

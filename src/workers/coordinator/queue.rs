@@ -46,6 +46,8 @@ impl Coordinator {
             })
             .collect();
         for (i, recorded) in settle.into_iter().rev() {
+            // Its loop ended while no coordinator listened.
+            self.catch_up(&self.ledger.assignments[i].worker.clone());
             if !recorded {
                 self.merge(i, tx)?;
                 continue;
