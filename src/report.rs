@@ -8,7 +8,8 @@
 //! report.rs          this map
 //! report/
 //!   runs.rs          which runs, reading their logs and states, writing the page
-//!   model.rs         a run's figures from its event log and state (pure)
+//!   model.rs         a run's figures as the report shows them (data)
+//!   gather.rs        those figures from the run's event log and state (pure)
 //!   lanes.rs         a parallel run: a lane per worker, the merge queue's history
 //!   story.rs         what the night changed and how it was checked (data): Story, the verify lane
 //!   changes.rs       the story read from git: commits, diffstats, sessions to reopen; their text and page
@@ -19,6 +20,7 @@
 
 mod changes;
 pub(crate) mod charts;
+pub mod gather;
 pub mod html;
 pub(crate) mod lanes;
 pub mod model;

@@ -360,7 +360,7 @@ mod tests {
     #[test]
     fn what_each_iteration_changed_is_its_work_tree_from_start_to_end() {
         for (name, rows, (start, end), want_rows, want_run) in CASES {
-            let mut r = crate::report::model::build(
+            let mut r = crate::report::gather::build(
                 "run",
                 &[],
                 None,
@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn one_commit_count_in_the_header_the_story_and_the_page() {
-        let mut r = crate::report::model::build(
+        let mut r = crate::report::gather::build(
             "run",
             &[],
             None,

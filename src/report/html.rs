@@ -300,7 +300,7 @@ fn contexts(out: &mut String, r: &RunReport) {
             outcome_class(&row.outcome),
             esc(&row.outcome.to_string()),
             row.peak_percent,
-            esc(row.item.as_deref().unwrap_or(""))
+            esc(&row.item_label())
         );
         out.push_str(&charts::context_chart(row, r));
         out.push_str("</figure>");
@@ -360,7 +360,7 @@ fn cells(out: &mut String, anchor: &str, row: &IterationRow, clock: &Clock, page
             r#"<td><span class="pill {}">{}</span></td><td>{}</td><td>{}</td>"#,
             r#"<td class="num">{:.1}%</td><td>{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>"#
         ),
-        esc(row.item.as_deref().unwrap_or("")),
+        esc(&row.item_label()),
         checked,
         outcome_class(&row.outcome),
         esc(&row.outcome.to_string()),

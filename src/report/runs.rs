@@ -5,7 +5,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::{Budgets, RunReport, html, model};
+use super::{Budgets, RunReport, gather, html};
 use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
@@ -35,7 +35,7 @@ pub(crate) fn reports(
 ) -> Result<Vec<RunReport>> {
     let records = read_log(&layout.events());
     let state = RunState::load(&layout.state())?;
-    let mut ids = model::run_ids(&records);
+    let mut ids = gather::run_ids(&records);
     if let Some(s) = state.as_ref().filter(|s| !s.run_id.is_empty())
         && !ids.contains(&s.run_id)
     {
@@ -68,7 +68,7 @@ pub(crate) fn reports(
                 .clone()
                 .filter(|s| &s.run_id == id)
                 .or_else(|| kept_state(layout, id));
-            build(&layout.root, id, &records, own.as_ref(), config)
+            build(layout, id, &records, own.as_ref(), config)
         })
         .collect())
 }
@@ -83,7 +83,7 @@ fn kept_state(layout: &Layout, run_id: &str) -> Option<RunState> {
 }
 
 fn build(
-    root: &Path,
+    layout: &Layout,
     id: &str,
     records: &[Record],
     state: Option<&RunState>,
@@ -95,10 +95,15 @@ fn build(
         max_cost_usd: config.and_then(|c| c.loop_.max_cost_usd),
         max_duration_secs: config.and_then(|c| c.loop_.max_duration.map(|d| d.0.as_secs_f64())),
     };
-    let mut report = model::build(id, records, state, thresholds, budgets);
+    let mut report = gather::build(id, records, state, thresholds, budgets);
     let kind = config.map(|c| c.agent.kind).unwrap_or_default();
     let own = config.map_or_else(OwnPaths::default, |c| OwnPaths::new(&c.prompt_file));
-    super::changes::read_git(&mut report, root, kind, &own);
+    for c in crate::workers::own_commits(&layout.dir, id) {
+        if !report.commits.contains(&c) {
+            report.commits.push(c);
+        }
+    }
+    super::changes::read_git(&mut report, &layout.root, kind, &own);
     report.story.lanes = super::lanes::Lanes::of(id, records);
     // As the run last saw them, reset since or not.
     if let Some(s) = state.filter(|s| s.run_id == id) {
@@ -201,13 +206,7 @@ pub(crate) fn write_after_run(
         )?;
     }
     let records = read_log(&layout.events());
-    let report = build(
-        &layout.root,
-        &state.run_id,
-        &records,
-        Some(state),
-        Some(config),
-    );
+    let report = build(layout, &state.run_id, &records, Some(state), Some(config));
     write_html(&layout.root, &path, &[report]).inspect_err(|_| {
         let _ = std::fs::remove_file(&path);
     })?;

@@ -180,7 +180,13 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
             peak,
             duration(i.seconds),
             money(i.cost_usd),
-            fit_width(i.item.as_deref().unwrap_or("-"), 27)
+            fit_width(
+                Some(i.item_label())
+                    .filter(|l| !l.is_empty())
+                    .as_deref()
+                    .unwrap_or("-"),
+                27
+            )
         );
     }
     let changed = super::changes::iterations_text(r);

@@ -506,11 +506,19 @@ impl Coordinator {
             .map(|a| a.project_dir.clone())
             .collect();
         for dir in dirs {
-            let log = crate::state::Layout::new(&dir).events();
-            for record in crate::events::read_log(&log) {
+            let layout = crate::state::Layout::new(&dir);
+            for record in crate::events::read_log(&layout.events()) {
                 self.take_in(worker, record, false);
             }
+            // And its commits: WIP commits, the final commit at completion.
+            if let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) {
+                let ids = state.history.into_iter().filter_map(|h| h.commit);
+                for id in ids.chain(state.last_commit) {
+                    self.ledger.made(id);
+                }
+            }
         }
+        let _ = self.save();
     }
 
     /// One usage limit pauses every worker: the others checkpoint and stop
@@ -579,9 +587,12 @@ impl Coordinator {
                 &format!("ralph: {}'s uncommitted work on \"{}\"", a.worker, a.item),
                 &OwnPaths::new(&self.config.prompt_file),
             );
-            if let crate::repo::CommitOutcome::Skipped { reason } = outcome {
-                self.bus
-                    .emit_from(&a.worker, Event::Warning { message: reason });
+            match outcome {
+                crate::repo::CommitOutcome::Skipped { reason } => self
+                    .bus
+                    .emit_from(&a.worker, Event::Warning { message: reason }),
+                crate::repo::CommitOutcome::Committed { id, .. } => self.ledger.made(id),
+                crate::repo::CommitOutcome::NothingToCommit => {}
             }
         }
     }

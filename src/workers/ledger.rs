@@ -123,6 +123,27 @@ pub(crate) struct Ledger {
     /// where it had got is unknown, and nothing is read back.
     #[serde(default)]
     pub(crate) heard: std::collections::BTreeMap<String, String>,
+    /// The run branch's tip when the run started (after the user's own
+    /// changes were committed): where the morning report's "what changed"
+    /// begins.
+    #[serde(default)]
+    pub(crate) start_commit: Option<String>,
+    /// ralph's own commits in this run, for the morning report to tell
+    /// them from the agents': the coordinator's (merge commits, plan
+    /// check-offs, a worker's leftovers) and the workers' loops' (WIP
+    /// commits, final commits at completion, from their states).
+    #[serde(default)]
+    pub(crate) commits: Vec<String>,
+}
+
+impl Ledger {
+    /// `id` among ralph's own commits (once).
+    pub(crate) fn made(&mut self, id: impl Into<String>) {
+        let id = id.into();
+        if !self.commits.contains(&id) {
+            self.commits.push(id);
+        }
+    }
 }
 
 impl Ledger {
@@ -146,6 +167,22 @@ impl Ledger {
             .map_err(|e| Error::wrap("cannot write the workers' ledger", e))?;
         crate::state::write_atomic(&Ledger::path(ralph_dir), &bytes)
     }
+}
+
+/// ralph's own commits in the parallel run `run_id` (none for a single
+/// loop): from the ledger while it is that run's, else from the copy the
+/// run kept beside its report (`.ralph/runs/<id>/workers.json`).
+pub(crate) fn own_commits(ralph_dir: &Path, run_id: &str) -> Vec<String> {
+    [ralph_dir.to_path_buf(), ralph_dir.join("runs").join(run_id)]
+        .iter()
+        .find_map(|dir| {
+            Ledger::load(dir)
+                .ok()
+                .flatten()
+                .filter(|l| l.run_id == run_id)
+        })
+        .map(|l| l.commits)
+        .unwrap_or_default()
 }
 
 /// Refuse a single loop (`ralph run` without `--workers`) while a parallel

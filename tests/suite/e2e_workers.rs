@@ -168,6 +168,7 @@ fn six_independent_items_with_three_workers_are_all_merged_once_and_faster() {
         6
     );
     assert_eq!(report["outcome"], "completed");
+    assert_report_totals(&p, report, &run, 0);
     let page = p.read(".ralph/report.html");
     assert!(
         page.contains("Merge queue") && page.contains(">w3<"),
@@ -1114,6 +1115,64 @@ result = "Done.\n\n<promise>COMPLETE</promise>"
     assert_all_merged(&p, &["alpha", "bravo"]);
 }
 
+/// The morning report of a finished parallel run: its totals are its
+/// workers' (iterations, cost, items), each iteration a row naming its
+/// worker, and every commit since the start told apart: the agents'
+/// (`agent_commits` of them, each with its item as its subject) from
+/// ralph's (merges, plan check-offs, final and WIP commits).
+fn assert_report_totals(p: &Project, report: &Value, run: &Run, agent_commits: usize) {
+    let all = coordinator_events(p);
+    let ended: Vec<&Value> = all
+        .iter()
+        .filter(|e| e["event"] == "iteration_ended" && e.get("worker").is_some())
+        .collect();
+    let cost: f64 = ended.iter().map(|e| e["cost_usd"].as_f64().unwrap()).sum();
+    let rows = report["iterations"].as_array().unwrap();
+    assert_eq!(rows.len(), ended.len(), "{report:#}");
+    assert_eq!(run.ended()["iterations"], ended.len() as u64);
+    assert!(rows.iter().all(|r| r["worker"].is_string()), "{report:#}");
+    let numbers: Vec<u64> = rows
+        .iter()
+        .map(|r| r["iteration"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, (1..=rows.len() as u64).collect::<Vec<_>>());
+    assert!(
+        (report["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9,
+        "{report:#}"
+    );
+    let plan = p.read("fix_plan.md");
+    assert_eq!(report["items_done"], plan.matches("- [x]").count() as u64);
+    assert_eq!(report["items_open"], 0);
+    // Every commit on the run branch since the first one is the night's.
+    let since_start = p.log().len() - 1;
+    let story = &report["story"];
+    let agents = story["agent_commits"].as_array().unwrap();
+    assert_eq!(agents.len(), agent_commits, "{story:#}");
+    assert!(
+        agents
+            .iter()
+            .all(|c| c["summary"].as_str().unwrap().starts_with("agent: ")),
+        "{story:#}"
+    );
+    assert_eq!(
+        story["ralph_commits"].as_u64().unwrap() as usize + agents.len(),
+        since_start,
+        "{story:#}"
+    );
+    assert!(
+        story["diffstat"]["files"].as_u64().unwrap() >= 6,
+        "{story:#}"
+    );
+    let text = p.ralph().arg("report").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("{} iteration(s)", ended.len()))
+            && text.contains(&format!("{since_start} commit(s)"))
+            && text.contains("w1: "),
+        "{text}"
+    );
+}
+
 /// The coordinator alone killed with -9 mid-iteration: its workers (told by
 /// their parent-death signal) checkpoint and end their iterations with no
 /// coordinator listening. The next coordinator reads what they did from
@@ -1123,7 +1182,13 @@ result = "Done.\n\n<promise>COMPLETE</promise>"
 fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
     use nix::sys::signal::Signal;
     let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
-    let p = Project::new(SIX, &slow_item(), "");
+    // The agent commits its work itself, then takes its time: killed in
+    // it, the next iteration writes the same file and has nothing to commit.
+    let commits = slow_item().replace(
+        "\"$plan\"\n",
+        "\"$plan\"\ngit add out && git -c user.name=t -c user.email=t@example.com commit -qm \"agent: $item\"\n",
+    );
+    let p = Project::new(SIX, &commits, "");
     let mut child = p
         .ralph()
         .args(["run", "--json", "--workers", "3"])
@@ -1175,4 +1240,9 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
         (end["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9,
         "{end}"
     );
+    let out = p.ralph().args(["report", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report.as_array().map_or(&report, |a| &a[0]);
+    assert_eq!(report["sessions"], 2, "{report:#}");
+    assert_report_totals(&p, report, &run, items.len());
 }

@@ -568,7 +568,7 @@ fn a_thousand_iterations_render_in_under_a_second_and_a_few_megabytes() {
         generated_at: "now",
     };
     let started = Instant::now();
-    let report = ralph::report::model::build(
+    let report = ralph::report::gather::build(
         "night",
         &records,
         Some(&state),

@@ -21,9 +21,13 @@ impl Coordinator {
             self.catch_up(&worker);
         }
         let text = read_plan(&self.plan_path).unwrap_or_default();
-        let open = assign::units(&text)
-            .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())
-            .unwrap_or(0);
+        let units = assign::units(&text).unwrap_or_default();
+        let keys = |state: UnitState| -> Vec<String> {
+            (units.iter().filter(|u| u.state == state))
+                .map(|u| u.key.clone())
+                .collect()
+        };
+        let open = keys(UnitState::Open).len();
         let left: Vec<String> = self
             .ledger
             .assignments
@@ -79,6 +83,7 @@ impl Coordinator {
         if let Some(path) = &handoff {
             reason = format!("{reason} (listed with their commits in {path})");
         }
+        let reason_for_report = reason.clone();
         let ended = Event::RunEnded {
             outcome: outcome.into(),
             exit_code: code,
@@ -95,14 +100,31 @@ impl Coordinator {
         };
         self.hooks.emit(&mut self.bus, ended, || facts);
         // The morning report, with a lane per worker and the merge queue
-        // (after run_ended, which it reads).
+        // (after run_ended, which it reads): the run's own figures are its
+        // workers' iterations in the log, what it changed the run branch
+        // from its start to now, ralph's commits the ledger's.
         let state = crate::state::RunState {
             run_id: self.ledger.run_id.clone(),
+            plan: self.ledger.plan.clone(),
             started_at: self.ledger.started_at.clone(),
+            status: outcome.into(),
+            exit_reason: Some(reason_for_report),
+            completed_items: keys(UnitState::Done),
+            todo_items: keys(UnitState::Open),
+            cost_usd: self.ledger.cost_usd,
+            start_commit: self.ledger.start_commit.clone(),
+            end_commit: (self.git.head().ok())
+                .and_then(|h| h.target())
+                .map(|id| id.to_string()),
+            ended_at: Some(crate::state::now_rfc3339()),
             ..Default::default()
         };
         let layout = crate::state::Layout::new(&self.root);
-        if let Err(e) = crate::report::write_after_run(&layout, &self.config, &state) {
+        let kept = layout.run_dir(&self.ledger.run_id);
+        let written = crate::state::create_dir_private(&kept)
+            .and_then(|()| self.ledger.save(&kept))
+            .and_then(|()| crate::report::write_after_run(&layout, &self.config, &state));
+        if let Err(e) = written {
             tracing::warn!("cannot write the report: {e}");
         }
         Ok(code)

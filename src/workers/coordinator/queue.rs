@@ -121,6 +121,9 @@ impl Coordinator {
                 backup,
             },
         );
+        if let Merged::MergeCommit { id, .. } = &merged {
+            self.ledger.made(id.clone());
+        }
         match merged {
             Merged::AlreadyMerged | Merged::FastForward { .. } | Merged::MergeCommit { .. } => {
                 self.git_write(|c| c.merged(i))
@@ -194,12 +197,13 @@ impl Coordinator {
     }
 
     /// The plan, committed alone on the run branch.
-    fn commit_plan(&self, message: &str) -> Result<()> {
+    fn commit_plan(&mut self, message: &str) -> Result<()> {
         let bytes = std::fs::read(&self.plan_path)
             .map_err(|e| Error::io("cannot read", &self.plan_path, e))?;
-        commit_alone(&self.git, &self.plan_in_tree, &bytes, message)
-            .map(|_| ())
-            .map_err(|e| Error::wrap("cannot commit the plan", e))
+        let id = commit_alone(&self.git, &self.plan_in_tree, &bytes, message)
+            .map_err(|e| Error::wrap("cannot commit the plan", e))?;
+        self.ledger.made(id.to_string());
+        Ok(())
     }
 }
 

@@ -98,6 +98,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         _ => {
             committed_before(&repo, &config, &mut bus);
             Ledger {
+                start_commit: repo.head_id(),
                 run_id: run_id.clone(),
                 run_branch: run_branch.clone(),
                 plan: config.plan.display().to_string(),

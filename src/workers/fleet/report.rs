@@ -25,7 +25,7 @@ use crate::context::Thresholds;
 use crate::error::{Error, Result};
 use crate::events::{Event, Record};
 use crate::report::lanes::{FleetTotals, Lanes, LeftItem};
-use crate::report::{Budgets, RunReport, model};
+use crate::report::{Budgets, RunReport, gather};
 use crate::workers::Merged;
 
 /// The report of fleet `fleet`, fetched through `remote`.
@@ -57,7 +57,7 @@ pub(crate) fn report(
     let id = format!("fleet-{fleet}");
     let (log, labels) = one_log(&id, ledger.created_at, &ledger.plan, &budgets, &logs);
     let thresholds = config.map_or(Thresholds::DEFAULT, Config::thresholds);
-    let mut report = model::build(&id, &log, None, thresholds, budgets.clone());
+    let mut report = gather::build(&id, &log, None, thresholds, budgets.clone());
     for row in &mut report.iterations {
         row.item = labels.get(&row.iteration).cloned();
     }
@@ -412,7 +412,7 @@ mod tests {
         assert_eq!(numbers, [1, 3, 2], "wa's 1 and 2, wb's 1 as 3; by time");
         assert_eq!(labels[&3], "wb · two");
         assert_eq!(labels[&2], "wa · one");
-        let report = model::build("fleet-n", &log, None, Thresholds::DEFAULT, budgets);
+        let report = gather::build("fleet-n", &log, None, Thresholds::DEFAULT, budgets);
         assert_eq!(report.iterations.len(), 3);
         assert!((report.cost_usd - 1.5).abs() < 1e-9);
     }
