@@ -8,6 +8,7 @@
 //! coordinator.rs     the loop: units to workers, their events, shared budgets
 //! coordinator/
 //!   setup.rs         the start: run branch, lock, ledger to continue, units checked
+//!   hear.rs          the workers' records: heard live or read back, counted once
 //!   queue.rs         the merge queue's step: merge, check off and commit, or hand back
 //!   end.rs           how the run ends: outcome, handoff of unmerged branches, report
 //! ```
@@ -22,6 +23,7 @@ use git2::Repository;
 use nix::sys::signal::Signal;
 
 mod end;
+mod hear;
 mod queue;
 mod setup;
 
@@ -442,101 +444,6 @@ impl Coordinator {
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
         Ok(())
-    }
-
-    /// A child's line: its events go out tagged with the worker; the shared
-    /// budgets and the usage limit are counted here.
-    fn heard(&mut self, msg: Msg) {
-        match msg {
-            Msg::Said(worker, line) => self
-                .bus
-                .emit_from(&worker, Event::Warning { message: line }),
-            Msg::Record(worker, record) => self.take_in(&worker, *record, true),
-        }
-    }
-
-    /// One record of `worker`'s loop, heard live or read back from its own
-    /// log: counted and written to the run's log once. Counted in memory,
-    /// published, then saved with the time it was heard: a coordinator
-    /// killed in between counts it again from the worker's log and at worst
-    /// writes it twice to the run's log (only a `context` reading is not
-    /// saved at once: many of them, and nothing counts them).
-    fn take_in(&mut self, worker: &str, mut record: crate::events::Record, live: bool) {
-        let at = |ts: &str| ts.parse::<jiff::Timestamp>().ok();
-        if let (Some(ts), Some(last)) = (
-            at(&record.ts),
-            self.ledger.heard.get(worker).and_then(|t| at(t)),
-        ) && ts <= last
-        {
-            return;
-        }
-        self.ledger
-            .heard
-            .insert(worker.to_string(), record.ts.clone());
-        match &record.event {
-            Event::IterationEnded { cost_usd, .. } => {
-                self.ledger.iterations += 1;
-                self.ledger.cost_usd += cost_usd;
-            }
-            // Read back later, its limit was its loop's to wait out.
-            Event::LimitWait { seconds, .. } if live => self.pause_others(worker, *seconds),
-            _ => {}
-        }
-        let counted = !matches!(record.event, Event::Context { .. });
-        record.worker = Some(worker.to_string());
-        self.bus.publish(&record);
-        if counted {
-            let _ = self.save();
-        }
-    }
-
-    /// What `worker`'s loops wrote to their own log and no coordinator took
-    /// in: records still in the pipe when its loop exited, and everything
-    /// its loop did while no coordinator listened (its coordinator killed
-    /// with -9: the worker checkpoints, ends its iteration and its run).
-    fn catch_up(&mut self, worker: &str) {
-        if !self.ledger.heard.contains_key(worker) {
-            return;
-        }
-        let dirs: Vec<PathBuf> = self
-            .ledger
-            .assignments
-            .iter()
-            .filter(|a| a.worker == worker)
-            .map(|a| a.project_dir.clone())
-            .collect();
-        for dir in dirs {
-            let layout = crate::state::Layout::new(&dir);
-            for record in crate::events::read_log(&layout.events()) {
-                self.take_in(worker, record, false);
-            }
-            // And its commits: WIP commits, the final commit at completion.
-            if let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) {
-                let ids = state.history.into_iter().filter_map(|h| h.commit);
-                for id in ids.chain(state.last_commit) {
-                    self.ledger.made(id);
-                }
-            }
-        }
-        let _ = self.save();
-    }
-
-    /// One usage limit pauses every worker: the others checkpoint and stop
-    /// now, and start again when it resets; the one that hit it waits by
-    /// itself (its own loop's wait).
-    fn pause_others(&mut self, limited: &str, seconds: u64) {
-        let until = Instant::now() + Duration::from_secs(seconds);
-        self.paused_until = Some(self.paused_until.map_or(until, |t| t.max(until)));
-        for (w, c) in &self.children {
-            if w != limited {
-                c.signal(Signal::SIGUSR2);
-            }
-        }
-        self.bus.emit(Event::Warning {
-            message: format!(
-                "usage limit hit by {limited}: every worker pauses for {seconds}s, until it resets"
-            ),
-        });
     }
 
     /// A worker's loop ended with `code`.
