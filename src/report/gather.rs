@@ -112,17 +112,6 @@ pub fn build(
                 } => row(&mut rows, (Some(run.to_string()), *iteration))
                     .items_checked
                     .extend(items.iter().cloned()),
-                Event::Breaker {
-                    status,
-                    rule,
-                    message,
-                } => report.breaker.push(BreakerChange {
-                    at: r.ts.clone(),
-                    offset: None,
-                    status: status.to_string(),
-                    rule: rule.clone(),
-                    message: format!("{w}: {message}"),
-                }),
                 _ => {}
             }
         }
@@ -132,10 +121,7 @@ pub fn build(
         };
         match &r.event {
             _ if r.worker.is_some()
-                && matches!(
-                    r.event,
-                    Event::RunStarted { .. } | Event::RunEnded { .. } | Event::Breaker { .. }
-                ) => {}
+                && matches!(r.event, Event::RunStarted { .. } | Event::RunEnded { .. }) => {}
             Event::RunStarted {
                 plan,
                 max_iterations,
@@ -260,7 +246,10 @@ pub fn build(
                 offset: None,
                 status: status.to_string(),
                 rule: rule.clone(),
-                message: message.clone(),
+                message: match &r.worker {
+                    Some(w) => format!("{w}: {message}"),
+                    None => message.clone(),
+                },
             }),
             Event::Verify { .. } => report
                 .verify

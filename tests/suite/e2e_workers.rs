@@ -336,6 +336,17 @@ fn worker_pids(p: &Project) -> Vec<i32> {
     pids
 }
 
+/// `ralph run --json --workers N`, its output thrown away: a coordinator
+/// to be killed, read through `.ralph/`.
+fn unread_coordinator(p: &Project, workers: &str) -> std::process::Command {
+    let mut c = p.ralph();
+    c.args(["run", "--json", "--workers", workers])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    c
+}
+
 fn kill(pid: i32, signal: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
 }
@@ -376,14 +387,7 @@ fn workers_and_the_coordinator_killed_with_minus_9_are_taken_over_and_nothing_is
     use nix::sys::signal::Signal;
     let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
     let p = Project::new(SIX, &slow_item(), "");
-    let mut child = p
-        .ralph()
-        .args(["run", "--json", "--workers", "3"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = unread_coordinator(&p, "3").spawn().unwrap();
     let coordinator = child.id() as i32;
 
     // 1. One worker killed with -9 alone: the coordinator starts it again
@@ -768,14 +772,7 @@ fn the_coordinator_killed_at_several_moments_strands_nothing() {
     let p = Project::new(SIX, ONE_ITEM, "");
     // Kills at different moments: starting workers, mid-iteration, merging.
     for wait_ms in [700u64, 1900, 2600, 3300] {
-        let mut child = p
-            .ralph()
-            .args(["run", "--json", "--workers", "3"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = unread_coordinator(&p, "3").spawn().unwrap();
         let coordinator = child.id() as i32;
         std::thread::sleep(Duration::from_millis(wait_ms));
         kill(coordinator, Signal::SIGSTOP);
@@ -1073,13 +1070,8 @@ result = "Done.\n\n<promise>COMPLETE</promise>"
     let log = out.path().join("work.log");
     let p = Project::new("# Two\n\n- [ ] alpha\n- [ ] bravo\n", COMMIT_THEN_WAIT, "");
     let repo = git(p.root());
-    let child = p
-        .ralph()
-        .args(["run", "--json", "--workers", "2"])
+    let child = unread_coordinator(&p, "2")
         .env("RALPH_WORK_LOG", &log)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let started = std::time::Instant::now();
@@ -1189,14 +1181,7 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
         "\"$plan\"\ngit add out && git -c user.name=t -c user.email=t@example.com commit -qm \"agent: $item\"\n",
     );
     let p = Project::new(SIX, &commits, "");
-    let mut child = p
-        .ralph()
-        .args(["run", "--json", "--workers", "3"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = unread_coordinator(&p, "3").spawn().unwrap();
     wait_for(&p, "three workers in an iteration", |e| {
         count(e, |e| {
             e["event"] == "iteration_started" && e.get("worker").is_some()
