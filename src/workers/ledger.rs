@@ -137,6 +137,15 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
+    /// The assignments whose branch is still there: work not merged yet.
+    /// A branch the user deleted (its worktree removed first) is work they
+    /// chose to throw away, and holds nothing back.
+    pub(crate) fn unmerged(&self, git: &git2::Repository) -> Vec<&Assignment> {
+        (self.assignments.iter())
+            .filter(|a| git.find_branch(&a.branch, git2::BranchType::Local).is_ok())
+            .collect()
+    }
+
     /// `id` among ralph's own commits (once).
     pub(crate) fn made(&mut self, id: impl Into<String>) {
         let id = id.into();
@@ -169,6 +178,10 @@ impl Ledger {
     }
 }
 
+/// How to give up a parallel run's unmerged work, said where it holds a
+/// new run back.
+pub(crate) const THROW_AWAY: &str = "to throw that work away instead, `git worktree remove --force <worktree>` and `git branch -D <branch>` for each, then run again";
+
 /// ralph's own commits in the parallel run `run_id` (none for a single
 /// loop): from the ledger while it is that run's, else from the copy the
 /// run kept beside its report (`.ralph/runs/<id>/workers.json`).
@@ -192,11 +205,14 @@ pub(crate) fn refuse_a_single_loop(ralph_dir: &Path) -> Result<()> {
     let Some(ledger) = Ledger::load(ralph_dir)?.filter(|l| l.ended.is_none()) else {
         return Ok(());
     };
-    if ledger.assignments.is_empty() {
+    let Ok(git) = git2::Repository::discover(ralph_dir) else {
+        return Ok(());
+    };
+    let unmerged = ledger.unmerged(&git);
+    if unmerged.is_empty() {
         return Ok(());
     }
-    let branches: Vec<String> = ledger
-        .assignments
+    let branches: Vec<String> = unmerged
         .iter()
         .map(|a| format!("{} ({})", a.branch, crate::text::cut(&a.item, 60)))
         .collect();
@@ -206,7 +222,7 @@ pub(crate) fn refuse_a_single_loop(ralph_dir: &Path) -> Result<()> {
         branches.join(", ")
     ))
     .with_hint(format!(
-        "`ralph run --workers {}` finishes them; `ralph status` lists their commits",
+        "`ralph run --workers {}` finishes them; `ralph status` lists their commits; {THROW_AWAY}",
         ledger.workers.max(2)
     )))
 }

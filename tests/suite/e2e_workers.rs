@@ -108,6 +108,10 @@ fn assert_all_merged(p: &Project, items: &[&str]) {
         ralph_branches(&repo)
     );
     assert!(repo.worktrees().unwrap().is_empty(), "worktrees left");
+    let folders = std::fs::read_dir(p.path(".ralph/worktrees"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(folders, 0, "a run's empty folder of worktrees left");
     assert!(
         repo.statuses(None)
             .unwrap()
@@ -853,6 +857,43 @@ fn a_single_loop_is_refused_while_a_parallel_runs_branches_wait() {
     assert!(stderr.contains("ralph run --workers 2"), "{stderr}");
     assert_eq!(p.read("fix_plan.md"), plan_before);
     assert_eq!(p.log(), head_before);
+
+    // The user throws that work away as the hint says: then a fresh
+    // parallel run starts over (it was refused while the branches stood).
+    assert!(stderr.contains("git branch -D"), "{stderr}");
+    let fresh = |p: &Project| {
+        let out = (p.ralph().args(["run", "--workers", "2", "--fresh"]))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = fresh(&p);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("git worktree remove"), "{stderr}");
+    let status: Value = serde_json::from_slice(
+        &p.ralph()
+            .args(["status", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    for a in status["workers"]["assignments"].as_array().unwrap() {
+        let worktree = a["worktree"].as_str().unwrap();
+        let removed = git_cli(p.root(), &["worktree", "remove", "--force", worktree]);
+        assert!(removed.status.success(), "{removed:?}");
+        let deleted = git_cli(p.root(), &["branch", "-D", a["branch"].as_str().unwrap()]);
+        assert!(deleted.status.success(), "{deleted:?}");
+    }
+    let (code, stderr) = fresh(&p);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_all_merged(
+        &p,
+        &["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"],
+    );
 }
 
 /// The most workers that ran at once, from `worker_started`/`worker_ended`.

@@ -63,6 +63,9 @@ impl Coordinator {
         if code == 0 {
             self.ledger.ended = Some(crate::state::now_rfc3339());
         }
+        // The run's folder of worktrees, once the last is removed (a kept
+        // one keeps it: `remove_dir` leaves a folder with anything in it).
+        let _ = std::fs::remove_dir(&self.worktrees);
         self.ledger.outcome = Some(outcome.into());
         self.save()?;
         // Every worker branch is merged or listed: here, in the report's

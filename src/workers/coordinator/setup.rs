@@ -78,14 +78,19 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     }
     let resumed = previous.is_some();
     let ledger = match previous {
-        Some(l) if opts.fresh && !l.assignments.is_empty() => {
-            let branches: Vec<&str> = l.assignments.iter().map(|a| a.branch.as_str()).collect();
+        Some(l) if opts.fresh && !l.unmerged(&git).is_empty() => {
+            let branches: Vec<&str> = (l.unmerged(&git).into_iter())
+                .map(|a| a.branch.as_str())
+                .collect();
             return Err(Error::usage(format!(
                 "the parallel run {} has worker branches not merged yet: {}",
                 l.run_id,
                 branches.join(", ")
             ))
-            .with_hint("`ralph run --workers N` without --fresh finishes them; `ralph status` lists their commits"));
+            .with_hint(format!(
+                "`ralph run --workers N` without --fresh finishes them; `ralph status` lists their commits; {}",
+                crate::workers::ledger::THROW_AWAY
+            )));
         }
         Some(l) if l.run_branch != run_branch => {
             return Err(Error::usage(format!(
