@@ -208,10 +208,21 @@ pub(crate) fn exclude_runtime_paths(root: &Path) -> Result<()> {
         .map_err(|e| Error::io("cannot write", &exclude, e))
 }
 
+/// Where a run's agents work, for what it says of the untracked files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Workplace {
+    /// Here (one loop, or a worker in its worktree): the first WIP commit
+    /// would sweep them in.
+    Here,
+    /// In worktrees made from the branch's last commit (the coordinator of
+    /// `--workers N`): the agents never see them.
+    Worktrees,
+}
+
 /// What a run does before its first iteration about ralph's files: note
 /// where its own output goes, keep its runtime paths out of git, and warn
-/// about untracked files the first WIP commit would sweep in.
-pub(crate) fn at_start(root: &Path, prompt_file: &Path, bus: &mut Bus) {
+/// about the untracked files (what happens to them depends on `place`).
+pub(crate) fn at_start(root: &Path, prompt_file: &Path, place: Workplace, bus: &mut Bus) {
     repo::remember_output_files();
     let mut warnings = Vec::new();
     if let Err(e) = exclude_runtime_paths(root) {
@@ -231,11 +242,23 @@ pub(crate) fn at_start(root: &Path, prompt_file: &Path, bus: &mut Bus) {
             })
             .collect();
         let more = groups.len().saturating_sub(named.len());
-        warnings.push(format!(
-            "{total} untracked files that git does not ignore would go into the next WIP commit: {}{}; add build outputs to .gitignore (the [git] limits max_file_size, max_new_files and commit_binaries keep huge, binary and too many new files out)",
+        let files = format!(
+            "{}{}",
             named.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
-        ));
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+        warnings.push(match place {
+            Workplace::Here => format!(
+                "{total} untracked files that git does not ignore would go into the next WIP commit: {files}; add build outputs to .gitignore (the [git] limits max_file_size, max_new_files and commit_binaries keep huge, binary and too many new files out)"
+            ),
+            Workplace::Worktrees => format!(
+                "{total} untracked files are not in the workers' worktrees, which start from the branch's last commit: {files}; commit the ones the agents need, and they are left as they are"
+            ),
+        });
     }
     for message in warnings {
         bus.emit(Event::Warning { message });

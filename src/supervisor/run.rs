@@ -156,7 +156,12 @@ impl Supervisor {
         {
             bus.add(Box::new(notifier));
         }
-        crate::state::ownership::at_start(root, &config.prompt_file, &mut bus);
+        crate::state::ownership::at_start(
+            root,
+            &config.prompt_file,
+            crate::state::ownership::Workplace::Here,
+            &mut bus,
+        );
         if let Some(pgid) = lock.stale_agent_pgid {
             // The previous supervisor died; its agent (killed by its
             // parent-death signal) and the tools it started must not live on.

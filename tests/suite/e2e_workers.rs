@@ -1272,3 +1272,37 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
     assert_eq!(report["sessions"], 2, "{report:#}");
     assert_report_totals(&p, report, &run, items.len());
 }
+
+/// An untracked file in the user's checkout: the workers' worktrees start
+/// from the branch's last commit and never see it, which the run says
+/// (not that a WIP commit would take it: none is made there), and the
+/// file is left as it was.
+#[test]
+fn untracked_files_are_said_to_stay_out_of_the_workers_worktrees() {
+    let p = Project::new("# Two\n\n- [ ] alpha\n- [ ] bravo\n", ONE_ITEM, "");
+    p.write("notes.txt", "mine\n");
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let said: Vec<&str> = run
+        .of("warning")
+        .into_iter()
+        .filter(|e| e.get("worker").is_none())
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("not in the workers' worktrees") && m.contains("notes.txt")),
+        "{said:#?}"
+    );
+    assert!(
+        !said.iter().any(|m| m.contains("next WIP commit")),
+        "{said:#?}"
+    );
+    assert_eq!(p.read("notes.txt"), "mine\n");
+    let plan = p.read("fix_plan.md");
+    assert!(
+        plan.contains("- [x] alpha") && plan.contains("- [x] bravo"),
+        "{plan}"
+    );
+    assert!(p.path("out/alpha.txt").is_file() && p.path("out/bravo.txt").is_file());
+}

@@ -62,7 +62,12 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
         bus.add(Box::new(notifier));
     }
-    crate::state::ownership::at_start(&root, &config.prompt_file, &mut bus);
+    crate::state::ownership::at_start(
+        &root,
+        &config.prompt_file,
+        crate::state::ownership::Workplace::Worktrees,
+        &mut bus,
+    );
     if lock.stale_committing {
         // The previous coordinator died writing to git: the lock files it
         // left would refuse every branch, merge and commit from now on.
