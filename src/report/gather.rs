@@ -84,8 +84,10 @@ pub fn build(
     let mut starts: BTreeMap<RowKey, jiff::Timestamp> = BTreeMap::new();
     let mut current: Option<&str> = None;
     let mut last_ts: Option<String> = None;
-    // A parallel run's workers: the loop each runs now, the unit it was given.
+    // A parallel run's workers: the loop each runs now, the unit it was
+    // given; and each loop's worker and unit.
     let mut loops: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+    let mut owners: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
     for r in records {
         if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
             current = Some(id);
@@ -99,14 +101,11 @@ pub fn build(
             let (run, unit) = loops.entry(w).or_insert((w, ""));
             match &r.event {
                 // Its loop's own start and end; the run's are the coordinator's.
-                Event::RunStarted { run_id, .. } => *run = run_id,
-                Event::RunEnded { .. } => {}
-                Event::WorkerStarted { item, .. } => *unit = item,
-                Event::IterationStarted { iteration, .. } => {
-                    let row = row(&mut rows, (Some(run.to_string()), *iteration));
-                    row.worker = Some(w.to_string());
-                    row.item = (!unit.is_empty()).then(|| unit.to_string());
+                Event::RunStarted { run_id, .. } => {
+                    *run = run_id;
+                    owners.insert(run_id, (w, unit));
                 }
+                Event::WorkerStarted { item, .. } => *unit = item,
                 Event::ItemChecked {
                     iteration, items, ..
                 } => row(&mut rows, (Some(run.to_string()), *iteration))
@@ -280,6 +279,12 @@ pub fn build(
             _ => {}
         }
     }
+    for ((run, _), row) in &mut rows {
+        if let Some((w, unit)) = run.as_deref().and_then(|r| owners.get(r)) {
+            row.worker = Some(w.to_string());
+            row.item = (!unit.is_empty()).then(|| unit.to_string());
+        }
+    }
     match state {
         Some(s) => merge_state(&mut report, &mut rows, s),
         // Not the state's run, and no end in the log: it cannot still be
@@ -381,8 +386,14 @@ fn finish(report: &mut RunReport, rows: Rows) {
     let parallel = rows.keys().any(|(run, _)| run.is_some());
     let mut rows: Vec<IterationRow> = rows.into_values().collect();
     if parallel {
-        // The workers' iterations, numbered in the order they started.
-        rows.sort_by_key(|r| r.started_at.as_deref().and_then(parse));
+        // The workers' iterations, numbered in the order they started (or
+        // ended, when their start was not recorded).
+        rows.sort_by_key(|r| {
+            r.started_at
+                .as_ref()
+                .or(r.ended_at.as_ref())
+                .and_then(|t| parse(t))
+        });
         for (n, row) in (1..).zip(&mut rows) {
             row.iteration = n;
         }

@@ -573,8 +573,9 @@ fn the_morning_report_covers_the_fleet_from_any_clone() {
     assert_eq!(iterations.len(), 4, "{report}");
     for (n, it) in iterations.iter().enumerate() {
         assert_eq!(it["iteration"].as_u64(), Some(n as u64 + 1));
-        let label = it["item"].as_str().unwrap();
-        assert!(label.contains(" · item number "), "{label}");
+        let item = it["item"].as_str().unwrap();
+        assert!(item.starts_with("item number "), "{it}");
+        assert!(matches!(it["worker"].as_str(), Some("wa" | "wb")), "{it}");
         assert!(it["cost_usd"].as_f64().unwrap() > 0.0, "{it}");
         assert!(
             !it["readings"].as_array().unwrap().is_empty(),
@@ -650,7 +651,7 @@ fn the_morning_report_covers_the_fleet_from_any_clone() {
         html.contains("<h2>Fleet</h2>") && html.contains("<h2>Workers</h2>"),
         "fleet lanes"
     );
-    assert!(html.contains("wa · item number "), "iterations labelled");
+    assert!(html.contains("wa: item number "), "iterations labelled");
     if let Some(bin) = crate::morning_report::chromium() {
         assert_eq!(
             crate::morning_report::console_errors(&bin, &page),

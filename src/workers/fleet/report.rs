@@ -11,7 +11,6 @@
 //! over, how each round ended), the merge history, the items left and why,
 //! and the totals against the fleet's budgets.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -55,12 +54,9 @@ pub(crate) fn report(
         max_duration_secs: None,
     };
     let id = format!("fleet-{fleet}");
-    let (log, labels) = one_log(&id, ledger.created_at, &ledger.plan, &budgets, &logs);
+    let log = one_log(&id, ledger.created_at, &ledger.plan, &budgets, &logs);
     let thresholds = config.map_or(Thresholds::DEFAULT, Config::thresholds);
     let mut report = gather::build(&id, &log, None, thresholds, budgets.clone());
-    for row in &mut report.iterations {
-        row.item = labels.get(&row.iteration).cloned();
-    }
     // The page would say "per session": the fleet's limit is in its totals.
     report.budgets.max_iterations = None;
     let done = st.items.iter().filter(|i| i.state == "done").count();
@@ -152,61 +148,68 @@ fn spent(ledger: &super::remote::Ledger, budgets: &Budgets) -> Option<String> {
     }
 }
 
-/// The loops' logs as one run's log (pure): a start at the fleet's
-/// creation, then each round's records but its own start and end, their
-/// iterations numbered across the fleet in the order the rounds began; and
-/// each fleet iteration's label (`worker · item`).
+/// The loops' logs as one parallel run's log (pure), as a coordinator
+/// writes it: a start at the fleet's creation, then each round's records
+/// tagged with its worker, led by the item it was given and a start of its
+/// own (its ref's name), all in time order. `report::gather` numbers their
+/// iterations across the fleet in the order they began, as for
+/// `ralph run --workers N`.
 pub(crate) fn one_log(
     id: &str,
     created_at: Option<Timestamp>,
     plan: &str,
     budgets: &Budgets,
     logs: &[(&LoopRecord, Vec<Value>)],
-) -> (Vec<Record>, BTreeMap<u32, String>) {
+) -> Vec<Record> {
     let start = created_at
         .or_else(|| logs.first().map(|(r, _)| r.started_at))
         .unwrap_or_default();
+    let started = |run_id: String, max_iterations: u32| Event::RunStarted {
+        run_id,
+        resumed: false,
+        first_iteration: 1,
+        max_iterations,
+        plan: plan.to_string(),
+        pid: 0,
+    };
     let mut records = vec![Record {
         ts: start.to_string(),
         worker: None,
-        event: Event::RunStarted {
-            run_id: id.to_string(),
-            resumed: false,
-            first_iteration: 1,
-            max_iterations: budgets.max_iterations.unwrap_or(0),
-            plan: plan.to_string(),
-            pid: 0,
-        },
+        event: started(id.to_string(), budgets.max_iterations.unwrap_or(0)),
     }];
-    let mut labels = BTreeMap::new();
-    let mut next = 1u32;
     let mut rest: Vec<(Timestamp, Record)> = Vec::new();
     for (r, lines) in logs {
-        let mut numbers: BTreeMap<u64, u32> = BTreeMap::new();
+        let tagged = |at: Timestamp, event: Event| {
+            let worker = Some(r.worker.clone());
+            let ts = at.to_string();
+            (at, Record { ts, worker, event })
+        };
+        rest.push(tagged(
+            r.started_at,
+            Event::WorkerStarted {
+                item: r.text.clone(),
+                task: "item".into(),
+                branch: String::new(),
+                worktree: String::new(),
+            },
+        ));
+        rest.push(tagged(r.started_at, started(r.ref_name(), 0)));
         for v in lines {
             if matches!(v["event"].as_str(), Some("run_started" | "run_ended")) {
                 continue;
             }
-            let mut v = v.clone();
-            if let Some(n) = v.get("iteration").and_then(Value::as_u64) {
-                let fleet_n = *numbers.entry(n).or_insert_with(|| {
-                    next += 1;
-                    next - 1
-                });
-                v["iteration"] = fleet_n.into();
-                labels.insert(fleet_n, format!("{} · {}", r.worker, r.text));
-            }
-            if let Ok(record) = serde_json::from_value::<Record>(v)
+            if let Ok(record) = serde_json::from_value::<Record>(v.clone())
                 && record.worker.is_none()
             {
                 let at = record.ts.parse().unwrap_or(r.started_at);
-                rest.push((at, record));
+                rest.push(tagged(at, record.event));
             }
         }
     }
+    // Stable: a round's item and start stay before its records of that time.
     rest.sort_by_key(|(at, _)| *at);
     records.extend(rest.into_iter().map(|(_, r)| r));
-    (records, labels)
+    records
 }
 
 /// A lane per worker, the merge history and the items left (pure).
@@ -395,25 +398,34 @@ mod tests {
         ];
         let budgets = Budgets::default();
         let created = "2026-11-24T02:59:59Z".parse().ok();
-        let (log, labels) = one_log("fleet-n", created, "fix_plan.md", &budgets, &logs);
-        // One start (the fleet's), the loops' own starts left out, in time order.
-        let starts = log
-            .iter()
-            .filter(|r| matches!(r.event, Event::RunStarted { .. }))
-            .count();
-        assert_eq!((starts, log.len()), (1, 4));
-        let numbers: Vec<u32> = log
-            .iter()
-            .filter_map(|r| match r.event {
-                Event::IterationEnded { iteration, .. } => Some(iteration),
+        let log = one_log("fleet-n", created, "fix_plan.md", &budgets, &logs);
+        // The fleet's start, then each round's item and start (its own
+        // start from its log left out), in time order, tagged.
+        let starts: Vec<(Option<&str>, &str)> = (log.iter())
+            .filter_map(|r| match &r.event {
+                Event::RunStarted { run_id, .. } => Some((r.worker.as_deref(), run_id.as_str())),
                 _ => None,
             })
             .collect();
-        assert_eq!(numbers, [1, 3, 2], "wa's 1 and 2, wb's 1 as 3; by time");
-        assert_eq!(labels[&3], "wb · two");
-        assert_eq!(labels[&2], "wa · one");
+        assert_eq!(starts.len(), 3, "{starts:?}");
+        assert_eq!(starts[0], (None, "fleet-n"));
+        assert_eq!(starts[1], (Some("wa"), a.ref_name().as_str()));
+        assert_eq!(log.len(), 8);
+        assert!(log[1..].iter().all(|r| r.worker.is_some()));
         let report = gather::build("fleet-n", &log, None, Thresholds::DEFAULT, budgets);
-        assert_eq!(report.iterations.len(), 3);
+        let rows: Vec<(u32, Option<&str>, Option<&str>)> = (report.iterations.iter())
+            .map(|i| (i.iteration, i.worker.as_deref(), i.item.as_deref()))
+            .collect();
+        // wa's 1 and 2 and wb's 1, numbered by when they ended here (the
+        // lines have no starts): wa 1 at :05, wb 1 at :07, wa 2 at :09.
+        assert_eq!(
+            rows,
+            [
+                (1, Some("wa"), Some("one")),
+                (2, Some("wb"), Some("two")),
+                (3, Some("wa"), Some("one")),
+            ]
+        );
         assert!((report.cost_usd - 1.5).abs() < 1e-9);
     }
 }
