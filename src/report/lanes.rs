@@ -3,12 +3,14 @@
 //! how each of its loops ended) and the merge queue's history. Pure:
 //! records in, rows and markup out.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use super::svg::esc;
 use crate::events::{Event, Record};
+use crate::text::printable;
 use crate::workers::Merged;
 
 /// One worker's lane.
@@ -162,6 +164,13 @@ impl Lanes {
     }
 }
 
+/// Items as shown: plan text, its escape sequences and control characters
+/// removed each on its own (a cut one must not eat the next).
+fn shown(items: &[String], sep: &str) -> String {
+    let shown: Vec<Cow<str>> = items.iter().map(|i| printable(i)).collect();
+    shown.join(sep)
+}
+
 fn merged_text(m: &Merged) -> String {
     match m {
         Merged::AlreadyMerged => "already merged".into(),
@@ -215,7 +224,7 @@ pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>${:.2}</td><td>{}{}</td><td>{}</td></tr>",
             esc(&l.worker),
-            esc(&l.items.join(" · ")),
+            esc(&shown(&l.items, " · ")),
             l.iterations,
             l.cost_usd,
             l.checkpoints,
@@ -234,7 +243,7 @@ pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&m.at),
             esc(&m.worker),
-            esc(&m.item),
+            esc(&printable(&m.item)),
             m.attempt,
             esc(&merged_text(&m.merged)),
             esc(m.backup.as_deref().unwrap_or(""))
@@ -249,7 +258,7 @@ pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
             let _ = write!(
                 out,
                 "<tr><td>{}</td><td>{}</td></tr>",
-                esc(&l.item),
+                esc(&printable(&l.item)),
                 esc(&l.why)
             );
         }
@@ -280,7 +289,7 @@ pub(crate) fn lanes_text(lanes: &Lanes) -> String {
             l.iterations,
             l.cost_usd,
             l.checkpoints,
-            l.items.join(", ")
+            shown(&l.items, ", ")
         );
     }
     for m in &lanes.merges {
@@ -289,13 +298,13 @@ pub(crate) fn lanes_text(lanes: &Lanes) -> String {
             "{:<15}{} \"{}\" (attempt {}): {}",
             "merge",
             m.worker,
-            m.item,
+            printable(&m.item),
             m.attempt,
             merged_text(&m.merged)
         );
     }
     for l in &lanes.left {
-        let _ = writeln!(out, "{:<15}\"{}\": {}", "left", l.item, l.why);
+        let _ = writeln!(out, "{:<15}\"{}\": {}", "left", printable(&l.item), l.why);
     }
     out
 }
@@ -374,5 +383,30 @@ mod tests {
             "{html}"
         );
         assert!(lanes_text(&lanes).contains("w1: 1 iteration(s), $0.50"));
+    }
+
+    #[test]
+    fn plan_text_is_shown_without_its_escape_sequences_and_cuts_nothing_after_it() {
+        let lanes = Lanes {
+            workers: vec![WorkerLane {
+                worker: "w2".into(),
+                // A title sequence whose end was lost: it must not eat the
+                // items after it.
+                items: vec![
+                    "\x1b[31mred\x1b[0m item \x1b]0;title bell".into(),
+                    "bravo".into(),
+                ],
+                ended: vec!["completed".into()],
+                ..WorkerLane::default()
+            }],
+            ..Lanes::default()
+        };
+        let text = lanes_text(&lanes);
+        assert!(!text.contains('\x1b'), "{text:?}");
+        assert!(text.contains("red item"), "{text:?}");
+        assert!(text.contains(", bravo (ended: completed)"), "{text:?}");
+        let mut html = String::new();
+        lanes_html(&mut html, &lanes);
+        assert!(!html.contains("[31m") && html.contains("bravo"), "{html}");
     }
 }

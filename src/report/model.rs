@@ -104,12 +104,14 @@ impl IterationRow {
         self.marks.push(Mark { at, kind, label });
     }
 
-    /// Its item, after the worker that ran it (`w2: alpha`).
+    /// Its item as shown, after the worker that ran it (`w2: alpha`):
+    /// plan text, its escape sequences and control characters removed.
     pub(crate) fn item_label(&self) -> String {
-        match (&self.worker, &self.item) {
-            (Some(w), Some(i)) => format!("{w}: {i}"),
-            (Some(w), None) => w.clone(),
-            (None, i) => i.clone().unwrap_or_default(),
+        let item = crate::text::printable(self.item.as_deref().unwrap_or(""));
+        match &self.worker {
+            Some(w) if item.is_empty() => w.clone(),
+            Some(w) => format!("{w}: {item}"),
+            None => item.into_owned(),
         }
     }
 

@@ -68,9 +68,51 @@ pub(crate) fn reports(
                 .clone()
                 .filter(|s| &s.run_id == id)
                 .or_else(|| kept_state(layout, id));
-            build(layout, id, &records, own.as_ref(), config)
+            let parallel = crate::workers::ledger_of(&layout.dir, id);
+            match (own, parallel.filter(|l| l.ended.is_none())) {
+                (None, Some(ledger)) => {
+                    // A parallel run not ended: its state as it stands, and
+                    // what its workers did that no coordinator took in yet.
+                    let live = live_state(layout, config, &ledger);
+                    let mut records = records.clone();
+                    records.extend(ledger.unheard());
+                    build(layout, id, &records, Some(&live), config)
+                }
+                (own, _) => build(layout, id, &records, own.as_ref(), config),
+            }
         })
         .collect())
+}
+
+/// The state of a parallel run that has not ended (it keeps none until
+/// it ends): running while its coordinator holds the project's lock, else
+/// interrupted, as a single loop whose supervisor died.
+fn live_state(
+    layout: &Layout,
+    config: Option<&Config>,
+    ledger: &crate::workers::Ledger,
+) -> RunState {
+    let plan = config.map_or_else(
+        || layout.root.join(&ledger.plan),
+        |c| layout.root.join(&c.plan),
+    );
+    let text = std::fs::read_to_string(plan).unwrap_or_default();
+    let head = crate::repo::Repo::open(&layout.root)
+        .ok()
+        .flatten()
+        .and_then(|r| r.head_id());
+    let (status, reason) = if crate::state::running_supervisor(layout).is_some() {
+        (crate::state::RunStatus::Running, None)
+    } else {
+        (
+            crate::state::RunStatus::Interrupted,
+            Some(format!(
+                "its coordinator stopped before the run ended: `ralph run --workers {}` resumes it",
+                ledger.workers.max(2)
+            )),
+        )
+    };
+    ledger.state(&text, head, status, reason)
 }
 
 /// The state a run had when it ended, kept beside its transcripts by
@@ -98,7 +140,8 @@ fn build(
     let mut report = gather::build(id, records, state, thresholds, budgets);
     let kind = config.map(|c| c.agent.kind).unwrap_or_default();
     let own = config.map_or_else(OwnPaths::default, |c| OwnPaths::new(&c.prompt_file));
-    for c in crate::workers::own_commits(&layout.dir, id) {
+    let own_commits = crate::workers::ledger_of(&layout.dir, id).map(|l| l.commits);
+    for c in own_commits.unwrap_or_default() {
         if !report.commits.contains(&c) {
             report.commits.push(c);
         }

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::assign::UnitState;
 use crate::error::{Error, Result};
+use crate::events::{Record, read_log};
+use crate::state::{Layout, RunState, RunStatus};
 
 /// What a worker was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +149,77 @@ impl Ledger {
             .collect()
     }
 
+    /// What `worker`'s loops wrote to their own logs after the last record
+    /// a coordinator took in (`heard`): nothing for a worker of an older
+    /// ledger, where it had got is unknown. Untagged, as the loop wrote them.
+    pub(crate) fn unheard_of(&self, worker: &str) -> Vec<Record> {
+        let at = |ts: &str| ts.parse::<jiff::Timestamp>().ok();
+        let Some(last) = self.heard.get(worker).and_then(|t| at(t)) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<&Path> = (self.assignments.iter())
+            .filter(|a| a.worker == worker)
+            .map(|a| a.project_dir.as_path())
+            .collect();
+        dirs.dedup();
+        let mut records: Vec<Record> = dirs
+            .into_iter()
+            .flat_map(|dir| read_log(&Layout::new(dir).events()))
+            .filter(|r| at(&r.ts).is_some_and(|ts| ts > last))
+            .collect();
+        records.sort_by_key(|r| at(&r.ts));
+        records
+    }
+
+    /// Every worker's [`Ledger::unheard_of`], tagged with the worker: what
+    /// the run's log lacks until a coordinator takes it in (`ralph status`
+    /// and the report count it meanwhile).
+    pub(crate) fn unheard(&self) -> Vec<Record> {
+        let workers: std::collections::BTreeSet<&str> =
+            self.assignments.iter().map(|a| a.worker.as_str()).collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                self.unheard_of(w).into_iter().map(move |mut r| {
+                    r.worker = Some(w.to_string());
+                    r
+                })
+            })
+            .collect()
+    }
+
+    /// The parallel run as a run's state, for its morning report (as a
+    /// single loop's `state.json` is): its outcome, its items (the plan's
+    /// units), its cost, and the run branch from its start to `head`.
+    pub(crate) fn state(
+        &self,
+        plan_text: &str,
+        head: Option<String>,
+        status: RunStatus,
+        reason: Option<String>,
+    ) -> RunState {
+        let units = super::assign::units(plan_text).unwrap_or_default();
+        let keys = |state: UnitState| -> Vec<String> {
+            (units.iter().filter(|u| u.state == state))
+                .map(|u| u.key.clone())
+                .collect()
+        };
+        RunState {
+            run_id: self.run_id.clone(),
+            plan: self.plan.clone(),
+            started_at: self.started_at.clone(),
+            status,
+            exit_reason: reason,
+            completed_items: keys(UnitState::Done),
+            todo_items: keys(UnitState::Open),
+            cost_usd: self.cost_usd,
+            start_commit: self.start_commit.clone(),
+            end_commit: head,
+            ended_at: self.ended.clone(),
+            ..Default::default()
+        }
+    }
+
     /// `id` among ralph's own commits (once).
     pub(crate) fn made(&mut self, id: impl Into<String>) {
         let id = id.into();
@@ -182,10 +256,10 @@ impl Ledger {
 /// new run back.
 pub(crate) const THROW_AWAY: &str = "to throw that work away instead, `git worktree remove --force <worktree>` and `git branch -D <branch>` for each, then run again";
 
-/// ralph's own commits in the parallel run `run_id` (none for a single
-/// loop): from the ledger while it is that run's, else from the copy the
-/// run kept beside its report (`.ralph/runs/<id>/workers.json`).
-pub(crate) fn own_commits(ralph_dir: &Path, run_id: &str) -> Vec<String> {
+/// The ledger of the parallel run `run_id` (none for a single loop): the
+/// project's while it is that run's, else the copy the run kept beside its
+/// report (`.ralph/runs/<id>/workers.json`).
+pub(crate) fn ledger_of(ralph_dir: &Path, run_id: &str) -> Option<Ledger> {
     [ralph_dir.to_path_buf(), ralph_dir.join("runs").join(run_id)]
         .iter()
         .find_map(|dir| {
@@ -194,8 +268,6 @@ pub(crate) fn own_commits(ralph_dir: &Path, run_id: &str) -> Vec<String> {
                 .flatten()
                 .filter(|l| l.run_id == run_id)
         })
-        .map(|l| l.commits)
-        .unwrap_or_default()
 }
 
 /// Refuse a single loop (`ralph run` without `--workers`) while a parallel

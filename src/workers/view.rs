@@ -55,6 +55,14 @@ impl WorkersView {
         let ledger = Ledger::load(&layout.dir).ok()??;
         let git = git2::Repository::discover(root).ok();
         let coordinating = crate::state::running_supervisor(&layout).is_some();
+        // Iterations the workers ended that no coordinator took in yet
+        // (its coordinator killed): they count, as the next one will count them.
+        let (unheard, unheard_cost) = (ledger.unheard().iter())
+            .filter_map(|r| match &r.event {
+                crate::events::Event::IterationEnded { cost_usd, .. } => Some(*cost_usd),
+                _ => None,
+            })
+            .fold((0, 0.0), |(n, c), cost| (n + 1, c + cost));
         let assignments = ledger
             .assignments
             .iter()
@@ -105,8 +113,8 @@ impl WorkersView {
             } else {
                 ledger.outcome
             },
-            iterations: ledger.iterations,
-            cost_usd: ledger.cost_usd,
+            iterations: ledger.iterations + unheard,
+            cost_usd: ledger.cost_usd + unheard_cost,
             merged: ledger.merged,
             merges: ledger.merges.len(),
             assignments,

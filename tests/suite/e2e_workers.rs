@@ -842,6 +842,11 @@ fn a_single_loop_is_refused_while_a_parallel_runs_branches_wait() {
             e["event"] == "iteration_started" && e.get("worker").is_some()
         }) >= 2
     });
+    // Its report while it runs says so (not that it was interrupted).
+    let out = p.ralph().args(["report", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report.as_array().map_or(&report, |a| &a[0]);
+    assert_eq!(report["outcome"], "running", "{report:#}");
     assert!(p.ralph().arg("stop").output().unwrap().status.success());
     let run = Run::wait(child, LIMIT);
     assert_eq!(run.code, Some(6), "{}", run.describe());
@@ -983,8 +988,9 @@ fn on_exit_runs_once_for_the_whole_parallel_run() {
     let hook = format!(
         "[hooks]\non_exit = [{}]\n",
         common::toml_string(&format!(
-            "echo \"$RALPH_OUTCOME ${{RALPH_WORKER:-run}} $RALPH_ITERATION\" >> '{}'",
-            log.display()
+            "echo \"$RALPH_OUTCOME ${{RALPH_WORKER:-run}} $RALPH_ITERATION\" >> '{}'; cp \"$RALPH_REPORT\" '{}'",
+            log.display(),
+            out.path().join("report.html").display()
         ))
     );
     let p = Project::new(
@@ -997,6 +1003,14 @@ fn on_exit_runs_once_for_the_whole_parallel_run() {
     let said = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(said, "completed run 3\n", "{}", run.describe());
     assert_eq!(run.of("hook").len(), 1, "{}", run.describe());
+    // The hook had this run's morning report, written before it ran.
+    assert!(run.ended()["report"].is_string(), "{}", run.ended());
+    let page = std::fs::read_to_string(out.path().join("report.html")).unwrap();
+    let id = run.of("run_started")[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(page.contains(&id), "another run's page");
 }
 
 #[test]
@@ -1242,6 +1256,34 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
     let heard = count(&coordinator_events(&p), |e| {
         e["event"] == "iteration_ended" && e.get("worker").is_some()
     });
+    // Before anyone runs again, `ralph status` and the report count what
+    // the workers did, and the report says the run was interrupted.
+    let ended_alone = std::fs::read_dir(p.path(".ralph/worktrees"))
+        .unwrap()
+        .flat_map(|run| std::fs::read_dir(run.unwrap().path()).unwrap())
+        .map(|w| w.unwrap().path().join(".ralph/events.jsonl"))
+        .map(|log| std::fs::read_to_string(log).unwrap_or_default())
+        .map(|text| text.matches("\"event\":\"iteration_ended\"").count())
+        .sum::<usize>();
+    assert!(ended_alone > heard, "{ended_alone} ended, {heard} heard");
+    let status: Value = serde_json::from_slice(
+        &p.ralph()
+            .args(["status", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        status["workers"]["iterations"], ended_alone as u64,
+        "{status:#}"
+    );
+    let out = p.ralph().args(["report", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report.as_array().map_or(&report, |a| &a[0]);
+    assert_eq!(report["outcome"], "interrupted", "{report:#}");
+    assert_eq!(report["iterations"].as_array().unwrap().len(), ended_alone);
+    assert!(report["story"]["start_commit"].is_string(), "{report:#}");
 
     let run = p.run(&["--workers", "3"], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
@@ -1260,6 +1302,16 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
         "the interrupted iterations were never read back ({heard} heard live)"
     );
     assert_eq!(ended.len(), began, "every iteration ended once in the log");
+    // And nothing twice: not even a context reading.
+    let mut seen = std::collections::BTreeSet::new();
+    for e in all.iter().filter(|e| e.get("worker").is_some()) {
+        let key = (
+            e["worker"].to_string(),
+            e["ts"].to_string(),
+            e["event"].to_string(),
+        );
+        assert!(seen.insert(key), "written twice: {e}");
+    }
     let end = run.ended();
     assert_eq!(end["iterations"], began as u64, "{end}");
     assert!(
@@ -1305,4 +1357,70 @@ fn untracked_files_are_said_to_stay_out_of_the_workers_worktrees() {
         "{plan}"
     );
     assert!(p.path("out/alpha.txt").is_file() && p.path("out/bravo.txt").is_file());
+}
+
+/// The coordinator killed with -9 while both workers are in their first
+/// iteration, with `max_iterations = 2`: their interrupted iterations spend
+/// the shared budget. The next coordinator counts them before it starts
+/// anything, and ends at once, starting no paid session.
+#[test]
+fn a_budget_the_workers_spent_while_no_coordinator_listened_starts_nothing_more() {
+    use nix::sys::signal::Signal;
+    let plan = "# Four\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n- [ ] delta\n";
+    let p = Project::new(plan, &slow_item(), "[loop]\nmax_iterations = 2\n");
+    let mut child = unread_coordinator(&p, "2").spawn().unwrap();
+    wait_for(&p, "two workers in an iteration", |e| {
+        count(e, |e| {
+            e["event"] == "iteration_started" && e.get("worker").is_some()
+        }) >= 2
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let workers = worker_pids(&p);
+    kill(child.id() as i32, Signal::SIGKILL);
+    child.wait().unwrap();
+    common::wait_until("the workers' loops ended", LIMIT, || {
+        workers.iter().all(|&pid| !common::alive(pid))
+    });
+
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(
+        run.ended()["outcome"],
+        "iteration_limit",
+        "{}",
+        run.describe()
+    );
+    assert_eq!(run.ended()["iterations"], 2, "{}", run.describe());
+    assert!(
+        run.of("worker_started").is_empty() && run.of("iteration_started").is_empty(),
+        "a paid session started past the budget: {}",
+        run.describe()
+    );
+}
+
+/// The plan named from a subfolder through `..`: its check-offs are
+/// committed at its place in the work tree.
+#[test]
+fn a_plan_named_through_dot_dot_from_a_subfolder_is_checked_off() {
+    let p = Project::new("# unused\n", ONE_ITEM, "");
+    p.write("docs/fix_plan.md", "# Two\n\n- [ ] alpha\n- [ ] bravo\n");
+    p.write("src/.keep", "");
+    let commit = git_cli(p.root(), &["add", "-A"]);
+    assert!(commit.status.success(), "{commit:?}");
+    let commit = git_cli(p.root(), &["commit", "-qm", "docs"]);
+    assert!(commit.status.success(), "{commit:?}");
+    let out = p
+        .ralph()
+        .current_dir(p.path("src"))
+        .args(["run", "--json", "--workers", "2", "../docs/fix_plan.md"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let repo = git(p.root());
+    let plan = blob_on_main(&repo, "docs/fix_plan.md").unwrap();
+    assert!(
+        plan.contains("- [x] alpha") && plan.contains("- [x] bravo"),
+        "{plan}"
+    );
 }

@@ -1,6 +1,6 @@
 //! How a parallel run ends: its outcome and reason (every worker branch
-//! merged or listed), the handoff of unmerged branches, `run_ended`, and
-//! the morning report with a lane per worker.
+//! merged or listed), the handoff of unmerged branches, the morning report
+//! with a lane per worker, then `run_ended` and `on_exit`.
 
 use super::{Coordinator, Stop, read_plan};
 use crate::error::Result;
@@ -13,21 +13,11 @@ impl Coordinator {
     pub(super) fn end(&mut self) -> Result<i32> {
         // Loops a dead coordinator left that this one did not resume (it
         // was stopped first): what they did counts too.
-        let idle: Vec<String> = (self.ledger.assignments.iter())
-            .filter(|a| !crate::workers::child::project_busy(&a.project_dir))
-            .map(|a| a.worker.clone())
-            .collect();
-        for worker in idle {
-            self.catch_up(&worker);
-        }
+        self.catch_up_idle();
         let text = read_plan(&self.plan_path).unwrap_or_default();
-        let units = assign::units(&text).unwrap_or_default();
-        let keys = |state: UnitState| -> Vec<String> {
-            (units.iter().filter(|u| u.state == state))
-                .map(|u| u.key.clone())
-                .collect()
-        };
-        let open = keys(UnitState::Open).len();
+        let open = assign::units(&text)
+            .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())
+            .unwrap_or(0);
         let left: Vec<String> = self
             .ledger
             .assignments
@@ -86,14 +76,32 @@ impl Coordinator {
         if let Some(path) = &handoff {
             reason = format!("{reason} (listed with their commits in {path})");
         }
-        let reason_for_report = reason.clone();
+        // The morning report first (for the user and `on_exit`, as a single
+        // loop's): the run's figures are its workers' iterations in the
+        // log; its outcome, items and what it changed on the run branch
+        // are this state's; ralph's commits the ledger's, kept beside it.
+        let head = (self.git.head().ok())
+            .and_then(|h| h.target())
+            .map(|id| id.to_string());
+        let mut state = self
+            .ledger
+            .state(&text, head, outcome.into(), Some(reason.clone()));
+        state.ended_at = Some(crate::state::now_rfc3339());
+        let layout = crate::state::Layout::new(&self.root);
+        let kept = layout.run_dir(&self.ledger.run_id);
+        if let Err(e) =
+            crate::state::create_dir_private(&kept).and_then(|()| self.ledger.save(&kept))
+        {
+            tracing::warn!("cannot keep the workers' ledger beside the report: {e}");
+        }
+        let report = crate::report::after_run(&layout, &self.config, &state, &mut self.bus);
         let ended = Event::RunEnded {
             outcome: outcome.into(),
             exit_code: code,
             reason,
             iterations: self.ledger.iterations,
             cost_usd: self.ledger.cost_usd,
-            report: None,
+            report,
         };
         let facts = Facts {
             iteration: self.ledger.iterations,
@@ -102,34 +110,6 @@ impl Coordinator {
             ..Facts::default()
         };
         self.hooks.emit(&mut self.bus, ended, || facts);
-        // The morning report, with a lane per worker and the merge queue
-        // (after run_ended, which it reads): the run's own figures are its
-        // workers' iterations in the log, what it changed the run branch
-        // from its start to now, ralph's commits the ledger's.
-        let state = crate::state::RunState {
-            run_id: self.ledger.run_id.clone(),
-            plan: self.ledger.plan.clone(),
-            started_at: self.ledger.started_at.clone(),
-            status: outcome.into(),
-            exit_reason: Some(reason_for_report),
-            completed_items: keys(UnitState::Done),
-            todo_items: keys(UnitState::Open),
-            cost_usd: self.ledger.cost_usd,
-            start_commit: self.ledger.start_commit.clone(),
-            end_commit: (self.git.head().ok())
-                .and_then(|h| h.target())
-                .map(|id| id.to_string()),
-            ended_at: Some(crate::state::now_rfc3339()),
-            ..Default::default()
-        };
-        let layout = crate::state::Layout::new(&self.root);
-        let kept = layout.run_dir(&self.ledger.run_id);
-        let written = crate::state::create_dir_private(&kept)
-            .and_then(|()| self.ledger.save(&kept))
-            .and_then(|()| crate::report::write_after_run(&layout, &self.config, &state));
-        if let Err(e) = written {
-            tracing::warn!("cannot write the report: {e}");
-        }
         Ok(code)
     }
 

@@ -33,8 +33,7 @@ impl Coordinator {
     /// log: counted and written to the run's log once. Counted in memory,
     /// published, then saved with the time it was heard: a coordinator
     /// killed in between counts it again from the worker's log and at worst
-    /// writes it twice to the run's log (only a `context` reading is not
-    /// saved at once: many of them, and nothing counts them).
+    /// writes that one record twice to the run's log.
     fn take_in(&mut self, worker: &str, mut record: crate::events::Record, live: bool) {
         let at = |ts: &str| ts.parse::<jiff::Timestamp>().ok();
         if let (Some(ts), Some(last)) = (
@@ -56,11 +55,21 @@ impl Coordinator {
             Event::LimitWait { seconds, .. } if live => self.pause_others(worker, *seconds),
             _ => {}
         }
-        let counted = !matches!(record.event, Event::Context { .. });
         record.worker = Some(worker.to_string());
         self.bus.publish(&record);
-        if counted {
-            let _ = self.save();
+        let _ = self.save();
+    }
+
+    /// Every worker whose loop is not running now (its coordinator died,
+    /// or this one is ending): caught up, so that the shared counts are
+    /// whole before anything starts or the run's end is said.
+    pub(super) fn catch_up_idle(&mut self) {
+        let idle: Vec<String> = (self.ledger.assignments.iter())
+            .filter(|a| !crate::workers::child::project_busy(&a.project_dir))
+            .map(|a| a.worker.clone())
+            .collect();
+        for worker in idle {
+            self.catch_up(&worker);
         }
     }
 
@@ -72,19 +81,16 @@ impl Coordinator {
         if !self.ledger.heard.contains_key(worker) {
             return;
         }
-        let dirs: Vec<PathBuf> = self
-            .ledger
-            .assignments
-            .iter()
+        for record in self.ledger.unheard_of(worker) {
+            self.take_in(worker, record, false);
+        }
+        // And its loops' commits: WIP commits, the final commit at completion.
+        let dirs: Vec<PathBuf> = (self.ledger.assignments.iter())
             .filter(|a| a.worker == worker)
             .map(|a| a.project_dir.clone())
             .collect();
         for dir in dirs {
             let layout = crate::state::Layout::new(&dir);
-            for record in crate::events::read_log(&layout.events()) {
-                self.take_in(worker, record, false);
-            }
-            // And its commits: WIP commits, the final commit at completion.
             if let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) {
                 let ids = state.history.into_iter().filter_map(|h| h.commit);
                 for id in ids.chain(state.last_commit) {

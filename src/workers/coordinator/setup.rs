@@ -49,7 +49,21 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         .unwrap_or(Path::new(""))
         .to_path_buf();
     let plan_path = root.join(&config.plan);
-    let plan_in_tree = prefix.join(&config.plan);
+    // Where the plan's check-offs are committed: its path in the work tree
+    // (`../docs/fix_plan.md` from a subfolder is `docs/fix_plan.md`).
+    let plan_in_tree = plan_path
+        .canonicalize()
+        .map_err(|e| Error::io("cannot read the plan", &plan_path, e))?
+        .strip_prefix(&workdir)
+        .map(Path::to_path_buf)
+        .map_err(|_| {
+            Error::usage(format!(
+                "the plan {} is outside the git work tree {}: the coordinator commits its check-offs there",
+                plan_path.display(),
+                workdir.display()
+            ))
+            .with_hint("put the plan inside the repository")
+        })?;
     layout.ensure()?;
     let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
     let run_id = previous.as_ref().map_or_else(
@@ -163,6 +177,9 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         config,
     };
     c.ledger.workers = c.opts.workers;
+    // What the workers did while no coordinator listened counts before
+    // anything starts: a budget it spent ends the run now.
+    c.catch_up_idle();
     c.bus.emit(Event::RunStarted {
         run_id: run_id.clone(),
         resumed,
