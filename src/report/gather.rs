@@ -88,7 +88,8 @@ pub fn build(
     // given; and each loop's worker and unit.
     let mut loops: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
     let mut owners: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
-    for r in records {
+    let mut seen = super::lanes::Seen::default();
+    for r in records.iter().filter(|r| seen.first(r)) {
         if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
             current = Some(id);
         }

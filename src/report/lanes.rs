@@ -78,6 +78,29 @@ pub(crate) struct LeftItem {
     pub(crate) why: String,
 }
 
+/// Which of a parallel run's records are there for the first time. In the
+/// run's log each worker's records come in the order they happened; one
+/// that is not later than the last of its worker is one a coordinator
+/// killed at the wrong moment wrote again (published, not yet recorded as
+/// heard), and counts once.
+#[derive(Debug, Default)]
+pub(crate) struct Seen(std::collections::BTreeMap<String, jiff::Timestamp>);
+
+impl Seen {
+    pub(crate) fn first(&mut self, r: &Record) -> bool {
+        let (Some(worker), Ok(ts)) = (&r.worker, r.ts.parse::<jiff::Timestamp>()) else {
+            return true;
+        };
+        match self.0.get(worker) {
+            Some(last) if ts <= *last => false,
+            _ => {
+                self.0.insert(worker.clone(), ts);
+                true
+            }
+        }
+    }
+}
+
 impl Lanes {
     fn lane(&mut self, worker: &str) -> &mut WorkerLane {
         match self.workers.iter().position(|l| l.worker == worker) {
@@ -143,11 +166,12 @@ impl Lanes {
     pub(crate) fn of(run_id: &str, records: &[Record]) -> Lanes {
         let mut lanes = Lanes::default();
         let mut current = None;
+        let mut seen = Seen::default();
         for r in records {
             if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
                 current = Some(id.as_str());
             }
-            if current == Some(run_id) {
+            if current == Some(run_id) && seen.first(r) {
                 lanes.record(r);
             }
         }
@@ -408,5 +432,36 @@ mod tests {
         let mut html = String::new();
         lanes_html(&mut html, &lanes);
         assert!(!html.contains("[31m") && html.contains("bravo"), "{html}");
+    }
+
+    #[test]
+    fn a_workers_record_written_again_counts_once() {
+        let at = |w: &str, ts: &str| Record {
+            ts: ts.into(),
+            worker: Some(w.into()),
+            event: Event::Warning {
+                message: String::new(),
+            },
+        };
+        let mut seen = Seen::default();
+        let records = [
+            (at("w1", "2026-11-24T03:00:01Z"), true),
+            (at("w1", "2026-11-24T03:00:02Z"), true),
+            (at("w1", "2026-11-24T03:00:02Z"), false),
+            (at("w1", "2026-11-24T03:00:01Z"), false),
+            (at("w2", "2026-11-24T03:00:01Z"), true),
+            (
+                rec(
+                    None,
+                    Event::Warning {
+                        message: String::new(),
+                    },
+                ),
+                true,
+            ),
+        ];
+        for (r, first) in records {
+            assert_eq!(seen.first(&r), first, "{r:?}");
+        }
     }
 }

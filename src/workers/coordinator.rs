@@ -329,6 +329,12 @@ impl Coordinator {
                 // What its loop did while no coordinator listened.
                 self.catch_up(&a.worker);
                 self.ledger.assignments[i].status = Status::Running;
+                if loop_completed(&a) {
+                    // It finished its unit then: merged, not run again.
+                    self.save()?;
+                    self.finished(&a.worker, 0, tx)?;
+                    continue;
+                }
                 self.save()?;
                 self.git_write(|c| c.prepare(&a))?;
                 self.start(&a, false, tx)?;
@@ -531,6 +537,18 @@ fn outcome_name(code: i32) -> &'static str {
         130 | 143 => "interrupted",
         _ => "failed",
     }
+}
+
+/// Whether `a`'s loop ended `completed` with its unit checked off: its
+/// state says so (the state of an earlier unit's loop names that unit).
+fn loop_completed(a: &Assignment) -> bool {
+    let layout = crate::state::Layout::new(&a.project_dir);
+    crate::state::RunState::load(&layout.state())
+        .ok()
+        .flatten()
+        .is_some_and(|s| {
+            s.status == crate::state::RunStatus::Completed && s.completed_items.contains(&a.item)
+        })
 }
 
 fn read_plan(path: &Path) -> Result<String> {
