@@ -156,9 +156,7 @@ fn six_independent_items_with_three_workers_are_all_merged_once_and_faster() {
             .all(|e| e["worker"].as_str().unwrap().starts_with('w'))
     );
     // The morning report: a lane per worker and the merge queue.
-    let out = p.ralph().args(["report", "--json"]).output().unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let report = report.as_array().map_or(&report, |a| &a[0]);
+    let report = &ralph_json(&p, "report");
     assert_eq!(
         report["story"]["lanes"]["workers"]
             .as_array()
@@ -351,6 +349,18 @@ fn unread_coordinator(p: &Project, workers: &str) -> std::process::Command {
     c
 }
 
+/// `ralph <command> --json` in `p` (`status`, `report`), read: the report's
+/// first run when it lists several.
+fn ralph_json(p: &Project, command: &str) -> Value {
+    let out = p.ralph().args([command, "--json"]).output().unwrap();
+    let value: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    match value {
+        Value::Array(mut runs) if !runs.is_empty() => runs.swap_remove(0),
+        v => v,
+    }
+}
+
 fn kill(pid: i32, signal: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
 }
@@ -428,8 +438,7 @@ fn workers_and_the_coordinator_killed_with_minus_9_are_taken_over_and_nothing_is
     child.wait().unwrap();
     let before = coordinator_events(&p).len();
     // Nothing runs now, and `ralph status` says so: paused, not running.
-    let status = p.ralph().args(["status", "--json"]).output().unwrap();
-    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = ralph_json(&p, "status");
     let workers = status["workers"]["assignments"].as_array().unwrap();
     assert!(
         !workers.is_empty() && workers.iter().all(|w| w["status"] == "paused"),
@@ -677,8 +686,7 @@ fn ralph_stop_stops_every_worker_status_lists_their_branches_and_the_next_run_fi
     );
 
     // Every worker branch not merged is listed, with its commits.
-    let out = p.ralph().args(["status", "--json"]).output().unwrap();
-    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = ralph_json(&p, "status");
     let assignments = status["workers"]["assignments"].as_array().unwrap();
     assert_eq!(assignments.len(), 2, "{status}");
     let repo = git(p.root());
@@ -843,9 +851,7 @@ fn a_single_loop_is_refused_while_a_parallel_runs_branches_wait() {
         }) >= 2
     });
     // Its report while it runs says so (not that it was interrupted).
-    let out = p.ralph().args(["report", "--json"]).output().unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let report = report.as_array().map_or(&report, |a| &a[0]);
+    let report = &ralph_json(&p, "report");
     assert_eq!(report["outcome"], "running", "{report:#}");
     assert!(p.ralph().arg("stop").output().unwrap().status.success());
     let run = Run::wait(child, LIMIT);
@@ -878,14 +884,7 @@ fn a_single_loop_is_refused_while_a_parallel_runs_branches_wait() {
     let (code, stderr) = fresh(&p);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("git worktree remove"), "{stderr}");
-    let status: Value = serde_json::from_slice(
-        &p.ralph()
-            .args(["status", "--json"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let status = ralph_json(&p, "status");
     for a in status["workers"]["assignments"].as_array().unwrap() {
         let worktree = a["worktree"].as_str().unwrap();
         let removed = git_cli(p.root(), &["worktree", "remove", "--force", worktree]);
@@ -1276,21 +1275,12 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
         .map(|text| text.matches("\"event\":\"iteration_ended\"").count())
         .sum::<usize>();
     assert!(ended_alone > heard, "{ended_alone} ended, {heard} heard");
-    let status: Value = serde_json::from_slice(
-        &p.ralph()
-            .args(["status", "--json"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let status = ralph_json(&p, "status");
     assert_eq!(
         status["workers"]["iterations"], ended_alone as u64,
         "{status:#}"
     );
-    let out = p.ralph().args(["report", "--json"]).output().unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let report = report.as_array().map_or(&report, |a| &a[0]);
+    let report = &ralph_json(&p, "report");
     assert_eq!(report["outcome"], "interrupted", "{report:#}");
     assert_eq!(report["iterations"].as_array().unwrap().len(), ended_alone);
     assert!(report["story"]["start_commit"].is_string(), "{report:#}");
@@ -1323,9 +1313,7 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
         (end["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9,
         "{end}"
     );
-    let out = p.ralph().args(["report", "--json"]).output().unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let report = report.as_array().map_or(&report, |a| &a[0]);
+    let report = &ralph_json(&p, "report");
     assert_eq!(report["sessions"], 2, "{report:#}");
     assert_report_totals(&p, report, &run, items.len());
 }
