@@ -80,11 +80,11 @@ pub(crate) struct LeftItem {
 
 /// Which of a parallel run's records are there for the first time. In the
 /// run's log each worker's records come in the order they happened; one
-/// that is not later than the last of its worker is one a coordinator
-/// killed at the wrong moment wrote again (published, not yet recorded as
-/// heard), and counts once.
+/// earlier than the last of its worker, or that last one again, is one a
+/// coordinator killed at the wrong moment wrote again (published, not yet
+/// recorded as heard), and counts once.
 #[derive(Debug, Default)]
-pub(crate) struct Seen(std::collections::BTreeMap<String, jiff::Timestamp>);
+pub(crate) struct Seen(std::collections::BTreeMap<String, (jiff::Timestamp, Event)>);
 
 impl Seen {
     pub(crate) fn first(&mut self, r: &Record) -> bool {
@@ -92,9 +92,10 @@ impl Seen {
             return true;
         };
         match self.0.get(worker) {
-            Some(last) if ts <= *last => false,
+            Some((last, _)) if ts < *last => false,
+            Some((last, event)) if ts == *last && *event == r.event => false,
             _ => {
-                self.0.insert(worker.clone(), ts);
+                self.0.insert(worker.clone(), (ts, r.event.clone()));
                 true
             }
         }
@@ -449,6 +450,16 @@ mod tests {
             (at("w1", "2026-11-24T03:00:02Z"), true),
             (at("w1", "2026-11-24T03:00:02Z"), false),
             (at("w1", "2026-11-24T03:00:01Z"), false),
+            // Another record of the same time is not the same record.
+            (
+                Record {
+                    event: Event::Warning {
+                        message: "other".into(),
+                    },
+                    ..at("w1", "2026-11-24T03:00:02Z")
+                },
+                true,
+            ),
             (at("w2", "2026-11-24T03:00:01Z"), true),
             (
                 rec(
