@@ -121,6 +121,33 @@ impl WorkersView {
         })
     }
 
+    /// Every branch not merged yet, for the report's items left: its item,
+    /// where it stands and why, and its commits.
+    pub(crate) fn left(&self) -> Vec<crate::report::lanes::LeftItem> {
+        (self.assignments.iter())
+            .map(|a| {
+                let commits: Vec<String> = (a.unmerged.iter())
+                    .map(|(id, subject)| format!("{} {subject}", &id[..id.len().min(10)]))
+                    .collect();
+                crate::report::lanes::LeftItem {
+                    item: a.item.clone(),
+                    why: format!(
+                        "{}{}; branch {}, {} commit(s) not merged{}{}",
+                        a.status,
+                        a.why
+                            .as_deref()
+                            .map(|w| format!(": {w}"))
+                            .unwrap_or_default(),
+                        a.branch,
+                        commits.len(),
+                        if commits.is_empty() { "" } else { ": " },
+                        commits.join("; ")
+                    ),
+                }
+            })
+            .collect()
+    }
+
     /// The lines `ralph status` adds.
     pub(crate) fn human(&self) -> String {
         let mut out = String::new();

@@ -761,6 +761,16 @@ fn a_conflict_unresolved_after_its_attempts_needs_a_human_and_a_merge_by_hand_fi
     let repo = git(p.root());
     assert!(repo.find_branch(&branch, git2::BranchType::Local).is_ok());
     assert!(p.read("fix_plan.md").contains(&format!("- [ ] {item}")));
+    // The morning report lists it with its branch and commits.
+    let report = ralph_json(&p, "report");
+    let left = report["story"]["lanes"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{report:#}");
+    assert_eq!(left[0]["item"], item.as_str());
+    let why = left[0]["why"].as_str().unwrap();
+    assert!(
+        why.contains(&branch) && why.contains("1 commit(s) not merged: "),
+        "{why}"
+    );
 
     // A person merges it by hand; the next run checks it off and cleans up.
     let _ = git_cli(p.root(), &["merge", &branch]);
