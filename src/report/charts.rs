@@ -212,9 +212,9 @@ pub(crate) fn timeline(report: &RunReport, clock: &Clock) -> String {
             duration(e - s),
             r.peak_percent,
             r.cost_usd,
-            r.item
-                .as_deref()
-                .map(|i| format!(" · {i}"))
+            Some(r.item_label())
+                .filter(|l| !l.is_empty())
+                .map(|l| format!(" · {l}"))
                 .unwrap_or_default()
         );
         let class = format!("bar {}", outcome_class(&r.outcome));

@@ -256,7 +256,7 @@ pub(crate) fn at_start(root: &Path, prompt_file: &Path, place: Workplace, bus: &
                 "{total} untracked files that git does not ignore would go into the next WIP commit: {files}; add build outputs to .gitignore (the [git] limits max_file_size, max_new_files and commit_binaries keep huge, binary and too many new files out)"
             ),
             Workplace::Worktrees => format!(
-                "{total} untracked files are not in the workers' worktrees, which start from the branch's last commit: {files}; commit the ones the agents need, and they are left as they are"
+                "{total} untracked files are not in the workers' worktrees, which start from the branch's last commit: {files}; commit the ones the agents need (ralph commits only the plan's check-offs)"
             ),
         });
     }

@@ -497,7 +497,11 @@ impl Coordinator {
     fn commit_leftovers(&mut self, a: &Assignment) {
         if let Ok(Some(repo)) = Repo::open(&a.project_dir) {
             let outcome = repo.wip_commit(
-                &format!("ralph: {}'s uncommitted work on \"{}\"", a.worker, a.item),
+                &format!(
+                    "ralph: {}'s uncommitted work on \"{}\"",
+                    a.worker,
+                    crate::text::printable(&a.item)
+                ),
                 &OwnPaths::new(&self.config.prompt_file),
             );
             match outcome {

@@ -1457,3 +1457,27 @@ fn loops_that_completed_while_no_coordinator_listened_are_merged_not_run_again()
     assert_eq!(started_again, 1, "an item run again: {}", run.describe());
     assert_all_merged(&p, &["alpha", "bravo"]);
 }
+
+/// Plan items holding escape sequences (a colour, a window title): the
+/// commits the coordinator writes and the morning report show them
+/// without, so neither `git log` nor the page carries them.
+#[test]
+fn escape_sequences_in_plan_items_reach_no_commit_message_or_page() {
+    let plan = "# Hostile\n\n- [ ] alpha \x1b[31mRED\x1b[0m\n- [ ] bravo \x1b]0;TITLE\x07x\n";
+    let p = Project::new(plan, ONE_ITEM, "");
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let repo = git(p.root());
+    let mut walk = repo.revwalk().unwrap();
+    walk.push_head().unwrap();
+    for id in walk {
+        let commit = repo.find_commit(id.unwrap()).unwrap();
+        let message = commit.message().unwrap_or("");
+        assert!(!message.contains('\x1b'), "{message:?}");
+    }
+    let page = p.read(".ralph/report.html");
+    for leftover in ["[31m", "]0;TITLE"] {
+        assert!(!page.contains(leftover), "{leftover} in the page");
+    }
+    assert!(page.contains("alpha RED"), "the item's text kept");
+}

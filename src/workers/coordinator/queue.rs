@@ -7,6 +7,7 @@ use std::sync::mpsc;
 use super::{Coordinator, read_plan, write_worker_plan};
 use crate::error::{Error, Result};
 use crate::events::Event;
+use crate::text::printable;
 use crate::workers::child::Msg;
 use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
 use crate::workers::{MergeRequest, Merged, assign, worktree};
@@ -83,7 +84,8 @@ impl Coordinator {
             self.ledger.run_id,
             self.ledger.merges.len() + 1
         );
-        let message = format!("ralph: merge {} (\"{}\")", a.branch, a.item);
+        // Plan text in a commit message: `git log` would print its escapes.
+        let message = format!("ralph: merge {} (\"{}\")", a.branch, printable(&a.item));
         let merged = self.git_write(|c| {
             crate::workers::merge(
                 &c.git,
@@ -176,7 +178,8 @@ impl Coordinator {
         let text = read_plan(&self.plan_path)?;
         if let Some(checked) = assign::check_off(&text, &a.item) {
             crate::state::write_atomic(&self.plan_path, checked.as_bytes())?;
-            self.commit_plan(&format!("ralph: \"{}\" done (merged {})", a.item, a.branch))?;
+            let item = printable(&a.item);
+            self.commit_plan(&format!("ralph: \"{item}\" done (merged {})", a.branch))?;
         }
         if !self.ledger.merged.contains(&a.item) {
             self.ledger.merged.push(a.item.clone());
