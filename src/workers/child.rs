@@ -72,9 +72,13 @@ pub(crate) fn spawn(
     let parent = std::process::id() as i32;
     unsafe {
         cmd.pre_exec(move || {
-            // A coordinator killed with -9 stops its workers as `ralph stop`
-            // would not reach them: SIGTERM, their own graceful checkpoint.
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+            // A coordinator killed with -9 stops its workers as `ralph
+            // stop` does (SIGUSR2: a checkpoint with the agent's handoff,
+            // exit 6). Not SIGTERM: the kernel sends the parent-death signal
+            // again each time the worker passes to another of the dying
+            // coordinator's threads, and a second interrupt kills the agent
+            // at once; a second stop is the same stop.
+            nix::sys::prctl::set_pdeathsig(Signal::SIGUSR2).map_err(std::io::Error::from)?;
             // Dead already, before that took hold: no orphan loop.
             if nix::unistd::getppid().as_raw() != parent {
                 return Err(std::io::Error::other("the coordinator is gone"));

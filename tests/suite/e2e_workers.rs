@@ -1277,13 +1277,21 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
     });
     // Before anyone runs again, `ralph status` and the report count what
     // the workers did, and the report says the run was interrupted.
-    let ended_alone = std::fs::read_dir(p.path(".ralph/worktrees"))
+    let own_logs: Vec<String> = std::fs::read_dir(p.path(".ralph/worktrees"))
         .unwrap()
         .flat_map(|run| std::fs::read_dir(run.unwrap().path()).unwrap())
         .map(|w| w.unwrap().path().join(".ralph/events.jsonl"))
         .map(|log| std::fs::read_to_string(log).unwrap_or_default())
+        .collect();
+    let ended_alone: usize = (own_logs.iter())
         .map(|text| text.matches("\"event\":\"iteration_ended\"").count())
-        .sum::<usize>();
+        .sum();
+    // Each stopped as `ralph stop` stops it: a checkpoint, its agent not
+    // killed outright (the parent-death signal comes more than once).
+    for log in &own_logs {
+        assert!(log.contains("\"trigger\":\"stop\""), "{log}");
+        assert!(!log.contains("second interrupt"), "{log}");
+    }
     assert!(ended_alone > heard, "{ended_alone} ended, {heard} heard");
     let status = ralph_json(&p, "status");
     assert_eq!(

@@ -3,7 +3,7 @@
 //! toward the shared budgets, whether heard live on the child's stdout or
 //! read back from the worker's own log (what its loop did while no
 //! coordinator listened: after kill -9 of the coordinator, a worker still
-//! checkpoints and ends its iteration). One usage limit pauses everyone.
+//! stops as `ralph stop` stops it, with a checkpoint). One usage limit pauses everyone.
 //!
 //! Pitfall: a record is known by its time, per worker (`Ledger::heard`);
 //! a worker's records are written by one loop at a time, in order.
