@@ -761,6 +761,15 @@ fn a_conflict_unresolved_after_its_attempts_needs_a_human_and_a_merge_by_hand_fi
     let repo = git(p.root());
     assert!(repo.find_branch(&branch, git2::BranchType::Local).is_ok());
     assert!(p.read("fix_plan.md").contains(&format!("- [ ] {item}")));
+    // The handoff says how the run ended, not that it runs.
+    let handoff = (p.handoffs().into_iter())
+        .find(|h| h.to_string_lossy().contains("-workers-"))
+        .expect("the unmerged branches' handoff");
+    let handoff = std::fs::read_to_string(handoff).unwrap();
+    assert!(
+        handoff.contains(", incomplete)") && !handoff.contains("running"),
+        "{handoff}"
+    );
     // The morning report lists it with its branch and commits.
     let report = ralph_json(&p, "report");
     let left = report["story"]["lanes"]["left"].as_array().unwrap();

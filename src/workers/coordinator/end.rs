@@ -117,7 +117,9 @@ impl Coordinator {
     /// merged: each with its item, why, worktree and commits, and how to go
     /// on. Its path, relative to the project.
     fn handoff_of_unmerged(&self) -> Option<String> {
-        let view = crate::workers::WorkersView::load(&self.root)?;
+        let mut view = crate::workers::WorkersView::load(&self.root)?;
+        // How it ended, not `running`: this coordinator still holds the lock.
+        view.outcome.clone_from(&self.ledger.outcome);
         let stamp = jiff::Zoned::now().strftime("%Y-%m-%d-%H%M");
         let rel = format!(".ralph/handoffs/{stamp}-workers-{}.md", self.ledger.run_id);
         let text = format!(
