@@ -45,6 +45,6 @@ mod worktree;
 pub(crate) use child::WORKER_PROMPT;
 pub(crate) use config::WorkersConfig;
 pub(crate) use coordinator::{Options, run};
-pub(crate) use ledger::{Ledger, ledger_of, refuse_a_single_loop};
+pub(crate) use ledger::{Heard, Ledger, ledger_of, refuse_a_single_loop};
 pub(crate) use merge::{MergeRequest, Merged, merge};
 pub(crate) use view::WorkersView;

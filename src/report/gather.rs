@@ -88,7 +88,7 @@ pub fn build(
     // given; and each loop's worker and unit.
     let mut loops: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
     let mut owners: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
-    let mut seen = super::lanes::Seen::default();
+    let mut seen = crate::workers::Heard::default();
     for r in records.iter().filter(|r| seen.first(r)) {
         if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
             current = Some(id);

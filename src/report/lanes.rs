@@ -78,30 +78,6 @@ pub(crate) struct LeftItem {
     pub(crate) why: String,
 }
 
-/// Which of a parallel run's records are there for the first time. In the
-/// run's log each worker's records come in the order they happened; one
-/// earlier than the last of its worker, or that last one again, is one a
-/// coordinator killed at the wrong moment wrote again (published, not yet
-/// recorded as heard), and counts once.
-#[derive(Debug, Default)]
-pub(crate) struct Seen(std::collections::BTreeMap<String, (jiff::Timestamp, Event)>);
-
-impl Seen {
-    pub(crate) fn first(&mut self, r: &Record) -> bool {
-        let (Some(worker), Ok(ts)) = (&r.worker, r.ts.parse::<jiff::Timestamp>()) else {
-            return true;
-        };
-        match self.0.get(worker) {
-            Some((last, _)) if ts < *last => false,
-            Some((last, event)) if ts == *last && *event == r.event => false,
-            _ => {
-                self.0.insert(worker.clone(), (ts, r.event.clone()));
-                true
-            }
-        }
-    }
-}
-
 impl Lanes {
     fn lane(&mut self, worker: &str) -> &mut WorkerLane {
         match self.workers.iter().position(|l| l.worker == worker) {
@@ -167,7 +143,7 @@ impl Lanes {
     pub(crate) fn of(run_id: &str, records: &[Record]) -> Lanes {
         let mut lanes = Lanes::default();
         let mut current = None;
-        let mut seen = Seen::default();
+        let mut seen = crate::workers::Heard::default();
         for r in records {
             if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
                 current = Some(id.as_str());
@@ -444,7 +420,7 @@ mod tests {
                 message: String::new(),
             },
         };
-        let mut seen = Seen::default();
+        let mut seen = crate::workers::Heard::default();
         let records = [
             (at("w1", "2026-11-24T03:00:01Z"), true),
             (at("w1", "2026-11-24T03:00:02Z"), true),

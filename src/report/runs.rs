@@ -75,7 +75,9 @@ pub(crate) fn reports(
                     // what its workers did that no coordinator took in yet.
                     let live = live_state(layout, config, &ledger);
                     let mut records = records.clone();
-                    records.extend(ledger.unheard());
+                    if live.status != crate::state::RunStatus::Running {
+                        records.extend(ledger.unheard());
+                    }
                     build(layout, id, &records, Some(&live), config)
                 }
                 (own, _) => build(layout, id, &records, own.as_ref(), config),

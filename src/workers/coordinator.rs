@@ -391,10 +391,7 @@ impl Coordinator {
         // between leaves no branch the next one does not know of.
         self.ledger.assignments.push(a.clone());
         // Its loops' records are read back from here on, if need be.
-        self.ledger
-            .heard
-            .entry(a.worker.clone())
-            .or_insert_with(crate::state::now_rfc3339);
+        self.ledger.last_heard.start(&a.worker);
         self.save()?;
         self.git_write(|c| c.prepare(&a))?;
         Ok(a)

@@ -3,13 +3,14 @@
 //! atomically after every change, so that a coordinator taking over after
 //! kill -9 knows every worker branch and merges nothing twice.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::assign::UnitState;
 use crate::error::{Error, Result};
-use crate::events::{Record, read_log};
+use crate::events::{Event, Record, read_log};
 use crate::state::{Layout, RunState, RunStatus};
 
 /// What a worker was given.
@@ -118,14 +119,14 @@ pub(crate) struct Ledger {
     /// Shared budgets, counted over every worker.
     pub(crate) iterations: u32,
     pub(crate) cost_usd: f64,
-    /// Per worker, the time of the last record of its loops taken in
-    /// (counted and written to the run's log). A worker's loop writes every
-    /// record to its own log too, so what no coordinator heard (its loop
-    /// went on while none listened, after kill -9) is read on from there,
-    /// and nothing is counted twice. Absent for a worker of an older ledger:
-    /// where it had got is unknown, and nothing is read back.
+    /// Per worker, the last record of its loops taken in (counted and
+    /// written to the run's log). A worker's loop writes every record to
+    /// its own log too, so what no coordinator heard (its loop went on
+    /// while none listened, after kill -9) is read on from there, and
+    /// nothing is counted twice. A worker absent here (an older ledger,
+    /// whose `heard` held times only) is not read back.
     #[serde(default)]
-    pub(crate) heard: std::collections::BTreeMap<String, String>,
+    pub(crate) last_heard: Heard,
     /// The run branch's tip when the run started (after the user's own
     /// changes were committed): where the morning report's "what changed"
     /// begins.
@@ -150,13 +151,13 @@ impl Ledger {
     }
 
     /// What `worker`'s loops wrote to their own logs after the last record
-    /// a coordinator took in (`heard`): nothing for a worker of an older
+    /// a coordinator took in (`last_heard`): nothing for a worker of an older
     /// ledger, where it had got is unknown. Untagged, as the loop wrote them.
     pub(crate) fn unheard_of(&self, worker: &str) -> Vec<Record> {
-        let at = |ts: &str| ts.parse::<jiff::Timestamp>().ok();
-        let Some(last) = self.heard.get(worker).and_then(|t| at(t)) else {
+        if !self.last_heard.knows(worker) {
             return Vec::new();
-        };
+        }
+        let at = |ts: &str| ts.parse::<jiff::Timestamp>().ok();
         let mut dirs: Vec<&Path> = (self.assignments.iter())
             .filter(|a| a.worker == worker)
             .map(|a| a.project_dir.as_path())
@@ -165,7 +166,7 @@ impl Ledger {
         let mut records: Vec<Record> = dirs
             .into_iter()
             .flat_map(|dir| read_log(&Layout::new(dir).events()))
-            .filter(|r| at(&r.ts).is_some_and(|ts| ts > last))
+            .filter(|r| self.last_heard.is_new(worker, r))
             .collect();
         records.sort_by_key(|r| at(&r.ts));
         records
@@ -255,6 +256,74 @@ impl Ledger {
 /// How to give up a parallel run's unmerged work, said where it holds a
 /// new run back.
 pub(crate) const THROW_AWAY: &str = "to throw that work away instead, `git worktree remove --force <worktree>` and `git branch -D <branch>` for each, then run again";
+
+/// Per worker, the last of its loops' records taken in: its time and the
+/// record itself. A worker's records come in the order they happened (one
+/// loop at a time, each writing in order), so a record earlier than that
+/// one, or that one again, was taken in already: read back from the
+/// worker's own log, or written twice by a coordinator killed between
+/// writing it and saving this. The one rule for the coordinator (kept in
+/// the ledger) and the report (over the run's log).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Heard(BTreeMap<String, Last>);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Last {
+    ts: jiff::Timestamp,
+    /// None: a mark, no record (where a new assignment's records begin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    event: Option<Event>,
+}
+
+impl Heard {
+    /// Whether `worker`'s record `r` is new (then it is the last).
+    pub(crate) fn take(&mut self, worker: &str, r: &Record) -> bool {
+        if !self.is_new(worker, r) {
+            return false;
+        }
+        if let Ok(ts) = r.ts.parse() {
+            let last = Last {
+                ts,
+                event: Some(r.event.clone()),
+            };
+            self.0.insert(worker.to_string(), last);
+        }
+        true
+    }
+
+    /// [`Heard::take`] for a record of the run's log, tagged with its
+    /// worker (the coordinator's own records are always new).
+    pub(crate) fn first(&mut self, r: &Record) -> bool {
+        match &r.worker {
+            Some(w) => self.take(w, r),
+            None => true,
+        }
+    }
+
+    /// Whether `worker`'s record `r` comes after the last one taken in.
+    pub(crate) fn is_new(&self, worker: &str, r: &Record) -> bool {
+        let (Some(last), Ok(ts)) = (self.0.get(worker), r.ts.parse::<jiff::Timestamp>()) else {
+            return true;
+        };
+        ts > last.ts || (ts == last.ts && last.event.as_ref() != Some(&r.event))
+    }
+
+    /// Whether anything of `worker` was taken in (an older ledger's
+    /// workers are unknown: where they had got, nobody knows).
+    pub(crate) fn knows(&self, worker: &str) -> bool {
+        self.0.contains_key(worker)
+    }
+
+    /// `worker`'s records count from now on (a new assignment: anything
+    /// older in a reused worktree was taken in before).
+    pub(crate) fn start(&mut self, worker: &str) {
+        (self.0.entry(worker.to_string())).or_insert_with(|| Last {
+            ts: jiff::Timestamp::now(),
+            event: None,
+        });
+    }
+}
 
 /// The ledger of the parallel run `run_id` (none for a single loop): the
 /// project's while it is that run's, else the copy the run kept beside its

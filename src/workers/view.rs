@@ -55,9 +55,15 @@ impl WorkersView {
         let ledger = Ledger::load(&layout.dir).ok()??;
         let git = git2::Repository::discover(root).ok();
         let coordinating = crate::state::running_supervisor(&layout).is_some();
-        // Iterations the workers ended that no coordinator took in yet
-        // (its coordinator killed): they count, as the next one will count them.
-        let (unheard, unheard_cost) = (ledger.unheard().iter())
+        // Iterations the workers ended that no coordinator took in (it was
+        // killed): they count, as the next one will count them. A live one
+        // takes them in itself; their logs are not read on every status.
+        let unheard = if coordinating {
+            Vec::new()
+        } else {
+            ledger.unheard()
+        };
+        let (unheard, unheard_cost) = (unheard.iter())
             .filter_map(|r| match &r.event {
                 crate::events::Event::IterationEnded { cost_usd, .. } => Some(*cost_usd),
                 _ => None,

@@ -99,16 +99,7 @@ impl Fleet {
 
     /// Workers `wa` and `wb` run to the end, each exiting 0.
     fn two_workers_succeed(&self) -> (Ended, Ended) {
-        let (a, b) = (self.worker("wa"), self.worker("wb"));
-        let (a, b) = (wait(a), wait(b));
-        assert_eq!(
-            (a.code, b.code),
-            (Some(0), Some(0)),
-            "{}\n{}",
-            a.stderr,
-            b.stderr
-        );
-        (a, b)
+        both_succeed(self.worker("wa"), self.worker("wb"))
     }
 
     /// `ralph run --remote origin --fleet night --worker NAME --json` in a new clone.
@@ -257,6 +248,19 @@ impl Ended {
             .filter(|e| e["event"] == kind && e.get("worker").is_some())
             .collect()
     }
+}
+
+/// Two workers run to the end, each exiting 0.
+fn both_succeed(a: Child, b: Child) -> (Ended, Ended) {
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    (a, b)
 }
 
 fn wait(child: Child) -> Ended {
@@ -496,14 +500,7 @@ fn workers_reach_an_http_remote_through_the_users_credential_helper() {
     // With the user's credential helper: the whole run over HTTP.
     let a = worker_in(&clone_over_http("h1", true), "w1");
     let b = worker_in(&clone_over_http("h2", true), "w2");
-    let (a, b) = (wait(a), wait(b));
-    assert_eq!(
-        (a.code, b.code),
-        (Some(0), Some(0)),
-        "{}\n{}",
-        a.stderr,
-        b.stderr
-    );
+    both_succeed(a, b);
     assert_eq!(fleet.merges().len(), 2);
     fleet.assert_nothing_left();
     let log = server.log();

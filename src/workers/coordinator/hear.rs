@@ -5,7 +5,7 @@
 //! coordinator listened: after kill -9 of the coordinator, a worker still
 //! stops as `ralph stop` stops it, with a checkpoint). One usage limit pauses everyone.
 //!
-//! Pitfall: a record is known by its time, per worker (`Ledger::heard`);
+//! Pitfall: a record is known by its time and itself, per worker (`Heard`);
 //! a worker's records are written by one loop at a time, in order.
 
 use std::path::PathBuf;
@@ -35,17 +35,9 @@ impl Coordinator {
     /// killed in between counts it again from the worker's log and at worst
     /// writes that one record twice to the run's log.
     fn take_in(&mut self, worker: &str, mut record: crate::events::Record, live: bool) {
-        let at = |ts: &str| ts.parse::<jiff::Timestamp>().ok();
-        if let (Some(ts), Some(last)) = (
-            at(&record.ts),
-            self.ledger.heard.get(worker).and_then(|t| at(t)),
-        ) && ts <= last
-        {
+        if !self.ledger.last_heard.take(worker, &record) {
             return;
         }
-        self.ledger
-            .heard
-            .insert(worker.to_string(), record.ts.clone());
         match &record.event {
             Event::IterationEnded { cost_usd, .. } => {
                 self.ledger.iterations += 1;
@@ -78,7 +70,7 @@ impl Coordinator {
     /// its loop did while no coordinator listened (its coordinator killed
     /// with -9: the worker checkpoints, ends its iteration and its run).
     pub(super) fn catch_up(&mut self, worker: &str) {
-        if !self.ledger.heard.contains_key(worker) {
+        if !self.ledger.last_heard.knows(worker) {
             return;
         }
         for record in self.ledger.unheard_of(worker) {
