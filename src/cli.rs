@@ -98,6 +98,9 @@ pub(crate) struct RunArgs {
     /// Close an open circuit breaker by hand
     #[arg(long)]
     pub(crate) reset_breaker: bool,
+    /// Accept the files ralph acts on (ralph.toml, prompts/*.j2, scripts of hooks and checks, git hooks) that changed during the last run
+    #[arg(long)]
+    pub(crate) trust_config: bool,
     /// Validate everything, print the next PROMPT.md and the agent command line; start nothing, write nothing
     #[arg(long)]
     pub(crate) dry_run: bool,

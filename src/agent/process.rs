@@ -103,6 +103,23 @@ impl AgentCommand {
         cmd
     }
 
+    /// `sh -c` in the box the agent runs in, with the agent's environment
+    /// (what is withheld from it withheld), for the commands ralph runs on
+    /// its behalf (`[verify]`): code the agent wrote runs where the agent
+    /// does. `None` without a sandbox. The caller appends the script.
+    pub(crate) fn shell_in_box(config: &Config, root: &Path) -> Option<AgentCommand> {
+        if config.agent.sandbox != super::sandbox::Kind::Bwrap {
+            return None;
+        }
+        let mut cmd = AgentCommand::from_config(config, 0, root);
+        // bwrap's own arguments end at the first `--`; the agent's follow.
+        let at = cmd.args.iter().position(|a| a == "--")?;
+        cmd.args.truncate(at + 1);
+        cmd.args.extend(["sh".to_string(), "-c".to_string()]);
+        cmd.env.remove("RALPH_ITERATION");
+        Some(cmd)
+    }
+
     /// Run it under bubblewrap (`Supervisor::new` checked that it works).
     fn sandbox(&mut self, config: &Config, root: &Path) {
         use super::sandbox;
@@ -112,6 +129,7 @@ impl AgentCommand {
         let kind = config.agent.kind;
         let home = config.sandbox.home_or(kind.home_entries());
         let mut args = sandbox::bwrap_args(&layout, &config.sandbox, &home);
+        args.extend(sandbox::protect::binds(&sandbox::protect::protected(root)));
         args.push("--".into());
         args.push(self.program.display().to_string());
         args.append(&mut self.args);

@@ -17,6 +17,8 @@
 //! subreaper and the takeover after a crash reach everything inside; as
 //! root the capabilities are dropped, or the agent could remount `/`.
 
+pub(crate) mod protect;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};

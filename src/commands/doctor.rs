@@ -538,7 +538,20 @@ fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
             format!("add the project's checks to ralph.toml, e.g. `[verify] commands = [\"{example}\"]` (docs/verify.md)"),
         );
     }
-    let v = verify::run(&config.verify, root, &[], 0, When::Doctor);
+    // In the agent's box, as a run would: the checks run code it wrote.
+    let shell = crate::hooks::process::Shell::for_agent(config, root);
+    if shell.is_boxed() {
+        crate::agent::sandbox::protect::prepare(root);
+    }
+    let v = verify::run(
+        &config.verify,
+        &shell,
+        &|_| Vec::new(),
+        root,
+        &[],
+        0,
+        When::Doctor,
+    );
     for check in &v.checks {
         let summary = check.summary(Some(config.verify.timeout.0));
         if check.status == verify::Status::Passed {

@@ -87,6 +87,7 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         deadline,
         budget_per_invocation: args.budget_per_invocation,
         worker: args.worker.is_some(),
+        trust_config: args.trust_config,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -17,6 +17,18 @@ use crate::rules::breaker;
 use crate::rules::limits::LimitSource;
 use crate::state::{IterationOutcome, RunStatus, Trigger};
 
+/// What a `trust` event says ralph did about files changed during a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustAction {
+    /// During the run: not obeyed (the run keeps what it started with).
+    Ignored,
+    /// At the next start, without the box: the run starts, warned.
+    Warned,
+    /// At the next start: confirmed by `ralph run --trust-config`.
+    Confirmed,
+}
+
 /// One thing that happened. Serialized with `"event": "<snake_case name>"`
 /// and a `ts` (RFC 3339) by [`Record`]; documented in docs/events.md.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,6 +204,14 @@ pub enum Event {
         detail: String,
     },
     Warning {
+        message: String,
+    },
+    /// Files ralph acts on (`ralph.toml`, `prompts/*.j2`, scripts its
+    /// hooks and checks name, git hooks) changed during a run, and what
+    /// ralph does about it (`config::trust`, docs/sandbox.md).
+    Trust {
+        action: TrustAction,
+        paths: Vec<String>,
         message: String,
     },
     /// Something only a person can settle; the run stops or goes on without

@@ -255,6 +255,7 @@ pub(crate) fn describe(event: &Event) -> Option<String> {
             format_duration(Duration::from_secs(*seconds))
         ),
         Event::Warning { message } => format!("warning: {message}"),
+        Event::Trust { message, .. } => format!("WARNING (trust): {message}"),
         Event::NeedsHuman {
             iteration,
             reason,

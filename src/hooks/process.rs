@@ -127,6 +127,46 @@ pub(crate) struct Finished {
     pub(crate) stderr: Vec<u8>,
 }
 
+/// Where a command runs: `sh -c` beside ralph (the user's hooks), or in
+/// the box the agent runs in (the checks: code the agent wrote).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Shell {
+    /// `bwrap … -- sh -c` with the agent's environment; `None`: `sh -c`.
+    boxed: Option<crate::agent::AgentCommand>,
+}
+
+impl Shell {
+    /// The shell of the commands ralph runs on the agent's behalf: the
+    /// agent's box when `[agent] sandbox` makes one.
+    pub(crate) fn for_agent(config: &crate::config::Config, root: &Path) -> Shell {
+        Shell {
+            boxed: crate::agent::AgentCommand::shell_in_box(config, root),
+        }
+    }
+
+    pub(crate) fn is_boxed(&self) -> bool {
+        self.boxed.is_some()
+    }
+
+    fn command(&self, script: &str) -> Command {
+        match &self.boxed {
+            None => {
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(script);
+                cmd
+            }
+            Some(b) => {
+                let mut cmd = Command::new(&b.program);
+                cmd.args(&b.args).arg(script).envs(&b.env);
+                for k in &b.env_remove {
+                    cmd.env_remove(k);
+                }
+                cmd
+            }
+        }
+    }
+}
+
 /// Run `command` with `sh -c` in `root` with `env` added and `stdin`
 /// written to it; end it (and its group) after `timeout` or as soon as
 /// `interrupted()` says so.
@@ -138,10 +178,29 @@ pub(crate) fn run(
     timeout: Duration,
     interrupted: &dyn Fn() -> bool,
 ) -> Finished {
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(root)
+    run_in(
+        &Shell::default(),
+        command,
+        root,
+        env,
+        stdin,
+        timeout,
+        interrupted,
+    )
+}
+
+/// [`run`] in `shell`.
+pub(crate) fn run_in(
+    shell: &Shell,
+    command: &str,
+    root: &Path,
+    env: &[(String, String)],
+    stdin: &[u8],
+    timeout: Duration,
+    interrupted: &dyn Fn() -> bool,
+) -> Finished {
+    let mut cmd = shell.command(command);
+    cmd.current_dir(root)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

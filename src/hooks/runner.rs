@@ -15,6 +15,7 @@ use super::point::Point;
 use super::process;
 use super::process::End;
 use crate::config::HooksConfig;
+use crate::config::trust::Fingerprints;
 use crate::events::{Bus, Event, Record};
 
 /// Wait before the first retry of a failed command; doubles after each.
@@ -100,11 +101,22 @@ impl Hooks {
     /// No thread when no hook is configured. A signal ends a running hook
     /// once [`watch_interrupts`] was called.
     pub(crate) fn new(config: &HooksConfig, root: &Path) -> Hooks {
+        Hooks::trusting(config, root, None)
+    }
+
+    /// [`Hooks::new`], refusing a command that would run a file changed
+    /// since `trusted` was taken (the run's start: `config::trust`).
+    pub(crate) fn trusting(
+        config: &HooksConfig,
+        root: &Path,
+        trusted: Option<Fingerprints>,
+    ) -> Hooks {
         let any = config.points().iter().any(|(_, c)| !c.is_empty());
         let worker = any.then(|| {
             let (jobs, queue) = mpsc::channel::<Job>();
             let (report, reports) = mpsc::channel();
             let mut runner = Runner::new(config, root);
+            runner.trusted = trusted;
             let thread = std::thread::spawn(move || {
                 for job in queue {
                     runner.run(&job, &process::INTERRUPTS, &mut |e| {
@@ -322,6 +334,9 @@ struct Runner {
     /// A signal ended a hook the loop waited for: ralph is on its way out,
     /// and the hooks that would follow are skipped (not `on_exit`).
     cut_short: bool,
+    /// What the run trusted at its start: a command that would run a
+    /// file changed since is not run.
+    trusted: Option<Fingerprints>,
 }
 
 impl Runner {
@@ -332,6 +347,7 @@ impl Runner {
             retries: config.retries,
             retry_delay: RETRY_DELAY,
             cut_short: false,
+            trusted: None,
         }
     }
 
@@ -344,6 +360,24 @@ impl Runner {
                     command: command.clone(),
                     ok: false,
                     detail: "not run: ralph was interrupted".into(),
+                    attempt: 1,
+                });
+                continue;
+            }
+            let changed = self
+                .trusted
+                .as_ref()
+                .map(|t| t.changed_for(command, &self.root))
+                .unwrap_or_default();
+            if !changed.is_empty() {
+                report(Event::Hook {
+                    hook: job.point,
+                    command: command.clone(),
+                    ok: false,
+                    detail: format!(
+                        "not run: changed since the run started, not trusted: {}",
+                        changed.join(", ")
+                    ),
                     attempt: 1,
                 });
                 continue;
@@ -469,6 +503,7 @@ mod tests {
             retries,
             retry_delay: Duration::from_millis(50),
             cut_short: false,
+            trusted: None,
         }
     }
 

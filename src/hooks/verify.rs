@@ -26,15 +26,20 @@ use std::time::Instant;
 
 pub(crate) use checks::*;
 
-use crate::hooks::process::{self, End, INTERRUPTS};
+use crate::hooks::process::{self, End, INTERRUPTS, Shell};
 
 /// Characters of a command's output kept (its end).
 const OUTPUT_CHARS: usize = 3_000;
 
-/// Run `config.commands` in `root`, in order, stopping at the first that
-/// fails. `env` is added to each command's environment.
+/// Run `config.commands` in `root` in `shell` (the agent's box when there
+/// is one: the checks run code the agent wrote), in order, stopping at
+/// the first that fails. `env` is added to each command's environment.
+/// A command whose script changed since the run's start (`untrusted`
+/// names them) is not run.
 pub(crate) fn run(
     config: &VerifyConfig,
+    shell: &Shell,
+    untrusted: &dyn Fn(&str) -> Vec<String>,
     root: &Path,
     env: &[(String, String)],
     iteration: u32,
@@ -49,11 +54,33 @@ pub(crate) fn run(
             skipped.push(command.clone());
             continue;
         }
+        let changed = untrusted(command);
+        if !changed.is_empty() {
+            checks.push(Check {
+                command: command.clone(),
+                status: Status::Untrusted,
+                exit_code: None,
+                seconds: 0.0,
+                output: format!(
+                    "not run: changed since the run started, not trusted: {}",
+                    changed.join(", ")
+                ),
+            });
+            continue;
+        }
         let t0 = Instant::now();
         // One stream, in the order it was written: test runners put the
         // summary on one and the failure on the other.
         let script = format!("exec 2>&1\n{command}");
-        let done = process::run(&script, root, env, b"", config.timeout.0, &interrupted);
+        let done = process::run_in(
+            shell,
+            &script,
+            root,
+            env,
+            b"",
+            config.timeout.0,
+            &interrupted,
+        );
         let (status, exit_code) = match &done.end {
             End::Exited(s) if s.success() => (Status::Passed, Some(0)),
             End::Exited(s) => (Status::Failed, s.code()),
@@ -130,7 +157,15 @@ mod tests {
             ],
             Duration::from_secs(10),
         );
-        let v = run(&c, dir.path(), &[], 4, When::Completion);
+        let v = run(
+            &c,
+            &Shell::default(),
+            &|_| Vec::new(),
+            dir.path(),
+            &[],
+            4,
+            When::Completion,
+        );
         assert!(!v.passed);
         assert_eq!(v.checks.len(), 2);
         assert_eq!(v.checks[0].status, Status::Passed);
@@ -148,6 +183,8 @@ mod tests {
         assert_eq!(shown.get_attr("lines_hidden").unwrap().to_string(), "1");
         let ok = run(
             &config(&["true"], Duration::from_secs(5)),
+            &Shell::default(),
+            &|_| Vec::new(),
             dir.path(),
             &[],
             1,
@@ -165,7 +202,15 @@ mod tests {
             Duration::from_millis(500),
         );
         let t0 = Instant::now();
-        let v = run(&c, dir.path(), &[], 2, When::Completion);
+        let v = run(
+            &c,
+            &Shell::default(),
+            &|_| Vec::new(),
+            dir.path(),
+            &[],
+            2,
+            When::Completion,
+        );
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         assert_eq!(v.checks[0].status, Status::TimedOut);
         assert_eq!(v.checks[0].output, "started");
@@ -213,7 +258,15 @@ mod tests {
             ],
             Duration::from_secs(20),
         );
-        let v = run(&c, dir.path(), &[], 1, When::Completion);
+        let v = run(
+            &c,
+            &Shell::default(),
+            &|_| Vec::new(),
+            dir.path(),
+            &[],
+            1,
+            When::Completion,
+        );
         assert_eq!(v.checks[0].status, Status::Failed);
         assert!(v.checks[0].output.chars().count() <= OUTPUT_CHARS);
         let shown = view(&v, 40, c.timeout.0).unwrap();

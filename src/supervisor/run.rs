@@ -18,6 +18,7 @@ use super::{Now, driver, iteration, record, verdict};
 use crate::agent::{self, Agent, AgentCommand};
 use crate::checkpoint;
 use crate::config::Config;
+use crate::config::trust;
 use crate::context::Level;
 use crate::error::Result;
 use crate::events::{Bus, Event, EventLog};
@@ -40,6 +41,8 @@ pub(crate) struct RunOptions {
     /// A worker of `ralph run --workers N` (`--worker NAME`): its
     /// coordinator notifies for it.
     pub(crate) worker: bool,
+    /// `--trust-config`: files changed during the last run are the user's.
+    pub(crate) trust_config: bool,
 }
 
 /// Everything one run needs, shared by its iterations.
@@ -73,6 +76,10 @@ pub(crate) struct Supervisor {
     /// The unfinished run of a dead supervisor that this new one replaces
     /// (`--fresh`, another plan): its last iteration is taken over first.
     pub(super) replaced: Option<RunState>,
+    /// What the run trusted at its start (`config::trust`), kept in
+    /// `.ralph/trust.json`, and the files seen changed since.
+    pub(super) trust: trust::Record,
+    pub(super) untrusted: Vec<String>,
 }
 
 impl Supervisor {
@@ -89,6 +96,10 @@ impl Supervisor {
         agent::check_program(&config, root)?;
         let agent_home = config.agent.env.get("HOME").map(String::as_str);
         agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
+        // Before anything is written: a change the agent made during the
+        // last run is not acted on unconfirmed.
+        let trusted = trust::at_start(root, &layout.dir, &config, opts.trust_config)?;
+        let boxed = config.agent.sandbox == agent::sandbox::Kind::Bwrap;
         let project = Project::at(root);
         let plan = project.plan(&config)?;
         // Values the plan holds now are the user's words (see `secrets`).
@@ -136,6 +147,9 @@ impl Supervisor {
         }
         crate::state::ownership::claim_prompt_file(root, &config.prompt_file)?;
         layout.ensure()?;
+        if boxed {
+            agent::sandbox::protect::prepare(root);
+        }
         let signals = Signals::install(&layout)?;
         hooks::watch_interrupts();
         // As everywhere in a run, a repository git2 cannot open is no repository.
@@ -151,6 +165,11 @@ impl Supervisor {
         crate::state::remove_dead_temp_files(&layout.dir, None);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
+        if let Some(event) = trust::start_event(trusted) {
+            bus.emit(event);
+        }
+        let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(root, &config));
+        trust.save(&layout.dir)?;
         if !opts.worker
             && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
         {
@@ -203,7 +222,7 @@ impl Supervisor {
             reset_breaker: opts.reset_breaker,
             events: Publisher::new(
                 bus,
-                hooks::Hooks::new(&config.hooks, root),
+                hooks::Hooks::trusting(&config.hooks, root, Some(trust.started.clone())),
                 root.join(&config.plan),
             ),
             state,
@@ -218,6 +237,8 @@ impl Supervisor {
             _claim: claim,
             replaced,
             config,
+            trust,
+            untrusted: Vec::new(),
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
         sup.lock.set_agent(None)?;
@@ -342,7 +363,19 @@ impl Supervisor {
         repo::Repo::open(&self.root).ok().flatten()?.head_id()
     }
 
-    pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
+    pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, mut reason: String) {
+        self.note_untrusted();
+        if !self.untrusted.is_empty() {
+            reason = format!(
+                "{reason}; changed during the run and not obeyed: {} (the next `ralph run` asks you to confirm them)",
+                self.untrusted.join(", ")
+            );
+        }
+        self.trust.end(&self.root);
+        if let Err(e) = self.trust.save(&self.layout.dir) {
+            self.events
+                .warn(format!("cannot save the trust record: {e}"));
+        }
         self.state.end_commit = self.head();
         self.state.ended_at = Some(jiff::Timestamp::now().to_string());
         self.state.status = status;
@@ -357,8 +390,36 @@ impl Supervisor {
         self.publish(ended, None);
     }
 
+    /// Files ralph acts on that changed since the start and were not
+    /// reported yet: a `trust` event names them (they are not obeyed).
+    pub(super) fn note_untrusted(&mut self) {
+        let fresh: Vec<String> = self
+            .trust
+            .started
+            .changed(&self.root)
+            .into_iter()
+            .filter(|p| !self.untrusted.contains(p))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        self.untrusted.extend(fresh.iter().cloned());
+        let event = crate::events::Event::Trust {
+            action: crate::events::TrustAction::Ignored,
+            message: format!(
+                "changed during the run: {}; not obeyed (the run keeps the configuration, templates and scripts it started with; a hook or check naming a changed script is not run)",
+                fresh.join(", ")
+            ),
+            paths: fresh,
+        };
+        self.publish(event, None);
+    }
+
     pub(super) async fn iterations(&mut self) -> Result<(Outcome, String)> {
         loop {
+            if self.state.iteration > 0 {
+                self.note_untrusted();
+            }
             // A signal or `ralph stop` between two iterations must not
             // start another agent.
             while let Some(request) = match self.held.pop() {

@@ -97,15 +97,28 @@ impl Supervisor {
         }
     }
 
-    /// Run the `[verify]` commands now. Whatever they started and left
-    /// behind (re-parented to ralph, a subreaper) is ended with them.
+    /// Run the `[verify]` commands now, in the agent's box when it has one,
+    /// a command whose script changed since the start not at all. Whatever
+    /// they started and left behind (re-parented to ralph, a subreaper) is
+    /// ended with them.
     fn verify(&mut self, iteration: u32, when: When) -> Verification {
         let env = [
             ("RALPH_ITERATION".to_string(), iteration.to_string()),
             ("RALPH_VERIFY_WHEN".to_string(), when.name().to_string()),
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
         ];
-        let result = verify::run(&self.config.verify, &self.root, &env, iteration, when);
+        let shell = crate::hooks::process::Shell::for_agent(&self.config, &self.root);
+        let trusted = &self.trust.started;
+        let untrusted = |command: &str| trusted.changed_for(command, &self.root);
+        let result = verify::run(
+            &self.config.verify,
+            &shell,
+            &untrusted,
+            &self.root,
+            &env,
+            iteration,
+            when,
+        );
         crate::agent::procs::reap_orphans();
         // A build or a test may write files: the next iteration's "before"
         // is taken again.

@@ -96,6 +96,9 @@ pub(crate) enum Status {
     CannotStart,
     /// ralph got SIGINT/SIGTERM while it ran.
     Interrupted,
+    /// Not run: a script it names changed since the run started
+    /// (`config::trust`); the output names it.
+    Untrusted,
 }
 
 /// One command's run.
@@ -126,6 +129,9 @@ impl Check {
             },
             (Status::CannotStart, _) => "could not start".to_string(),
             (Status::Interrupted, _) => "was interrupted".to_string(),
+            (Status::Untrusted, _) => {
+                "was not run: a script it names changed during the run".to_string()
+            }
         };
         format!("`{}` {what}", crate::text::printable(&self.command))
     }
