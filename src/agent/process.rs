@@ -129,7 +129,10 @@ impl AgentCommand {
         let kind = config.agent.kind;
         let home = config.sandbox.home_or(kind.home_entries());
         let mut args = sandbox::bwrap_args(&layout, &config.sandbox, &home);
-        args.extend(sandbox::protect::binds(&sandbox::protect::protected(root)));
+        args.extend(sandbox::protect::binds(&sandbox::protect::protected(
+            root,
+            &config.plan,
+        )));
         args.push("--".into());
         args.push(self.program.display().to_string());
         args.append(&mut self.args);

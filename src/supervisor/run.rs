@@ -98,7 +98,12 @@ impl Supervisor {
         agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
         // Before anything is written: a change the agent made during the
         // last run is not acted on unconfirmed.
-        let trusted = trust::at_start(root, &layout.dir, &config, opts.trust_config)?;
+        // A worker's project is its worktree, made by its coordinator.
+        let trusted = if opts.worker {
+            trust::Decision::Trusted
+        } else {
+            trust::at_start(root, &layout.dir, &config, opts.trust_config)?
+        };
         let boxed = config.agent.sandbox == agent::sandbox::Kind::Bwrap;
         let project = Project::at(root);
         let plan = project.plan(&config)?;

@@ -24,6 +24,7 @@ mod cli_report;
 mod cli_setup;
 mod e2e_checkpoint;
 mod e2e_economy;
+mod e2e_escape;
 mod e2e_fleet;
 mod e2e_git;
 mod e2e_hooks;

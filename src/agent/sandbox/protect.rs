@@ -40,8 +40,11 @@ pub(crate) fn prepare(root: &Path) {
     }
 }
 
-/// What to protect in the project at `root`.
-pub(crate) fn protected(root: &Path) -> Protected {
+/// What to protect in the project at `root` whose agent works on `plan`.
+/// A plan inside `.ralph/` (a parallel run's worker checks its items off
+/// in `.ralph/worker-plan.md`, and tools rewrite a file by renaming a new
+/// one over it) leaves `.ralph/` writable.
+pub(crate) fn protected(root: &Path, plan: &Path) -> Protected {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let mut p = Protected::default();
     let mut ro = |path: PathBuf| {
@@ -77,7 +80,7 @@ pub(crate) fn protected(root: &Path) -> Protected {
     }
     let ralph = root.join(".ralph");
     let notes = ralph.join("notes");
-    if notes.is_dir() {
+    if notes.is_dir() && !root.join(plan).starts_with(&ralph) {
         ro(ralph);
         p.writable.push(notes);
     }
@@ -115,7 +118,7 @@ mod tests {
         c.set_str("core.fsmonitor", "monitor").unwrap();
         assert!(!root.join(".git/hooks").exists());
         prepare(&root);
-        let p = protected(&root);
+        let p = protected(&root, Path::new("fix_plan.md"));
         let git = root.join(".git");
         for want in [
             git.join("hooks"),
@@ -146,8 +149,14 @@ mod tests {
             .set_str("core.hooksPath", ".githooks")
             .unwrap();
         prepare(&root);
-        let p = protected(&root);
+        let p = protected(&root, Path::new("fix_plan.md"));
         assert!(p.read_only.contains(&root.join(".githooks")), "{p:?}");
+        // A worker's plan is in .ralph/: it stays writable.
+        let worker = protected(&root, Path::new(".ralph/worker-plan.md"));
+        assert!(
+            !worker.read_only.contains(&root.join(".ralph")),
+            "{worker:?}"
+        );
         assert!(root.join(".githooks").is_dir());
     }
 }
