@@ -556,6 +556,32 @@ mod tests {
         }
     }
 
+    /// A hook script rewritten during the run is not run; the others are.
+    #[test]
+    fn a_hook_whose_script_changed_since_the_start_is_not_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("notify.sh"), "echo sent > sent.txt\n").unwrap();
+        let mut config = crate::config::Config::default();
+        config.hooks.on_exit = vec!["sh notify.sh".into(), "echo ok > ok.txt".into()];
+        let mut r = runner(root, 0, Duration::from_secs(5));
+        r.trusted = Some(Fingerprints::take(root, &config));
+        std::fs::write(root.join("notify.sh"), "echo stolen > stolen.txt\n").unwrap();
+        let j = job(
+            Point::Exit,
+            &["sh notify.sh", "echo ok > ok.txt"],
+            Vec::new(),
+        );
+        let runs = run_job(&mut r, &j, &AtomicUsize::new(0));
+        assert!(!runs[0].1, "{runs:?}");
+        assert_eq!(
+            runs[0].2,
+            "not run: changed since the run started, not trusted: notify.sh"
+        );
+        assert!(!root.join("stolen.txt").exists());
+        assert!(runs[1].1 && root.join("ok.txt").exists(), "{runs:?}");
+    }
+
     #[test]
     fn failing_and_slow_hooks_are_reported() {
         let dir = tempfile::tempdir().unwrap();
