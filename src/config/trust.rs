@@ -234,19 +234,21 @@ impl Record {
     }
 }
 
-/// The start of a run: what the last run's record says of the files
-/// changed during it, as a [`Decision`], and the error that refuses this
-/// one when it must.
+/// The start of a run (its agent boxed or not: `boxed_now`): what the
+/// last run's record says of the files changed during it, as a
+/// [`Decision`], and the error that refuses this one when it must.
 pub(crate) fn at_start(
     root: &Path,
     ralph_dir: &Path,
-    config: &Config,
+    boxed_now: bool,
     confirmed: bool,
 ) -> Result<Decision> {
     let Some(record) = Record::load(ralph_dir) else {
         return Ok(Decision::Trusted);
     };
-    let boxed = record.sandboxed || config.agent.sandbox == crate::agent::sandbox::Kind::Bwrap;
+    // The record's word too: an agent that turned the box off must not
+    // turn the refusal into a warning.
+    let boxed = record.sandboxed || boxed_now;
     match decide(record.changed_now(root), boxed, confirmed) {
         Decision::Refused(files) => Err(Error::config(format!(
             "changed during the last run (run {}, its agent in the sandbox) and not confirmed: {}; ralph does not act on files the agent may have written",
@@ -285,23 +287,56 @@ pub(crate) fn start_event(decision: Decision) -> Option<crate::events::Event> {
     })
 }
 
-/// The files a shell command names: each word that is the path of an
-/// existing file inside `root` (relative to it, or absolute). `cargo test`
-/// names none; `sh scripts/check.sh` and `./check.sh --fast` name one.
+/// Programs whose first argument that is not an option is a script they run.
+const INTERPRETERS: [&str; 14] = [
+    "sh", "bash", "dash", "zsh", "ksh", "python", "python3", "node", "deno", "bun", "ruby", "perl",
+    "source", ".",
+];
+/// Words that end one command and begin the next.
+const SEPARATORS: [&str; 6] = ["&&", "||", "|", ";", "&", "!"];
+
+/// The files inside `root` (relative to it, or absolute) that a shell
+/// command runs: a command word (`./check.sh`, the first after `&&`, `;`,
+/// `|`), or the script an interpreter is given (`sh scripts/check.sh`,
+/// `python3 t.py`). `cargo test` names none; files it only reads or writes
+/// (`cat x`, `>> out`) are not scripts, nor is anything in ralph's own
+/// `.ralph/`.
 pub(crate) fn named_scripts(command: &str, root: &Path) -> Vec<String> {
     let words = shlex::split(command)
         .unwrap_or_else(|| command.split_whitespace().map(str::to_string).collect());
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    let mut out: Vec<String> = Vec::new();
+    let mut candidates: Vec<String> = Vec::new();
+    let (mut command_word, mut script_word, mut redirect) = (true, false, false);
     for word in words {
-        let word = word.trim_start_matches('!');
-        if word.is_empty() || word.starts_with('-') {
-            continue;
+        let ends = word.len() > 1 && word.ends_with(';');
+        let word = word.trim_end_matches(';').trim_start_matches('!');
+        if redirect {
+            redirect = false;
+        } else if SEPARATORS.contains(&word) || word.is_empty() {
+            command_word = true;
+        } else if word.starts_with(['>', '<']) || word.ends_with(['>', '<']) {
+            // `>> out`, `2> err`, `<in`: a file read or written, not run.
+            redirect = word.ends_with(['>', '<']);
+        } else if command_word {
+            candidates.push(word.to_string());
+            command_word = false;
+            let name = word.rsplit('/').next().unwrap_or(word);
+            script_word = INTERPRETERS.contains(&name);
+        } else if script_word && !word.starts_with('-') {
+            candidates.push(word.to_string());
+            script_word = false;
         }
-        let Ok(path) = root.join(word).canonicalize() else {
+        if ends {
+            command_word = true;
+        }
+    }
+    let own = root.join(".ralph");
+    let mut out: Vec<String> = Vec::new();
+    for word in candidates {
+        let Ok(path) = root.join(&word).canonicalize() else {
             continue;
         };
-        if path.is_file() && path.starts_with(&root) {
+        if path.is_file() && path.starts_with(&root) && !path.starts_with(&own) {
             let rel = shown(&root, &path);
             if !out.contains(&rel) {
                 out.push(rel);
@@ -444,7 +479,9 @@ mod tests {
         std::fs::write(dir.path().join("check.sh"), "").unwrap();
         std::fs::write(dir.path().join("scripts/t.py"), "").unwrap();
         let outside = tempfile::NamedTempFile::new().unwrap();
-        let cases: [(&str, &[&str]); 6] = [
+        std::fs::create_dir(dir.path().join(".ralph")).unwrap();
+        std::fs::write(dir.path().join(".ralph/items"), "").unwrap();
+        let cases: [(&str, &[&str]); 11] = [
             ("cargo test", &[]),
             ("./check.sh --fast", &["check.sh"]),
             (
@@ -452,7 +489,12 @@ mod tests {
                 &["check.sh", "scripts/t.py"],
             ),
             ("!./check.sh", &["check.sh"]),
-            ("cat 'scripts/t.py'", &["scripts/t.py"]),
+            ("bash -e 'scripts/t.py'", &["scripts/t.py"]),
+            ("echo a; ./check.sh", &["check.sh"]),
+            ("cat check.sh scripts/t.py", &[]),
+            ("echo x >> check.sh 2> scripts/t.py", &[]),
+            ("printf x >>.ralph/items", &[]),
+            ("./.ralph/items", &[]),
             ("ls scripts", &[]),
         ];
         for (command, want) in cases {

@@ -98,13 +98,13 @@ impl Supervisor {
         agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
         // Before anything is written: a change the agent made during the
         // last run is not acted on unconfirmed.
+        let boxed = config.agent.sandbox == agent::sandbox::Kind::Bwrap;
         // A worker's project is its worktree, made by its coordinator.
         let trusted = if opts.worker {
             trust::Decision::Trusted
         } else {
-            trust::at_start(root, &layout.dir, &config, opts.trust_config)?
+            trust::at_start(root, &layout.dir, boxed, opts.trust_config)?
         };
-        let boxed = config.agent.sandbox == agent::sandbox::Kind::Bwrap;
         let project = Project::at(root);
         let plan = project.plan(&config)?;
         // Values the plan holds now are the user's words (see `secrets`).
