@@ -23,10 +23,14 @@ pub(crate) struct Protected {
 }
 
 /// Make the directories the box mounts read-only over (the git dirs'
-/// `hooks` and `info`, a `core.hooksPath` in the work tree) and the
-/// agent's writable `.ralph/notes/`.
+/// `hooks` and `info`, a `core.hooksPath` in the work tree) and, in an
+/// existing `.ralph/`, the agent's writable `notes/`.
 pub(crate) fn prepare(root: &Path) {
-    let mut dirs = vec![root.join(".ralph/notes")];
+    let ralph = root.join(".ralph");
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if ralph.is_dir() {
+        dirs.push(ralph.join("notes"));
+    }
     if let Ok(repo) = git2::Repository::discover(root) {
         for dir in [repo.path(), repo.commondir()] {
             dirs.extend([dir.join("hooks"), dir.join("info")]);
@@ -80,9 +84,11 @@ pub(crate) fn protected(root: &Path, plan: &Path) -> Protected {
     }
     let ralph = root.join(".ralph");
     let notes = ralph.join("notes");
-    if notes.is_dir() && !root.join(plan).starts_with(&ralph) {
+    if ralph.is_dir() && !root.join(plan).starts_with(&ralph) {
         ro(ralph);
-        p.writable.push(notes);
+        if notes.is_dir() {
+            p.writable.push(notes);
+        }
     }
     p
 }
@@ -117,6 +123,7 @@ mod tests {
         c.set_str("filter.x.clean", "./clean.sh %f").unwrap();
         c.set_str("core.fsmonitor", "monitor").unwrap();
         assert!(!root.join(".git/hooks").exists());
+        std::fs::create_dir(root.join(".ralph")).unwrap();
         prepare(&root);
         let p = protected(&root, Path::new("fix_plan.md"));
         let git = root.join(".git");
@@ -148,6 +155,7 @@ mod tests {
             .unwrap()
             .set_str("core.hooksPath", ".githooks")
             .unwrap();
+        std::fs::create_dir(root.join(".ralph")).unwrap();
         prepare(&root);
         let p = protected(&root, Path::new("fix_plan.md"));
         assert!(p.read_only.contains(&root.join(".githooks")), "{p:?}");
