@@ -103,15 +103,22 @@ impl DoctorReport {
                 Config::default()
             }
         };
+        // Changed during the last run, unconfirmed: what they name (the
+        // agent's program, the checks) is not run by doctor either.
+        let trusted = check_trust(&mut c, root, &config);
         let plan_ok = check_plan(&mut c, root, &config);
         check_templates(&mut c, root, &config, plan_ok);
-        check_agent(&mut c, root, &config);
+        if trusted {
+            check_agent(&mut c, root, &config);
+        }
         check_sandbox(&mut c, root, &config);
         check_box(&mut c, &config);
         check_git(&mut c, root);
         check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
-        check_verify(&mut c, root, &config);
+        if trusted {
+            check_verify(&mut c, root, &config);
+        }
         if let Some((detail, fix)) = crate::commands::claude_code::settings::doctor(root) {
             match fix {
                 Some(fix) => c.warn("claude code", detail, fix),
@@ -126,6 +133,36 @@ impl DoctorReport {
             problems,
             warnings,
             checks: c.0,
+        }
+    }
+}
+
+/// Whether the files ralph acts on are as the last run left them or as
+/// the user changed them since (docs/sandbox.md, "Trust at start").
+fn check_trust(c: &mut Checks, root: &Path, config: &Config) -> bool {
+    use crate::config::trust::{self, Decision};
+    let boxed = config.agent.sandbox == crate::agent::sandbox::Kind::Bwrap;
+    let fix = "look at the changes (`git diff`); `ralph run --trust-config` accepts them";
+    match trust::at_start(root, &root.join(".ralph"), boxed, false) {
+        Ok(Decision::Trusted | Decision::Confirmed(_)) => true,
+        Ok(Decision::Warned(files) | Decision::Refused(files)) => {
+            c.problem(
+                "trust",
+                format!(
+                    "changed during the last run: {}; the agent program and the checks are not run",
+                    files.join(", ")
+                ),
+                fix,
+            );
+            false
+        }
+        Err(e) => {
+            c.problem(
+                "trust",
+                format!("{e}; the agent program and the checks are not run"),
+                fix,
+            );
+            false
         }
     }
 }

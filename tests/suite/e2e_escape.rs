@@ -284,7 +284,29 @@ fn in_the_box_no_escape_through_ralph_gets_out_and_the_changed_config_is_refused
         again.stderr
     );
     assert!(again.stderr.contains("--trust-config"), "{}", again.stderr);
+    // Nor does `ralph doctor` run the edited config's checks (unboxed now).
+    let doctor = p
+        .ralph()
+        .env("HOME", &w.home)
+        .env("GITHUB_TOKEN", TOKEN)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(doctor.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let checks = report["checks"].as_array().unwrap();
+    assert!(
+        checks.iter().any(|c| c["name"] == "trust"
+            && c["verdict"] == "problem"
+            && c["detail"]
+                .as_str()
+                .unwrap()
+                .contains("check.sh, ralph.toml")),
+        "{report}"
+    );
+    assert!(checks.iter().all(|c| c["name"] != "verify"), "{report}");
     assert!(std::fs::read_dir(&w.out).unwrap().next().is_none());
+    assert!(files_holding(p.root(), KEY).is_empty());
 }
 
 #[test]
