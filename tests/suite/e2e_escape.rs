@@ -165,7 +165,7 @@ on_exit = ["git push --quiet"]
 
 /// Every file under `dir` (`.git` included: loose objects are compressed,
 /// the commits are read through git below).
-fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+pub(crate) fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
     let mut files = Vec::new();
     crate::common::files_under(dir, &mut files);
     files
@@ -175,7 +175,7 @@ fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
 }
 
 /// Every blob of every commit reachable from any ref of `repo` holding `needle`.
-fn commits_holding(repo: &git2::Repository, needle: &str) -> Vec<String> {
+pub(crate) fn commits_holding(repo: &git2::Repository, needle: &str) -> Vec<String> {
     let mut walk = repo.revwalk().unwrap();
     for r in repo.references().unwrap().flatten() {
         if let Some(id) = r.resolve().ok().and_then(|r| r.target())

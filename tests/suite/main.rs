@@ -48,6 +48,7 @@ mod morning_report;
 mod project;
 mod prompt_budget;
 mod real_claude;
+mod real_claude_escape;
 mod real_claude_hooks;
 mod real_claude_verify;
 mod real_codex;
