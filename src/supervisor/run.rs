@@ -174,7 +174,6 @@ impl Supervisor {
             bus.emit(event);
         }
         let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(root, &config));
-        trust.save(&layout.dir)?;
         if !opts.worker
             && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
         {
@@ -256,6 +255,7 @@ impl Supervisor {
             .as_mut()
             .unwrap_or(&mut sup.state)
             .save(&state_path)?;
+        sup.trust.save(&sup.layout.dir)?;
         Ok(sup)
     }
 
