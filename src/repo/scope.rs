@@ -43,7 +43,9 @@ struct ClaimInfo {
     /// The project directory relative to the work tree (`svc-a/`; empty for
     /// the whole work tree).
     project: String,
-    root: PathBuf,
+    /// The run's project root as a person reads it (lossy: a path that is
+    /// not UTF-8 cannot be JSON, and this is only ever shown).
+    root: String,
 }
 
 /// A live run's claim on its scope; released when dropped (or by the kernel
@@ -153,14 +155,14 @@ impl Repo {
         let file = lock_file(&mine, FlockArg::LockExclusiveNonblock).map_err(|_| {
             self.refusal(&ClaimInfo {
                 project: self.project_dir(),
-                root: self.root.clone(),
+                root: self.root.display().to_string(),
                 ..ClaimInfo::default()
             })
         })?;
         let info = ClaimInfo {
             pid: std::process::id(),
             project: self.project_dir(),
-            root: self.root.clone(),
+            root: self.root.display().to_string(),
         };
         let json = serde_json::to_vec(&info).expect("a claim serialises");
         let write = |mut f: &File| {
@@ -182,7 +184,7 @@ impl Repo {
         };
         Error::usage(format!(
             "another ralph run commits in this work tree ({theirs} at {}{pid}), and its project overlaps this one ({}): git keeps one index per work tree, so the two would commit each other's work",
-            other.root.display(),
+            other.root,
             self.project_label(),
         ))
         .with_hint(format!(

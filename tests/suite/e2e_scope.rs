@@ -712,3 +712,46 @@ fn ralphs_output_through_tee_is_neither_progress_nor_committed() {
         );
     }
 }
+
+// ---------------------------------------------------- paths that are not UTF-8
+
+#[test]
+fn a_project_whose_path_is_not_utf8_runs_to_completion() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let holder = tempfile::tempdir().unwrap();
+    let root = holder
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"caf\xe9-project"));
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("fix_plan.md"), PLAN).unwrap();
+    std::fs::write(
+        root.join("scenario.toml"),
+        "[[step]]\ncontext = 20000\npath = \"fix_plan.md\"\ncontent = \"# Work\\n\\n- [x] work\\n\"\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("ralph.toml"), common::config("")).unwrap();
+    let repo = git2::Repository::init(&root).unwrap();
+    let sig = git2::Signature::now("test", "test@example.com").unwrap();
+    let mut index = repo.index().unwrap();
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    repo.commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
+        .unwrap();
+
+    let run = Run::wait(spawn_run_in(&root), LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.ended()["outcome"], "completed", "{}", run.describe());
+    // The commands that read the run show the path, lossily, and never panic.
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["report"],
+        &["context", "--json"],
+    ] {
+        let (code, _, err) = ralph_in(&root, args);
+        assert_eq!(code, 0, "ralph {args:?}: {err}");
+    }
+}
