@@ -755,3 +755,29 @@ fn a_project_whose_path_is_not_utf8_runs_to_completion() {
         assert_eq!(code, 0, "ralph {args:?}: {err}");
     }
 }
+
+#[test]
+fn ralphs_output_through_script_is_neither_progress_nor_committed() {
+    let p = Project::new(PLAN, common::QUICK_L2, "[breaker]\nno_progress = 2\n");
+    // `script` runs ralph on a terminal of its own and writes all it prints
+    // to the typescript, in the project: it grows every iteration.
+    let out = std::process::Command::new("script")
+        .current_dir(p.root())
+        .env("RALPH_LOG", "off")
+        .args(["-qfec"])
+        .arg(format!("{} run --max-iterations 6", common::BIN))
+        .arg("ralph.typescript")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = p.read("ralph.typescript");
+    assert_eq!(out.status.code(), Some(3), "the breaker opens: {text}");
+    assert!(text.contains("iteration 1"), "{text}");
+    for (subject, files) in commits(&p) {
+        assert!(
+            !files.iter().any(|f| f == "ralph.typescript"),
+            "{subject}: {files:?}"
+        );
+    }
+}
