@@ -122,6 +122,20 @@ fn config_template(root: &Path, kind: AgentKind) -> Cow<'static, str> {
         let chosen = format!("\nkind = \"{}\"\n", kind.name());
         text = text.replacen(&default, &chosen, 1).into();
     }
+    if kind == AgentKind::Codex {
+        // Codex's default sandbox is read-only: every command would fail.
+        let args: Vec<String> = crate::agent::codex::INIT_ARGS
+            .iter()
+            .map(|a| format!("'{a}'"))
+            .collect();
+        let line = format!(
+            "args = [{}]  # Codex runs headless: never ask, write the project (docs/agents.md)",
+            args.join(", ")
+        );
+        text = text
+            .replacen("\nargs = []\n", &format!("\n{line}\n"), 1)
+            .into();
+    }
     let proposed = verify_commands(root);
     if !proposed.is_empty() {
         let list: Vec<String> = proposed.iter().map(|c| format!("{c:?}")).collect();
@@ -245,7 +259,14 @@ mod tests {
             assert_eq!(c.agent.kind, kind);
             let mut expected = Config::default();
             expected.agent.kind = kind;
-            assert_eq!(c, expected, "only the kind differs");
+            if kind == AgentKind::Codex {
+                let args = crate::agent::codex::INIT_ARGS.map(String::from).to_vec();
+                let policy = crate::agent::codex::policy(&args, "", Path::new("/p"));
+                assert_eq!(policy.sandbox, "workspace-write");
+                assert_eq!(policy.approval.as_deref(), Some("never"));
+                expected.agent.args = args;
+            }
+            assert_eq!(c, expected, "only the kind (and Codex's args) differ");
         }
     }
 
