@@ -781,3 +781,65 @@ fn ralphs_output_through_script_is_neither_progress_nor_committed() {
         );
     }
 }
+
+// ---------------------------------------------------- outside the project
+
+#[test]
+fn a_subprojects_edit_outside_it_is_said_uncommitted_never_committed() {
+    let p = Project::bare(PLAN, "", "");
+    for f in ["fix_plan.md", "scenario.toml", "ralph.toml"] {
+        std::fs::remove_file(p.path(f)).unwrap();
+    }
+    p.write("shared/util.py", "def f(): pass\n");
+    p.write("svc-a/fix_plan.md", PLAN);
+    p.write("svc-a/ralph.toml", &common::config(""));
+    p.write(
+        "svc-a/scenario.toml",
+        "[[step]]\ncontext = 20000\npath = \"../shared/util.py\"\ncontent = \"def f(): return 1\\n\"\n[[step]]\npath = \"a.txt\"\ncontent = \"a\\n\"\n[[step]]\npath = \"fix_plan.md\"\ncontent = \"# Work\\n\\n- [x] work\\n\"\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+    );
+    p.git_init();
+    let a = p.path("svc-a");
+    let run = Run::wait(spawn_run_in(&a), LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(
+            "NOT committed: 1 file(s) outside this project (svc-a/) left uncommitted: ../shared/util.py"
+        ),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("its uncommitted changes were committed"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("its uncommitted changes in this project were committed"),
+        "{reason}"
+    );
+    assert!(
+        run.of("warning")
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().contains("../shared/util.py")),
+        "{}",
+        run.describe()
+    );
+    // The file is still changed, in no commit; the morning report says so.
+    let status = p.repo().status_file(Path::new("shared/util.py")).unwrap();
+    assert_eq!(status, git2::Status::WT_MODIFIED);
+    let (_, report, _) = ralph_in(&a, &["report", "--json"]);
+    let report: Value = serde_json::from_str(&report).unwrap();
+    assert!(
+        report["reason"]
+            .as_str()
+            .unwrap()
+            .contains("../shared/util.py")
+    );
+    assert!(
+        report["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().contains("../shared/util.py")),
+        "{report}"
+    );
+}
