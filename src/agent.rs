@@ -10,7 +10,8 @@
 //!                    capabilities
 //!   claude.rs        Claude Code's specifics (stream-json flags, user messages)
 //!   codex.rs         Codex's app-server client (Wire): handshake, turns, steer, interrupt,
-//!                    answers to the server's requests
+//!                    answers to the server's requests; `policy`: what Codex's config
+//!                    allows the agent (sandbox, approvals), for doctor and init
 //!   opencode.rs      opencode's (`run --format json`, prompt on stdin)
 //!   gemini.rs        Gemini CLI's (`-o stream-json`, prompt on stdin)
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
@@ -25,7 +26,7 @@
 //! memory.
 
 mod claude;
-mod codex;
+pub(crate) mod codex;
 mod gemini;
 mod kind;
 mod opencode;

@@ -232,6 +232,99 @@ impl Wire {
     }
 }
 
+/// The `agent.args` `ralph init --agent codex` writes: Codex runs headless,
+/// so it must not ask (`never`), and its sandbox must let commands write
+/// the project (Codex's default, `read-only`, fails every one).
+pub(crate) const INIT_ARGS: [&str; 4] = [
+    "-c",
+    "approval_policy=\"never\"",
+    "-c",
+    "sandbox_mode=\"workspace-write\"",
+];
+
+/// What Codex will allow the agent, as its configuration says: the
+/// sandbox and when it asks for approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Policy {
+    /// `read-only`, `workspace-write` or `danger-full-access`.
+    pub(crate) sandbox: String,
+    /// Where the sandbox value came from, for a person.
+    pub(crate) sandbox_from: String,
+    /// `never`, `on-request`, `on-failure`, `untrusted`; None: Codex's default.
+    pub(crate) approval: Option<String>,
+}
+
+/// The policy Codex applies, by its own precedence: a `-c key=value` (or
+/// `--config`) in `args` (after `app-server`), then the active profile of
+/// `config_toml` (`$CODEX_HOME/config.toml`), then its top level; without
+/// any, `workspace-write` for a project `config_toml` marks trusted
+/// (`[projects."<root>"] trust_level = "trusted"`), else `read-only`.
+pub(crate) fn policy(args: &[String], config_toml: &str, root: &std::path::Path) -> Policy {
+    let file: toml::Table = config_toml.parse().unwrap_or_default();
+    let mut overrides: BTreeMap<String, toml::Value> = BTreeMap::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let pair = match a.as_str() {
+            "-c" | "--config" => it.next().map(String::as_str),
+            other => other.strip_prefix("--config="),
+        };
+        if let Some((key, value)) = pair.and_then(|p| p.split_once('=')) {
+            // The value is TOML; a bare word is taken as a string, as Codex does.
+            let parsed = format!("v = {value}")
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(value.trim().to_string()));
+            overrides.insert(key.trim().to_string(), parsed);
+        }
+    }
+    let profile = overrides
+        .get("profile")
+        .or_else(|| file.get("profile"))
+        .and_then(toml::Value::as_str)
+        .and_then(|p| file.get("profiles")?.get(p));
+    let lookup = |key: &str| -> Option<(String, String)> {
+        let text = |v: &toml::Value| v.as_str().map(str::to_string);
+        if let Some(v) = overrides.get(key).and_then(text) {
+            return Some((v, format!("`-c {key}=…` in agent.args")));
+        }
+        if let Some(v) = profile.and_then(|p| p.get(key)).and_then(text) {
+            return Some((
+                v,
+                format!("{key} of the active profile in Codex's config.toml"),
+            ));
+        }
+        file.get(key)
+            .and_then(text)
+            .map(|v| (v, format!("{key} in Codex's config.toml")))
+    };
+    let trusted = || {
+        let projects = file.get("projects")?.as_table()?;
+        let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        projects.iter().find_map(|(dir, p)| {
+            let dir = std::path::Path::new(dir);
+            let here = dir == root || dir == canonical;
+            (here && p.get("trust_level")?.as_str()? == "trusted").then_some(())
+        })
+    };
+    let (sandbox, sandbox_from) = match lookup("sandbox_mode") {
+        Some(found) => found,
+        None if trusted().is_some() => (
+            "workspace-write".into(),
+            "Codex's default for a trusted project".into(),
+        ),
+        None => (
+            "read-only".into(),
+            "Codex's default (no sandbox_mode set)".into(),
+        ),
+    };
+    Policy {
+        sandbox,
+        sandbox_from,
+        approval: lookup("approval_policy").map(|(v, _)| v),
+    }
+}
+
 /// The answer to a request from the server: each declines (or grants
 /// nothing); `None`: an error answer (what ralph cannot do at all).
 fn answer(method: &str) -> Option<Value> {
@@ -254,6 +347,64 @@ mod tests {
     use std::io::Read;
 
     use super::*;
+
+    #[test]
+    fn codex_policy_follows_its_own_precedence() {
+        let root = std::path::Path::new("/work/proj");
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let init: Vec<String> = args(&INIT_ARGS);
+        // (args, config.toml, sandbox, approval)
+        let table: [(Vec<String>, &str, &str, Option<&str>); 8] = [
+            (vec![], "", "read-only", None),
+            (init.clone(), "", "workspace-write", Some("never")),
+            (
+                vec![],
+                "sandbox_mode = \"danger-full-access\"\napproval_policy = \"on-request\"\n",
+                "danger-full-access",
+                Some("on-request"),
+            ),
+            // The command line wins over the file.
+            (
+                init.clone(),
+                "sandbox_mode = \"read-only\"\n",
+                "workspace-write",
+                Some("never"),
+            ),
+            // A profile wins over the top level.
+            (
+                vec![],
+                "profile = \"night\"\nsandbox_mode = \"read-only\"\n[profiles.night]\nsandbox_mode = \"workspace-write\"\n",
+                "workspace-write",
+                None,
+            ),
+            (
+                args(&["-c", "profile=night"]),
+                "[profiles.night]\nsandbox_mode = \"danger-full-access\"\n",
+                "danger-full-access",
+                None,
+            ),
+            // A trusted project defaults to workspace-write.
+            (
+                vec![],
+                "[projects.\"/work/proj\"]\ntrust_level = \"trusted\"\n",
+                "workspace-write",
+                None,
+            ),
+            // A bare word and --config=.
+            (
+                args(&["--config=sandbox_mode=workspace-write"]),
+                "not toml [",
+                "workspace-write",
+                None,
+            ),
+        ];
+        for (a, file, sandbox, approval) in table {
+            let p = policy(&a, file, root);
+            assert_eq!(p.sandbox, sandbox, "{a:?} {file:?}");
+            assert_eq!(p.approval.as_deref(), approval, "{a:?} {file:?}");
+        }
+        assert!(policy(&[], "", root).sandbox_from.contains("default"));
+    }
 
     /// A wire on a pipe, and what it wrote so far (read once it is dropped).
     fn wire() -> (Wire, std::io::PipeReader) {

@@ -349,7 +349,10 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
         args.push(flag.into());
         args
     };
-    let by_hand = "check that agent.command runs Claude Code: try the command by hand";
+    let by_hand = format!(
+        "check that agent.command runs {}: try the command by hand",
+        kind.product()
+    );
     match probe(&path, &with("--version"), config, root) {
         Ok(v) => c.ok(
             "agent version",
@@ -358,7 +361,7 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
         Err(e) => c.problem(
             "agent version",
             format!("`{}`: {e}", shown("--version")),
-            by_hand,
+            &by_hand,
         ),
     }
     if itself {
@@ -367,35 +370,140 @@ fn check_agent(c: &mut Checks, root: &Path, config: &Config) {
             "`ralph sim` speaks the stream-json protocol of `claude -p`",
         );
     }
-    if kind == AgentKind::Codex {
-        let mut args = lead.to_vec();
-        args.extend(["app-server".to_string(), "--help".to_string()]);
-        return match probe(&path, &args, config, root) {
-            Ok(_) => c.ok(
-                "app-server",
-                "`codex app-server` runs; ralph speaks its JSON-RPC protocol on stdio (docs/agents.md)",
-            ),
-            Err(e) => c.problem(
-                "app-server",
-                format!("`{} app-server --help`: {e}", shown("").trim_end()),
-                "update Codex (`npm install -g @openai/codex`), or point agent.command at a Codex CLI",
-            ),
-        };
-    }
-    match probe(&path, &with("--help"), config, root) {
-        Ok(help) if help.contains("stream-json") && help.contains("--input-format") => c.ok(
-            "stream-json",
-            "supported; ralph runs the agent with -p --output-format stream-json --verbose --input-format stream-json (stream-json output needs --verbose)",
-        ),
+    let protocol = Protocol::of(kind);
+    let mut args = lead.to_vec();
+    args.extend(protocol.help.iter().map(|a| a.to_string()));
+    let asked = shown(&protocol.help.join(" "));
+    match probe(&path, &args, config, root) {
+        Ok(help) if protocol.needs.iter().all(|w| help.contains(w)) => {
+            c.ok(protocol.name, protocol.ok)
+        }
         Ok(_) => c.problem(
-            "stream-json",
+            protocol.name,
             format!(
-                "`{}` does not mention --input-format stream-json: ralph sends the prompt and its checkpoint requests that way",
-                shown("--help")
+                "`{asked}` does not mention {}: {}",
+                protocol.needs.join(" "),
+                protocol.why
             ),
-            "update Claude Code (`claude update`), or point agent.command at a Claude Code CLI",
+            protocol.fix,
         ),
-        Err(e) => c.problem("stream-json", format!("`{}`: {e}", shown("--help")), by_hand),
+        Err(e) => c.problem(protocol.name, format!("`{asked}`: {e}"), protocol.fix),
+    }
+    if kind == AgentKind::Codex {
+        check_codex_policy(c, root, config);
+    }
+}
+
+/// How ralph runs each agent kind's CLI, and what its help must mention
+/// for that to work: each kind is judged by its own CLI.
+struct Protocol {
+    name: &'static str,
+    /// The arguments (after agent.command) that print the help.
+    help: &'static [&'static str],
+    /// Words the help must mention (all of them).
+    needs: &'static [&'static str],
+    ok: &'static str,
+    why: &'static str,
+    fix: &'static str,
+}
+
+impl Protocol {
+    fn of(kind: AgentKind) -> Protocol {
+        match kind {
+            AgentKind::Claude => Protocol {
+                name: "stream-json",
+                help: &["--help"],
+                needs: &["--input-format", "stream-json"],
+                ok: "supported; ralph runs the agent with -p --output-format stream-json --verbose --input-format stream-json (stream-json output needs --verbose)",
+                why: "ralph sends the prompt and its checkpoint requests that way",
+                fix: "update Claude Code (`claude update`), or point agent.command at a Claude Code CLI",
+            },
+            AgentKind::Codex => Protocol {
+                name: "app-server",
+                help: &["app-server", "--help"],
+                needs: &[],
+                ok: "`codex app-server` runs; ralph speaks its JSON-RPC protocol on stdio (docs/agents.md)",
+                why: "ralph drives Codex through it",
+                fix: "update Codex (`npm install -g @openai/codex`), or point agent.command at a Codex CLI",
+            },
+            AgentKind::Opencode => Protocol {
+                name: "json output",
+                help: &["run", "--help"],
+                needs: &["--format", "json"],
+                ok: "supported; ralph runs the agent with run --format json, the prompt on stdin (docs/agents.md)",
+                why: "ralph reads opencode's JSON events that way",
+                fix: "update opencode (`npm install -g opencode-ai`), or point agent.command at an opencode CLI",
+            },
+            AgentKind::Gemini => Protocol {
+                name: "stream-json",
+                help: &["--help"],
+                needs: &["--output-format", "stream-json"],
+                ok: "supported; ralph runs the agent with -o stream-json, the prompt on stdin (docs/agents.md)",
+                why: "ralph reads Gemini CLI's events that way",
+                fix: "update Gemini CLI (`npm install -g @google/gemini-cli`), or point agent.command at a Gemini CLI",
+            },
+        }
+    }
+}
+
+/// What Codex will allow the agent (`agent::codex::policy`): a read-only
+/// sandbox fails every command the agent runs, and a policy that asks for
+/// approval is answered "no" by a headless loop.
+fn check_codex_policy(c: &mut Checks, root: &Path, config: &Config) {
+    let home = config
+        .agent
+        .env
+        .get("CODEX_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("CODEX_HOME").map(Into::into))
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".codex")));
+    let file = home
+        .map(|h| h.join("config.toml"))
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .unwrap_or_default();
+    let policy = crate::agent::codex::policy(&config.agent.args, &file, root);
+    let init_args = crate::agent::codex::INIT_ARGS
+        .iter()
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match policy.sandbox.as_str() {
+        "workspace-write" => c.ok(
+            "codex sandbox",
+            format!(
+                "workspace-write ({}): the agent writes the project; Codex keeps .git read-only, so the agent's own `git commit` fails while ralph's WIP commits save the work",
+                policy.sandbox_from
+            ),
+        ),
+        "danger-full-access" => c.ok(
+            "codex sandbox",
+            format!(
+                "danger-full-access ({}): no sandbox, the agent can write whatever ralph can",
+                policy.sandbox_from
+            ),
+        ),
+        other => c.problem(
+            "codex sandbox",
+            format!(
+                "`{other}` ({}): Codex lets the agent write nothing, so every command it runs and every edit fails",
+                policy.sandbox_from
+            ),
+            format!("add `args = [{init_args}]` under [agent] in ralph.toml (what `ralph init --agent codex` writes)"),
+        ),
+    }
+    match policy.approval.as_deref() {
+        Some("never") => c.ok(
+            "codex approvals",
+            "approval_policy = \"never\": Codex does not ask",
+        ),
+        other => c.warn(
+            "codex approvals",
+            format!(
+                "approval_policy {}: Codex may ask for approval, and a headless loop declines every request (counted as denials by the breaker)",
+                other.map_or("unset".to_string(), |p| format!("= \"{p}\""))
+            ),
+            "add `\"-c\", 'approval_policy=\"never\"'` to agent.args",
+        ),
     }
 }
 
@@ -422,6 +530,14 @@ fn check_box(c: &mut Checks, config: &Config) {
 }
 
 fn check_sandbox(c: &mut Checks, root: &Path, config: &Config) {
+    // Claude Code's permission flags and settings; the other kinds' own.
+    match config.agent.kind {
+        AgentKind::Claude => {}
+        _ if config.agent_program().0 == "ralph" => {}
+        AgentKind::Gemini => return check_gemini_approvals(c, config),
+        // Codex: `check_codex_policy`; opencode asks nothing headless.
+        AgentKind::Codex | AgentKind::Opencode => return,
+    }
     // /proc/self belongs to the effective user (Linux).
     let root_user = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
     let skips = config.agent.args.iter().any(|a| a == SKIP_PERMISSIONS);
@@ -460,6 +576,32 @@ fn check_sandbox(c: &mut Checks, root: &Path, config: &Config) {
                 format!("allow what it needs: `permissions.allow` in .claude/settings.json, or `--allowedTools …` / `--permission-mode acceptEdits` in agent.args; in a throwaway sandbox, {SKIP_PERMISSIONS}"),
             ),
         },
+    }
+}
+
+/// Headless, Gemini CLI offers the agent only the tools that need no
+/// approval: without `--yolo` (or an approval mode that edits) it cannot
+/// write a file.
+fn check_gemini_approvals(c: &mut Checks, config: &Config) {
+    let args = &config.agent.args;
+    let mode = args
+        .iter()
+        .position(|a| a == "--approval-mode")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+        .or_else(|| args.iter().find_map(|a| a.strip_prefix("--approval-mode=")));
+    let yolo = args.iter().any(|a| a == "--yolo" || a == "-y");
+    match mode {
+        _ if yolo => c.ok("permissions", "--yolo: Gemini CLI runs every tool unasked"),
+        Some(m @ ("yolo" | "auto_edit")) => c.ok(
+            "permissions",
+            format!("--approval-mode {m}: Gemini CLI edits files unasked"),
+        ),
+        _ => c.warn(
+            "permissions",
+            "Gemini CLI runs headless without --yolo or --approval-mode auto_edit: it offers the agent only tools that need no approval, so it cannot write files",
+            "add \"--yolo\" (or \"--approval-mode\", \"auto_edit\") to agent.args in ralph.toml",
+        ),
     }
 }
 

@@ -322,6 +322,14 @@ pub(crate) trait Sink {
     fn tick(&mut self) {}
     /// The terminal went away (SIGHUP): stop drawing.
     fn detach(&mut self) {}
+    /// What the sink has to say itself (a notification it could not
+    /// deliver), published to every sink after the record or tick at hand.
+    fn said(&mut self) -> Vec<Event> {
+        Vec::new()
+    }
+    /// The run is ending: finish what is under way (bounded) before the
+    /// last [`Sink::said`].
+    fn settle(&mut self) {}
 }
 
 /// `.ralph/events.jsonl`: append-only, one record per line, each written
@@ -448,16 +456,36 @@ impl Bus {
         for s in &mut self.sinks {
             s.event(record);
         }
+        self.publish_said();
     }
     pub(crate) fn tick(&mut self) {
         for s in &mut self.sinks {
             s.tick();
+        }
+        self.publish_said();
+    }
+    /// What the sinks had to say themselves, to every sink.
+    fn publish_said(&mut self) {
+        let said: Vec<Event> = self.sinks.iter_mut().flat_map(|s| s.said()).collect();
+        for event in said {
+            self.publish(&Record::new(event));
         }
     }
     pub(crate) fn detach(&mut self) {
         for s in &mut self.sinks {
             s.detach();
         }
+    }
+}
+
+impl Drop for Bus {
+    /// The run is over: what the sinks still finish (a notification being
+    /// delivered) may have something to say, while every sink is there.
+    fn drop(&mut self) {
+        for s in &mut self.sinks {
+            s.settle();
+        }
+        self.publish_said();
     }
 }
 

@@ -327,7 +327,12 @@ impl Repo {
                         .find_map(|l| l.strip_prefix(key).map(str::to_string))
                 })
         };
+        let here = self.workdir().display().to_string();
         let whose = match (said(WORK_TREE), said(PROJECT)) {
+            // The same place, another identity (`repo/scope.rs`).
+            (Some(tree), Some(project)) if tree == here => {
+                format!("a removed work tree that was at {tree}, project {project}")
+            }
             (Some(tree), Some(project)) => format!("work tree {tree}, project {project}"),
             (Some(tree), None) => format!("work tree {tree}"),
             _ => "an older ralph's run in the main work tree".to_string(),
@@ -336,7 +341,7 @@ impl Repo {
             "snapshot {} belongs to another work tree or project ({whose}), not to {} in {}",
             theirs.id,
             self.project_label(),
-            self.workdir().display()
+            here
         ))
         .with_hint(format!(
             "restore it from there (`ralph recover {}` in that project), or onto a new branch without touching this work tree: `ralph recover {} --branch NAME` there",

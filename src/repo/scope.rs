@@ -18,8 +18,12 @@
 //!   index back, which must not interleave.
 //!
 //! Pitfall: the key hashes the work tree's git dir name, not its path, so
-//! moving a work tree keeps its snapshots; a new work tree made under the
-//! name of a removed one inherits the removed one's snapshots.
+//! moving a work tree keeps its snapshots. A linked work tree's name
+//! repeats (`git worktree remove wt && git worktree add wt`), so its key
+//! also hashes an identity ralph writes once into that work tree's own git
+//! dir (`<git dir>/ralph-identity`): git deletes it with the work tree, and
+//! the new one under the old name gets a new identity, never the removed
+//! one's snapshots. A git dir ralph cannot write keeps the name alone.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Write as _};
@@ -36,6 +40,9 @@ use crate::{Error, Result};
 /// The directory, in a work tree's own git dir, of its live runs' claims.
 const RUNS_DIR: &str = "ralph-runs";
 
+/// The file, in a linked work tree's own git dir, of its identity.
+const IDENTITY: &str = "ralph-identity";
+
 /// What a live run's claim file says, for the refusal of an overlapping one.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct ClaimInfo {
@@ -43,7 +50,9 @@ struct ClaimInfo {
     /// The project directory relative to the work tree (`svc-a/`; empty for
     /// the whole work tree).
     project: String,
-    root: PathBuf,
+    /// The run's project root as a person reads it (lossy: a path that is
+    /// not UTF-8 cannot be JSON, and this is only ever shown).
+    root: String,
 }
 
 /// A live run's claim on its scope; released when dropped (or by the kernel
@@ -67,6 +76,10 @@ impl Repo {
         hasher.update(self.work_tree_name().as_bytes());
         hasher.update(b"\0");
         hasher.update(&self.prefix);
+        if let Some(identity) = self.work_tree_identity() {
+            hasher.update(b"\0");
+            hasher.update(identity.as_bytes());
+        }
         hasher.finalize()[..6]
             .iter()
             .map(|b| format!("{b:02x}"))
@@ -96,6 +109,48 @@ impl Repo {
             .strip_prefix(canonical(common))
             .map(|rel| rel.to_string_lossy().trim_end_matches('/').to_string())
             .unwrap_or_else(|_| own.to_string_lossy().into_owned())
+    }
+
+    /// A linked work tree's identity, written on first use (None for the
+    /// main work tree, which cannot be removed, and where it cannot be
+    /// written). Written aside and linked into place, so two runs starting
+    /// at once agree on the first one's.
+    fn work_tree_identity(&self) -> Option<String> {
+        if self.work_tree_name().is_empty() {
+            return None;
+        }
+        let path = self.git.path().join(IDENTITY);
+        let read = || {
+            std::fs::read_to_string(&path)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        if let Some(identity) = read() {
+            return Some(identity);
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(self.git.path().as_os_str().as_encoded_bytes());
+        hasher.update(std::process::id().to_le_bytes());
+        hasher.update(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos()
+                .to_le_bytes(),
+        );
+        let fresh: String = hasher.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let aside = path.with_extension(format!("{}.tmp", std::process::id()));
+        let written = std::fs::write(&aside, format!("{fresh}\n"))
+            .and_then(|()| std::fs::hard_link(&aside, &path));
+        let _ = std::fs::remove_file(&aside);
+        match written {
+            Ok(()) => Some(fresh),
+            Err(_) => read(),
+        }
     }
 
     fn runs_dir(&self) -> PathBuf {
@@ -153,14 +208,14 @@ impl Repo {
         let file = lock_file(&mine, FlockArg::LockExclusiveNonblock).map_err(|_| {
             self.refusal(&ClaimInfo {
                 project: self.project_dir(),
-                root: self.root.clone(),
+                root: self.root.display().to_string(),
                 ..ClaimInfo::default()
             })
         })?;
         let info = ClaimInfo {
             pid: std::process::id(),
             project: self.project_dir(),
-            root: self.root.clone(),
+            root: self.root.display().to_string(),
         };
         let json = serde_json::to_vec(&info).expect("a claim serialises");
         let write = |mut f: &File| {
@@ -182,7 +237,7 @@ impl Repo {
         };
         Error::usage(format!(
             "another ralph run commits in this work tree ({theirs} at {}{pid}), and its project overlaps this one ({}): git keeps one index per work tree, so the two would commit each other's work",
-            other.root.display(),
+            other.root,
             self.project_label(),
         ))
         .with_hint(format!(
@@ -267,6 +322,53 @@ mod tests {
         assert_eq!(in_linked.work_tree_name(), "worktrees/wt");
         assert_eq!(top.work_tree_name(), "");
         assert_ne!(top.scope_key(), in_linked.scope_key());
+    }
+
+    #[test]
+    fn a_work_tree_made_under_a_removed_ones_name_has_a_new_scope() {
+        use crate::repo::{OwnPaths, SnapshotOutcome};
+        let (_dir, git) = init_repo();
+        let other = tempfile::tempdir().unwrap();
+        let linked = other.path().join("wt");
+        git.worktree("wt", &linked, None).unwrap();
+        let first = open(&linked);
+        let key = first.scope_key();
+        assert_eq!(key, open(&linked).scope_key(), "stable while it lives");
+        write(&linked, "work.txt", "the removed work tree's work\n");
+        let own = OwnPaths::new(std::path::Path::new("PROMPT.md"));
+        let guard = crate::repo::Guard {
+            max_file_size: 0,
+            max_new_files: 0,
+            commit_binaries: true,
+        };
+        let outcome = first.record_snapshot("r1", 1, &own, &guard).unwrap();
+        assert!(matches!(outcome, SnapshotOutcome::Written { .. }));
+        let taken = first.snapshots().unwrap();
+        assert_eq!(taken.len(), 1);
+        drop(first);
+
+        // `git worktree remove wt && git branch -D wt && git worktree add wt`.
+        std::fs::remove_dir_all(&linked).unwrap();
+        let mut prune = git2::WorktreePruneOptions::new();
+        prune.valid(true).working_tree(true);
+        git.find_worktree("wt")
+            .unwrap()
+            .prune(Some(&mut prune))
+            .unwrap();
+        git.find_branch("wt", git2::BranchType::Local)
+            .unwrap()
+            .delete()
+            .unwrap();
+        git.worktree("wt", &linked, None).unwrap();
+        let second = open(&linked);
+        assert_eq!(second.work_tree_name(), "worktrees/wt");
+        assert_ne!(second.scope_key(), key);
+        assert!(second.snapshots().unwrap().is_empty());
+        let refused = second.find_snapshot(&taken[0].id).unwrap_err();
+        assert!(
+            refused.to_string().contains("a removed work tree"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -63,6 +63,28 @@ impl Repo {
         Ok(out)
     }
 
+    /// Changed files of the work tree outside the project's directory (a
+    /// project below the work tree's top: `svc-a/`), which no commit of
+    /// this run takes, as the project sees them (`../shared/util.py`).
+    /// Empty for a project at the top.
+    pub(crate) fn changes_outside(&self) -> Result<Vec<String>> {
+        if self.prefix.is_empty() {
+            return Ok(Vec::new());
+        }
+        let statuses = self
+            .git
+            .statuses(Some(&mut status_options(false)))
+            .map_err(|e| Error::wrap("cannot read git status", e))?;
+        let index = self.git.index().ok();
+        let up = "../".repeat(self.prefix.iter().filter(|b| **b == b'/').count());
+        Ok(statuses
+            .iter()
+            .filter(|e| !e.path_bytes().starts_with(&self.prefix))
+            .filter(|e| !hidden_from_add(index.as_ref(), e.path_bytes(), e.status()))
+            .map(|e| format!("{up}{}", super::display_path(e.path_bytes())))
+            .collect())
+    }
+
     /// `git diff --stat HEAD`-like summary of the working tree (untracked files
     /// included) against HEAD, without ralph's own paths; empty when clean.
     pub(crate) fn diff_stat(&self, own: &OwnPaths) -> Result<String> {

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::model::{
-    BreakerChange, Budgets, IterationRow, MarkKind, Metrics, Reading, RunReport, Wait,
+    BreakerChange, Budgets, IterationRow, MarkKind, Metrics, Reading, RunReport, Wait, WarningRow,
 };
 use crate::context::Thresholds;
 use crate::events::{Event, Record};
@@ -79,6 +79,7 @@ pub fn build(
         story: super::story::Story::of(state),
         metrics: Metrics::default(),
         quota: Vec::new(),
+        warnings: Vec::new(),
     };
     let mut rows: Rows = BTreeMap::new();
     let mut starts: BTreeMap<RowKey, jiff::Timestamp> = BTreeMap::new();
@@ -266,6 +267,20 @@ pub fn build(
                 until: until.clone(),
                 source: source.to_string(),
             }),
+            Event::Warning { message } => {
+                let message = match &r.worker {
+                    Some(w) => format!("{w}: {message}"),
+                    None => message.clone(),
+                };
+                match report.warnings.iter_mut().find(|w| w.message == message) {
+                    Some(seen) => seen.count += 1,
+                    None => report.warnings.push(WarningRow {
+                        message,
+                        count: 1,
+                        at: r.ts.clone(),
+                    }),
+                }
+            }
             Event::RunEnded {
                 outcome,
                 exit_code,

@@ -180,10 +180,28 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
     super::changes::changes_html(out, r);
     super::story::verify_html(out, &r.verify);
     super::lanes::lanes_html(out, &r.story.lanes);
+    warnings(out, r);
     metrics(out, r);
     contexts(out, r);
     table(out, r, page);
     out.push_str("</article>\n");
+}
+
+/// The run's warnings, each distinct one once (none: no section).
+fn warnings(out: &mut String, r: &RunReport) {
+    if r.warnings.is_empty() {
+        return;
+    }
+    section(out, "Warnings", "warnings");
+    out.push_str("<ul>");
+    for w in &r.warnings {
+        let times = match w.count {
+            1 => String::new(),
+            n => format!(" ({n}×)"),
+        };
+        let _ = write!(out, "<li>{}{}</li>", esc(&w.message), esc(&times));
+    }
+    out.push_str("</ul></section>\n");
 }
 
 fn section(out: &mut String, title: &str, class: &str) {

@@ -46,6 +46,18 @@ pub struct RunReport {
     /// The subscription's windows as the agent last reported them (the
     /// quota guard); empty when it reported none.
     pub(crate) quota: Vec<crate::rules::quota::WindowView>,
+    /// The run's warnings (a notification not delivered, a commit skipped,
+    /// …), each distinct one once, first seen first.
+    pub(crate) warnings: Vec<WarningRow>,
+}
+
+/// One distinct warning of the run and how often it was given.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WarningRow {
+    pub(crate) message: String,
+    pub(crate) count: u32,
+    /// When it was first given.
+    pub(crate) at: String,
 }
 
 /// The limits the run was held to, as far as they are known.

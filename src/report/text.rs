@@ -153,6 +153,18 @@ pub fn render(r: &RunReport, tz: &jiff::tz::TimeZone) -> String {
         m.limit_waits,
         duration(m.waited_seconds as f64)
     );
+    for w in &r.warnings {
+        let times = match w.count {
+            1 => String::new(),
+            n => format!(" ({n}×)"),
+        };
+        for (i, l) in wrap(&format!("{}{times}", w.message), 65)
+            .iter()
+            .enumerate()
+        {
+            let _ = writeln!(out, "{:<15}{l}", if i == 0 { "warning" } else { "" });
+        }
+    }
     out.push('\n');
     let _ = writeln!(
         out,

@@ -134,6 +134,28 @@ impl Supervisor {
         let Ok(Some(repo)) = Repo::open(&self.root) else {
             return;
         };
+        // Outside a project below the work tree's top (`../shared/`): no
+        // commit of this run takes them, and the reason must not say the
+        // changes were committed while these are not.
+        let outside = repo.changes_outside().unwrap_or_default();
+        if !outside.is_empty() {
+            let mut paths = outside
+                .iter()
+                .take(DIRTY_PATHS)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ");
+            if outside.len() > DIRTY_PATHS {
+                paths.push_str(&format!(" and {} more", outside.len() - DIRTY_PATHS));
+            }
+            let said = format!(
+                "{} file(s) outside this project ({}) left uncommitted: {paths}",
+                outside.len(),
+                repo.project_label()
+            );
+            self.events.warn(format!("completed with {said}"));
+            *reason = format!("{reason}; NOT committed: {said}");
+        }
         if repo.changes(&own).map_or(true, |c| c.is_empty()) {
             return;
         }
@@ -148,8 +170,13 @@ impl Supervisor {
             match repo.wip_commit_leaving_out(&message, &own, &left_out) {
                 CommitOutcome::Committed { id, .. } => {
                     self.state.last_commit = Some(id.clone());
+                    let whose = if outside.is_empty() {
+                        "its uncommitted changes"
+                    } else {
+                        "its uncommitted changes in this project"
+                    };
                     *reason = format!(
-                        "{reason}; its uncommitted changes were committed ({})",
+                        "{reason}; {whose} were committed ({})",
                         &id[..id.len().min(10)]
                     );
                 }

@@ -101,9 +101,8 @@ fn init_creates_the_scaffold_and_refuses_to_overwrite() {
     assert_eq!(out.code, 2);
     assert_eq!(out.stdout, "");
     assert!(
-        out.stderr.starts_with(
-            "error: ralph init would overwrite ralph.toml, fix_plan.md; nothing was written\n"
-        ),
+        out.stderr
+            .starts_with("error: ralph init would overwrite ralph.toml; nothing was written\n"),
         "{}",
         out.stderr
     );
@@ -122,12 +121,83 @@ fn init_creates_the_scaffold_and_refuses_to_overwrite() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v = json(&out.stdout);
     assert_eq!(v["created"], serde_json::json!(["prompts/handoff.md.j2"]));
+    assert_eq!(v["overwritten"], serde_json::json!(["ralph.toml"]));
+    // --force never writes over the project's plan.
+    assert_eq!(v["kept"][0]["path"], "fix_plan.md");
     assert_eq!(
-        v["overwritten"],
-        serde_json::json!(["ralph.toml", "fix_plan.md"])
+        std::fs::read_to_string(root.join("fix_plan.md")).unwrap(),
+        "- [ ] mine\n"
     );
     assert_eq!(v["unchanged"].as_array().unwrap().len(), 4);
     assert_eq!(Config::load(root).unwrap(), Config::default());
+}
+
+/// A team replacing another Ralph loop: its `fix_plan.md` and hand-written
+/// `PROMPT.md` are adopted, with or without `--agent`, and `--force` keeps
+/// them too.
+#[test]
+fn init_adopts_a_project_that_has_a_plan_and_a_prompt() {
+    let plan = "# Our backlog\n\n- [x] auth\n- [ ] billing\n- [ ] export\n";
+    let prompt = "Study fix_plan.md and do the most important item.\n";
+    for agent in [None, Some("codex")] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("fix_plan.md"), plan).unwrap();
+        std::fs::write(root.join("PROMPT.md"), prompt).unwrap();
+        let mut args = vec!["init"];
+        args.extend(agent.map(|a| ["--agent", a]).into_iter().flatten());
+        let out = run(ralph(root).args(&args));
+        assert_eq!(out.code, 0, "{agent:?}: {}", out.stderr);
+        assert!(
+            out.stdout
+                .contains("kept      fix_plan.md: your plan (2 open, 1 done)"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("kept      PROMPT.md: your prompt"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("created   ralph.toml"),
+            "{}",
+            out.stdout
+        );
+        assert!(!out.stdout.contains("write the plan"), "{}", out.stdout);
+        assert!(!out.stdout.contains("warning:"), "{}", out.stdout);
+        let config = Config::load(root).unwrap();
+        assert_eq!(config.prompt_file, Path::new(".ralph-prompt.md"));
+        if agent.is_some() {
+            assert_eq!(config.agent.kind, ralph::agent::AgentKind::Codex);
+        }
+        for force in [false, true] {
+            let mut again = args.clone();
+            again.push("--json");
+            if force {
+                again.push("--force");
+            }
+            let out = run(ralph(root).args(&again));
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            let v = json(&out.stdout);
+            let kept: Vec<_> = v["kept"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| &k["path"])
+                .collect();
+            assert_eq!(kept, ["PROMPT.md", "fix_plan.md"], "{v}");
+            assert_eq!(v["overwritten"], serde_json::json!([]), "{v}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.join("fix_plan.md")).unwrap(),
+            plan
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("PROMPT.md")).unwrap(),
+            prompt
+        );
+    }
 }
 
 #[test]
@@ -448,17 +518,24 @@ fn fake_codex(status: u8) -> (tempfile::TempDir, String) {
     (bin, path)
 }
 
-/// For Codex, doctor checks `codex app-server`, not Claude Code's flags.
+/// For Codex, doctor checks `codex app-server`, not Claude Code's flags,
+/// and what Codex will allow: its default read-only sandbox fails every
+/// command, so only a setup that lets it write is ready.
 #[test]
-fn doctor_checks_codex_app_server() {
+fn doctor_checks_codex_app_server_and_its_sandbox() {
+    let codex_home = tempfile::tempdir().unwrap();
     let dir = project("[agent]\nkind = \"codex\"\n");
     let (_bin, path) = fake_codex(0);
-    let report = json(
-        &run(ralph(dir.path())
-            .env("PATH", &path)
-            .args(["doctor", "--json"]))
-        .stdout,
-    );
+    let doctor = |dir: &Path| {
+        json(
+            &run(ralph(dir)
+                .env("PATH", &path)
+                .env("CODEX_HOME", codex_home.path())
+                .args(["doctor", "--json"]))
+            .stdout,
+        )
+    };
+    let report = doctor(dir.path());
     let kind = check(&report, "agent kind")["detail"].as_str().unwrap();
     assert!(kind.starts_with("codex (Codex): metered live"), "{kind}");
     assert_eq!(
@@ -466,7 +543,53 @@ fn doctor_checks_codex_app_server() {
         "codex-cli 0.169.0"
     );
     assert_eq!(check(&report, "app-server")["verdict"], "ok");
-    assert_eq!(report["ok"], true, "{report}");
+    // No sandbox_mode anywhere: Codex's own default, read-only.
+    let sandbox = check(&report, "codex sandbox");
+    assert_eq!(sandbox["verdict"], "problem", "{report}");
+    assert!(sandbox["detail"].as_str().unwrap().contains("read-only"));
+    assert!(sandbox["fix"].as_str().unwrap().contains("workspace-write"));
+    assert_eq!(check(&report, "codex approvals")["verdict"], "warning");
+    assert_eq!(report["ok"], false, "{report}");
+    // Codex's own config.toml says read-only: the same.
+    std::fs::write(
+        codex_home.path().join("config.toml"),
+        "sandbox_mode = \"read-only\"\napproval_policy = \"never\"\n",
+    )
+    .unwrap();
+    let report = doctor(dir.path());
+    assert_eq!(check(&report, "codex sandbox")["verdict"], "problem");
+    assert!(
+        check(&report, "codex sandbox")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("config.toml"),
+        "{report}"
+    );
+
+    // What `ralph init --agent codex` writes is ready (its -c wins over the file).
+    let fresh = tempfile::tempdir().unwrap();
+    let out = run(ralph(fresh.path()).args(["init", "--agent", "codex"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report = doctor(fresh.path());
+    let sandbox = check(&report, "codex sandbox");
+    assert_eq!(sandbox["verdict"], "ok", "{report}");
+    assert!(
+        sandbox["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the agent's own `git commit` fails"),
+        "{report}"
+    );
+    assert_eq!(check(&report, "codex approvals")["verdict"], "ok");
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"] != "git")
+            .all(|c| c["verdict"] != "problem"),
+        "{report}"
+    );
 
     let (_bin, path) = fake_codex(2);
     let out = run(ralph(dir.path()).env("PATH", &path).arg("doctor"));
@@ -477,6 +600,88 @@ fn doctor_checks_codex_app_server() {
         "{}",
         out.stdout
     );
+}
+
+/// A program `name` on PATH that runs the shell `body` with its arguments.
+fn fake_cli(name: &str, body: &str) -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    let script = bin.path().join(name);
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (bin, path)
+}
+
+/// Gemini CLI and opencode are judged by their own CLIs' flags (Gemini
+/// CLI 0.61.0's `--help`, opencode 1.18's `run --help`), not Claude Code's.
+#[test]
+fn doctor_judges_gemini_and_opencode_by_their_own_cli() {
+    let gemini = fake_cli(
+        "gemini",
+        r#"case "$1" in
+  --version) echo '0.61.0' ;;
+  --help) echo '  -o, --output-format  The format of the CLI output. [string] [choices: "text", "json", "stream-json"]'
+          echo '  -y, --yolo  Automatically accept all actions' ;;
+  *) exit 1 ;;
+esac"#,
+    );
+    let opencode = fake_cli(
+        "opencode",
+        r#"case "$1 $2" in
+  '--version ') echo '1.18.33' ;;
+  'run --help') echo '      --format   format: default (formatted) or json (raw JSON events)  [string] [choices: "default", "json"]' ;;
+  *) exit 1 ;;
+esac"#,
+    );
+    for (kind, fake, args, name) in [
+        ("gemini", &gemini, "[\"--yolo\"]", "stream-json"),
+        ("opencode", &opencode, "[]", "json output"),
+    ] {
+        let dir = project(&format!("[agent]\nkind = \"{kind}\"\nargs = {args}\n"));
+        let out = run(ralph(dir.path())
+            .env("PATH", &fake.1)
+            .args(["doctor", "--json"]));
+        let report = json(&out.stdout);
+        assert_eq!(report["ok"], true, "{kind}: {report}");
+        assert_eq!(out.code, 0, "{kind}");
+        assert_eq!(check(&report, name)["verdict"], "ok", "{kind}");
+        let text = report.to_string();
+        assert!(!text.contains("Claude Code CLI"), "{kind}: {text}");
+    }
+    // Gemini CLI without --yolo cannot write: said, not a failure.
+    let dir = project("[agent]\nkind = \"gemini\"\n");
+    let report = json(
+        &run(ralph(dir.path())
+            .env("PATH", &gemini.1)
+            .args(["doctor", "--json"]))
+        .stdout,
+    );
+    assert_eq!(check(&report, "permissions")["verdict"], "warning");
+    assert!(
+        check(&report, "permissions")["fix"]
+            .as_str()
+            .unwrap()
+            .contains("--yolo")
+    );
+    // A CLI without the flag is still refused, naming its own fix.
+    let old = fake_cli(
+        "gemini",
+        "case \"$1\" in --version) echo 0.1 ;; --help) echo '-o text|json' ;; esac",
+    );
+    let out = run(ralph(dir.path()).env("PATH", &old.1).arg("doctor"));
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stdout
+            .contains("`gemini --help` does not mention --output-format stream-json"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("update Gemini CLI"), "{}", out.stdout);
 }
 
 #[test]

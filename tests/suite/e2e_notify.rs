@@ -318,3 +318,85 @@ fn checks_failing_again_and_again_ask_for_a_human_once() {
     assert!(run.of("needs_human").is_empty());
     assert_eq!(server.requests().len(), 1);
 }
+
+#[test]
+fn a_channel_failing_all_night_leaves_a_warning_a_terminal_line_and_a_report_line() {
+    let server = Server::start(always(500));
+    let p = Project::new(
+        PLAN,
+        IDLE,
+        &format!(
+            "[breaker]\nno_progress = 1\n[notify]\nwebhook = \"{}/hook\"\nretries = 1\nbackoff = \"10ms\"\n",
+            server.url
+        ),
+    );
+    // On a terminal's view (no --json): the warnings are lines there.
+    let out = p.ralph().arg("run").output().unwrap();
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    assert_eq!(server.requests().len(), 4, "two notices, two attempts each");
+    for notice in ["breaker_open", "run_ended"] {
+        let said = format!(
+            "notification `{notice}` not delivered by webhook after 2 attempt(s): HTTP 500"
+        );
+        assert!(shown.contains(&format!("warning: {said}")), "{shown}");
+        let logged = std::fs::read_to_string(p.path(".ralph/events.jsonl")).unwrap();
+        assert!(
+            logged
+                .lines()
+                .any(|l| l.contains("\"event\":\"warning\"") && l.contains(&said)),
+            "{logged}"
+        );
+        let report = p.ralph().args(["report", "--json"]).output().unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+        let warnings = report["warnings"].as_array().unwrap();
+        assert!(warnings.iter().any(|w| w["message"] == said), "{report}");
+    }
+    let text = p.ralph().arg("report").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("warning        notification `run_ended` not delivered"),
+        "{text}"
+    );
+    // The page written as the run ended has the one it knew of by then.
+    let page = p.read(".ralph/report.html");
+    assert!(
+        page.contains("notification `breaker_open` not delivered"),
+        "the page"
+    );
+}
+
+#[test]
+fn an_empty_variable_in_a_channel_is_refused_at_start_like_an_unset_one() {
+    let p = Project::new(
+        PLAN,
+        IDLE,
+        "[notify]\nslack = \"$RALPH_TEST_EMPTY_SLACK\"\n",
+    );
+    for value in [Some(""), None] {
+        let mut c = p.ralph();
+        c.args(["run", "--max-iterations", "1"]);
+        match value {
+            Some(v) => c.env("RALPH_TEST_EMPTY_SLACK", v),
+            None => c.env_remove("RALPH_TEST_EMPTY_SLACK"),
+        };
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value:?}: {err}");
+        let why = if value.is_some() {
+            "which is empty"
+        } else {
+            "which is not set"
+        };
+        assert!(err.contains(why), "{value:?}: {err}");
+        assert!(
+            !p.path(".ralph/runs").exists()
+                || std::fs::read_dir(p.path(".ralph/runs")).unwrap().count() == 0,
+            "no session started"
+        );
+    }
+}

@@ -712,3 +712,134 @@ fn ralphs_output_through_tee_is_neither_progress_nor_committed() {
         );
     }
 }
+
+// ---------------------------------------------------- paths that are not UTF-8
+
+#[test]
+fn a_project_whose_path_is_not_utf8_runs_to_completion() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let holder = tempfile::tempdir().unwrap();
+    let root = holder
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"caf\xe9-project"));
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("fix_plan.md"), PLAN).unwrap();
+    std::fs::write(
+        root.join("scenario.toml"),
+        "[[step]]\ncontext = 20000\npath = \"fix_plan.md\"\ncontent = \"# Work\\n\\n- [x] work\\n\"\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("ralph.toml"), common::config("")).unwrap();
+    let repo = git2::Repository::init(&root).unwrap();
+    let sig = git2::Signature::now("test", "test@example.com").unwrap();
+    let mut index = repo.index().unwrap();
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    repo.commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
+        .unwrap();
+
+    let run = Run::wait(spawn_run_in(&root), LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.ended()["outcome"], "completed", "{}", run.describe());
+    // The commands that read the run show the path, lossily, and never panic.
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["report"],
+        &["context", "--json"],
+    ] {
+        let (code, _, err) = ralph_in(&root, args);
+        assert_eq!(code, 0, "ralph {args:?}: {err}");
+    }
+}
+
+#[test]
+fn ralphs_output_through_script_is_neither_progress_nor_committed() {
+    let p = Project::new(PLAN, common::QUICK_L2, "[breaker]\nno_progress = 2\n");
+    // `script` runs ralph on a terminal of its own and writes all it prints
+    // to the typescript, in the project: it grows every iteration.
+    let out = std::process::Command::new("script")
+        .current_dir(p.root())
+        .env("RALPH_LOG", "off")
+        .args(["-qfec"])
+        .arg(format!("{} run --max-iterations 6", common::BIN))
+        .arg("ralph.typescript")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = p.read("ralph.typescript");
+    assert_eq!(out.status.code(), Some(3), "the breaker opens: {text}");
+    assert!(text.contains("iteration 1"), "{text}");
+    for (subject, files) in commits(&p) {
+        assert!(
+            !files.iter().any(|f| f == "ralph.typescript"),
+            "{subject}: {files:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------- outside the project
+
+#[test]
+fn a_subprojects_edit_outside_it_is_said_uncommitted_never_committed() {
+    let p = Project::bare(PLAN, "", "");
+    for f in ["fix_plan.md", "scenario.toml", "ralph.toml"] {
+        std::fs::remove_file(p.path(f)).unwrap();
+    }
+    p.write("shared/util.py", "def f(): pass\n");
+    p.write("svc-a/fix_plan.md", PLAN);
+    p.write("svc-a/ralph.toml", &common::config(""));
+    p.write(
+        "svc-a/scenario.toml",
+        "[[step]]\ncontext = 20000\npath = \"../shared/util.py\"\ncontent = \"def f(): return 1\\n\"\n[[step]]\npath = \"a.txt\"\ncontent = \"a\\n\"\n[[step]]\npath = \"fix_plan.md\"\ncontent = \"# Work\\n\\n- [x] work\\n\"\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+    );
+    p.git_init();
+    let a = p.path("svc-a");
+    let run = Run::wait(spawn_run_in(&a), LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(
+            "NOT committed: 1 file(s) outside this project (svc-a/) left uncommitted: ../shared/util.py"
+        ),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("its uncommitted changes were committed"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("its uncommitted changes in this project were committed"),
+        "{reason}"
+    );
+    assert!(
+        run.of("warning")
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().contains("../shared/util.py")),
+        "{}",
+        run.describe()
+    );
+    // The file is still changed, in no commit; the morning report says so.
+    let status = p.repo().status_file(Path::new("shared/util.py")).unwrap();
+    assert_eq!(status, git2::Status::WT_MODIFIED);
+    let (_, report, _) = ralph_in(&a, &["report", "--json"]);
+    let report: Value = serde_json::from_str(&report).unwrap();
+    assert!(
+        report["reason"]
+            .as_str()
+            .unwrap()
+            .contains("../shared/util.py")
+    );
+    assert!(
+        report["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().contains("../shared/util.py")),
+        "{report}"
+    );
+}

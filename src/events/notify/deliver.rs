@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::config::{Kind, NotifyConfig};
 use super::message::{self, Notice, Watch};
 use crate::error::{Error, Result};
-use crate::events::{Record, Sink};
+use crate::events::{Event, Record, Sink};
 
 /// Where notices go; secrets (URLs with tokens) already resolved.
 #[derive(Debug, Clone)]
@@ -46,11 +46,21 @@ impl Channel {
             let resolved = match v.strip_prefix('$') {
                 Some(var) => {
                     let var = var.trim_start_matches('{').trim_end_matches('}');
-                    std::env::var(var).map_err(|_| {
-                        Error::config(format!(
-                            "`notify.{key}` names the environment variable {var}, which is not set"
-                        ))
-                    })?
+                    // An empty value is as unusable as none: every notice of
+                    // the night would fail.
+                    match std::env::var(var) {
+                        Ok(v) if !v.trim().is_empty() => v,
+                        Ok(_) => {
+                            return Err(Error::config(format!(
+                                "`notify.{key}` names the environment variable {var}, which is empty"
+                            )));
+                        }
+                        Err(_) => {
+                            return Err(Error::config(format!(
+                                "`notify.{key}` names the environment variable {var}, which is not set"
+                            )));
+                        }
+                    }
                 }
                 None => v.clone(),
             };
@@ -224,6 +234,8 @@ pub(crate) struct Notifier {
     lanes: Vec<Sender<Arc<Notice>>>,
     /// Workers still running, and the condition they signal as they end.
     running: Arc<(Mutex<usize>, Condvar)>,
+    /// What the workers could not deliver, said as warnings on the bus.
+    failed: Arc<Mutex<Vec<String>>>,
     timeout: Duration,
 }
 
@@ -235,22 +247,32 @@ impl Notifier {
             return Ok(None);
         }
         let running = Arc::new((Mutex::new(channels.len()), Condvar::new()));
+        let failed = Arc::new(Mutex::new(Vec::new()));
         let mut lanes = Vec::new();
         for channel in channels {
             let (tx, rx) = mpsc::channel::<Arc<Notice>>();
-            let (config, root, running) = (config.clone(), root.to_path_buf(), running.clone());
+            let (config, root, running, failed) = (
+                config.clone(),
+                root.to_path_buf(),
+                running.clone(),
+                failed.clone(),
+            );
             let spawned = std::thread::Builder::new()
                 .name(format!("notify-{}", channel.name()))
                 .spawn(move || {
                     for notice in rx {
                         let d = deliver(&channel, &notice, &config, &root);
                         if let Some(e) = d.error {
-                            tracing::warn!(
+                            let message = format!(
                                 "notification `{}` not delivered by {} after {} attempt(s): {e}",
                                 notice.kind.name(),
                                 channel.name(),
                                 d.attempts
                             );
+                            failed
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(message);
                         }
                     }
                     let (count, cv) = &*running;
@@ -272,6 +294,7 @@ impl Notifier {
             watch: Watch::new(&project, &config.events),
             lanes,
             running,
+            failed,
             timeout: config.timeout.0,
         }))
     }
@@ -286,12 +309,21 @@ impl Sink for Notifier {
             }
         }
     }
-}
 
-impl Drop for Notifier {
+    /// Each notice a channel gave up on, as a warning: a channel failing
+    /// all night is seen in the log, on the terminal and in the report.
+    fn said(&mut self) -> Vec<Event> {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        failed
+            .drain(..)
+            .map(|message| Event::Warning { message })
+            .collect()
+    }
+
     /// The run is ending: let the workers finish what is queued, for at
-    /// most `notify.timeout`; what is still pending then is given up.
-    fn drop(&mut self) {
+    /// most `notify.timeout`; what is still pending then is given up, and
+    /// said.
+    fn settle(&mut self) {
         self.lanes.clear();
         let deadline = Instant::now() + self.timeout;
         let (count, cv) = &*self.running;
@@ -299,10 +331,15 @@ impl Drop for Notifier {
         while *left > 0 {
             let now = Instant::now();
             if now >= deadline {
-                tracing::warn!(
-                    "{} notification channel(s) still sending; not waiting longer",
-                    *left
+                let message = format!(
+                    "{} notification channel(s) still sending after notify.timeout ({}s); the run's last notices may not be delivered",
+                    *left,
+                    self.timeout.as_secs()
                 );
+                self.failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(message);
                 return;
             }
             match cv.wait_timeout(left, deadline - now) {
