@@ -109,9 +109,11 @@ pub(crate) fn die_with_parent(cmd: &mut Command, signal: Signal, heir: Heir) {
 
 /// In a child started by [`die_with_parent`] with [`Heir::Ralph`]: start
 /// watching for the parent's death. Called once, first thing in `main`,
-/// before any thread starts; nothing to do on Linux.
-pub(crate) fn watch_parent() {
-    imp::watch_parent();
+/// before any thread starts; nothing to do on Linux. `end_own`: what a
+/// child told to die with SIGKILL ends first (its agent), as the kernel's
+/// chain of parent-death signals does on Linux.
+pub(crate) fn watch_parent(end_own: fn()) {
+    imp::watch_parent(end_own);
 }
 
 /// The regular files that this process's descriptor `fd` writes to:

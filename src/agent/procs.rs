@@ -99,6 +99,17 @@ pub(crate) fn descendant_sessions() -> Vec<SessionRecord> {
     sessions
 }
 
+/// SIGKILL every session below this process (the agent's, its tools'):
+/// where no kernel kills an agent with its ralph (macOS), a ralph told of
+/// its parent's death does it before it dies itself
+/// (`platform::watch_parent`).
+pub(crate) fn kill_descendant_sessions() {
+    for s in descendant_sessions() {
+        kill_group(s.sid);
+        kill_members(s.sid);
+    }
+}
+
 /// After a supervisor died: SIGKILL what is left in a session it recorded,
 /// unless its leader is alive and not the one recorded (a reused pid).
 pub(crate) fn kill_recorded_session(s: &SessionRecord) {

@@ -70,7 +70,7 @@ pub(super) fn die_with_parent(cmd: &mut Command, signal: Signal, _heir: Heir) {
     }
 }
 
-pub(super) fn watch_parent() {}
+pub(super) fn watch_parent(_end_own: fn()) {}
 
 pub(super) fn enlarge_pipe(pipe: &impl std::os::fd::AsFd, size: i32) {
     let _ = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size));

@@ -82,8 +82,8 @@ pub(super) fn die_with_parent(cmd: &mut Command, signal: Signal, heir: Heir) {
     }
 }
 
-pub(super) fn watch_parent() {
-    parent_pipe::watch();
+pub(super) fn watch_parent(end_own: fn()) {
+    parent_pipe::watch(end_own);
 }
 
 /// macOS keeps no count of a pipe's holders to follow: only a regular file

@@ -61,8 +61,9 @@ fn parse(value: &str) -> Option<(RawFd, Signal)> {
 }
 
 /// In a child: watch the read end named in the environment, if any. Call
-/// before any thread starts (the environment is changed).
-pub(crate) fn watch() {
+/// before any thread starts (the environment is changed). Told to die with
+/// SIGKILL, it calls `end_own` first (a SIGKILL leaves no time after).
+pub(crate) fn watch(end_own: fn()) {
     let Ok(value) = std::env::var(ENV) else {
         return;
     };
@@ -85,6 +86,9 @@ pub(crate) fn watch() {
     // SAFETY: an open pipe handed down to this process, owned by nobody else.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     on_end(owned, move || {
+        if signal == Signal::SIGKILL {
+            end_own();
+        }
         let _ = nix::sys::signal::kill(nix::unistd::getpid(), signal);
     });
 }
