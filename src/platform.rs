@@ -13,6 +13,7 @@
 //! | the files ralph's stdout/stderr write | `/proc/self/fd`, a pipe followed to its reader (`tee`) | `F_GETPATH` on a regular file; a pipe is not followed |
 //! | a bigger pipe for the agent's output | `F_SETPIPE_SZ` | the system's size |
 //! | the host name | `gethostname` | `gethostname` |
+//! | a desktop notification | `notify-send` | `osascript` (Notification Center) |
 //!
 //! Pitfalls: a start time is only compared with one read on the same
 //! machine (ticks since boot on Linux, microseconds since the epoch on
@@ -126,6 +127,13 @@ pub(crate) fn files_written_by(fd: i32) -> Vec<PathBuf> {
 /// allows it; the system's size otherwise.
 pub(crate) fn enlarge_pipe(pipe: &impl std::os::fd::AsFd, size: i32) {
     imp::enlarge_pipe(pipe, size);
+}
+
+/// The shell command that shows a desktop notification: its title in
+/// `$RALPH_NOTIFY_SUBJECT`, its text on stdin; `critical` for one that
+/// needs a person.
+pub(crate) fn desktop_notification(critical: bool) -> String {
+    imp::desktop_notification(critical)
 }
 
 /// This machine's name, `None` when it cannot be read.

@@ -76,6 +76,11 @@ pub(super) fn enlarge_pipe(pipe: &impl std::os::fd::AsFd, size: i32) {
     let _ = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size));
 }
 
+pub(super) fn desktop_notification(critical: bool) -> String {
+    let urgency = if critical { "critical" } else { "normal" };
+    format!("notify-send --app-name=ralph -u {urgency} -- \"$RALPH_NOTIFY_SUBJECT\" \"$(cat)\"")
+}
+
 pub(super) fn files_written_by(fd: i32) -> Vec<PathBuf> {
     let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
         return Vec::new();

@@ -103,5 +103,17 @@ pub(super) fn files_written_by(fd: i32) -> Vec<PathBuf> {
     }
 }
 
+/// The title and text go to AppleScript as arguments, never as its source.
+pub(super) fn desktop_notification(critical: bool) -> String {
+    let sound = if critical {
+        " sound name \"Basso\""
+    } else {
+        ""
+    };
+    format!(
+        "osascript -e 'on run argv' -e 'display notification (item 2 of argv) with title (item 1 of argv){sound}' -e 'end run' \"$RALPH_NOTIFY_SUBJECT\" \"$(cat)\""
+    )
+}
+
 /// macOS sizes pipes itself (up to 64 KiB as the reader lags).
 pub(super) fn enlarge_pipe(_pipe: &impl std::os::fd::AsFd, _size: i32) {}
