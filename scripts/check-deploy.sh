@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Validate deploy/ against its schemas (docs/fleet.md): the Kubernetes Job
 # with kubernetes-validate (its bundled Kubernetes schemas, --strict: no
-# unknown field), the GitHub Actions workflow with check-jsonschema's
+# unknown field), the GitHub Actions workflows (deploy/'s and the project's
+# own in .github/workflows/, macos.yml among them) with check-jsonschema's
 # vendored GitHub workflow schema. Both from PyPI, pinned, into a throwaway
 # virtualenv. Exit status: 0 valid · 1 invalid · 3 skipped (no python3 with
 # venv, or PyPI unreachable), said on stderr.
@@ -20,5 +21,6 @@ if ! "$venv/bin/pip" install --quiet --disable-pip-version-check \
     exit 3
 fi
 "$venv/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/*.yaml
-"$venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows deploy/github-actions/*.yml
-echo "deploy/: valid"
+"$venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows deploy/github-actions/*.yml \
+    .github/workflows/*.yml
+echo "deploy/ and .github/workflows/: valid"

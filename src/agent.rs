@@ -15,7 +15,8 @@
 //!   opencode.rs      opencode's (`run --format json`, prompt on stdin)
 //!   gemini.rs        Gemini CLI's (`-o stream-json`, prompt on stdin)
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
-//!   procs.rs         the processes ralph ends, from /proc: groups, sessions, orphans
+//!   procs.rs         the processes ralph ends (the process table read through
+//!                    `crate::platform`): groups, sessions, orphans
 //!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
 //!   sandbox.rs       the box the agent may run in ([agent] sandbox = "bwrap"): bubblewrap's
 //!                    arguments, the start-of-run probe, the environment it withholds

@@ -16,6 +16,7 @@ mod error;
 pub mod events;
 mod hooks;
 pub mod plan;
+mod platform;
 mod project;
 pub mod prompt;
 pub mod repo;

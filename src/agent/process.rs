@@ -221,8 +221,8 @@ impl Agent {
             .stdout(Stdio::from(out_w))
             .stderr(Stdio::from(err_w))
             .kill_on_drop(true);
-        // SAFETY: setsid and prctl are async-signal-safe system calls that
-        // only change the child's own attributes.
+        // SAFETY: setsid is an async-signal-safe system call that only
+        // changes the child's own attributes.
         unsafe {
             command.pre_exec(|| {
                 // A session of its own (its session id and process group id
@@ -230,13 +230,20 @@ impl Agent {
                 // session still holds the tools that the agent put in process
                 // groups of their own, so that a supervisor taking over after
                 // a crash finds them (`kill_session`).
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                // If the supervisor dies (kill -9), the agent dies with it.
-                // The signal fires when the thread that forked exits: that is
-                // the main thread (the runtime is current-thread).
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
             });
         }
+        // If the supervisor dies (kill -9), the agent dies with it (Linux;
+        // on macOS the next run's takeover ends it). The signal fires when
+        // the thread that forked exits: that is the main thread (the
+        // runtime is current-thread).
+        crate::platform::die_with_parent(
+            command.as_std_mut(),
+            Signal::SIGKILL,
+            crate::platform::Heir::Program,
+        );
         let mut child = command.spawn().map_err(|e| {
             Error::wrap(
                 format!("cannot start the agent `{}`", cmd.program.display()),
@@ -468,7 +475,7 @@ fn read_stdout(
     mut raw: crate::agent::transcript::Writer,
     tx: mpsc::Sender<Line>,
 ) -> crate::agent::transcript::Writer {
-    let _ = nix::fcntl::fcntl(&pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+    crate::platform::enlarge_pipe(&pipe, PIPE_SIZE);
     let mut pipe = pipe;
     let mut buf = vec![0u8; READ_CHUNK];
     // The supervisor may stop listening: keep draining so the agent never

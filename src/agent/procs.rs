@@ -1,12 +1,15 @@
 //! The processes ralph ends: the agent's process group and session, the
 //! sessions its tools made for themselves (recorded while the agent runs,
 //! ended by a supervisor taking over after a crash), and the orphans that
-//! were re-parented to ralph (a child subreaper). Reads `/proc`.
+//! were re-parented to ralph (a child subreaper, Linux only). The process
+//! table is read through `crate::platform`.
 
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+
+use crate::platform::{ProcStat, gone, has_children, proc_stat, procs_with_stat};
 
 /// SIGKILL a process group if anything is left in it.
 pub(crate) fn kill_group(pgid: i32) {
@@ -29,7 +32,7 @@ impl GroupRecord {
     pub(crate) fn of(pid: i32) -> GroupRecord {
         GroupRecord {
             pgid: pid,
-            leader_start: read_stat(pid).map(|p| p.start),
+            leader_start: proc_stat(pid).map(|p| p.start),
         }
     }
 }
@@ -38,7 +41,7 @@ impl GroupRecord {
 /// group, unless its leader is alive with another start time (a reused
 /// pid: someone else's group).
 pub(crate) fn kill_recorded_group(g: &GroupRecord) {
-    let leader = read_stat(g.pgid).filter(|p| !p.zombie);
+    let leader = proc_stat(g.pgid).filter(|p| !p.zombie);
     if let (Some(p), Some(start)) = (leader, g.leader_start)
         && p.start != start
     {
@@ -61,7 +64,7 @@ pub struct SessionRecord {
 
 /// The sessions of every descendant of this process (the agent, its tools,
 /// the orphans re-parented to ralph), other than ralph's own: one scan of
-/// `/proc`.
+/// the process table.
 pub(crate) fn descendant_sessions() -> Vec<SessionRecord> {
     let me = std::process::id() as i32;
     let procs = procs_with_stat();
@@ -96,10 +99,21 @@ pub(crate) fn descendant_sessions() -> Vec<SessionRecord> {
     sessions
 }
 
+/// SIGKILL every session below this process (the agent's, its tools'):
+/// where no kernel kills an agent with its ralph (macOS), a ralph told of
+/// its parent's death does it before it dies itself
+/// (`platform::watch_parent`).
+pub(crate) fn kill_descendant_sessions() {
+    for s in descendant_sessions() {
+        kill_group(s.sid);
+        kill_members(s.sid);
+    }
+}
+
 /// After a supervisor died: SIGKILL what is left in a session it recorded,
 /// unless its leader is alive and not the one recorded (a reused pid).
 pub(crate) fn kill_recorded_session(s: &SessionRecord) {
-    let leader = read_stat(s.sid).filter(|p| !p.zombie);
+    let leader = proc_stat(s.sid).filter(|p| !p.zombie);
     match (leader, s.leader_start) {
         (None, _) => kill_session(s.sid),
         (Some(p), Some(start)) if p.start == start => {
@@ -120,7 +134,7 @@ pub(crate) fn kill_recorded_session(s: &SessionRecord) {
 /// process with its pid means the number was reused, and that session is
 /// someone else's.
 pub(crate) fn kill_session(sid: i32) {
-    let leader_alive = read_stat(sid).is_some_and(|p| !p.zombie);
+    let leader_alive = !gone(sid);
     if sid <= 1 || leader_alive {
         return;
     }
@@ -150,7 +164,7 @@ fn kill_members(sid: i32) {
 /// background are re-parented to ralph when their parent exits, so
 /// [`reap_orphans`] can end them.
 pub(crate) fn become_subreaper() {
-    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+    if let Err(e) = crate::platform::become_subreaper() {
         tracing::warn!("cannot become a child subreaper: {e}");
     }
 }
@@ -160,8 +174,8 @@ pub(crate) fn become_subreaper() {
 pub(crate) fn reap_orphans() {
     let me = std::process::id() as i32;
     for _ in 0..10 {
-        // Mostly there is none: then the scan of /proc (a read of every
-        // process's stat file) is not needed.
+        // Mostly there is none: then the scan of the process table (on
+        // Linux a read of every process's stat file) is not needed.
         if !has_children() {
             return;
         }
@@ -178,61 +192,12 @@ pub(crate) fn reap_orphans() {
     }
 }
 
-/// Whether this process has any child, running or exited and not yet
-/// waited for (`waitid` with `WNOWAIT` reaps nothing).
-fn has_children() -> bool {
-    use nix::sys::wait::{Id, WaitPidFlag, waitid};
-    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-    !matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
-}
-
 /// Pids whose parent is `ppid` (zombies included: they still need a wait).
 fn children_of(ppid: i32) -> Vec<i32> {
     procs_where(|p| p.ppid == ppid)
 }
 
-/// What ralph reads of `/proc/PID/stat`.
-struct ProcStat {
-    zombie: bool,
-    ppid: i32,
-    session: i32,
-    /// Start time, clock ticks after boot.
-    start: u64,
-}
-
-impl ProcStat {
-    fn parse(stat: &str) -> Option<ProcStat> {
-        // The command name may hold spaces and parens: split after the last ')'.
-        let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
-        let zombie = fields.next()? == "Z";
-        let ppid = fields.next()?.parse().ok()?;
-        let session = fields.nth(1)?.parse().ok()?;
-        // Field 22 of stat(5); `session` was field 6.
-        let start = fields.nth(15)?.parse().ok()?;
-        Some(ProcStat {
-            zombie,
-            ppid,
-            session,
-            start,
-        })
-    }
-}
-
-fn read_stat(pid: i32) -> Option<ProcStat> {
-    ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-}
-
-/// Every process and its stat.
-fn procs_with_stat() -> Vec<(i32, ProcStat)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| Some((pid, read_stat(pid)?)))
-        .collect()
-}
-
-/// Pids whose `/proc/PID/stat` satisfies `test`.
+/// Pids whose state satisfies `test`.
 fn procs_where(test: impl Fn(&ProcStat) -> bool) -> Vec<i32> {
     procs_with_stat()
         .into_iter()
@@ -263,7 +228,7 @@ mod tests {
     }
 
     fn alive(pid: i32) -> bool {
-        read_stat(pid).is_some_and(|p| !p.zombie)
+        !gone(pid)
     }
 
     #[test]

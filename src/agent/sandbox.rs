@@ -197,10 +197,9 @@ fn package_dir(resolved: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// Whether this process runs as root (Linux: /proc/self is the effective user's).
+/// Whether this process runs as root (its effective user).
 pub(crate) fn running_as_root() -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    nix::unistd::geteuid().is_root()
 }
 
 /// The box of the project at `root` for an agent whose environment sets

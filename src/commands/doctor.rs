@@ -3,7 +3,6 @@
 //! its identity, write access) and explains each problem with its fix.
 
 use std::fmt::Write as _;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -538,8 +537,7 @@ fn check_sandbox(c: &mut Checks, root: &Path, config: &Config) {
         // Codex: `check_codex_policy`; opencode asks nothing headless.
         AgentKind::Codex | AgentKind::Opencode => return,
     }
-    // /proc/self belongs to the effective user (Linux).
-    let root_user = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let root_user = crate::agent::sandbox::running_as_root();
     let skips = config.agent.args.iter().any(|a| a == SKIP_PERMISSIONS);
     let sandbox = config.agent.env.get("IS_SANDBOX").map(String::as_str) == Some("1")
         || std::env::var("IS_SANDBOX").as_deref() == Ok("1");

@@ -412,12 +412,7 @@ mod tests {
     /// reaper) or goes within a second: SIGKILL takes effect when the
     /// process is next scheduled.
     fn gone(pid: u32) -> bool {
-        let dead = || {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-            })
-        };
+        let dead = || crate::platform::gone(pid as i32);
         let deadline = Instant::now() + Duration::from_secs(1);
         while !dead() {
             if Instant::now() > deadline {

@@ -224,12 +224,7 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let gone = |pid: i32| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-        };
+        let gone = crate::platform::gone;
         let deadline = Instant::now() + Duration::from_secs(2);
         while !gone(pid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));

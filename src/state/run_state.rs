@@ -555,7 +555,7 @@ pub(crate) fn remove_dead_temp_files(dir: &Path, only: Option<&str>) {
         else {
             continue;
         };
-        if only.is_none_or(|o| o == target) && !Path::new(&format!("/proc/{pid}")).exists() {
+        if only.is_none_or(|o| o == target) && !crate::platform::exists(pid) {
             let _ = std::fs::remove_file(entry.path());
         }
     }

@@ -9,7 +9,7 @@
 //! taken over by the next child in its worktree exactly as a single run is.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::Sender;
@@ -67,25 +67,13 @@ pub(crate) fn spawn(
         // A group of its own: Ctrl-C reaches the coordinator only, which
         // passes it on once (a second one escalates, as in one loop).
         .process_group(0);
-    // SAFETY: prctl is an async-signal-safe system call changing only the
-    // child's own attributes.
-    let parent = std::process::id() as i32;
-    unsafe {
-        cmd.pre_exec(move || {
-            // A coordinator killed with -9 stops its workers as `ralph
-            // stop` does (SIGUSR2: a checkpoint with the agent's handoff,
-            // exit 6). Not SIGTERM: the kernel sends the parent-death signal
-            // again each time the worker passes to another of the dying
-            // coordinator's threads, and a second interrupt kills the agent
-            // at once; a second stop is the same stop.
-            nix::sys::prctl::set_pdeathsig(Signal::SIGUSR2).map_err(std::io::Error::from)?;
-            // Dead already, before that took hold: no orphan loop.
-            if nix::unistd::getppid().as_raw() != parent {
-                return Err(std::io::Error::other("the coordinator is gone"));
-            }
-            Ok(())
-        });
-    }
+    // A coordinator killed with -9 stops its workers as `ralph stop` does
+    // (SIGUSR2: a checkpoint with the agent's handoff, exit 6). Not
+    // SIGTERM: the kernel sends the parent-death signal again each time the
+    // worker passes to another of the dying coordinator's threads, and a
+    // second interrupt kills the agent at once; a second stop is the same
+    // stop.
+    crate::platform::die_with_parent(&mut cmd, Signal::SIGUSR2, crate::platform::Heir::Ralph);
     let mut process = cmd
         .spawn()
         .map_err(|e| Error::wrap(format!("cannot start worker {}", a.worker), e))?;

@@ -81,6 +81,34 @@ const BOOKKEEPING: [&str; 4] = [
     "context_checkpoint",
 ];
 
+/// Linux-only interfaces: their one home is `src/platform/linux.rs`
+/// (`src/platform.rs` chooses it once), so that ralph builds and runs on
+/// macOS too (docs/platforms.md). Matched in code and strings, not comments.
+const LINUX_ONLY: [&str; 13] = [
+    "/proc",
+    "prctl",
+    "PDEATHSIG",
+    "SUBREAPER",
+    "waitid",
+    "pipe2",
+    "F_SETPIPE_SZ",
+    "epoll",
+    "inotify",
+    "signalfd",
+    "timerfd",
+    "eventfd",
+    "memfd",
+];
+/// Where they may appear, each with the reason.
+const LINUX_ONLY_HOMES: [(&str, &str, &str); 2] = [
+    ("src/platform/linux.rs", "", "the platform's Linux side"),
+    (
+        "src/agent/sandbox.rs",
+        "/proc",
+        "bubblewrap's arguments (the box's own /proc): bubblewrap is Linux-only and refused elsewhere",
+    ),
+];
+
 type Files = Vec<(String, String)>;
 
 // ---- the checks on the real tree ----
@@ -150,6 +178,14 @@ fn pure_supervisor_files_are_synchronous() {
 #[test]
 fn only_the_supervisor_writes_run_bookkeeping() {
     assert_none("bookkeeping writers", bookkeeping_writers(&ralph_files()));
+}
+
+#[test]
+fn linux_only_interfaces_stay_in_the_platform_module() {
+    assert_none(
+        "Linux-only interfaces outside src/platform/linux.rs",
+        linux_only(&workspace_files()),
+    );
 }
 
 fn assert_none(what: &str, violations: Vec<String>) {
@@ -304,6 +340,26 @@ fn bookkeeping_writers(files: &Files) -> Vec<String> {
     out
 }
 
+/// `path:line: token` of each Linux-only interface outside its homes,
+/// tests beside the code included (they run on macOS too).
+fn linux_only(files: &Files) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        let code = strip_with(text, Keep::Strings);
+        for (n, line) in code.lines().enumerate() {
+            for token in LINUX_ONLY {
+                let home = LINUX_ONLY_HOMES
+                    .iter()
+                    .any(|(p, t, _)| p == path && (t.is_empty() || *t == token));
+                if !home && count_token(line, token) > 0 {
+                    out.push(format!("{path}:{}: `{token}`", n + 1));
+                }
+            }
+        }
+    }
+    out
+}
+
 // ---- reading the tree ----
 
 fn manifest_dir() -> PathBuf {
@@ -383,8 +439,21 @@ fn lines_to_mod_tests(text: &str) -> usize {
 /// `text` with comments, strings and char literals blanked to spaces;
 /// newlines are kept, so line numbers stay right.
 fn strip(text: &str) -> String {
+    strip_with(text, Keep::Nothing)
+}
+
+/// What [`strip_with`] keeps besides code.
+#[derive(Clone, Copy, PartialEq)]
+enum Keep {
+    Nothing,
+    /// String and char literals (a path is written in one).
+    Strings,
+}
+
+fn strip_with(text: &str, keep: Keep) -> String {
     let b = text.as_bytes();
     let mut out = b.to_vec();
+    let blank_literal = keep == Keep::Nothing;
     let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
         for c in &mut out[from..to.min(b.len())] {
             if *c != b'\n' {
@@ -423,14 +492,18 @@ fn strip(text: &str) -> String {
             && raw_string_end(b, i).is_some()
         {
             let end = raw_string_end(b, i).unwrap();
-            blank(&mut out, i, end);
+            if blank_literal {
+                blank(&mut out, i, end);
+            }
             i = end;
         } else if b[i] == b'"' {
             let mut j = i + 1;
             while j < b.len() && b[j] != b'"' {
                 j += if b[j] == b'\\' { 2 } else { 1 };
             }
-            blank(&mut out, i, j + 1);
+            if blank_literal {
+                blank(&mut out, i, j + 1);
+            }
             i = j + 1;
         } else if b[i] == b'\'' {
             // A char literal ('x', '\n', '\u{..}'); otherwise a lifetime.
@@ -445,7 +518,9 @@ fn strip(text: &str) -> String {
             };
             match end {
                 Some(end) => {
-                    blank(&mut out, i, end);
+                    if blank_literal {
+                        blank(&mut out, i, end);
+                    }
                     i = end;
                 }
                 None => i += 1,
@@ -1251,6 +1326,35 @@ mod proofs {
         assert!(
             v[0].starts_with("src/commands/control.rs:2: writes"),
             "{v:?}"
+        );
+    }
+
+    #[test]
+    fn linux_only_interfaces_are_found_outside_their_home() {
+        let bad = "use nix::sys::prctl;\n\
+                   // a comment may say /proc and prctl\n\
+                   let s = std::fs::read(\"/proc/self/stat\");\n\
+                   let p = \"/process\"; nix::unistd::pipe2(f);\n\
+                   #[cfg(test)]\nmod tests { fn t() { waitid(); } }\n";
+        let v = linux_only(&files(&[
+            ("src/agent/procs.rs", bad),
+            ("crates/ralph-sim/src/input.rs", "let x = pipe2();\n"),
+            ("src/platform/linux.rs", bad),
+            (
+                "src/agent/sandbox.rs",
+                "args([\"--proc\", \"/proc\"]); prctl();\n",
+            ),
+        ]));
+        assert_eq!(
+            v,
+            [
+                "src/agent/procs.rs:1: `prctl`",
+                "src/agent/procs.rs:3: `/proc`",
+                "src/agent/procs.rs:4: `pipe2`",
+                "src/agent/procs.rs:6: `waitid`",
+                "crates/ralph-sim/src/input.rs:1: `pipe2`",
+                "src/agent/sandbox.rs:1: `prctl`",
+            ]
         );
     }
 

@@ -153,12 +153,9 @@ impl Project {
     pub fn diagnose(&self) -> String {
         let mut out = String::from("processes in the project:\n");
         for pid in self.processes_matching("") {
-            let read =
-                |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default();
             let state = proc_stat(pid).unwrap_or_default();
             let state = state[..state.len().min(2)].join(" ppid ");
-            let cmd = read("cmdline").replace('\0', " ");
-            out += &format!("  {pid} {state} wchan {} {cmd}\n", read("wchan"));
+            out += &format!("  {pid} {state} {}\n", wait_and_command(pid));
         }
         let mut logs = vec![self.path(".ralph/events.jsonl")];
         for run in std::fs::read_dir(self.path(".ralph/worktrees"))
@@ -220,10 +217,7 @@ impl Project {
         let root = self.root().canonicalize().unwrap();
         processes_matching(needle)
             .into_iter()
-            .filter(|pid| {
-                std::fs::read_link(format!("/proc/{pid}/cwd"))
-                    .is_ok_and(|cwd| cwd.starts_with(&root))
-            })
+            .filter(|pid| cwd_of(*pid).is_some_and(|cwd| cwd.starts_with(&root)))
             .collect()
     }
 
@@ -315,12 +309,69 @@ impl Run {
     }
 }
 
-/// The fields of `/proc/PID/stat` after the command name (the state
-/// first, then ppid, pgrp, session…), if the process exists.
+/// A process's state, ppid, process group and session, in the order of
+/// `/proc/PID/stat`'s fields after the command name (Linux: those fields
+/// and the rest), if the process exists.
+#[cfg(target_os = "linux")]
 pub fn proc_stat(pid: i32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// macOS has no `/proc`: `ps` says the same four.
+#[cfg(target_os = "macos")]
+pub fn proc_stat(pid: i32) -> Option<Vec<String>> {
+    let out = ps(&["-o", "stat=,ppid=,pgid=,sess=", "-p", &pid.to_string()]);
+    let fields: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+    (fields.len() == 4).then_some(fields)
+}
+
+/// The working directory of `pid`.
+#[cfg(target_os = "linux")]
+fn cwd_of(pid: i32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+}
+
+#[cfg(target_os = "macos")]
+fn cwd_of(pid: i32) -> Option<PathBuf> {
+    let out = Command::new("lsof")
+        .args(["-a", "-p", &pid.to_string(), "-d", "cwd", "-Fn"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix('n'))
+        .map(PathBuf::from)
+}
+
+/// What `pid` waits in (its kernel wait channel) and its command line.
+#[cfg(target_os = "linux")]
+fn wait_and_command(pid: i32) -> String {
+    let read = |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default();
+    format!(
+        "wchan {} {}",
+        read("wchan"),
+        read("cmdline").replace('\0', " ")
+    )
+}
+
+#[cfg(target_os = "macos")]
+fn wait_and_command(pid: i32) -> String {
+    format!(
+        "wchan {}",
+        ps(&["-o", "wchan=,command=", "-p", &pid.to_string()])
+    )
+}
+
+/// `ps ARGS`' output, empty when it fails.
+#[cfg(target_os = "macos")]
+fn ps(args: &[&str]) -> String {
+    Command::new("ps")
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Whether `pid` is a live process: it exists and is not a zombie.
@@ -328,21 +379,38 @@ pub fn alive(pid: i32) -> bool {
     proc_stat(pid).is_some_and(|f| f.first().is_some_and(|s| !s.starts_with(['Z', 'X'])))
 }
 
-/// Pids of live processes whose command line contains `needle`.
-pub fn processes_matching(needle: &str) -> Vec<i32> {
-    let me = std::process::id() as i32;
+/// Every process's pid and command line.
+#[cfg(target_os = "linux")]
+fn command_lines() -> Vec<(i32, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me)
-        .filter(|&pid| {
+        .map(|pid| {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            // Zombies are dead already.
-            alive(pid)
-                && String::from_utf8_lossy(&cmd)
-                    .replace('\0', " ")
-                    .contains(needle)
+            (pid, String::from_utf8_lossy(&cmd).replace('\0', " "))
         })
+        .collect()
+}
+
+#[cfg(target_os = "macos")]
+fn command_lines() -> Vec<(i32, String)> {
+    ps(&["-axo", "pid=,command="])
+        .lines()
+        .filter_map(|l| {
+            let (pid, cmd) = l.trim_start().split_once(' ')?;
+            Some((pid.parse().ok()?, cmd.to_string()))
+        })
+        .collect()
+}
+
+/// Pids of live processes whose command line contains `needle`.
+pub fn processes_matching(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    command_lines()
+        .into_iter()
+        // Zombies are dead already.
+        .filter(|(pid, cmd)| *pid != me && cmd.contains(needle) && alive(*pid))
+        .map(|(pid, _)| pid)
         .collect()
 }
 

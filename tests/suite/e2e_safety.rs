@@ -88,11 +88,12 @@ fn spawn_on_terminal(p: &Project) -> (Child, std::fs::File) {
         .stdin(slave.try_clone().unwrap())
         .stdout(slave.try_clone().unwrap())
         .stderr(slave);
-    // SAFETY: setsid and ioctl are async-signal-safe.
+    // SAFETY: setsid and ioctl are async-signal-safe. (TIOCSCTTY is a
+    // c_uint on macOS, the request a c_ulong.)
     unsafe {
         cmd.pre_exec(|| {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
-            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
+            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

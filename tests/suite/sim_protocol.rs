@@ -163,14 +163,8 @@ fn is_type(kind: &'static str) -> impl Fn(&Value) -> bool {
 fn process_gone(pid: i32) -> bool {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => return true,
-            Ok(stat) => {
-                let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-                if state.starts_with('Z') || state.starts_with('X') {
-                    return true;
-                }
-            }
+        if process_gone_now(pid) {
+            return true;
         }
         if Instant::now() > deadline {
             return false;
@@ -405,15 +399,7 @@ fn sigint_kills_the_running_tool_and_reports_aborted_tools() {
 }
 
 fn process_gone_now(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(true)
+    !crate::common::alive(pid)
 }
 
 #[test]

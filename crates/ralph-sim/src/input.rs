@@ -1,7 +1,6 @@
 //! Input: the stdin reader, signals (a self-pipe and a thread), and the handoff path a
 //! checkpoint request names.
 
-use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::os::fd::{BorrowedFd, IntoRawFd};
 use std::process::ExitStatus;
@@ -10,7 +9,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
 use std::thread;
 
-use nix::fcntl::OFlag;
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::unistd::Pid;
 use regex::Regex;
@@ -138,9 +136,16 @@ pub(crate) fn kill_tool_group() {
 /// inherited by the Bash tools, and a caught one is reset to default on exec.
 pub(crate) fn install_signal_handlers(tx: Sender<Event>, on_sigterm: OnSigterm) -> Result<()> {
     SIGTERM_EXITS.store(on_sigterm == OnSigterm::Exit, Ordering::SeqCst);
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .map_err(|e| signal_error("cannot create the signal pipe", e))?;
-    SIGNAL_PIPE.store(write.into_raw_fd(), Ordering::SeqCst);
+    // std's pipe is close-on-exec on every platform (pipe2 is not on macOS).
+    let (read, write) = std::io::pipe().map_err(|source| Error::Io {
+        action: "cannot create the signal pipe",
+        path: None,
+        source,
+    })?;
+    SIGNAL_PIPE.store(
+        std::os::fd::OwnedFd::from(write).into_raw_fd(),
+        Ordering::SeqCst,
+    );
     let action = SigAction::new(
         SigHandler::Handler(note_signal),
         SaFlags::SA_RESTART,
@@ -154,7 +159,7 @@ pub(crate) fn install_signal_handlers(tx: Sender<Event>, on_sigterm: OnSigterm) 
         unsafe { signal::sigaction(sig, &action) }.map_err(|e| signal_error(what, e))?;
     }
     thread::spawn(move || {
-        let mut pipe = File::from(read);
+        let mut pipe = read;
         let mut byte = [0u8; 1];
         while pipe.read_exact(&mut byte).is_ok() {
             let sig = i32::from(byte[0]);

@@ -61,7 +61,8 @@ pub(crate) struct NotifyConfig {
     pub(crate) telegram_chat: Option<String>,
     /// The Bot API's address (a proxy, or a local server in tests).
     pub(crate) telegram_api: String,
-    /// `notify-send` on this machine, when it is installed.
+    /// `notify-send` on this machine, when it is installed (macOS:
+    /// Notification Center through `osascript`).
     pub(crate) desktop: bool,
     /// A command that sends mail: run with `sh -c`, the text on stdin,
     /// `RALPH_NOTIFY_SUBJECT` and `RALPH_NOTIFY_EVENT` in its environment

@@ -136,13 +136,8 @@ impl Channel {
                 request.send(n.text.as_str()).map(drop).map_err(describe)
             }
             Channel::Desktop => {
-                let urgency = match n.kind {
-                    Kind::NeedsHuman | Kind::BreakerOpen => "critical",
-                    _ => "normal",
-                };
-                let command = format!(
-                    "notify-send --app-name=ralph -u {urgency} -- \"$RALPH_NOTIFY_SUBJECT\" \"$(cat)\""
-                );
+                let critical = matches!(n.kind, Kind::NeedsHuman | Kind::BreakerOpen);
+                let command = crate::platform::desktop_notification(critical);
                 command_send(&command, n, root, timeout)
             }
             Channel::Email(command) => command_send(command, n, root, timeout),

@@ -7,8 +7,9 @@
 //! The child gets a process group of its own, so a terminal's Ctrl-C or an
 //! engine's SIGTERM reaches the worker, which forwards it once (the loop's
 //! first interrupt: checkpoint, WIP commit, exit 130) and keeps the rest of
-//! the grace for its push; and `PR_SET_PDEATHSIG`, so a worker killed with
-//! SIGKILL takes its loop (and that loop its agent) with it.
+//! the grace for its push; and the parent-death rule
+//! (`platform::die_with_parent`), so a worker killed with SIGKILL takes its
+//! loop (and that loop its agent) with it.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
@@ -68,12 +69,11 @@ impl Loop {
         for (k, v) in env {
             command.env(k, v);
         }
-        // SAFETY: prctl is async-signal-safe and changes only the child.
-        unsafe {
-            command.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
-            });
-        }
+        crate::platform::die_with_parent(
+            &mut command,
+            Signal::SIGKILL,
+            crate::platform::Heir::Ralph,
+        );
         let child = command
             .spawn()
             .map_err(|e| Error::wrap("cannot start the worker's loop (`ralph run`)", e))?;

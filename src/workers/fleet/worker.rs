@@ -124,8 +124,7 @@ fn worker_id(given: Option<&str>) -> Result<String> {
     {
         Some(id) => id,
         None => {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .unwrap_or_else(|_| "host".into());
+            let host = crate::platform::hostname().unwrap_or_else(|| "host".into());
             let host: String = host
                 .trim()
                 .chars()
