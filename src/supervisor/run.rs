@@ -358,6 +358,7 @@ impl Supervisor {
     }
 
     pub(super) async fn iterations(&mut self) -> Result<(Outcome, String)> {
+        let first = self.state.iteration;
         loop {
             // A signal or `ralph stop` between two iterations must not
             // start another agent.
@@ -368,6 +369,12 @@ impl Supervisor {
                 if let Some(end) = self.on_request_between(request, "between iterations") {
                     return Ok(end);
                 }
+            }
+            // Nothing open: no session is paid for to find out (before the
+            // budgets and the iteration limit: the night's work is done).
+            let after = (self.state.iteration > first).then_some(self.state.iteration);
+            if let Some(why) = self.finished_plan(after) {
+                return Ok((Outcome::Completed, why));
             }
             let now = Now::read();
             let admission = self
