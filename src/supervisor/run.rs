@@ -27,6 +27,7 @@ use crate::project::Project;
 use crate::prompt;
 use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
+use crate::rules::fatal;
 use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
 
 #[derive(Debug, Clone, Default)]
@@ -472,6 +473,7 @@ impl Supervisor {
                 return Ok(Facts {
                     number,
                     started_at,
+                    cannot_start: gone_or_not_executable(&e),
                     spawn_error: Some(e.render().trim_end().replace('\n', "; ")),
                     signals: self.flags.signals,
                     ..Facts::default()
@@ -532,6 +534,15 @@ impl Supervisor {
         };
         self.flags.absorb(&facts);
         let mut verdict = verdict::judge(&facts, &measured, &self.flags);
+        let signs = fatal::Signs {
+            agent: self.config.agent.kind,
+            cannot_start: facts.spawn_error.as_deref().filter(|_| facts.cannot_start),
+            result: facts.result.as_ref(),
+            exit_code: facts.exit_code,
+        };
+        if let Some(f) = fatal::classify(signs) {
+            verdict::fatal(&mut verdict, f);
+        }
         let mut gate = verdict::Gate {
             open_items: plan_after.open_count(),
             require_plan_complete: self.config.loop_.require_plan_complete,
@@ -657,6 +668,22 @@ impl Supervisor {
         }
         None
     }
+}
+
+/// The agent's program is missing or not executable: the spawn failed
+/// for a reason no later attempt cures (not a shortage of pipes or memory).
+fn gone_or_not_executable(e: &crate::error::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            );
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// Parse `--deadline HH:MM`: the next such local time.

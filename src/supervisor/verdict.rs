@@ -9,6 +9,7 @@ use crate::config::format_duration;
 use crate::context::Level;
 use crate::events::Event;
 use crate::rules::breaker::{self, Admission, BreakerState, Trip};
+use crate::rules::fatal::Fatal;
 use crate::rules::limits::LimitHit;
 use crate::state::{IterationOutcome, RunStatus, Trigger};
 
@@ -130,6 +131,7 @@ pub(super) fn judge(facts: &Facts, measured: &Measured, flags: &RunFlags) -> Ver
         cut_short: flags.signals.any()
             || flags.stop_requested
             || checkpoint.is_some_and(|c| c.trigger == Trigger::Budget),
+        fatal: None,
     };
     Verdict {
         progress,
@@ -173,6 +175,24 @@ pub(super) fn refuse(verdict: &mut Verdict, why: String) {
     verdict.error = Some(why.clone());
     verdict.breaker.failed = true;
     verdict.breaker.error = Some(why);
+}
+
+/// An error no further session gets past (`rules::fatal`): a failure that
+/// opens the breaker at once, even where a usage limit would be waited out
+/// (OpenAI's `insufficient_quota` is a 429 that no wait cures).
+pub(super) fn fatal(verdict: &mut Verdict, fatal: Fatal) {
+    if verdict.outcome == IterationOutcome::UsageLimit {
+        verdict.outcome = IterationOutcome::Failed;
+    }
+    let why = verdict
+        .error
+        .clone()
+        .unwrap_or_else(|| fatal.message.clone());
+    verdict.error = Some(why.clone());
+    verdict.breaker.failed = true;
+    verdict.breaker.error = Some(why);
+    verdict.breaker.rate_limited = false;
+    verdict.breaker.fatal = Some(fatal);
 }
 
 /// Why this iteration counts as a failure, if it does.

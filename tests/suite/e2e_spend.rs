@@ -108,3 +108,108 @@ fn a_plan_checked_off_over_failing_checks_is_not_completed() {
     assert_ne!(run.code, Some(0), "{}", run.describe());
     assert_ne!(run.ended()["outcome"], "completed");
 }
+
+/// One session that fails with `error` (the sim's API error step).
+fn failing(error_step: &str) -> String {
+    format!(
+        "record_messages = \".ralph/messages.jsonl\"\n\n[[step]]\ncontext = 20000\ntext = \"Starting.\"\n[[step]]\n{error_step}\n"
+    )
+}
+
+/// `ralph run` with agent `kind`, playing `scenario`.
+fn run_kind(kind: &str, scenario: &str) -> (Project, crate::common::Run) {
+    let p = Project::new(PLAN, scenario, "");
+    p.write(
+        "ralph.toml",
+        &format!("[agent]\nkind = \"{kind}\"\ncommand = \"ralph sim scenario.toml\"\n\n[loop]\nmax_iterations = 6\n"),
+    );
+    let run = p.run(&[], LIMIT);
+    (p, run)
+}
+
+#[test]
+fn fatal_agent_errors_stop_the_run_after_the_first_session() {
+    // (kind, the failing step, words of the reason)
+    let cases = [
+        (
+            "claude",
+            // Claude Code's billing refusal: `subtype: "success"`, `is_error: true`.
+            "error = \"invalid_request\"\ntext = \"Credit balance is too low · Add funds: https://console.anthropic.com/settings/billing\"\napi_error_status = 400",
+            "account cannot pay",
+        ),
+        (
+            "claude",
+            "error = \"authentication_failed\"",
+            "refused the login",
+        ),
+        (
+            "codex",
+            "error = \"authentication_failed\"",
+            "run `codex login`",
+        ),
+        (
+            "opencode",
+            "error = \"authentication_failed\"",
+            "opencode auth login",
+        ),
+        ("gemini", "exit = 41", "Gemini CLI exited with 41"),
+    ];
+    for (kind, step, words) in cases {
+        let (p, run) = run_kind(kind, &failing(step));
+        let started = run.of("iteration_started").len();
+        assert_eq!(started, 1, "{kind} {step}\n{}", run.describe());
+        assert!(sessions(&p) <= 1, "{kind}: {} sessions", sessions(&p));
+        assert_eq!(run.code, Some(3), "{kind}\n{}", run.describe());
+        let reason = run.ended()["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("circuit breaker opened (fatal): "),
+            "{reason}"
+        );
+        assert!(reason.contains(words), "{kind}: {reason}");
+        assert!(reason.ends_with("`ralph run --reset-breaker`"), "{reason}");
+    }
+}
+
+#[test]
+fn retryable_errors_keep_the_breakers_counting() {
+    let (p, run) = run_kind("claude", &failing("error = \"overloaded\""));
+    // breaker.consecutive_failures (3) sessions, as before.
+    assert_eq!(run.of("iteration_started").len(), 3, "{}", run.describe());
+    assert_eq!(sessions(&p), 3);
+    assert_eq!(run.code, Some(3));
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.contains("(consecutive_failures)"), "{reason}");
+}
+
+#[test]
+fn an_agent_that_can_no_longer_be_started_stops_the_run_at_once() {
+    // The first session takes its own program's execute bit away (an
+    // update gone wrong): the next cannot start, and no third is tried.
+    let scenario = "[[step]]\ncontext = 20000\ncommand = \"chmod -x agent.sh\"\n[[step]]\nresult = \"Working.\"\n";
+    let p = Project::new(PLAN, scenario, "");
+    p.write(
+        "agent.sh",
+        &format!(
+            "#!/bin/sh\nexec {} sim scenario.toml \"$@\"\n",
+            crate::common::BIN
+        ),
+    );
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(p.path("agent.sh"))
+        .status()
+        .unwrap();
+    p.write(
+        "ralph.toml",
+        "[agent]\ncommand = \"./agent.sh\"\n\n[loop]\nmax_iterations = 6\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.of("iteration_started").len(), 2, "{}", run.describe());
+    assert_eq!(run.code, Some(3), "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("circuit breaker opened (fatal): Claude Code cannot start"),
+        "{reason}"
+    );
+    assert!(reason.contains("agent.command"), "{reason}");
+}
