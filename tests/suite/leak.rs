@@ -430,7 +430,7 @@ sleep_ms = 30000
 [[iteration.step]]
 result = "<promise>COMPLETE</promise>"
 "#;
-    let p = Project::new("- [x] done\n", scenario, "");
+    let p = Project::new("- [ ] done\n", scenario, "[loop]\nrequire_plan_complete = false\n");
     let mut child = p.spawn_run(&[]);
     let mut sleeper = None;
     common::wait_until("the tool starts", Duration::from_secs(20), || {
@@ -474,7 +474,7 @@ result = "<promise>COMPLETE</promise>"
 #[test]
 fn a_transcript_past_its_cap_keeps_every_line_with_long_strings_cut() {
     let scenario = "[[step]]\ncontext = 30000\ntext = \"Reading.\"\n[[step]]\nbig_line_bytes = 3145728\n[[step]]\nbig_line_bytes = 3145728\n[[step]]\nresult = \"<promise>COMPLETE</promise>\"\n";
-    let p = Project::new("- [x] done\n", scenario, "[runs]\ntranscript_cap_mib = 1\n");
+    let p = Project::new("- [ ] done\n", scenario, "[runs]\ntranscript_cap_mib = 1\n[loop]\nrequire_plan_complete = false\n");
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     let run_id = p.state()["run_id"].as_str().unwrap().to_string();
@@ -507,7 +507,7 @@ fn a_transcript_past_its_cap_keeps_every_line_with_long_strings_cut() {
 #[test]
 fn only_the_last_runs_are_kept_and_earlier_transcripts_are_gzipped() {
     let scenario = "[[step]]\ncontext = 30000\nresult = \"<promise>COMPLETE</promise>\"\n";
-    let p = Project::new("- [x] done\n", scenario, "[runs]\nkeep = 2\n");
+    let p = Project::new("- [ ] done\n", scenario, "[runs]\nkeep = 2\n[loop]\nrequire_plan_complete = false\n");
     let mut ids = Vec::new();
     for _ in 0..3 {
         let run = p.run(&["--fresh"], LIMIT);
