@@ -237,7 +237,9 @@ impl Supervisor {
     pub(super) fn save(&mut self) {
         let path = self.layout.state();
         if let Err(e) = self.state.save(&path) {
-            self.events.warn(format!("cannot save the run state: {e}"));
+            self.events.warn(format!(
+                "cannot save the run state: {e}; the run goes on degraded, .ralph/state.json keeps its last good version"
+            ));
         }
     }
 

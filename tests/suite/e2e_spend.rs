@@ -213,3 +213,80 @@ fn an_agent_that_can_no_longer_be_started_stops_the_run_at_once() {
     );
     assert!(reason.contains("agent.command"), "{reason}");
 }
+
+/// A small tmpfs mounted for the test (root only), unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "skipped: cannot mount a small tmpfs here (needs root); the full-disk test did not run"
+            );
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+
+    /// Fill it to the last byte.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.dir.path().join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        while f.write_all(&[0]).is_ok() {}
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_never_destroys_the_last_good_state() {
+    let Some(disk) = SmallDisk::mount("256k") else {
+        return;
+    };
+    let path = disk.dir.path().join("state.json");
+    // The last good state, compact and padded to a whole page (as an
+    // earlier in-place save leaves it).
+    let mut good = br#"{"version":1,"run_id":"20261127-0300-abcd","iteration":7,"status":"running","cost_usd":4.25}"#.to_vec();
+    good.resize(4096, b' ');
+    std::fs::write(&path, &good).unwrap();
+    disk.fill();
+    // The run's end, with more to say than the page holds.
+    let ended = serde_json::json!({
+        "version": 1,
+        "run_id": "20261127-0300-abcd",
+        "iteration": 8,
+        "status": "completed",
+        "cost_usd": 4.75,
+        "exit_reason": "x".repeat(6000),
+    });
+    let mut state: ralph::state::RunState = serde_json::from_value(ended).unwrap();
+    let saved = state.save(&path);
+    assert!(saved.is_err(), "nothing can be written on a full disk");
+    // The old file is whole: `ralph status` and `ralph report` still read it.
+    let text = std::fs::read(&path).unwrap();
+    let kept: serde_json::Value = serde_json::from_slice(&text).unwrap_or_else(|e| {
+        panic!(
+            "state.json destroyed ({e}): {}",
+            String::from_utf8_lossy(&text[..200])
+        )
+    });
+    assert_eq!(kept["iteration"], 7);
+    assert!(ralph::state::RunState::load(&path).unwrap().is_some());
+}

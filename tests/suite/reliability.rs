@@ -686,7 +686,11 @@ command = "sleep 611"
 [[iteration.step]]
 result = "<promise>COMPLETE</promise>"
 "#;
-    let p = Project::new("- [ ] done\n", scenario, "[loop]\nrequire_plan_complete = false\n");
+    let p = Project::new(
+        "- [ ] done\n",
+        scenario,
+        "[loop]\nrequire_plan_complete = false\n",
+    );
     let mut child = p.spawn_run(&[]);
     let deadline = Instant::now() + Duration::from_secs(20);
     let sleeper = loop {
@@ -977,7 +981,10 @@ sleep 0.3
 "#;
     let p = Project::new("- [ ] work\n", "", "");
     p.write("emit.sh", emit);
-    p.write("ralph.toml", "[agent]\ncommand = \"sh emit.sh\"\n[loop]\nrequire_plan_complete = false\n");
+    p.write(
+        "ralph.toml",
+        "[agent]\ncommand = \"sh emit.sh\"\n[loop]\nrequire_plan_complete = false\n",
+    );
     let m = measured(run_cmd(&p, &[]), LIMIT);
     assert_eq!(m.run.code, Some(0), "{}", m.run.describe());
     assert!(m.peak_rss < RSS_BOUND, "peak RSS {}", mib(m.peak_rss));
