@@ -312,6 +312,11 @@ impl Supervisor {
             &self.state,
             None,
         );
+        if let Some(why) =
+            budget::unbindable_cost(self.config.agent.kind, self.config.loop_.max_cost_usd)
+        {
+            self.events.warn(why);
+        }
         self.take_over(dead);
         // After the takeover: the user's edits it committed before the run
         // are not the night's work.

@@ -290,3 +290,35 @@ fn a_full_disk_never_destroys_the_last_good_state() {
     assert_eq!(kept["iteration"], 7);
     assert!(ralph::state::RunState::load(&path).unwrap().is_some());
 }
+
+#[test]
+fn a_cost_budget_that_cannot_bind_is_said_at_the_start() {
+    for (kind, said) in [("codex", true), ("gemini", true), ("claude", false)] {
+        let p = Project::new(PLAN, CHECK_OFF_NO_PROMISE, "");
+        p.write(
+            "ralph.toml",
+            &format!("[agent]\nkind = \"{kind}\"\ncommand = \"ralph sim scenario.toml\"\n\n[loop]\nmax_cost_usd = 5.0\n"),
+        );
+        let run = p.run(&[], LIMIT);
+        let warned = run.of("warning").into_iter().any(|w| {
+            w["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("loop.max_cost_usd ($5.00) cannot limit this run")
+        });
+        assert_eq!(warned, said, "{kind}\n{}", run.describe());
+        if said {
+            // Before the first session.
+            let first = |name: &str| run.events.iter().position(|e| e["event"] == name);
+            assert!(
+                first("warning") < first("iteration_started"),
+                "{}",
+                run.describe()
+            );
+            // And on the terminal of a run without --json.
+            let out = p.ralph().args(["run", "--fresh"]).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("cannot limit this run"), "{err}");
+        }
+    }
+}
