@@ -377,6 +377,54 @@ pub struct RunState {
     /// When the run ended (RFC 3339); none while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
+    /// The checkpoints' WIP commits: how many had something to commit,
+    /// how many were committed, why the last one that failed did.
+    #[serde(default, skip_serializing_if = "CommitTally::is_empty")]
+    pub commits: CommitTally,
+}
+
+/// The checkpoints' WIP commits of a run ("N of M checkpoints committed").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CommitTally {
+    pub tried: u32,
+    pub committed: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
+}
+
+impl CommitTally {
+    fn is_empty(&self) -> bool {
+        self.tried == 0
+    }
+
+    /// One checkpoint's commit: made (`Ok`), failed (why), or not called
+    /// for (`None`: nothing to commit, `git.wip_commit` off).
+    pub(crate) fn count(&mut self, commit: Option<Result<(), &str>>) {
+        match commit {
+            Some(Ok(())) => {
+                self.tried += 1;
+                self.committed += 1;
+            }
+            Some(Err(why)) => {
+                self.tried += 1;
+                self.last_failure = Some(why.to_string());
+            }
+            None => {}
+        }
+    }
+
+    /// What the run's end says of them when some failed.
+    pub(crate) fn shortfall(&self) -> Option<String> {
+        (self.committed < self.tried).then(|| {
+            format!(
+                "{} of {} checkpoints committed (the last failure: {})",
+                self.committed,
+                self.tried,
+                self.last_failure.as_deref().unwrap_or("unknown")
+            )
+        })
+    }
 }
 
 impl Default for RunState {
@@ -421,6 +469,7 @@ impl Default for RunState {
             end_commit: None,
             iteration_tree: None,
             ended_at: None,
+            commits: CommitTally::default(),
         }
     }
 }
@@ -643,6 +692,33 @@ pub(crate) fn now_rfc3339() -> String {
 mod tests {
     use super::*;
     use crate::state::{Lock, running_supervisor};
+
+    type Commit<'a> = Option<Result<(), &'a str>>;
+
+    #[test]
+    fn checkpoints_committed_are_counted_and_a_shortfall_said() {
+        let mut t = CommitTally::default();
+        assert_eq!(t.shortfall(), None);
+        // (the checkpoint's commit) → the tally said afterwards
+        let steps: [(Commit, Option<&str>); 4] = [
+            (Some(Ok(())), None),
+            (None, None),
+            (
+                Some(Err("another git process holds .git/index.lock")),
+                Some(
+                    "1 of 2 checkpoints committed (the last failure: another git process holds .git/index.lock)",
+                ),
+            ),
+            (
+                Some(Err("HEAD is detached")),
+                Some("1 of 3 checkpoints committed (the last failure: HEAD is detached)"),
+            ),
+        ];
+        for (commit, said) in steps {
+            t.count(commit);
+            assert_eq!(t.shortfall().as_deref(), said);
+        }
+    }
 
     #[test]
     fn the_in_place_fallback_writes_only_what_fits_over_the_old_file() {

@@ -317,6 +317,7 @@ impl Supervisor {
         {
             self.events.warn(why);
         }
+        self.doomed_commits();
         self.take_over(dead);
         // After the takeover: the user's edits it committed before the run
         // are not the night's work.
@@ -345,12 +346,39 @@ impl Supervisor {
         Ok(outcome)
     }
 
+    /// Say before the first session what would make every checkpoint's
+    /// WIP commit fail all night (`Repo::commit_blockers`, the same list
+    /// `ralph doctor` shows), not at the first checkpoint.
+    fn doomed_commits(&mut self) {
+        if !self.config.git.wip_commit {
+            return;
+        }
+        let blockers = match repo::Repo::open(&self.root) {
+            Ok(Some(r)) => r.commit_blockers(),
+            _ => vec![repo::Blocker {
+                what: "this project is not in a git repository".into(),
+                fix:
+                    "`git init && git add -A && git commit -m start`, or set git.wip_commit = false"
+                        .into(),
+            }],
+        };
+        for b in blockers {
+            self.events.warn(format!(
+                "no checkpoint of this run can be committed: {}; fix: {}",
+                b.what, b.fix
+            ));
+        }
+    }
+
     /// The commit HEAD is at, if there is a repository with one.
     pub(super) fn head(&self) -> Option<String> {
         repo::Repo::open(&self.root).ok().flatten()?.head_id()
     }
 
-    pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, reason: String) {
+    pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, mut reason: String) {
+        if let Some(shortfall) = self.state.commits.shortfall() {
+            reason = format!("{reason}; {shortfall}");
+        }
         self.state.end_commit = self.head();
         self.state.ended_at = Some(jiff::Timestamp::now().to_string());
         self.state.status = status;

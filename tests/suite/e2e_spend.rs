@@ -322,3 +322,79 @@ fn a_cost_budget_that_cannot_bind_is_said_at_the_start() {
         }
     }
 }
+
+#[test]
+fn a_stale_index_lock_is_said_before_the_first_session_and_counted_at_the_end() {
+    let p = Project::new(
+        "- [ ] parser\n",
+        crate::common::QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let lock = p.path(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    // `ralph doctor` names it (it said ok).
+    let out = p.ralph().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("index.lock is left from a git process that ended"),
+        "{text}"
+    );
+    let run = p.run(&[], LIMIT);
+    let first = |name: &str| run.events.iter().position(|e| e["event"] == name);
+    let warned = run.events.iter().position(|e| {
+        e["event"] == "warning"
+            && e["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("no checkpoint of this run can be committed: ")
+    });
+    assert!(
+        warned.is_some() && warned < first("iteration_started"),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(run.of("checkpoint").len(), 1, "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.starts_with("iteration limit reached"), "{reason}");
+    assert!(
+        reason.contains("; 0 of 1 checkpoints committed (the last failure: "),
+        "{reason}"
+    );
+    assert_eq!(p.state()["commits"]["committed"], 0);
+}
+
+#[test]
+fn a_detached_head_is_said_before_the_first_session() {
+    let p = Project::new(
+        "- [ ] parser\n",
+        crate::common::QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let repo = p.repo();
+    let head = repo.head().unwrap().target().unwrap();
+    repo.set_head_detached(head).unwrap();
+    let run = p.run(&[], LIMIT);
+    let warning = run
+        .of("warning")
+        .into_iter()
+        .find_map(|w| {
+            w["message"]
+                .as_str()
+                .filter(|m| m.contains("HEAD is detached"))
+                .map(String::from)
+        })
+        .unwrap_or_else(|| panic!("{}", run.describe()));
+    assert!(
+        warning.starts_with("no checkpoint of this run can be committed"),
+        "{warning}"
+    );
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.contains("0 of 1 checkpoints committed"), "{reason}");
+}
