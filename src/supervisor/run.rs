@@ -333,7 +333,21 @@ impl Supervisor {
             };
             self.publish(reset, None);
         }
-        let (outcome, reason) = match self.iterations().await {
+        // A usage-limit wait that a killed supervisor (or the run before
+        // `--fresh`) recorded still holds: no session before its time.
+        let recorded = crate::rules::limits::recorded(
+            self.state.waiting_until.as_deref(),
+            jiff::Timestamp::now(),
+        );
+        let waited = match recorded {
+            Some(hit) => self.wait_for_limit(hit).await,
+            None => None,
+        };
+        let ended = match waited {
+            Some(end) => Ok(end),
+            None => self.iterations().await,
+        };
+        let (outcome, reason) = match ended {
             Ok(end) => end,
             Err(e) => {
                 // ralph's own failure (a template, the disk): the state and

@@ -398,3 +398,50 @@ fn a_detached_head_is_said_before_the_first_session() {
     let reason = run.ended()["reason"].as_str().unwrap();
     assert!(reason.contains("0 of 1 checkpoints committed"), "{reason}");
 }
+
+#[test]
+fn a_usage_limit_wait_is_honoured_after_kill_9_and_after_fresh() {
+    // Iteration 1 hits a usage limit that resets in 40 s; every later one works.
+    let scenario = r#"
+record_messages = ".ralph/messages.jsonl"
+[[iteration]]
+exit_code = 1
+[[iteration.step]]
+context = 30000
+text = "Starting."
+[[iteration.step]]
+rate_limit = "rejected"
+resets_in_secs = 40
+rate_limit_type = "five_hour"
+[[iteration.step]]
+error = "rate_limit"
+resets_in_secs = 40
+[[iteration]]
+[[iteration.step]]
+context = 30000
+text = "Back."
+"#;
+    let p = Project::new(PLAN, scenario, "");
+    let mut first = p.spawn_unread_run();
+    crate::common::wait_for_event(&p, "limit_wait", Duration::from_secs(30));
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    assert_eq!(sessions(&p), 1);
+    for args in [&[][..], &["--fresh"][..]] {
+        let mut again = p.spawn_run(args);
+        std::thread::sleep(Duration::from_secs(4));
+        assert_eq!(
+            sessions(&p),
+            1,
+            "{args:?}: a session started before the recorded reset"
+        );
+        let log = p.read(".ralph/events.jsonl");
+        let last_start = log.rfind("\"event\":\"run_started\"").unwrap();
+        assert!(
+            log[last_start..].contains("\"source\":\"recorded\""),
+            "{args:?}: {log}"
+        );
+        again.kill().unwrap();
+        again.wait().unwrap();
+    }
+}
