@@ -295,6 +295,23 @@ fn gather(root: &Path, config: &Config, m: &Moment, saved: &mut Saved) -> Gather
 
 /// The WIP commit of the tree as it stands, handoff included; a commit
 /// that was skipped rewrites the handoff to say so.
+impl Saved {
+    /// Its WIP commit for the run's tally: made, failed (why), or not
+    /// called for (nothing to commit, `git.wip_commit` off).
+    pub(crate) fn commit_outcome(&self) -> Option<Result<(), &str>> {
+        if self.commit.is_some() {
+            return Some(Ok(()));
+        }
+        match self.commit_note.as_deref() {
+            None | Some(NOTHING_TO_COMMIT) | Some(WIP_OFF) => None,
+            Some(why) => Some(Err(why)),
+        }
+    }
+}
+
+const NOTHING_TO_COMMIT: &str = "nothing to commit";
+const WIP_OFF: &str = "git.wip_commit is off";
+
 fn commit(
     root: &Path,
     config: &Config,
@@ -304,17 +321,15 @@ fn commit(
     saved: &mut Saved,
 ) {
     match &g.repo {
+        _ if !config.git.wip_commit => saved.commit_note = Some(WIP_OFF.into()),
         None => saved.commit_note = Some("not a git repository".into()),
-        Some(_) if !config.git.wip_commit => {
-            saved.commit_note = Some("git.wip_commit is off".into());
-        }
         Some(r) => {
             let message = commit_message(config, m, saved);
             let message = crate::text::secrets::scrub_keeping(&message, &g.plan_text);
             match r.wip_commit_leaving_out(&message, &g.own, &saved.left_out) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
-                    saved.commit_note = Some("nothing to commit".into());
+                    saved.commit_note = Some(NOTHING_TO_COMMIT.into());
                 }
                 CommitOutcome::Skipped { reason } => {
                     if saved.handoff.is_some() {

@@ -13,7 +13,7 @@
 //!   snapshot.rs      snapshots for progress, made_progress
 //!   commit.rs        the WIP commit and its staging rules (what is staged, what is left out)
 //!   guard.rs         the [git] Guard: the rules that keep work out of a WIP commit
-//!   health.rs        commit_blockers: split/sparse index, detached HEAD (doctor, WIP commit)
+//!   health.rs        commit_blockers: split/sparse index, detached HEAD, a stale index.lock, an unwritable .git (doctor, the run's start, WIP commit)
 //!   stash.rs         stash entries, those made since an iteration began
 //!   outputs.rs       the files ralph's own stdout/stderr write to
 //!   scope.rs         a run's scope: the key of its work tree and project, the claim that
@@ -42,6 +42,7 @@ mod stat;
 pub use commit::CommitOutcome;
 pub(crate) use commit::{identities, remove_stale_commit_locks};
 pub use guard::Guard;
+pub(crate) use health::Blocker;
 pub(crate) use history::{CommitLine, DiffStat};
 pub(crate) use outputs::{output_files, remember_output_files};
 pub use repository::*;

@@ -7,11 +7,13 @@
 //! rules/
 //!   breaker.rs       no progress, same error, failures, denials; closed/half-open/open
 //!   completion.rs    <promise>TEXT</promise> in the agent's own final text
+//!   fatal.rs         errors no session gets past: authentication, billing, cannot start
 //!   limits.rs        usage limits in the agent's lines, reset times with time zones
 //!   quota.rs         the quota guard: the 5-hour and weekly windows used, past their share
 //! ```
 
 pub(crate) mod breaker;
 pub(crate) mod completion;
+pub(crate) mod fatal;
 pub(crate) mod limits;
 pub(crate) mod quota;

@@ -80,6 +80,12 @@ impl AgentKind {
         }
     }
 
+    /// Whether its sessions report what they cost: `loop.max_cost_usd`
+    /// binds only then (Codex reports tokens, Gemini CLI neither).
+    pub(crate) fn reports_cost(self) -> bool {
+        matches!(self, AgentKind::Claude | AgentKind::Opencode)
+    }
+
     /// What to do when the agent's program is not found.
     pub(crate) fn install_hint(self) -> &'static str {
         match self {

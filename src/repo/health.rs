@@ -1,6 +1,7 @@
 //! Conditions that make every WIP commit of a run skip, found before the
 //! run (`ralph doctor`) and named with their fix: an index libgit2 cannot
-//! read (split index, sparse index) and a detached HEAD.
+//! read (split index, sparse index), a detached HEAD, an `index.lock`
+//! left by a git process that ended, a git directory this user cannot write.
 
 use serde::Serialize;
 
@@ -11,6 +12,14 @@ use super::Repo;
 pub(crate) struct Blocker {
     pub(crate) what: String,
     pub(crate) fix: String,
+}
+
+/// An `index.lock` this old is no running git's: commands that hold it
+/// take milliseconds to seconds, and a commit waits only 2 s for it.
+const STALE_INDEX_LOCK: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn stale_index_lock(age: std::time::Duration) -> bool {
+    age >= STALE_INDEX_LOCK
 }
 
 const SPLIT_FIX: &str = "`git update-index --no-split-index && git config core.splitIndex false`";
@@ -38,6 +47,32 @@ impl Repo {
             out.push(Blocker {
                 what: "the index is sparse (index.sparse), which libgit2 cannot read".into(),
                 fix: SPARSE_FIX.into(),
+            });
+        }
+        let lock = self.git.path().join("index.lock");
+        let age = std::fs::metadata(&lock)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok());
+        if let Some(age) = age.filter(|a| stale_index_lock(*a)) {
+            out.push(Blocker {
+                what: format!(
+                    "{} is left from a git process that ended ({} old): every commit gives up on it",
+                    lock.display(),
+                    crate::config::format_duration(age)
+                ),
+                fix: format!(
+                    "if no git command is running in this repository, remove it: `rm {}`",
+                    lock.display()
+                ),
+            });
+        }
+        let writable = nix::unistd::access(self.git.path(), nix::unistd::AccessFlags::W_OK).is_ok();
+        if !writable {
+            out.push(Blocker {
+                what: format!("{} is not writable", self.git.path().display()),
+                fix: "make it writable for this user (`chmod -R u+w .git`), or run where it is"
+                    .into(),
             });
         }
         if self.git.head_detached().unwrap_or(false) {
@@ -73,5 +108,54 @@ impl Repo {
         let message = e.message();
         let rest = message.split("unsupported mandatory extension: '").nth(1)?;
         Some(rest.chars().take(4).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::repo::repository::tests::{init_repo, open};
+
+    #[test]
+    fn an_index_lock_is_stale_once_no_git_could_still_hold_it() {
+        // (age in seconds) → stale
+        for (secs, stale) in [
+            (0, false),
+            (2, false),
+            (29, false),
+            (30, true),
+            (3600, true),
+        ] {
+            assert_eq!(stale_index_lock(Duration::from_secs(secs)), stale, "{secs}");
+        }
+        let (dir, git) = init_repo();
+        let lock = git.path().join("index.lock");
+        // A lock a running git holds now is no blocker.
+        std::fs::write(&lock, "").unwrap();
+        assert!(open(dir.path()).commit_blockers().is_empty());
+        // One left an hour ago is.
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&lock)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
+        let blockers = open(dir.path()).commit_blockers();
+        assert_eq!(blockers.len(), 1, "{blockers:?}");
+        assert!(
+            blockers[0]
+                .what
+                .contains("index.lock is left from a git process that ended (1h"),
+            "{}",
+            blockers[0].what
+        );
+        assert!(
+            blockers[0].fix.starts_with("if no git command is running"),
+            "{}",
+            blockers[0].fix
+        );
     }
 }

@@ -106,6 +106,8 @@ pub(crate) struct Outcome {
     /// The user (a signal, `ralph stop`) or a budget ended the iteration
     /// early: it says nothing about the agent unless it got somewhere.
     pub(crate) cut_short: bool,
+    /// An error no further session gets past (`rules::fatal`): opens at once.
+    pub(crate) fatal: Option<super::fatal::Fatal>,
 }
 
 /// The breaker opened: which rule and what the user should do.
@@ -183,6 +185,14 @@ impl BreakerState {
     pub(crate) fn record(&mut self, o: &Outcome, cfg: &BreakerConfig, now: i64) -> Option<Trip> {
         if (o.rate_limited || o.cut_short) && !o.progress {
             return None;
+        }
+        if let Some(f) = &o.fatal {
+            let trip = Trip {
+                rule: "fatal",
+                message: f.message.clone(),
+                hint: f.hint.clone(),
+            };
+            return Some(self.open(trip, now));
         }
         if self.status == Status::HalfOpen {
             if o.progress {
@@ -586,6 +596,47 @@ mod tests {
         assert_eq!(b.status, Status::Closed);
         let path: Vec<_> = b.transitions.iter().map(|t| t.to.name()).collect();
         assert_eq!(path, ["open", "half-open", "open", "half-open", "closed"]);
+    }
+
+    #[test]
+    fn a_fatal_error_opens_at_once_in_every_state() {
+        let fatal = crate::rules::fatal::Fatal {
+            kind: crate::rules::fatal::FatalKind::Billing,
+            message: "Claude Code's account cannot pay for the session: Credit balance is too low"
+                .into(),
+            hint: "add credit; then `ralph run --reset-breaker`".into(),
+        };
+        let o = Outcome {
+            fatal: Some(fatal),
+            ..failed("Credit balance is too low")
+        };
+        // (state before, progress) → opens with the fatal rule
+        for (status, progress) in [
+            (Status::Closed, false),
+            (Status::Closed, true),
+            (Status::HalfOpen, false),
+            (Status::HalfOpen, true),
+        ] {
+            let mut b = BreakerState {
+                status,
+                ..BreakerState::default()
+            };
+            let o = Outcome {
+                progress,
+                ..o.clone()
+            };
+            let trip = b.record(&o, &cfg(), 5).expect("opens");
+            assert_eq!(trip.rule, "fatal");
+            assert!(trip.message.ends_with("Credit balance is too low"));
+            assert_eq!(b.status, Status::Open, "{status:?} {progress}");
+        }
+        // The user's stop outranks it: nothing is held against the agent.
+        let mut b = BreakerState::default();
+        let stopped = Outcome {
+            cut_short: true,
+            ..o
+        };
+        assert_eq!(b.record(&stopped, &cfg(), 5), None);
     }
 
     #[test]

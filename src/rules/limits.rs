@@ -21,6 +21,9 @@ pub enum LimitSource {
     Http429,
     /// Limit wording in the agent's own short result text.
     ResultText,
+    /// The wait a supervisor recorded in `state.json` (`waiting_until`)
+    /// before it was killed, or before `--fresh`: the account's limit holds.
+    Recorded,
 }
 
 impl LimitSource {
@@ -30,6 +33,7 @@ impl LimitSource {
             LimitSource::SyntheticError => "synthetic_error",
             LimitSource::Http429 => "http_429",
             LimitSource::ResultText => "result_text",
+            LimitSource::Recorded => "recorded",
         }
     }
 }
@@ -47,6 +51,18 @@ pub(crate) struct LimitHit {
     /// Which signal told us.
     pub(crate) source: LimitSource,
     pub(crate) detail: String,
+}
+
+/// A usage-limit wait recorded in the state (`waiting_until`) that has not
+/// ended yet at `now`: the account is still limited, whatever became of
+/// the supervisor that recorded it.
+pub(crate) fn recorded(waiting_until: Option<&str>, now: Timestamp) -> Option<LimitHit> {
+    let until: Timestamp = waiting_until?.parse().ok()?;
+    (until > now).then(|| LimitHit {
+        resets_at: Some(until),
+        source: LimitSource::Recorded,
+        detail: format!("the usage-limit wait recorded until {until}"),
+    })
 }
 
 /// A `rate_limit_event` line with status `rejected`.
@@ -200,6 +216,26 @@ fn month_number(name: &str) -> Option<i8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_wait_holds_until_its_time() {
+        let now: Timestamp = "2026-11-27T03:00:00Z".parse().unwrap();
+        // (waiting_until) → still limited
+        for (until, limited) in [
+            (None, false),
+            (Some("garbage"), false),
+            (Some("2026-11-27T02:59:59Z"), false),
+            (Some("2026-11-27T03:00:00Z"), false),
+            (Some("2026-11-27T03:20:00Z"), true),
+        ] {
+            let hit = recorded(until, now);
+            assert_eq!(hit.is_some(), limited, "{until:?}");
+            if let Some(hit) = hit {
+                assert_eq!(hit.source, LimitSource::Recorded);
+                assert_eq!(hit.resets_at.map(|t| t.to_string()).as_deref(), until);
+            }
+        }
+    }
 
     fn at(s: &str) -> Zoned {
         s.parse().unwrap()

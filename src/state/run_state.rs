@@ -377,6 +377,54 @@ pub struct RunState {
     /// When the run ended (RFC 3339); none while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
+    /// The checkpoints' WIP commits: how many had something to commit,
+    /// how many were committed, why the last one that failed did.
+    #[serde(default, skip_serializing_if = "CommitTally::is_empty")]
+    pub commits: CommitTally,
+}
+
+/// The checkpoints' WIP commits of a run ("N of M checkpoints committed").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CommitTally {
+    pub tried: u32,
+    pub committed: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
+}
+
+impl CommitTally {
+    fn is_empty(&self) -> bool {
+        self.tried == 0
+    }
+
+    /// One checkpoint's commit: made (`Ok`), failed (why), or not called
+    /// for (`None`: nothing to commit, `git.wip_commit` off).
+    pub(crate) fn count(&mut self, commit: Option<Result<(), &str>>) {
+        match commit {
+            Some(Ok(())) => {
+                self.tried += 1;
+                self.committed += 1;
+            }
+            Some(Err(why)) => {
+                self.tried += 1;
+                self.last_failure = Some(why.to_string());
+            }
+            None => {}
+        }
+    }
+
+    /// What the run's end says of them when some failed.
+    pub(crate) fn shortfall(&self) -> Option<String> {
+        (self.committed < self.tried).then(|| {
+            format!(
+                "{} of {} checkpoints committed (the last failure: {})",
+                self.committed,
+                self.tried,
+                self.last_failure.as_deref().unwrap_or("unknown")
+            )
+        })
+    }
 }
 
 impl Default for RunState {
@@ -421,6 +469,7 @@ impl Default for RunState {
             end_commit: None,
             iteration_tree: None,
             ended_at: None,
+            commits: CommitTally::default(),
         }
     }
 }
@@ -478,7 +527,43 @@ impl RunState {
         let json = serde_json::to_string(self)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
         let json = crate::text::secrets::redact_json(&json);
-        write_in_place(path, json.as_bytes()).map_err(|_| atomic.unwrap_err())
+        if write_in_place(path, json.as_bytes()).is_ok() {
+            return Ok(());
+        }
+        // Too long for the room the old file holds: the run's end written
+        // into the last good state (its history stays as it was saved).
+        let end = std::fs::read(path)
+            .ok()
+            .and_then(|old| serde_json::from_slice::<serde_json::Value>(&old).ok())
+            .and_then(|old| self.end_over(old));
+        match end {
+            Some(text) => write_in_place(path, crate::text::secrets::redact_json(&text).as_bytes())
+                .map_err(|_| atomic.unwrap_err()),
+            None => atomic,
+        }
+    }
+
+    /// `old`, a saved state, with this one's end: how and when the run
+    /// ended, and nothing left running or waiting. Compact JSON.
+    fn end_over(&self, mut old: serde_json::Value) -> Option<String> {
+        const END: [&str; 7] = [
+            "status",
+            "exit_reason",
+            "ended_at",
+            "updated_at",
+            "end_commit",
+            "supervisor_pid",
+            "waiting_until",
+        ];
+        let now = serde_json::to_value(self).ok()?;
+        let fields = old.as_object_mut()?;
+        for key in END {
+            match now.get(key) {
+                Some(value) => fields.insert(key.to_string(), value.clone()),
+                None => fields.remove(key),
+            };
+        }
+        serde_json::to_string(&old).ok()
     }
 
     pub(crate) fn is_finished(&self) -> bool {
@@ -523,11 +608,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Overwrite `path` from its start without truncating it first (no block
 /// is freed, so a full disk has room for as much as the old file held),
-/// padding with spaces over what was longer (JSON ignores them).
+/// padding with spaces over what was longer (JSON ignores them). Only
+/// what fits in the old file is written: a longer text would need blocks
+/// a full disk does not have, and its write would stop part-way, leaving
+/// the new text's start over the old one's end — neither state, and the
+/// last good one destroyed. Then the old file stays as it is.
 fn write_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let f = OpenOptions::new().write(true).open(path)?;
+    let meta = f.metadata()?;
+    if !fits_in_place(bytes.len() as u64, meta.len(), meta.blocks() * 512) {
+        return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+    }
     overwrite_padded(&f, bytes.to_vec())?;
     f.sync_all()
+}
+
+/// A text of `new` bytes may be written over a file of `len` bytes that
+/// holds `allocated` bytes of blocks on a full disk: it needs no block the
+/// file does not hold already.
+fn fits_in_place(new: u64, len: u64, allocated: u64) -> bool {
+    new <= len.max(allocated)
 }
 
 /// One positioned write of `bytes` at the start of `f`, padded with spaces
@@ -591,6 +692,87 @@ pub(crate) fn now_rfc3339() -> String {
 mod tests {
     use super::*;
     use crate::state::{Lock, running_supervisor};
+
+    type Commit<'a> = Option<Result<(), &'a str>>;
+
+    #[test]
+    fn checkpoints_committed_are_counted_and_a_shortfall_said() {
+        let mut t = CommitTally::default();
+        assert_eq!(t.shortfall(), None);
+        // (the checkpoint's commit) → the tally said afterwards
+        let steps: [(Commit, Option<&str>); 4] = [
+            (Some(Ok(())), None),
+            (None, None),
+            (
+                Some(Err("another git process holds .git/index.lock")),
+                Some(
+                    "1 of 2 checkpoints committed (the last failure: another git process holds .git/index.lock)",
+                ),
+            ),
+            (
+                Some(Err("HEAD is detached")),
+                Some("1 of 3 checkpoints committed (the last failure: HEAD is detached)"),
+            ),
+        ];
+        for (commit, said) in steps {
+            t.count(commit);
+            assert_eq!(t.shortfall().as_deref(), said);
+        }
+    }
+
+    #[test]
+    fn the_in_place_fallback_writes_only_what_fits_over_the_old_file() {
+        // (new length, old length, its blocks) → written in place
+        for (new, len, blocks, fits) in [
+            (10, 10, 0, true),
+            (9, 10, 0, true),
+            (0, 10, 0, true),
+            (11, 10, 0, false),
+            (4096, 10, 4096, true),
+            (4097, 10, 4096, false),
+        ] {
+            assert_eq!(
+                fits_in_place(new, len, blocks),
+                fits,
+                "{new} {len} {blocks}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, b"{\"iteration\":3}").unwrap();
+        let held = {
+            use std::os::unix::fs::MetadataExt;
+            (std::fs::metadata(&path).unwrap().blocks() * 512).max(14) as usize
+        };
+        // Longer than the old file's blocks: refused, the last good file kept whole.
+        let longer = format!("{{\"iteration\":4,\"x\":\"{}\"}}", "x".repeat(held));
+        let err = write_in_place(&path, longer.as_bytes()).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::StorageFull);
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"iteration\":3}");
+        // Shorter: written, padded with spaces.
+        write_in_place(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}             ");
+    }
+
+    #[test]
+    fn an_end_too_long_for_the_old_file_is_written_into_it() {
+        let old = serde_json::json!({"iteration": 7, "status": "running", "history": [1, 2]});
+        let ended = RunState {
+            iteration: 8,
+            status: RunStatus::IterationLimit,
+            exit_reason: Some("iteration limit reached".into()),
+            ..RunState::default()
+        };
+        let text = ended.end_over(old).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["status"], "iteration_limit");
+        assert_eq!(v["exit_reason"], "iteration limit reached");
+        // The rest is the last good state's.
+        assert_eq!(
+            (v["iteration"].clone(), v["history"].clone()),
+            (7.into(), serde_json::json!([1, 2]))
+        );
+    }
 
     #[test]
     fn an_existing_file_keeps_its_mode_and_a_new_one_is_the_users_only() {

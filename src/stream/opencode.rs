@@ -224,12 +224,16 @@ impl State {
             "error" => {
                 self.result_sent = true;
                 let e = line.error.unwrap_or_default();
+                // The error's name (`ProviderAuthError`) says what kind of
+                // error it is where no status does (`rules::fatal`).
+                let errors: Vec<String> = e.name.iter().cloned().collect();
                 let text = e.data.message.or(e.name).unwrap_or_else(|| "error".into());
                 StreamEvent::Result(ResultMessage {
                     subtype: "error".into(),
                     is_error: true,
                     api_error_status: e.data.status_code,
                     text: Some(text),
+                    errors,
                     total_cost_usd: self.cost,
                     num_turns: self.steps,
                     ..ResultMessage::default()

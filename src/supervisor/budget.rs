@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use super::Now;
-use crate::config::Config;
 use crate::config::span::format_duration;
+use crate::config::{AgentKind, Config};
 use crate::error::{Error, Result};
 use crate::rules::quota::{QuotaConfig, Reached, Usage};
 use crate::state::RunState;
@@ -186,6 +186,16 @@ impl Budgets {
 }
 
 /// Parse `--deadline HH:MM`: the next such local time after `now`.
+/// A cost budget that can never bind: the agent kind reports no cost, so
+/// the run's cost stays $0.00. Said at the start, not found in the morning.
+pub(super) fn unbindable_cost(kind: AgentKind, max_cost_usd: Option<f64>) -> Option<String> {
+    let max = max_cost_usd.filter(|_| !kind.reports_cost())?;
+    Some(format!(
+        "loop.max_cost_usd (${max:.2}) cannot limit this run: {} reports no cost, so ralph counts $0.00; limit it with loop.max_iterations, loop.max_duration or the quota guard ([quota]) instead",
+        kind.product()
+    ))
+}
+
 pub(super) fn parse_deadline(text: &str, now: &jiff::Zoned) -> Result<jiff::Timestamp> {
     let bad = || {
         Error::usage(format!("--deadline `{text}` is not a time of day"))
@@ -208,6 +218,28 @@ pub(super) fn parse_deadline(text: &str, now: &jiff::Zoned) -> Result<jiff::Time
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cost_budget_the_agent_cannot_report_is_said() {
+        // (kind, max_cost_usd) → said
+        for (kind, max, said) in [
+            (AgentKind::Claude, Some(5.0), false),
+            (AgentKind::Opencode, Some(5.0), false),
+            (AgentKind::Codex, Some(5.0), true),
+            (AgentKind::Gemini, Some(5.0), true),
+            (AgentKind::Codex, None, false),
+        ] {
+            let why = unbindable_cost(kind, max);
+            assert_eq!(why.is_some(), said, "{kind:?} {max:?}");
+            if let Some(why) = why {
+                assert!(
+                    why.starts_with("loop.max_cost_usd ($5.00) cannot limit this run"),
+                    "{why}"
+                );
+                assert!(why.contains(kind.product()), "{why}");
+            }
+        }
+    }
     use crate::config::span::Span;
 
     fn limits(counted_from: CountedFrom, start: &Now) -> Budgets {

@@ -44,6 +44,8 @@ pub(super) struct Facts {
     pub(crate) exit_code: Option<i32>,
     pub(crate) exit_signal: Option<i32>,
     pub(crate) spawn_error: Option<String>,
+    /// The program is missing or not executable (not a passing shortage).
+    pub(crate) cannot_start: bool,
     pub(crate) invalid_lines: u64,
     pub(crate) skipped_lines: u64,
     pub(crate) last_text: Option<String>,

@@ -51,6 +51,10 @@ pub(super) enum Start {
         replaced: Option<Box<RunState>>,
         /// Why the previous run is not continued, for the user.
         notice: Option<String>,
+        /// What the previous run learnt of the account, which a new run
+        /// inherits: the quota guard's reading, a usage-limit wait not
+        /// over yet (`waiting_until`).
+        account: Option<(crate::rules::quota::Usage, Option<String>)>,
     },
 }
 
@@ -67,13 +71,14 @@ impl Start {
     /// resuming from a checkpoint made outside a run if there is one), and
     /// the run it replaces; the notice, if any, is emitted.
     pub(super) fn into_state(self, run_id: &str, bus: &mut Bus) -> (RunState, Option<RunState>) {
-        let (resume, replaced, notice) = match self {
+        let (resume, replaced, notice, account) = match self {
             Start::Continue(s) => return (*s, None),
             Start::New {
                 resume,
                 replaced,
                 notice,
-            } => (resume, replaced, notice),
+                account,
+            } => (resume, replaced, notice, account),
         };
         if let Some(message) = notice {
             bus.emit(Event::Warning { message });
@@ -83,6 +88,10 @@ impl Start {
             started_at: now_rfc3339(),
             ..RunState::default()
         };
+        if let Some((quota, waiting_until)) = account {
+            state.quota = quota;
+            state.waiting_until = waiting_until;
+        }
         if let Some(from) = resume {
             state.context_checkpoint = from.context_checkpoint;
             state.last_handoff = from.last_handoff;
@@ -103,8 +112,10 @@ pub(super) fn start_from(previous: Option<RunState>, fresh: bool, plan: &str) ->
             resume: None,
             replaced: None,
             notice: None,
+            account: None,
         };
     };
+    let account = Some((previous.quota.clone(), previous.waiting_until.clone()));
     // What an older ralph wrote for a checkpoint before any run.
     let no_run = previous.run_id.is_empty()
         || (previous.run_id == "manual" && previous.started_at.is_empty());
@@ -116,6 +127,7 @@ pub(super) fn start_from(previous: Option<RunState>, fresh: bool, plan: &str) ->
             resume: carried.map(Box::new),
             replaced: None,
             notice: None,
+            account,
         };
     }
     let other_plan = match previous.plan.as_str() {
@@ -138,6 +150,7 @@ pub(super) fn start_from(previous: Option<RunState>, fresh: bool, plan: &str) ->
         resume: None,
         replaced: died.then(|| Box::new(previous)),
         notice,
+        account,
     }
 }
 
@@ -185,6 +198,7 @@ pub(super) fn meter(state: &mut RunState, facts: &Facts) {
 
 /// A checkpoint was saved: where to resume from.
 pub(super) fn checkpoint(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp: String) {
+    state.commits.count(saved.commit_outcome());
     if let Some(h) = state.context_history.last_mut() {
         h.checkpoint = true;
         h.level = Some(moment.level);
@@ -470,15 +484,27 @@ mod tests {
             "fix_plan.md"
         ));
         // Another plan: a new run, said why; nothing to take over.
+        let mut unfinished = unfinished;
+        let reading = crate::rules::quota::Reading {
+            percent: 92.0,
+            resets_at: Some(1_795_000_000),
+        };
+        unfinished.quota.five_hour = Some(reading);
+        unfinished.waiting_until = Some("2026-11-27T03:20:00Z".into());
         let Start::New {
             replaced,
             notice,
             resume,
-        } = start_from(Some(unfinished), false, "other.md")
+            account,
+        } = start_from(Some(unfinished), true, "other.md")
         else {
             panic!()
         };
         assert!(replaced.is_none() && resume.is_none());
+        // The account's readings go on (issue 35: `--fresh` paid a session).
+        let (quota, waiting_until) = account.unwrap();
+        assert_eq!(quota.five_hour, Some(reading));
+        assert_eq!(waiting_until.as_deref(), Some("2026-11-27T03:20:00Z"));
         assert!(notice.unwrap().contains("was on fix_plan.md, not other.md"));
         // A dead supervisor's run is taken over before --fresh starts anew.
         let died = state("r1", RunStatus::Running, "fix_plan.md");

@@ -28,6 +28,7 @@ use crate::project::Project;
 use crate::prompt;
 use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
+use crate::rules::fatal;
 use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
 
 #[derive(Debug, Clone, Default)]
@@ -262,7 +263,9 @@ impl Supervisor {
     pub(super) fn save(&mut self) {
         let path = self.layout.state();
         if let Err(e) = self.state.save(&path) {
-            self.events.warn(format!("cannot save the run state: {e}"));
+            self.events.warn(format!(
+                "cannot save the run state: {e}; the run goes on degraded, .ralph/state.json keeps its last good version"
+            ));
         }
     }
 
@@ -335,6 +338,12 @@ impl Supervisor {
             &self.state,
             None,
         );
+        if let Some(why) =
+            budget::unbindable_cost(self.config.agent.kind, self.config.loop_.max_cost_usd)
+        {
+            self.events.warn(why);
+        }
+        self.doomed_commits();
         self.take_over(dead);
         // After the takeover: the user's edits it committed before the run
         // are not the night's work.
@@ -350,7 +359,21 @@ impl Supervisor {
             };
             self.publish(reset, None);
         }
-        let (outcome, reason) = match self.iterations().await {
+        // A usage-limit wait that a killed supervisor (or the run before
+        // `--fresh`) recorded still holds: no session before its time.
+        let recorded = crate::rules::limits::recorded(
+            self.state.waiting_until.as_deref(),
+            jiff::Timestamp::now(),
+        );
+        let waited = match recorded {
+            Some(hit) => self.wait_for_limit(hit).await,
+            None => None,
+        };
+        let ended = match waited {
+            Some(end) => Ok(end),
+            None => self.iterations().await,
+        };
+        let (outcome, reason) = match ended {
             Ok(end) => end,
             Err(e) => {
                 // ralph's own failure (a template, the disk): the state and
@@ -363,12 +386,39 @@ impl Supervisor {
         Ok(outcome)
     }
 
+    /// Say before the first session what would make every checkpoint's
+    /// WIP commit fail all night (`Repo::commit_blockers`, the same list
+    /// `ralph doctor` shows), not at the first checkpoint.
+    fn doomed_commits(&mut self) {
+        if !self.config.git.wip_commit {
+            return;
+        }
+        let blockers = match repo::Repo::open(&self.root) {
+            Ok(Some(r)) => r.commit_blockers(),
+            _ => vec![repo::Blocker {
+                what: "this project is not in a git repository".into(),
+                fix:
+                    "`git init && git add -A && git commit -m start`, or set git.wip_commit = false"
+                        .into(),
+            }],
+        };
+        for b in blockers {
+            self.events.warn(format!(
+                "no checkpoint of this run can be committed: {}; fix: {}",
+                b.what, b.fix
+            ));
+        }
+    }
+
     /// The commit HEAD is at, if there is a repository with one.
     pub(super) fn head(&self) -> Option<String> {
         repo::Repo::open(&self.root).ok().flatten()?.head_id()
     }
 
     pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, mut reason: String) {
+        if let Some(shortfall) = self.state.commits.shortfall() {
+            reason = format!("{reason}; {shortfall}");
+        }
         self.note_untrusted();
         if !self.untrusted.is_empty() {
             reason = format!(
@@ -421,6 +471,7 @@ impl Supervisor {
     }
 
     pub(super) async fn iterations(&mut self) -> Result<(Outcome, String)> {
+        let first = self.state.iteration;
         loop {
             if self.state.iteration > 0 {
                 self.note_untrusted();
@@ -434,6 +485,12 @@ impl Supervisor {
                 if let Some(end) = self.on_request_between(request, "between iterations") {
                     return Ok(end);
                 }
+            }
+            // Nothing open: no session is paid for to find out (before the
+            // budgets and the iteration limit: the night's work is done).
+            let after = (self.state.iteration > first).then_some(self.state.iteration);
+            if let Some(why) = self.finished_plan(after) {
+                return Ok((Outcome::Completed, why));
             }
             let now = Now::read();
             let admission = self
@@ -531,6 +588,7 @@ impl Supervisor {
                 return Ok(Facts {
                     number,
                     started_at,
+                    cannot_start: gone_or_not_executable(&e),
                     spawn_error: Some(e.render().trim_end().replace('\n', "; ")),
                     signals: self.flags.signals,
                     ..Facts::default()
@@ -591,6 +649,15 @@ impl Supervisor {
         };
         self.flags.absorb(&facts);
         let mut verdict = verdict::judge(&facts, &measured, &self.flags);
+        let signs = fatal::Signs {
+            agent: self.config.agent.kind,
+            cannot_start: facts.spawn_error.as_deref().filter(|_| facts.cannot_start),
+            result: facts.result.as_ref(),
+            exit_code: facts.exit_code,
+        };
+        if let Some(f) = fatal::classify(signs) {
+            verdict::fatal(&mut verdict, f);
+        }
         let mut gate = verdict::Gate {
             open_items: plan_after.open_count(),
             require_plan_complete: self.config.loop_.require_plan_complete,
@@ -716,6 +783,22 @@ impl Supervisor {
         }
         None
     }
+}
+
+/// The agent's program is missing or not executable: the spawn failed
+/// for a reason no later attempt cures (not a shortage of pipes or memory).
+fn gone_or_not_executable(e: &crate::error::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            );
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// Parse `--deadline HH:MM`: the next such local time.

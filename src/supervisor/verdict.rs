@@ -9,6 +9,7 @@ use crate::config::format_duration;
 use crate::context::Level;
 use crate::events::Event;
 use crate::rules::breaker::{self, Admission, BreakerState, Trip};
+use crate::rules::fatal::Fatal;
 use crate::rules::limits::LimitHit;
 use crate::state::{IterationOutcome, RunStatus, Trigger};
 
@@ -130,6 +131,7 @@ pub(super) fn judge(facts: &Facts, measured: &Measured, flags: &RunFlags) -> Ver
         cut_short: flags.signals.any()
             || flags.stop_requested
             || checkpoint.is_some_and(|c| c.trigger == Trigger::Budget),
+        fatal: None,
     };
     Verdict {
         progress,
@@ -173,6 +175,24 @@ pub(super) fn refuse(verdict: &mut Verdict, why: String) {
     verdict.error = Some(why.clone());
     verdict.breaker.failed = true;
     verdict.breaker.error = Some(why);
+}
+
+/// An error no further session gets past (`rules::fatal`): a failure that
+/// opens the breaker at once, even where a usage limit would be waited out
+/// (OpenAI's `insufficient_quota` is a 429 that no wait cures).
+pub(super) fn fatal(verdict: &mut Verdict, fatal: Fatal) {
+    if verdict.outcome == IterationOutcome::UsageLimit {
+        verdict.outcome = IterationOutcome::Failed;
+    }
+    let why = verdict
+        .error
+        .clone()
+        .unwrap_or_else(|| fatal.message.clone());
+    verdict.error = Some(why.clone());
+    verdict.breaker.failed = true;
+    verdict.breaker.error = Some(why);
+    verdict.breaker.rate_limited = false;
+    verdict.breaker.fatal = Some(fatal);
 }
 
 /// Why this iteration counts as a failure, if it does.
@@ -350,6 +370,49 @@ pub(super) fn gate(
         },
         events,
     )
+}
+
+/// The project's checks, as far as a plan with nothing open cares.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Checks {
+    /// No `[verify]` commands: the plan's word is all there is.
+    None,
+    Passed,
+    Failed,
+}
+
+/// A plan with nothing open: the run is complete when its checks pass, with
+/// no session to confirm it (a session with nothing to do is paid for
+/// nothing). `None` while there is work: an open item, failing checks (the
+/// next session fixes them), or a plan without items at all (a plan in
+/// prose, nothing ralph can count). `after` is the iteration that left it
+/// so, `None` when this run has not started one.
+pub(super) fn nothing_open(
+    open_items: usize,
+    done_items: usize,
+    after: Option<u32>,
+    checks: Checks,
+) -> Option<String> {
+    if open_items > 0 || done_items == 0 || checks == Checks::Failed {
+        return None;
+    }
+    let checks = match checks {
+        Checks::Passed => " and the checks pass",
+        _ => "",
+    };
+    Some(match after {
+        Some(n) => format!(
+            "the plan has no open items after iteration {n}{checks}; the agent did not say the promise, so no session was started to confirm it"
+        ),
+        None => format!(
+            "the plan has no open items ({done_items} done){checks}: nothing to do, no session started"
+        ),
+    })
+}
+
+/// Whether the plan has nothing open, before the checks are run for it.
+pub(super) fn maybe_finished(open_items: usize, done_items: usize) -> bool {
+    nothing_open(open_items, done_items, None, Checks::None).is_some()
 }
 
 /// What stands between a promise and the run's completion.
@@ -852,6 +915,57 @@ mod tests {
             exit_rule(case, &mut Vec::new()),
             Next::End(Outcome::Completed, _)
         ));
+    }
+
+    #[test]
+    fn a_plan_with_nothing_open_ends_the_run_when_its_checks_pass() {
+        // (open, done, after, checks) → complete, and the reason's words
+        let table = [
+            (1, 2, Some(3), Checks::Passed, None),
+            (0, 0, Some(3), Checks::None, None),
+            (0, 2, Some(3), Checks::Failed, None),
+            (0, 2, None, Checks::Failed, None),
+            (
+                0,
+                2,
+                Some(3),
+                Checks::Passed,
+                Some("after iteration 3 and the checks pass; the agent did not say the promise"),
+            ),
+            (
+                0,
+                1,
+                Some(1),
+                Checks::None,
+                Some("no open items after iteration 1; the agent did not say the promise"),
+            ),
+            (
+                0,
+                2,
+                None,
+                Checks::None,
+                Some("no open items (2 done): nothing to do"),
+            ),
+            (
+                0,
+                2,
+                None,
+                Checks::Passed,
+                Some("(2 done) and the checks pass: nothing to do"),
+            ),
+        ];
+        for (open, done, after, checks, says) in table {
+            let why = nothing_open(open, done, after, checks.clone());
+            match says {
+                None => assert_eq!(why, None, "{open} {done} {after:?} {checks:?}"),
+                Some(words) => {
+                    let why = why.unwrap_or_default();
+                    assert!(why.contains(words), "{why}");
+                }
+            }
+        }
+        assert!(maybe_finished(0, 1));
+        assert!(!maybe_finished(1, 1) && !maybe_finished(0, 0));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use super::Supervisor;
 use super::facts::Facts;
-use super::verdict::{Gate, Verdict, refuse};
+use super::verdict::{self, Checks, Gate, Verdict, refuse};
 use crate::events::Event;
 use crate::hooks::verify::{self, Verification, When};
 use crate::repo::{CommitOutcome, Repo};
@@ -49,6 +49,51 @@ impl Supervisor {
             refuse(verdict, why.clone());
             gate.refused = Some(why);
         }
+        self.record_verification(facts.number, result);
+    }
+
+    /// A plan with nothing open (`verdict::nothing_open`): the run ends,
+    /// without a session, once the checks pass. `after`: the iteration of
+    /// this run that left the plan so. Failing checks are recorded as any
+    /// (the next prompt opens with them) and the run goes on.
+    pub(super) fn finished_plan(&mut self, after: Option<u32>) -> Option<String> {
+        let plan = self.plan();
+        let (open, done) = (plan.open_count(), plan.done_count());
+        if !verdict::maybe_finished(open, done) {
+            return None;
+        }
+        // The checks this run ran on the tree its last iteration left (a
+        // refused promise, a check-off) are not run again for the same tree.
+        let ran = (self.state.verify.as_ref())
+            .filter(|v| after.is_some() && v.iteration == self.state.iteration)
+            .map(|v| v.passed);
+        let checks = if self.config.verify.commands.is_empty() {
+            Checks::None
+        } else if let Some(passed) = ran {
+            if passed {
+                Checks::Passed
+            } else {
+                Checks::Failed
+            }
+        } else {
+            let result = self.verify(self.state.iteration, When::Completion);
+            let passed = result.passed;
+            self.record_verification(self.state.iteration, result);
+            if passed {
+                Checks::Passed
+            } else {
+                Checks::Failed
+            }
+        };
+        let mut why = verdict::nothing_open(open, done, after, checks)?;
+        self.leave_clean(self.state.iteration, &mut why);
+        Some(why)
+    }
+
+    /// A run of the checks: the state (the next prompt's "fix first"), the
+    /// event, and a person asked for once a failing streak reaches
+    /// `needs_human_after`.
+    fn record_verification(&mut self, iteration: u32, result: Verification) {
         self.state.verify_failures = if result.passed {
             0
         } else {
@@ -68,7 +113,7 @@ impl Supervisor {
         if after > 0 && streak == after {
             self.publish(
                 Event::NeedsHuman {
-                    iteration: facts.number,
+                    iteration,
                     reason: "verify_failing".into(),
                     message: format!(
                         "the project's checks failed {streak} times in a row ({summary}); the run goes on, each new prompt asking the agent to fix them first"

@@ -295,7 +295,11 @@ text = "The sub-agent found nothing."
 [[step]]
 result = "<promise>COMPLETE</promise>"
 "#;
-    let p = Project::new("- [x] search\n", scenario, "");
+    let p = Project::new(
+        "- [ ] search\n",
+        scenario,
+        "[loop]\nrequire_plan_complete = false\n",
+    );
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     assert!(run.of("level_changed").is_empty(), "{}", run.describe());
@@ -402,7 +406,11 @@ sleep_ms = 20000
 [[iteration.step]]
 result = "<promise>COMPLETE</promise>"
 "#;
-    let p = Project::new("- [x] all\n", scenario, "");
+    let p = Project::new(
+        "- [ ] all\n",
+        scenario,
+        "[loop]\nrequire_plan_complete = false\n",
+    );
     let child = p.spawn_run(&[]);
     common::wait_for_file(&p, ".ralph/messages.jsonl", Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(300));

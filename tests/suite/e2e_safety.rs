@@ -203,7 +203,8 @@ text = "Prompt is too long"
 
 [[iteration]]
 [[iteration.step]]
-error = "authentication_failed"
+error = "overloaded"
+text = "API Error: 500 Internal server error"
 "#;
     let p = Project::new(
         PLAN,
@@ -1081,10 +1082,11 @@ text = "<promise>COMPLETE</promise>"
 [[step]]
 result = "The prompt says: \"<promise>COMPLETE</promise>\" once everything is verified. I will verify next time."
 "#;
+    // One item open, the plan gate off: a promise seen would complete.
     let p = Project::new(
-        "- [x] parser\n- [x] tests\n",
+        "- [ ] parser\n- [x] tests\n",
         scenario,
-        "[loop]\nmax_iterations = 1\n",
+        "[loop]\nmax_iterations = 1\nrequire_plan_complete = false\n",
     );
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());

@@ -254,9 +254,9 @@ result = "done"
 /// marks are shown.
 #[test]
 fn commented_and_cancelled_items_do_not_block_completion_and_are_shown() {
-    let plan = "# Edge\n\n- [x] shipped\n- [-] dropped idea\n<!--\n- [ ] example item\n-->\n";
-    let scenario =
-        "[[step]]\ncontext = 30000\nresult = \"All done. <promise>COMPLETE</promise>\"\n";
+    let plan =
+        "# Edge\n\n- [x] shipped\n- [ ] last\n- [-] dropped idea\n<!--\n- [ ] example item\n-->\n";
+    let scenario = "[[step]]\ncontext = 30000\npath = \"fix_plan.md\"\nold = \"- [ ] last\"\nnew = \"- [x] last\"\n[[step]]\nresult = \"All done. <promise>COMPLETE</promise>\"\n";
     let p = Project::new(plan, scenario, "[loop]\nmax_iterations = 2\n");
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
@@ -430,7 +430,11 @@ sleep_ms = 30000
 [[iteration.step]]
 result = "<promise>COMPLETE</promise>"
 "#;
-    let p = Project::new("- [x] done\n", scenario, "");
+    let p = Project::new(
+        "- [ ] done\n",
+        scenario,
+        "[loop]\nrequire_plan_complete = false\n",
+    );
     let mut child = p.spawn_run(&[]);
     let mut sleeper = None;
     common::wait_until("the tool starts", Duration::from_secs(20), || {
@@ -474,7 +478,11 @@ result = "<promise>COMPLETE</promise>"
 #[test]
 fn a_transcript_past_its_cap_keeps_every_line_with_long_strings_cut() {
     let scenario = "[[step]]\ncontext = 30000\ntext = \"Reading.\"\n[[step]]\nbig_line_bytes = 3145728\n[[step]]\nbig_line_bytes = 3145728\n[[step]]\nresult = \"<promise>COMPLETE</promise>\"\n";
-    let p = Project::new("- [x] done\n", scenario, "[runs]\ntranscript_cap_mib = 1\n");
+    let p = Project::new(
+        "- [ ] done\n",
+        scenario,
+        "[runs]\ntranscript_cap_mib = 1\n[loop]\nrequire_plan_complete = false\n",
+    );
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     let run_id = p.state()["run_id"].as_str().unwrap().to_string();
@@ -507,7 +515,11 @@ fn a_transcript_past_its_cap_keeps_every_line_with_long_strings_cut() {
 #[test]
 fn only_the_last_runs_are_kept_and_earlier_transcripts_are_gzipped() {
     let scenario = "[[step]]\ncontext = 30000\nresult = \"<promise>COMPLETE</promise>\"\n";
-    let p = Project::new("- [x] done\n", scenario, "[runs]\nkeep = 2\n");
+    let p = Project::new(
+        "- [ ] done\n",
+        scenario,
+        "[runs]\nkeep = 2\n[loop]\nrequire_plan_complete = false\n",
+    );
     let mut ids = Vec::new();
     for _ in 0..3 {
         let run = p.run(&["--fresh"], LIMIT);

@@ -686,7 +686,11 @@ command = "sleep 611"
 [[iteration.step]]
 result = "<promise>COMPLETE</promise>"
 "#;
-    let p = Project::new("- [x] done\n", scenario, "");
+    let p = Project::new(
+        "- [ ] done\n",
+        scenario,
+        "[loop]\nrequire_plan_complete = false\n",
+    );
     let mut child = p.spawn_run(&[]);
     let deadline = Instant::now() + Duration::from_secs(20);
     let sleeper = loop {
@@ -975,9 +979,12 @@ head -c 67108864 /dev/zero | tr '\0' 'b'
 printf '"}\n'
 sleep 0.3
 "#;
-    let p = Project::new("- [x] work\n", "", "");
+    let p = Project::new("- [ ] work\n", "", "");
     p.write("emit.sh", emit);
-    p.write("ralph.toml", "[agent]\ncommand = \"sh emit.sh\"\n");
+    p.write(
+        "ralph.toml",
+        "[agent]\ncommand = \"sh emit.sh\"\n[loop]\nrequire_plan_complete = false\n",
+    );
     let m = measured(run_cmd(&p, &[]), LIMIT);
     assert_eq!(m.run.code, Some(0), "{}", m.run.describe());
     assert!(m.peak_rss < RSS_BOUND, "peak RSS {}", mib(m.peak_rss));

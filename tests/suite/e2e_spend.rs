@@ -1,0 +1,447 @@
+//! Paid sessions only for work (issue 35): a plan with nothing open ends
+//! the run without another session (its checks pass), a fatal agent error
+//! stops the run at its first occurrence. Sessions are counted from what
+//! the sim itself records (`record_messages`: one prompt per session).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::common::Project;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// The sessions the sim played: the distinct iterations it got a prompt in.
+fn sessions(p: &Project) -> usize {
+    let Ok(text) = std::fs::read_to_string(p.path(".ralph/messages.jsonl")) else {
+        return 0;
+    };
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["iteration"].clone())
+        .map(|i| i.to_string())
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+const PLAN: &str = "# Ship it\n\n- [ ] parser\n";
+
+/// Checks its only item off and writes the code, and forgets the promise.
+const CHECK_OFF_NO_PROMISE: &str = r#"
+record_messages = ".ralph/messages.jsonl"
+
+[[step]]
+context = 30000
+path = "parser.py"
+content = "def parse(s):\n    return s.split(',')\n"
+[[step]]
+context = 40000
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[step]]
+result = "Done with the parser."
+"#;
+
+#[test]
+fn a_plan_checked_off_without_the_promise_completes_without_another_session() {
+    let p = Project::new(PLAN, CHECK_OFF_NO_PROMISE, "");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(sessions(&p), 1, "{}", run.describe());
+    let ended = run.ended();
+    assert_eq!(ended["outcome"], "completed", "{}", run.describe());
+    let reason = ended["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("no open items") && reason.contains("did not say the promise"),
+        "{reason}"
+    );
+    // The agent's work is committed with the completion.
+    assert!(
+        p.repo()
+            .statuses(None)
+            .unwrap()
+            .iter()
+            .all(|s| s.path() != Some("parser.py"))
+    );
+}
+
+#[test]
+fn a_finished_plan_is_completed_at_the_start_of_a_run_with_no_session() {
+    let p = Project::new(
+        "# Ship it\n\n- [x] parser\n- [x] lexer\n",
+        CHECK_OFF_NO_PROMISE,
+        "",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(sessions(&p), 0, "{}", run.describe());
+    assert!(run.of("iteration_started").is_empty(), "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("no open items"), "{reason}");
+}
+
+const CHECK: &str = "[verify]\ncommands = [\"test -f parser.py\"]\n";
+
+#[test]
+fn a_finished_plan_whose_checks_fail_gets_a_session_to_fix_them_then_completes() {
+    // Checked off by hand, but the checks fail: there is work (the fix).
+    let p = Project::new("# Ship it\n\n- [x] parser\n", CHECK_OFF_NO_PROMISE, CHECK);
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(sessions(&p), 1, "{}", run.describe());
+    let verifies = run.of("verify");
+    assert_eq!(verifies.len(), 2, "{}", run.describe());
+    assert_eq!(verifies[0]["passed"], false);
+    assert_eq!(verifies[1]["passed"], true);
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.contains("checks pass"), "{reason}");
+}
+
+#[test]
+fn a_plan_checked_off_over_failing_checks_is_not_completed() {
+    // The checks never pass: sessions go on until the breaker, never "completed".
+    let p = Project::new(
+        PLAN,
+        CHECK_OFF_NO_PROMISE,
+        "[verify]\ncommands = [\"false\"]\n[loop]\nmax_iterations = 3\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_ne!(run.code, Some(0), "{}", run.describe());
+    assert_ne!(run.ended()["outcome"], "completed");
+}
+
+/// One session that fails with `error` (the sim's API error step).
+fn failing(error_step: &str) -> String {
+    format!(
+        "record_messages = \".ralph/messages.jsonl\"\n\n[[step]]\ncontext = 20000\ntext = \"Starting.\"\n[[step]]\n{error_step}\n"
+    )
+}
+
+/// `ralph run` with agent `kind`, playing `scenario`.
+fn run_kind(kind: &str, scenario: &str) -> (Project, crate::common::Run) {
+    let p = Project::new(PLAN, scenario, "");
+    p.write(
+        "ralph.toml",
+        &format!("[agent]\nkind = \"{kind}\"\ncommand = \"ralph sim scenario.toml\"\n\n[loop]\nmax_iterations = 6\n"),
+    );
+    let run = p.run(&[], LIMIT);
+    (p, run)
+}
+
+#[test]
+fn fatal_agent_errors_stop_the_run_after_the_first_session() {
+    // (kind, the failing step, words of the reason)
+    let cases = [
+        (
+            "claude",
+            // Claude Code's billing refusal: `subtype: "success"`, `is_error: true`.
+            "error = \"invalid_request\"\ntext = \"Credit balance is too low · Add funds: https://console.anthropic.com/settings/billing\"\napi_error_status = 400",
+            "account cannot pay",
+        ),
+        (
+            "claude",
+            "error = \"authentication_failed\"",
+            "refused the login",
+        ),
+        (
+            "codex",
+            "error = \"authentication_failed\"",
+            "run `codex login`",
+        ),
+        (
+            "opencode",
+            "error = \"authentication_failed\"",
+            "opencode auth login",
+        ),
+        ("gemini", "exit = 41", "Gemini CLI exited with 41"),
+    ];
+    for (kind, step, words) in cases {
+        let (p, run) = run_kind(kind, &failing(step));
+        let started = run.of("iteration_started").len();
+        assert_eq!(started, 1, "{kind} {step}\n{}", run.describe());
+        assert!(sessions(&p) <= 1, "{kind}: {} sessions", sessions(&p));
+        assert_eq!(run.code, Some(3), "{kind}\n{}", run.describe());
+        let reason = run.ended()["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("circuit breaker opened (fatal): "),
+            "{reason}"
+        );
+        assert!(reason.contains(words), "{kind}: {reason}");
+        assert!(reason.ends_with("`ralph run --reset-breaker`"), "{reason}");
+    }
+}
+
+#[test]
+fn retryable_errors_keep_the_breakers_counting() {
+    let (p, run) = run_kind("claude", &failing("error = \"overloaded\""));
+    // breaker.consecutive_failures (3) sessions, as before.
+    assert_eq!(run.of("iteration_started").len(), 3, "{}", run.describe());
+    assert_eq!(sessions(&p), 3);
+    assert_eq!(run.code, Some(3));
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.contains("(consecutive_failures)"), "{reason}");
+}
+
+#[test]
+fn an_agent_that_can_no_longer_be_started_stops_the_run_at_once() {
+    // The first session takes its own program's execute bit away (an
+    // update gone wrong): the next cannot start, and no third is tried.
+    let scenario = "[[step]]\ncontext = 20000\ncommand = \"chmod -x agent.sh\"\n[[step]]\nresult = \"Working.\"\n";
+    let p = Project::new(PLAN, scenario, "");
+    p.write(
+        "agent.sh",
+        &format!(
+            "#!/bin/sh\nexec {} sim scenario.toml \"$@\"\n",
+            crate::common::BIN
+        ),
+    );
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(p.path("agent.sh"))
+        .status()
+        .unwrap();
+    p.write(
+        "ralph.toml",
+        "[agent]\ncommand = \"./agent.sh\"\n\n[loop]\nmax_iterations = 6\n",
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.of("iteration_started").len(), 2, "{}", run.describe());
+    assert_eq!(run.code, Some(3), "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("circuit breaker opened (fatal): Claude Code cannot start"),
+        "{reason}"
+    );
+    assert!(reason.contains("agent.command"), "{reason}");
+}
+
+/// A small tmpfs mounted for the test (root only), unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "skipped: cannot mount a small tmpfs here (needs root); the full-disk test did not run"
+            );
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+
+    /// Fill it to the last byte.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.dir.path().join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        while f.write_all(&[0]).is_ok() {}
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_never_destroys_the_last_good_state() {
+    let Some(disk) = SmallDisk::mount("256k") else {
+        return;
+    };
+    let path = disk.dir.path().join("state.json");
+    // The last good state, compact and padded to a whole page (as an
+    // earlier in-place save leaves it).
+    let mut good = br#"{"version":1,"run_id":"20261127-0300-abcd","iteration":7,"status":"running","cost_usd":4.25}"#.to_vec();
+    good.resize(4096, b' ');
+    std::fs::write(&path, &good).unwrap();
+    disk.fill();
+    // The run's end, with more to say than the page holds.
+    let ended = serde_json::json!({
+        "version": 1,
+        "run_id": "20261127-0300-abcd",
+        "iteration": 8,
+        "status": "completed",
+        "cost_usd": 4.75,
+        "exit_reason": "x".repeat(6000),
+    });
+    let mut state: ralph::state::RunState = serde_json::from_value(ended).unwrap();
+    let saved = state.save(&path);
+    assert!(saved.is_err(), "nothing can be written on a full disk");
+    // The old file is whole: `ralph status` and `ralph report` still read it.
+    let text = std::fs::read(&path).unwrap();
+    let kept: serde_json::Value = serde_json::from_slice(&text).unwrap_or_else(|e| {
+        panic!(
+            "state.json destroyed ({e}): {}",
+            String::from_utf8_lossy(&text[..200])
+        )
+    });
+    assert_eq!(kept["iteration"], 7);
+    assert!(ralph::state::RunState::load(&path).unwrap().is_some());
+}
+
+#[test]
+fn a_cost_budget_that_cannot_bind_is_said_at_the_start() {
+    for (kind, said) in [("codex", true), ("gemini", true), ("claude", false)] {
+        let p = Project::new(PLAN, CHECK_OFF_NO_PROMISE, "");
+        p.write(
+            "ralph.toml",
+            &format!("[agent]\nkind = \"{kind}\"\ncommand = \"ralph sim scenario.toml\"\n\n[loop]\nmax_cost_usd = 5.0\n"),
+        );
+        let run = p.run(&[], LIMIT);
+        let warned = run.of("warning").into_iter().any(|w| {
+            w["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("loop.max_cost_usd ($5.00) cannot limit this run")
+        });
+        assert_eq!(warned, said, "{kind}\n{}", run.describe());
+        if said {
+            // Before the first session.
+            let first = |name: &str| run.events.iter().position(|e| e["event"] == name);
+            assert!(
+                first("warning") < first("iteration_started"),
+                "{}",
+                run.describe()
+            );
+            // And on the terminal of a run without --json.
+            let out = p.ralph().args(["run", "--fresh"]).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("cannot limit this run"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_stale_index_lock_is_said_before_the_first_session_and_counted_at_the_end() {
+    let p = Project::new(
+        "- [ ] parser\n",
+        crate::common::QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let lock = p.path(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    // `ralph doctor` names it (it said ok).
+    let out = p.ralph().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("index.lock is left from a git process that ended"),
+        "{text}"
+    );
+    let run = p.run(&[], LIMIT);
+    let first = |name: &str| run.events.iter().position(|e| e["event"] == name);
+    let warned = run.events.iter().position(|e| {
+        e["event"] == "warning"
+            && e["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("no checkpoint of this run can be committed: ")
+    });
+    assert!(
+        warned.is_some() && warned < first("iteration_started"),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(run.of("checkpoint").len(), 1, "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.starts_with("iteration limit reached"), "{reason}");
+    assert!(
+        reason.contains("; 0 of 1 checkpoints committed (the last failure: "),
+        "{reason}"
+    );
+    assert_eq!(p.state()["commits"]["committed"], 0);
+}
+
+#[test]
+fn a_detached_head_is_said_before_the_first_session() {
+    let p = Project::new(
+        "- [ ] parser\n",
+        crate::common::QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let repo = p.repo();
+    let head = repo.head().unwrap().target().unwrap();
+    repo.set_head_detached(head).unwrap();
+    let run = p.run(&[], LIMIT);
+    let warning = run
+        .of("warning")
+        .into_iter()
+        .find_map(|w| {
+            w["message"]
+                .as_str()
+                .filter(|m| m.contains("HEAD is detached"))
+                .map(String::from)
+        })
+        .unwrap_or_else(|| panic!("{}", run.describe()));
+    assert!(
+        warning.starts_with("no checkpoint of this run can be committed"),
+        "{warning}"
+    );
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(reason.contains("0 of 1 checkpoints committed"), "{reason}");
+}
+
+#[test]
+fn a_usage_limit_wait_is_honoured_after_kill_9_and_after_fresh() {
+    // Iteration 1 hits a usage limit that resets in 40 s; every later one works.
+    let scenario = r#"
+record_messages = ".ralph/messages.jsonl"
+[[iteration]]
+exit_code = 1
+[[iteration.step]]
+context = 30000
+text = "Starting."
+[[iteration.step]]
+rate_limit = "rejected"
+resets_in_secs = 40
+rate_limit_type = "five_hour"
+[[iteration.step]]
+error = "rate_limit"
+resets_in_secs = 40
+[[iteration]]
+[[iteration.step]]
+context = 30000
+text = "Back."
+"#;
+    let p = Project::new(PLAN, scenario, "");
+    let mut first = p.spawn_unread_run();
+    crate::common::wait_for_event(&p, "limit_wait", Duration::from_secs(30));
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    assert_eq!(sessions(&p), 1);
+    for args in [&[][..], &["--fresh"][..]] {
+        let mut again = p.spawn_run(args);
+        std::thread::sleep(Duration::from_secs(4));
+        assert_eq!(
+            sessions(&p),
+            1,
+            "{args:?}: a session started before the recorded reset"
+        );
+        let log = p.read(".ralph/events.jsonl");
+        let last_start = log.rfind("\"event\":\"run_started\"").unwrap();
+        assert!(
+            log[last_start..].contains("\"source\":\"recorded\""),
+            "{args:?}: {log}"
+        );
+        again.kill().unwrap();
+        again.wait().unwrap();
+    }
+}
