@@ -40,7 +40,7 @@ pub(crate) mod fleet;
 mod ledger;
 pub(crate) mod merge;
 mod view;
-mod worktree;
+pub(crate) mod worktree;
 
 pub(crate) use child::WORKER_PROMPT;
 pub(crate) use config::WorkersConfig;

@@ -9,7 +9,11 @@
 //! coordinator/
 //!   setup.rs         the start: run branch, lock, ledger to continue, units checked
 //!   hear.rs          the workers' records: heard live or read back, counted once
+//!   leftovers.rs     what a worker left, onto its branch: stray commits, the
+//!                    stash, uncommitted work; its edits to the plan left out
 //!   queue.rs         the merge queue's step: merge, check off and commit, or hand back
+//!   run_branch.rs    the run branch whatever the user's checkout does: the
+//!                    plan read from it, check-offs committed on it
 //!   end.rs           how the run ends: outcome, handoff of unmerged branches, report
 //! ```
 
@@ -24,7 +28,9 @@ use nix::sys::signal::Signal;
 
 mod end;
 mod hear;
+mod leftovers;
 mod queue;
+mod run_branch;
 mod setup;
 
 pub(crate) use setup::run;
@@ -36,7 +42,6 @@ use super::worktree;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Bus, Event};
-use crate::repo::{OwnPaths, Repo};
 
 /// What the user asked for besides the count.
 pub(crate) struct Options {
@@ -98,6 +103,8 @@ pub(super) struct Coordinator {
     stop: Option<Stop>,
     /// Workers stopped because another hit a usage limit, and until when.
     paused_until: Option<Instant>,
+    /// The user's checkout is off the run branch (said once each time).
+    checkout_away: bool,
     /// Why no new worktree could be made (`max_worktrees` reached by the
     /// ones kept for a person), once said.
     worktrees_full: Option<String>,
@@ -130,6 +137,7 @@ impl Coordinator {
         let mut waiting_locks: BTreeMap<String, Instant> = BTreeMap::new();
         loop {
             self.take_signal();
+            self.watch_checkout();
             self.check_budgets();
             if self.paused_until.is_some_and(|t| Instant::now() >= t) {
                 self.paused_until = None;
@@ -281,7 +289,7 @@ impl Coordinator {
     }
 
     fn ready_units(&self) -> Vec<String> {
-        let Ok(text) = std::fs::read_to_string(&self.plan_path) else {
+        let Ok(text) = self.plan_text() else {
             return Vec::new();
         };
         let Ok(units) = assign::units(&text) else {
@@ -415,7 +423,7 @@ impl Coordinator {
             worktree::create(&self.git, &a.worktree_name, &a.worktree, &a.branch, from)?;
         }
         if !a.project_dir.join(WORKER_PLAN).is_file() {
-            let text = read_plan(&self.plan_path)?;
+            let text = self.plan_text()?;
             let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
             let unit = units.iter().find(|u| u.key == a.item).ok_or_else(|| {
                 Error::usage(format!("plan item \"{}\" is gone from the plan", a.item))
@@ -487,28 +495,6 @@ impl Coordinator {
             return self.save();
         }
         self.merge(i, tx)
-    }
-
-    /// Whatever a worker left uncommitted, committed on its branch with the
-    /// WIP commit's rules: nothing stays behind in a worktree.
-    fn commit_leftovers(&mut self, a: &Assignment) {
-        if let Ok(Some(repo)) = Repo::open(&a.project_dir) {
-            let outcome = repo.wip_commit(
-                &format!(
-                    "ralph: {}'s uncommitted work on \"{}\"",
-                    a.worker,
-                    crate::text::printable(&a.item)
-                ),
-                &OwnPaths::new(&self.config.prompt_file),
-            );
-            match outcome {
-                crate::repo::CommitOutcome::Skipped { reason } => self
-                    .bus
-                    .emit_from(&a.worker, Event::Warning { message: reason }),
-                crate::repo::CommitOutcome::Committed { id, .. } => self.ledger.made(id),
-                crate::repo::CommitOutcome::NothingToCommit => {}
-            }
-        }
     }
 }
 

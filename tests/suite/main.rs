@@ -39,6 +39,7 @@ mod e2e_sandbox;
 mod e2e_scope;
 mod e2e_seams;
 mod e2e_story;
+mod e2e_strays;
 mod e2e_verify;
 mod e2e_workers;
 mod hostile_input;

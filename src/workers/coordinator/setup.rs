@@ -170,6 +170,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         opts,
         stop: None,
         paused_until: None,
+        checkout_away: false,
         worktrees_full: None,
         started: Instant::now(),
         counted_from,
