@@ -51,6 +51,16 @@ fn assert_checked_only_by_the_coordinator(p: &Project, items: usize) {
     }
 }
 
+/// Said before the assertions: the figures the issue measured.
+fn measured(what: &str, run: &common::Run, log: &Path) {
+    eprintln!(
+        "{what}: exit {:?}, {} session(s), {} merge(s)",
+        run.code,
+        sessions(log),
+        run.of("merge").len(),
+    );
+}
+
 /// A scenario whose every session's prompt is recorded in `log`.
 fn recorded(log: &Path, body: &str) -> String {
     format!("record_messages = \"{}\"\n{body}", log.display())
@@ -81,6 +91,7 @@ fn agents_that_check_off_in_fix_plan_md_without_the_promise_get_every_item_merge
     let log = logs.path().join("sessions.jsonl");
     let p = Project::new(SIX, &recorded(&log, IN_FIX_PLAN), "");
     let run = p.run(&["--workers", "3"], LIMIT);
+    measured("checked off in fix_plan.md, no promise", &run, &log);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     assert_work_merged(
         &p,
@@ -116,6 +127,7 @@ fn an_agent_checking_off_other_items_in_fix_plan_md_marks_nothing_done_without_i
     let plan = "# Four\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n- [ ] delta\n";
     let p = Project::new(plan, &recorded(&log, CHECKS_OFF_ALL), "");
     let run = p.run(&["--workers", "2"], LIMIT);
+    measured("checks off every item", &run, &log);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     // Each item done by its own worker, its work merged, checked off once.
     assert_eq!(run.of("worker_started").len(), 4, "{}", run.describe());
@@ -159,6 +171,7 @@ fn work_on_another_branch_a_detached_head_the_stash_or_the_run_branch_is_merged(
     let plan = "# Four\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n- [ ] delta\n";
     let p = Project::new(plan, &recorded(&log, ELSEWHERE), "");
     let run = p.run(&["--workers", "4"], LIMIT);
+    measured("work elsewhere", &run, &log);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     assert_all_merged(&p, &["alpha", "bravo", "charlie", "delta"]);
     assert_eq!(sessions(&log), 4);
@@ -210,6 +223,7 @@ fn the_user_switching_branch_mid_run_gets_no_check_off_on_their_branch() {
     git_cli(p.root(), &["switch", "-q", "-c", "mine"]);
     let mine = p.repo().refname_to_id("refs/heads/mine").unwrap();
     let run = common::Run::wait_or(child, LIMIT, || p.diagnose());
+    measured("user switched branch", &run, &log);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     // Nothing landed on the user's branch; everything on the run branch.
     let repo = git(p.root());
