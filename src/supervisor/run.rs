@@ -89,6 +89,8 @@ pub(crate) struct Supervisor {
     pub(super) replaced: Option<RunState>,
     /// A worker's unit (`RunOptions::worker`).
     pub(super) unit: Option<WorkerUnit>,
+    /// Sessions this process started (a worker's grant counts them).
+    pub(super) sessions_started: u32,
 }
 
 impl Supervisor {
@@ -234,6 +236,7 @@ impl Supervisor {
             _claim: claim,
             replaced,
             unit: opts.worker,
+            sessions_started: 0,
             config,
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
@@ -454,6 +457,10 @@ impl Supervisor {
             self.emit_all(events);
             if let Next::End(outcome, why) = gate {
                 return Ok((outcome, why));
+            }
+            // A worker's session is granted by its coordinator first.
+            if let Some(end) = self.wait_for_grant().await {
+                return Ok(end);
             }
             crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
             let number = self.state.iteration + 1;

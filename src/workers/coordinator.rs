@@ -8,6 +8,7 @@
 //! coordinator.rs     the loop: units to workers, their events, shared budgets
 //! coordinator/
 //!   setup.rs         the start: run branch, lock, ledger to continue, units checked
+//!   grants.rs        a session granted to each worker's loop while the shared budget covers it
 //!   hear.rs          the workers' records: heard live or read back, counted once
 //!   leftovers.rs     what a worker left, onto its branch: stray commits, the
 //!                    stash, uncommitted work; its edits to the plan left out
@@ -27,6 +28,7 @@ use git2::Repository;
 use nix::sys::signal::Signal;
 
 mod end;
+mod grants;
 mod hear;
 mod leftovers;
 mod queue;
@@ -37,11 +39,13 @@ pub(crate) use setup::run;
 
 use super::assign;
 use super::child::{self, Child, Msg, WORKER_PLAN};
+use super::grant;
 use super::ledger::{Assignment, Ledger, Status, Task};
 use super::worktree;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Bus, Event};
+use grants::Granted;
 
 /// What the user asked for besides the count.
 pub(crate) struct Options {
@@ -105,6 +109,8 @@ pub(super) struct Coordinator {
     paused_until: Option<Instant>,
     /// The user's checkout is off the run branch (said once each time).
     checkout_away: bool,
+    /// Per running worker: sessions granted to its loop, and ended.
+    grants: BTreeMap<String, Granted>,
     /// Why no new worktree could be made (`max_worktrees` reached by the
     /// ones kept for a person), once said.
     worktrees_full: Option<String>,
@@ -144,6 +150,7 @@ impl Coordinator {
             }
             if self.stop.is_none() && self.paused_until.is_none() {
                 self.fill(&tx, &mut waiting_locks)?;
+                self.regrant();
             }
             match rx.recv_timeout(Duration::from_millis(200)) {
                 Ok(msg) => self.heard(msg),
@@ -165,6 +172,7 @@ impl Coordinator {
                     self.heard(msg);
                 }
                 self.children.remove(&worker);
+                self.grants.remove(&worker);
                 self.catch_up(&worker);
                 self.finished(&worker, code, &tx)?;
             }
@@ -316,6 +324,10 @@ impl Coordinator {
         waiting: &mut BTreeMap<String, Instant>,
     ) -> Result<()> {
         while self.children.len() < self.opts.workers as usize {
+            // Started only when the shared budget covers its first session.
+            if self.decide() != grant::Decision::Go {
+                break;
+            }
             let resume = self.ledger.assignments.iter().position(|a| {
                 matches!(a.status, Status::Running | Status::Paused)
                     && !self.children.contains_key(&a.worker)
@@ -452,8 +464,19 @@ impl Coordinator {
                 worktree: a.worktree.display().to_string(),
             },
         );
+        // Its first session granted before it starts (none when the shared
+        // budget does not cover it now: a conflict handed back waits).
+        let first = u32::from(self.decide() == grant::Decision::Go);
+        grant::Grant { sessions: first }.write(&a.project_dir)?;
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
+        self.grants.insert(
+            a.worker.clone(),
+            Granted {
+                granted: first,
+                ..Granted::default()
+            },
+        );
         Ok(())
     }
 

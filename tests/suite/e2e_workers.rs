@@ -34,7 +34,7 @@ sleep_ms = 1500
 [[step]]
 text = "Checking it off."
 command = '''
-if [ -n "$RALPH_WORKER" ]; then plan=.ralph/worker-plan.md; else plan=fix_plan.md; fi
+if [ -n "$RALPH_WORKER" ]; then plan=.ralph/worker-plan.md; item="$RALPH_ITEM"; else plan=fix_plan.md; item=$(grep -m1 -F -e '- [ ]' fix_plan.md | sed 's/^- \[ \] //'); fi
 sed -i '0,/- \[ \]/s//- [x]/' "$plan"
 '''
 
@@ -1273,9 +1273,10 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
     let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
     // The agent commits its work itself, then takes its time: killed in
     // it, the next iteration writes the same file and has nothing to commit.
-    let commits = slow_item().replace(
-        "\"$plan\"\n",
-        "\"$plan\"\ngit add out && git -c user.name=t -c user.email=t@example.com commit -qm \"agent: $item\"\n",
+    let commits = slow_item().replacen(
+        "\"out/$item.txt\"\n",
+        "\"out/$item.txt\"\ngit add out && git -c user.name=t -c user.email=t@example.com commit -qm \"agent: $item\"\n",
+        1,
     );
     let p = Project::new(SIX, &commits, "");
     let mut child = unread_coordinator(&p, "3").spawn().unwrap();
