@@ -49,6 +49,7 @@
 //!   seams.rs             the run's side of the seams: estimates, the shard rule, the items ledger
 //!   now.rs               Now: time as a value, read once per input
 //!   facts.rs             what an iteration leaves behind (plain data)
+//!   grant.rs             a worker waits for its coordinator's grant before each session
 //!   publish.rs           Publisher: the one way an event is published, hooks run with the same facts
 //!   snapshots.rs         the safety net's snapshots during an iteration, pruning at the start
 //!   takeover.rs          taking over a dead supervisor's iteration (replay of its transcript)
@@ -66,6 +67,7 @@ mod budget;
 mod continuation;
 mod driver;
 mod facts;
+mod grant;
 mod iteration;
 mod limit_wait;
 mod now;

@@ -17,6 +17,8 @@
 //! workers/
 //!   assign.rs        plan → units, `(after: …)`, `(serial)`, which are ready (pure)
 //!   coordinator.rs, coordinator/  the loop that gives out units, merges, checks off
+//!   grant.rs         shared budgets granted before a session starts (pure
+//!                    decision, table-tested) and the grant file a worker reads
 //!   child.rs         a worker's `ralph run --worker` child process and its events
 //!   merge.rs         one worker branch merged into the run branch (git2)
 //!   ledger.rs        `.ralph/workers.json`, read by a takeover
@@ -37,10 +39,11 @@ mod child;
 mod config;
 mod coordinator;
 pub(crate) mod fleet;
+pub(crate) mod grant;
 mod ledger;
 pub(crate) mod merge;
 mod view;
-mod worktree;
+pub(crate) mod worktree;
 
 pub(crate) use child::WORKER_PROMPT;
 pub(crate) use config::WorkersConfig;

@@ -27,6 +27,16 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         }
         return fleet_worker(root, config, args, remote, fleet);
     }
+    // A worker's unit: its key (the coordinator hands it down as
+    // `RALPH_ITEM`) and the project's plan, where its agent may check it off.
+    let unit = match &args.worker {
+        Some(_) => Some(supervisor::WorkerUnit {
+            item: std::env::var("RALPH_ITEM").unwrap_or_default(),
+            project_plan: project.config()?.plan,
+            branch: std::env::var("RALPH_WORKER_BRANCH").unwrap_or_default(),
+        }),
+        None => None,
+    };
     if args.worker.is_some() {
         // A worker's prompt stays in its own `.ralph/`: committed on every
         // worker branch, the shared PROMPT.md would conflict at each merge.
@@ -86,7 +96,7 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         reset_breaker: args.reset_breaker,
         deadline,
         budget_per_invocation: args.budget_per_invocation,
-        worker: args.worker.is_some(),
+        worker: unit,
         trust_config: args.trust_config,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

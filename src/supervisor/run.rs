@@ -40,10 +40,24 @@ pub(crate) struct RunOptions {
     /// Count the budgets from this invocation, not the run's start.
     pub(crate) budget_per_invocation: bool,
     /// A worker of `ralph run --workers N` (`--worker NAME`): its
-    /// coordinator notifies for it.
-    pub(crate) worker: bool,
+    /// coordinator notifies for it, and its unit is done once checked off.
+    pub(crate) worker: Option<WorkerUnit>,
     /// `--trust-config`: files changed during the last run are the user's.
     pub(crate) trust_config: bool,
+}
+
+/// What a worker's loop knows of the unit it was handed: its run is done
+/// once the unit is checked off, in the plan it was handed or in the
+/// project's plan in its worktree (where prompts and `AGENTS.md` files
+/// teach agents to check items off), promise or not; `[verify]` decides.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WorkerUnit {
+    /// The unit's key (`RALPH_ITEM`); an update task's plan does not hold it.
+    pub(crate) item: String,
+    /// The project's plan (ralph.toml's `plan`), relative to the root.
+    pub(crate) project_plan: PathBuf,
+    /// The worker's branch (`RALPH_WORKER_BRANCH`): ralph's commits go there.
+    pub(crate) branch: String,
 }
 
 /// Everything one run needs, shared by its iterations.
@@ -81,6 +95,10 @@ pub(crate) struct Supervisor {
     /// `.ralph/trust.json`, and the files seen changed since.
     pub(super) trust: trust::Record,
     pub(super) untrusted: Vec<String>,
+    /// A worker's unit (`RunOptions::worker`).
+    pub(super) unit: Option<WorkerUnit>,
+    /// Sessions this process started (a worker's grant counts them).
+    pub(super) sessions_started: u32,
 }
 
 impl Supervisor {
@@ -101,7 +119,7 @@ impl Supervisor {
         // last run is not acted on unconfirmed.
         let boxed = config.agent.sandbox == agent::sandbox::Kind::Bwrap;
         // A worker's project is its worktree, made by its coordinator.
-        let trusted = if opts.worker {
+        let trusted = if opts.worker.is_some() {
             trust::Decision::Trusted
         } else {
             trust::at_start(root, &layout.dir, boxed, opts.trust_config)?
@@ -175,7 +193,7 @@ impl Supervisor {
             bus.emit(event);
         }
         let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(root, &config));
-        if !opts.worker
+        if opts.worker.is_none()
             && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
         {
             bus.add(Box::new(notifier));
@@ -241,6 +259,8 @@ impl Supervisor {
             reuse_tree: None,
             _claim: claim,
             replaced,
+            unit: opts.worker,
+            sessions_started: 0,
             config,
             trust,
             untrusted: Vec::new(),
@@ -295,6 +315,55 @@ impl Supervisor {
         Project::at(&self.root)
             .plan(&self.config)
             .unwrap_or_default()
+    }
+
+    /// A worker's HEAD put back on its branch after an agent moved it (a
+    /// branch of its own, a detached HEAD, the run branch checked out), or
+    /// detached where it is when that cannot be done: this loop's commits
+    /// (checkpoints, completion) never land on another branch.
+    fn worker_head_home(&mut self) {
+        let Some(unit) = self.unit.as_ref().filter(|u| !u.branch.is_empty()) else {
+            return;
+        };
+        let Ok(wt) = git2::Repository::discover(&self.root) else {
+            return;
+        };
+        match crate::workers::worktree::home(&wt, &unit.branch) {
+            Ok(crate::workers::worktree::Head::OnBranch) => {}
+            Ok(crate::workers::worktree::Head::Moved(note)) => self.events.warn(note),
+            Ok(crate::workers::worktree::Head::Apart(note)) => self.events.warn(format!(
+                "{note}: HEAD is left detached there, no checkpoint commit is made; the coordinator merges it when this loop ends"
+            )),
+            Err(e) => self
+                .events
+                .warn(format!("cannot read HEAD of the worktree: {}", e.message())),
+        }
+    }
+
+    /// The plan after an iteration. A worker's unit checked off in the
+    /// project's plan in its worktree is checked off in the plan it was
+    /// handed too (ralph's own file): one signal, whichever plan the agent
+    /// wrote. The project's plan itself is the coordinator's to change.
+    fn unit_checked_off(&self) -> Plan {
+        let plan = self.plan();
+        let Some(unit) = &self.unit else { return plan };
+        let project_plan = std::fs::read_to_string(self.root.join(&unit.project_plan));
+        let handed = self.root.join(&self.config.plan);
+        let checked = project_plan
+            .ok()
+            .filter(|text| crate::workers::assign::unit_done(text, &unit.item))
+            .and_then(|_| std::fs::read_to_string(&handed).ok())
+            .and_then(|text| crate::workers::assign::check_off(&text, &unit.item));
+        match checked {
+            Some(text) => match crate::state::write_atomic(&handed, text.as_bytes()) {
+                Ok(()) => self.plan(),
+                Err(e) => {
+                    tracing::warn!("cannot check the unit off in {}: {e}", handed.display());
+                    plan
+                }
+            },
+            None => plan,
+        }
     }
 
     pub(super) fn own(&self) -> OwnPaths {
@@ -512,6 +581,10 @@ impl Supervisor {
             if let Next::End(outcome, why) = gate {
                 return Ok((outcome, why));
             }
+            // A worker's session is granted by its coordinator first.
+            if let Some(end) = self.wait_for_grant().await {
+                return Ok(end);
+            }
             crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
@@ -631,7 +704,8 @@ impl Supervisor {
         plan_before: &Plan,
         snap_before: Option<repo::Snapshot>,
     ) -> Option<(Outcome, String)> {
-        let plan_after = self.plan();
+        self.worker_head_home();
+        let plan_after = self.unit_checked_off();
         let snap_after = repo::snapshot(&self.root, &self.own()).ok();
         let tree_progress = match (&snap_before, &snap_after) {
             (Some(b), Some(a)) => repo::made_progress(&self.root, b, a),
@@ -662,6 +736,7 @@ impl Supervisor {
             open_items: plan_after.open_count(),
             require_plan_complete: self.config.loop_.require_plan_complete,
             refused: None,
+            unit_done: self.unit.is_some() && plan_after.open_count() == 0,
         };
         self.verify_iteration(&facts, &mut verdict, &mut gate, checked);
         if let Some(mark) = verdict.checkpoint {

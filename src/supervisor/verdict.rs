@@ -273,6 +273,8 @@ pub(super) struct Case {
     pub(crate) limit: Option<LimitHit>,
     /// The iteration limit is reached after this many iterations.
     pub(crate) iteration_limit: Option<u32>,
+    /// A worker's unit is checked off in this iteration (promise or not).
+    pub(crate) unit_done: Option<u32>,
 }
 
 /// The exit rules, most specific first: signal > completion (a premature
@@ -282,7 +284,19 @@ pub(super) fn exit_rule(case: Case, events: &mut Vec<Event>) -> Next {
     if case.signalled {
         return Next::End(Outcome::Interrupted, "interrupted by a signal".into());
     }
-    if let Some((iteration, open_items)) = case.promise {
+    if let (Some(iteration), None) = (case.unit_done, case.promise) {
+        // A worker's unit checked off completes its loop as a promise
+        // would: the checks (`[verify]`) still decide.
+        match case.refused {
+            Some(reason) => events.push(Event::CompletionRefused { iteration, reason }),
+            None => {
+                return Next::End(
+                    Outcome::Completed,
+                    format!("its unit is checked off in iteration {iteration}"),
+                );
+            }
+        }
+    } else if let Some((iteration, open_items)) = case.promise {
         if case.require_plan_complete && open_items > 0 {
             events.push(Event::PrematurePromise {
                 iteration,
@@ -423,12 +437,20 @@ pub(super) struct Gate {
     pub(crate) require_plan_complete: bool,
     /// The `[verify]` commands failed: why.
     pub(crate) refused: Option<String>,
+    /// A worker's unit is checked off: a completion claim of its own.
+    pub(crate) unit_done: bool,
 }
 
 impl Gate {
     /// A promise made now would pass the plan gate.
     pub(super) fn plan_passes(&self) -> bool {
         !self.require_plan_complete || self.open_items == 0
+    }
+
+    /// The iteration claims completion: a promise past the plan gate, or
+    /// a worker's unit checked off.
+    pub(super) fn claims_completion(&self, promise: bool) -> bool {
+        promise && self.plan_passes() || self.unit_done
     }
 }
 
@@ -452,6 +474,7 @@ pub(super) fn next(
             budget,
             limit: facts.limit.clone(),
             iteration_limit: None,
+            unit_done: gate.unit_done.then_some(facts.number),
         },
         events,
     )
@@ -752,6 +775,7 @@ mod tests {
             }),
             limit: Some(limit()),
             iteration_limit: Some(10),
+            unit_done: None,
         }
     }
 
@@ -879,6 +903,72 @@ mod tests {
         assert_eq!(v.outcome.to_string(), "refused");
         assert!(v.breaker.failed);
         assert_eq!(v.breaker.error.as_deref(), v.error.as_deref());
+    }
+
+    #[test]
+    fn a_workers_unit_checked_off_completes_promise_or_not_and_verify_decides() {
+        let quiet = Case {
+            signalled: false,
+            promise: None,
+            breaker: Some(BreakerEnd::Tripped(trip())),
+            unit_done: Some(3),
+            ..all()
+        };
+        // No promise: the unit checked off completes, before the breaker.
+        assert_eq!(
+            exit_rule(quiet.clone(), &mut Vec::new()),
+            Next::End(
+                Outcome::Completed,
+                "its unit is checked off in iteration 3".into()
+            )
+        );
+        // A signal still comes first.
+        let signalled = Case {
+            signalled: true,
+            ..quiet.clone()
+        };
+        assert!(matches!(
+            exit_rule(signalled, &mut Vec::new()),
+            Next::End(Outcome::Interrupted, _)
+        ));
+        // Failing checks refuse it, and the rules go on.
+        let refused = Case {
+            refused: Some("verify failed".into()),
+            ..quiet
+        };
+        let mut events = Vec::new();
+        assert!(matches!(
+            exit_rule(refused, &mut events),
+            Next::End(Outcome::BreakerOpen, _)
+        ));
+        assert!(matches!(
+            events.as_slice(),
+            [
+                Event::CompletionRefused { iteration: 3, .. },
+                Event::Breaker { .. }
+            ]
+        ));
+        // What calls for the completion checks: (promise, open, require, unit) → claim.
+        let table = [
+            (true, 0, true, false, true),
+            (true, 2, true, false, false),
+            (true, 2, false, false, true),
+            (false, 0, true, false, false),
+            (false, 0, true, true, true),
+        ];
+        for (promise, open_items, require_plan_complete, unit_done, claims) in table {
+            let gate = Gate {
+                open_items,
+                require_plan_complete,
+                refused: None,
+                unit_done,
+            };
+            assert_eq!(
+                gate.claims_completion(promise),
+                claims,
+                "{gate:?} {promise}"
+            );
+        }
     }
 
     #[test]

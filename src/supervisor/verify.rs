@@ -28,7 +28,7 @@ impl Supervisor {
         checked: Vec<String>,
     ) {
         let v = &self.config.verify;
-        let when = if facts.promise && gate.plan_passes() && !self.flags.signals.any() {
+        let when = if gate.claims_completion(facts.promise) && !self.flags.signals.any() {
             When::Completion
         } else if !checked.is_empty() && v.runs_on(When::Item) {
             When::Item

@@ -312,6 +312,14 @@ pub(crate) fn check_off(text: &str, key: &str) -> Option<String> {
     Some(out)
 }
 
+/// Whether the unit named `key` is done in `text`: each of its items
+/// checked (a worker's agent may check it off in the project's plan).
+pub(crate) fn unit_done(text: &str, key: &str) -> bool {
+    units_lenient(text)
+        .iter()
+        .any(|u| u.key == key && u.state == UnitState::Done)
+}
+
 /// The units even when a marking is wrong (the plan may have been edited
 /// since the run started): dependencies are not needed to check items off.
 fn units_lenient(text: &str) -> Vec<Unit> {

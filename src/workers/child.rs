@@ -60,6 +60,7 @@ pub(crate) fn spawn(
         .env("RALPH_ITEM", &a.item)
         .env("RALPH_WORKER_TASK", a.task.name())
         .env("RALPH_RUN_BRANCH", run_branch)
+        .env("RALPH_WORKER_BRANCH", &a.branch)
         .env("PWD", &a.project_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

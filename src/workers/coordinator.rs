@@ -8,8 +8,13 @@
 //! coordinator.rs     the loop: units to workers, their events, shared budgets
 //! coordinator/
 //!   setup.rs         the start: run branch, lock, ledger to continue, units checked
+//!   grants.rs        a session granted to each worker's loop while the shared budget covers it
 //!   hear.rs          the workers' records: heard live or read back, counted once
+//!   leftovers.rs     what a worker left, onto its branch: stray commits, the
+//!                    stash, uncommitted work; its edits to the plan left out
 //!   queue.rs         the merge queue's step: merge, check off and commit, or hand back
+//!   run_branch.rs    the run branch whatever the user's checkout does: the
+//!                    plan read from it, check-offs committed on it
 //!   end.rs           how the run ends: outcome, handoff of unmerged branches, report
 //! ```
 
@@ -23,20 +28,24 @@ use git2::Repository;
 use nix::sys::signal::Signal;
 
 mod end;
+mod grants;
 mod hear;
+mod leftovers;
 mod queue;
+mod run_branch;
 mod setup;
 
 pub(crate) use setup::run;
 
 use super::assign;
 use super::child::{self, Child, Msg, WORKER_PLAN};
+use super::grant;
 use super::ledger::{Assignment, Ledger, Status, Task};
 use super::worktree;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Bus, Event};
-use crate::repo::{OwnPaths, Repo};
+use grants::Granted;
 
 /// What the user asked for besides the count.
 pub(crate) struct Options {
@@ -98,6 +107,10 @@ pub(super) struct Coordinator {
     stop: Option<Stop>,
     /// Workers stopped because another hit a usage limit, and until when.
     paused_until: Option<Instant>,
+    /// The user's checkout is off the run branch (said once each time).
+    checkout_away: bool,
+    /// Per running worker: sessions granted to its loop, and ended.
+    grants: BTreeMap<String, Granted>,
     /// Why no new worktree could be made (`max_worktrees` reached by the
     /// ones kept for a person), once said.
     worktrees_full: Option<String>,
@@ -130,12 +143,14 @@ impl Coordinator {
         let mut waiting_locks: BTreeMap<String, Instant> = BTreeMap::new();
         loop {
             self.take_signal();
+            self.watch_checkout();
             self.check_budgets();
             if self.paused_until.is_some_and(|t| Instant::now() >= t) {
                 self.paused_until = None;
             }
             if self.stop.is_none() && self.paused_until.is_none() {
                 self.fill(&tx, &mut waiting_locks)?;
+                self.regrant();
             }
             match rx.recv_timeout(Duration::from_millis(200)) {
                 Ok(msg) => self.heard(msg),
@@ -157,6 +172,7 @@ impl Coordinator {
                     self.heard(msg);
                 }
                 self.children.remove(&worker);
+                self.grants.remove(&worker);
                 self.catch_up(&worker);
                 self.finished(&worker, code, &tx)?;
             }
@@ -281,7 +297,7 @@ impl Coordinator {
     }
 
     fn ready_units(&self) -> Vec<String> {
-        let Ok(text) = std::fs::read_to_string(&self.plan_path) else {
+        let Ok(text) = self.plan_text() else {
             return Vec::new();
         };
         let Ok(units) = assign::units(&text) else {
@@ -308,6 +324,10 @@ impl Coordinator {
         waiting: &mut BTreeMap<String, Instant>,
     ) -> Result<()> {
         while self.children.len() < self.opts.workers as usize {
+            // Started only when the shared budget covers its first session.
+            if self.decide() != grant::Decision::Go {
+                break;
+            }
             let resume = self.ledger.assignments.iter().position(|a| {
                 matches!(a.status, Status::Running | Status::Paused)
                     && !self.children.contains_key(&a.worker)
@@ -415,7 +435,7 @@ impl Coordinator {
             worktree::create(&self.git, &a.worktree_name, &a.worktree, &a.branch, from)?;
         }
         if !a.project_dir.join(WORKER_PLAN).is_file() {
-            let text = read_plan(&self.plan_path)?;
+            let text = self.plan_text()?;
             let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
             let unit = units.iter().find(|u| u.key == a.item).ok_or_else(|| {
                 Error::usage(format!("plan item \"{}\" is gone from the plan", a.item))
@@ -444,8 +464,19 @@ impl Coordinator {
                 worktree: a.worktree.display().to_string(),
             },
         );
+        // Its first session granted before it starts (none when the shared
+        // budget does not cover it now: a conflict handed back waits).
+        let first = u32::from(self.decide() == grant::Decision::Go);
+        grant::Grant { sessions: first }.write(&a.project_dir)?;
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
+        self.grants.insert(
+            a.worker.clone(),
+            Granted {
+                granted: first,
+                ..Granted::default()
+            },
+        );
         Ok(())
     }
 
@@ -487,28 +518,6 @@ impl Coordinator {
             return self.save();
         }
         self.merge(i, tx)
-    }
-
-    /// Whatever a worker left uncommitted, committed on its branch with the
-    /// WIP commit's rules: nothing stays behind in a worktree.
-    fn commit_leftovers(&mut self, a: &Assignment) {
-        if let Ok(Some(repo)) = Repo::open(&a.project_dir) {
-            let outcome = repo.wip_commit(
-                &format!(
-                    "ralph: {}'s uncommitted work on \"{}\"",
-                    a.worker,
-                    crate::text::printable(&a.item)
-                ),
-                &OwnPaths::new(&self.config.prompt_file),
-            );
-            match outcome {
-                crate::repo::CommitOutcome::Skipped { reason } => self
-                    .bus
-                    .emit_from(&a.worker, Event::Warning { message: reason }),
-                crate::repo::CommitOutcome::Committed { id, .. } => self.ledger.made(id),
-                crate::repo::CommitOutcome::NothingToCommit => {}
-            }
-        }
     }
 }
 

@@ -23,6 +23,67 @@ pub(crate) fn free_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
         .expect("an unbounded range has a free name")
 }
 
+/// Where a worktree's HEAD was found, relative to its worker branch.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Head {
+    OnBranch,
+    /// On another branch or detached, at or ahead of the worker branch:
+    /// the branch was moved forward to it and HEAD put back on the branch.
+    Moved(String),
+    /// Apart from the worker branch (each has commits the other lacks):
+    /// HEAD detached where it was, so that nothing commits onto the
+    /// branch the agent checked out (the run branch, say).
+    Apart(String),
+}
+
+/// Bring the worktree `wt`'s HEAD back onto `branch` where the agent's
+/// commits allow it, the index and the work tree untouched. An agent may
+/// commit on a branch of its own, on a detached HEAD or on the run branch
+/// it checked out: ralph's commits (checkpoints, the completion's, the
+/// coordinator's leftovers) must go on the worker branch, never onto a
+/// branch whose tip has moved past the worktree's index.
+pub(crate) fn home(wt: &Repository, branch: &str) -> std::result::Result<Head, git2::Error> {
+    let mine = format!("refs/heads/{branch}");
+    let head = wt.head()?;
+    if head.name() == Some(mine.as_str()) {
+        return Ok(Head::OnBranch);
+    }
+    let detached = wt.head_detached()?;
+    // On another branch, the commit this worktree's index is based on is
+    // the one it last checked out or committed (its own HEAD log): the
+    // branch's tip may have moved since in another worktree (the run
+    // branch, by the coordinator's merges).
+    let at = match detached {
+        true => None,
+        false => wt
+            .reflog("HEAD")
+            .ok()
+            .and_then(|log| log.get(0).map(|e| e.id_new()))
+            .filter(|id| !id.is_zero()),
+    };
+    let at = match at {
+        Some(at) => at,
+        None => head.peel_to_commit()?.id(),
+    };
+    let place = if detached {
+        "a detached HEAD".to_string()
+    } else {
+        format!("branch {}", head.shorthand().unwrap_or("?"))
+    };
+    let tip = wt.refname_to_id(&mine)?;
+    if tip == at || wt.graph_descendant_of(at, tip)? {
+        wt.reference(&mine, at, true, "ralph: the worker's commits found")?;
+        wt.set_head(&mine)?;
+        return Ok(Head::Moved(format!(
+            "its work was on {place}: {branch} moved forward to it"
+        )));
+    }
+    wt.set_head_detached(at)?;
+    Ok(Head::Apart(format!(
+        "its work was on {place}, apart from {branch}"
+    )))
+}
+
 /// Whether branch `name` exists.
 pub(crate) fn branch_exists(repo: &Repository, name: &str) -> bool {
     repo.find_branch(name, BranchType::Local).is_ok()

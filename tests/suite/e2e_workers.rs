@@ -10,31 +10,39 @@ use std::time::Duration;
 use common::{Project, Run};
 use serde_json::Value;
 
-const LIMIT: Duration = Duration::from_secs(180);
+pub(crate) const LIMIT: Duration = Duration::from_secs(180);
 
-const SIX: &str = "# Six things\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n- [ ] delta\n- [ ] echo\n- [ ] foxtrot\n";
+pub(crate) const SIX: &str = "# Six things\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n- [ ] delta\n- [ ] echo\n- [ ] foxtrot\n";
 
 /// One iteration doing one item: a worker does its `RALPH_ITEM` and checks
 /// it off in its own plan; a single loop does the plan's first open item.
-/// Either writes `out/<item>.txt`, pauses, commits, promises.
+/// Either writes `out/<item>.txt`, pauses, checks the item off, promises.
+/// The check-off comes last: a worker's unit checked off is done, promise
+/// or not, so an agent stopped in the pause has not finished it.
 const ONE_ITEM: &str = r#"
 [[step]]
 context = 20000
 text = "Working on my item."
 command = '''
-if [ -n "$RALPH_WORKER" ]; then plan=.ralph/worker-plan.md; item="$RALPH_ITEM"; else plan=fix_plan.md; item=$(grep -m1 -F -e '- [ ]' fix_plan.md | sed 's/^- \[ \] //'); fi
+if [ -n "$RALPH_WORKER" ]; then item="$RALPH_ITEM"; else item=$(grep -m1 -F -e '- [ ]' fix_plan.md | sed 's/^- \[ \] //'); fi
 mkdir -p out && printf '%s by %s\n' "$item" "${RALPH_WORKER:-single}" > "out/$item.txt"
-sed -i '0,/- \[ \]/s//- [x]/' "$plan"
 '''
 
 [[step]]
 sleep_ms = 1500
 
 [[step]]
+text = "Checking it off."
+command = '''
+if [ -n "$RALPH_WORKER" ]; then plan=.ralph/worker-plan.md; item="$RALPH_ITEM"; else plan=fix_plan.md; item=$(grep -m1 -F -e '- [ ]' fix_plan.md | sed 's/^- \[ \] //'); fi
+sed -i '0,/- \[ \]/s//- [x]/' "$plan"
+'''
+
+[[step]]
 result = "Done.\n\n<promise>COMPLETE</promise>"
 "#;
 
-fn git(dir: &Path) -> git2::Repository {
+pub(crate) fn git(dir: &Path) -> git2::Repository {
     git2::Repository::open(dir).unwrap()
 }
 
@@ -56,14 +64,14 @@ fn commits_touching(repo: &git2::Repository, path: &str) -> Vec<String> {
         .collect()
 }
 
-fn blob_on_main(repo: &git2::Repository, path: &str) -> Option<String> {
+pub(crate) fn blob_on_main(repo: &git2::Repository, path: &str) -> Option<String> {
     let tree = repo.head().unwrap().peel_to_tree().unwrap();
     let entry = tree.get_path(Path::new(path)).ok()?;
     let blob = repo.find_blob(entry.id()).unwrap();
     Some(String::from_utf8_lossy(blob.content()).into_owned())
 }
 
-fn ralph_branches(repo: &git2::Repository) -> Vec<String> {
+pub(crate) fn ralph_branches(repo: &git2::Repository) -> Vec<String> {
     repo.branches(Some(git2::BranchType::Local))
         .unwrap()
         .filter_map(|b| b.ok()?.0.name().ok()?.map(str::to_string))
@@ -81,7 +89,20 @@ fn worker_events<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
 /// Everything a finished parallel run must leave: every item's work on
 /// main exactly once, the plan checked off by the coordinator alone, no
 /// worker branch or worktree left.
-fn assert_all_merged(p: &Project, items: &[&str]) {
+pub(crate) fn assert_all_merged(p: &Project, items: &[&str]) {
+    assert_work_merged(p, items);
+    // The plan: only the coordinator's commits touch it (and the initial one).
+    for subject in commits_touching(&git(p.root()), "fix_plan.md") {
+        assert!(
+            subject.starts_with("ralph: \"") || subject == "initial",
+            "a worker committed the plan: {subject}"
+        );
+    }
+}
+
+/// Every item's work on main exactly once and checked off, no worker
+/// branch or worktree left.
+pub(crate) fn assert_work_merged(p: &Project, items: &[&str]) {
     let repo = git(p.root());
     let plan = blob_on_main(&repo, "fix_plan.md").unwrap();
     for item in items {
@@ -93,13 +114,6 @@ fn assert_all_merged(p: &Project, items: &[&str]) {
             commits_touching(&repo, &file).len(),
             1,
             "{file} written by exactly one commit on main"
-        );
-    }
-    // The plan: only the coordinator's commits touch it (and the initial one).
-    for subject in commits_touching(&repo, "fix_plan.md") {
-        assert!(
-            subject.starts_with("ralph: \"") || subject == "initial",
-            "a worker committed the plan: {subject}"
         );
     }
     assert!(
@@ -306,7 +320,7 @@ fn slow_item() -> String {
     ONE_ITEM.replace("sleep_ms = 1500", "sleep_ms = 4000")
 }
 
-fn coordinator_events(p: &Project) -> Vec<Value> {
+pub(crate) fn coordinator_events(p: &Project) -> Vec<Value> {
     std::fs::read_to_string(p.path(".ralph/events.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -380,7 +394,7 @@ fn kill_dead(pids: &[i32]) {
 }
 
 /// Wait until `done` holds for the coordinator's log.
-fn wait_for(p: &Project, what: &str, done: impl Fn(&[Value]) -> bool) {
+pub(crate) fn wait_for(p: &Project, what: &str, done: impl Fn(&[Value]) -> bool) {
     let started = std::time::Instant::now();
     loop {
         let events = coordinator_events(p);
@@ -1259,9 +1273,10 @@ fn what_the_workers_did_while_no_coordinator_listened_is_counted_once() {
     let items = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
     // The agent commits its work itself, then takes its time: killed in
     // it, the next iteration writes the same file and has nothing to commit.
-    let commits = slow_item().replace(
-        "\"$plan\"\n",
-        "\"$plan\"\ngit add out && git -c user.name=t -c user.email=t@example.com commit -qm \"agent: $item\"\n",
+    let commits = slow_item().replacen(
+        "\"out/$item.txt\"\n",
+        "\"out/$item.txt\"\ngit add out && git -c user.name=t -c user.email=t@example.com commit -qm \"agent: $item\"\n",
+        1,
     );
     let p = Project::new(SIX, &commits, "");
     let mut child = unread_coordinator(&p, "3").spawn().unwrap();

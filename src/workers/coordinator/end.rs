@@ -2,7 +2,7 @@
 //! merged or listed), the handoff of unmerged branches, the morning report
 //! with a lane per worker, then `run_ended` and `on_exit`.
 
-use super::{Coordinator, Stop, read_plan};
+use super::{Coordinator, Stop};
 use crate::error::Result;
 use crate::events::Event;
 use crate::hooks::Facts;
@@ -14,7 +14,7 @@ impl Coordinator {
         // Loops a dead coordinator left that this one did not resume (it
         // was stopped first): what they did counts too.
         self.catch_up_idle();
-        let text = read_plan(&self.plan_path).unwrap_or_default();
+        let text = self.plan_text().unwrap_or_default();
         let open = assign::units(&text)
             .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())
             .unwrap_or(0);
@@ -80,8 +80,9 @@ impl Coordinator {
         // loop's): the run's figures are its workers' iterations in the
         // log; its outcome, items and what it changed on the run branch
         // are this state's; ralph's commits the ledger's, kept beside it.
-        let head = (self.git.head().ok())
-            .and_then(|h| h.target())
+        let head = (self.git)
+            .refname_to_id(&format!("refs/heads/{}", self.ledger.run_branch))
+            .ok()
             .map(|id| id.to_string());
         let mut state = self
             .ledger

@@ -42,6 +42,15 @@ impl Coordinator {
             Event::IterationEnded { cost_usd, .. } => {
                 self.ledger.iterations += 1;
                 self.ledger.cost_usd += cost_usd;
+                // A session this loop started (not a takeover's record).
+                if live && let Some(g) = self.grants.get_mut(worker) {
+                    g.ended = (g.ended + 1).min(g.started);
+                }
+            }
+            Event::IterationStarted { .. } if live => {
+                if let Some(g) = self.grants.get_mut(worker) {
+                    g.started += 1;
+                }
             }
             // Read back later, its limit was its loop's to wait out.
             Event::LimitWait { seconds, .. } if live => self.pause_others(worker, *seconds),

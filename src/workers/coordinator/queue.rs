@@ -4,8 +4,8 @@
 
 use std::sync::mpsc;
 
-use super::{Coordinator, read_plan, write_worker_plan};
-use crate::error::{Error, Result};
+use super::{Coordinator, write_worker_plan};
+use crate::error::Result;
 use crate::events::Event;
 use crate::text::printable;
 use crate::workers::child::Msg;
@@ -175,11 +175,13 @@ impl Coordinator {
         // off twice does nothing), the ledger's merged list, the worktree,
         // then the assignment.
         let a = self.ledger.assignments[i].clone();
-        let text = read_plan(&self.plan_path)?;
+        let text = self.plan_text()?;
         if let Some(checked) = assign::check_off(&text, &a.item) {
-            crate::state::write_atomic(&self.plan_path, checked.as_bytes())?;
             let item = printable(&a.item);
-            self.commit_plan(&format!("ralph: \"{item}\" done (merged {})", a.branch))?;
+            self.commit_plan(
+                &checked,
+                &format!("ralph: \"{item}\" done (merged {})", a.branch),
+            )?;
         }
         if !self.ledger.merged.contains(&a.item) {
             self.ledger.merged.push(a.item.clone());
@@ -198,52 +200,6 @@ impl Coordinator {
         self.ledger.assignments.remove(i);
         self.save()
     }
-
-    /// The plan, committed alone on the run branch.
-    fn commit_plan(&mut self, message: &str) -> Result<()> {
-        let bytes = std::fs::read(&self.plan_path)
-            .map_err(|e| Error::io("cannot read", &self.plan_path, e))?;
-        let id = commit_alone(&self.git, &self.plan_in_tree, &bytes, message)
-            .map_err(|e| Error::wrap("cannot commit the plan", e))?;
-        self.ledger.made(id.to_string());
-        Ok(())
-    }
-}
-
-/// Commit `bytes` as `path` (relative to the work tree's top) on HEAD and
-/// nothing else: the tree is HEAD's with that one entry replaced, never the
-/// index, which may hold what a merge cut short by kill -9 had staged (a
-/// plan check-off once carried another item's files onto the run branch
-/// that way). The index then agrees with the commit for `path`.
-fn commit_alone(
-    git: &git2::Repository,
-    path: &std::path::Path,
-    bytes: &[u8],
-    message: &str,
-) -> std::result::Result<git2::Oid, git2::Error> {
-    let parent = git.head()?.peel_to_commit()?;
-    let base = parent.tree()?;
-    let mode = match base.get_path(path) {
-        Ok(e) if e.filemode() == 0o100755 => git2::FileMode::BlobExecutable,
-        _ => git2::FileMode::Blob,
-    };
-    let blob = git.blob(bytes)?;
-    let mut update = git2::build::TreeUpdateBuilder::new();
-    update.upsert(path, blob, mode);
-    let tree = git.find_tree(update.create_updated(git, &base)?)?;
-    let (author, committer) = crate::repo::identities(git)?;
-    let id = git.commit(
-        Some("HEAD"),
-        &author,
-        &committer,
-        message,
-        &tree,
-        &[&parent],
-    )?;
-    let mut index = git.index()?;
-    index.add_path(path)?;
-    index.write()?;
-    Ok(id)
 }
 
 /// The plan of a worker sent back to bring its branch up to date.
@@ -258,51 +214,4 @@ fn update_plan(run_branch: &str, a: &Assignment) -> String {
             .join(", "),
         a.item
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::*;
-
-    #[test]
-    fn the_plan_is_committed_alone_whatever_the_index_holds() {
-        let dir = tempfile::tempdir().unwrap();
-        let git = git2::Repository::init(dir.path()).unwrap();
-        let mut config = git.config().unwrap();
-        config.set_str("user.name", "t").unwrap();
-        config.set_str("user.email", "t@example.com").unwrap();
-        std::fs::write(dir.path().join("fix_plan.md"), "- [ ] a\n").unwrap();
-        let mut index = git.index().unwrap();
-        index.add_path(Path::new("fix_plan.md")).unwrap();
-        let tree = git.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::now("t", "t@example.com").unwrap();
-        git.commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
-            .unwrap();
-        // Another item's file, staged by a merge a kill cut short.
-        std::fs::write(dir.path().join("other.txt"), "not this commit's\n").unwrap();
-        index.add_path(Path::new("other.txt")).unwrap();
-        index.write().unwrap();
-        std::fs::write(dir.path().join("fix_plan.md"), "- [x] a\n").unwrap();
-
-        let id = commit_alone(&git, Path::new("fix_plan.md"), b"- [x] a\n", "done").unwrap();
-        let tree = git.find_commit(id).unwrap().tree().unwrap();
-        assert!(tree.get_path(Path::new("other.txt")).is_err());
-        let plan = tree.get_path(Path::new("fix_plan.md")).unwrap();
-        assert_eq!(git.find_blob(plan.id()).unwrap().content(), b"- [x] a\n");
-        let statuses = git.statuses(None).unwrap();
-        let status = |p: &str| {
-            statuses
-                .iter()
-                .find(|s| s.path() == Some(p))
-                .map(|s| s.status())
-        };
-        assert_eq!(status("fix_plan.md"), None, "the plan is clean");
-        assert_eq!(
-            status("other.txt"),
-            Some(git2::Status::INDEX_NEW),
-            "left as it was"
-        );
-    }
 }

@@ -170,6 +170,8 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         opts,
         stop: None,
         paused_until: None,
+        checkout_away: false,
+        grants: BTreeMap::new(),
         worktrees_full: None,
         started: Instant::now(),
         counted_from,
