@@ -6,6 +6,8 @@
 //! events.rs          this map
 //! events/
 //!   schema.rs        Event, Record, the Sink trait, EventLog, JsonLines, Bus, read_log
+//!   tail.rs          the log followed as it grows (whole records only)
+//!   view.rs          the run as the events tell it (per loop, totals): pure, for the live line and `ralph watch`
 //!   terminal.rs      the human view: a status line (indicatif) on a TTY, plain lines elsewhere
 //!   notify.rs        `[notify]`: a sink that turns some events into word to a person
 //!   notify/          config (the keys), message (pure: which events, their text), deliver
@@ -17,6 +19,9 @@
 
 pub(crate) mod notify;
 mod schema;
+mod tail;
 pub mod terminal;
+pub(crate) mod view;
 
 pub use schema::*;
+pub(crate) use tail::LogTail;

@@ -2,12 +2,14 @@
 //! plain timestamped lines elsewhere, both rendered from the event stream.
 
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::span::format_duration;
-use crate::context::{Level, MeterReading};
+use crate::context::Level;
+use crate::events::view::{LoopState, LoopView, RunView, SINGLE};
 use crate::events::{Event, Record, Sink};
 use crate::state::Trigger;
 
@@ -336,74 +338,136 @@ pub(crate) fn sparkline(percents: impl IntoIterator<Item = f64>) -> String {
         .collect()
 }
 
-/// The status line: `iter 3 ▕██████░░░░▏ 62.0% 103k/167k L0 +4k/min ETA 5m Write src/x.rs 12m04s`.
-/// The status line of a parallel run: each working worker's iteration and
-/// context, one short field each ("w1 iter 2 45% · w2 iter 1 12%").
-pub(crate) fn workers_line(
-    workers: &std::collections::BTreeMap<String, (u32, Option<f64>)>,
-) -> String {
-    workers
-        .iter()
-        .map(|(w, (iteration, percent))| match percent {
-            Some(p) => format!("{w} iter {iteration} {p:.0}%"),
-            None => format!("{w} iter {iteration}"),
-        })
-        .collect::<Vec<_>>()
-        .join(" · ")
+/// The time to the checkpoint, spelled out: "checkpoint in ~9 min".
+pub(crate) fn checkpoint_phrase(level: Level, secs: Option<u64>) -> String {
+    match secs {
+        _ if level >= Level::L2 => "checkpointing".into(),
+        None => "checkpoint: no trend yet".into(),
+        Some(s) if s < 60 => "checkpoint in <1 min".into(),
+        Some(s) if s < 3600 => format!("checkpoint in ~{} min", (s + 30) / 60),
+        Some(s) => format!("checkpoint in ~{}h{:02}", s / 3600, (s % 3600) / 60),
+    }
 }
 
-pub(crate) fn status_line(
-    iteration: u32,
-    reading: Option<&MeterReading>,
-    tool: Option<&str>,
-    elapsed: Duration,
+/// A line of a loop for the live view: its iteration, context (a bar when
+/// there is room), the time to the checkpoint, then `rest` (the run's
+/// progress, the last tool) as far as `width` cells allow. Never wider.
+pub(crate) fn loop_line(
+    name: Option<&str>,
+    l: &LoopView,
+    rest: &[String],
+    now: jiff::Timestamp,
+    width: usize,
 ) -> String {
-    let mut s = format!("iter {iteration}");
-    if reading.is_some_and(|r| r.not_metered) {
-        s.push_str(" context not metered live");
-    } else if let Some(r) = reading {
-        s.push_str(&format!(
-            " {} {:.1}% {}/{} {}",
-            bar(r.percent, 20),
-            r.percent,
-            tokens_short(r.tokens),
-            tokens_short(r.usable),
-            r.level
-        ));
-        if let Some(rate) = r.rate_per_min {
-            s.push_str(&format!(" +{}/min", tokens_short(rate.max(0.0) as u64)));
+    let lead = match name {
+        Some(n) => format!("{n} iter {}", l.iteration),
+        None => format!("iter {}", l.iteration),
+    };
+    let mut level = String::new();
+    let mut facts: Vec<String> = Vec::new();
+    let metered = l.reading.as_ref().filter(|(r, _)| !r.not_metered);
+    match &l.reading {
+        Some((r, _)) if r.not_metered => level.push_str(" context not metered live"),
+        Some((r, _)) => {
+            level = format!(" {:.1}% {}", r.percent, r.level);
+            facts.push(checkpoint_phrase(r.level, l.checkpoint_in(now)));
         }
-        if let Some(eta) = r.eta_to_checkpoint_secs.filter(|_| r.level < Level::L2) {
-            s.push_str(&format!(
-                " ETA {}",
-                format_duration(Duration::from_secs(eta))
-            ));
-        }
+        None => {}
     }
-    if let Some(t) = tool {
+    facts.extend(rest.iter().cloned());
+    let mut tail: String = facts.iter().map(|f| format!(" · {f}")).collect();
+    let used = [&lead, &level, &tail]
+        .iter()
+        .map(|s| console::measure_text_width(s))
+        .sum::<usize>();
+    // The bar takes the room left, up to 20 cells; none in less than 5.
+    // The rate and the last tool come last: they take what is left.
+    let more = metered.and_then(|(r, _)| r.rate_per_min).is_some() || l.tool.is_some();
+    let room = width.saturating_sub(used + 3 + if more { 4 } else { 0 });
+    let gauge = match metered {
+        Some((r, _)) if room >= 5 => format!(" {}", bar(r.percent, room.min(20))),
+        _ => String::new(),
+    };
+    if let Some(rate) = metered.and_then(|(r, _)| r.rate_per_min) {
+        tail.push_str(&format!(" · +{}/min", tokens_short(rate.max(0.0) as u64)));
+    }
+    if let Some(t) = &l.tool {
         // The agent's own words: no escape sequence reaches the terminal.
-        s.push_str(&format!(" · {}", crate::text::printable(t)));
+        tail.push_str(&format!(" · {}", crate::text::printable(t)));
     }
-    s.push_str(&format!(" · {}", format_duration(elapsed)));
-    s
+    console::truncate_str(&format!("{lead}{gauge}{level}{tail}"), width, "…").into_owned()
 }
+
+/// The run's progress for the live line: items done of the plan's, cost
+/// so far, time since the start.
+pub(crate) fn progress(view: &RunView, now: jiff::Timestamp) -> Vec<String> {
+    let mut out = Vec::new();
+    if !view.items.is_empty() {
+        out.push(format!("{}/{} items", view.items_done(), view.items.len()));
+    }
+    out.push(format!("${:.2}", view.cost_usd));
+    if let Some(e) = view.elapsed(now) {
+        out.push(format_duration(Duration::from_secs(e)));
+    }
+    out
+}
+
+/// The live lines: one for a single loop; for a parallel run one with the
+/// run's progress, then one per worker whose loop runs.
+pub(crate) fn live_lines(view: &RunView, now: jiff::Timestamp, width: usize) -> Vec<String> {
+    let progress = progress(view, now);
+    if !view.parallel {
+        return match view.loops.get(SINGLE) {
+            Some(l) => vec![loop_line(None, l, &progress, now, width)],
+            None => vec![console::truncate_str(&progress.join(" · "), width, "…").into_owned()],
+        };
+    }
+    let working: Vec<&LoopView> = (view.loops.values())
+        .filter(|l| {
+            matches!(
+                l.state,
+                LoopState::Working | LoopState::HandingOff | LoopState::Waiting(_)
+            )
+        })
+        .collect();
+    let head = format!(
+        "{} worker(s) working · {}",
+        working.len(),
+        progress.join(" · ")
+    );
+    let mut lines = vec![console::truncate_str(&head, width, "…").into_owned()];
+    for l in working {
+        let item = view
+            .item_of(l)
+            .map(|i| crate::text::printable(i).into_owned());
+        lines.push(loop_line(
+            Some(&l.name),
+            l,
+            &item.into_iter().collect::<Vec<_>>(),
+            now,
+            width,
+        ));
+    }
+    lines
+}
+
+/// Plain lines are this wide (no terminal to fit).
+const PLAIN_WIDTH: usize = 160;
 
 /// The terminal sink: a live bar on a TTY, plain lines otherwise.
 pub(crate) struct Terminal {
     bar: Option<ProgressBar>,
     detached: bool,
-    iteration: u32,
-    reading: Option<MeterReading>,
-    tool: Option<String>,
-    started: Instant,
+    /// The run as its events tell it (the live line's figures).
+    view: RunView,
+    /// The project, where the plan named by `run_started` is read.
+    root: PathBuf,
     /// While a usage limit is waited out: when it resets (the countdown).
     waiting_until: Option<Instant>,
-    /// A parallel run's workers whose loops run: iteration and percent.
-    workers: std::collections::BTreeMap<String, (u32, Option<f64>)>,
 }
 
 impl Terminal {
-    pub(crate) fn new() -> Terminal {
+    pub(crate) fn new(root: &Path) -> Terminal {
         let tty = std::io::stderr().is_terminal();
         if std::env::var_os("NO_COLOR").is_some() {
             console::set_colors_enabled_stderr(false);
@@ -417,12 +481,9 @@ impl Terminal {
         Terminal {
             bar,
             detached: false,
-            iteration: 0,
-            reading: None,
-            tool: None,
-            started: Instant::now(),
+            view: RunView::default(),
+            root: root.to_path_buf(),
             waiting_until: None,
-            workers: Default::default(),
         }
     }
 
@@ -444,62 +505,69 @@ impl Terminal {
         }
     }
 
+    /// The plan's items, read again when the run names it or checks one off.
+    fn read_plan(&mut self) {
+        if let Some(plan) = &self.view.plan
+            && let Ok(p) = crate::plan::Plan::load(&self.root.join(plan))
+        {
+            self.view.set_plan(&p);
+        }
+    }
+
     fn redraw(&self) {
         let Some(bar) = &self.bar else { return };
+        // The spinner and a space take two cells; the last one is left
+        // free so that no terminal wraps the line.
+        let width = (console::Term::stderr().size().1 as usize).saturating_sub(3);
         if let Some(until) = self.waiting_until {
             let left = until.saturating_duration_since(Instant::now());
-            bar.set_message(format!(
+            let text = format!(
                 "waiting for the usage limit to reset · {} left",
                 format_duration(left)
-            ));
+            );
+            bar.set_message(console::truncate_str(&text, width, "…").into_owned());
             return;
         }
-        if !self.workers.is_empty() {
-            bar.set_message(workers_line(&self.workers));
-            return;
-        }
-        let line = status_line(
-            self.iteration,
-            self.reading.as_ref(),
-            self.tool.as_deref(),
-            self.started.elapsed(),
-        );
-        // The line turns to a warning from L1 on (plain text when NO_COLOR).
-        let styled = match self.reading.map_or(Level::L0, |r| r.level) {
-            Level::L0 => console::style(line),
-            Level::L1 => console::style(line).yellow(),
-            Level::L2 | Level::L3 => console::style(line).red().bold(),
+        let lines = live_lines(&self.view, jiff::Timestamp::now(), width);
+        // A single loop's line turns to a warning from L1 on (plain text
+        // when NO_COLOR).
+        let level = (self.view.loops.get(SINGLE))
+            .filter(|_| !self.view.parallel)
+            .and_then(|l| l.reading.as_ref())
+            .map_or(Level::L0, |(r, _)| r.level);
+        let text = lines.join("\n");
+        let styled = match level {
+            Level::L0 => console::style(text),
+            Level::L1 => console::style(text).yellow(),
+            Level::L2 | Level::L3 => console::style(text).red().bold(),
         };
         bar.set_message(styled.for_stderr().to_string());
     }
 }
 
-impl Default for Terminal {
-    fn default() -> Self {
-        Terminal::new()
-    }
-}
-
 impl Sink for Terminal {
     fn event(&mut self, record: &Record) {
-        // A worker's events (`ralph run --workers N`) are lines named after
-        // it; the status line stays the coordinator's, so N workers never
-        // fight over one line.
-        if let Some(worker) = &record.worker {
-            match &record.event {
-                Event::IterationStarted { iteration, .. } => {
-                    self.workers.insert(worker.clone(), (*iteration, None));
-                }
-                Event::Context { reading, .. } => {
-                    if let Some(w) = self.workers.get_mut(worker) {
-                        w.1 = Some(reading.percent);
-                    }
-                }
-                Event::RunEnded { .. } => {
-                    self.workers.remove(worker);
-                }
-                _ => {}
+        let moved = match (&record.event, self.view.loops.get(SINGLE)) {
+            (Event::Context { reading, .. }, Some(l)) => l
+                .reading
+                .as_ref()
+                .is_none_or(|(r, _)| r.tokens != reading.tokens),
+            (Event::Context { .. }, None) => true,
+            _ => false,
+        };
+        self.view.apply(record);
+        match &record.event {
+            Event::RunStarted { .. } | Event::ItemChecked { .. } | Event::Merge { .. }
+                if record.worker.is_none() || matches!(record.event, Event::Merge { .. }) =>
+            {
+                self.read_plan();
             }
+            _ => {}
+        }
+        // A worker's events (`ralph run --workers N`) are lines named after
+        // it; the live lines are one per worker, so N workers never fight
+        // over one line.
+        if let Some(worker) = &record.worker {
             if let Some(text) = describe(&record.event) {
                 self.line(&format!("[{worker}] {text}"));
             }
@@ -507,29 +575,18 @@ impl Sink for Terminal {
             return;
         }
         match &record.event {
-            Event::IterationStarted { iteration, .. } => {
-                self.iteration = *iteration;
-                self.reading = None;
-                self.tool = None;
-                self.started = Instant::now();
-                self.waiting_until = None;
-            }
+            Event::IterationStarted { .. } => self.waiting_until = None,
             Event::LimitWait { seconds, .. } => {
                 self.waiting_until = Some(Instant::now() + Duration::from_secs(*seconds));
             }
-            Event::Context { reading, tool, .. } => {
-                if tool.is_some() {
-                    self.tool.clone_from(tool);
-                }
-                // Plain lines only when the context moved: one line a turn
-                // (the tool of a turn arrives on a later line than its usage).
-                let moved = self.reading.is_none_or(|r| r.tokens != reading.tokens);
-                if self.bar.is_none() && moved {
-                    let text =
-                        status_line(self.iteration, Some(reading), None, self.started.elapsed());
+            // Plain lines only when the context moved: one line a turn (the
+            // tool of a turn arrives on a later line than its usage).
+            Event::Context { .. } if self.bar.is_none() && moved => {
+                if let Some(l) = self.view.loops.get(SINGLE) {
+                    let now = jiff::Timestamp::now();
+                    let text = loop_line(None, l, &progress(&self.view, now), now, PLAIN_WIDTH);
                     self.line(&text);
                 }
-                self.reading = Some(*reading);
             }
             Event::RunEnded { .. } => {
                 if let Some(bar) = self.bar.take() {
@@ -566,61 +623,105 @@ impl Sink for Terminal {
 mod tests {
     use super::*;
 
+    /// A log read into the view, at 07:02 (the loops' readings are from 07:01).
+    fn view_of(log: &str) -> RunView {
+        let mut v = RunView::default();
+        for line in log.lines() {
+            v.apply(&serde_json::from_str(line).unwrap());
+        }
+        v.set_plan(&crate::plan::Plan::parse(
+            "- [x] one\n- [ ] two\n- [ ] three\n",
+        ));
+        v
+    }
+
+    fn at(hhmmss: &str) -> jiff::Timestamp {
+        format!("2026-11-27T{hhmmss}Z").parse().unwrap()
+    }
+
+    const SINGLE_RUN: &str = r#"{"ts":"2026-11-27T07:00:00Z","event":"run_started","run_id":"r","resumed":false,"first_iteration":1,"max_iterations":50,"plan":"fix_plan.md","pid":1}
+{"ts":"2026-11-27T07:00:01Z","event":"iteration_started","iteration":3,"command":[],"transcript":"t","resume_from":null}
+{"ts":"2026-11-27T07:00:30Z","event":"iteration_ended","iteration":3,"outcome":"done","progress":true,"cost_usd":1.25,"peak_percent":30.0,"seconds":29.0,"error":null,"invalid_lines":0,"skipped_lines":0}
+{"ts":"2026-11-27T07:00:31Z","event":"iteration_started","iteration":4,"command":[],"transcript":"t","resume_from":null}
+{"ts":"2026-11-27T07:01:00Z","event":"context","iteration":4,"reading":{"tokens":103540,"usable":167000,"window":200000,"percent":62.0,"level":"L0","peak_percent":62.0,"rate_per_min":4100.0,"eta_to_checkpoint_secs":600},"tool":"Write src/a_rather_long_module_name/with_a_longer_file_name.rs"}
+"#;
+
     #[test]
-    fn the_workers_line_names_each_worker_briefly() {
-        let workers = [
-            ("w1".to_string(), (2, Some(45.2))),
-            ("w2".to_string(), (1, None)),
-        ]
-        .into_iter()
-        .collect();
-        assert_eq!(workers_line(&workers), "w1 iter 2 45% · w2 iter 1");
+    fn the_live_line_tells_progress_and_fits_any_width() {
+        let v = view_of(SINGLE_RUN);
+        let now = at("07:02:00");
+        let lines = live_lines(&v, now, 200);
+        assert_eq!(
+            lines,
+            [
+                "iter 4 ▕████████████░░░░░░░░▏ 62.0% L0 · checkpoint in ~9 min · 1/3 items · $1.25 · 2m00s · +4k/min · Write src/a_rather_long_module_name/with_a_longer_file_name.rs"
+            ]
+        );
+        for width in [20, 40, 60, 77, 80, 120] {
+            let line = &live_lines(&v, now, width)[0];
+            assert!(
+                console::measure_text_width(line) <= width,
+                "{width}: {line}"
+            );
+        }
+        let at_80 = &live_lines(&v, now, 80)[0];
+        assert!(at_80.starts_with("iter 4 ▕"), "{at_80}");
+        assert!(
+            at_80.contains("62.0% L0 · checkpoint in ~9 min · 1/3 items · $1.25 · 2m00s"),
+            "{at_80}"
+        );
+        // At 40 columns the bar goes first; the context and the checkpoint stay.
+        let at_40 = &live_lines(&v, now, 40)[0];
+        assert_eq!(at_40, "iter 4 62.0% L0 · checkpoint in ~9 min …");
     }
 
     #[test]
-    fn status_line_shape() {
-        let r = MeterReading {
-            tokens: 142_000,
-            usable: 167_000,
-            window: 200_000,
-            percent: 85.0,
-            level: Level::L2,
-            peak_percent: 85.0,
-            rate_per_min: Some(4_100.0),
-            eta_to_checkpoint_secs: Some(0),
-            not_metered: false,
-        };
-        let line = status_line(
-            3,
-            Some(&r),
-            Some("Write src/x.rs"),
-            Duration::from_secs(724),
+    fn a_parallel_run_has_a_line_per_working_worker() {
+        let log = r#"{"ts":"2026-11-27T07:00:00Z","event":"run_started","run_id":"r","resumed":false,"first_iteration":1,"max_iterations":50,"plan":"fix_plan.md","pid":1}
+{"ts":"2026-11-27T07:00:01Z","worker":"w1","event":"worker_started","item":"two","task":"item","branch":"b1","worktree":"w"}
+{"ts":"2026-11-27T07:00:01Z","worker":"w2","event":"worker_started","item":"three","task":"item","branch":"b2","worktree":"w"}
+{"ts":"2026-11-27T07:00:02Z","worker":"w1","event":"iteration_started","iteration":1,"command":[],"transcript":"t","resume_from":null}
+{"ts":"2026-11-27T07:00:02Z","worker":"w2","event":"iteration_started","iteration":2,"command":[],"transcript":"t","resume_from":null}
+{"ts":"2026-11-27T07:01:00Z","worker":"w2","event":"context","iteration":2,"reading":{"tokens":150000,"usable":167000,"window":200000,"percent":89.8,"level":"L2","peak_percent":89.8,"rate_per_min":null,"eta_to_checkpoint_secs":0},"tool":null}
+"#;
+        let lines = live_lines(&view_of(log), at("07:02:00"), 80);
+        assert_eq!(lines[0], "2 worker(s) working · 1/3 items · $0.00 · 2m00s");
+        assert_eq!(lines[1], "w1 iter 1 · two");
+        assert!(lines[2].starts_with("w2 iter 2 ▕"), "{lines:?}");
+        assert!(
+            lines[2].ends_with("89.8% L2 · checkpointing · three"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn the_checkpoint_is_spelled_out() {
+        assert_eq!(
+            checkpoint_phrase(Level::L0, Some(30)),
+            "checkpoint in <1 min"
         );
         assert_eq!(
-            line,
-            "iter 3 ▕█████████████████░░░▏ 85.0% 142k/167k L2 +4k/min · Write src/x.rs · 12m04s"
+            checkpoint_phrase(Level::L1, Some(560)),
+            "checkpoint in ~9 min"
         );
-        // An agent that reports no usage per call: no number is shown.
-        let r = MeterReading {
-            tokens: 0,
-            percent: 0.0,
-            level: Level::L0,
-            not_metered: true,
-            ..r
-        };
-        let line = status_line(3, Some(&r), None, Duration::from_secs(5));
-        assert_eq!(line, "iter 3 context not metered live · 5s");
+        assert_eq!(
+            checkpoint_phrase(Level::L0, Some(7500)),
+            "checkpoint in ~2h05"
+        );
+        assert_eq!(
+            checkpoint_phrase(Level::L0, None),
+            "checkpoint: no trend yet"
+        );
+        assert_eq!(checkpoint_phrase(Level::L2, Some(0)), "checkpointing");
     }
 
     #[test]
-    fn the_agents_escape_sequences_never_reach_the_status_line() {
-        let line = status_line(
-            1,
-            None,
-            Some("Bash echo \u{1b}[2J\u{1b}]0;title\u{7}\u{1b}]52;c;ZXZpbA==\u{7}\rok"),
-            Duration::from_secs(1),
-        );
-        assert_eq!(line, "iter 1 · Bash echo ok · 1s");
+    fn the_agents_escape_sequences_never_reach_the_live_line() {
+        let mut v = view_of(SINGLE_RUN);
+        v.loops.get_mut(SINGLE).unwrap().tool =
+            Some("Bash echo \u{1b}[2J\u{1b}]0;title\u{7}\u{1b}]52;c;ZXZpbA==\u{7}\rok".into());
+        let line = &live_lines(&v, at("07:02:00"), 300)[0];
+        assert!(line.ends_with("· Bash echo ok"), "{line}");
     }
 
     #[test]
