@@ -343,7 +343,17 @@ fn recommend(
 
 impl Report for ContextReport {
     fn human(&self) -> String {
-        let mut out = self.own_lines();
+        // A parallel run's coordinator runs no agent: its workers' blocks
+        // are the report, under one line for the run.
+        let mut out = if self.workers.is_empty() {
+            self.own_lines()
+        } else {
+            format!(
+                "run       parallel run · {} · {} worker(s) at work\n",
+                self.phase.headline(None, None),
+                self.workers.len()
+            )
+        };
         for w in &self.workers {
             let _ = writeln!(
                 out,

@@ -375,7 +375,7 @@ pub(crate) fn loop_line(
         None => {}
     }
     facts.extend(rest.iter().cloned());
-    let mut tail: String = facts.iter().map(|f| format!(" · {f}")).collect();
+    let tail: String = facts.iter().map(|f| format!(" · {f}")).collect();
     let used = [&lead, &level, &tail]
         .iter()
         .map(|s| console::measure_text_width(s))
@@ -388,14 +388,36 @@ pub(crate) fn loop_line(
         Some((r, _)) if room >= 5 => format!(" {}", bar(r.percent, room.min(20))),
         _ => String::new(),
     };
+    let mut line = format!("{lead}{gauge}{level}");
+    // The facts in order, each whole, as far as they fit.
+    for f in &facts {
+        let f = format!(" · {f}");
+        if console::measure_text_width(&line) + console::measure_text_width(&f) > width {
+            break;
+        }
+        line.push_str(&f);
+    }
+    // Each only when it fits whole; the tool also cut short when some of
+    // it fits: no line ends in a lone "· …".
     if let Some(rate) = metered.and_then(|(r, _)| r.rate_per_min) {
-        tail.push_str(&format!(" · +{}/min", tokens_short(rate.max(0.0) as u64)));
+        let rate = format!(" · +{}/min", tokens_short(rate.max(0.0) as u64));
+        if console::measure_text_width(&line) + console::measure_text_width(&rate) <= width {
+            line.push_str(&rate);
+        }
     }
     if let Some(t) = &l.tool {
         // The agent's own words: no escape sequence reaches the terminal.
-        tail.push_str(&format!(" · {}", crate::text::printable(t)));
+        let left = width.saturating_sub(console::measure_text_width(&line) + 3);
+        if left >= 8 {
+            line.push_str(" · ");
+            line.push_str(&console::truncate_str(
+                &crate::text::printable(t),
+                left,
+                "…",
+            ));
+        }
     }
-    console::truncate_str(&format!("{lead}{gauge}{level}{tail}"), width, "…").into_owned()
+    console::truncate_str(&line, width, "…").into_owned()
 }
 
 /// The run's progress for the live line: items done of the plan's, cost
@@ -672,7 +694,7 @@ mod tests {
         );
         // At 40 columns the bar goes first; the context and the checkpoint stay.
         let at_40 = &live_lines(&v, now, 40)[0];
-        assert_eq!(at_40, "iter 4 62.0% L0 · checkpoint in ~9 min …");
+        assert_eq!(at_40, "iter 4 62.0% L0 · checkpoint in ~9 min");
     }
 
     #[test]

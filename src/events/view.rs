@@ -43,6 +43,8 @@ pub(crate) enum LoopState {
     Left(String),
     /// Its item is done: its branch waits for the merge queue.
     Done,
+    /// Its branch was merged into the run branch.
+    Merged,
     /// Its loop ended (how).
     Ended(String),
 }
@@ -58,6 +60,7 @@ impl LoopState {
             LoopState::Paused(why) => format!("paused ({})", why.replace('_', " ")),
             LoopState::Left(why) => format!("left to a person ({why})"),
             LoopState::Done => "done, to merge".into(),
+            LoopState::Merged => "merged".into(),
             LoopState::Ended(how) => format!("ended: {}", how.replace('_', " ")),
         }
     }
@@ -286,6 +289,10 @@ impl RunView {
                 };
                 if !matches!(merged, Merged::Conflict { .. } | Merged::Blocked { .. }) {
                     self.unmerged.remove(branch);
+                    let l = self.loop_mut(worker);
+                    if l.state == LoopState::Done {
+                        l.state = LoopState::Merged;
+                    }
                 }
                 if self.merges.len() == MERGES {
                     self.merges.pop_front();
@@ -645,7 +652,8 @@ mod tests {
         assert!(v.parallel);
         assert_eq!(v.loops.keys().collect::<Vec<_>>(), ["w1", "w2", "w3"]);
         assert_eq!((v.iterations(), v.cost_usd), (3, 0.75));
-        assert_eq!(v.loops["w1"].state, LoopState::Done);
+        assert_eq!(v.loops["w1"].state, LoopState::Merged);
+        assert_eq!(v.loops["w2"].state, LoopState::Done);
         assert_eq!(v.loops["w2"].tool.as_deref(), Some("Bash make"));
         assert_eq!(v.loops["w3"].state, LoopState::Left("failed".into()));
         assert_eq!(v.queue, [("w2".to_string(), "bravo".to_string())]);

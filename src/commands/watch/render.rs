@@ -150,17 +150,19 @@ fn loop_lines(
                 tokens_short(r.tokens),
                 tokens_short(r.usable)
             );
-            if let Some(rate) = r.rate_per_min {
-                tail.push_str(&format!(" · +{}/min", tokens_short(rate.max(0.0) as u64)));
-            }
-            if l.state == LoopState::Working || l.state == LoopState::HandingOff {
+            // The rate and the time to the checkpoint only while it runs.
+            if matches!(l.state, LoopState::Working | LoopState::HandingOff) {
+                if let Some(rate) = r.rate_per_min {
+                    tail.push_str(&format!(" · +{}/min", tokens_short(rate.max(0.0) as u64)));
+                }
                 tail.push_str(&format!(
                     " · {}",
                     checkpoint_phrase(r.level, l.checkpoint_in(now))
                 ));
             }
             let room = width.saturating_sub(indent.len() + 2);
-            let bar = room.saturating_sub(tail.chars().count()).clamp(6, 40);
+            // One width for every loop's bar, so that they line up.
+            let bar = width.saturating_sub(64).clamp(6, 40);
             let mut spans = vec![Span::raw(indent)];
             spans.extend(gauge(r.percent, r.level, &s.thresholds, bar, s));
             spans.push(Span::raw(fit(&tail, room.saturating_sub(bar))));
@@ -248,17 +250,24 @@ fn merge_lines(view: &RunView, rows: usize, width: usize) -> Vec<Line<'static>> 
     let queued = view.queue.iter().map(|(w, i)| format!("queued  {w} {i}"));
     let history = view.merges.iter().rev().map(|m| {
         format!(
-            "{} {} {}: {}",
+            "{} {} {} {}",
             clock(&m.at),
             m.worker.as_deref().unwrap_or("-"),
-            m.item,
-            m.result
+            m.result,
+            m.item
         )
     });
-    let unmerged = view
-        .unmerged
-        .values()
-        .filter(|b| !view.queue.iter().any(|(w, _)| *w == b.worker))
+    // A branch its worker still works on is not news.
+    let idle = |b: &&crate::events::view::BranchView| {
+        view.loops.get(&b.worker).is_none_or(|l| {
+            matches!(
+                l.state,
+                LoopState::Paused(_) | LoopState::Left(_) | LoopState::Ended(_)
+            )
+        })
+    };
+    let unmerged = (view.unmerged.values())
+        .filter(idle)
         .map(|b| format!("unmerged {} ({})", b.branch, b.item));
     queued
         .chain(history)
@@ -359,11 +368,10 @@ pub(crate) fn draw(frame: &mut Frame, view: &RunView, ui: &Ui, s: &Settings, now
 
 /// The transcript tail over the screen.
 fn transcript(frame: &mut Frame, area: Rect, name: &str, lines: &[String]) {
+    // Over everything but the footer.
     let inner = Rect {
-        x: area.x + 1,
-        y: area.y + 1,
-        width: area.width.saturating_sub(2),
-        height: area.height.saturating_sub(2),
+        height: area.height.saturating_sub(1),
+        ..area
     };
     let rows = inner.height.saturating_sub(2) as usize;
     let width = inner.width.saturating_sub(2) as usize;
@@ -470,8 +478,11 @@ pub(crate) mod tests {
             text.contains("done, to merge") || text.contains("fast-forward"),
             "{text}"
         );
-        assert!(text.contains("w3 charlie: docs: fast-forward"), "{text}");
-        assert!(text.contains("unmerged ralph/r/w1"), "{text}");
+        assert!(text.contains("w3 fast-forward charlie: docs"), "{text}");
+        assert!(
+            !text.contains("unmerged ralph/r/w1"),
+            "w1 works on it: {text}"
+        );
         assert!(text.contains("a hook failed"), "{text}");
         assert!(rows[23].starts_with("↑↓ loop · c checkpoint"), "{text}");
         assert!(rows.iter().all(|r| console::measure_text_width(r) <= 80));
