@@ -134,7 +134,7 @@ fn loop_lines(
                 Modifier::empty()
             }),
         ),
-        Span::styled(state, s.style(state_colour)),
+        Span::styled(fit(&state, width), s.style(state_colour)),
         Span::raw(facts),
         Span::raw(" · "),
         Span::raw(fit(item, width.saturating_sub(used))),
