@@ -359,6 +359,18 @@ fn watch_shows_three_workers_and_replays_the_finished_run() {
         s.lines().any(|l| l.chars().count() > 100)
     });
     t.resize(80, 24);
+    // The README's picture: `RALPH_UPDATE_SCREENSHOT=1 cargo test --test
+    // suite watch::watch_shows_three_workers`, this screen in its colours.
+    if std::env::var_os("RALPH_UPDATE_SCREENSHOT").is_some() {
+        t.wait_for("a merge while two work", LIMIT, |s| {
+            s.contains("fast-forward") && s.matches("checkpoint in").count() >= 1
+        });
+        let ansi = t.cmd(&["capture-pane", "-e", "-p", "-t", "t"]);
+        screenshot(
+            &ansi,
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/watch.png"),
+        );
+    }
     let run = Run::wait_or(run, LIMIT, || p.diagnose());
     assert_eq!(run.code, Some(0), "{}", run.describe());
     let screen = t.wait_for("the end", Duration::from_secs(5), |s| {
@@ -522,4 +534,104 @@ fn watch_without_a_terminal_says_so_and_exits_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("`ralph watch` needs a terminal"), "{err}");
     assert!(err.contains("ralph status"), "{err}");
+}
+
+/// A terminal screen captured with its colours (`capture-pane -e`) as a
+/// PNG: an HTML page of it, drawn by headless Chromium.
+fn screenshot(ansi: &str, png: &Path) {
+    const PALETTE: [&str; 16] = [
+        "#1e1e1e", "#e06c75", "#98c379", "#e5c07b", "#61afef", "#c678dd", "#56b6c2", "#d0d0d0",
+        "#808080", "#ff7b86", "#b5e890", "#ffd68a", "#7cc5ff", "#e29cf0", "#7fd8e4", "#ffffff",
+    ];
+    let mut html = String::from(
+        "<!doctype html><meta charset=utf-8><style>body{margin:0;background:#1e1e1e}pre{margin:12px;font:15px/1.2 'DejaVu Sans Mono',monospace;color:#d0d0d0}</style><pre>",
+    );
+    let (mut fg, mut bold, mut reverse) = (None::<String>, false, false);
+    let mut open = false;
+    let mut chars = ansi.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            let mut seq = String::new();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+                seq.push(c);
+            }
+            let codes: Vec<u32> = seq.split(';').filter_map(|c| c.parse().ok()).collect();
+            let mut i = 0;
+            if codes.is_empty() {
+                (fg, bold, reverse) = (None, false, false);
+            }
+            while i < codes.len() {
+                match codes[i] {
+                    0 => (fg, bold, reverse) = (None, false, false),
+                    1 => bold = true,
+                    7 => reverse = true,
+                    22 => bold = false,
+                    27 => reverse = false,
+                    39 => fg = None,
+                    n @ 30..=37 => fg = Some(PALETTE[(n - 30) as usize].into()),
+                    n @ 90..=97 => fg = Some(PALETTE[(n - 82) as usize].into()),
+                    38 if codes.get(i + 1) == Some(&5) => {
+                        fg = codes
+                            .get(i + 2)
+                            .map(|n| PALETTE[(*n as usize).min(15)].into());
+                        i += 2;
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            if open {
+                html.push_str("</span>");
+            }
+            let colour = fg.clone().unwrap_or_else(|| "#d0d0d0".into());
+            let (text, back) = if reverse {
+                ("#1e1e1e".to_string(), colour)
+            } else {
+                (colour, "transparent".into())
+            };
+            html.push_str(&format!(
+                "<span style=\"color:{text};background:{back};font-weight:{}\">",
+                if bold { "bold" } else { "normal" }
+            ));
+            open = true;
+            continue;
+        }
+        match c {
+            '<' => html.push_str("&lt;"),
+            '>' => html.push_str("&gt;"),
+            '&' => html.push_str("&amp;"),
+            c => html.push(c),
+        }
+    }
+    if open {
+        html.push_str("</span>");
+    }
+    html.push_str("</pre>");
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("watch.html");
+    std::fs::write(&page, html).unwrap();
+    let profile = dir.path().join("profile");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=760,500")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
