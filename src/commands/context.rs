@@ -626,4 +626,42 @@ mod tests {
         assert!(!text.contains('%'), "no invented percentage: {text}");
         assert!(report(true).human().contains("0.0%"));
     }
+
+    #[test]
+    fn a_parallel_run_is_its_workers_blocks_under_one_line() {
+        let worker = |is_live, current| ContextReport {
+            phase: Phase {
+                status: "running".into(),
+                supervisor_pid: Some(7),
+            },
+            run_id: Some("w".into()),
+            iteration: 1,
+            live: is_live,
+            metered_live: true,
+            current,
+            thresholds: T,
+            plan_item: None,
+            item: None,
+            items: Vec::new(),
+            iterations: Vec::new(),
+            recommendation: recommend(&live(), is_live, None, &T),
+            history: Vec::new(),
+            workers: Vec::new(),
+        };
+        // The coordinator: no reading, between iterations by its own count.
+        let mut run = worker(false, None);
+        run.workers = vec![WorkerContext {
+            worker: "w1".into(),
+            item: "alpha".into(),
+            context: worker(true, Some(reading(40.0, Level::L0, Some(600)))),
+        }];
+        let text = run.human();
+        assert!(
+            text.starts_with("run       parallel run · running (supervisor pid 7) · 1 worker(s) at work\n\nworker    w1 · alpha\n"),
+            "{text}"
+        );
+        assert!(!text.contains("no reading yet"), "{text}");
+        assert!(!text.contains("between iterations"), "{text}");
+        assert!(text.contains("40.0%"), "{text}");
+    }
 }
