@@ -14,7 +14,7 @@
 //! (the one event stream; a parallel run's coordinator log holds every
 //! worker's records) and the plan read by the one plan loader. Pitfalls:
 //! the terminal is restored on every way out (an error, a panic through
-//! ratatui's hook, SIGTERM/SIGHUP); without a terminal it refuses (exit 2).
+//! ratatui's hook, SIGTERM, SIGHUP, SIGINT from another shell); without a terminal it refuses (exit 2).
 
 mod render;
 
@@ -169,6 +169,7 @@ pub(crate) fn watch(project: &Project) -> Result<i32> {
     for sig in [
         nix::sys::signal::Signal::SIGTERM,
         nix::sys::signal::Signal::SIGHUP,
+        nix::sys::signal::Signal::SIGINT,
     ] {
         // SAFETY: the handler only stores into an atomic (async-signal-safe).
         unsafe {

@@ -10,7 +10,8 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use crate::config::format_duration;
 use crate::context::{Level, Thresholds};
-use crate::events::terminal::{checkpoint_phrase, tokens_short};
+use crate::events::checkpoint_phrase;
+use crate::events::terminal::tokens_short;
 use crate::events::view::{LoopState, LoopView, RunView, clock};
 
 /// What the view needs besides the events: from ralph.toml.
