@@ -771,6 +771,9 @@ fn printing_commands() -> Vec<(&'static str, Vec<Vec<&'static str>>)> {
             ],
         ),
         ("status", vec![vec!["status"], vec!["status", "--json"]]),
+        // Needs a terminal (exit 2 without one); every text it draws goes
+        // through `text::printable` (`commands/watch/render.rs`, `fit`).
+        ("watch", vec![]),
         ("init", vec![]), // writes starter files; prints their paths
         (
             "prompt",
@@ -789,9 +792,6 @@ fn printing_commands() -> Vec<(&'static str, Vec<Vec<&'static str>>)> {
         ("demo", vec![]), // its own bundled plan in a fresh directory
         ("sim", vec![]),  // the simulated agent itself
         ("statusline", vec![vec!["statusline"]]),
-        // Needs a terminal (exit 2 without one); every text it draws goes
-        // through `text::printable` (`commands/watch/render.rs`, `fit`).
-        ("watch", vec![]),
         ("hook", vec![vec!["hook", "session-start"]]),
         ("help", vec![]),
     ]

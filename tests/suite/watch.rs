@@ -304,8 +304,9 @@ fn watch_follows_a_single_loop_resizes_acts_on_keys_and_restores_the_terminal() 
         s.contains("ended: stopped (exit 6)")
     });
     t.keys("q");
+    // Its exit code, then what `stty` says of the terminal after it.
     let after = t.wait_for("watch's exit", Duration::from_secs(5), |s| {
-        s.contains("WATCH-EXIT=")
+        s.contains("WATCH-EXIT=") && s.lines().any(|l| l.trim().ends_with("icanon"))
     });
     assert!(after.contains("WATCH-EXIT=0"), "{after}");
     assert!(
