@@ -34,6 +34,8 @@ pub(crate) enum Command {
     Context(ContextArgs),
     /// Where the run stands: running, waiting, or how it ended; iteration, time, cost, breaker, last handoff and commit
     Status(StatusArgs),
+    /// A full-screen live view of the run (or the last one): every loop's item, context, cost and state; keys to checkpoint, stop, read a transcript
+    Watch,
     /// Create a commented ralph.toml, the templates in prompts/, a starter fix_plan.md and .ralph/.gitignore
     Init(InitArgs),
     /// Print the PROMPT.md the next iteration would get (writes nothing)

@@ -12,6 +12,7 @@
 //!   control.rs       `ralph checkpoint`, `ralph stop`
 //!   status.rs        `ralph status` (and `--fleet`)
 //!   context.rs       `ralph context` (`--watch`, `--estimate`)
+//!   watch.rs, watch/ `ralph watch`: the full-screen view (driver; `render`: the screen, pure)
 //!   estimate.rs      an item's estimate as `ralph context` shows it
 //!   doctor.rs        `ralph doctor`
 //!   recover.rs       `ralph recover`: the safety net's snapshots listed or restored
@@ -43,6 +44,7 @@ mod report;
 mod run;
 mod status;
 mod statusline;
+mod watch;
 
 use std::io::Write;
 use std::path::Path;
@@ -69,6 +71,7 @@ pub(crate) use report::report;
 pub(crate) use run::run;
 pub(crate) use status::{fleet_status, status};
 pub(crate) use statusline::statusline;
+pub(crate) use watch::watch;
 
 /// What a reporting command found: one value, printed as JSON for
 /// `--json` or as text for people, so both always say the same thing.

@@ -4,7 +4,7 @@
 //! run live until it ends.
 
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Read, Seek, SeekFrom};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,9 +15,9 @@ use super::estimate::ItemEstimate;
 use super::status::Phase;
 use crate::config::{Config, format_duration};
 use crate::context::{Level, MeterReading, Thresholds};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::terminal::{bar, sparkline, tokens_short};
-use crate::events::{Event, Record};
+use crate::events::{Event, LogTail, Record};
 use crate::plan::Plan;
 use crate::plan::items::ItemAccount;
 use crate::project::Project;
@@ -130,51 +130,6 @@ pub(crate) struct IterationItems {
     pub(crate) split: bool,
 }
 
-/// `.ralph/events.jsonl` read incrementally: complete lines only, each
-/// read starting where the previous one stopped.
-struct LogTail {
-    path: PathBuf,
-    offset: u64,
-    partial: Vec<u8>,
-}
-
-impl LogTail {
-    /// The records appended since the last call; `None` when the log was
-    /// replaced or truncated (start over from what it holds now).
-    fn read_new(&mut self) -> Result<Option<Vec<Record>>> {
-        let mut file = match std::fs::File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
-            Err(e) => return Err(Error::io("cannot read", &self.path, e)),
-        };
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("cannot read", &self.path, e))?
-            .len();
-        if len < self.offset {
-            self.offset = 0;
-            self.partial.clear();
-            return Ok(None);
-        }
-        // `partial` holds the bytes after the last newline, already counted in `offset`.
-        let mut bytes = std::mem::take(&mut self.partial);
-        let read = file
-            .seek(SeekFrom::Start(self.offset))
-            .and_then(|_| file.read_to_end(&mut bytes))
-            .map_err(|e| Error::io("cannot read", &self.path, e))?;
-        self.offset += read as u64;
-        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        self.partial = bytes.split_off(complete);
-        // A line that does not parse (torn by a crash) is skipped, as by events::read_log.
-        Ok(Some(
-            bytes
-                .split(|&b| b == b'\n')
-                .filter_map(|line| serde_json::from_slice(line).ok())
-                .collect(),
-        ))
-    }
-}
-
 /// What the event log says about the latest run and iteration.
 #[derive(Debug, Default)]
 struct Live {
@@ -243,11 +198,7 @@ impl Watcher {
         let layout = Layout::new(root);
         Watcher {
             root: root.to_path_buf(),
-            tail: LogTail {
-                path: layout.events(),
-                offset: 0,
-                partial: Vec::new(),
-            },
+            tail: LogTail::new(layout.events()),
             layout,
             live: Live::default(),
         }
@@ -392,7 +343,17 @@ fn recommend(
 
 impl Report for ContextReport {
     fn human(&self) -> String {
-        let mut out = self.own_lines();
+        // A parallel run's coordinator runs no agent: its workers' blocks
+        // are the report, under one line for the run.
+        let mut out = if self.workers.is_empty() {
+            self.own_lines()
+        } else {
+            format!(
+                "run       parallel run · {} · {} worker(s) at work\n",
+                self.phase.headline(None, None),
+                self.workers.len()
+            )
+        };
         for w in &self.workers {
             let _ = writeln!(
                 out,
@@ -667,36 +628,40 @@ mod tests {
     }
 
     #[test]
-    fn tail_reads_complete_lines_once_and_restarts_on_truncation() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events.jsonl");
-        let mut tail = LogTail {
-            path: path.clone(),
-            offset: 0,
-            partial: Vec::new(),
+    fn a_parallel_run_is_its_workers_blocks_under_one_line() {
+        let worker = |is_live, current| ContextReport {
+            phase: Phase {
+                status: "running".into(),
+                supervisor_pid: Some(7),
+            },
+            run_id: Some("w".into()),
+            iteration: 1,
+            live: is_live,
+            metered_live: true,
+            current,
+            thresholds: T,
+            plan_item: None,
+            item: None,
+            items: Vec::new(),
+            iterations: Vec::new(),
+            recommendation: recommend(&live(), is_live, None, &T),
+            history: Vec::new(),
+            workers: Vec::new(),
         };
-        assert_eq!(tail.read_new().unwrap().unwrap().len(), 0);
-        let line = |m: &str| {
-            format!(
-                "{}\n",
-                serde_json::to_string(&Record {
-                    ts: "t".into(),
-                    worker: None,
-                    event: Event::Warning { message: m.into() },
-                })
-                .unwrap()
-            )
-        };
-        let torn = line("two");
-        std::fs::write(&path, format!("{}{}", line("one"), &torn[..10])).unwrap();
-        assert_eq!(tail.read_new().unwrap().unwrap().len(), 1);
-        std::fs::write(&path, format!("{}{}{}", line("one"), torn, line("three"))).unwrap();
-        let got = tail.read_new().unwrap().unwrap();
-        assert_eq!(got.len(), 2);
-        assert!(matches!(&got[0].event, Event::Warning { message } if message == "two"));
-        assert_eq!(tail.read_new().unwrap().unwrap().len(), 0);
-        std::fs::write(&path, line("new")).unwrap();
-        assert!(tail.read_new().unwrap().is_none());
-        assert_eq!(tail.read_new().unwrap().unwrap().len(), 1);
+        // The coordinator: no reading, between iterations by its own count.
+        let mut run = worker(false, None);
+        run.workers = vec![WorkerContext {
+            worker: "w1".into(),
+            item: "alpha".into(),
+            context: worker(true, Some(reading(40.0, Level::L0, Some(600)))),
+        }];
+        let text = run.human();
+        assert!(
+            text.starts_with("run       parallel run · running (supervisor pid 7) · 1 worker(s) at work\n\nworker    w1 · alpha\n"),
+            "{text}"
+        );
+        assert!(!text.contains("no reading yet"), "{text}");
+        assert!(!text.contains("between iterations"), "{text}");
+        assert!(text.contains("40.0%"), "{text}");
     }
 }

@@ -11,8 +11,9 @@ use crate::error::{Error, Result};
 use crate::project::Project;
 use crate::state::{self, Layout, Trigger};
 
-/// What to write to `.ralph/control.json` for a running supervisor.
-fn send_to_supervisor(
+/// Signal the supervisor running at `layout` (with `.ralph/control.json`
+/// for the reason): the one way `checkpoint`, `stop` and `ralph watch` ask.
+pub(crate) fn send_to_supervisor(
     layout: &Layout,
     sig: nix::sys::signal::Signal,
     reason: Option<&str>,

@@ -57,7 +57,7 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     if args.json {
         bus.add(Box::new(JsonLines::new(std::io::stdout())));
     } else {
-        bus.add(Box::new(Terminal::new()));
+        bus.add(Box::new(Terminal::new(root)));
     }
     let workers = match args.worker {
         Some(_) => 1,

@@ -149,6 +149,9 @@ pub(crate) struct StatusReport {
     /// branch not merged yet, with its commits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) workers: Option<crate::workers::WorkersView>,
+    /// The figures above are the parallel run's (`workers`), not a loop's.
+    #[serde(skip)]
+    pub(crate) parallel: bool,
 }
 
 /// The latest verification as `ralph status` shows it.
@@ -212,7 +215,45 @@ impl StatusReport {
                 summary: v.summary(),
             }),
             workers: crate::workers::WorkersView::load(root),
-        })
+            parallel: false,
+        }
+        .of_the_workers(config.as_ref()))
+    }
+
+    /// A parallel run's figures are its workers', not the coordinator's:
+    /// it keeps no state of its own, and `.ralph/state.json` may be an
+    /// earlier single run's. Its iterations and cost are those of every
+    /// worker (ended, as the shared budgets count them), its limit
+    /// `loop.max_iterations` over all of them.
+    fn of_the_workers(mut self, config: Option<&Config>) -> StatusReport {
+        let Some(w) = &self.workers else { return self };
+        // An earlier parallel run's record is not this run's.
+        let time = |t: &str| t.parse::<jiff::Timestamp>().ok();
+        if self.started_at.as_deref().and_then(time) > time(&w.started_at) {
+            return self;
+        }
+        self.parallel = true;
+        if self.run_id.as_ref().is_some_and(|id| *id != w.run_id) || self.phase.is_live() {
+            let ledger_start = w.started_at.parse::<jiff::Timestamp>().ok();
+            let end = if self.phase.is_live() {
+                Some(jiff::Timestamp::now())
+            } else {
+                None
+            };
+            self.run_id = Some(w.run_id.clone());
+            self.started_at = Some(w.started_at.clone());
+            self.elapsed_secs = ledger_start
+                .zip(end)
+                .map(|(a, b)| b.duration_since(a).as_secs().max(0) as u64);
+            self.last_iteration = None;
+            self.last_handoff = None;
+            self.last_commit = None;
+            self.exit_reason = None;
+        }
+        self.iteration = w.iterations;
+        self.cost_usd = w.cost_usd;
+        self.max_iterations = config.map_or(0, |c| c.loop_.max_iterations);
+        self
     }
 }
 
@@ -251,9 +292,20 @@ impl Report for StatusReport {
                 },
             );
         }
+        let parallel = self.parallel;
         row(
-            "iteration",
-            if self.max_iterations > 0 {
+            if parallel { "iterations" } else { "iteration" },
+            if parallel {
+                format!(
+                    "{} ended, over every worker{}",
+                    self.iteration,
+                    if self.max_iterations > 0 {
+                        format!(" (at most {})", self.max_iterations)
+                    } else {
+                        String::new()
+                    }
+                )
+            } else if self.max_iterations > 0 {
                 format!("{} of at most {}", self.iteration, self.max_iterations)
             } else {
                 self.iteration.to_string()
@@ -270,6 +322,10 @@ impl Report for StatusReport {
             );
         }
         row("cost", format!("${:.2}", self.cost_usd));
+        // The rest is one loop's: each worker's is in its worktree.
+        if parallel {
+            return out;
+        }
         if self.plan_open + self.plan_done > 0 {
             row(
                 "plan",

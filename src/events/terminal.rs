@@ -1,13 +1,18 @@
-//! The human view of a run: a live status line on a terminal (indicatif),
-//! plain timestamped lines elsewhere, both rendered from the event stream.
+//! The human view of a run: the log's lines and, on a terminal, the live
+//! lines under them (indicatif; their text is `live`); plain timestamped
+//! lines elsewhere, both rendered from the event stream.
 
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::span::format_duration;
-use crate::context::{Level, MeterReading};
+use crate::context::Level;
+pub(crate) use crate::events::live::{bar, sparkline, tokens_short};
+use crate::events::live::{live_lines, loop_line, progress};
+use crate::events::view::{RunView, SINGLE};
 use crate::events::{Event, Record, Sink};
 use crate::state::Trigger;
 
@@ -311,100 +316,23 @@ fn cut_id(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
-/// "142k", "1.2M".
-pub(crate) fn tokens_short(t: u64) -> String {
-    match t {
-        0..1_000 => t.to_string(),
-        1_000..1_000_000 => format!("{}k", t / 1_000),
-        _ => format!("{:.1}M", t as f64 / 1e6),
-    }
-}
-
-/// `▕██████░░░░▏`: `percent` of 100 as a bar `width` cells wide.
-pub(crate) fn bar(percent: f64, width: usize) -> String {
-    let filled = ((percent / 100.0) * width as f64)
-        .round()
-        .clamp(0.0, width as f64) as usize;
-    format!("▕{}{}▏", "█".repeat(filled), "░".repeat(width - filled))
-}
-
-/// `▁▃█▅`: one cell per value, each a percentage of 100.
-pub(crate) fn sparkline(percents: impl IntoIterator<Item = f64>) -> String {
-    const CELLS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    percents
-        .into_iter()
-        .map(|p| CELLS[((p / 100.0 * 8.0).ceil() as usize).clamp(1, 8) - 1])
-        .collect()
-}
-
-/// The status line: `iter 3 ▕██████░░░░▏ 62.0% 103k/167k L0 +4k/min ETA 5m Write src/x.rs 12m04s`.
-/// The status line of a parallel run: each working worker's iteration and
-/// context, one short field each ("w1 iter 2 45% · w2 iter 1 12%").
-pub(crate) fn workers_line(
-    workers: &std::collections::BTreeMap<String, (u32, Option<f64>)>,
-) -> String {
-    workers
-        .iter()
-        .map(|(w, (iteration, percent))| match percent {
-            Some(p) => format!("{w} iter {iteration} {p:.0}%"),
-            None => format!("{w} iter {iteration}"),
-        })
-        .collect::<Vec<_>>()
-        .join(" · ")
-}
-
-pub(crate) fn status_line(
-    iteration: u32,
-    reading: Option<&MeterReading>,
-    tool: Option<&str>,
-    elapsed: Duration,
-) -> String {
-    let mut s = format!("iter {iteration}");
-    if reading.is_some_and(|r| r.not_metered) {
-        s.push_str(" context not metered live");
-    } else if let Some(r) = reading {
-        s.push_str(&format!(
-            " {} {:.1}% {}/{} {}",
-            bar(r.percent, 20),
-            r.percent,
-            tokens_short(r.tokens),
-            tokens_short(r.usable),
-            r.level
-        ));
-        if let Some(rate) = r.rate_per_min {
-            s.push_str(&format!(" +{}/min", tokens_short(rate.max(0.0) as u64)));
-        }
-        if let Some(eta) = r.eta_to_checkpoint_secs.filter(|_| r.level < Level::L2) {
-            s.push_str(&format!(
-                " ETA {}",
-                format_duration(Duration::from_secs(eta))
-            ));
-        }
-    }
-    if let Some(t) = tool {
-        // The agent's own words: no escape sequence reaches the terminal.
-        s.push_str(&format!(" · {}", crate::text::printable(t)));
-    }
-    s.push_str(&format!(" · {}", format_duration(elapsed)));
-    s
-}
+/// Plain lines are this wide (no terminal to fit).
+const PLAIN_WIDTH: usize = 160;
 
 /// The terminal sink: a live bar on a TTY, plain lines otherwise.
 pub(crate) struct Terminal {
     bar: Option<ProgressBar>,
     detached: bool,
-    iteration: u32,
-    reading: Option<MeterReading>,
-    tool: Option<String>,
-    started: Instant,
+    /// The run as its events tell it (the live line's figures).
+    view: RunView,
+    /// The project, where the plan named by `run_started` is read.
+    root: PathBuf,
     /// While a usage limit is waited out: when it resets (the countdown).
     waiting_until: Option<Instant>,
-    /// A parallel run's workers whose loops run: iteration and percent.
-    workers: std::collections::BTreeMap<String, (u32, Option<f64>)>,
 }
 
 impl Terminal {
-    pub(crate) fn new() -> Terminal {
+    pub(crate) fn new(root: &Path) -> Terminal {
         let tty = std::io::stderr().is_terminal();
         if std::env::var_os("NO_COLOR").is_some() {
             console::set_colors_enabled_stderr(false);
@@ -418,12 +346,9 @@ impl Terminal {
         Terminal {
             bar,
             detached: false,
-            iteration: 0,
-            reading: None,
-            tool: None,
-            started: Instant::now(),
+            view: RunView::default(),
+            root: root.to_path_buf(),
             waiting_until: None,
-            workers: Default::default(),
         }
     }
 
@@ -445,62 +370,69 @@ impl Terminal {
         }
     }
 
+    /// The plan's items, read again when the run names it or checks one off.
+    fn read_plan(&mut self) {
+        if let Some(plan) = &self.view.plan
+            && let Ok(p) = crate::plan::Plan::load(&self.root.join(plan))
+        {
+            self.view.set_plan(&p);
+        }
+    }
+
     fn redraw(&self) {
         let Some(bar) = &self.bar else { return };
+        // The spinner and a space take two cells; the last one is left
+        // free so that no terminal wraps the line.
+        let width = (console::Term::stderr().size().1 as usize).saturating_sub(3);
         if let Some(until) = self.waiting_until {
             let left = until.saturating_duration_since(Instant::now());
-            bar.set_message(format!(
+            let text = format!(
                 "waiting for the usage limit to reset · {} left",
                 format_duration(left)
-            ));
+            );
+            bar.set_message(console::truncate_str(&text, width, "…").into_owned());
             return;
         }
-        if !self.workers.is_empty() {
-            bar.set_message(workers_line(&self.workers));
-            return;
-        }
-        let line = status_line(
-            self.iteration,
-            self.reading.as_ref(),
-            self.tool.as_deref(),
-            self.started.elapsed(),
-        );
-        // The line turns to a warning from L1 on (plain text when NO_COLOR).
-        let styled = match self.reading.map_or(Level::L0, |r| r.level) {
-            Level::L0 => console::style(line),
-            Level::L1 => console::style(line).yellow(),
-            Level::L2 | Level::L3 => console::style(line).red().bold(),
+        let lines = live_lines(&self.view, jiff::Timestamp::now(), width);
+        // A single loop's line turns to a warning from L1 on (plain text
+        // when NO_COLOR).
+        let level = (self.view.loops.get(SINGLE))
+            .filter(|_| !self.view.parallel)
+            .and_then(|l| l.reading.as_ref())
+            .map_or(Level::L0, |(r, _)| r.level);
+        let text = lines.join("\n");
+        let styled = match level {
+            Level::L0 => console::style(text),
+            Level::L1 => console::style(text).yellow(),
+            Level::L2 | Level::L3 => console::style(text).red().bold(),
         };
         bar.set_message(styled.for_stderr().to_string());
     }
 }
 
-impl Default for Terminal {
-    fn default() -> Self {
-        Terminal::new()
-    }
-}
-
 impl Sink for Terminal {
     fn event(&mut self, record: &Record) {
-        // A worker's events (`ralph run --workers N`) are lines named after
-        // it; the status line stays the coordinator's, so N workers never
-        // fight over one line.
-        if let Some(worker) = &record.worker {
-            match &record.event {
-                Event::IterationStarted { iteration, .. } => {
-                    self.workers.insert(worker.clone(), (*iteration, None));
-                }
-                Event::Context { reading, .. } => {
-                    if let Some(w) = self.workers.get_mut(worker) {
-                        w.1 = Some(reading.percent);
-                    }
-                }
-                Event::RunEnded { .. } => {
-                    self.workers.remove(worker);
-                }
-                _ => {}
+        let moved = match (&record.event, self.view.loops.get(SINGLE)) {
+            (Event::Context { reading, .. }, Some(l)) => l
+                .reading
+                .as_ref()
+                .is_none_or(|(r, _)| r.tokens != reading.tokens),
+            (Event::Context { .. }, None) => true,
+            _ => false,
+        };
+        self.view.apply(record);
+        match &record.event {
+            Event::RunStarted { .. } | Event::ItemChecked { .. } | Event::Merge { .. }
+                if record.worker.is_none() || matches!(record.event, Event::Merge { .. }) =>
+            {
+                self.read_plan();
             }
+            _ => {}
+        }
+        // A worker's events (`ralph run --workers N`) are lines named after
+        // it; the live lines are one per worker, so N workers never fight
+        // over one line.
+        if let Some(worker) = &record.worker {
             if let Some(text) = describe(&record.event) {
                 self.line(&format!("[{worker}] {text}"));
             }
@@ -508,29 +440,18 @@ impl Sink for Terminal {
             return;
         }
         match &record.event {
-            Event::IterationStarted { iteration, .. } => {
-                self.iteration = *iteration;
-                self.reading = None;
-                self.tool = None;
-                self.started = Instant::now();
-                self.waiting_until = None;
-            }
+            Event::IterationStarted { .. } => self.waiting_until = None,
             Event::LimitWait { seconds, .. } => {
                 self.waiting_until = Some(Instant::now() + Duration::from_secs(*seconds));
             }
-            Event::Context { reading, tool, .. } => {
-                if tool.is_some() {
-                    self.tool.clone_from(tool);
-                }
-                // Plain lines only when the context moved: one line a turn
-                // (the tool of a turn arrives on a later line than its usage).
-                let moved = self.reading.is_none_or(|r| r.tokens != reading.tokens);
-                if self.bar.is_none() && moved {
-                    let text =
-                        status_line(self.iteration, Some(reading), None, self.started.elapsed());
+            // Plain lines only when the context moved: one line a turn (the
+            // tool of a turn arrives on a later line than its usage).
+            Event::Context { .. } if self.bar.is_none() && moved => {
+                if let Some(l) = self.view.loops.get(SINGLE) {
+                    let now = jiff::Timestamp::now();
+                    let text = loop_line(None, l, &progress(&self.view, now), now, PLAIN_WIDTH);
                     self.line(&text);
                 }
-                self.reading = Some(*reading);
             }
             Event::RunEnded { .. } => {
                 if let Some(bar) = self.bar.take() {
@@ -566,70 +487,6 @@ impl Sink for Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_workers_line_names_each_worker_briefly() {
-        let workers = [
-            ("w1".to_string(), (2, Some(45.2))),
-            ("w2".to_string(), (1, None)),
-        ]
-        .into_iter()
-        .collect();
-        assert_eq!(workers_line(&workers), "w1 iter 2 45% · w2 iter 1");
-    }
-
-    #[test]
-    fn status_line_shape() {
-        let r = MeterReading {
-            tokens: 142_000,
-            usable: 167_000,
-            window: 200_000,
-            percent: 85.0,
-            level: Level::L2,
-            peak_percent: 85.0,
-            rate_per_min: Some(4_100.0),
-            eta_to_checkpoint_secs: Some(0),
-            not_metered: false,
-        };
-        let line = status_line(
-            3,
-            Some(&r),
-            Some("Write src/x.rs"),
-            Duration::from_secs(724),
-        );
-        assert_eq!(
-            line,
-            "iter 3 ▕█████████████████░░░▏ 85.0% 142k/167k L2 +4k/min · Write src/x.rs · 12m04s"
-        );
-        // An agent that reports no usage per call: no number is shown.
-        let r = MeterReading {
-            tokens: 0,
-            percent: 0.0,
-            level: Level::L0,
-            not_metered: true,
-            ..r
-        };
-        let line = status_line(3, Some(&r), None, Duration::from_secs(5));
-        assert_eq!(line, "iter 3 context not metered live · 5s");
-    }
-
-    #[test]
-    fn the_agents_escape_sequences_never_reach_the_status_line() {
-        let line = status_line(
-            1,
-            None,
-            Some("Bash echo \u{1b}[2J\u{1b}]0;title\u{7}\u{1b}]52;c;ZXZpbA==\u{7}\rok"),
-            Duration::from_secs(1),
-        );
-        assert_eq!(line, "iter 1 · Bash echo ok · 1s");
-    }
-
-    #[test]
-    fn bars_and_sparklines() {
-        assert_eq!(bar(50.0, 4), "▕██░░▏");
-        assert_eq!(bar(130.0, 2), "▕██▏");
-        assert_eq!(sparkline([0.0, 12.5, 50.0, 87.6, 100.0, 120.0]), "▁▁▄███");
-    }
 
     #[test]
     fn every_event_but_context_has_a_line() {

@@ -32,6 +32,22 @@ pub struct ToolCall {
     pub(crate) summary: Option<String>,
 }
 
+impl ToolCall {
+    /// The call as people read it: `Edit src/x.rs`, `Bash cargo test` (the
+    /// first line of its summary), or its name alone.
+    pub(crate) fn label(&self) -> String {
+        let first = |s: &str| -> String {
+            let line = s.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            line.trim().chars().take(120).collect()
+        };
+        match (&self.path, &self.summary) {
+            (Some(p), _) => format!("{} {p}", self.name),
+            (None, Some(s)) => format!("{} {}", self.name, first(s)),
+            _ => self.name.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
     Init {

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::Now;
+use super::facts::rel;
 use super::facts::{CheckpointMark, Facts, MeterSummary};
-use super::facts::{first_line, rel};
 use super::signals::Request;
 use super::snapshots::SnapshotReason;
 use super::stop::{Overdue, SignalCount, StopSequence};
@@ -268,11 +268,7 @@ impl IterationMachine {
                             it.files_touched.retain(|f| f != p);
                             it.files_touched.push(p.clone());
                         }
-                        tool_label = Some(match (&call.path, &call.summary) {
-                            (Some(p), _) => format!("{} {p}", call.name),
-                            (None, Some(s)) => format!("{} {}", call.name, first_line(s)),
-                            _ => call.name.clone(),
-                        });
+                        tool_label = Some(call.label());
                         it.tool_calls.push(call);
                         if it.tool_calls.len() > 50 {
                             it.tool_calls.remove(0);

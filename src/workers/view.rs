@@ -18,6 +18,8 @@ const NO_COORDINATOR: &str =
 pub(crate) struct WorkersView {
     pub(crate) run_id: String,
     pub(crate) run_branch: String,
+    /// When the parallel run started (RFC 3339).
+    pub(crate) started_at: String,
     pub(crate) workers: u32,
     /// `running` while a coordinator holds the lock, else how the last one ended.
     pub(crate) outcome: Option<String>,
@@ -113,6 +115,7 @@ impl WorkersView {
         Some(WorkersView {
             run_id: ledger.run_id,
             run_branch: ledger.run_branch,
+            started_at: ledger.started_at,
             workers: ledger.workers,
             outcome: if crate::state::running_supervisor(&layout).is_some() {
                 Some("running".into())

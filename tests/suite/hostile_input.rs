@@ -771,6 +771,9 @@ fn printing_commands() -> Vec<(&'static str, Vec<Vec<&'static str>>)> {
             ],
         ),
         ("status", vec![vec!["status"], vec!["status", "--json"]]),
+        // Needs a terminal (exit 2 without one); every text it draws goes
+        // through `text::printable` (`commands/watch/render.rs`, `fit`).
+        ("watch", vec![]),
         ("init", vec![]), // writes starter files; prints their paths
         (
             "prompt",

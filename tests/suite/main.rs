@@ -60,3 +60,4 @@ mod real_opencode;
 mod reliability;
 mod sim_protocol;
 mod token_estimate;
+mod watch;
