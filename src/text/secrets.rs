@@ -37,11 +37,18 @@ use std::sync::{Mutex, OnceLock};
 use regex::Regex;
 
 /// Words of a variable name that mark its value as a credential, matched
-/// whole (`GIT_AUTHOR_NAME` holds the word AUTHOR, not AUTH).
-const SECRET_WORDS: [&str; 7] = ["KEY", "KEYS", "AUTH", "PASS", "PAT", "PRIVATE", "CREDS"];
+/// whole (`GIT_AUTHOR_NAME` holds the word AUTHOR, not AUTH): `SENTRY_DSN`
+/// (a URL whose user is the key).
+const SECRET_WORDS: [&str; 8] = [
+    "KEY", "KEYS", "AUTH", "PASS", "PAT", "PRIVATE", "CREDS", "DSN",
+];
+/// A word that marks a credential only beside others: `MYSQL_PWD`, not the
+/// working directory's `PWD`.
+const SECRET_WORDS_BESIDE: [&str; 1] = ["PWD"];
 /// Endings of a word that mark a credential (`PGPASSWORD`, `NPM_AUTHTOKEN`,
-/// `CLIENTSECRET`, `AWS_SECRETKEY`).
-const SECRET_ENDINGS: [&str; 12] = [
+/// `CLIENTSECRET`, `AWS_SECRETKEY`, `SLACK_WEBHOOK_URL`: a webhook's URL
+/// is its credential).
+const SECRET_ENDINGS: [&str; 14] = [
     "TOKEN",
     "TOKENS",
     "SECRET",
@@ -54,6 +61,8 @@ const SECRET_ENDINGS: [&str; 12] = [
     "ACCESSKEY",
     "SECRETKEY",
     "PRIVATEKEY",
+    "WEBHOOK",
+    "WEBHOOKS",
 ];
 /// Shorter values are left alone: redacting "1" or "true" would mangle
 /// every text, and such values guard nothing.
@@ -116,18 +125,28 @@ fn known() -> &'static Mutex<Known> {
 
 fn add(known: &mut Known, vars: impl IntoIterator<Item = (String, String)>) {
     for (name, value) in vars {
-        if value.trim().len() >= MIN_SECRET_LEN
-            && is_credential_name(&name)
-            && !known.iter().any(|s| s.value == value)
+        let secret = is_credential_name(&name) || is_secret_value(&value);
+        // A URL's password, however short, where a URL holds it.
+        if secret
+            && let Some(password) = url_password(&value)
+            && password != value
+            && !known.iter().any(|s| s.value == password)
+        {
+            let mut s = Secret {
+                value: password.to_string(),
+                escaped: None,
+                label: label_of(&name),
+                context: None,
+            };
+            s.weaken(&label_name(&name));
+            known.push(s);
+        }
+        if value.trim().len() >= MIN_SECRET_LEN && secret && !known.iter().any(|s| s.value == value)
         {
             let escaped = json_inner(&value).filter(|e| *e != value);
-            // The label itself must be safe to put in JSON and markdown.
-            let name: String = name
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .collect();
+            let name = label_name(&name);
             let mut secret = Secret {
-                label: format!("[redacted {name}]"),
+                label: label_of(&name),
                 context: None,
                 escaped,
                 value,
@@ -139,6 +158,17 @@ fn add(known: &mut Known, vars: impl IntoIterator<Item = (String, String)>) {
         }
     }
     known.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
+}
+
+/// A variable's name as a label shows it: safe to put in JSON and markdown.
+fn label_name(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+fn label_of(name: &str) -> String {
+    format!("[redacted {}]", label_name(name))
 }
 
 /// The plan at the start of the run: a value it holds is the user's own
@@ -170,11 +200,44 @@ pub(crate) fn remember(vars: &BTreeMap<String, String>) {
 /// (split at anything but letters and digits) is a credential word or ends
 /// in one.
 pub(crate) fn is_credential_name(name: &str) -> bool {
-    name.to_ascii_uppercase()
+    let upper = name.to_ascii_uppercase();
+    let words: Vec<&str> = upper
         .split(|c: char| !c.is_ascii_alphanumeric())
-        .any(|word| {
-            SECRET_WORDS.contains(&word) || SECRET_ENDINGS.iter().any(|e| word.ends_with(e))
-        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().any(|word| {
+        SECRET_WORDS.contains(word)
+            || SECRET_ENDINGS.iter().any(|e| word.ends_with(e))
+            || (words.len() > 1 && SECRET_WORDS_BESIDE.contains(word))
+    })
+}
+
+/// Whether a value is a credential whatever its variable's name: a URL
+/// that carries a user or password (`postgres://u:pw@h/db`, a Sentry DSN's
+/// `https://key@host`), or a well-known token shape (a private key,
+/// `ghp_…`, `sk-ant-…`, `AKIA…`, a Slack webhook).
+pub(crate) fn is_secret_value(value: &str) -> bool {
+    url_userinfo().is_match(value)
+        || shapes()
+            .iter()
+            .any(|(re, label)| *label != BEARER && re.is_match(value))
+}
+
+/// `scheme://user[:password]@`: the user in group 1, the password in 2.
+fn url_userinfo() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"\b[A-Za-z][A-Za-z0-9+.-]*://([^\s/@:?#]*)(?::([^\s/@?#]+))?@")
+            .expect("the URL rule compiles")
+    })
+}
+
+/// The password of a `scheme://user:password@` URL in `value`, if any.
+fn url_password(value: &str) -> Option<&str> {
+    url_userinfo()
+        .captures(value)
+        .and_then(|c| c.get(2))
+        .map(|m| m.as_str())
 }
 
 /// `value` as it appears between the quotes of a JSON string.
@@ -208,7 +271,7 @@ fn replace_known_keeping<'t>(
     let mut out = Cow::Borrowed(text);
     for s in known.iter() {
         if let Some(context) = &s.context {
-            if let Cow::Owned(clean) = replace_in_context(context, &out, &s.label, keep) {
+            if let Cow::Owned(clean) = replace_in_context(context, &out, &s.label, keep, 1) {
                 out = Cow::Owned(clean);
             }
             continue;
@@ -220,16 +283,36 @@ fn replace_known_keeping<'t>(
             }
         }
     }
+    // Known values first, labelled with their names; then any other URL's.
+    if let Cow::Owned(clean) = redact_url_passwords(&out, keep) {
+        out = Cow::Owned(clean);
+    }
     out
 }
 
-/// The value (group 1 or 2) of every match of `context` replaced by
-/// `label`, but for matches `keep` holds.
-fn replace_in_context<'t>(context: &Regex, text: &'t str, label: &str, keep: &str) -> Cow<'t, str> {
+/// The password of every `scheme://user:password@` URL replaced, but for
+/// URLs `keep` holds: a password wherever it comes from.
+fn redact_url_passwords<'t>(text: &'t str, keep: &str) -> Cow<'t, str> {
+    if !text.contains("://") {
+        return Cow::Borrowed(text);
+    }
+    replace_in_context(url_userinfo(), text, "[redacted password]", keep, 2)
+}
+
+/// The value (group `group` or the next) of every match of `context`
+/// replaced by `label`, but for matches `keep` holds.
+fn replace_in_context<'t>(
+    context: &Regex,
+    text: &'t str,
+    label: &str,
+    keep: &str,
+    group: usize,
+) -> Cow<'t, str> {
     let mut out = String::new();
     let mut at = 0;
     for caps in context.captures_iter(text) {
-        let (Some(whole), Some(value)) = (caps.get(0), caps.get(1).or(caps.get(2))) else {
+        let (Some(whole), Some(value)) = (caps.get(0), caps.get(group).or(caps.get(group + 1)))
+        else {
             continue;
         };
         if !keep.is_empty() && keep.contains(whole.as_str()) {
@@ -395,7 +478,7 @@ impl StreamRedactor {
                 let mut clean = Cow::Borrowed(text);
                 for s in self.known.iter() {
                     if let Some(context) = &s.context
-                        && let Cow::Owned(c) = replace_in_context(context, &clean, &s.label, "")
+                        && let Cow::Owned(c) = replace_in_context(context, &clean, &s.label, "", 1)
                     {
                         clean = Cow::Owned(c);
                     }
@@ -451,9 +534,10 @@ pub(crate) fn redact_json(json: &str) -> Cow<'_, str> {
 
 fn redact_json_with<'t>(known: &Known, json: &'t str) -> Cow<'t, str> {
     // Mostly nothing matches: one search per secret, no decoding.
-    let found = known.iter().any(|s| {
-        json.contains(s.value.as_str()) || s.escaped.as_ref().is_some_and(|e| json.contains(e))
-    });
+    let found = url_userinfo().is_match(json)
+        || known.iter().any(|s| {
+            json.contains(s.value.as_str()) || s.escaped.as_ref().is_some_and(|e| json.contains(e))
+        });
     if !found {
         return Cow::Borrowed(json);
     }
@@ -491,7 +575,7 @@ fn redact_json_with<'t>(known: &Known, json: &'t str) -> Cow<'t, str> {
 
 /// Token shapes that are credentials wherever they come from, and what
 /// replaces them (docs/reliability.md, "Secrets").
-const SHAPES: [(&str, &str); 7] = [
+const SHAPES: [(&str, &str); 9] = [
     // PEM private keys, whole, or to the end of the text when cut short.
     (
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
@@ -510,13 +594,22 @@ const SHAPES: [(&str, &str); 7] = [
     (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "[redacted Slack token]"),
     // Google API keys.
     (r"\bAIza[0-9A-Za-z_-]{35}", "[redacted API key]"),
+    // Incoming webhooks: the URL is the credential.
+    (
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+",
+        "[redacted Slack webhook]",
+    ),
+    (
+        r"https://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]+",
+        "[redacted Discord webhook]",
+    ),
     // HTTP bearer credentials (`Authorization: Bearer …`): see
     // `looks_like_token`, "bearer authentication" is words.
-    (
-        r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}",
-        "Bearer [redacted]",
-    ),
+    (r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}", BEARER),
 ];
+
+/// The bearer shape's label: the one shape that needs its context.
+const BEARER: &str = "Bearer [redacted]";
 
 /// Whether what follows "bearer" is a credential, not a word: a digit in
 /// it, or too long for a word.
@@ -574,6 +667,72 @@ fn scrub_with<'t>(known: &Known, text: &'t str, plan: &str) -> Cow<'t, str> {
         }
     }
     out
+}
+
+/// Why a file ralph is about to commit must stay out: it holds a known
+/// secret's value (`the value of GITHUB_TOKEN`) or a token shape (a
+/// private key, a GitHub token) that `before` (the same file as last
+/// committed) does not hold: what is in history already is no new leak,
+/// and a project's own test fixtures stay committable.
+pub(crate) fn secret_in(content: &[u8], before: Option<&[u8]>) -> Option<String> {
+    match known().lock() {
+        Ok(known) => secret_in_with(&known, content, before),
+        Err(_) => secret_in_with(&Vec::new(), content, before),
+    }
+}
+
+fn secret_in_with(known: &Known, content: &[u8], before: Option<&[u8]>) -> Option<String> {
+    let new = |found: &[u8]| before.is_none_or(|b| memchr::memmem::find(b, found).is_none());
+    for s in known {
+        let name = &s.label["[redacted ".len()..s.label.len() - 1];
+        if memchr::memmem::find(content, s.value.as_bytes()).is_none() {
+            continue;
+        }
+        let found = match &s.context {
+            None => new(s.value.as_bytes()),
+            Some(context) => {
+                let text = String::from_utf8_lossy(content);
+                context.find_iter(&text).any(|m| new(m.as_str().as_bytes()))
+            }
+        };
+        if found {
+            return Some(format!("holds a secret (the value of {name})"));
+        }
+    }
+    for (re, label) in byte_shapes() {
+        let hit = re.find_iter(content).any(|m| {
+            let whole = m.as_bytes();
+            let token = *label != BEARER
+                || std::str::from_utf8(whole).is_ok_and(|w| {
+                    looks_like_token(w.get("bearer".len()..).unwrap_or_default().trim_start())
+                });
+            token && new(whole)
+        });
+        if hit {
+            let what = label.trim_start_matches("[redacted ").trim_end_matches(']');
+            let what = if *label == BEARER {
+                "bearer token"
+            } else {
+                what
+            };
+            return Some(format!("holds a secret ({what})"));
+        }
+    }
+    None
+}
+
+/// [`SHAPES`] over bytes: a file need not be UTF-8.
+fn byte_shapes() -> &'static [(regex::bytes::Regex, &'static str)] {
+    static SHAPES_RE: OnceLock<Vec<(regex::bytes::Regex, &'static str)>> = OnceLock::new();
+    SHAPES_RE.get_or_init(|| {
+        SHAPES
+            .iter()
+            .map(|(re, label)| {
+                let re = regex::bytes::Regex::new(re).expect("token shapes compile");
+                (re, *label)
+            })
+            .collect()
+    })
 }
 
 /// Files that hold keys by their name: a WIP commit never adds them, even
@@ -977,6 +1136,151 @@ mod tests {
                 proptest::prop_assert_eq!(&v["list"][0], "[redacted SOME_API_TOKEN]");
             }
         }
+    }
+
+    /// Issue 34: `SLACK_WEBHOOK_URL`, `DATABASE_URL` with a password,
+    /// `MYSQL_PWD` and `SENTRY_DSN` were not secrets. By rule: a name's
+    /// word (`WEBHOOK`, `DSN`, `PWD` beside others), or a value that is a
+    /// URL with a user or password or a token shape, whatever its name.
+    #[test]
+    fn urls_with_credentials_webhooks_and_dsns_are_secrets_by_rule() {
+        for name in [
+            "SLACK_WEBHOOK_URL",
+            "SENTRY_DSN",
+            "MYSQL_PWD",
+            "DISCORD_WEBHOOK",
+        ] {
+            assert!(is_credential_name(name), "{name}");
+        }
+        for name in ["PWD", "OLDPWD", "DATABASE_URL", "HOOKS_DIR"] {
+            assert!(!is_credential_name(name), "{name}");
+        }
+        let known = known_of(&[
+            ("DATABASE_URL", "postgres://u:pw@h/db"),
+            ("REDIS", "redis://:longer-pass-42@cache:6379"),
+            (
+                "ERRORS_AT",
+                "https://abcdef0123456789@o1.ingest.sentry.io/42",
+            ),
+            (
+                "NOTIFY",
+                "https://hooks.slack.com/services/T0AB/B0CD/xyzXYZ0123",
+            ),
+            ("MYSQL_PWD", "hunter2-hunter2"),
+            ("APP_URL", "https://example.com/app"),
+            ("HOME", "/home/u"),
+        ]);
+        let labels: Vec<&str> = known.iter().map(|s| s.label.as_str()).collect();
+        for name in ["DATABASE_URL", "REDIS", "ERRORS_AT", "NOTIFY", "MYSQL_PWD"] {
+            assert!(
+                labels.contains(&format!("[redacted {name}]").as_str()),
+                "{name}: {labels:?}"
+            );
+        }
+        assert!(
+            !labels
+                .iter()
+                .any(|l| l.contains("APP_URL") || l.contains("HOME"))
+        );
+        // The whole URL, and its short password where a URL holds it.
+        assert_eq!(
+            replace_known(
+                &known,
+                "db at postgres://u:pw@h/db and mysql://root:pw@x",
+                true
+            ),
+            "db at [redacted DATABASE_URL] and mysql://root:[redacted DATABASE_URL]@x"
+        );
+        assert_eq!(replace_known(&known, "pw is a word", true), "pw is a word");
+        // A URL's password wherever it comes from, in text and in JSON.
+        let none = Vec::new();
+        assert_eq!(
+            replace_known(&none, "use postgres://app:s3cr3t!@db:5432/x now", true),
+            "use postgres://app:[redacted password]@db:5432/x now"
+        );
+        let json = r#"{"message":"git clone https://bob:tok123@git.example/r.git"}"#;
+        let v: serde_json::Value = serde_json::from_str(&redact_json_with(&none, json)).unwrap();
+        assert_eq!(
+            v["message"],
+            "git clone https://bob:[redacted password]@git.example/r.git"
+        );
+        assert!(matches!(
+            replace_known(
+                &none,
+                "see https://docs.rs/regex and git@github.com:a/b",
+                true
+            ),
+            Cow::Borrowed(_)
+        ));
+        assert!(
+            scrub_with(
+                &none,
+                "hook https://hooks.slack.com/services/T0/B0/abcdef",
+                ""
+            )
+            .contains("[redacted Slack webhook]")
+        );
+    }
+
+    /// The commit filter's rule: a file holding a known value or a token
+    /// shape, new since the file as last committed.
+    #[test]
+    fn a_file_with_a_secret_is_named_with_its_reason() {
+        let known = known_of(&[
+            ("GITHUB_TOKEN", "tok-0123456789-abc"),
+            ("DATABASE_URL", "postgres://u:pw@h/db"),
+            ("PGPASSWORD", "password"),
+        ]);
+        let why = |content: &str, before: Option<&str>| {
+            secret_in_with(&known, content.as_bytes(), before.map(str::as_bytes))
+        };
+        assert_eq!(
+            why("token = \"tok-0123456789-abc\"\n", None).as_deref(),
+            Some("holds a secret (the value of GITHUB_TOKEN)")
+        );
+        assert_eq!(
+            why("url: postgres://u:pw@h/db\n", None).as_deref(),
+            Some("holds a secret (the value of DATABASE_URL)")
+        );
+        assert_eq!(
+            why("x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n", None).as_deref(),
+            Some("holds a secret (private key)")
+        );
+        assert_eq!(
+            why(
+                "const K: &str = \"ghp_0123456789abcdefghijABCDEFGHIJ\";",
+                None
+            )
+            .as_deref(),
+            Some("holds a secret (GitHub token)")
+        );
+        assert!(
+            why(
+                "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc123",
+                None
+            )
+            .is_some()
+        );
+        // Words are not secrets; a common value only where a secret is written.
+        for clean in [
+            "reset the password flow; bearer authentication",
+            "see https://docs.rs and postgres://localhost/db",
+            "fn main() {}",
+        ] {
+            assert_eq!(why(clean, None), None, "{clean}");
+        }
+        assert!(why("PGPASSWORD=password psql", None).is_some());
+        // Already in the committed file: no new leak (a test fixture).
+        let fixture = "let fake = \"ghp_0123456789abcdefghijABCDEFGHIJ\";\n";
+        assert_eq!(why(&format!("{fixture}// more\n"), Some(fixture)), None);
+        assert!(why("x = \"tok-0123456789-abc\"", Some("y = 1")).is_some());
+        // Not UTF-8: still scanned.
+        let mut bytes = vec![0xff, 0x00, 0xfe];
+        bytes.extend_from_slice(b"AKIAIOSFODNN7EXAMPLE");
+        assert_eq!(
+            secret_in_with(&known, &bytes, None).as_deref(),
+            Some("holds a secret (AWS key)")
+        );
     }
 
     #[test]
