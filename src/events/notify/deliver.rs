@@ -43,15 +43,12 @@ impl Channel {
         let mut secrets = std::collections::BTreeMap::new();
         let mut value = |key: &str, v: &Option<String>| -> Result<Option<String>> {
             let Some(v) = v else { return Ok(None) };
-            let resolved = match v.strip_prefix('$') {
-                Some(var) => {
-                    let var = var.trim_start_matches('{').trim_end_matches('}');
-                    std::env::var(var).map_err(|_| {
-                        Error::config(format!(
-                            "`notify.{key}` names the environment variable {var}, which is not set"
-                        ))
-                    })?
-                }
+            let resolved = match super::config::variable(v) {
+                Some(var) => std::env::var(var).map_err(|_| {
+                    Error::config(format!(
+                        "`notify.{key}` names the environment variable {var}, which is not set"
+                    ))
+                })?,
                 None => v.clone(),
             };
             // Labelled as a credential so that it is redacted everywhere.
