@@ -146,6 +146,7 @@ impl Repo {
                         guard.max_new_files
                     ),
                     path: dir,
+                    secret: false,
                 });
             }
         }
@@ -159,20 +160,27 @@ impl Repo {
                 continue;
             }
             let why = if guard.max_file_size > 0 && meta.len() > guard.max_file_size {
-                Some(format!(
-                    "{}, over git.max_file_size = {}",
-                    megabytes(meta.len()),
-                    guard.max_file_size
+                Some((
+                    format!(
+                        "{}, over git.max_file_size = {}",
+                        megabytes(meta.len()),
+                        guard.max_file_size
+                    ),
+                    false,
                 ))
             } else if !guard.commit_binaries && is_binary(&file) {
-                Some("binary file (git.commit_binaries = false)".to_string())
+                Some((
+                    "binary file (git.commit_binaries = false)".to_string(),
+                    false,
+                ))
             } else {
-                self.holds_secret(&path, false)
+                self.holds_secret(&path, false).map(|why| (why, true))
             };
-            if let Some(why) = why {
+            if let Some((why, secret)) = why {
                 out.push(LeftOut {
                     path: String::from_utf8_lossy(&path).into_owned(),
                     why,
+                    secret,
                 });
             }
         }
@@ -181,6 +189,7 @@ impl Repo {
                 out.push(LeftOut {
                     path: String::from_utf8_lossy(&path).into_owned(),
                     why,
+                    secret: true,
                 });
             }
         }

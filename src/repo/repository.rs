@@ -22,6 +22,9 @@ pub(crate) struct LeftOut {
     pub(crate) path: String,
     /// Why, for the handoff: "binary file", "12.0 MB, over git.max_file_size", …
     pub(crate) why: String,
+    /// It holds a secret (`why` says which): worth a warning, not only a line.
+    #[serde(skip)]
+    pub(crate) secret: bool,
 }
 
 /// ralph's state directory, relative to the project root.

@@ -38,6 +38,7 @@ mod e2e_safety_net;
 mod e2e_sandbox;
 mod e2e_scope;
 mod e2e_seams;
+mod e2e_secrets;
 mod e2e_story;
 mod e2e_verify;
 mod e2e_workers;
