@@ -1,5 +1,7 @@
 //! What a WIP commit leaves out: new files too big, binary, or too many
-//! (a build directory nobody ignored), and the untracked files a WIP commit
+//! (a build directory nobody ignored), files (new or changed) that hold a
+//! secret (`text::secrets::secret_in`, read from the one status the rest
+//! uses, each up to `SECRET_SCAN` bytes), and the untracked files a WIP commit
 //! would sweep in, for the start-of-run warning. Every rule that keeps
 //! work out of a WIP commit yields a [`LeftOut`], which the commit skips
 //! and the handoff lists.

@@ -1,7 +1,9 @@
 //! Secrets ralph must never write down. Two kinds:
 //!
 //! - the values of credential-named environment variables (ralph's own
-//!   environment and `agent.env`), replaced by `[redacted NAME]` in every
+//!   environment and `agent.env`), and of any variable whose value is a
+//!   URL with a user or password or a token shape ([`is_secret_value`]:
+//!   `DATABASE_URL=postgres://u:pw@h/db`), replaced by `[redacted NAME]` in every
 //!   file and stream ralph writes itself (events, state, handoffs,
 //!   PROMPT.md, WIP commit messages, `--json` output) by [`redact`] — in
 //!   their plain and their JSON-escaped forms, since most of what ralph
@@ -10,7 +12,9 @@
 //! - well-known token shapes (API keys, PEM private keys, `Bearer …`),
 //!   whatever their origin, scrubbed from everything ralph commits by
 //!   [`scrub_keeping`]; and key files (`.env*`, `*.pem`, `id_rsa*` …), which a WIP
-//!   commit never adds ([`is_key_file`]).
+//!   commit never adds ([`is_key_file`]), nor a file holding a known value
+//!   or a token shape new since its committed version ([`secret_in`]);
+//! - a URL's password (`scheme://user:password@`) wherever ralph redacts.
 //!
 //! Redaction must not rewrite what is not a secret:
 //!
