@@ -118,7 +118,13 @@ impl AgentCommand {
         args.append(&mut self.args);
         self.args = args;
         self.program = sandbox::bwrap().unwrap_or_else(|| "bwrap".into());
-        let mut env = sandbox::agent_env(config);
+        let mut env = sandbox::passed_env(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+            kind.env_prefixes(),
+            &config.sandbox.pass_env_or(kind.credential_env()),
+            &config.notify.secret_values(),
+        );
         env.append(&mut self.env);
         self.env = env;
         self.env_clear = true;

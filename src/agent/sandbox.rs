@@ -372,20 +372,6 @@ pub(crate) fn passed_env(
         .collect()
 }
 
-/// [`passed_env`] of this process's environment for `config`'s agent.
-pub(crate) fn agent_env(
-    config: &crate::config::Config,
-) -> std::collections::BTreeMap<String, String> {
-    let kind = config.agent.kind;
-    passed_env(
-        std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        kind.env_prefixes(),
-        &config.sandbox.pass_env_or(kind.credential_env()),
-        &config.notify.secret_values(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

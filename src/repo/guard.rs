@@ -39,6 +39,27 @@ pub struct Guard {
 /// Workdir-relative paths in git's form.
 type Paths = Vec<Vec<u8>>;
 
+/// Files whose scan is remembered at most; past it, all are forgotten.
+const SCAN_CACHE: usize = 20_000;
+
+/// A file as it was scanned: where, its size, inode and change time, HEAD (what is "new"
+/// is new since HEAD's version), how many secrets were known.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ScanKey {
+    file: std::path::PathBuf,
+    len: u64,
+    changed: (u64, i64, i64),
+    head: Option<git2::Oid>,
+    secrets: usize,
+}
+
+fn scan_cache() -> &'static std::sync::Mutex<std::collections::HashMap<ScanKey, Option<String>>> {
+    static CACHE: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<ScanKey, Option<String>>>,
+    > = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
 impl Guard {
     /// No limits: a commit under it leaves out only what holds a secret.
     pub(crate) const NONE: Guard = Guard {
@@ -91,11 +112,44 @@ impl Repo {
     /// committed version (HEAD's) does not hold already.
     fn holds_secret(&self, path: &[u8], tracked: bool) -> Option<String> {
         let file = self.workdir().join(bytes_to_path(path));
-        if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
-            return None;
+        let meta = std::fs::symlink_metadata(&file)
+            .ok()
+            .filter(|m| m.is_file())?;
+        // The safety net and the iteration boundaries look every few
+        // minutes: a file unchanged since it was last read is not read again.
+        let key = ScanKey {
+            file: file.clone(),
+            len: meta.len(),
+            // ctime too: a program can set mtime back, not ctime.
+            changed: {
+                use std::os::unix::fs::MetadataExt as _;
+                (meta.ino(), meta.ctime(), meta.ctime_nsec())
+            },
+            head: self.head_oid(),
+            secrets: crate::text::secrets::known_count(),
+        };
+        let cache = scan_cache();
+        if let Some(found) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return found;
         }
+        let found = self.scan_for_secret(&file, path, tracked);
+        if let Ok(mut c) = cache.lock() {
+            if c.len() >= SCAN_CACHE {
+                c.clear();
+            }
+            c.insert(key, found.clone());
+        }
+        found
+    }
+
+    fn scan_for_secret(
+        &self,
+        file: &std::path::Path,
+        path: &[u8],
+        tracked: bool,
+    ) -> Option<String> {
         let mut content = Vec::new();
-        std::fs::File::open(&file)
+        std::fs::File::open(file)
             .and_then(|f| f.take(SECRET_SCAN).read_to_end(&mut content))
             .ok()?;
         crate::text::secrets::secret_in(&content, None)?;
