@@ -207,6 +207,7 @@ impl Repo {
             }
         }
         let workdir = self.workdir();
+        let mut new_kept = Vec::new();
         for path in untracked {
             let file = workdir.join(bytes_to_path(&path));
             let Ok(meta) = std::fs::symlink_metadata(&file) else {
@@ -232,12 +233,13 @@ impl Repo {
             } else {
                 self.holds_secret(&path, false).map(|why| (why, true))
             };
-            if let Some((why, secret)) = why {
-                out.push(LeftOut {
+            match why {
+                Some((why, secret)) => out.push(LeftOut {
                     path: String::from_utf8_lossy(&path).into_owned(),
                     why,
                     secret,
-                });
+                }),
+                None => new_kept.push(path),
             }
         }
         for path in tracked {
@@ -247,6 +249,26 @@ impl Repo {
                     why,
                     secret: true,
                 });
+            }
+        }
+        // Reading takes time, and an agent may still be writing: a new file
+        // that grew past the limit meanwhile is left out still.
+        if guard.max_file_size > 0 {
+            for path in new_kept {
+                let file = workdir.join(bytes_to_path(&path));
+                let size = std::fs::symlink_metadata(&file).map_or(0, |m| m.len());
+                let path = String::from_utf8_lossy(&path).into_owned();
+                if size > guard.max_file_size && !out.iter().any(|l| l.path == path) {
+                    out.push(LeftOut {
+                        why: format!(
+                            "{}, over git.max_file_size = {}",
+                            megabytes(size),
+                            guard.max_file_size
+                        ),
+                        path,
+                        secret: false,
+                    });
+                }
             }
         }
         Ok(out)
