@@ -207,6 +207,21 @@ fn gather(root: &Path, config: &Config, m: &Moment, saved: &mut Saved) -> Gather
                 .push(format!("cannot check new files against [git] limits: {e}"));
             Vec::new()
         });
+        let secret: Vec<String> = (saved.left_out.iter().filter(|l| l.secret))
+            .map(|l| {
+                format!(
+                    "{} ({})",
+                    crate::repo::display_path(l.path.as_bytes()),
+                    l.why
+                )
+            })
+            .collect();
+        if !secret.is_empty() {
+            saved.warnings.push(format!(
+                "left out of the WIP commit, still in the work tree: {}",
+                secret.join(", ")
+            ));
+        }
     }
     let agent_notes = m
         .notes_path

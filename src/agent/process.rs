@@ -47,8 +47,9 @@ pub(crate) struct AgentCommand {
     pub(crate) model: Option<String>,
     pub(crate) args: Vec<String>,
     pub(crate) env: BTreeMap<String, String>,
-    /// Variables of ralph's environment the agent does not get (the sandbox's).
-    pub(crate) env_remove: Vec<String>,
+    /// The agent gets `env` only, none of ralph's environment besides (the
+    /// sandbox's allow-list is in `env`).
+    pub(crate) env_clear: bool,
     /// Bytes of the transcript written as they come (`runs.transcript_cap_mib`).
     pub(crate) transcript_cap: u64,
 }
@@ -94,7 +95,7 @@ impl AgentCommand {
             program,
             args,
             env,
-            env_remove: Vec::new(),
+            env_clear: false,
             transcript_cap: config.runs.transcript_cap_mib << 20,
         };
         if config.agent.sandbox == super::sandbox::Kind::Bwrap {
@@ -138,8 +139,16 @@ impl AgentCommand {
         args.append(&mut self.args);
         self.args = args;
         self.program = sandbox::bwrap().unwrap_or_else(|| "bwrap".into());
-        let pass = config.sandbox.pass_env_or(kind.credential_env());
-        self.env_remove = sandbox::withheld_env(&pass, &config.agent.env);
+        let mut env = sandbox::passed_env(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+            kind.env_prefixes(),
+            &config.sandbox.pass_env_or(kind.credential_env()),
+            &config.notify.secret_values(),
+        );
+        env.append(&mut self.env);
+        self.env = env;
+        self.env_clear = true;
     }
 
     /// The command line as a user would type it (for `--dry-run` and logs).
@@ -200,8 +209,8 @@ impl Agent {
             ),
         };
         let mut command = Command::new(&cmd.program);
-        for name in &cmd.env_remove {
-            command.env_remove(name);
+        if cmd.env_clear {
+            command.env_clear();
         }
         command
             .args(&cmd.args)

@@ -5,8 +5,9 @@
 //! people's and the user's own files live (`/home`, `/root`, `/tmp`, …,
 //! and `$HOME`) are hidden behind empty tmpfs, with `$HOME` a private one
 //! holding only the entries the agent CLI needs (`sandbox.home`).
-//! Credential variables of ralph's environment are not passed on, except
-//! the agent's own (`sandbox.pass_env`, `agent.env`).
+//! ralph's environment is passed by allow-list (`passed_env`): what every
+//! agent needs, its kind's settings and credentials (`sandbox.pass_env`),
+//! never a notification channel's secret; `agent.env` on top.
 //!
 //! `bwrap_args` is pure (what is mounted where, in order: later mounts
 //! cover earlier ones); `wrap` applies it to an [`AgentCommand`]; `check`
@@ -302,22 +303,74 @@ pub(crate) fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result
     Ok(())
 }
 
-/// Credential variables of ralph's environment that the agent must not get.
-pub(crate) fn withheld_env(
+/// What every agent gets of ralph's environment in the box, by name: where
+/// programs are, who and where it is, its locale and terminal, the proxy
+/// and certificates that reach its API. (`TMPDIR` is not: it may name a
+/// hidden place; the agent has a private `/tmp`.)
+const BASE_ENV: [&str; 27] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "COLUMNS",
+    "LINES",
+    // Claude Code's own word that it runs in a box (needed as root).
+    "IS_SANDBOX",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+];
+/// …and by prefix: the locale's parts, the XDG directories.
+const BASE_PREFIXES: [&str; 2] = ["LC_", "XDG_"];
+
+/// The agent's environment in the box, taken from ralph's (`vars`) by
+/// allow-list: [`BASE_ENV`], the agent kind's own settings (`prefixes`:
+/// [`AgentKind::env_prefixes`](crate::config::AgentKind::env_prefixes),
+/// `ANTHROPIC_BASE_URL`), and its credentials (`pass`: `[sandbox]
+/// pass_env`, or the kind's). Of the first two, nothing ralph treats as a
+/// secret (a credential's name, a URL with a password, a token shape:
+/// `text::secrets`) passes; and no variable holding a notification
+/// channel's secret (`channels`) passes at all, whatever list names it.
+/// `agent.env` and `RALPH_ITERATION` are set on top, by the caller.
+pub(crate) fn passed_env(
+    vars: impl IntoIterator<Item = (String, String)>,
+    prefixes: &[&str],
     pass: &[String],
-    agent_env: &std::collections::BTreeMap<String, String>,
-) -> Vec<String> {
-    let mut out: Vec<String> = std::env::vars_os()
-        .filter_map(|(k, _)| k.into_string().ok())
-        .filter(|k| crate::text::secrets::is_credential_name(k))
-        .filter(|k| !pass.contains(k) && !agent_env.contains_key(k))
-        .collect();
-    // A TMPDIR in a hidden place would not exist inside.
-    if !agent_env.contains_key("TMPDIR") {
-        out.push("TMPDIR".into());
-    }
-    out.sort();
-    out
+    channels: &[String],
+) -> std::collections::BTreeMap<String, String> {
+    use crate::text::secrets::{is_credential_name, is_secret_value};
+    vars.into_iter()
+        .filter(|(_, value)| {
+            !channels
+                .iter()
+                .any(|c| !c.trim().is_empty() && value.contains(c.as_str()))
+        })
+        .filter(|(name, value)| {
+            let allowed = BASE_ENV.contains(&name.as_str())
+                || BASE_PREFIXES
+                    .iter()
+                    .chain(prefixes)
+                    .any(|p| name.starts_with(p));
+            pass.contains(name) || (allowed && !is_credential_name(name) && !is_secret_value(value))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -404,25 +457,70 @@ mod tests {
         assert!(w.contains("--cap-drop ALL"), "{w}");
     }
 
+    /// Issue 34: the box withheld credentials by name pattern only, so
+    /// `SLACK_WEBHOOK_URL`, `DATABASE_URL` with a password, `MYSQL_PWD` and
+    /// `SENTRY_DSN` reached the agent. Now an allow-list: what every agent
+    /// needs, its kind's settings, its credentials, the user's `pass_env`;
+    /// never a notification channel's secret.
     #[test]
-    fn credential_variables_are_withheld_unless_passed() {
-        // SAFETY: a test of its own; nothing else reads these names.
-        unsafe {
-            std::env::set_var("RALPH_SANDBOX_TEST_SECRET", "x");
-            std::env::set_var("RALPH_SANDBOX_TEST_API_KEY", "x");
-        }
-        let config = SandboxConfig {
-            pass_env: Some(vec!["RALPH_SANDBOX_TEST_API_KEY".into()]),
+    fn the_box_passes_the_environment_by_allow_list() {
+        let slack = "https://hooks.slack.com/services/T0/B0/abcdef0123";
+        let vars = [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/u"),
+            ("LANG", "C.UTF-8"),
+            ("LC_ALL", "C.UTF-8"),
+            ("TERM", "xterm-256color"),
+            ("TMPDIR", "/tmp/u"),
+            ("ANTHROPIC_API_KEY", "sk-ant-0123456789abcdefghij"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("OPENAI_API_KEY", "sk-proj-0123456789abcdefghij"),
+            ("GITHUB_TOKEN", "ghp_0123456789abcdefghijABCDEFGHIJ"),
+            ("SLACK_WEBHOOK_URL", slack),
+            ("RALPH_NOTIFY_URL", slack),
+            ("DATABASE_URL", "postgres://u:pw@h/db"),
+            ("MYSQL_PWD", "hunter2-hunter2"),
+            ("SENTRY_DSN", "https://abc123@o1.ingest.sentry.io/1"),
+            ("SOME_SERVICE_HOST", "db.internal"),
+            ("HTTPS_PROXY", "http://user:pw@proxy:3128"),
+            ("NPM_CONFIG_REGISTRY", "https://registry.example"),
+            ("MY_TOOL_SETTING", "on"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let kind = AgentKind::Claude;
+        let config = SandboxConfig::default();
+        let pass = config.pass_env_or(kind.credential_env());
+        let env = passed_env(vars.clone(), kind.env_prefixes(), &pass, &[slack.into()]);
+        let names: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_BASE_URL",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+                "HOME",
+                "LANG",
+                "LC_ALL",
+                "PATH",
+                "TERM",
+            ]
+        );
+        // The user's `pass_env`: exactly their credentials, plus what they
+        // name; a channel's secret never, even named.
+        let mine = SandboxConfig {
+            pass_env: Some(vec![
+                "MY_TOOL_SETTING".into(),
+                "DATABASE_URL".into(),
+                "SLACK_WEBHOOK_URL".into(),
+            ]),
             ..SandboxConfig::default()
         };
-        let pass = config.pass_env_or(AgentKind::Claude.credential_env());
-        let withheld = withheld_env(&pass, &Default::default());
-        assert!(
-            withheld.contains(&"RALPH_SANDBOX_TEST_SECRET".to_string()),
-            "{withheld:?}"
-        );
-        assert!(!withheld.contains(&"RALPH_SANDBOX_TEST_API_KEY".to_string()));
-        assert!(withheld.contains(&"TMPDIR".to_string()));
+        let pass = mine.pass_env_or(kind.credential_env());
+        let env = passed_env(vars, kind.env_prefixes(), &pass, &[slack.into()]);
+        assert!(env.contains_key("MY_TOOL_SETTING") && env.contains_key("DATABASE_URL"));
+        assert!(!env.contains_key("SLACK_WEBHOOK_URL") && !env.contains_key("ANTHROPIC_API_KEY"));
+        assert!(env.contains_key("ANTHROPIC_BASE_URL"), "{env:?}");
     }
 
     /// Each kind's box holds its own CLI's home entries and credentials

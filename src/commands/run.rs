@@ -202,6 +202,15 @@ impl Report for DryRunReport {
 /// `ralph run --dry-run`: everything is loaded and checked, nothing written.
 fn dry_run(root: &Path, config: &Config, fresh: bool, json: bool) -> Result<i32> {
     let next = NextIteration::preview(root, config, fresh)?;
+    // As a run would: `agent.env`'s credentials are secrets, shown redacted
+    // in the text as in `--json`.
+    crate::text::secrets::remember(&config.agent.env);
+    let env = (next.command.env.iter())
+        .map(|(k, v)| {
+            let v = crate::text::secrets::redact(v).into_owned();
+            (k.clone(), v)
+        })
+        .collect();
     let report = DryRunReport {
         iteration: next.iteration,
         plan: config.plan.display().to_string(),
@@ -209,7 +218,7 @@ fn dry_run(root: &Path, config: &Config, fresh: bool, json: bool) -> Result<i32>
         plan_done: next.plan.done_count(),
         kind: next.command.kind,
         command: next.command.display(),
-        env: next.command.env,
+        env,
         prompt_file: config.prompt_file.display().to_string(),
         prompt: next.prompt,
     };

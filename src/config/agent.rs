@@ -69,9 +69,34 @@ impl AgentKind {
         }
     }
 
+    /// Prefixes of the settings the CLI reads from its environment (its
+    /// endpoint, its switches): passed into the sandbox unless they are
+    /// credentials (those pass by [`Self::credential_env`] only).
+    pub(crate) fn env_prefixes(self) -> &'static [&'static str] {
+        match self {
+            AgentKind::Claude => &[
+                "ANTHROPIC_",
+                "CLAUDE_",
+                "DISABLE_",
+                "MCP_",
+                "MAX_THINKING_TOKENS",
+            ],
+            AgentKind::Codex => &["CODEX_", "OPENAI_"],
+            AgentKind::Opencode => &[
+                "OPENCODE_",
+                "ANTHROPIC_",
+                "OPENAI_",
+                "OPENROUTER_",
+                "GEMINI_",
+                "GOOGLE_",
+            ],
+            AgentKind::Gemini => &["GEMINI_", "GOOGLE_"],
+        }
+    }
+
     /// The credential variables the CLI reads: passed into the sandbox
-    /// unless `[sandbox] pass_env` says otherwise; other credential-named
-    /// variables of ralph's environment are withheld.
+    /// unless `[sandbox] pass_env` says otherwise; everything else of
+    /// ralph's environment that is not on the box's allow-list is withheld.
     pub(crate) fn credential_env(self) -> &'static [&'static str] {
         match self {
             AgentKind::Claude => &[

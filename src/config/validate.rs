@@ -240,6 +240,31 @@ impl Config {
                 return bad(section, key, why);
             }
         }
+        if let Some(pass) = &self.sandbox.pass_env {
+            if let Some(name) = pass
+                .iter()
+                .find(|k| k.is_empty() || k.contains(['=', '\0']))
+            {
+                return bad(
+                    "sandbox",
+                    "pass_env",
+                    format!("`{name}` is not an environment variable name"),
+                );
+            }
+            for (key, raw) in self.notify.secret_settings() {
+                if let Some(var) = raw.and_then(crate::events::notify::variable)
+                    && pass.iter().any(|k| k == var)
+                {
+                    return bad(
+                        "sandbox",
+                        "pass_env",
+                        format!(
+                            "`{var}` holds `notify.{key}`'s secret, which the agent never gets; take it out of the list"
+                        ),
+                    );
+                }
+            }
+        }
         if self.plan.as_os_str().is_empty() {
             return bad("", "plan", "must name the plan file".into());
         }
@@ -396,6 +421,26 @@ mod tests {
         assert!(parse("[agent]\ncontext_window = 20000\nreserve_tokens = 10001\n").is_err());
         assert!(parse("[agent]\ncontext_window = 20000\nreserve_tokens = 10000\n").is_ok());
         assert!(parse("[agent]\nreserve_tokens = 100000\n").is_ok());
+    }
+
+    #[test]
+    fn sandbox_pass_env_names_variables_and_never_a_channels_secret() {
+        let ok = parse("[sandbox]\npass_env = [\"ANTHROPIC_API_KEY\", \"PGHOST\"]\n").unwrap();
+        assert_eq!(ok.sandbox.pass_env.unwrap().len(), 2);
+        let e = parse("[sandbox]\n\npass_env = [\"A=B\"]\n").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("`sandbox.pass_env`"), "{e}");
+        assert!(e.to_string().contains(":3"), "{e}");
+        let e = parse(
+            "[notify]\nslack = \"${SLACK_WEBHOOK_URL}\"\n[sandbox]\npass_env = [\"SLACK_WEBHOOK_URL\"]\n",
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("`sandbox.pass_env`") && text.contains(":4"),
+            "{text}"
+        );
+        assert!(text.contains("notify.slack"), "{text}");
     }
 
     #[test]

@@ -23,5 +23,6 @@ pub(crate) mod config;
 mod deliver;
 mod message;
 
+pub(crate) use config::variable;
 pub(crate) use deliver::{Channel, Notifier, deliver};
 pub(crate) use message::test_notice;

@@ -314,13 +314,16 @@ fn env(point: Point, event: &Event, facts: Facts) -> Vec<(String, String)> {
     ]
     .into_iter()
     .chain(vars)
-    .map(|(k, v)| (k.to_string(), v))
+    // Plan and agent text (an item, a reason) reach the user's command:
+    // printable, as everything ralph sends out.
+    .map(|(k, v)| (k.to_string(), crate::text::printable(&v).into_owned()))
     .collect()
 }
 
-/// The record as its `events.jsonl` line, newline included.
+/// The record as its `events.jsonl` line, newline included (no raw C1).
 fn payload(record: &Record) -> Vec<u8> {
-    let mut line = serde_json::to_vec(record).unwrap_or_default();
+    let json = serde_json::to_string(record).unwrap_or_default();
+    let mut line = crate::text::printable_json(&json).into_owned().into_bytes();
     line.push(b'\n');
     line
 }
@@ -689,6 +692,27 @@ mod tests {
             }),
             None
         );
+    }
+
+    /// Issue 34: plan text in a hook's environment is printable.
+    #[test]
+    fn env_values_carry_no_escape_sequence() {
+        let facts = Facts {
+            iteration: 1,
+            run_id: "r".into(),
+            item: Some("fix \u{1b}]52;c;ZXZpbA==\u{7}parser\u{9b}31m".into()),
+            handoff: None,
+            reason: Some("stuck\u{1b}[2J".into()),
+        };
+        let e = Event::Warning {
+            message: "x".into(),
+        };
+        let v = env(Point::IterationEnd, &e, facts);
+        for (k, value) in &v {
+            assert!(!value.chars().any(char::is_control), "{k}={value:?}");
+        }
+        let item = v.iter().find(|(k, _)| k == "RALPH_ITEM").unwrap();
+        assert_eq!(item.1, "fix parser31m");
     }
 
     #[test]

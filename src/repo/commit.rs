@@ -83,7 +83,9 @@ impl Repo {
     /// current branch. Git hooks are not run: a checkpoint must not be blocked by
     /// a linter on half-finished work.
     pub fn wip_commit(&self, message: &str, own: &OwnPaths) -> CommitOutcome {
-        self.wip_commit_leaving_out(message, own, &[])
+        // No limits, but never a secret.
+        let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
+        self.wip_commit_leaving_out(message, own, &secrets)
     }
 
     /// [`Repo::wip_commit`] without the files `left_out` names (a directory
@@ -129,10 +131,12 @@ impl Repo {
         message: &str,
         own: &OwnPaths,
     ) -> (CommitOutcome, Vec<String>) {
+        let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
         let files: Vec<String> = match self.changes(own) {
             Ok(changes) => changes
                 .into_iter()
                 .filter(|c| c.kind != "??" && !crate::text::secrets::is_key_file(&c.path))
+                .filter(|c| !secrets.iter().any(|s| s.path == c.path))
                 .map(|c| c.path)
                 .collect(),
             Err(_) => Vec::new(),
@@ -150,6 +154,7 @@ impl Repo {
             );
         }
         let mut own = self.own(own);
+        own.leave_out(&secrets);
         own.tracked_only = true;
         let outcome =
             self.try_wip_commit(message, &own)
@@ -233,6 +238,7 @@ impl Repo {
             .include_typechange(true)
             .disable_pathspec_match(true)
             .update_index(true);
+        self.hold_at_head(index, own)?;
         let diff = self
             .git
             .diff_index_to_workdir(Some(index), Some(&mut opts))?;
@@ -255,6 +261,7 @@ impl Repo {
                 || (new_file && (own.tracked_only || own.is_left_out(path)))
                 || (own.tracked_only && own.contains(path))
                 || own.is_frozen(path)
+                || own.is_held(path)
                 || crate::text::secrets::is_key_file(&String::from_utf8_lossy(path))
             {
                 continue;
@@ -291,6 +298,47 @@ impl Repo {
             index.add_path(&decisions)?;
         }
         Ok(staged)
+    }
+
+    /// The files held out of this commit (`Own::held`: a secret in them)
+    /// at HEAD's version in `index`, or out of it when HEAD has none: what
+    /// the agent staged itself (`git add -A`) is not committed either.
+    fn hold_at_head(
+        &self,
+        index: &mut git2::Index,
+        own: &Own,
+    ) -> std::result::Result<(), git2::Error> {
+        if own.held.is_empty() {
+            return Ok(());
+        }
+        let head = self.head_tree()?;
+        for path in &own.held {
+            let staged = index.get_path(&bytes_to_path(path), 0).map(|e| e.id);
+            let at_head = head
+                .as_ref()
+                .and_then(|t| t.get_path(&bytes_to_path(path)).ok())
+                .map(|e| (e.id(), e.filemode()));
+            match (staged, at_head) {
+                (Some(id), Some((head_id, _))) if id == head_id => {}
+                (_, Some((id, mode))) => index.add(&git2::IndexEntry {
+                    ctime: git2::IndexTime::new(0, 0),
+                    mtime: git2::IndexTime::new(0, 0),
+                    dev: 0,
+                    ino: 0,
+                    mode: mode as u32,
+                    uid: 0,
+                    gid: 0,
+                    file_size: 0,
+                    id,
+                    flags: path.len().min(0xfff) as u16,
+                    flags_extended: 0,
+                    path: path.clone(),
+                })?,
+                (Some(_), None) => index.remove_path(&bytes_to_path(path))?,
+                (None, None) => {}
+            }
+        }
+        Ok(())
     }
 
     /// The tree of a project below the work tree's top: HEAD's tree outside

@@ -1,5 +1,7 @@
 //! What a WIP commit leaves out: new files too big, binary, or too many
-//! (a build directory nobody ignored), and the untracked files a WIP commit
+//! (a build directory nobody ignored), files (new or changed) that hold a
+//! secret (`text::secrets::secret_in`, read from the one status the rest
+//! uses, each up to `SECRET_SCAN` bytes), and the untracked files a WIP commit
 //! would sweep in, for the start-of-run warning. Every rule that keeps
 //! work out of a WIP commit yields a [`LeftOut`], which the commit skips
 //! and the handoff lists.
@@ -18,6 +20,10 @@ use super::{LeftOut, Own, OwnPaths, Repo, bytes_to_path, status_options};
 /// a NUL byte in the first 8000).
 const BINARY_PROBE: usize = 8000;
 
+/// How much of a changed file is searched for a secret: its first 16 MiB
+/// (a new file is at most `git.max_file_size` anyway).
+const SECRET_SCAN: u64 = 16 << 20;
+
 /// The limits of `[git]`: what a WIP commit takes of the new files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Guard {
@@ -28,6 +34,39 @@ pub struct Guard {
     pub(crate) max_new_files: usize,
     /// Whether new binary files are committed.
     pub(crate) commit_binaries: bool,
+}
+
+/// Workdir-relative paths in git's form.
+type Paths = Vec<Vec<u8>>;
+
+/// Files whose scan is remembered at most; past it, all are forgotten.
+const SCAN_CACHE: usize = 20_000;
+
+/// A file as it was scanned: where, its size, inode and change time, HEAD (what is "new"
+/// is new since HEAD's version), how many secrets were known.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ScanKey {
+    file: std::path::PathBuf,
+    len: u64,
+    changed: (u64, i64, i64),
+    head: Option<git2::Oid>,
+    secrets: usize,
+}
+
+fn scan_cache() -> &'static std::sync::Mutex<std::collections::HashMap<ScanKey, Option<String>>> {
+    static CACHE: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<ScanKey, Option<String>>>,
+    > = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+impl Guard {
+    /// No limits: a commit under it leaves out only what holds a secret.
+    pub(crate) const NONE: Guard = Guard {
+        max_file_size: 0,
+        max_new_files: 0,
+        commit_binaries: true,
+    };
 }
 
 /// Untracked files that are not ignored, by top-level directory (or file).
@@ -42,17 +81,88 @@ impl Repo {
     /// The new (untracked, not ignored) files a WIP commit would take, less
     /// ralph's own.
     fn untracked(&self, own: &Own) -> Result<Vec<Vec<u8>>> {
+        Ok(self.changed(own)?.0)
+    }
+
+    /// From one status: the new files a WIP commit would take, and the
+    /// tracked ones changed (in the index or the work tree), less ralph's own.
+    fn changed(&self, own: &Own) -> Result<(Paths, Paths)> {
         let statuses = self
             .git
             .statuses(Some(&mut status_options(false)))
             .map_err(|e| Error::wrap("cannot read git status", e))?;
-        Ok(statuses
-            .iter()
-            .filter(|e| e.status() == Status::WT_NEW)
-            .map(|e| e.path_bytes().to_vec())
+        let (mut new, mut tracked) = (Vec::new(), Vec::new());
+        for e in statuses.iter() {
+            let path = e.path_bytes();
             // A nested repository is never committed (see `stage_work_tree`).
-            .filter(|p| !own.contains(p) && !p.ends_with(b"/"))
-            .collect())
+            if own.contains(path) || path.ends_with(b"/") {
+                continue;
+            }
+            if e.status() == Status::WT_NEW {
+                new.push(path.to_vec());
+            } else {
+                tracked.push(path.to_vec());
+            }
+        }
+        Ok((new, tracked))
+    }
+
+    /// Why `path` (workdir-relative) must stay out of a commit for what it
+    /// holds, if it must: a known secret's value or a token shape that its
+    /// committed version (HEAD's) does not hold already.
+    fn holds_secret(&self, path: &[u8], tracked: bool) -> Option<String> {
+        let file = self.workdir().join(bytes_to_path(path));
+        let meta = std::fs::symlink_metadata(&file)
+            .ok()
+            .filter(|m| m.is_file())?;
+        // The safety net and the iteration boundaries look every few
+        // minutes: a file unchanged since it was last read is not read again.
+        let key = ScanKey {
+            file: file.clone(),
+            len: meta.len(),
+            // ctime too: a program can set mtime back, not ctime.
+            changed: {
+                use std::os::unix::fs::MetadataExt as _;
+                (meta.ino(), meta.ctime(), meta.ctime_nsec())
+            },
+            head: self.head_oid(),
+            secrets: crate::text::secrets::known_count(),
+        };
+        let cache = scan_cache();
+        if let Some(found) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return found;
+        }
+        let found = self.scan_for_secret(&file, path, tracked);
+        if let Ok(mut c) = cache.lock() {
+            if c.len() >= SCAN_CACHE {
+                c.clear();
+            }
+            c.insert(key, found.clone());
+        }
+        found
+    }
+
+    fn scan_for_secret(
+        &self,
+        file: &std::path::Path,
+        path: &[u8],
+        tracked: bool,
+    ) -> Option<String> {
+        let mut content = Vec::new();
+        std::fs::File::open(file)
+            .and_then(|f| f.take(SECRET_SCAN).read_to_end(&mut content))
+            .ok()?;
+        crate::text::secrets::secret_in(&content, None)?;
+        // Found: is it new since HEAD's version of the file?
+        let before = tracked
+            .then(|| self.head_tree().ok().flatten())
+            .flatten()
+            .and_then(|tree| {
+                let entry = tree.get_path(&bytes_to_path(path)).ok()?;
+                let blob = self.git.find_blob(entry.id()).ok()?;
+                Some(blob.content().to_vec())
+            });
+        crate::text::secrets::secret_in(&content, before.as_deref())
     }
 
     /// Untracked files a WIP commit would sweep in, grouped by top-level
@@ -67,9 +177,11 @@ impl Repo {
         Ok(groups)
     }
 
-    /// What the next WIP commit leaves out under `guard`.
+    /// What the next WIP commit leaves out under `guard`, and whatever it
+    /// is asked to commit that holds a secret (new files and changes to
+    /// tracked ones alike: `text::secrets::secret_in`).
     pub(crate) fn left_out(&self, own: &OwnPaths, guard: &Guard) -> Result<Vec<LeftOut>> {
-        let mut untracked = self.untracked(&self.own(own))?;
+        let (mut untracked, tracked) = self.changed(&self.own(own))?;
         let mut out = Vec::new();
         if guard.max_new_files > 0 && untracked.len() > guard.max_new_files {
             let mut groups: Vec<(String, usize)> = group_by_top(&untracked)
@@ -90,10 +202,12 @@ impl Repo {
                         guard.max_new_files
                     ),
                     path: dir,
+                    secret: false,
                 });
             }
         }
         let workdir = self.workdir();
+        let mut new_kept = Vec::new();
         for path in untracked {
             let file = workdir.join(bytes_to_path(&path));
             let Ok(meta) = std::fs::symlink_metadata(&file) else {
@@ -103,21 +217,58 @@ impl Repo {
                 continue;
             }
             let why = if guard.max_file_size > 0 && meta.len() > guard.max_file_size {
-                Some(format!(
-                    "{}, over git.max_file_size = {}",
-                    megabytes(meta.len()),
-                    guard.max_file_size
+                Some((
+                    format!(
+                        "{}, over git.max_file_size = {}",
+                        megabytes(meta.len()),
+                        guard.max_file_size
+                    ),
+                    false,
                 ))
             } else if !guard.commit_binaries && is_binary(&file) {
-                Some("binary file (git.commit_binaries = false)".to_string())
+                Some((
+                    "binary file (git.commit_binaries = false)".to_string(),
+                    false,
+                ))
             } else {
-                None
+                self.holds_secret(&path, false).map(|why| (why, true))
             };
-            if let Some(why) = why {
+            match why {
+                Some((why, secret)) => out.push(LeftOut {
+                    path: String::from_utf8_lossy(&path).into_owned(),
+                    why,
+                    secret,
+                }),
+                None => new_kept.push(path),
+            }
+        }
+        for path in tracked {
+            if let Some(why) = self.holds_secret(&path, true) {
                 out.push(LeftOut {
                     path: String::from_utf8_lossy(&path).into_owned(),
                     why,
+                    secret: true,
                 });
+            }
+        }
+        // Reading takes time, and an agent may still be writing: a new file
+        // that grew past the limit meanwhile is left out still.
+        if guard.max_file_size > 0 {
+            for path in new_kept {
+                let file = workdir.join(bytes_to_path(&path));
+                let size = std::fs::symlink_metadata(&file).map_or(0, |m| m.len());
+                let path = String::from_utf8_lossy(&path).into_owned();
+                if size > guard.max_file_size && !out.iter().any(|l| l.path == path) {
+                    out.push(LeftOut {
+                        why: format!(
+                            "{}, over git.max_file_size = {}",
+                            megabytes(size),
+                            guard.max_file_size
+                        ),
+                        path,
+                        secret: false,
+                    });
+                }
             }
         }
         Ok(out)
@@ -191,6 +342,91 @@ mod tests {
         );
         assert_eq!(tree["build/config.mk"], b"CC = clang\n");
         assert!(root.join("build/out/3.o").exists() && root.join("huge.txt").exists());
+    }
+
+    /// Issue 34: no commit ralph makes (WIP, leftover, snapshot) holds a
+    /// file with a secret — new, tracked or staged by the agent — and each
+    /// is named with its reason; a secret already in HEAD's version of a
+    /// file is no new leak.
+    #[test]
+    fn files_holding_a_secret_are_left_out_of_every_commit() {
+        let value = "svc-tok-5f1e2d3c4b";
+        crate::text::secrets::remember(&BTreeMap::from([(
+            "GUARD_TEST_SERVICE_TOKEN".to_string(),
+            value.to_string(),
+        )]));
+        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA\n-----END OPENSSH PRIVATE KEY-----\n";
+        let fixture = "fake = \"ghp_0123456789abcdefghijABCDEFGHIJ\"\n";
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        write(root, "fixture.txt", fixture);
+        commit_all(&git, "fixture");
+        write(root, "stolen_key.txt", key);
+        write(root, "a.txt", &format!("alpha\ntoken = {value}\n"));
+        write(root, "staged.txt", "aws AKIAIOSFODNN7EXAMPLE\n");
+        let mut index = git.index().unwrap();
+        index.add_path(std::path::Path::new("staged.txt")).unwrap();
+        index.write().unwrap();
+        write(root, "fixture.txt", &format!("{fixture}more = 1\n"));
+        write(root, "work.rs", "fn work() {}\n");
+        let repo = open(root);
+        let left = repo.left_out(&own(), &Guard::NONE).unwrap();
+        let named: Vec<(&str, &str)> = left
+            .iter()
+            .map(|l| (l.path.as_str(), l.why.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("stolen_key.txt", "holds a secret (private key)"),
+                (
+                    "a.txt",
+                    "holds a secret (the value of GUARD_TEST_SERVICE_TOKEN)"
+                ),
+                ("staged.txt", "holds a secret (AWS key)"),
+            ]
+        );
+        // The safety net's snapshot takes none of them either.
+        let snapshot = repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap();
+        let crate::repo::SnapshotOutcome::Written { commit, .. } = snapshot else {
+            panic!("{snapshot:?}");
+        };
+        // `wip_commit` (the coordinator's leftovers) finds them itself.
+        committed(repo.wip_commit("wip", &own()));
+        let tree = head_files(&git);
+        let committed: Vec<&str> = tree.keys().map(String::as_str).collect();
+        assert_eq!(committed, ["a.txt", "b.txt", "fixture.txt", "work.rs"]);
+        assert_eq!(tree["a.txt"], b"alpha\n", "the secret change is held");
+        let snap_tree = git
+            .find_commit(commit.parse().unwrap())
+            .unwrap()
+            .tree()
+            .unwrap();
+        for (name, tree) in [
+            ("HEAD", git.head().unwrap().peel_to_tree().unwrap()),
+            ("snapshot", snap_tree),
+        ] {
+            tree.walk(git2::TreeWalkMode::PreOrder, |_, entry| {
+                if let Ok(blob) = entry.to_object(&git).and_then(|o| o.peel_to_blob()) {
+                    let text = String::from_utf8_lossy(blob.content());
+                    assert!(
+                        !text.contains(value)
+                            && !text.contains("PRIVATE KEY")
+                            && !text.contains("AKIA"),
+                        "{name}: {text}"
+                    );
+                }
+                git2::TreeWalkResult::Ok
+            })
+            .unwrap();
+        }
+        // Still in the work tree, for the user to look at.
+        assert!(root.join("stolen_key.txt").exists() && root.join("staged.txt").exists());
+        assert!(
+            std::fs::read_to_string(root.join("a.txt"))
+                .unwrap()
+                .contains(value)
+        );
     }
 
     #[test]

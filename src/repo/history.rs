@@ -84,12 +84,7 @@ impl Repo {
     /// lies outside the project. `None` when either is not in this
     /// repository (a history rewritten, an object pruned since).
     pub(crate) fn changed_between(&self, from: &str, to: &str, own: &OwnPaths) -> Option<DiffStat> {
-        let tree = |id: &str| {
-            let object = self.git.find_object(Oid::from_str(id).ok()?, None).ok()?;
-            object.peel_to_tree().ok()
-        };
-        let (a, b) = (tree(from)?, tree(to)?);
-        let diff = self.git.diff_tree_to_tree(Some(&a), Some(&b), None).ok()?;
+        let diff = self.diff_between(from, to)?;
         let own = self.own(own);
         let mut stat = DiffStat::default();
         for (i, delta) in diff.deltas().enumerate() {
@@ -109,6 +104,34 @@ impl Repo {
             }
         }
         Some(stat)
+    }
+
+    /// The files (workdir-relative) that differ from `from` to `to`, but
+    /// ralph's own and what lies outside the project; deleted ones too.
+    pub(crate) fn paths_changed_between(
+        &self,
+        from: &str,
+        to: &str,
+        own: &OwnPaths,
+    ) -> Option<Vec<String>> {
+        let diff = self.diff_between(from, to)?;
+        let own = self.own(own);
+        let paths = diff
+            .deltas()
+            .filter_map(|d| d.new_file().path_bytes().or(d.old_file().path_bytes()))
+            .filter(|p| !own.contains(p))
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        Some(paths)
+    }
+
+    fn diff_between(&self, from: &str, to: &str) -> Option<git2::Diff<'_>> {
+        let tree = |id: &str| {
+            let object = self.git.find_object(Oid::from_str(id).ok()?, None).ok()?;
+            object.peel_to_tree().ok()
+        };
+        let (a, b) = (tree(from)?, tree(to)?);
+        self.git.diff_tree_to_tree(Some(&a), Some(&b), None).ok()
     }
 }
 

@@ -16,10 +16,15 @@ use crate::{Error, Result};
 /// A file or directory (ending in `/`) kept out of a WIP commit, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub(crate) struct LeftOut {
-    /// Workdir-relative, `/`-separated; a directory ends in `/`.
+    /// Workdir-relative, `/`-separated; a directory ends in `/`. A
+    /// directory leaves out the new files under it; a file leaves out its
+    /// change, new or tracked (a secret in it, a check's output).
     pub(crate) path: String,
     /// Why, for the handoff: "binary file", "12.0 MB, over git.max_file_size", …
     pub(crate) why: String,
+    /// It holds a secret (`why` says which): worth a warning, not only a line.
+    #[serde(skip)]
+    pub(crate) secret: bool,
 }
 
 /// ralph's state directory, relative to the project root.
@@ -159,6 +164,9 @@ pub(super) struct Own {
     /// Work a WIP commit leaves out this time (key files, huge or binary
     /// outputs); files or directories.
     pub(super) left_out: Vec<Vec<u8>>,
+    /// The files of `left_out`: held at HEAD's version whether new or
+    /// tracked, also when the agent staged them.
+    pub(super) held: Vec<Vec<u8>>,
     /// Tracked files a snapshot keeps at their indexed version (changed,
     /// but over `git.max_file_size`).
     pub(super) frozen: Vec<Vec<u8>>,
@@ -189,6 +197,7 @@ impl Own {
             decisions: [prefix, DECISIONS_FILE.as_bytes()].concat(),
             streams,
             left_out: Vec::new(),
+            held: Vec::new(),
             frozen: Vec::new(),
             tracked_only: false,
             scope: prefix.to_vec(),
@@ -205,6 +214,15 @@ impl Own {
             .iter()
             .map(|l| l.path.trim_end_matches('/').as_bytes().to_vec())
             .collect();
+        self.held = left_out
+            .iter()
+            .filter(|l| !l.path.ends_with('/'))
+            .map(|l| l.path.as_bytes().to_vec())
+            .collect();
+    }
+
+    pub(super) fn is_held(&self, path: &[u8]) -> bool {
+        self.held.iter().any(|h| h == path)
     }
 
     pub(super) fn is_left_out(&self, path: &[u8]) -> bool {

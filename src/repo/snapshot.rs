@@ -164,6 +164,7 @@ fn commits_changed_work(
         decisions: Vec::new(),
         streams: Vec::new(),
         left_out: Vec::new(),
+        held: Vec::new(),
         frozen: Vec::new(),
         tracked_only: false,
         scope: snapshot.scope.as_bytes().to_vec(),

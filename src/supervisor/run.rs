@@ -85,6 +85,9 @@ pub(crate) struct Supervisor {
     /// Likewise the work tree as a tree at the last iteration's end: the
     /// next one's start (`state.iteration_tree`).
     pub(super) reuse_tree: Option<String>,
+    /// Files the completion's checks wrote or changed (`supervisor/verify.rs`):
+    /// not the agent's work, left out of the final commit.
+    pub(super) written_by_checks: Vec<String>,
     /// This run's claim on its project in its work tree (`repo/scope.rs`),
     /// held for the run's life.
     pub(super) _claim: Option<repo::ScopeClaim>,
@@ -257,6 +260,7 @@ impl Supervisor {
             backoff: LimitBackoff::default(),
             reuse_snapshot: None,
             reuse_tree: None,
+            written_by_checks: Vec::new(),
             _claim: claim,
             replaced,
             unit: opts.worker,

@@ -152,6 +152,11 @@ impl Supervisor {
             ("RALPH_VERIFY_WHEN".to_string(), when.name().to_string()),
             ("RALPH_RUN_ID".to_string(), self.state.run_id.clone()),
         ];
+        // What the completion's checks write (a log, `coverage/`) is not the
+        // agent's work: the trees before and after tell the final commit.
+        let before = (when == When::Completion)
+            .then(|| self.work_tree())
+            .flatten();
         let shell = crate::hooks::process::Shell::for_agent(&self.config, &self.root);
         let trusted = &self.trust.started;
         let untrusted = |command: &str| trusted.changed_for(command, &self.root);
@@ -165,6 +170,14 @@ impl Supervisor {
             when,
         );
         crate::agent::procs::reap_orphans();
+        self.written_by_checks = match (before, self.work_tree()) {
+            (Some(before), Some(after)) if before != after => Repo::open(&self.root)
+                .ok()
+                .flatten()
+                .and_then(|r| r.paths_changed_between(&before, &after, &self.own()))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         // A build or a test may write files: the next iteration's "before"
         // is taken again.
         self.tree_touched();
@@ -205,10 +218,36 @@ impl Supervisor {
             return;
         }
         let mut note = None;
+        let mut left_out = Vec::new();
         if self.config.git.wip_commit {
-            let left_out = repo
+            left_out = repo
                 .left_out(&own, &self.config.git.guard())
                 .unwrap_or_default();
+            for path in &self.written_by_checks {
+                if !left_out.iter().any(|l| &l.path == path) {
+                    left_out.push(crate::repo::LeftOut {
+                        path: path.clone(),
+                        why: "written by the checks ([verify]), not the agent".into(),
+                        secret: false,
+                    });
+                }
+            }
+            let named: Vec<String> = (left_out.iter())
+                .filter(|l| l.secret || self.written_by_checks.contains(&l.path))
+                .map(|l| {
+                    format!(
+                        "{} ({})",
+                        crate::repo::display_path(l.path.as_bytes()),
+                        l.why
+                    )
+                })
+                .collect();
+            if !named.is_empty() {
+                self.events.warn(format!(
+                    "left out of the final commit, still in the work tree: {}",
+                    named.join(", ")
+                ));
+            }
             let message = format!(
                 "ralph: final commit at completion (iteration {iteration})\n\nThe agent kept its promise with these changes uncommitted.\nTrigger: completion\n"
             );
@@ -231,11 +270,24 @@ impl Supervisor {
         } else {
             note = Some("git.wip_commit is off".into());
         }
-        let left: Vec<String> = repo
+        // Each named with why it was left out, when it was: those first.
+        let mut left: Vec<(String, Option<&str>)> = repo
             .changes(&own)
             .unwrap_or_default()
             .iter()
-            .map(|c| crate::repo::display_path(c.path.as_bytes()))
+            .map(|c| {
+                let why = left_out.iter().find(|l| l.path == c.path);
+                let path = crate::repo::display_path(c.path.as_bytes());
+                (path, why.map(|l| l.why.as_str()))
+            })
+            .collect();
+        left.sort_by_key(|(_, why)| why.is_none());
+        let left: Vec<String> = left
+            .into_iter()
+            .map(|(path, why)| match why {
+                Some(why) => format!("{path} ({why})"),
+                None => path,
+            })
             .collect();
         if left.is_empty() {
             return;

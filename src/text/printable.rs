@@ -68,6 +68,34 @@ pub(crate) fn printable_json(json: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Every string in `value` (keys too) made [`printable_lines`]: a JSON
+/// value sent out of ralph (a webhook's `details`) carries no escape
+/// sequence, even encoded (`\u001b]52;…`), for whoever shows it.
+pub(crate) fn printable_value(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            if let Cow::Owned(clean) = printable_lines(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(printable_value),
+        Value::Object(map) => {
+            let dirty = map
+                .keys()
+                .any(|k| matches!(printable_lines(k), Cow::Owned(_)));
+            if dirty {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, v)| (printable_lines(&k).into_owned(), v))
+                    .collect();
+            }
+            map.values_mut().for_each(printable_value);
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +111,24 @@ mod tests {
         );
         assert!(clean.starts_with("ls") && clean.contains("-la") && clean.ends_with("done"));
         assert!(matches!(printable("Write src/é.rs"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_json_values_strings_and_keys_are_made_printable() {
+        let mut v = serde_json::json!({
+            "item": "fix \u{1b}]52;c;ZXZpbA==\u{7}parser\u{9b}31m",
+            "list": ["a\u{1b}[2Jb", 3],
+            "k\u{1b}[31m": {"deep": "x\ny\r"},
+        });
+        printable_value(&mut v);
+        let text = v.to_string();
+        assert!(
+            !text.contains("\\u001b") && !text.chars().any(char::is_control),
+            "{text}"
+        );
+        assert_eq!(v["item"], "fix parser31m");
+        assert_eq!(v["list"][0], "ab");
+        assert_eq!(v["k"]["deep"], "x\ny");
     }
 
     #[test]

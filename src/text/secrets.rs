@@ -1,7 +1,9 @@
 //! Secrets ralph must never write down. Two kinds:
 //!
 //! - the values of credential-named environment variables (ralph's own
-//!   environment and `agent.env`), replaced by `[redacted NAME]` in every
+//!   environment and `agent.env`), and of any variable whose value is a
+//!   URL with a user or password or a token shape ([`is_secret_value`]:
+//!   `DATABASE_URL=postgres://u:pw@h/db`), replaced by `[redacted NAME]` in every
 //!   file and stream ralph writes itself (events, state, handoffs,
 //!   PROMPT.md, WIP commit messages, `--json` output) by [`redact`] — in
 //!   their plain and their JSON-escaped forms, since most of what ralph
@@ -10,7 +12,9 @@
 //! - well-known token shapes (API keys, PEM private keys, `Bearer …`),
 //!   whatever their origin, scrubbed from everything ralph commits by
 //!   [`scrub_keeping`]; and key files (`.env*`, `*.pem`, `id_rsa*` …), which a WIP
-//!   commit never adds ([`is_key_file`]).
+//!   commit never adds ([`is_key_file`]), nor a file holding a known value
+//!   or a token shape new since its committed version ([`secret_in`]);
+//! - a URL's password (`scheme://user:password@`) wherever ralph redacts.
 //!
 //! Redaction must not rewrite what is not a secret:
 //!
@@ -29,6 +33,10 @@
 //!
 //! The raw transcript and stderr are the agent's own output, redacted as
 //! they stream ([`StreamRedactor`]), user-only, never committed.
+//!
+//! Files: this one (what is known, redaction, the stream redactor);
+//! `secrets/shapes.rs` (token shapes, scrubbing, key files, the commit
+//! filter's scan).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -36,12 +44,26 @@ use std::sync::{Mutex, OnceLock};
 
 use regex::Regex;
 
+mod shapes;
+
+use shapes::{BEARER, shapes};
+pub(crate) use shapes::{is_key_file, scrub_keeping, secret_in};
+#[cfg(test)]
+use shapes::{scrub_with, secret_in_with};
+
 /// Words of a variable name that mark its value as a credential, matched
-/// whole (`GIT_AUTHOR_NAME` holds the word AUTHOR, not AUTH).
-const SECRET_WORDS: [&str; 7] = ["KEY", "KEYS", "AUTH", "PASS", "PAT", "PRIVATE", "CREDS"];
+/// whole (`GIT_AUTHOR_NAME` holds the word AUTHOR, not AUTH): `SENTRY_DSN`
+/// (a URL whose user is the key).
+const SECRET_WORDS: [&str; 8] = [
+    "KEY", "KEYS", "AUTH", "PASS", "PAT", "PRIVATE", "CREDS", "DSN",
+];
+/// A word that marks a credential only beside others: `MYSQL_PWD`, not the
+/// working directory's `PWD`.
+const SECRET_WORDS_BESIDE: [&str; 1] = ["PWD"];
 /// Endings of a word that mark a credential (`PGPASSWORD`, `NPM_AUTHTOKEN`,
-/// `CLIENTSECRET`, `AWS_SECRETKEY`).
-const SECRET_ENDINGS: [&str; 12] = [
+/// `CLIENTSECRET`, `AWS_SECRETKEY`, `SLACK_WEBHOOK_URL`: a webhook's URL
+/// is its credential).
+const SECRET_ENDINGS: [&str; 14] = [
     "TOKEN",
     "TOKENS",
     "SECRET",
@@ -54,6 +76,8 @@ const SECRET_ENDINGS: [&str; 12] = [
     "ACCESSKEY",
     "SECRETKEY",
     "PRIVATEKEY",
+    "WEBHOOK",
+    "WEBHOOKS",
 ];
 /// Shorter values are left alone: redacting "1" or "true" would mangle
 /// every text, and such values guard nothing.
@@ -116,18 +140,28 @@ fn known() -> &'static Mutex<Known> {
 
 fn add(known: &mut Known, vars: impl IntoIterator<Item = (String, String)>) {
     for (name, value) in vars {
-        if value.trim().len() >= MIN_SECRET_LEN
-            && is_credential_name(&name)
-            && !known.iter().any(|s| s.value == value)
+        let secret = is_credential_name(&name) || is_secret_value(&value);
+        // A URL's password, however short, where a URL holds it.
+        if secret
+            && let Some(password) = url_password(&value)
+            && password != value
+            && !known.iter().any(|s| s.value == password)
+        {
+            let mut s = Secret {
+                value: password.to_string(),
+                escaped: None,
+                label: label_of(&name),
+                context: None,
+            };
+            s.weaken(&label_name(&name));
+            known.push(s);
+        }
+        if value.trim().len() >= MIN_SECRET_LEN && secret && !known.iter().any(|s| s.value == value)
         {
             let escaped = json_inner(&value).filter(|e| *e != value);
-            // The label itself must be safe to put in JSON and markdown.
-            let name: String = name
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .collect();
+            let name = label_name(&name);
             let mut secret = Secret {
-                label: format!("[redacted {name}]"),
+                label: label_of(&name),
                 context: None,
                 escaped,
                 value,
@@ -139,6 +173,17 @@ fn add(known: &mut Known, vars: impl IntoIterator<Item = (String, String)>) {
         }
     }
     known.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
+}
+
+/// A variable's name as a label shows it: safe to put in JSON and markdown.
+fn label_name(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+fn label_of(name: &str) -> String {
+    format!("[redacted {}]", label_name(name))
 }
 
 /// The plan at the start of the run: a value it holds is the user's own
@@ -159,6 +204,11 @@ fn weaken_found_in(known: &mut Known, text: &str) {
     }
 }
 
+/// How many secrets are known: a scan's result holds while it is the same.
+pub(crate) fn known_count() -> usize {
+    known().lock().map_or(0, |k| k.len())
+}
+
 /// Also treat these variables (`agent.env`) as possible secrets.
 pub(crate) fn remember(vars: &BTreeMap<String, String>) {
     if let Ok(mut known) = known().lock() {
@@ -170,11 +220,44 @@ pub(crate) fn remember(vars: &BTreeMap<String, String>) {
 /// (split at anything but letters and digits) is a credential word or ends
 /// in one.
 pub(crate) fn is_credential_name(name: &str) -> bool {
-    name.to_ascii_uppercase()
+    let upper = name.to_ascii_uppercase();
+    let words: Vec<&str> = upper
         .split(|c: char| !c.is_ascii_alphanumeric())
-        .any(|word| {
-            SECRET_WORDS.contains(&word) || SECRET_ENDINGS.iter().any(|e| word.ends_with(e))
-        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().any(|word| {
+        SECRET_WORDS.contains(word)
+            || SECRET_ENDINGS.iter().any(|e| word.ends_with(e))
+            || (words.len() > 1 && SECRET_WORDS_BESIDE.contains(word))
+    })
+}
+
+/// Whether a value is a credential whatever its variable's name: a URL
+/// that carries a user or password (`postgres://u:pw@h/db`, a Sentry DSN's
+/// `https://key@host`), or a well-known token shape (a private key,
+/// `ghp_…`, `sk-ant-…`, `AKIA…`, a Slack webhook).
+pub(crate) fn is_secret_value(value: &str) -> bool {
+    url_userinfo().is_match(value)
+        || shapes()
+            .iter()
+            .any(|(re, label)| *label != BEARER && re.is_match(value))
+}
+
+/// `scheme://user[:password]@`: the user in group 1, the password in 2.
+fn url_userinfo() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"\b[A-Za-z][A-Za-z0-9+.-]*://([^\s/@:?#]*)(?::([^\s/@?#]+))?@")
+            .expect("the URL rule compiles")
+    })
+}
+
+/// The password of a `scheme://user:password@` URL in `value`, if any.
+fn url_password(value: &str) -> Option<&str> {
+    url_userinfo()
+        .captures(value)
+        .and_then(|c| c.get(2))
+        .map(|m| m.as_str())
 }
 
 /// `value` as it appears between the quotes of a JSON string.
@@ -208,7 +291,7 @@ fn replace_known_keeping<'t>(
     let mut out = Cow::Borrowed(text);
     for s in known.iter() {
         if let Some(context) = &s.context {
-            if let Cow::Owned(clean) = replace_in_context(context, &out, &s.label, keep) {
+            if let Cow::Owned(clean) = replace_in_context(context, &out, &s.label, keep, 1) {
                 out = Cow::Owned(clean);
             }
             continue;
@@ -220,16 +303,36 @@ fn replace_known_keeping<'t>(
             }
         }
     }
+    // Known values first, labelled with their names; then any other URL's.
+    if let Cow::Owned(clean) = redact_url_passwords(&out, keep) {
+        out = Cow::Owned(clean);
+    }
     out
 }
 
-/// The value (group 1 or 2) of every match of `context` replaced by
-/// `label`, but for matches `keep` holds.
-fn replace_in_context<'t>(context: &Regex, text: &'t str, label: &str, keep: &str) -> Cow<'t, str> {
+/// The password of every `scheme://user:password@` URL replaced, but for
+/// URLs `keep` holds: a password wherever it comes from.
+fn redact_url_passwords<'t>(text: &'t str, keep: &str) -> Cow<'t, str> {
+    if !text.contains("://") {
+        return Cow::Borrowed(text);
+    }
+    replace_in_context(url_userinfo(), text, "[redacted password]", keep, 2)
+}
+
+/// The value (group `group` or the next) of every match of `context`
+/// replaced by `label`, but for matches `keep` holds.
+fn replace_in_context<'t>(
+    context: &Regex,
+    text: &'t str,
+    label: &str,
+    keep: &str,
+    group: usize,
+) -> Cow<'t, str> {
     let mut out = String::new();
     let mut at = 0;
     for caps in context.captures_iter(text) {
-        let (Some(whole), Some(value)) = (caps.get(0), caps.get(1).or(caps.get(2))) else {
+        let (Some(whole), Some(value)) = (caps.get(0), caps.get(group).or(caps.get(group + 1)))
+        else {
             continue;
         };
         if !keep.is_empty() && keep.contains(whole.as_str()) {
@@ -395,7 +498,7 @@ impl StreamRedactor {
                 let mut clean = Cow::Borrowed(text);
                 for s in self.known.iter() {
                     if let Some(context) = &s.context
-                        && let Cow::Owned(c) = replace_in_context(context, &clean, &s.label, "")
+                        && let Cow::Owned(c) = replace_in_context(context, &clean, &s.label, "", 1)
                     {
                         clean = Cow::Owned(c);
                     }
@@ -451,9 +554,10 @@ pub(crate) fn redact_json(json: &str) -> Cow<'_, str> {
 
 fn redact_json_with<'t>(known: &Known, json: &'t str) -> Cow<'t, str> {
     // Mostly nothing matches: one search per secret, no decoding.
-    let found = known.iter().any(|s| {
-        json.contains(s.value.as_str()) || s.escaped.as_ref().is_some_and(|e| json.contains(e))
-    });
+    let found = url_userinfo().is_match(json)
+        || known.iter().any(|s| {
+            json.contains(s.value.as_str()) || s.escaped.as_ref().is_some_and(|e| json.contains(e))
+        });
     if !found {
         return Cow::Borrowed(json);
     }
@@ -487,107 +591,6 @@ fn redact_json_with<'t>(known: &Known, json: &'t str) -> Cow<'t, str> {
     }
     out.push_str(&json[at..]);
     Cow::Owned(out)
-}
-
-/// Token shapes that are credentials wherever they come from, and what
-/// replaces them (docs/reliability.md, "Secrets").
-const SHAPES: [(&str, &str); 7] = [
-    // PEM private keys, whole, or to the end of the text when cut short.
-    (
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
-        "[redacted private key]",
-    ),
-    // Anthropic (sk-ant-…) and OpenAI (sk-…, sk-proj-…) API keys.
-    (r"\bsk-[A-Za-z0-9_-]{20,}", "[redacted API key]"),
-    // GitHub tokens: classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained.
-    (
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
-        "[redacted GitHub token]",
-    ),
-    // AWS access key ids.
-    (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", "[redacted AWS key]"),
-    // Slack tokens.
-    (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "[redacted Slack token]"),
-    // Google API keys.
-    (r"\bAIza[0-9A-Za-z_-]{35}", "[redacted API key]"),
-    // HTTP bearer credentials (`Authorization: Bearer …`): see
-    // `looks_like_token`, "bearer authentication" is words.
-    (
-        r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}",
-        "Bearer [redacted]",
-    ),
-];
-
-/// Whether what follows "bearer" is a credential, not a word: a digit in
-/// it, or too long for a word.
-fn looks_like_token(token: &str) -> bool {
-    (token.len() >= 12 && token.bytes().any(|b| b.is_ascii_digit())) || token.len() >= 32
-}
-
-fn shapes() -> &'static [(Regex, &'static str)] {
-    static SHAPES_RE: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
-    SHAPES_RE.get_or_init(|| {
-        SHAPES
-            .iter()
-            .map(|(re, label)| (Regex::new(re).expect("token shapes compile"), *label))
-            .collect()
-    })
-}
-
-/// What ralph commits (handoffs, PROMPT.md, commit messages): known
-/// secrets redacted, and every well-known token shape too, whether or not
-/// ralph's environment holds it (the agent may have read it from a file);
-/// but what `plan` holds is left alone: ralph's prompt and handoff
-/// quote the plan, the user's own words in a file they commit themselves,
-/// and rewriting them would change the task ("reset [redacted] flow").
-/// A secret the user wrote into the plan stays where the plan is quoted,
-/// and is redacted everywhere else ralph writes.
-pub(crate) fn scrub_keeping<'t>(text: &'t str, plan: &str) -> Cow<'t, str> {
-    match known().lock() {
-        Ok(known) => scrub_with(&known, text, plan),
-        Err(_) => scrub_with(&Vec::new(), text, plan),
-    }
-}
-
-fn scrub_with<'t>(known: &Known, text: &'t str, plan: &str) -> Cow<'t, str> {
-    let mut out = replace_known_keeping(known, text, true, plan);
-    for (re, label) in shapes() {
-        let mut changed = false;
-        let clean = re.replace_all(&out, |caps: &regex::Captures<'_>| {
-            let whole = &caps[0];
-            let keep = (!plan.is_empty() && plan.contains(whole))
-                || caps
-                    .get(1)
-                    .is_some_and(|word| !looks_like_token(whole[word.len()..].trim_start()));
-            if keep {
-                return whole.to_string();
-            }
-            changed = true;
-            match caps.get(1) {
-                // "bearer" as it was written.
-                Some(word) => format!("{} [redacted]", word.as_str()),
-                None => label.to_string(),
-            }
-        });
-        if changed {
-            out = Cow::Owned(clean.into_owned());
-        }
-    }
-    out
-}
-
-/// Files that hold keys by their name: a WIP commit never adds them, even
-/// when no `.gitignore` keeps them out (`repo`).
-pub(crate) fn is_key_file(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    name.starts_with(".env")
-        || ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
-            .iter()
-            .any(|k| name.starts_with(k))
-        || [".netrc", ".pgpass", "credentials.json"].contains(&name)
-        || ext
-            .is_some_and(|e| ["pem", "key", "p12", "pfx", "jks", "keystore"].contains(&e.as_str()))
 }
 
 #[cfg(test)]
@@ -977,6 +980,151 @@ mod tests {
                 proptest::prop_assert_eq!(&v["list"][0], "[redacted SOME_API_TOKEN]");
             }
         }
+    }
+
+    /// Issue 34: `SLACK_WEBHOOK_URL`, `DATABASE_URL` with a password,
+    /// `MYSQL_PWD` and `SENTRY_DSN` were not secrets. By rule: a name's
+    /// word (`WEBHOOK`, `DSN`, `PWD` beside others), or a value that is a
+    /// URL with a user or password or a token shape, whatever its name.
+    #[test]
+    fn urls_with_credentials_webhooks_and_dsns_are_secrets_by_rule() {
+        for name in [
+            "SLACK_WEBHOOK_URL",
+            "SENTRY_DSN",
+            "MYSQL_PWD",
+            "DISCORD_WEBHOOK",
+        ] {
+            assert!(is_credential_name(name), "{name}");
+        }
+        for name in ["PWD", "OLDPWD", "DATABASE_URL", "HOOKS_DIR"] {
+            assert!(!is_credential_name(name), "{name}");
+        }
+        let known = known_of(&[
+            ("DATABASE_URL", "postgres://u:pw@h/db"),
+            ("REDIS", "redis://:longer-pass-42@cache:6379"),
+            (
+                "ERRORS_AT",
+                "https://abcdef0123456789@o1.ingest.sentry.io/42",
+            ),
+            (
+                "NOTIFY",
+                "https://hooks.slack.com/services/T0AB/B0CD/xyzXYZ0123",
+            ),
+            ("MYSQL_PWD", "hunter2-hunter2"),
+            ("APP_URL", "https://example.com/app"),
+            ("HOME", "/home/u"),
+        ]);
+        let labels: Vec<&str> = known.iter().map(|s| s.label.as_str()).collect();
+        for name in ["DATABASE_URL", "REDIS", "ERRORS_AT", "NOTIFY", "MYSQL_PWD"] {
+            assert!(
+                labels.contains(&format!("[redacted {name}]").as_str()),
+                "{name}: {labels:?}"
+            );
+        }
+        assert!(
+            !labels
+                .iter()
+                .any(|l| l.contains("APP_URL") || l.contains("HOME"))
+        );
+        // The whole URL, and its short password where a URL holds it.
+        assert_eq!(
+            replace_known(
+                &known,
+                "db at postgres://u:pw@h/db and mysql://root:pw@x",
+                true
+            ),
+            "db at [redacted DATABASE_URL] and mysql://root:[redacted DATABASE_URL]@x"
+        );
+        assert_eq!(replace_known(&known, "pw is a word", true), "pw is a word");
+        // A URL's password wherever it comes from, in text and in JSON.
+        let none = Vec::new();
+        assert_eq!(
+            replace_known(&none, "use postgres://app:s3cr3t!@db:5432/x now", true),
+            "use postgres://app:[redacted password]@db:5432/x now"
+        );
+        let json = r#"{"message":"git clone https://bob:tok123@git.example/r.git"}"#;
+        let v: serde_json::Value = serde_json::from_str(&redact_json_with(&none, json)).unwrap();
+        assert_eq!(
+            v["message"],
+            "git clone https://bob:[redacted password]@git.example/r.git"
+        );
+        assert!(matches!(
+            replace_known(
+                &none,
+                "see https://docs.rs/regex and git@github.com:a/b",
+                true
+            ),
+            Cow::Borrowed(_)
+        ));
+        assert!(
+            scrub_with(
+                &none,
+                "hook https://hooks.slack.com/services/T0/B0/abcdef",
+                ""
+            )
+            .contains("[redacted Slack webhook]")
+        );
+    }
+
+    /// The commit filter's rule: a file holding a known value or a token
+    /// shape, new since the file as last committed.
+    #[test]
+    fn a_file_with_a_secret_is_named_with_its_reason() {
+        let known = known_of(&[
+            ("GITHUB_TOKEN", "tok-0123456789-abc"),
+            ("DATABASE_URL", "postgres://u:pw@h/db"),
+            ("PGPASSWORD", "password"),
+        ]);
+        let why = |content: &str, before: Option<&str>| {
+            secret_in_with(&known, content.as_bytes(), before.map(str::as_bytes))
+        };
+        assert_eq!(
+            why("token = \"tok-0123456789-abc\"\n", None).as_deref(),
+            Some("holds a secret (the value of GITHUB_TOKEN)")
+        );
+        assert_eq!(
+            why("url: postgres://u:pw@h/db\n", None).as_deref(),
+            Some("holds a secret (the value of DATABASE_URL)")
+        );
+        assert_eq!(
+            why("x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n", None).as_deref(),
+            Some("holds a secret (private key)")
+        );
+        assert_eq!(
+            why(
+                "const K: &str = \"ghp_0123456789abcdefghijABCDEFGHIJ\";",
+                None
+            )
+            .as_deref(),
+            Some("holds a secret (GitHub token)")
+        );
+        assert!(
+            why(
+                "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc123",
+                None
+            )
+            .is_some()
+        );
+        // Words are not secrets; a common value only where a secret is written.
+        for clean in [
+            "reset the password flow; bearer authentication",
+            "see https://docs.rs and postgres://localhost/db",
+            "fn main() {}",
+        ] {
+            assert_eq!(why(clean, None), None, "{clean}");
+        }
+        assert!(why("PGPASSWORD=password psql", None).is_some());
+        // Already in the committed file: no new leak (a test fixture).
+        let fixture = "let fake = \"ghp_0123456789abcdefghijABCDEFGHIJ\";\n";
+        assert_eq!(why(&format!("{fixture}// more\n"), Some(fixture)), None);
+        assert!(why("x = \"tok-0123456789-abc\"", Some("y = 1")).is_some());
+        // Not UTF-8: still scanned.
+        let mut bytes = vec![0xff, 0x00, 0xfe];
+        bytes.extend_from_slice(b"AKIAIOSFODNN7EXAMPLE");
+        assert_eq!(
+            secret_in_with(&known, &bytes, None).as_deref(),
+            Some("holds a secret (AWS key)")
+        );
     }
 
     #[test]

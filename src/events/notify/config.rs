@@ -101,6 +101,33 @@ impl Default for NotifyConfig {
 pub(crate) const MAX_RETRIES: u32 = 10;
 
 impl NotifyConfig {
+    /// The channels' secret settings as written (a value, or `$NAME`):
+    /// the URLs that carry their tokens, and the bot's.
+    pub(crate) fn secret_settings(&self) -> [(&'static str, Option<&str>); 5] {
+        [
+            ("webhook", self.webhook.as_deref()),
+            ("ntfy", self.ntfy.as_deref()),
+            ("slack", self.slack.as_deref()),
+            ("telegram_token", self.telegram_token.as_deref()),
+            ("telegram_chat", self.telegram_chat.as_deref()),
+        ]
+    }
+
+    /// The values of [`Self::secret_settings`] that are set, resolved
+    /// (an unset `$NAME` is none): what the agent never gets.
+    pub(crate) fn secret_values(&self) -> Vec<String> {
+        self.secret_settings()
+            .into_iter()
+            .filter_map(|(_, raw)| {
+                let raw = raw?;
+                match variable(raw) {
+                    Some(name) => std::env::var(name).ok(),
+                    None => Some(raw.to_string()),
+                }
+            })
+            .collect()
+    }
+
     /// The key that is wrong, and why.
     pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
         if self.retries > MAX_RETRIES {
@@ -127,4 +154,10 @@ impl NotifyConfig {
         }
         Ok(())
     }
+}
+
+/// The environment variable a setting names (`$NAME`, `${NAME}`), if any.
+pub(crate) fn variable(raw: &str) -> Option<&str> {
+    let name = raw.strip_prefix('$')?;
+    Some(name.trim_start_matches('{').trim_end_matches('}'))
 }

@@ -43,25 +43,22 @@ impl Channel {
         let mut secrets = std::collections::BTreeMap::new();
         let mut value = |key: &str, v: &Option<String>| -> Result<Option<String>> {
             let Some(v) = v else { return Ok(None) };
-            let resolved = match v.strip_prefix('$') {
-                Some(var) => {
-                    let var = var.trim_start_matches('{').trim_end_matches('}');
+            let resolved = match super::config::variable(v) {
+                Some(var) => match std::env::var(var) {
                     // An empty value is as unusable as none: every notice of
                     // the night would fail.
-                    match std::env::var(var) {
-                        Ok(v) if !v.trim().is_empty() => v,
-                        Ok(_) => {
-                            return Err(Error::config(format!(
-                                "`notify.{key}` names the environment variable {var}, which is empty"
-                            )));
-                        }
-                        Err(_) => {
-                            return Err(Error::config(format!(
-                                "`notify.{key}` names the environment variable {var}, which is not set"
-                            )));
-                        }
+                    Ok(v) if !v.trim().is_empty() => v,
+                    Ok(_) => {
+                        return Err(Error::config(format!(
+                            "`notify.{key}` names the environment variable {var}, which is empty"
+                        )));
                     }
-                }
+                    Err(_) => {
+                        return Err(Error::config(format!(
+                            "`notify.{key}` names the environment variable {var}, which is not set"
+                        )));
+                    }
+                },
                 None => v.clone(),
             };
             // Labelled as a credential so that it is redacted everywhere.

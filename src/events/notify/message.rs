@@ -62,12 +62,17 @@ impl Watch {
                 map.insert("items_done".into(), json!(self.items_done));
             }
         }
+        // What leaves ralph quotes the plan and the agent: no escape
+        // sequence reaches a phone, a chat or a terminal running
+        // `ntfy subscribe`, in any channel's body or field.
+        crate::text::printable_value(&mut details);
+        let title = format!("ralph · {}: {headline}", self.project);
         Some(Notice {
             kind,
-            project: self.project.clone(),
+            project: crate::text::printable(&self.project).into_owned(),
             ts: record.ts.clone(),
-            title: format!("ralph · {}: {headline}", self.project),
-            text,
+            title: crate::text::printable(&title).into_owned(),
+            text: crate::text::printable_lines(&text).into_owned(),
             details,
         })
     }
@@ -230,6 +235,55 @@ mod tests {
             iterations: 3,
             cost_usd: 1.5,
             report: Some(".ralph/report.html".into()),
+        }
+    }
+
+    /// Issue 34: a plan item with OSC 52 / CSI sequences reached the ntfy
+    /// body (a clipboard write for whoever runs `ntfy subscribe`).
+    #[test]
+    fn every_channels_text_is_printable() {
+        let hostile = "parser \u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2J\u{9b}31mdone";
+        let mut w = Watch::new("proj\u{1b}[31m", &Kind::ALL);
+        let checked = Event::ItemChecked {
+            iteration: 1,
+            items: vec![hostile.into()],
+            next: None,
+            percent: 10.0,
+            next_estimate: None,
+            remaining: 0,
+        };
+        assert_eq!(w.notice(&record(checked)), None);
+        let n = w.notice(&record(ended("completed"))).unwrap();
+        let stuck = Event::NeedsHuman {
+            iteration: 2,
+            reason: "verify\u{1b}]0;x\u{7}".into(),
+            message: format!("stuck on {hostile}"),
+        };
+        let m = w.notice(&record(stuck)).unwrap();
+        for n in [n, m] {
+            let bodies = [
+                webhook_body(&n).to_string(),
+                slack_body(&n).to_string(),
+                telegram_body(&n, "42").to_string(),
+                n.text.clone(),
+                n.title.clone(),
+                ntfy_headers(&n).map(|(_, v)| v).join("\n"),
+            ];
+            for body in bodies {
+                assert!(
+                    !body.chars().any(|c| c.is_control() && c != '\n'),
+                    "{body:?}"
+                );
+                assert!(
+                    !body.contains("\\u001b") && !body.contains("\\u009b") && !body.contains("52;"),
+                    "{body}"
+                );
+            }
+            assert!(
+                n.text.contains("parser") && n.text.contains("done"),
+                "{}",
+                n.text
+            );
         }
     }
 

@@ -95,13 +95,27 @@ impl Coordinator {
         let Ok(Some(repo)) = Repo::open(&a.project_dir) else {
             return;
         };
-        let outcome = repo.wip_commit(
+        let own = OwnPaths::new(&self.config.prompt_file);
+        let left_out = repo
+            .left_out(&own, &self.config.git.guard())
+            .unwrap_or_default();
+        for l in left_out.iter().filter(|l| l.secret) {
+            let message = format!(
+                "{} left out of {}'s leftover commit, still in its worktree: {}",
+                crate::repo::display_path(l.path.as_bytes()),
+                a.worker,
+                l.why
+            );
+            self.bus.emit_from(&a.worker, Event::Warning { message });
+        }
+        let outcome = repo.wip_commit_leaving_out(
             &format!(
                 "ralph: {}'s uncommitted work on \"{}\"",
                 a.worker,
                 crate::text::printable(&a.item)
             ),
-            &OwnPaths::new(&self.config.prompt_file),
+            &own,
+            &left_out,
         );
         match outcome {
             CommitOutcome::Skipped { reason } => self
