@@ -10,7 +10,7 @@ use ralph_sim::SimArgs;
 #[derive(Debug, Parser)]
 #[command(
     name = "ralph",
-    version,
+    version = env!("RALPH_BUILD_VERSION"),
     about = "Supervise overnight Claude Code loops: meter the context window live, checkpoint before it fills",
     propagate_version = true
 )]
