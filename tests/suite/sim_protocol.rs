@@ -757,3 +757,31 @@ fn subagent_lines_carry_their_task_id_and_leave_the_main_context_alone() {
     );
     assert_eq!(agent.wait_exit().code(), Some(0));
 }
+
+#[test]
+fn a_result_file_written_by_a_tool_is_the_result_text() {
+    // The first result's file is missing: the `result` text stands; the
+    // second's was written by the Bash step before it.
+    let mut agent = Agent::spawn(
+        r#"
+        [[step]]
+        result = "Not done yet."
+        result_file = "said.txt"
+        [[step]]
+        command = "printf 'All done.\n\n<promise>COMPLETE</promise>\n' > said.txt"
+        [[step]]
+        result = "Not done yet."
+        result_file = "said.txt"
+        "#,
+        1,
+        &[],
+    );
+    agent.send("go");
+    agent.close_stdin();
+    let first = agent.until(is_type("result"));
+    assert_eq!(first.last().unwrap()["result"], "Not done yet.");
+    let second = agent.until(is_type("result"));
+    let result = second.last().unwrap();
+    assert_eq!(result["result"], "All done.\n\n<promise>COMPLETE</promise>");
+    assert_eq!(agent.wait_exit().code(), Some(0));
+}
