@@ -82,7 +82,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Man => commands::man(),
         Command::Recover(args) => commands::recover(&project, &args),
         Command::Notify(args) => commands::notify(&project, args.test, args.json),
-        Command::Demo(args) => commands::demo(args.path, args.agent),
+        Command::Demo(args) => commands::demo(args),
         Command::Sim(args) => Ok(ralph_sim::run(&args)?),
         Command::Statusline => commands::statusline(&project),
         Command::Hook { event } => commands::hook(&project, event),

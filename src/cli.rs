@@ -10,7 +10,7 @@ use ralph_sim::SimArgs;
 #[derive(Debug, Parser)]
 #[command(
     name = "ralph",
-    version,
+    version = env!("RALPH_BUILD_VERSION"),
     about = "Supervise overnight Claude Code loops: meter the context window live, checkpoint before it fills",
     propagate_version = true
 )]
@@ -263,6 +263,12 @@ pub(crate) struct DemoArgs {
     /// The agent kind `ralph sim` speaks like (its output format and protocol)
     #[arg(long, value_enum, default_value_t = crate::config::AgentKind::Claude)]
     pub(crate) agent: crate::config::AgentKind,
+    /// Rehearse on your own plan: a copy of PLAN worked item by item by `ralph sim` in the throwaway repository (PLAN is only read)
+    #[arg(long, value_name = "PLAN")]
+    pub(crate) plan: Option<PathBuf>,
+    /// With --plan: the rehearsal as a parallel run of N workers (docs/workers.md)
+    #[arg(long, value_name = "N", requires = "plan", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) workers: Option<u32>,
 }
 
 /// Which hook Claude Code is running.

@@ -2,12 +2,20 @@
 //! with `ralph sim` as the agent. `--agent KIND` makes it the agent of that
 //! kind: ralph runs it as it runs that CLI, and the sim speaks that CLI's
 //! format, so every decoder can be watched at work without a network.
+//!
+//! `ralph demo --plan PLAN` is a rehearsal on the user's own plan: the same
+//! throwaway repository with a copy of PLAN as `fix_plan.md` and a scenario
+//! that works any plan item by item (examples/rehearsal/: `agent.sh` does
+//! what an agent would do to the files, `ralph sim` plays the turns),
+//! checkpoints once on the way and completes; `--workers N` runs it as a
+//! parallel run. PLAN is only read: the user's project is left as it was.
 
-use std::path::PathBuf;
+use std::path::Path;
 
-use crate::cli::RunArgs;
+use crate::cli::{DemoArgs, RunArgs};
 use crate::config::AgentKind;
 use crate::error::{Error, Result};
+use crate::plan::Plan;
 
 const DEMO_FILES: [(&str, &str); 3] = [
     (
@@ -21,12 +29,43 @@ const DEMO_FILES: [(&str, &str); 3] = [
     ),
 ];
 
-/// `ralph demo`: a fresh git repo with the bundled demo, and a run in it.
-pub(crate) fn demo(dir: Option<PathBuf>, kind: AgentKind) -> Result<i32> {
-    let dir = match dir {
+/// The rehearsal's files beside the copy of the plan; `.rehearsal-said` is
+/// where `agent.sh` leaves the session's last words (kept out of commits).
+const REHEARSAL_FILES: [(&str, &str); 4] = [
+    (
+        "ralph.toml",
+        include_str!("../../examples/rehearsal/ralph.toml"),
+    ),
+    (
+        "scenario.toml",
+        include_str!("../../examples/rehearsal/scenario.toml"),
+    ),
+    (
+        "agent.sh",
+        include_str!("../../examples/rehearsal/agent.sh"),
+    ),
+    (".gitignore", "/.rehearsal-said\n"),
+];
+
+/// Iterations a rehearsal may take beyond one per open item: the
+/// checkpoint's iteration, and a margin so a stray one shows as exit 4
+/// rather than a loop.
+const REHEARSAL_SPARE_ITERATIONS: u32 = 3;
+
+/// `ralph demo`: a fresh git repo with the bundled demo (or, with `--plan`,
+/// the rehearsal on a copy of the user's plan), and a run in it.
+pub(crate) fn demo(args: DemoArgs) -> Result<i32> {
+    let (files, run_args, prefix) = match &args.plan {
+        None => (bundled(&DEMO_FILES), RunArgs::default(), "ralph-demo"),
+        Some(plan) => {
+            let (files, run_args) = rehearsal(plan, args.workers)?;
+            (files, run_args, "ralph-rehearsal")
+        }
+    };
+    let dir = match args.path {
         Some(d) => d,
         None => std::env::temp_dir().join(format!(
-            "ralph-demo-{}",
+            "{prefix}-{}",
             jiff::Timestamp::now().as_millisecond()
         )),
     };
@@ -41,13 +80,13 @@ pub(crate) fn demo(dir: Option<PathBuf>, kind: AgentKind) -> Result<i32> {
         );
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("cannot create", &dir, e))?;
-    for (name, text) in DEMO_FILES {
-        let text = match name {
-            "ralph.toml" => with_kind(text, kind),
-            _ => text.to_string(),
+    for (name, text) in files {
+        let text = match name.as_str() {
+            "ralph.toml" => with_kind(&text, args.agent),
+            _ => text,
         };
-        std::fs::write(dir.join(name), text)
-            .map_err(|e| Error::io("cannot write", dir.join(name), e))?;
+        std::fs::write(dir.join(&name), text)
+            .map_err(|e| Error::io("cannot write", dir.join(&name), e))?;
     }
     let repo = git2::Repository::init(&dir)?;
     let sig = repo
@@ -58,14 +97,63 @@ pub(crate) fn demo(dir: Option<PathBuf>, kind: AgentKind) -> Result<i32> {
     index.write()?;
     let tree = repo.find_tree(index.write_tree()?)?;
     repo.commit(Some("HEAD"), &sig, &sig, "demo: the plan", &tree, &[])?;
-    eprintln!("demo project: {} (agent kind: {kind})", dir.display());
-    let code = super::run(&crate::project::Project::at(&dir), &RunArgs::default())?;
+    match &args.plan {
+        None => eprintln!(
+            "demo project: {} (agent kind: {})",
+            dir.display(),
+            args.agent
+        ),
+        Some(plan) => eprintln!(
+            "rehearsal of {} in {} (agent kind: {}; your plan is only read)",
+            plan.display(),
+            dir.display(),
+            args.agent
+        ),
+    }
+    let code = super::run(&crate::project::Project::at(&dir), &run_args)?;
     eprintln!(
-        "\ndemo finished (exit {code}). Look around:\n  cd {}\n  git log --stat\n  ls .ralph/handoffs && cat PROMPT.md\n  ralph -C {} status",
+        "\n{} finished (exit {code}). Look around:\n  cd {}\n  git log --stat\n  ls .ralph/handoffs && cat PROMPT.md\n  ralph -C {} report",
+        if args.plan.is_some() {
+            "rehearsal"
+        } else {
+            "demo"
+        },
         dir.display(),
         dir.display()
     );
     Ok(code)
+}
+
+fn bundled(files: &[(&str, &str)]) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|(name, text)| (name.to_string(), text.to_string()))
+        .collect()
+}
+
+/// The rehearsal's files (the plan's copy as `fix_plan.md`) and run: an
+/// iteration per open item and a few spare, `workers` agents at once.
+fn rehearsal(plan: &Path, workers: Option<u32>) -> Result<(Vec<(String, String)>, RunArgs)> {
+    let open = Plan::load(plan)?.open_count();
+    if open == 0 {
+        return Err(Error::usage(format!(
+            "plan {} has no open item: nothing to rehearse",
+            plan.display()
+        ))
+        .with_hint("a plan item is a checkbox line: `- [ ] what to do`"));
+    }
+    let text = std::fs::read_to_string(plan).map_err(|e| Error::io("cannot read", plan, e))?;
+    let mut files = bundled(&REHEARSAL_FILES);
+    files.push(("fix_plan.md".to_string(), text));
+    let iterations = u32::try_from(open)
+        .unwrap_or(u32::MAX)
+        .saturating_add(REHEARSAL_SPARE_ITERATIONS);
+    let run_args = RunArgs {
+        max_iterations: Some(iterations),
+        workers,
+        ..RunArgs::default()
+    };
+    Ok((files, run_args))
 }
 
 /// The demo's `ralph.toml` with `kind` in its `[agent]` table.

@@ -367,7 +367,8 @@ fn doctor_passes_with_ralph_sim_as_the_agent() {
     insta::with_settings!({filters => vec![
         (bin_re.as_str(), "[RALPH]"),
         (root_re.as_str(), "[ROOT]"),
-        (r"ralph \d+\.\d+\.\d+", "ralph [VERSION]"),
+        // `ralph --version`: version (commit, target), from build.rs.
+        (r"ralph \d+\.\d+\.\d+(?: \([^)]*\))?", "ralph [VERSION]"),
     ]}, {
         insta::assert_snapshot!("doctor_sim", out.stdout);
     });

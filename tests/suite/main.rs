@@ -58,6 +58,7 @@ mod real_claude_verify;
 mod real_codex;
 mod real_gemini;
 mod real_opencode;
+mod rehearsal;
 mod reliability;
 mod sim_protocol;
 mod token_estimate;

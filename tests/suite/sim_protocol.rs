@@ -743,3 +743,75 @@ fn subagent_lines_carry_their_task_id_and_leave_the_main_context_alone() {
     );
     assert_eq!(agent.wait_exit().code(), Some(0));
 }
+
+#[test]
+fn a_result_file_written_by_a_tool_is_the_result_text() {
+    // The first result's file is missing: the `result` text stands; the
+    // second's was written by the Bash step before it.
+    let mut agent = Agent::spawn(
+        r#"
+        [[step]]
+        result = "Not done yet."
+        result_file = "said.txt"
+        [[step]]
+        command = "printf 'All done.\n\n<promise>COMPLETE</promise>\n' > said.txt"
+        [[step]]
+        result = "Not done yet."
+        result_file = "said.txt"
+        "#,
+        1,
+        &[],
+    );
+    agent.send("go");
+    agent.close_stdin();
+    let first = agent.until(is_type("result"));
+    assert_eq!(first.last().unwrap()["result"], "Not done yet.");
+    let second = agent.until(is_type("result"));
+    let result = second.last().unwrap();
+    assert_eq!(result["result"], "All done.\n\n<promise>COMPLETE</promise>");
+    assert_eq!(agent.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn a_bash_step_without_a_shell_fails_the_tool_not_the_session() {
+    // `FROM scratch` has no `sh`: the tool result is an error, and the
+    // session plays on to its result (it used to exit 1 at once).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("scenario.toml"),
+        "[[step]]\ncommand = \"cat fix_plan.md\"\n[[step]]\nresult = \"Done anyway.\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args([
+            "sim",
+            "scenario.toml",
+            "-p",
+            "--output-format",
+            "stream-json",
+        ])
+        .current_dir(dir.path())
+        .env("PATH", dir.path().join("no-such-dir"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tool_result = lines
+        .iter()
+        .find(|l| l["type"] == "user")
+        .expect("a tool result");
+    assert_eq!(tool_result["message"]["content"][0]["is_error"], true);
+    let result = lines.last().unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["result"], "Done anyway.");
+}

@@ -166,6 +166,7 @@ keyed_struct!(RawStep {
     api_error_status: u16,
     terminal_reason: String,
     result: String,
+    result_file: String,
     subtype: String,
     is_error: bool,
     errors: Vec<String>,
@@ -228,6 +229,7 @@ pub(crate) const KINDS: &[(&str, &[&str])] = &[
     (
         "result",
         &[
+            "result_file",
             "subtype",
             "is_error",
             "errors",

@@ -126,6 +126,10 @@ pub(crate) struct ErrorStep {
 #[derive(Debug)]
 pub(crate) struct ResultStep {
     pub(crate) text: String,
+    /// A file (relative to the cwd) whose text, when it exists as the step
+    /// plays, is the result text instead: what the iteration's own tools
+    /// concluded, e.g. the promise once a Bash step found the plan done.
+    pub(crate) text_file: Option<String>,
     pub(crate) subtype: String,
     pub(crate) is_error: bool,
     pub(crate) errors: Vec<String>,
@@ -437,6 +441,7 @@ impl ResultStep {
             .collect::<std::result::Result<Vec<_>, String>>()?;
         Ok(ResultStep {
             text: raw.result.take().unwrap_or_default(),
+            text_file: raw.result_file.take(),
             is_error: raw.is_error.unwrap_or(failed),
             errors: raw.errors.take().unwrap_or_else(|| {
                 if failed {

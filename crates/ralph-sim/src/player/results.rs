@@ -51,11 +51,16 @@ impl Sim<'_> {
     }
 
     pub(super) fn play_result(&mut self, result: &ResultStep) -> Flow<()> {
+        let text = result
+            .text_file
+            .as_ref()
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .map_or_else(|| result.text.clone(), |t| t.trim_end().to_string());
         let success = result.subtype == "success";
         // The real CLI's result text is the last assistant text: say it first.
-        if success && !result.is_error && self.last_text.as_deref() != Some(&result.text) {
+        if success && !result.is_error && self.last_text.as_deref() != Some(&text) {
             let turn = Turn {
-                text: Some(result.text.clone()),
+                text: Some(text.clone()),
                 usage: result.context.map(Usage::from_context),
                 output_tokens: DEFAULT_OUTPUT_TOKENS,
                 ..Turn::default()
@@ -68,7 +73,7 @@ impl Sim<'_> {
         self.emit_result(ResultSpec {
             subtype: result.subtype.clone(),
             is_error: result.is_error,
-            text: success.then(|| result.text.clone()),
+            text: success.then_some(text),
             api_error_status: result.api_error_status,
             errors: result.errors.clone(),
             permission_denials: result.permission_denials.clone(),

@@ -244,7 +244,7 @@ impl Sim<'_> {
         } else {
             Stdio::from(clone()?)
         };
-        let mut child = Command::new("sh")
+        let spawned = Command::new("sh")
             .arg("-c")
             .arg(command)
             .current_dir(&self.cwd)
@@ -252,8 +252,13 @@ impl Sim<'_> {
             .stdout(stdout)
             .stderr(Stdio::from(clone()?))
             .process_group(0)
-            .spawn()
-            .map_err(|e| Error::io("cannot run", "sh", e))?;
+            .spawn();
+        // No shell (a `FROM scratch` image): the tool fails, the session
+        // goes on, as the real CLI's does.
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => return Ok(tool_error(format!("Exit code 127\ncannot run sh: {e}"))),
+        };
         TOOL_PGID.store(child.id() as i32, Ordering::SeqCst);
         let tx = self.tx.clone();
         thread::spawn(move || {
