@@ -157,10 +157,10 @@ impl Shell {
             }
             Some(b) => {
                 let mut cmd = Command::new(&b.program);
-                cmd.args(&b.args).arg(script).envs(&b.env);
-                for k in &b.env_remove {
-                    cmd.env_remove(k);
+                if b.env_clear {
+                    cmd.env_clear();
                 }
+                cmd.args(&b.args).arg(script).envs(&b.env);
                 cmd
             }
         }

@@ -110,7 +110,10 @@ fn pty_master_of(proc_dir: &Path, fd: &Path, held: &Path) -> Option<u32> {
     if held != Path::new("/dev/ptmx") && held != Path::new("/dev/pts/ptmx") {
         return None;
     }
-    fdinfo_field(proc_dir, fd, "tty-index:")?.trim().parse().ok()
+    fdinfo_field(proc_dir, fd, "tty-index:")?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The regular files that the other processes holding a descriptor that
@@ -163,7 +166,9 @@ fn opened_for_writing(proc_dir: &Path, fd: &Path) -> bool {
 /// The rest of the line of `/proc/PID/fdinfo/N` that starts with `key`.
 fn fdinfo_field(proc_dir: &Path, fd: &Path, key: &str) -> Option<String> {
     let info = std::fs::read_to_string(proc_dir.join("fdinfo").join(fd.file_name()?)).ok()?;
-    info.lines().find_map(|l| l.strip_prefix(key)).map(str::to_string)
+    info.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(str::to_string)
 }
 
 /// Whether an fdinfo text's `flags:` (octal) open the file for writing.
