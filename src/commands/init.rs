@@ -1,6 +1,8 @@
 //! `ralph init`: a commented `ralph.toml` with every key at its default,
 //! the embedded templates in `prompts/` for editing, a starter plan and
-//! `.ralph/.gitignore`. Never overwrites a file without `--force`.
+//! `.ralph/.gitignore`. Never overwrites a file without `--force`, and
+//! never the plan: a project that has one (a team replacing another Ralph
+//! loop) is adopted, its plan and hand-written `PROMPT.md` kept.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -18,6 +20,11 @@ use crate::state::{self, Layout};
 const CONFIG_TEMPLATE: &str = include_str!("ralph.toml");
 /// The starter plan.
 const PLAN_TEMPLATE: &str = include_str!("fix_plan.md");
+/// Where it goes; a plan already there is the project's (another loop's,
+/// adopted), never written over.
+const PLAN: &str = "fix_plan.md";
+/// The prompt file a new config names when `PROMPT.md` is the project's own.
+const ADOPTED_PROMPT_FILE: &str = ".ralph-prompt.md";
 
 /// What `ralph init` did to each file (paths relative to the project root).
 #[derive(Debug, Default, Serialize)]
@@ -27,6 +34,10 @@ pub(crate) struct InitReport {
     pub(crate) overwritten: Vec<String>,
     /// Existing files that already had the content `init` would write.
     pub(crate) unchanged: Vec<String>,
+    /// The project's own files `init` adopts and never writes over, even
+    /// with `--force` (a plan, a hand-written prompt), each with a note.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) kept: Vec<Kept>,
     /// What stands in the way of a run (a prompt file ralph did not write).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) warnings: Vec<String>,
@@ -35,6 +46,13 @@ pub(crate) struct InitReport {
     /// The `[verify] commands` proposed for the project found.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) verify: Vec<String>,
+}
+
+/// A file of the project's that `init` kept.
+#[derive(Debug, Serialize)]
+pub(crate) struct Kept {
+    pub(crate) path: String,
+    pub(crate) note: String,
 }
 
 impl Report for InitReport {
@@ -49,6 +67,9 @@ impl Report for InitReport {
                 let _ = writeln!(out, "{verb:<9} {p}");
             }
         }
+        for k in &self.kept {
+            let _ = writeln!(out, "{:<9} {}: {}", "kept", k.path, k.note);
+        }
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");
         }
@@ -60,9 +81,11 @@ impl Report for InitReport {
                 self.verify.join(", ")
             );
         }
-        out.push_str(
-            "next: write the plan in fix_plan.md, then check the setup with `ralph doctor` and `ralph run --dry-run`\n",
-        );
+        out.push_str(if self.kept.iter().any(|k| k.path == PLAN) {
+            "next: check the setup with `ralph doctor` and `ralph run --dry-run`\n"
+        } else {
+            "next: write the plan in fix_plan.md, then check the setup with `ralph doctor` and `ralph run --dry-run`\n"
+        });
         out
     }
 }
@@ -74,7 +97,7 @@ fn scaffold(root: &Path, kind: AgentKind) -> Vec<(PathBuf, Cow<'static, str>)> {
     for (name, text) in crate::prompt::EMBEDDED {
         files.push((Path::new("prompts").join(name), text.into()));
     }
-    files.push((PathBuf::from("fix_plan.md"), PLAN_TEMPLATE.into()));
+    files.push((PathBuf::from(PLAN), PLAN_TEMPLATE.into()));
     files.push((
         Path::new(".ralph").join(".gitignore"),
         state::GITIGNORE.into(),
@@ -157,9 +180,46 @@ pub(crate) fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Res
         ..InitReport::default()
     };
     let mut writes = Vec::new();
-    for (rel, text) in scaffold(root, kind) {
+    // A project another loop ran: its plan and its hand-written prompt stay.
+    let default_prompt = crate::config::Config::default().prompt_file;
+    let foreign_prompt = crate::state::ownership::prompt_owner(root, &default_prompt)
+        == crate::state::ownership::PromptOwner::Foreign;
+    for (rel, mut text) in scaffold(root, kind) {
         let path = root.join(&rel);
         let name = rel.display().to_string();
+        if name == PLAN && path.exists() {
+            report.kept.push(Kept {
+                note: match crate::plan::Plan::load(&path) {
+                    Ok(plan) => format!(
+                        "your plan ({} open, {} done), adopted as it is",
+                        plan.open_count(),
+                        plan.done_count()
+                    ),
+                    Err(e) => format!("your plan, adopted as it is ({e})"),
+                },
+                path: name,
+            });
+            continue;
+        }
+        if name == FILE_NAME && foreign_prompt {
+            let line = format!(
+                "prompt_file = \"{ADOPTED_PROMPT_FILE}\"  # {} is the project's own (kept by ralph init)",
+                default_prompt.display()
+            );
+            text = text
+                .replacen(
+                    &format!("prompt_file = \"{}\"", default_prompt.display()),
+                    &line,
+                    1,
+                )
+                .into();
+            report.kept.push(Kept {
+                path: default_prompt.display().to_string(),
+                note: format!(
+                    "your prompt, not written by ralph: ralph writes each iteration's prompt to {ADOPTED_PROMPT_FILE} (prompt_file) instead; to keep its instructions, put them into prompts/PROMPT.md.j2 or name the file in the plan"
+                ),
+            });
+        }
         match std::fs::read(&path) {
             Ok(old) if old == text.as_bytes() => report.unchanged.push(name),
             Ok(_) => {
@@ -178,7 +238,7 @@ pub(crate) fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Res
             "ralph init would overwrite {}; nothing was written",
             report.overwritten.join(", ")
         ))
-        .with_hint("`ralph init --force` overwrites them; move away what you want to keep first"));
+        .with_hint("`ralph init --force` overwrites them (never the plan); move away what you want to keep first"));
     }
     std::fs::create_dir_all(root.join("prompts"))
         .map_err(|e| Error::io("cannot create", root.join("prompts"), e))?;

@@ -101,9 +101,8 @@ fn init_creates_the_scaffold_and_refuses_to_overwrite() {
     assert_eq!(out.code, 2);
     assert_eq!(out.stdout, "");
     assert!(
-        out.stderr.starts_with(
-            "error: ralph init would overwrite ralph.toml, fix_plan.md; nothing was written\n"
-        ),
+        out.stderr
+            .starts_with("error: ralph init would overwrite ralph.toml; nothing was written\n"),
         "{}",
         out.stderr
     );
@@ -122,12 +121,83 @@ fn init_creates_the_scaffold_and_refuses_to_overwrite() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v = json(&out.stdout);
     assert_eq!(v["created"], serde_json::json!(["prompts/handoff.md.j2"]));
+    assert_eq!(v["overwritten"], serde_json::json!(["ralph.toml"]));
+    // --force never writes over the project's plan.
+    assert_eq!(v["kept"][0]["path"], "fix_plan.md");
     assert_eq!(
-        v["overwritten"],
-        serde_json::json!(["ralph.toml", "fix_plan.md"])
+        std::fs::read_to_string(root.join("fix_plan.md")).unwrap(),
+        "- [ ] mine\n"
     );
     assert_eq!(v["unchanged"].as_array().unwrap().len(), 4);
     assert_eq!(Config::load(root).unwrap(), Config::default());
+}
+
+/// A team replacing another Ralph loop: its `fix_plan.md` and hand-written
+/// `PROMPT.md` are adopted, with or without `--agent`, and `--force` keeps
+/// them too.
+#[test]
+fn init_adopts_a_project_that_has_a_plan_and_a_prompt() {
+    let plan = "# Our backlog\n\n- [x] auth\n- [ ] billing\n- [ ] export\n";
+    let prompt = "Study fix_plan.md and do the most important item.\n";
+    for agent in [None, Some("codex")] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("fix_plan.md"), plan).unwrap();
+        std::fs::write(root.join("PROMPT.md"), prompt).unwrap();
+        let mut args = vec!["init"];
+        args.extend(agent.map(|a| ["--agent", a]).into_iter().flatten());
+        let out = run(ralph(root).args(&args));
+        assert_eq!(out.code, 0, "{agent:?}: {}", out.stderr);
+        assert!(
+            out.stdout
+                .contains("kept      fix_plan.md: your plan (2 open, 1 done)"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("kept      PROMPT.md: your prompt"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("created   ralph.toml"),
+            "{}",
+            out.stdout
+        );
+        assert!(!out.stdout.contains("write the plan"), "{}", out.stdout);
+        assert!(!out.stdout.contains("warning:"), "{}", out.stdout);
+        let config = Config::load(root).unwrap();
+        assert_eq!(config.prompt_file, Path::new(".ralph-prompt.md"));
+        if agent.is_some() {
+            assert_eq!(config.agent.kind, ralph::agent::AgentKind::Codex);
+        }
+        for force in [false, true] {
+            let mut again = args.clone();
+            again.push("--json");
+            if force {
+                again.push("--force");
+            }
+            let out = run(ralph(root).args(&again));
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            let v = json(&out.stdout);
+            let kept: Vec<_> = v["kept"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| &k["path"])
+                .collect();
+            assert_eq!(kept, ["PROMPT.md", "fix_plan.md"], "{v}");
+            assert_eq!(v["overwritten"], serde_json::json!([]), "{v}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.join("fix_plan.md")).unwrap(),
+            plan
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("PROMPT.md")).unwrap(),
+            prompt
+        );
+    }
 }
 
 #[test]
