@@ -283,6 +283,14 @@ impl Repo {
                 debug!(path = %String::from_utf8_lossy(path), "nested repository left out of the WIP commit");
                 continue;
             }
+            if new_file
+                && own.max_new_size > 0
+                && fs::metadata(self.workdir().join(bytes_to_path(path)))
+                    .is_ok_and(|m| m.len() > own.max_new_size)
+            {
+                debug!(path = %String::from_utf8_lossy(path), "grew over git.max_file_size since it was judged: left out");
+                continue;
+            }
             stage_path(
                 index,
                 self.workdir(),

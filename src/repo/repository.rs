@@ -176,6 +176,10 @@ pub(super) struct Own {
     /// The project directory (`/`-terminated, empty for the whole work
     /// tree): nothing outside it is the run's to stage, snapshot or count.
     pub(super) scope: Vec<u8>,
+    /// A new file over this many bytes when it is staged is left out (0: no
+    /// limit): the size `left_out` judged may have grown since (an agent
+    /// rewriting a big output while a snapshot is taken).
+    pub(super) max_new_size: u64,
 }
 
 impl Own {
@@ -201,6 +205,7 @@ impl Own {
             frozen: Vec::new(),
             tracked_only: false,
             scope: prefix.to_vec(),
+            max_new_size: 0,
         }
     }
 

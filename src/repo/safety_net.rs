@@ -157,6 +157,7 @@ impl Repo {
             let mut own = view.own(own);
             own.leave_out(&left_out);
             own.frozen = frozen;
+            own.max_new_size = guard.max_file_size;
             view.stage_work_tree(&mut index, &own)?;
             if own.scope.is_empty() {
                 index.write_tree()

@@ -168,6 +168,7 @@ fn commits_changed_work(
         frozen: Vec::new(),
         tracked_only: false,
         scope: snapshot.scope.as_bytes().to_vec(),
+        max_new_size: 0,
     };
     let changed = diff.deltas().any(|delta| {
         [delta.old_file().path_bytes(), delta.new_file().path_bytes()]

@@ -161,7 +161,8 @@ fn a_prompt_md_ralph_did_not_write_is_refused_and_reported() {
         text.contains("PROMPT.md exists and was not written by ralph"),
         "{text}"
     );
-    // `ralph init` in a project that has only its own PROMPT.md.
+    // `ralph init` in a project that has only its own PROMPT.md adopts it:
+    // kept, and ralph's own prompt goes elsewhere.
     let fresh = tempfile::tempdir().unwrap();
     std::fs::write(fresh.path().join("PROMPT.md"), mine).unwrap();
     let init = Command::new(common::BIN)
@@ -171,8 +172,13 @@ fn a_prompt_md_ralph_did_not_write_is_refused_and_reported() {
         .unwrap();
     let text = String::from_utf8_lossy(&init.stdout);
     assert!(
-        text.contains("warning: PROMPT.md exists and was not written by ralph"),
+        text.contains("kept      PROMPT.md: your prompt, not written by ralph"),
         "{text}"
+    );
+    let toml = std::fs::read_to_string(fresh.path().join("ralph.toml")).unwrap();
+    assert!(
+        toml.contains("prompt_file = \".ralph-prompt.md\""),
+        "{toml}"
     );
     assert_eq!(
         std::fs::read_to_string(fresh.path().join("PROMPT.md")).unwrap(),
