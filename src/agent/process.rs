@@ -94,7 +94,12 @@ impl AgentCommand {
             program,
             args,
             env,
-            env_remove: Vec::new(),
+            env_remove: kind
+                .self_waiting_env()
+                .iter()
+                .filter(|k| !config.agent.env.contains_key(**k))
+                .map(|k| k.to_string())
+                .collect(),
             transcript_cap: config.runs.transcript_cap_mib << 20,
         };
         if config.agent.sandbox == super::sandbox::Kind::Bwrap {
@@ -118,7 +123,8 @@ impl AgentCommand {
         self.args = args;
         self.program = sandbox::bwrap().unwrap_or_else(|| "bwrap".into());
         let pass = config.sandbox.pass_env_or(kind.credential_env());
-        self.env_remove = sandbox::withheld_env(&pass, &config.agent.env);
+        self.env_remove
+            .extend(sandbox::withheld_env(&pass, &config.agent.env));
     }
 
     /// The command line as a user would type it (for `--dry-run` and logs).
@@ -558,6 +564,30 @@ mod tests {
             ]
         );
         assert_eq!(cmd.env["RALPH_ITERATION"], "4");
+    }
+
+    #[test]
+    fn claude_code_does_not_wait_out_limits_silently_unless_asked() {
+        let mut c = Config::default();
+        let cmd = AgentCommand::from_config(&c, 1, Path::new("."));
+        for k in AgentKind::Claude.self_waiting_env() {
+            assert!(cmd.env_remove.iter().any(|r| r == k), "{k} not removed");
+        }
+        c.agent
+            .env
+            .insert("CLAUDE_CODE_RETRY_WATCHDOG".into(), "1".into());
+        let cmd = AgentCommand::from_config(&c, 1, Path::new("."));
+        assert!(
+            !cmd.env_remove
+                .iter()
+                .any(|r| r == "CLAUDE_CODE_RETRY_WATCHDOG")
+        );
+        assert_eq!(cmd.env["CLAUDE_CODE_RETRY_WATCHDOG"], "1");
+        assert!(
+            cmd.env_remove
+                .iter()
+                .any(|r| r == "CLAUDE_CODE_RETRY_WATCHDOG_MAX_WAIT_MS")
+        );
     }
 
     #[test]
