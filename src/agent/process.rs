@@ -50,6 +50,9 @@ pub(crate) struct AgentCommand {
     /// The agent gets `env` only, none of ralph's environment besides (the
     /// sandbox's allow-list is in `env`).
     pub(crate) env_clear: bool,
+    /// Variables of ralph's environment the agent must not get (its CLI's
+    /// own silent limit waits: `AgentKind::self_waiting_env`).
+    pub(crate) env_remove: Vec<String>,
     /// Bytes of the transcript written as they come (`runs.transcript_cap_mib`).
     pub(crate) transcript_cap: u64,
 }
@@ -96,6 +99,12 @@ impl AgentCommand {
             args,
             env,
             env_clear: false,
+            env_remove: kind
+                .self_waiting_env()
+                .iter()
+                .filter(|k| !config.agent.env.contains_key(**k))
+                .map(|k| k.to_string())
+                .collect(),
             transcript_cap: config.runs.transcript_cap_mib << 20,
         };
         if config.agent.sandbox == super::sandbox::Kind::Bwrap {
@@ -146,6 +155,7 @@ impl AgentCommand {
             &config.sandbox.pass_env_or(kind.credential_env()),
             &config.notify.secret_values(),
         );
+        env.retain(|k, _| !self.env_remove.contains(k));
         env.append(&mut self.env);
         self.env = env;
         self.env_clear = true;
@@ -211,6 +221,9 @@ impl Agent {
         let mut command = Command::new(&cmd.program);
         if cmd.env_clear {
             command.env_clear();
+        }
+        for k in &cmd.env_remove {
+            command.env_remove(k);
         }
         command
             .args(&cmd.args)
@@ -595,6 +608,30 @@ mod tests {
             ]
         );
         assert_eq!(cmd.env["RALPH_ITERATION"], "4");
+    }
+
+    #[test]
+    fn claude_code_does_not_wait_out_limits_silently_unless_asked() {
+        let mut c = Config::default();
+        let cmd = AgentCommand::from_config(&c, 1, Path::new("."));
+        for k in AgentKind::Claude.self_waiting_env() {
+            assert!(cmd.env_remove.iter().any(|r| r == k), "{k} not removed");
+        }
+        c.agent
+            .env
+            .insert("CLAUDE_CODE_RETRY_WATCHDOG".into(), "1".into());
+        let cmd = AgentCommand::from_config(&c, 1, Path::new("."));
+        assert!(
+            !cmd.env_remove
+                .iter()
+                .any(|r| r == "CLAUDE_CODE_RETRY_WATCHDOG")
+        );
+        assert_eq!(cmd.env["CLAUDE_CODE_RETRY_WATCHDOG"], "1");
+        assert!(
+            cmd.env_remove
+                .iter()
+                .any(|r| r == "CLAUDE_CODE_RETRY_WATCHDOG_MAX_WAIT_MS")
+        );
     }
 
     #[test]

@@ -94,6 +94,23 @@ impl AgentKind {
         }
     }
 
+    /// Variables that make the CLI wait out rate and usage limits by itself,
+    /// silently and for hours (Claude Code's retry watchdog, 2.1.33x): ralph
+    /// waits out limits itself, visibly, and its idle timeout would kill the
+    /// silent session. Removed from the agent's environment unless
+    /// `[agent] env` sets them.
+    pub(crate) fn self_waiting_env(self) -> &'static [&'static str] {
+        match self {
+            AgentKind::Claude => &[
+                "CLAUDE_CODE_RETRY_WATCHDOG",
+                "CLAUDE_CODE_RETRY_WATCHDOG_MAX_WAIT_MS",
+                "CLAUDE_CODE_RETRY_WATCHDOG_MAX_USAGE_LIMIT_WAIT_MS",
+                "CLAUDE_CODE_RETRY_WATCHDOG_USAGE_LIMIT_RECHECK_MS",
+            ],
+            AgentKind::Codex | AgentKind::Opencode | AgentKind::Gemini => &[],
+        }
+    }
+
     /// The credential variables the CLI reads: passed into the sandbox
     /// unless `[sandbox] pass_env` says otherwise; everything else of
     /// ralph's environment that is not on the box's allow-list is withheld.

@@ -24,6 +24,13 @@ pub(crate) enum Outcome {
 /// `ralph hook pre-compact`: a handoff from the transcript and the tree,
 /// and the WIP commit, before Claude Code compacts.
 pub(crate) fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
+    // A subagent's compaction loses none of the main session's work; a
+    // handoff and WIP commit named after it would say the session compacted.
+    if let Some(agent) = input.subagent() {
+        return Ok(Outcome::Skipped(format!(
+            "subagent {agent} compacts its own conversation, not the session's"
+        )));
+    }
     let Some(root) = Project::discover(dir).map(|p| p.root().to_path_buf()) else {
         return Ok(Outcome::Skipped(format!(
             "{} is not in a ralph project (no ralph.toml or .ralph/)",
@@ -150,6 +157,11 @@ pub(crate) fn session_start(
     let source = input.source.as_deref().unwrap_or("startup");
     if !RESUME_SOURCES.contains(&source) {
         return Err(format!("source `{source}`"));
+    }
+    // A subagent resuming after its own compaction is not the session: the
+    // resume block would hand it the main session's work as its task.
+    if let Some(agent) = input.subagent() {
+        return Err(format!("subagent {agent}"));
     }
     let root = Project::discover(dir)
         .map(|p| p.root().to_path_buf())
@@ -369,6 +381,42 @@ mod tests {
             committed(&cp(None, Some("git.wip_commit is off")))
                 .starts_with("its work is NOT committed (git.wip_commit is off)")
         );
+    }
+
+    #[test]
+    fn a_subagents_compaction_is_not_the_sessions() {
+        let d = tempfile::tempdir().unwrap();
+        let handoffs = d.path().join(".ralph/handoffs");
+        std::fs::create_dir_all(&handoffs).unwrap();
+        std::fs::write(d.path().join("ralph.toml"), "").unwrap();
+        std::fs::write(handoffs.join("2026-01-01-1000-iter001.md"), "# H\n").unwrap();
+        // Claude Code 2.1.323+: the hooks' input for a Task's own compaction.
+        let sub = Input::parse(
+            br#"{"session_id":"s","transcript_path":"/nowhere.jsonl","cwd":"/w",
+                "hook_event_name":"PreCompact","trigger":"auto",
+                "agent_id":"a1b2c3","agent_type":"general-purpose"}"#,
+        )
+        .unwrap();
+        assert_eq!(sub.subagent(), Some("a1b2c3"));
+        match pre_compact(&sub, d.path()).unwrap() {
+            Outcome::Skipped(why) => assert!(why.contains("subagent a1b2c3"), "{why}"),
+            done => panic!("{done:?}"),
+        }
+        assert_eq!(std::fs::read_dir(&handoffs).unwrap().count(), 1);
+        assert!(!d.path().join(".ralph/state.json").exists());
+        let start = Input {
+            source: Some("compact".into()),
+            ..sub
+        };
+        assert_eq!(
+            session_start(&start, d.path()).unwrap_err(),
+            "subagent a1b2c3"
+        );
+        let main = Input {
+            agent_id: None,
+            ..start
+        };
+        assert!(session_start(&main, d.path()).is_ok());
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub(crate) struct Input {
     pub(crate) source: Option<String>,
     /// PreCompact: manual, auto.
     pub(crate) trigger: Option<String>,
+    /// Set (since Claude Code 2.1.323) when the hook fires for a subagent's
+    /// own conversation (a Task), not the main session's.
+    pub(crate) agent_id: Option<String>,
     pub(crate) model: Option<Model>,
     pub(crate) workspace: Option<Workspace>,
     pub(crate) context_window: Option<ContextWindow>,
@@ -56,6 +59,12 @@ impl Input {
             return Ok(Input::default());
         }
         serde_json::from_slice(bytes)
+    }
+
+    /// The subagent whose conversation the hook is about, if not the main
+    /// session's.
+    pub(crate) fn subagent(&self) -> Option<&str> {
+        self.agent_id.as_deref().filter(|id| !id.is_empty())
     }
 
     pub(crate) fn model_id(&self) -> Option<&str> {
