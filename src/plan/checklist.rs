@@ -571,7 +571,8 @@ mod tests {
     #[test]
     fn the_split_items_above_a_part() {
         // (plan, item, [(split item above, its parts)], nearest first)
-        let table: &[(&str, &str, &[(&str, usize)])] = &[
+        type Above = &'static [(&'static str, usize)];
+        let table: &[(&str, &str, Above)] = &[
             (
                 "- [ ] big\n  - [ ] a\n  - [ ] b\n- [ ] next\n",
                 "b",
