@@ -225,15 +225,14 @@ impl Watcher {
         let thresholds = config.thresholds();
         // The plan item is a courtesy: an unreadable plan only leaves it out.
         let plan = self.live.plan.as_ref().unwrap_or(&config.plan);
-        let plan_item = Plan::load(&self.root.join(plan))
-            .ok()
-            .and_then(|p| p.current().map(|i| i.text.clone()));
+        let loaded = Plan::load(&self.root.join(plan)).ok();
+        let plan_item = (loaded.as_ref()).and_then(|p| p.current().map(|i| i.text.clone()));
         let metered_live = config.agent.kind.capabilities().metered_live();
         let current = self.live.reading.clone();
         let occupancy = current.as_ref().filter(|_| live).map(|r| r.meter.tokens);
         let item = plan_item
             .as_deref()
-            .map(|i| ItemEstimate::of(&self.root, &config, &state, i, occupancy));
+            .map(|i| ItemEstimate::of(&self.root, &config, &state, loaded.as_ref(), i, occupancy));
         let iterations = state
             .history
             .iter()

@@ -53,12 +53,13 @@ impl ItemEstimate {
         root: &Path,
         config: &Config,
         state: &RunState,
+        plan: Option<&Plan>,
         item: &str,
         occupancy: Option<u64>,
     ) -> ItemEstimate {
         let usable = usable(config, state);
         let c = &config.context;
-        let e = estimate_of(root, config, state, item, usable);
+        let e = estimate_of(root, config, state, plan, item, usable);
         let at = checkpoint_at(usable, c.checkpoint_percent, c.checkpoint_tokens);
         let fresh = at.saturating_sub(SESSION_BASE);
         let remaining = occupancy.map_or(fresh, |o| at.saturating_sub(o));
@@ -142,6 +143,7 @@ fn estimate_of(
     root: &Path,
     config: &Config,
     state: &RunState,
+    plan: Option<&Plan>,
     item: &str,
     usable: u64,
 ) -> Estimate {
@@ -150,7 +152,7 @@ fn estimate_of(
         &state.items,
     );
     let prior = (usable as f64 * config.context.estimate_prior_percent / 100.0) as u64;
-    items::estimate_item(root, item, &history, prior, usable)
+    items::estimate_item(root, plan, item, &history, prior, usable)
 }
 
 /// The usable window of the run (its known window, else the configured or
@@ -182,5 +184,7 @@ pub(crate) fn estimate(
                     .with_hint("name one: `ralph context --estimate \"ITEM\"`")
             })?,
     };
-    Ok(ItemEstimate::of(root, config, state, &item, occupancy))
+    Ok(ItemEstimate::of(
+        root, config, state, plan, &item, occupancy,
+    ))
 }

@@ -281,6 +281,27 @@ impl Plan {
             .is_some_and(|at| !self.sub_items(at).is_empty())
     }
 
+    /// The split items above the open item `text`, nearest first, each
+    /// with its number of parts (direct sub-items): empty for an item that
+    /// is no part of a split.
+    pub(crate) fn split_above(&self, text: &str) -> Vec<(&Item, usize)> {
+        let Some(mut at) = self.items.iter().position(|i| i.text == text && !i.done) else {
+            return Vec::new();
+        };
+        let mut above = Vec::new();
+        while let Some(parent) = (0..at)
+            .rev()
+            .find(|&p| self.items[p].indent < self.items[at].indent)
+        {
+            let parts = self.sub_items(parent);
+            let depth = parts.iter().map(|i| i.indent).min().unwrap_or(0);
+            let direct = parts.iter().filter(|i| i.indent == depth).count();
+            above.push((&self.items[parent], direct.max(1)));
+            at = parent;
+        }
+        above
+    }
+
     /// What templates see of the plan: every item in file order, with its
     /// mark (` `, `~`, `x`, `-`).
     pub(crate) fn view(&self) -> PlanView<'_> {
@@ -545,6 +566,38 @@ mod tests {
         assert!(p.is_split("big"));
         assert!(!p.is_split("next"));
         assert_eq!(p.sub_items(0).len(), 1);
+    }
+
+    #[test]
+    fn the_split_items_above_a_part() {
+        // (plan, item, [(split item above, its parts)], nearest first)
+        type Above = &'static [(&'static str, usize)];
+        let table: &[(&str, &str, Above)] = &[
+            (
+                "- [ ] big\n  - [ ] a\n  - [ ] b\n- [ ] next\n",
+                "b",
+                &[("big", 2)],
+            ),
+            ("- [ ] big\n  - [ ] a\n  - [ ] b\n- [ ] next\n", "big", &[]),
+            ("- [ ] big\n  - [ ] a\n  - [ ] b\n- [ ] next\n", "next", &[]),
+            // parts of parts: the nested ones do not count as the parent's parts
+            (
+                "- [ ] big\n  - [ ] a\n    - [ ] a.1\n    - [ ] a.2\n    - [ ] a.3\n  - [ ] b\n",
+                "a.2",
+                &[("a", 3), ("big", 2)],
+            ),
+            // a done item is no part of the plan's work
+            ("- [ ] big\n  - [x] a\n", "a", &[]),
+            // siblings are not parts
+            ("- [ ] big\n- [ ] a\n", "a", &[]),
+        ];
+        for (plan, item, want) in table {
+            let p = Plan::parse(plan);
+            let got: Vec<(&str, usize)> = (p.split_above(item).into_iter())
+                .map(|(i, n)| (i.text.as_str(), n))
+                .collect();
+            assert_eq!(got, *want, "{plan:?} {item}");
+        }
     }
 
     #[test]

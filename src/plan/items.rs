@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Plan;
 use crate::plan::estimate::{self, Confidence, Estimate, Sample};
+use crate::plan::{Item, Plan};
 use crate::stream::ToolCall;
 
 /// What the run knows about one plan item, summed over the iterations that
@@ -449,27 +449,41 @@ pub(crate) fn history(ledger: Vec<Sample>, accounts: &[ItemAccount]) -> Vec<Samp
 }
 
 /// Bytes of the files an item names (markdown links, backticked paths).
-pub(crate) fn named_bytes(root: &Path, item: &str) -> u64 {
+/// The bytes of the files `item` names. A part of a split item (`above`:
+/// the split items above it, nearest first, with their parts) has its
+/// share of a file they name too, not the whole: agents name the big file
+/// in every part, and each part taking the whole file's cost would be as
+/// big as the item it splits.
+pub(crate) fn named_bytes(root: &Path, item: &str, above: &[(&Item, usize)]) -> u64 {
     crate::plan::context_files(root, item)
         .into_iter()
         .filter(|f| item.contains(f.as_str()))
-        .filter_map(|f| std::fs::metadata(root.join(f)).ok())
-        .map(|m| m.len())
+        .filter_map(|f| {
+            let bytes = std::fs::metadata(root.join(&f)).ok()?.len();
+            let shares: usize = (above.iter())
+                .filter(|(parent, _)| parent.text.contains(f.as_str()))
+                .map(|(_, parts)| *parts)
+                .product();
+            Some(bytes / shares.max(1) as u64)
+        })
         .sum()
 }
 
-/// The estimate of `item` against everything learned so far.
+/// The estimate of `item` (of `plan`, when it is known: a part's share of
+/// its split item's files) against everything learned so far.
 pub(crate) fn estimate_item(
     root: &Path,
+    plan: Option<&Plan>,
     item: &str,
     history: &[Sample],
     prior_tokens: u64,
     usable: u64,
 ) -> Estimate {
+    let above = plan.map(|p| p.split_above(item)).unwrap_or_default();
     estimate::estimate(&estimate::Inputs {
         item,
         history,
-        named_bytes: named_bytes(root, item),
+        named_bytes: named_bytes(root, item, &above),
         prior_tokens,
         usable,
     })
@@ -727,6 +741,42 @@ mod tests {
         assert!(split(&before, &after));
         assert!(!split(&before, &before));
         assert!(!split(&before, &Plan::parse("- [x] big\n- [ ] next\n")));
+    }
+
+    #[test]
+    fn a_part_has_its_share_of_the_files_its_split_item_names() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("specs")).unwrap();
+        std::fs::write(dir.path().join("specs/big.md"), "x".repeat(600_000)).unwrap();
+        std::fs::write(dir.path().join("specs/own.md"), "x".repeat(1_000)).unwrap();
+        let plan = Plan::parse(concat!(
+            "- [ ] port `specs/big.md`\n",
+            "  - [ ] port `specs/big.md`, part 1\n",
+            "    - [ ] port `specs/big.md`, part 1a\n",
+            "    - [ ] port `specs/big.md`, part 1b with `specs/own.md`\n",
+            "  - [ ] port `specs/big.md`, part 2\n",
+            "  - [ ] port `specs/big.md`, part 3\n",
+            "- [ ] read `specs/big.md` again\n",
+        ));
+        // (item, named bytes counted for it)
+        let table: &[(&str, u64)] = &[
+            ("port `specs/big.md`", 600_000),
+            ("port `specs/big.md`, part 1", 200_000),
+            ("port `specs/big.md`, part 2", 200_000),
+            ("port `specs/big.md`, part 1a", 100_000),
+            // its own file is its own
+            ("port `specs/big.md`, part 1b with `specs/own.md`", 101_000),
+            // no part of the split: the whole file
+            ("read `specs/big.md` again", 600_000),
+        ];
+        for (item, want) in table {
+            let above = plan.split_above(item);
+            assert_eq!(named_bytes(dir.path(), item, &above), *want, "{item}");
+        }
+        let part = "port `specs/big.md`, part 2";
+        let whole = estimate_item(dir.path(), None, part, &[], 0, 1_000_000);
+        let share = estimate_item(dir.path(), Some(&plan), part, &[], 0, 1_000_000);
+        assert_eq!((whole.named_tokens, share.named_tokens), (150_000, 50_000));
     }
 
     #[test]

@@ -36,13 +36,17 @@ pub(crate) fn shard_decision(
     let estimates: BTreeMap<_, _> = plan
         .open()
         .map(|i| {
-            let e = items::estimate_item(root, &i.text, &history, prior, usable);
+            let e = items::estimate_item(root, Some(plan), &i.text, &history, prior, usable);
             (i.text.clone(), e)
         })
         .collect();
-    // An item with sub-items was split: never asked again (its parts are
-    // current while open; once they are done it only needs checking off).
-    let current = plan.current().filter(|i| !plan.is_split(&i.text));
+    // One split level per item: an item with sub-items was split, never
+    // asked again (its parts are current while open; once they are done it
+    // only needs checking off), and its parts are not asked either — a
+    // part that still looks big (as the agent worded it) is worked on, and
+    // the breaker judges it if nothing comes of that.
+    let current = (plan.current())
+        .filter(|i| !plan.is_split(&i.text) && plan.split_above(&i.text).is_empty());
     let request = current.and_then(|item| {
         items::shard_request(
             &item.text,

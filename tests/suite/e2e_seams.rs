@@ -510,3 +510,61 @@ fn the_prompt_preview_makes_the_loops_shard_decision() {
         shard[0]
     );
 }
+
+/// Issue 35, "splits end": the agent splits the big item into parts that
+/// still name the big file, as agents word them. The split is asked for
+/// once; the parts are worked on, not asked to split again (before, each
+/// part took the whole file's estimate and every later session was spent
+/// on a split request).
+#[test]
+fn parts_that_still_name_the_big_file_are_worked_not_asked_to_split_again() {
+    let scenario = r##"
+record_messages = ".ralph/messages.jsonl"
+
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "fix_plan.md"
+content = "- [ ] port everything in `specs/huge.md`\n  - [ ] port `specs/huge.md` part one\n  - [ ] port `specs/huge.md` part two\n- [ ] small\n"
+[[iteration.step]]
+result = "Split it."
+
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "fix_plan.md"
+content = "- [ ] port everything in `specs/huge.md`\n  - [x] port `specs/huge.md` part one\n  - [ ] port `specs/huge.md` part two\n- [ ] small\n"
+[[iteration.step]]
+result = "Part one."
+
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "fix_plan.md"
+content = "- [x] port everything in `specs/huge.md`\n  - [x] port `specs/huge.md` part one\n  - [x] port `specs/huge.md` part two\n- [x] small\n"
+[[iteration.step]]
+result = "<promise>COMPLETE</promise>"
+"##;
+    let p = Project::new(
+        "- [ ] port everything in `specs/huge.md`\n- [ ] small\n",
+        scenario,
+        "",
+    );
+    p.write("specs/huge.md", &"x".repeat(600_000));
+    let run = p.run(&["--max-iterations", "6"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let shard = run.of("shard_suggested");
+    let asked: Vec<_> = shard.iter().map(|s| s["iteration"].as_u64()).collect();
+    assert_eq!(asked, [Some(1)], "{}", run.describe());
+    assert_eq!(shard[0]["item"], "port everything in `specs/huge.md`");
+    let m = messages(&p);
+    for (iteration, split) in [(1, true), (2, false), (3, false)] {
+        let prompt = &texts_of(&m, iteration)[0];
+        assert_eq!(
+            prompt.contains("## Split this item first"),
+            split,
+            "iteration {iteration}: {prompt}"
+        );
+    }
+    assert_eq!(p.state()["history"].as_array().unwrap().len(), 3);
+}
