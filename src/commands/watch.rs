@@ -104,6 +104,19 @@ fn key(ui: &mut Ui, view: &RunView, code: KeyCode, ctrl: bool) -> Option<Action>
     }
 }
 
+/// Wait up to `timeout` for input on the terminal (standard input, which
+/// crossterm reads); whether it hung up instead.
+fn terminal_gone(timeout: Duration) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    let wait = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    let gone = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+    matches!(poll(&mut fds, wait), Ok(n) if n > 0)
+        && fds[0].revents().is_some_and(|r| r.intersects(gone))
+}
+
 /// The project's log and plan, read as they grow.
 struct Source {
     root: PathBuf,
@@ -216,7 +229,13 @@ impl Watching<'_> {
                 drawn = Some(Instant::now());
                 dirty = false;
             }
-            if !event::poll(POLL).map_err(io)? {
+            // Waited for here, not in crossterm: a terminal that went away
+            // (the SSH connection, tmux or the window closed) keeps
+            // crossterm's own wait reading it in a busy loop, forever.
+            if terminal_gone(POLL) {
+                break;
+            }
+            if !event::poll(Duration::ZERO).map_err(io)? {
                 continue;
             }
             match event::read().map_err(io)? {
