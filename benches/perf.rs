@@ -509,11 +509,12 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
-/// A ralph project: a plan whose items are all done, `ralph.toml` with
-/// `agent` as the agent command plus `extra`, all committed.
+/// A ralph project: a plan with one open item (a finished plan would end
+/// the run before any session), `ralph.toml` with `agent` as the agent
+/// command plus `extra`, all committed.
 fn project(dir: &Path, agent: &str, extra: &str) {
     fs::create_dir_all(dir).unwrap();
-    fs::write(dir.join("fix_plan.md"), "# Bench\n\n- [x] measure\n").unwrap();
+    fs::write(dir.join("fix_plan.md"), "# Bench\n\n- [ ] measure\n").unwrap();
     fs::write(
         dir.join("ralph.toml"),
         format!("[agent]\ncommand = {}\n\n{extra}\n", toml_string(agent)),
@@ -1154,7 +1155,7 @@ fn replay_agent(transcript: &Path) -> String {
     )
 }
 
-const STREAM_CONFIG: &str = "[loop]\nmax_iterations = 1\niteration_timeout = \"60m\"\nidle_timeout = \"10m\"\n\n[git]\nwip_commit = false\n";
+const STREAM_CONFIG: &str = "[loop]\nmax_iterations = 1\nrequire_plan_complete = false\niteration_timeout = \"60m\"\nidle_timeout = \"10m\"\n\n[git]\nwip_commit = false\n";
 
 /// `STREAM_CONFIG` with the transcript cap lifted: every byte is saved as
 /// it came, the reference of the capped run.
@@ -1649,7 +1650,7 @@ fn bench_reaction(opts: &Opts, s: &Sizes) -> Vec<Row> {
         project(
             &proj,
             &agent,
-            "[loop]\nmax_iterations = 1\n\n[context]\ngrace = \"10s\"\n",
+            "[loop]\nmax_iterations = 1\nrequire_plan_complete = false\n\n[context]\ngrace = \"10s\"\n",
         );
         opts.say(&format!("reaction {level}: {} trials", s.reaction_trials));
         for _ in 0..s.reaction_trials {
@@ -1764,7 +1765,7 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
     )
     .unwrap();
     let config = format!(
-        "[loop]\nmax_iterations = {}\n\n[breaker]\nno_progress = 100000\nsame_error = 100000\nconsecutive_failures = 100000\n\n[git]\nwip_commit = false\n",
+        "[loop]\nmax_iterations = {}\nrequire_plan_complete = false\n\n[breaker]\nno_progress = 100000\nsame_error = 100000\nconsecutive_failures = 100000\n\n[git]\nwip_commit = false\n",
         s.iterations
     );
     // The plan and config are added on top of the repo's commit. No WIP
