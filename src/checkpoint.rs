@@ -208,13 +208,7 @@ fn gather(root: &Path, config: &Config, m: &Moment, saved: &mut Saved) -> Gather
             Vec::new()
         });
         let secret: Vec<String> = (saved.left_out.iter().filter(|l| l.secret))
-            .map(|l| {
-                format!(
-                    "{} ({})",
-                    crate::repo::display_path(l.path.as_bytes()),
-                    l.why
-                )
-            })
+            .map(crate::repo::LeftOut::named)
             .collect();
         if !secret.is_empty() {
             saved.warnings.push(format!(

@@ -27,6 +27,17 @@ pub(crate) struct LeftOut {
     pub(crate) secret: bool,
 }
 
+impl LeftOut {
+    /// The file and why, as a warning names it: `key.txt (holds a secret …)`.
+    pub(crate) fn named(&self) -> String {
+        format!(
+            "{} ({})",
+            super::display_path(self.path.as_bytes()),
+            self.why
+        )
+    }
+}
+
 /// ralph's state directory, relative to the project root.
 pub(crate) const RALPH_DIR: &str = ".ralph";
 /// Handoff documents live here and, unlike the rest of `.ralph/`, are committed.

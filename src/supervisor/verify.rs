@@ -234,13 +234,7 @@ impl Supervisor {
             }
             let named: Vec<String> = (left_out.iter())
                 .filter(|l| l.secret || self.written_by_checks.contains(&l.path))
-                .map(|l| {
-                    format!(
-                        "{} ({})",
-                        crate::repo::display_path(l.path.as_bytes()),
-                        l.why
-                    )
-                })
+                .map(crate::repo::LeftOut::named)
                 .collect();
             if !named.is_empty() {
                 self.events.warn(format!(
