@@ -14,5 +14,5 @@ mod cut;
 mod printable;
 pub(crate) mod secrets;
 
-pub(crate) use cut::{cut, cut_bytes, cut_middle, fit_width};
+pub(crate) use cut::{cut, cut_bytes, cut_middle, fit_width, format_duration};
 pub(crate) use printable::*;

@@ -72,11 +72,17 @@ pub(crate) struct Capabilities {
 impl AgentKind {
     /// The product, for people.
     pub(crate) fn product(self) -> &'static str {
+        self.cli().product()
+    }
+
+    /// The same CLI as the rules know it (they depend on no configuration).
+    pub(crate) fn cli(self) -> crate::rules::fatal::AgentKind {
+        use crate::rules::fatal::AgentKind as Cli;
         match self {
-            AgentKind::Claude => "Claude Code",
-            AgentKind::Codex => "Codex",
-            AgentKind::Opencode => "opencode",
-            AgentKind::Gemini => "Gemini CLI",
+            AgentKind::Claude => Cli::Claude,
+            AgentKind::Codex => Cli::Codex,
+            AgentKind::Opencode => Cli::Opencode,
+            AgentKind::Gemini => Cli::Gemini,
         }
     }
 

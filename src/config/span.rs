@@ -25,15 +25,7 @@ impl Span {
     }
 }
 
-/// "1h02m", "4m05s", "12s": short, for status lines and reports.
-pub(crate) fn format_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
-}
+pub(crate) use crate::text::format_duration;
 
 impl<'de> Deserialize<'de> for Span {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {

@@ -59,7 +59,7 @@ impl Repo {
                 what: format!(
                     "{} is left from a git process that ended ({} old): every commit gives up on it",
                     lock.display(),
-                    crate::config::format_duration(age)
+                    crate::text::format_duration(age)
                 ),
                 fix: format!(
                     "if no git command is running in this repository, remove it: `rm {}`",

@@ -13,7 +13,6 @@
 //! codes (41 authentication, 52 configuration), and a program that is gone
 //! or not executable.
 
-use crate::config::AgentKind;
 use crate::stream::ResultMessage;
 
 /// Which kind of fatal error.
@@ -32,10 +31,36 @@ pub(crate) struct Fatal {
     pub(crate) hint: String,
 }
 
+/// The agent CLI whose words are judged (the config's `AgentKind`, passed
+/// in: rules depend on no configuration).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum AgentKind {
+    #[default]
+    Claude,
+    Codex,
+    Opencode,
+    Gemini,
+}
+
+impl AgentKind {
+    /// The CLI's name as people know it (the one list of these names:
+    /// `config::AgentKind::product` asks here).
+    pub(crate) fn product(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "Claude Code",
+            AgentKind::Codex => "Codex",
+            AgentKind::Opencode => "opencode",
+            AgentKind::Gemini => "Gemini CLI",
+        }
+    }
+}
+
 /// What one iteration showed of its agent's end.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Signs<'a> {
     pub(crate) agent: AgentKind,
+    /// How to install the agent's CLI (`config::AgentKind::install_hint`).
+    pub(crate) install_hint: &'a str,
     /// The program could not be started: missing or not executable.
     pub(crate) cannot_start: Option<&'a str>,
     pub(crate) result: Option<&'a ResultMessage>,
@@ -73,7 +98,7 @@ const GEMINI_CONFIG_EXIT: i32 = 52;
 pub(crate) fn classify(signs: Signs<'_>) -> Option<Fatal> {
     let agent = signs.agent;
     if let Some(why) = signs.cannot_start {
-        return Some(cannot_start(agent, why.to_string()));
+        return Some(cannot_start(agent, signs.install_hint, why.to_string()));
     }
     if let Some(r) = signs.result.filter(|r| r.is_error) {
         let words = std::iter::once(r.text.as_deref().unwrap_or(""))
@@ -101,6 +126,7 @@ pub(crate) fn classify(signs: Signs<'_>) -> Option<Fatal> {
             Some(GEMINI_CONFIG_EXIT) => {
                 return Some(cannot_start(
                     agent,
+                    signs.install_hint,
                     format!("Gemini CLI exited with {GEMINI_CONFIG_EXIT} (configuration)"),
                 ));
             }
@@ -141,13 +167,13 @@ fn billing(agent: AgentKind, said: String) -> Fatal {
     }
 }
 
-fn cannot_start(agent: AgentKind, why: String) -> Fatal {
+fn cannot_start(agent: AgentKind, install_hint: &str, why: String) -> Fatal {
     Fatal {
         kind: FatalKind::CannotStart,
         message: format!("{} cannot start: {why}", agent.product()),
         hint: format!(
             "check agent.command in ralph.toml and `ralph doctor` ({}); then `ralph run --reset-breaker`",
-            agent.install_hint()
+            install_hint
         ),
     }
 }
@@ -272,6 +298,7 @@ mod tests {
         for (i, (agent, cannot_start, result, exit_code, kind)) in table.into_iter().enumerate() {
             let fatal = classify(Signs {
                 agent,
+                install_hint: "install it",
                 cannot_start,
                 result,
                 exit_code,

@@ -728,7 +728,8 @@ impl Supervisor {
         self.flags.absorb(&facts);
         let mut verdict = verdict::judge(&facts, &measured, &self.flags);
         let signs = fatal::Signs {
-            agent: self.config.agent.kind,
+            agent: self.config.agent.kind.cli(),
+            install_hint: self.config.agent.kind.install_hint(),
             cannot_start: facts.spawn_error.as_deref().filter(|_| facts.cannot_start),
             result: facts.result.as_ref(),
             exit_code: facts.exit_code,

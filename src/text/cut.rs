@@ -48,6 +48,16 @@ pub(crate) fn cut_bytes(text: String, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// "1h02m", "4m05s", "12s": short, for status lines and reports.
+pub(crate) fn format_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// thing, and one that holds one thing is listed below with its reason.
 const MAX_LINES: usize = 600;
 /// Files allowed to be longer, each with the reason.
-const SIZE_EXCEPTIONS: [(&str, &str); 3] = [
+const SIZE_EXCEPTIONS: [(&str, &str); 4] = [
     (
         "crates/ralph-sim/src/player.rs",
         "the simulator's interpreter: one match over step kinds reads best whole",
@@ -32,6 +32,10 @@ const SIZE_EXCEPTIONS: [(&str, &str); 3] = [
     (
         "src/supervisor/run.rs",
         "the Supervisor's body: the loop between iterations and how a Next is applied",
+    ),
+    (
+        "src/state/run_state.rs",
+        "state.json: its one schema and its one save, the full-disk fallback beside the atomic write it falls back from",
     ),
 ];
 /// Words in a file's `//!` that say it exists to keep another file short:

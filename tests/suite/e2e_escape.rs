@@ -233,14 +233,14 @@ fn in_the_box_no_escape_through_ralph_gets_out_and_the_changed_config_is_refused
         run.describe()
     );
     // The agent's test ran in the box; the rewritten check script not at all.
+    // (Run again before the next session on a plan with nothing open:
+    // untrusted each time.)
     let verify = run.of("verify");
-    assert_eq!(verify.len(), 1, "{}", run.describe());
-    assert_eq!(verify[0]["checks"][0]["status"], "passed", "{}", verify[0]);
-    assert_eq!(
-        verify[0]["checks"][1]["status"], "untrusted",
-        "{}",
-        verify[0]
-    );
+    assert!(!verify.is_empty(), "{}", run.describe());
+    for v in &verify {
+        assert_eq!(v["checks"][0]["status"], "passed", "{v}");
+        assert_eq!(v["checks"][1]["status"], "untrusted", "{v}");
+    }
     assert_eq!(run.of("completion_refused").len(), 1);
     // Named, during the run and in its outcome.
     let trust = run.of("trust");
