@@ -81,11 +81,11 @@ const AUTH_WORDS: [&str; 9] = [
 ];
 
 /// Words of billing refusals (lowercase).
-const BILLING_WORDS: [&str; 6] = [
+/// Not "exceeded your current quota … billing details": Gemini's per-minute
+/// free-tier quota says the same and is retried after a wait.
+const BILLING_WORDS: [&str; 4] = [
     "credit balance is too low",
     "insufficient_quota",
-    "exceeded your current quota",
-    "billing details",
     "billing_error",
     "payment required",
 ];
@@ -220,7 +220,12 @@ mod tests {
         let codex_unauthorized = result(Some(401), "unexpected status 401 Unauthorized", &[]);
         let openai_quota = result(
             Some(429),
-            "You exceeded your current quota, please check your plan and billing details.",
+            "insufficient_quota: You exceeded your current quota, please check your plan and billing details.",
+            &[],
+        );
+        let gemini_minute_quota = result(
+            Some(429),
+            "You exceeded your current quota, please check your plan and billing details. Please retry in 41.6s.",
             &[],
         );
         let opencode_auth = result(
@@ -269,6 +274,7 @@ mod tests {
                 Some(Authentication),
             ),
             (Codex, None, Some(&openai_quota), None, Some(Billing)),
+            (Gemini, None, Some(&gemini_minute_quota), None, None),
             (
                 Opencode,
                 None,
