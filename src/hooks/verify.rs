@@ -138,6 +138,19 @@ mod tests {
     use super::*;
     use crate::config::span::Span;
 
+    /// The checks outside any box, nothing untrusted, no extra environment.
+    fn run_here(c: &VerifyConfig, root: &Path, iteration: u32, when: When) -> Verification {
+        run(
+            c,
+            &Shell::default(),
+            &|_| Vec::new(),
+            root,
+            &[],
+            iteration,
+            when,
+        )
+    }
+
     fn config(commands: &[&str], timeout: Duration) -> VerifyConfig {
         VerifyConfig {
             commands: commands.iter().map(|c| c.to_string()).collect(),
@@ -157,15 +170,7 @@ mod tests {
             ],
             Duration::from_secs(10),
         );
-        let v = run(
-            &c,
-            &Shell::default(),
-            &|_| Vec::new(),
-            dir.path(),
-            &[],
-            4,
-            When::Completion,
-        );
+        let v = run_here(&c, dir.path(), 4, When::Completion);
         assert!(!v.passed);
         assert_eq!(v.checks.len(), 2);
         assert_eq!(v.checks[0].status, Status::Passed);
@@ -181,12 +186,9 @@ mod tests {
         let shown = view(&v, 1, c.timeout.0).unwrap();
         assert_eq!(shown.get_attr("output").unwrap().to_string(), "err");
         assert_eq!(shown.get_attr("lines_hidden").unwrap().to_string(), "1");
-        let ok = run(
+        let ok = run_here(
             &config(&["true"], Duration::from_secs(5)),
-            &Shell::default(),
-            &|_| Vec::new(),
             dir.path(),
-            &[],
             1,
             When::Item,
         );
@@ -202,15 +204,7 @@ mod tests {
             Duration::from_millis(500),
         );
         let t0 = Instant::now();
-        let v = run(
-            &c,
-            &Shell::default(),
-            &|_| Vec::new(),
-            dir.path(),
-            &[],
-            2,
-            When::Completion,
-        );
+        let v = run_here(&c, dir.path(), 2, When::Completion);
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         assert_eq!(v.checks[0].status, Status::TimedOut);
         assert_eq!(v.checks[0].output, "started");
@@ -253,15 +247,7 @@ mod tests {
             ],
             Duration::from_secs(20),
         );
-        let v = run(
-            &c,
-            &Shell::default(),
-            &|_| Vec::new(),
-            dir.path(),
-            &[],
-            1,
-            When::Completion,
-        );
+        let v = run_here(&c, dir.path(), 1, When::Completion);
         assert_eq!(v.checks[0].status, Status::Failed);
         assert!(v.checks[0].output.chars().count() <= OUTPUT_CHARS);
         let shown = view(&v, 40, c.timeout.0).unwrap();
