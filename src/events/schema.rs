@@ -41,6 +41,15 @@ pub enum Event {
         max_iterations: u32,
         plan: String,
         pid: u32,
+        /// When the run's time is up (RFC 3339): the earlier of
+        /// `--deadline` and `loop.max_duration` counted as the run counts
+        /// it. Left out when neither is set (and in older records).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<String>,
+        /// The run's cost at which it stops: `loop.max_cost_usd` counted
+        /// as the run counts it. Left out when unset (and in older records).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_cost_usd: Option<f64>,
     },
     IterationStarted {
         iteration: u32,

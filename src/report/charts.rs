@@ -266,9 +266,23 @@ pub(crate) fn timeline(report: &RunReport, clock: &Clock) -> String {
         let tip = format!("breaker {}: {}", b.status, b.message);
         svg.marker((x.at(o), rows[2].1 + 13.0), Shape::Triangle, class, &tip);
     }
-    if let Some(max) = report.budgets.max_duration_secs.filter(|m| *m <= span) {
-        svg.line((x.at(max), 14.0), (x.at(max), h - 28.0), "budget");
-        svg.text((x.at(max) - 4.0, 12.0), "end", "thl", "max_duration");
+    // Where the run's time was up: the deadline its start recorded, or
+    // (an older log) max_duration from the start.
+    let time_up = match &report.budgets.deadline {
+        Some(at) => report
+            .started_at
+            .as_deref()
+            .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+            .zip(at.parse::<jiff::Timestamp>().ok())
+            .map(|(s, at)| (at.duration_since(s).as_secs_f64(), "deadline")),
+        None => report
+            .budgets
+            .max_duration_secs
+            .map(|m| (m, "max_duration")),
+    };
+    if let Some((at, label)) = time_up.filter(|(at, _)| (0.0..=span).contains(at)) {
+        svg.line((x.at(at), 14.0), (x.at(at), h - 28.0), "budget");
+        svg.text((x.at(at) - 4.0, 12.0), "end", "thl", label);
     }
     svg.finish()
 }

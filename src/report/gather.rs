@@ -126,12 +126,19 @@ pub fn build(
             Event::RunStarted {
                 plan,
                 max_iterations,
+                deadline,
+                max_cost_usd,
                 ..
             } => {
                 report.sessions += 1;
                 report.started_at.get_or_insert(r.ts.clone());
                 report.plan = Some(plan.clone());
                 report.budgets.max_iterations.get_or_insert(*max_iterations);
+                // The run's own count, over what ralph.toml says now.
+                if max_cost_usd.is_some() {
+                    report.budgets.max_cost_usd = *max_cost_usd;
+                }
+                report.budgets.deadline.clone_from(deadline);
                 // A continued run: it is running again until it ends again.
                 report.outcome = "running".into();
                 report.reason = None;
@@ -527,6 +534,8 @@ mod tests {
                 max_iterations: 5,
                 plan: "fix_plan.md".into(),
                 pid: 1,
+                deadline: None,
+                max_cost_usd: None,
             },
         )
     }

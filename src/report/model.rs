@@ -66,6 +66,9 @@ pub struct Budgets {
     pub(crate) max_iterations: Option<u32>,
     pub(crate) max_cost_usd: Option<f64>,
     pub(crate) max_duration_secs: Option<f64>,
+    /// When the run's time was up, as its latest start said (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) deadline: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

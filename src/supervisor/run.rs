@@ -399,6 +399,7 @@ impl Supervisor {
         let plan = self.plan();
         let limit = self.budgets.iteration_limit();
         let dead = record::start(&mut self.state, &self.config, &plan, limit);
+        let ends = self.budgets.ends(&Now::read());
         self.events.emit(
             Event::RunStarted {
                 run_id: self.state.run_id.clone(),
@@ -407,6 +408,8 @@ impl Supervisor {
                 max_iterations: self.state.max_iterations,
                 plan: self.config.plan.display().to_string(),
                 pid: std::process::id(),
+                deadline: ends.deadline.map(|t| t.to_string()),
+                max_cost_usd: ends.max_cost_usd,
             },
             &self.state,
             None,

@@ -56,6 +56,9 @@ pub(crate) struct Options {
     /// `--budget-per-invocation`: the shared budgets count from this start,
     /// not the run's (as for one loop).
     pub(crate) budget_per_invocation: bool,
+    /// `--deadline`: handed to every worker in `pass`; the run's
+    /// `run_started` says it.
+    pub(crate) deadline: Option<jiff::Timestamp>,
 }
 
 /// The last signal that reached the coordinator (0: none).

@@ -159,6 +159,8 @@ fn fixture(status: &str) -> (tempfile::TempDir, RunState) {
                     max_iterations: 50,
                     plan: "fix_plan.md".into(),
                     pid: 4242,
+                    deadline: None,
+                    max_cost_usd: None,
                 },
             ),
             (

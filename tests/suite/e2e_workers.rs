@@ -1513,3 +1513,96 @@ fn escape_sequences_in_plan_items_reach_no_commit_message_or_page() {
     }
     assert!(page.contains("alpha RED"), "the item's text kept");
 }
+
+fn timestamp(v: &Value) -> jiff::Timestamp {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a time: {v}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn run_started_says_the_runs_deadline_and_cost_budget_as_the_run_counts_them() {
+    // A single loop stopped by its iteration limit, then continued: its
+    // hour counts from the first start, not from the second (what
+    // `ralph watch` and the live line guessed from the latest start).
+    let idle = "[[step]]\ncontext = 20000\ntext = \"hm\"\n[[step]]\nresult = \"still going\"\n";
+    let p = Project::new(
+        "# Two\n\n- [ ] alpha\n- [ ] bravo\n",
+        idle,
+        "[loop]\nmax_iterations = 1\nmax_duration = \"1h\"\nmax_cost_usd = 5.0\n[breaker]\nno_progress = 9\n",
+    );
+    let first = p.run(&[], LIMIT);
+    assert_eq!(first.code, Some(4), "{}", first.describe());
+    let start = &first.of("run_started")[0];
+    let first_at = timestamp(&start["ts"]);
+    let hour_after = first_at + jiff::SignedDuration::from_hours(1);
+    let deadline = timestamp(&start["deadline"]);
+    assert!(
+        deadline.duration_since(hour_after).abs() < jiff::SignedDuration::from_secs(2),
+        "{start}"
+    );
+    assert_eq!(start["max_cost_usd"], 5.0, "{start}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let second = p.run(&["--budget-per-invocation"], LIMIT);
+    let again = &second.of("run_started")[0];
+    assert_eq!(again["resumed"], true, "{again}");
+    // Per invocation: the hour from this start, the cost on top of the
+    // run's so far.
+    let again_at = timestamp(&again["ts"]);
+    let hour_after_again = again_at + jiff::SignedDuration::from_hours(1);
+    assert!(
+        timestamp(&again["deadline"])
+            .duration_since(hour_after_again)
+            .abs()
+            < jiff::SignedDuration::from_secs(2),
+        "{again}"
+    );
+    let spent = first.ended()["cost_usd"].as_f64().unwrap();
+    assert!(spent > 0.0, "{}", first.describe());
+    let max = again["max_cost_usd"].as_f64().unwrap();
+    assert!((max - (spent + 5.0)).abs() < 1e-9, "{again}");
+    // Continued per run: the first start's hour, whatever the clock says now.
+    let third = p.run(&[], LIMIT);
+    let third_start = &third.of("run_started")[0];
+    assert!(
+        timestamp(&third_start["deadline"])
+            .duration_since(hour_after)
+            .abs()
+            < jiff::SignedDuration::from_secs(2),
+        "{third_start}"
+    );
+    // The report shows the budget the run counted, not what ralph.toml
+    // says since.
+    p.write(
+        "ralph.toml",
+        &common::config("[loop]\nmax_cost_usd = 9.0\n"),
+    );
+    let report = ralph_json(&p, "report");
+    assert_eq!(report["budgets"]["max_cost_usd"], 5.0, "{report}");
+    assert_eq!(report["budgets"]["deadline"], third_start["deadline"]);
+
+    // A parallel run: the coordinator's start says the --deadline it hands
+    // every worker (no max_duration here: the deadline alone).
+    let p = Project::new(SIX, ONE_ITEM, "[loop]\nmax_cost_usd = 3.0\n");
+    let local = jiff::Zoned::now()
+        .checked_add(jiff::SignedDuration::from_hours(2))
+        .unwrap();
+    let hhmm = local.strftime("%H:%M").to_string();
+    let want = local
+        .with()
+        .second(0)
+        .subsec_nanosecond(0)
+        .build()
+        .unwrap()
+        .timestamp();
+    let run = p.run(&["--workers", "3", "--deadline", &hhmm], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let start = run
+        .of("run_started")
+        .into_iter()
+        .find(|e| e.get("worker").is_none())
+        .unwrap();
+    assert_eq!(timestamp(&start["deadline"]), want, "{start}");
+    assert_eq!(start["max_cost_usd"], 3.0, "{start}");
+}

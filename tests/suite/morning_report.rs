@@ -464,6 +464,8 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
             max_iterations: 1000,
             plan: "fix_plan.md".into(),
             pid: 1,
+            deadline: None,
+            max_cost_usd: None,
         },
     }];
     let mut state = ralph::state::RunState {

@@ -52,6 +52,7 @@ pub(crate) fn report(
         max_iterations: config.map(|c| c.loop_.max_iterations),
         max_cost_usd: config.and_then(|c| c.loop_.max_cost_usd),
         max_duration_secs: None,
+        deadline: None,
     };
     let id = format!("fleet-{fleet}");
     let log = one_log(&id, ledger.created_at, &ledger.plan, &budgets, &logs);
@@ -171,6 +172,8 @@ pub(crate) fn one_log(
         max_iterations,
         plan: plan.to_string(),
         pid: 0,
+        deadline: None,
+        max_cost_usd: budgets.max_cost_usd,
     };
     let mut records = vec![Record {
         ts: start.to_string(),
