@@ -199,6 +199,11 @@ pub enum Event {
         /// records read as before.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         not_metered: bool,
+        /// The agent's own session id, when its output named one: the
+        /// report's "reopen the session" for every row, a worker's too
+        /// (whose state leaves with its worktree). Left out when none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
     },
     Breaker {
         #[serde(with = "breaker_status")]
@@ -623,6 +628,7 @@ mod tests {
                     invalid_lines: 0,
                     skipped_lines: 0,
                     not_metered: false,
+                    session_id: None,
                 },
                 "outcome",
                 "checkpoint (rate_limit, L2)",
@@ -734,6 +740,7 @@ mod tests {
             invalid_lines: 0,
             skipped_lines: 0,
             not_metered,
+            session_id: None,
         };
         let line = serde_json::to_value(ended(true)).unwrap();
         assert_eq!(line["not_metered"], true);

@@ -519,6 +519,7 @@ mod tests {
             invalid_lines: 0,
             skipped_lines: 0,
             not_metered: false,
+            session_id: None,
         }
     }
 

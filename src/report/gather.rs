@@ -12,7 +12,8 @@
 use std::collections::BTreeMap;
 
 use super::model::{
-    BreakerChange, Budgets, IterationRow, MarkKind, Metrics, Reading, RunReport, Wait, WarningRow,
+    BreakerChange, Budgets, HumanRow, IterationRow, MarkKind, Metrics, Reading, RunReport, Wait,
+    WarningRow,
 };
 use crate::context::Thresholds;
 use crate::events::{Event, Record};
@@ -75,6 +76,7 @@ pub fn build(
         iterations: Vec::new(),
         waits: Vec::new(),
         breaker: Vec::new(),
+        needs_human: Vec::new(),
         verify: Vec::new(),
         story: super::story::Story::of(state),
         metrics: Metrics::default(),
@@ -234,9 +236,11 @@ pub fn build(
                 peak_percent,
                 seconds,
                 error,
+                session_id,
                 ..
             } => {
                 let row = row(&mut rows, key(*iteration));
+                row.story.session_id.clone_from(session_id);
                 row.ended_at = Some(r.ts.clone());
                 row.outcome.clone_from(outcome);
                 row.progress = *progress;
@@ -258,6 +262,15 @@ pub fn build(
                     Some(w) => format!("{w}: {message}"),
                     None => message.clone(),
                 },
+            }),
+            Event::NeedsHuman {
+                reason, message, ..
+            } => report.needs_human.push(HumanRow {
+                at: r.ts.clone(),
+                offset: None,
+                worker: r.worker.clone(),
+                reason: reason.clone(),
+                message: message.clone(),
             }),
             Event::Verify { .. } => report
                 .verify
@@ -445,6 +458,9 @@ fn finish(report: &mut RunReport, rows: Rows) {
     for b in &mut report.breaker {
         b.offset = secs(start, &b.at);
     }
+    for h in &mut report.needs_human {
+        h.offset = secs(start, &h.at);
+    }
     if report.items_done.is_none() {
         let last = report
             .iterations
@@ -566,6 +582,7 @@ mod tests {
                 invalid_lines: 0,
                 skipped_lines: 0,
                 not_metered: false,
+                session_id: None,
             },
         )
     }

@@ -160,9 +160,16 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
         r#"<div class="legend"><span class="sw o-done"></span>done <span class="sw o-promise"></span>promise "#,
         r#"<span class="sw o-cp"></span>checkpointed <span class="sw o-fail"></span>failed "#,
         r#"<span class="sw o-limit"></span>usage limit <span class="sw wait"></span>waiting for a limit "#,
-        r#"<span class="gl m-cp">◆</span>checkpoint <span class="gl m-stop">▲</span>breaker opened</div></section>"#,
-        "\n"
+        r#"<span class="gl m-cp">◆</span>checkpoint <span class="gl m-stop">▲</span>breaker opened "#,
+        r#"<span class="gl m-human">◆</span>left to a person"#,
     ));
+    if !r.story.lanes.merges.is_empty() {
+        out.push_str(concat!(
+            r#" <span class="gl m-merge">●</span>merged <span class="gl m-conflict">■</span>conflict, handed back "#,
+            r#"<span class="gl m-stop">■</span>merge blocked"#,
+        ));
+    }
+    out.push_str("</div></section>\n");
 
     out.push_str(r#"<div class="pair">"#);
     section(out, "Cost per iteration and cumulative", "cost");

@@ -359,6 +359,7 @@ pub(super) fn iteration(
         invalid_lines: facts.invalid_lines,
         skipped_lines: facts.skipped_lines,
         not_metered: facts.meter.as_ref().is_some_and(|m| m.not_metered),
+        session_id: facts.session_id.clone(),
     });
     trip
 }

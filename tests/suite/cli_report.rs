@@ -189,6 +189,7 @@ fn fixture(status: &str) -> (tempfile::TempDir, RunState) {
                     invalid_lines: 0,
                     skipped_lines: 0,
                     not_metered: false,
+                    session_id: None,
                 },
             ),
             (

@@ -542,6 +542,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
                 invalid_lines: 0,
                 skipped_lines: 0,
                 not_metered: false,
+                session_id: None,
             },
         });
         state.history.push(ralph::state::IterationRecord {
