@@ -239,11 +239,13 @@ pub(crate) fn timeline(report: &RunReport, clock: &Clock) -> String {
         rows.push((name, y));
         y += LANE;
     }
-    let merge_row = parallel.then(|| {
-        rows.push(("merges".into(), y));
+    let mut row = |name: &str, rows: &mut Vec<(String, f64)>| {
+        rows.push((name.to_string(), y));
         y += LANE;
         y - LANE
-    });
+    };
+    let merge_row = parallel.then(|| row("merges", &mut rows));
+    let human_row = (!report.needs_human.is_empty()).then(|| row("to a person", &mut rows));
     let limits_row = y;
     let breaker_row = y + LANE;
     rows.push(("limits".into(), limits_row));
@@ -365,16 +367,13 @@ pub(crate) fn timeline(report: &RunReport, clock: &Clock) -> String {
         let tip = format!("breaker {}: {}", b.status, b.message);
         svg.marker((x.at(o), breaker_row + 13.0), Shape::Triangle, class, &tip);
     }
-    // Left to a person: in the merge queue's row when there is one (a
-    // conflict no attempt resolved), else with the breaker's stops.
-    for n in &report.needs_human {
+    for (n, row) in report.needs_human.iter().zip(human_row.into_iter().cycle()) {
         let Some(o) = n.offset else { continue };
         let tip = format!(
             "left to a person ({}): {}",
             n.reason,
             crate::text::printable(&n.message)
         );
-        let row = merge_row.unwrap_or(breaker_row);
         svg.marker((x.at(o), row + 13.0), Shape::Diamond, "m-human", &tip);
     }
     // Where the run's time was up: the deadline its start recorded, or
@@ -677,11 +676,19 @@ mod tests {
         assert_ne!(lane_of(2), lane_of(3));
         assert_ne!(lane_of(1), lane_of(3));
         assert_eq!(lane_of(2), lane_of(4));
-        for name in [">w1<", ">w2<", ">w3<", ">merges<", ">limits<", ">breaker<"] {
+        for name in [
+            ">w1<",
+            ">w2<",
+            ">w3<",
+            ">merges<",
+            ">to a person<",
+            ">limits<",
+            ">breaker<",
+        ] {
             assert!(svg.contains(name), "{name}: {svg}");
         }
         // Two merges and a conflict handed back, in the merge queue's row,
-        // at their times; what was left to a person in the same row.
+        // at their times; what was left to a person in a row of its own.
         let merged = attrs(&svg, "path", "m-merge", "d");
         assert_eq!(merged.len(), 2, "{svg}");
         assert_eq!(attrs(&svg, "path", "m-conflict", "d").len(), 1, "{svg}");

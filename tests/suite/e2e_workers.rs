@@ -1606,3 +1606,148 @@ fn run_started_says_the_runs_deadline_and_cost_budget_as_the_run_counts_them() {
     assert_eq!(timestamp(&start["deadline"]), want, "{start}");
     assert_eq!(start["max_cost_usd"], 3.0, "{start}");
 }
+
+/// Records, once the page has loaded, where the timeline drew its lanes,
+/// bars and markers (their boxes on the screen and their tips), and the
+/// plan chart's points.
+const LAYOUT: &str = r#"<script nonce="probe">
+window.addEventListener('load',function(){
+var tl=document.querySelector('svg.chart.timeline');
+var box=function(e){var r=e.getBoundingClientRect();var t=e.querySelector('title');return {x:r.left,y:r.top+r.height/2,w:r.width,cls:e.getAttribute('class')||'',text:t?t.textContent:e.textContent};};
+var all=function(root,sel){return root?Array.prototype.map.call(root.querySelectorAll(sel),box):[];};
+document.documentElement.setAttribute('data-layout',JSON.stringify({lanes:all(tl,'text.lane'),bars:all(tl,'rect.bar'),marks:all(tl,'path'),plan:all(document.querySelector('svg.chart.plan'),'circle')}));
+});
+</script>"#;
+
+#[test]
+fn a_three_worker_report_in_a_real_browser_has_a_lane_each_and_the_merges() {
+    let Some(bin) = crate::morning_report::chromium() else {
+        return;
+    };
+    // Three items on the same lines, one attempt at a conflict: one is
+    // merged, the two others conflict and are left to a person.
+    let p = same_lines_project("# Same lines\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n");
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let merges = run.of("merge");
+    let conflicts = merges.iter().filter(|m| m["outcome"] == "conflict").count();
+    let merged = merges.len() - conflicts;
+    let left = run.of("needs_human").len();
+    assert!(
+        conflicts >= 1 && merged >= 1 && left >= 1,
+        "{}",
+        run.describe()
+    );
+
+    let page = p.path(".ralph/report.html");
+    let layout: Value = serde_json::from_str(&crate::morning_report::probe(
+        &bin,
+        &page,
+        LAYOUT,
+        "data-layout",
+        &["--window-size=1280,2000"],
+    ))
+    .unwrap();
+    let list = |key: &str| layout[key].as_array().unwrap().clone();
+    let lanes: Vec<(String, f64)> = list("lanes")
+        .iter()
+        .map(|l| {
+            (
+                l["text"].as_str().unwrap().to_string(),
+                l["y"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = lanes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "w1",
+            "w2",
+            "w3",
+            "merges",
+            "to a person",
+            "limits",
+            "breaker"
+        ],
+        "{layout}"
+    );
+    let lane_y = |name: &str| lanes.iter().find(|(n, _)| n == name).unwrap().1;
+    let near = |y: f64, lane: &str| (y - lane_y(lane)).abs() < 10.0;
+
+    // Every bar in the lane of the worker its tip names; some ran at once
+    // (their spans overlap), side by side.
+    let bars = list("bars");
+    assert_eq!(bars.len(), run.of("iteration_ended").len(), "{layout}");
+    let mut spans = Vec::new();
+    for b in &bars {
+        let tip = b["text"].as_str().unwrap();
+        let worker = ["w1", "w2", "w3"]
+            .into_iter()
+            .find(|w| tip.contains(&format!(" · {w}: ")))
+            .unwrap_or_else(|| panic!("no worker in {tip}"));
+        let (x, w, y) = (
+            b["x"].as_f64().unwrap(),
+            b["w"].as_f64().unwrap(),
+            b["y"].as_f64().unwrap(),
+        );
+        assert!(near(y, worker), "{tip} at y {y}: {lanes:?}");
+        // Each row's agent session, in its tip.
+        assert!(tip.contains(" · session "), "{tip}");
+        spans.push((worker, x, x + w));
+    }
+    let at_once = spans
+        .iter()
+        .any(|a| spans.iter().any(|b| a.0 != b.0 && a.1 < b.2 && b.1 < a.2));
+    assert!(at_once, "no two workers' iterations overlap: {spans:?}");
+
+    // Each merge and each conflict handed back: a marker in the merge
+    // queue's row; each item left to a person in the row below.
+    let marks = list("marks");
+    let of = |class: &str| -> Vec<&Value> {
+        marks
+            .iter()
+            .filter(|m| m["cls"].as_str().unwrap().split(' ').any(|c| c == class))
+            .collect()
+    };
+    assert_eq!(of("m-merge").len(), merged, "{layout}");
+    assert_eq!(of("m-conflict").len(), conflicts, "{layout}");
+    assert_eq!(of("m-human").len(), left, "{layout}");
+    for m in of("m-merge").into_iter().chain(of("m-conflict")) {
+        assert!(near(m["y"].as_f64().unwrap(), "merges"), "{m}: {lanes:?}");
+    }
+    for m in of("m-human") {
+        assert!(
+            near(m["y"].as_f64().unwrap(), "to a person"),
+            "{m}: {lanes:?}"
+        );
+    }
+    // The plan's progress: a point per item merged, named.
+    let plan = list("plan");
+    assert_eq!(plan.len(), merged, "{layout}");
+    assert!(
+        plan[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 done, 2 open at "),
+        "{layout}"
+    );
+    // And the page as a person sees it.
+    let shot = std::env::temp_dir().join(format!("ralph-lanes-{}.png", std::process::id()));
+    crate::morning_report::browse(
+        &bin,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,1000",
+        ],
+        &page,
+    );
+    let (_, _, pixels) = crate::morning_report::decode_png(&shot);
+    let colours: std::collections::HashSet<[u8; 3]> = pixels.iter().copied().collect();
+    assert!(colours.len() > 50, "only {} colours: blank?", colours.len());
+    if std::env::var_os("RALPH_KEEP_SCREENSHOT").is_some() {
+        eprintln!("screenshot: {}", shot.display());
+    } else {
+        let _ = std::fs::remove_file(shot);
+    }
+}
