@@ -155,7 +155,7 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
     out.push_str("</div></header>\n");
 
     section(out, "The night", "timeline");
-    out.push_str(&charts::timeline(r, &clock));
+    out.push_str(&super::night::timeline(r, &clock));
     out.push_str(concat!(
         r#"<div class="legend"><span class="sw o-done"></span>done <span class="sw o-promise"></span>promise "#,
         r#"<span class="sw o-cp"></span>checkpointed <span class="sw o-fail"></span>failed "#,
@@ -176,7 +176,7 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
     out.push_str(&charts::cost_chart(r));
     out.push_str("</section>");
     section(out, "Plan progress", "plan");
-    match charts::plan_chart(r, &clock) {
+    match super::night::plan_chart(r, &clock) {
         Some(svg) => out.push_str(&svg),
         None => {
             out.push_str(r#"<p class="none">This run did not record plan items per iteration.</p>"#)
