@@ -562,8 +562,8 @@ impl Supervisor {
             // Nothing open: no session is paid for to find out (before the
             // budgets and the iteration limit: the night's work is done).
             let after = (self.state.iteration > first).then_some(self.state.iteration);
-            if let Some(why) = self.finished_plan(after) {
-                return Ok((Outcome::Completed, why));
+            if let Some(end) = self.finished_plan(after) {
+                return Ok(end);
             }
             let now = Now::read();
             let admission = self
@@ -741,6 +741,7 @@ impl Supervisor {
             open_items: plan_after.open_count(),
             require_plan_complete: self.config.loop_.require_plan_complete,
             refused: None,
+            untrusted: None,
             unit_done: self.unit.is_some() && plan_after.open_count() == 0,
         };
         self.verify_iteration(&facts, &mut verdict, &mut gate, checked);

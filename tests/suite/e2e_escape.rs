@@ -208,7 +208,13 @@ fn in_the_box_no_escape_through_ralph_gets_out_and_the_changed_config_is_refused
     let w = World::new();
     let p = w.project("bwrap", &w.scenario());
     let run = w.run(&p, &[]);
-    assert_eq!(run.code, Some(4), "{}", run.describe());
+    // The completion refused over the untrusted check ends the run: one
+    // paid session, not a second one that could never pass (exit 2, as
+    // the next start's refusal).
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    assert_eq!(run.of("iteration_started").len(), 1, "{}", run.describe());
+    assert_eq!(run.ended()["outcome"], "untrusted", "{}", run.describe());
+    assert_eq!(run.ended()["iterations"], 1, "{}", run.describe());
     // The config it started with, every iteration: still boxed.
     for started in run.of("iteration_started") {
         assert!(
@@ -233,10 +239,8 @@ fn in_the_box_no_escape_through_ralph_gets_out_and_the_changed_config_is_refused
         run.describe()
     );
     // The agent's test ran in the box; the rewritten check script not at all.
-    // (Run again before the next session on a plan with nothing open:
-    // untrusted each time.)
     let verify = run.of("verify");
-    assert!(!verify.is_empty(), "{}", run.describe());
+    assert_eq!(verify.len(), 1, "{}", run.describe());
     for v in &verify {
         assert_eq!(v["checks"][0]["status"], "passed", "{v}");
         assert_eq!(v["checks"][1]["status"], "untrusted", "{v}");
@@ -253,6 +257,11 @@ fn in_the_box_no_escape_through_ralph_gets_out_and_the_changed_config_is_refused
     let reason = run.ended()["reason"].as_str().unwrap().to_string();
     assert!(
         reason.contains("changed during the run and not obeyed: check.sh, ralph.toml"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("`sh check.sh` is not run, check.sh changed")
+            && reason.contains("ralph run --trust-config"),
         "{reason}"
     );
     // The secrets are nowhere: the loot directory, the project (its log,
