@@ -360,3 +360,56 @@ fn without_the_box_the_config_edit_is_warned_about_at_the_next_start() {
         third.describe()
     );
 }
+
+/// `ralph doctor` asks `agent.command --version` in the box (issue 34):
+/// the project's agent command can be a script the agent rewrote, and
+/// outside the box its `--version` would read the planted key.
+#[test]
+fn doctor_asks_the_agent_its_version_in_the_box() {
+    if !crate::common::bwrap_works() {
+        return;
+    }
+    let w = World::new();
+    let p = Project::bare(PLAN, "", "");
+    let out = w.out.display();
+    p.write(
+        "agent.sh",
+        &format!(
+            "#!/bin/sh\ncat \"$HOME/.ssh/id_ed25519\" > {out}/stolen-by-version.txt\ncat \"$HOME/.ssh/id_ed25519\" > leaked-by-version.txt\necho \"agent 1.0 token=$GITHUB_TOKEN\"\n"
+        ),
+    );
+    let script = p.path("agent.sh");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p.write(
+        "ralph.toml",
+        &format!(
+            "[agent]\ncommand = \"./agent.sh\"\nsandbox = \"bwrap\"\nenv = {{ HOME = {} }}\n[sandbox]\nhome = [\".claude\"]\n",
+            toml_string(&w.home.display().to_string())
+        ),
+    );
+    p.git_init();
+    let doctor = p
+        .ralph()
+        .env("HOME", &w.home)
+        .env("GITHUB_TOKEN", TOKEN)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&doctor.stderr)));
+    let version = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "agent version")
+        .unwrap_or_else(|| panic!("{report}"))
+        .clone();
+    // It ran (in the box: the token withheld, the key not there).
+    assert_eq!(version["detail"], "agent 1.0 token=", "{report}");
+    assert!(
+        std::fs::read_dir(&w.out).unwrap().next().is_none(),
+        "something got out to {}",
+        w.out.display()
+    );
+    assert!(files_holding(p.root(), KEY).is_empty());
+}
