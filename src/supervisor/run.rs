@@ -44,6 +44,8 @@ pub(crate) struct RunOptions {
     pub(crate) worker: Option<WorkerUnit>,
     /// `--trust-config`: files changed during the last run are the user's.
     pub(crate) trust_config: bool,
+    /// A parallel run's worker: its coordinator's trust record (`--trusted-by`).
+    pub(crate) trusted_by: Option<trust::Record>,
 }
 
 /// What a worker's loop knows of the unit it was handed: its run is done
@@ -112,6 +114,7 @@ impl Supervisor {
         mut bus: Bus,
     ) -> Result<Supervisor> {
         let layout = Layout::new(root);
+        let opts_trusted = opts.trusted_by.is_some();
         crate::text::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
@@ -195,7 +198,26 @@ impl Supervisor {
         if let Some(event) = trust::start_event(trusted) {
             bus.emit(event);
         }
-        let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(root, &config));
+        let mut fingerprints = trust::Fingerprints::take(root, &config);
+        let mut sandboxed = boxed;
+        if let Some(coordinator) = &opts.trusted_by {
+            fingerprints = fingerprints.as_trusted_by(&coordinator.started);
+            sandboxed |= coordinator.sandboxed;
+            // Its templates are read from the worktree: one the coordinator
+            // did not start with is refused, named (the config is the
+            // coordinator's, the scripts are judged by its fingerprints).
+            let templates: Vec<String> = (fingerprints.changed(root).into_iter())
+                .filter(|p| p.starts_with("prompts/"))
+                .collect();
+            if !templates.is_empty() {
+                return Err(crate::error::Error::config(format!(
+                    "changed during the parallel run and not confirmed: {}; this worker does not act on templates the agents may have written",
+                    templates.join(", ")
+                ))
+                .with_hint("look at the change on the run branch (`git log -p -- FILE`); put it back, or stop the run and start it again with `ralph run --workers N --trust-config`"));
+            }
+        }
+        let trust = trust::Record::start(&run_id, sandboxed, fingerprints);
         if opts.worker.is_none()
             && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
         {
@@ -281,6 +303,11 @@ impl Supervisor {
             .unwrap_or(&mut sup.state)
             .save(&state_path)?;
         sup.trust.save(&sup.layout.dir)?;
+        if opts_trusted {
+            // What the worktree holds that its coordinator did not start
+            // with (an agent's merged edit to ralph.toml), named now.
+            sup.note_untrusted();
+        }
         Ok(sup)
     }
 

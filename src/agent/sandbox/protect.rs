@@ -46,8 +46,11 @@ pub(crate) fn prepare(root: &Path) {
 
 /// What to protect in the project at `root` whose agent works on `plan`.
 /// A plan inside `.ralph/` (a parallel run's worker checks its items off
-/// in `.ralph/worker-plan.md`, and tools rewrite a file by renaming a new
-/// one over it) leaves `.ralph/` writable.
+/// in `.ralph/worker-plan.md`) is the one file there the agent may write,
+/// in place (a tool that renames a new file over it is refused: it can
+/// check the item off in the project's plan instead); the rest of
+/// `.ralph/` (the state, the lock, the grant, the hook groups a next
+/// supervisor ends) stays out of its reach, as in a single run.
 pub(crate) fn protected(root: &Path, plan: &Path) -> Protected {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let mut p = Protected::default();
@@ -84,10 +87,14 @@ pub(crate) fn protected(root: &Path, plan: &Path) -> Protected {
     }
     let ralph = root.join(".ralph");
     let notes = ralph.join("notes");
-    if ralph.is_dir() && !root.join(plan).starts_with(&ralph) {
-        ro(ralph);
+    if ralph.is_dir() {
+        let plan = root.join(plan);
+        ro(ralph.clone());
         if notes.is_dir() {
             p.writable.push(notes);
+        }
+        if plan.starts_with(&ralph) && plan.is_file() {
+            p.writable.push(plan);
         }
     }
     p
@@ -251,11 +258,20 @@ mod tests {
         prepare(&root);
         let p = protected(&root, Path::new("fix_plan.md"));
         assert!(p.read_only.contains(&root.join(".githooks")), "{p:?}");
-        // A worker's plan is in .ralph/: it stays writable.
+        // A worker's plan is in .ralph/: it alone stays writable there
+        // (issue 34: the whole `.ralph/` did, its state and grant with it).
+        std::fs::write(root.join(".ralph/worker-plan.md"), "- [ ] a\n").unwrap();
         let worker = protected(&root, Path::new(".ralph/worker-plan.md"));
         assert!(
-            !worker.read_only.contains(&root.join(".ralph")),
+            worker.read_only.contains(&root.join(".ralph")),
             "{worker:?}"
+        );
+        assert_eq!(
+            worker.writable,
+            [
+                root.join(".ralph/notes"),
+                root.join(".ralph/worker-plan.md")
+            ]
         );
         assert!(root.join(".githooks").is_dir());
     }
