@@ -48,14 +48,11 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     }
     // A worker's unit: its key (the coordinator hands it down as
     // `RALPH_ITEM`) and the project's plan, where its agent may check it off.
-    let unit = match &args.worker {
-        Some(_) => Some(supervisor::WorkerUnit {
-            item: std::env::var("RALPH_ITEM").unwrap_or_default(),
-            project_plan,
-            branch: std::env::var("RALPH_WORKER_BRANCH").unwrap_or_default(),
-        }),
-        None => None,
-    };
+    let unit = args.worker.as_ref().map(|_| supervisor::WorkerUnit {
+        item: std::env::var("RALPH_ITEM").unwrap_or_default(),
+        project_plan,
+        branch: std::env::var("RALPH_WORKER_BRANCH").unwrap_or_default(),
+    });
     if args.worker.is_some() {
         // A worker's prompt stays in its own `.ralph/`: committed on every
         // worker branch, the shared PROMPT.md would conflict at each merge.

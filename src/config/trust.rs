@@ -187,7 +187,7 @@ impl Fingerprints {
     /// worktree has it now — which is the run branch, with every unit's
     /// work merged into it by then. The git hooks are the same files for
     /// every worktree.
-    pub(crate) fn as_trusted_by(mut self, trusted: &Fingerprints) -> Fingerprints {
+    pub(crate) fn trusted_by(mut self, trusted: &Fingerprints) -> Fingerprints {
         for (path, digest) in self.files.iter_mut() {
             if Path::new(path).is_relative() && !self.dirs.iter().any(|d| path.starts_with(d)) {
                 *digest = trusted.files.get(path).cloned().flatten();
@@ -575,7 +575,7 @@ mod tests {
             .into(),
             dirs: vec!["/repo/.git/hooks".into()],
         };
-        let trusted = worktree.as_trusted_by(&coordinator);
+        let trusted = worktree.trusted_by(&coordinator);
         let want: BTreeMap<String, Digest> = [
             ("ralph.toml".to_string(), d("t")),
             ("check.sh".to_string(), d("c")),

@@ -201,7 +201,7 @@ impl Supervisor {
         let mut fingerprints = trust::Fingerprints::take(root, &config);
         let mut sandboxed = boxed;
         if let Some(coordinator) = &opts.trusted_by {
-            fingerprints = fingerprints.as_trusted_by(&coordinator.started);
+            fingerprints = fingerprints.trusted_by(&coordinator.started);
             sandboxed |= coordinator.sandboxed;
             // Its templates are read from the worktree: one the coordinator
             // did not start with is refused, named (the config is the
