@@ -113,7 +113,16 @@ fn the_real_cli_in_the_box_gets_nothing_out_through_ralph() {
     let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(120));
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
     eprintln!("escape: ralph took {took:.1?}");
-    assert_eq!(code, 4, "{}", diag());
+    // The completion refused over the untrusted check ends the run: the
+    // second iteration is never paid for.
+    assert_eq!(code, 2, "{}", diag());
+    assert_eq!(p.events_named("iteration_started").len(), 1, "{}", diag());
+    assert!(
+        api.requests().iter().all(|r| iteration_of(r) == 1),
+        "{}",
+        diag()
+    );
+    assert_eq!(p.events_named("run_ended")[0]["outcome"], "untrusted");
     for started in p.events_named("iteration_started") {
         assert!(
             started["command"][0].as_str().unwrap().ends_with("bwrap"),
