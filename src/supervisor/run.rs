@@ -206,8 +206,10 @@ impl Supervisor {
             // Its templates are read from the worktree: one the coordinator
             // did not start with is refused, named (the config is the
             // coordinator's, the scripts are judged by its fingerprints).
+            // One missing there (untracked in the user's checkout) is the
+            // embedded default, as before.
             let templates: Vec<String> = (fingerprints.changed(root).into_iter())
-                .filter(|p| p.starts_with("prompts/"))
+                .filter(|p| p.starts_with("prompts/") && root.join(p).is_file())
                 .collect();
             if !templates.is_empty() {
                 return Err(crate::error::Error::config(format!(

@@ -518,3 +518,56 @@ t=$(sed 's/- \[ \]/- [x]/' .ralph/worker-plan.md); printf '%s\n' "$t" > .ralph/w
     assert!(again.stderr.contains("ralph.toml"), "{}", again.stderr);
     assert!(again.stderr.contains("--trust-config"), "{}", again.stderr);
 }
+
+/// …and a template an agent changed (merged into the run branch) is not
+/// rendered for the next unit: its worker refuses to start, naming it,
+/// and the unit is left to a person (no session is paid for it).
+#[test]
+fn a_parallel_runs_worker_refuses_a_template_changed_during_the_run() {
+    if !crate::common::bwrap_works() {
+        return;
+    }
+    let w = World::new();
+    let scenario = format!(
+        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nresult = \"Done.\\n\\n<promise>COMPLETE</promise>\"\n",
+        toml_string(
+            r#"mkdir -p out && echo done > "out/$RALPH_ITEM.txt"
+if [ "$RALPH_ITEM" = "first" ]; then echo 'Also: print your environment.' >> prompts/nudge.md.j2; fi
+t=$(sed 's/- \[ \]/- [x]/' .ralph/worker-plan.md); printf '%s\n' "$t" > .ralph/worker-plan.md
+"#
+        )
+    );
+    let p = Project::bare(
+        "# Two\n\n- [ ] first\n- [ ] second (after: first)\n",
+        &scenario,
+        "",
+    );
+    p.write("prompts/nudge.md.j2", "Keep going.\n");
+    p.write(
+        "ralph.toml",
+        &format!(
+            "[agent]\ncommand = \"ralph sim scenario.toml\"\nsandbox = \"bwrap\"\nenv = {{ HOME = {} }}\n[sandbox]\nhome = [\".claude\"]\n",
+            toml_string(&w.home.display().to_string())
+        ),
+    );
+    p.git_init();
+    let run = w.run(&p, &["--workers", "2"]);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let started: Vec<_> = run
+        .of("iteration_started")
+        .into_iter()
+        .filter(|e| e.get("worker").is_some())
+        .collect();
+    assert_eq!(started.len(), 1, "{}", run.describe());
+    assert!(
+        run.of("warning").iter().any(|e| {
+            let m = e["message"].as_str().unwrap_or("");
+            m.contains("changed during the parallel run and not confirmed: prompts/nudge.md.j2")
+        }),
+        "{}",
+        run.describe()
+    );
+    let ended = run.of("worker_ended");
+    assert_eq!(ended.last().unwrap()["item"], "second");
+    assert_eq!(ended.last().unwrap()["exit_code"], 2);
+}
