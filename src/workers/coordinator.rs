@@ -59,6 +59,8 @@ pub(crate) struct Options {
     /// `--deadline`: handed to every worker in `pass`; the run's
     /// `run_started` says it.
     pub(crate) deadline: Option<jiff::Timestamp>,
+    /// `--trust-config`: files changed during the last run are the user's.
+    pub(crate) trust_config: bool,
 }
 
 /// The last signal that reached the coordinator (0: none).
@@ -125,6 +127,9 @@ pub(super) struct Coordinator {
     /// The project's lock; `committing` while the coordinator writes to
     /// git, so that the next one knows to clear the lock files it left.
     lock: crate::state::Lock,
+    /// What the run trusted at its start (`config::trust`), its workers'
+    /// configuration among it, kept in `.ralph/trust.json`.
+    trust: crate::config::trust::Record,
 }
 
 impl Coordinator {
