@@ -18,10 +18,10 @@ use crate::context::{Level, MeterReading, Thresholds};
 use crate::error::Result;
 use crate::events::terminal::{bar, sparkline, tokens_short};
 use crate::events::{Event, LogTail, Record};
+use crate::formats::{HistoryEntry, Layout, RunState};
 use crate::plan::Plan;
 use crate::plan::items::ItemAccount;
 use crate::project::Project;
-use crate::state::{HistoryEntry, Layout, RunState};
 
 /// How often `--watch` looks for news.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);

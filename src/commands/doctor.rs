@@ -648,10 +648,10 @@ fn check_git(c: &mut Checks, root: &Path) {
 /// The prompt file ralph may not overwrite, and each condition that would
 /// skip every WIP commit of the night.
 fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
-    if crate::state::ownership::prompt_owner(root, &config.prompt_file)
-        == crate::state::ownership::PromptOwner::Foreign
+    if crate::project::ownership::prompt_owner(root, &config.prompt_file)
+        == crate::project::ownership::PromptOwner::Foreign
     {
-        let e = crate::state::ownership::foreign_prompt_error(&config.prompt_file);
+        let e = crate::project::ownership::foreign_prompt_error(&config.prompt_file);
         c.error("prompt file", &e, "");
     }
     let Ok(Some(repo)) = crate::repo::Repo::open(root) else {

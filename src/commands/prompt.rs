@@ -8,12 +8,12 @@ use crate::agent::AgentCommand;
 use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::Result;
+use crate::formats::{Layout, RunState};
 use crate::plan::Plan;
 use crate::project::Project;
 use crate::prompt::Templates;
 use crate::prompt::fit::{self, DocStats, Stats};
 use crate::prompt::tiers;
-use crate::state::{Layout, RunState};
 
 pub(crate) struct NextIteration {
     pub(crate) iteration: u32,

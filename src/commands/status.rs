@@ -11,9 +11,9 @@ use serde::Serialize;
 use super::Report;
 use crate::config::{Config, format_duration};
 use crate::error::Result;
+use crate::formats::{IterationRecord, Layout, RunState, RunStatus};
 use crate::project::Project;
 use crate::rules::breaker::{BreakerState, Status as BreakerStatus};
-use crate::state::{self, IterationRecord, Layout, RunState, RunStatus};
 
 /// The run's status, from the state file and the lock together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,7 +32,7 @@ impl Phase {
     /// lock is a run whose supervisor died: interrupted, and `ralph run`
     /// takes it over.
     pub(crate) fn load(layout: &Layout) -> Result<(Phase, Option<RunState>)> {
-        let supervisor_pid = state::running_supervisor(layout).map(|l| l.pid);
+        let supervisor_pid = crate::project::running_supervisor(layout).map(|l| l.pid);
         let state = RunState::load(&layout.state())?;
         let status = match (&state, supervisor_pid) {
             (None, None) => "none",

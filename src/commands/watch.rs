@@ -29,8 +29,8 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::LogTail;
 use crate::events::view::{RunView, SINGLE};
+use crate::formats::Layout;
 use crate::project::Project;
-use crate::state::Layout;
 use render::{Settings, Ui};
 
 /// How often the log is read and the keys looked at.

@@ -297,13 +297,13 @@ pub(crate) fn commit_message_context(
     iteration: u32,
     level: crate::context::Level,
     percent: f64,
-    trigger: crate::state::Trigger,
+    trigger: crate::formats::Trigger,
     item: Option<&str>,
     title: &str,
 ) -> minijinja::Value {
     minijinja::context! {
         iteration => iteration,
-        label => crate::state::checkpoint_label(trigger, level, percent),
+        label => crate::formats::checkpoint_label(trigger, level, percent),
         level => level.name(),
         percent => percent.round() as i64,
         trigger => trigger.name(),

@@ -220,7 +220,7 @@ impl Record {
 
     pub(crate) fn save(&self, ralph_dir: &Path) -> Result<()> {
         let json = serde_json::to_vec_pretty(self).expect("the trust record serialises");
-        crate::state::write_atomic(&ralph_dir.join(RECORD), &json)
+        crate::formats::write_atomic(&ralph_dir.join(RECORD), &json)
     }
 
     /// The files of this record's run changed during it, as they are now.

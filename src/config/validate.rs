@@ -181,7 +181,7 @@ impl Config {
                 1,
                 crate::context::Level::L2,
                 85.0,
-                crate::state::Trigger::Context,
+                crate::formats::Trigger::Context,
                 Some("item"),
                 "title",
             ),
@@ -271,7 +271,7 @@ impl Config {
         // The prompt file is rewritten every iteration: never over the plan,
         // the config or ralph's own files.
         let prompt = &self.prompt_file;
-        if !crate::state::ownership::inside_project(prompt) {
+        if !crate::formats::inside_project(prompt) {
             return bad(
                 "",
                 "prompt_file",

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Level, MeterReading};
 use crate::error::{Error, Result};
+use crate::formats::{IterationOutcome, RunStatus, Trigger};
 use crate::hooks::point::Point;
 use crate::plan::items::ShardReason;
 use crate::rules::breaker;
 use crate::rules::limits::LimitSource;
-use crate::state::{IterationOutcome, RunStatus, Trigger};
 
 /// What a `trust` event says ralph did about files changed during a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,7 +308,7 @@ impl Record {
     /// sinks (and the hooks, on stdin) get.
     pub(crate) fn new(event: Event) -> Record {
         Record {
-            ts: crate::state::now_rfc3339(),
+            ts: crate::formats::now_rfc3339(),
             worker: None,
             event: redacted(event),
         }

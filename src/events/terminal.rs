@@ -14,7 +14,7 @@ pub(crate) use crate::events::live::{bar, sparkline, tokens_short};
 use crate::events::live::{live_lines, loop_line, progress};
 use crate::events::view::{RunView, SINGLE};
 use crate::events::{Event, Record, Sink};
-use crate::state::Trigger;
+use crate::formats::Trigger;
 
 /// One line for the log, or `None` for events only the status line shows.
 pub(crate) fn describe(event: &Event) -> Option<String> {
@@ -158,7 +158,7 @@ pub(crate) fn describe(event: &Event) -> Option<String> {
             "iteration {iteration}: checkpoint {}: {}; handoff {}",
             match trigger {
                 Trigger::Context | Trigger::Compact => format!("{level} at {percent:.1}%"),
-                _ => crate::state::checkpoint_label(*trigger, *level, *percent),
+                _ => crate::formats::checkpoint_label(*trigger, *level, *percent),
             },
             match (commit, commit_note) {
                 (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),

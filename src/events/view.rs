@@ -449,7 +449,7 @@ impl RunView {
 mod tests {
     use super::*;
     use crate::context::Level;
-    use crate::state::{IterationOutcome, RunStatus};
+    use crate::formats::{IterationOutcome, RunStatus};
 
     fn rec(ts: &str, worker: Option<&str>, event: Event) -> Record {
         Record {
@@ -563,7 +563,7 @@ mod tests {
         assert_eq!(
             state(Event::CheckpointRequested {
                 iteration: 1,
-                trigger: crate::state::Trigger::Manual,
+                trigger: crate::formats::Trigger::Manual,
                 level: Level::L0,
                 percent: 10.0,
                 notes_path: None,

@@ -732,7 +732,7 @@ mod tests {
         };
         let cp = Event::Checkpoint {
             iteration: 4,
-            trigger: crate::state::Trigger::Context,
+            trigger: crate::formats::Trigger::Context,
             level: Level::L2,
             percent: 87.4,
             tokens: 146000,

@@ -16,7 +16,7 @@ use super::model::{
 };
 use crate::context::Thresholds;
 use crate::events::{Event, Record};
-use crate::state::RunState;
+use crate::formats::RunState;
 
 /// The run ids in the log, oldest first (a continued run appears once).
 pub(crate) fn run_ids(records: &[Record]) -> Vec<String> {
@@ -506,7 +506,7 @@ fn median(sorted: &[f64]) -> f64 {
 mod tests {
     use super::*;
     use crate::context::{Level, MeterReading};
-    use crate::state::IterationRecord;
+    use crate::formats::IterationRecord;
 
     fn rec(secs: i64, event: Event) -> Record {
         let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
@@ -606,7 +606,7 @@ mod tests {
                 131,
                 Event::CheckpointRequested {
                     iteration: 1,
-                    trigger: crate::state::Trigger::Context,
+                    trigger: crate::formats::Trigger::Context,
                     level: Level::L2,
                     percent: 86.8,
                     notes_path: None,
@@ -624,7 +624,7 @@ mod tests {
                 155,
                 Event::Checkpoint {
                     iteration: 1,
-                    trigger: crate::state::Trigger::Context,
+                    trigger: crate::formats::Trigger::Context,
                     level: Level::L2,
                     percent: 86.8,
                     tokens: 145_000,

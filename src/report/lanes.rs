@@ -106,7 +106,7 @@ impl Lanes {
             Event::Checkpoint { trigger, .. } => {
                 let lane = self.lane(worker);
                 lane.checkpoints += 1;
-                if *trigger == crate::state::Trigger::Crash {
+                if *trigger == crate::formats::Trigger::Crash {
                     lane.crashes += 1;
                 }
             }
@@ -339,7 +339,7 @@ mod tests {
                 Some("w1"),
                 Event::IterationEnded {
                     iteration: 1,
-                    outcome: crate::state::IterationOutcome::Promise,
+                    outcome: crate::formats::IterationOutcome::Promise,
                     progress: true,
                     cost_usd: 0.5,
                     peak_percent: 10.0,

@@ -10,8 +10,8 @@ use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
 use crate::events::{Bus, Event, Record, read_log};
+use crate::formats::{Layout, RunState};
 use crate::repo::OwnPaths;
-use crate::state::{Layout, RunState};
 
 /// Which runs to report on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub(crate) fn reports(
                     // what its workers did that no coordinator took in yet.
                     let live = live_state(layout, config, &ledger);
                     let mut records = records.clone();
-                    if live.status != crate::state::RunStatus::Running {
+                    if live.status != crate::formats::RunStatus::Running {
                         records.extend(ledger.unheard());
                     }
                     build(layout, id, &records, Some(&live), config)
@@ -103,11 +103,11 @@ fn live_state(
         .ok()
         .flatten()
         .and_then(|r| r.head_id());
-    let (status, reason) = if crate::state::running_supervisor(layout).is_some() {
-        (crate::state::RunStatus::Running, None)
+    let (status, reason) = if crate::project::running_supervisor(layout).is_some() {
+        (crate::formats::RunStatus::Running, None)
     } else {
         (
-            crate::state::RunStatus::Interrupted,
+            crate::formats::RunStatus::Interrupted,
             Some(format!(
                 "its coordinator stopped before the run ended: `ralph run --workers {}` resumes it",
                 ledger.workers.max(2)
@@ -182,7 +182,7 @@ pub(crate) fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result
         generated_at: &jiff::Zoned::now().strftime("%Y-%m-%d %H:%M %Z").to_string(),
     };
     let text = html::render(runs, &page);
-    crate::state::write_atomic(path, crate::text::secrets::redact(&text).as_bytes())
+    crate::formats::write_atomic(path, crate::text::secrets::redact(&text).as_bytes())
 }
 
 /// Whether the report may be written at `path`: nothing there yet, or a
@@ -249,7 +249,7 @@ pub(crate) fn write_after_run(
         // As state.json itself is written: no secrets in it.
         let json = serde_json::to_string(state)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
-        crate::state::write_atomic(
+        crate::formats::write_atomic(
             &kept.join("state.json"),
             crate::text::secrets::redact(&json).as_bytes(),
         )?;

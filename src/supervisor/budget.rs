@@ -11,8 +11,8 @@ use super::Now;
 use crate::config::span::format_duration;
 use crate::config::{AgentKind, Config};
 use crate::error::{Error, Result};
+use crate::formats::RunState;
 use crate::rules::quota::{QuotaConfig, Reached, Usage};
-use crate::state::RunState;
 
 /// Which budget is spent; shown as the run's end reason.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,14 +22,15 @@ use crate::config::trust;
 use crate::context::Level;
 use crate::error::Result;
 use crate::events::{Bus, Event, EventLog};
+use crate::formats::{Layout, RunState, RunStatus, Trigger, now_rfc3339};
 use crate::hooks;
 use crate::plan::Plan;
+use crate::project::Lock;
 use crate::project::Project;
 use crate::prompt;
 use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
 use crate::rules::fatal;
-use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunOptions {
@@ -172,7 +173,7 @@ impl Supervisor {
                 config.plan.display()
             )));
         }
-        crate::state::ownership::claim_prompt_file(root, &config.prompt_file)?;
+        crate::project::ownership::claim_prompt_file(root, &config.prompt_file)?;
         layout.ensure()?;
         if boxed {
             agent::sandbox::protect::prepare(root);
@@ -189,7 +190,7 @@ impl Supervisor {
             .as_ref()
             .and_then(|r| r.claim_scope().transpose())
             .transpose()?;
-        crate::state::remove_dead_temp_files(&layout.dir, None);
+        crate::formats::remove_dead_temp_files(&layout.dir, None);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
         if let Some(event) = trust::start_event(trusted) {
@@ -201,10 +202,10 @@ impl Supervisor {
         {
             bus.add(Box::new(notifier));
         }
-        crate::state::ownership::at_start(
+        crate::project::ownership::at_start(
             root,
             &config.prompt_file,
-            crate::state::ownership::Workplace::Here,
+            crate::project::ownership::Workplace::Here,
             &mut bus,
         );
         if let Some(pgid) = lock.stale_agent_pgid {
@@ -359,7 +360,7 @@ impl Supervisor {
             .and_then(|_| std::fs::read_to_string(&handed).ok())
             .and_then(|text| crate::workers::assign::check_off(&text, &unit.item));
         match checked {
-            Some(text) => match crate::state::write_atomic(&handed, text.as_bytes()) {
+            Some(text) => match crate::formats::write_atomic(&handed, text.as_bytes()) {
                 Ok(()) => self.plan(),
                 Err(e) => {
                     tracing::warn!("cannot check the unit off in {}: {e}", handed.display());
@@ -589,7 +590,11 @@ impl Supervisor {
             if let Some(end) = self.wait_for_grant().await {
                 return Ok(end);
             }
-            crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
+            crate::project::ownership::keep_runtime(
+                &self.layout,
+                &mut self.lock,
+                self.events.bus(),
+            )?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
             // Saved before the agent starts (`run_agent`).
@@ -630,7 +635,7 @@ impl Supervisor {
             std::fs::read_to_string(self.root.join(&self.config.plan)).unwrap_or_default();
         let saved_prompt = crate::text::secrets::scrub_keeping(&prompt_text, &plan_text);
         if let Err(e) =
-            crate::state::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
+            crate::project::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
         {
             self.events
                 .warn(format!("cannot write {}: {e}", prompt_path.display()));
@@ -656,7 +661,7 @@ impl Supervisor {
             &self.state,
             None,
         );
-        let spawned = crate::state::create_dir_private(&run_dir)
+        let spawned = crate::formats::create_dir_private(&run_dir)
             .and_then(|()| Agent::spawn(&cmd, &self.root, &transcript));
         let (mut agent, lines) = match spawned {
             Ok(x) => x,
@@ -813,7 +818,7 @@ impl Supervisor {
             });
         }
         // Recorded in the lock: should ralph die inside the commit, the next
-        // run knows that git's lock files are its own (state::LockInfo).
+        // run knows that git's lock files are its own (project::LockInfo).
         let _ = self.lock.set_committing(true);
         let saved = checkpoint::perform(&self.root, &self.config, &self.templates, &moment);
         let _ = self.lock.set_committing(false);

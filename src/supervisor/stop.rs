@@ -8,7 +8,7 @@ use nix::sys::signal::Signal;
 
 use super::budget::BudgetSpent;
 use crate::config::span::format_duration;
-use crate::state::Trigger;
+use crate::formats::Trigger;
 
 /// Between SIGINT and SIGTERM, and SIGTERM and SIGKILL.
 pub(super) const STOP_STEP: Duration = Duration::from_secs(5);

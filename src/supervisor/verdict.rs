@@ -8,10 +8,10 @@ use super::stop::SignalCount;
 use crate::config::format_duration;
 use crate::context::Level;
 use crate::events::Event;
+use crate::formats::{IterationOutcome, RunStatus, Trigger};
 use crate::rules::breaker::{self, Admission, BreakerState, Trip};
 use crate::rules::fatal::Fatal;
 use crate::rules::limits::LimitHit;
-use crate::state::{IterationOutcome, RunStatus, Trigger};
 
 /// How a run ended; maps to the exit codes of DESIGN.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

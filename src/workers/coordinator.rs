@@ -121,7 +121,7 @@ pub(super) struct Coordinator {
     counted_from: crate::supervisor::CountedFrom,
     /// The project's lock; `committing` while the coordinator writes to
     /// git, so that the next one knows to clear the lock files it left.
-    lock: crate::state::Lock,
+    lock: crate::project::Lock,
 }
 
 impl Coordinator {
@@ -552,12 +552,12 @@ fn outcome_name(code: i32) -> &'static str {
 /// Whether `a`'s loop ended `completed` with its unit checked off: its
 /// state says so (the state of an earlier unit's loop names that unit).
 fn loop_completed(a: &Assignment) -> bool {
-    let layout = crate::state::Layout::new(&a.project_dir);
-    crate::state::RunState::load(&layout.state())
+    let layout = crate::formats::Layout::new(&a.project_dir);
+    crate::formats::RunState::load(&layout.state())
         .ok()
         .flatten()
         .is_some_and(|s| {
-            s.status == crate::state::RunStatus::Completed && s.completed_items.contains(&a.item)
+            s.status == crate::formats::RunStatus::Completed && s.completed_items.contains(&a.item)
         })
 }
 
@@ -569,9 +569,9 @@ fn read_plan(path: &Path) -> Result<String> {
 fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
     let path = project_dir.join(WORKER_PLAN);
     if let Some(dir) = path.parent() {
-        crate::state::create_dir_private(dir)?;
+        crate::formats::create_dir_private(dir)?;
     }
-    crate::state::write_atomic(&path, text.as_bytes())
+    crate::formats::write_atomic(&path, text.as_bytes())
 }
 
 #[cfg(test)]

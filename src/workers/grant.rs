@@ -96,7 +96,7 @@ impl Grant {
 
     pub(crate) fn write(&self, dir: &Path) -> crate::error::Result<()> {
         let text = serde_json::to_string(self).expect("a grant serialises");
-        crate::state::write_atomic(&dir.join(GRANT), text.as_bytes())
+        crate::formats::write_atomic(&dir.join(GRANT), text.as_bytes())
     }
 }
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::assign::UnitState;
 use crate::error::{Error, Result};
 use crate::events::{Event, Record, read_log};
-use crate::state::{Layout, RunState, RunStatus};
+use crate::formats::{Layout, RunState, RunStatus};
 
 /// What a worker was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,7 +249,7 @@ impl Ledger {
     pub(crate) fn save(&self, ralph_dir: &Path) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::wrap("cannot write the workers' ledger", e))?;
-        crate::state::write_atomic(&Ledger::path(ralph_dir), &bytes)
+        crate::formats::write_atomic(&Ledger::path(ralph_dir), &bytes)
     }
 }
 

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::config::Kind;
 use crate::events::{Event, Record};
-use crate::state::RunStatus;
+use crate::formats::RunStatus;
 
 /// One notification, the same for every channel.
 #[derive(Debug, Clone, PartialEq)]

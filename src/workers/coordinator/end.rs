@@ -51,7 +51,7 @@ impl Coordinator {
             ),
         };
         if code == 0 {
-            self.ledger.ended = Some(crate::state::now_rfc3339());
+            self.ledger.ended = Some(crate::formats::now_rfc3339());
         }
         // The run's folder of worktrees, once the last is removed (a kept
         // one keeps it: `remove_dir` leaves a folder with anything in it).
@@ -87,11 +87,11 @@ impl Coordinator {
         let mut state = self
             .ledger
             .state(&text, head, outcome.into(), Some(reason.clone()));
-        state.ended_at = Some(crate::state::now_rfc3339());
-        let layout = crate::state::Layout::new(&self.root);
+        state.ended_at = Some(crate::formats::now_rfc3339());
+        let layout = crate::formats::Layout::new(&self.root);
         let kept = layout.run_dir(&self.ledger.run_id);
         if let Err(e) =
-            crate::state::create_dir_private(&kept).and_then(|()| self.ledger.save(&kept))
+            crate::formats::create_dir_private(&kept).and_then(|()| self.ledger.save(&kept))
         {
             tracing::warn!("cannot keep the workers' ledger beside the report: {e}");
         }
@@ -135,7 +135,7 @@ impl Coordinator {
         );
         let path = self.root.join(&rel);
         std::fs::create_dir_all(path.parent()?).ok()?;
-        crate::state::write_atomic(&path, text.as_bytes()).ok()?;
+        crate::formats::write_atomic(&path, text.as_bytes()).ok()?;
         Some(rel)
     }
 }

@@ -91,8 +91,8 @@ impl Coordinator {
             .map(|a| a.project_dir.clone())
             .collect();
         for dir in dirs {
-            let layout = crate::state::Layout::new(&dir);
-            if let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) {
+            let layout = crate::formats::Layout::new(&dir);
+            if let Ok(Some(state)) = crate::formats::RunState::load(&layout.state()) {
                 let ids = state.history.into_iter().filter_map(|h| h.commit);
                 for id in ids.chain(state.last_commit) {
                     self.ledger.made(id);

@@ -223,7 +223,7 @@ fn plan_as_at_base(wt: &Repository, plan: &Path, run_branch: &str) -> Option<Str
     if std::fs::read(&path).ok().as_deref() == Some(blob.content()) {
         return None;
     }
-    crate::state::write_atomic(&path, blob.content()).ok()?;
+    crate::formats::write_atomic(&path, blob.content()).ok()?;
     Some(format!(
         "its edits to {} were left out: the coordinator checks items off there once merged",
         plan.display()

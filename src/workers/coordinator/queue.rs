@@ -103,7 +103,7 @@ impl Coordinator {
         );
         let backup = wrote_backup.then_some(backup);
         self.ledger.merges.push(MergeRecord {
-            ts: crate::state::now_rfc3339(),
+            ts: crate::formats::now_rfc3339(),
             worker: a.worker.clone(),
             item: a.item.clone(),
             branch: a.branch.clone(),

@@ -74,7 +74,7 @@ impl Coordinator {
     pub(super) fn commit_plan(&mut self, text: &str, message: &str) -> Result<()> {
         let here = self.run_branch_checked_out();
         if here {
-            crate::state::write_atomic(&self.plan_path, text.as_bytes())?;
+            crate::formats::write_atomic(&self.plan_path, text.as_bytes())?;
         }
         let branch = format!("refs/heads/{}", self.ledger.run_branch);
         let id = commit_alone(

@@ -12,9 +12,9 @@ use super::{Coordinator, Options, install_signals, read_plan};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Bus, Event, EventLog};
+use crate::project::Lock;
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
-use crate::state::Lock;
 use crate::workers::assign;
 use crate::workers::ledger::Ledger;
 
@@ -76,10 +76,10 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
         bus.add(Box::new(notifier));
     }
-    crate::state::ownership::at_start(
+    crate::project::ownership::at_start(
         &root,
         &config.prompt_file,
-        crate::state::ownership::Workplace::Worktrees,
+        crate::project::ownership::Workplace::Worktrees,
         &mut bus,
     );
     if lock.stale_committing {
@@ -126,7 +126,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
                 run_id: run_id.clone(),
                 run_branch: run_branch.clone(),
                 plan: config.plan.display().to_string(),
-                started_at: crate::state::now_rfc3339(),
+                started_at: crate::formats::now_rfc3339(),
                 workers: opts.workers,
                 ..Ledger::default()
             }

@@ -438,7 +438,7 @@ impl Worker {
             end,
             why: why.to_string(),
         };
-        let state = std::fs::read(crate::state::Layout::new(&job.wt_root).state()).ok();
+        let state = std::fs::read(crate::formats::Layout::new(&job.wt_root).state()).ok();
         let oid = loops::commit(
             self.fleet.repo(),
             &record,

@@ -311,7 +311,7 @@ impl Worker {
         let pushed_snapshot = view.snapshots.get(&key).copied();
         let base = pushed_item.unwrap_or(view.run.expect("joined"));
         let (wt_root, mut note) = self.prepare(unit, &held, base, pushed_snapshot)?;
-        let log = crate::state::Layout::new(&wt_root).events();
+        let log = crate::formats::Layout::new(&wt_root).events();
         let mut job = Job {
             unit: unit.clone(),
             held,

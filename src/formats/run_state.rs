@@ -684,6 +684,24 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("cannot write", path, e))
 }
 
+/// Whether `path` (relative to the project root) stays inside the project
+/// and out of `.git/`: an absolute path or one climbing out with `..` is
+/// neither.
+pub(crate) fn inside_project(path: &Path) -> bool {
+    use std::path::Component;
+    let mut depth = 0usize;
+    for part in path.components() {
+        match part {
+            Component::Normal(name) if depth == 0 && name == ".git" => return false,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir if depth > 0 => depth -= 1,
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
 pub(crate) fn now_rfc3339() -> String {
     jiff::Timestamp::now().to_string()
 }
@@ -691,7 +709,23 @@ pub(crate) fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Lock, running_supervisor};
+    use crate::project::{Lock, running_supervisor};
+
+    #[test]
+    fn prompt_file_stays_in_the_project() {
+        for ok in ["PROMPT.md", "docs/p.md", "./a/../b.md"] {
+            assert!(inside_project(Path::new(ok)), "{ok}");
+        }
+        for bad in [
+            ".git/config",
+            "./.git/x",
+            "/etc/passwd",
+            "../other/PROMPT.md",
+            "a/../../x",
+        ] {
+            assert!(!inside_project(Path::new(bad)), "{bad}");
+        }
+    }
 
     type Commit<'a> = Option<Result<(), &'a str>>;
 

@@ -1,0 +1,25 @@
+//! ralph's persisted and wire formats, in one leaf home: what it writes to
+//! disk or sends on a wire — the `.ralph/` layout (every path under it), the
+//! run state `.ralph/state.json` (versioned, written atomically), an
+//! iteration's outcome as it is recorded. Every subsystem imports these
+//! types downward; this module imports only the leaves below it (`error`,
+//! `text`, `platform`, `context`, `stream`, `rules`), never a subsystem,
+//! so no import circle runs through a format (an architecture test says so).
+//!
+//! ```text
+//! formats.rs         this map
+//! formats/
+//!   run_state.rs     Layout, RunState and its records, Trigger, atomic/private writes
+//!   outcome.rs       IterationOutcome: an iteration's outcome, typed, as the same strings
+//! ```
+//!
+//! Pitfalls: these are on-disk formats (`STATE_VERSION`); add fields with
+//! serde defaults, never rename. Everything under `.ralph/` is user-only
+//! (0700/0600). The behaviour around a format lives with its subsystem
+//! (the breaker's rules in `rules::breaker`, the lock in `project::lock`).
+
+mod outcome;
+mod run_state;
+
+pub(crate) use outcome::IterationOutcome;
+pub use run_state::*;
