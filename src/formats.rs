@@ -18,8 +18,10 @@
 //! (0700/0600). The behaviour around a format lives with its subsystem
 //! (the breaker's rules in `rules::breaker`, the lock in `project::lock`).
 
+mod items;
 mod outcome;
 mod run_state;
 
+pub use items::*;
 pub(crate) use outcome::IterationOutcome;
 pub use run_state::*;

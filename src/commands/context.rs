@@ -18,9 +18,9 @@ use crate::context::{Level, MeterReading, Thresholds};
 use crate::error::Result;
 use crate::events::terminal::{bar, sparkline, tokens_short};
 use crate::events::{Event, LogTail, Record};
+use crate::formats::ItemAccount;
 use crate::formats::{HistoryEntry, Layout, RunState};
 use crate::plan::Plan;
-use crate::plan::items::ItemAccount;
 use crate::project::Project;
 
 /// How often `--watch` looks for news.

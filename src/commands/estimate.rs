@@ -12,9 +12,10 @@ use crate::config::Config;
 use crate::context::window_for_model;
 use crate::error::{Error, Result};
 use crate::events::terminal::tokens_short;
+use crate::formats::Confidence;
 use crate::formats::{Layout, RunState};
 use crate::plan::Plan;
-use crate::plan::estimate::{Basis, Confidence, Estimate, Fit, fit};
+use crate::plan::estimate::{Basis, Estimate, Fit, fit};
 use crate::plan::items::{self, checkpoint_at};
 
 /// What a fresh Claude Code session holds before any work: system prompt,

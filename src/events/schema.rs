@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Level, MeterReading};
 use crate::error::{Error, Result};
+use crate::formats::ShardReason;
 use crate::formats::{IterationOutcome, RunStatus, Trigger};
 use crate::hooks::point::Point;
-use crate::plan::items::ShardReason;
 use crate::rules::breaker;
 use crate::rules::limits::LimitSource;
 

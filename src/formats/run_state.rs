@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::IterationOutcome;
+use super::{CarryOver, ItemAccount, ShardRequest};
 use crate::context::Level;
 use crate::error::{Error, Result};
-use crate::plan::items::{CarryOver, ItemAccount, ShardRequest};
 use crate::rules::breaker::BreakerState;
 
 pub(crate) const STATE_VERSION: u32 = 1;

@@ -1039,7 +1039,7 @@ mod tests {
         let plan = Plan::parse("- [ ] one\n- [ ] two\n");
         let estimates = two
             .map(|t| {
-                let high = crate::plan::estimate::Confidence::High;
+                let high = crate::formats::Confidence::High;
                 (
                     "two".to_string(),
                     crate::plan::estimate::Estimate::known(t, high),

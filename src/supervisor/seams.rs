@@ -13,10 +13,11 @@ use super::facts::Facts;
 use super::iteration::{self, SeamWatch};
 use crate::config::Config;
 use crate::events::Event;
+use crate::formats::{CarryOver, ShardRequest};
 use crate::formats::{Layout, RunState};
 use crate::plan::Plan;
 use crate::plan::estimate::Estimate;
-use crate::plan::items::{self, CarryOver, ItemTracker, ShardRequest};
+use crate::plan::items::{self, ItemTracker};
 use crate::repo::Repo;
 
 /// The estimates of the plan's open items and the split the next prompt
