@@ -6,7 +6,6 @@
 //! config/
 //!   agent.rs         [agent]: AgentConfig, AgentKind as a config value
 //!   schema.rs        Config and its sections, their defaults, load, what they derive (meter, thresholds)
-//!   span.rs          Span: a duration as ralph.toml writes it ("90s", "1h30m")
 //!   validate.rs      the text parsed and checked: every refusal names `section.key` and its line
 //!   token_budget.rs  [prompt]/[handoff] max_tokens, their defaults and why (a leaf)
 //!   trust.rs         trust fixed at a run's start: what ralph acts on (config, templates, named scripts, git hooks), `.ralph/trust.json`, the decision at the next start
@@ -14,7 +13,6 @@
 
 mod agent;
 mod schema;
-pub(crate) mod span;
 pub(crate) mod token_budget;
 pub(crate) mod trust;
 mod validate;

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::Report;
 use super::estimate::ItemEstimate;
 use super::status::Phase;
-use crate::config::{Config, format_duration};
+use crate::config::Config;
 use crate::context::{Level, MeterReading, Thresholds};
 use crate::error::Result;
 use crate::events::terminal::{bar, sparkline, tokens_short};
@@ -22,6 +22,7 @@ use crate::formats::ItemAccount;
 use crate::formats::{HistoryEntry, Layout, RunState};
 use crate::plan::Plan;
 use crate::project::Project;
+use crate::text::format_duration;
 
 /// How often `--watch` looks for news.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);

@@ -335,7 +335,7 @@ mod tests {
         let mut full = Config::default();
         full.agent.model = Some("m".into());
         full.agent.command = Some("c".into());
-        full.loop_.max_duration = Some(crate::config::Span::secs(1));
+        full.loop_.max_duration = Some(crate::text::Span::secs(1));
         full.loop_.max_cost_usd = Some(1.0);
         full.quota.five_hour_percent = Some(90.0);
         full.quota.weekly_percent = Some(80.0);

@@ -9,11 +9,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Report;
-use crate::config::{Config, format_duration};
+use crate::config::Config;
 use crate::error::Result;
 use crate::formats::{IterationRecord, Layout, RunState, RunStatus};
 use crate::project::Project;
 use crate::rules::breaker::{BreakerState, Status as BreakerStatus};
+use crate::text::format_duration;
 
 /// The run's status, from the state file and the lock together.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) use super::agent::AgentConfig;
 pub use super::agent::AgentKind;
-pub(crate) use crate::config::span::{Span, format_duration};
 use crate::error::{Error, Result};
 pub(crate) use crate::rules::breaker::BreakerConfig;
+use crate::text::Span;
 
 pub(crate) const FILE_NAME: &str = "ralph.toml";
 

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::config::span::format_duration;
 use crate::context::Level;
 pub(crate) use crate::events::live::{bar, sparkline, tokens_short};
 use crate::events::live::{live_lines, loop_line, progress};
 use crate::events::view::{RunView, SINGLE};
 use crate::events::{Event, Record, Sink};
 use crate::formats::Trigger;
+use crate::text::format_duration;
 
 /// One line for the log, or `None` for events only the status line shows.
 pub(crate) fn describe(event: &Event) -> Option<String> {

@@ -472,7 +472,7 @@ fn describe(f: &process::Finished, timeout: Duration) -> (bool, String) {
             false,
             format!(
                 "timed out after {} and was killed with what it started",
-                crate::config::format_duration(timeout)
+                crate::text::format_duration(timeout)
             ),
         ),
         End::Interrupted => (

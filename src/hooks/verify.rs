@@ -136,7 +136,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::span::Span;
+    use crate::text::Span;
 
     /// The checks outside any box, nothing untrusted, no extra environment.
     fn run_here(c: &VerifyConfig, root: &Path, iteration: u32, when: When) -> Verification {

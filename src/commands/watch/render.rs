@@ -8,11 +8,11 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use crate::config::format_duration;
 use crate::context::{Level, Thresholds};
 use crate::events::checkpoint_phrase;
 use crate::events::terminal::tokens_short;
 use crate::events::view::{LoopState, LoopView, RunView, clock};
+use crate::text::format_duration;
 
 /// What the view needs besides the events: from ralph.toml.
 #[derive(Debug, Clone, PartialEq)]

@@ -146,7 +146,7 @@ fn describe(event: &Event, items_done: &[String]) -> Option<(Kind, String, Strin
             format!("usage limit, waiting until {until}"),
             format!(
                 "{detail}\nThe run sleeps {} and goes on by itself.",
-                crate::config::span::format_duration(std::time::Duration::from_secs(*seconds))
+                crate::text::format_duration(std::time::Duration::from_secs(*seconds))
             ),
         )),
         Event::NeedsHuman {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::span::Span;
+use crate::text::Span;
 
 /// Characters of one output line shown in a prompt.
 const LINE_CHARS: usize = 240;
@@ -121,10 +121,7 @@ impl Check {
             (Status::Failed, Some(c)) => format!("exited with {c}"),
             (Status::Failed, None) => "was killed by a signal".to_string(),
             (Status::TimedOut, _) => match timeout {
-                Some(t) => format!(
-                    "timed out after {}",
-                    crate::config::span::format_duration(t)
-                ),
+                Some(t) => format!("timed out after {}", crate::text::format_duration(t)),
                 None => "timed out".to_string(),
             },
             (Status::CannotStart, _) => "could not start".to_string(),
