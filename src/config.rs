@@ -7,12 +7,14 @@
 //!   agent.rs         [agent]: AgentConfig, AgentKind as a config value
 //!   schema.rs        Config and its sections, their defaults, load, what they derive (meter, thresholds)
 //!   validate.rs      the text parsed and checked: every refusal names `section.key` and its line
+//!   templates.rs     the prompt templates (prompts/*.j2) embedded and the user's overrides, strict rendering (a leaf: imports only error)
 //!   token_budget.rs  [prompt]/[handoff] max_tokens, their defaults and why (a leaf)
 //!   trust.rs         trust fixed at a run's start: what ralph acts on (config, templates, named scripts, git hooks), `.ralph/trust.json`, the decision at the next start
 //! ```
 
 mod agent;
 mod schema;
+pub(crate) mod templates;
 pub(crate) mod token_budget;
 pub(crate) mod trust;
 mod validate;

@@ -31,8 +31,8 @@ impl NextIteration {
     pub(crate) fn preview(root: &Path, config: &Config, fresh: bool) -> Result<NextIteration> {
         let templates = Templates::load(root)?;
         templates.check(&[
-            crate::prompt::templates::PROMPT,
-            crate::prompt::templates::CHECKPOINT_REQUEST,
+            crate::config::templates::PROMPT,
+            crate::config::templates::CHECKPOINT_REQUEST,
         ])?;
         let plan = Project::at(root).plan(config)?;
         let mut state = match RunState::load(&Layout::new(root).state())? {

@@ -117,7 +117,7 @@ impl Fingerprints {
     pub(crate) fn take(root: &Path, config: &Config) -> Fingerprints {
         let mut paths = vec![crate::config::FILE_NAME.to_string()];
         paths.extend(
-            crate::prompt::templates::EMBEDDED
+            crate::config::templates::EMBEDDED
                 .iter()
                 .map(|(name, _)| format!("prompts/{name}")),
         );

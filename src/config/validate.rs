@@ -174,7 +174,7 @@ impl Config {
         }
         // Rendered now with sample values, so that an undefined variable is
         // an error here and not a silently replaced message at 3 a.m.
-        if let Err(e) = crate::prompt::templates::render_str(
+        if let Err(e) = crate::config::templates::render_str(
             &self.git.commit_message,
             "git.commit_message",
             commit_message_context(

@@ -9,12 +9,12 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::config::templates::{PROMPT, Templates};
 use crate::context::Level;
 use crate::error::Result;
 use crate::formats::{FileInProgress, RunState, Trigger};
 use crate::plan::Plan;
 use crate::plan::decisions;
-use crate::prompt::templates::{PROMPT, Templates};
 use crate::prompt::tiers::{self, Detail, HistoryTiers, PlanTiers};
 use crate::prompt::tokens;
 use crate::text::cut;

@@ -19,10 +19,10 @@ use super::publish::Publisher;
 use super::signals::Signals;
 use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
+use crate::config::templates::{self, Templates};
 use crate::events::{Event, StopStep};
 use crate::formats::{Layout, RunState};
 use crate::project::Lock;
-use crate::prompt::templates::{self, Templates};
 use crate::text::format_duration;
 
 /// How long the lines an agent left in its pipe may take to read once it

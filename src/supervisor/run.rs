@@ -18,6 +18,7 @@ use super::{Now, driver, iteration, record, verdict};
 use crate::agent::{self, Agent, AgentCommand};
 use crate::checkpoint;
 use crate::config::Config;
+use crate::config::templates::Templates;
 use crate::config::trust;
 use crate::context::Level;
 use crate::error::Result;
@@ -28,7 +29,6 @@ use crate::plan::Plan;
 use crate::project::Lock;
 use crate::project::Project;
 use crate::prompt;
-use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
 use crate::rules::fatal;
 

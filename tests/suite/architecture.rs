@@ -154,7 +154,7 @@ fn no_import_circles() {
 fn templates_imports_only_error() {
     assert_none(
         "templates is not a leaf",
-        imports_outside(&ralph_files(), "prompt::templates", &["error"]),
+        imports_outside(&ralph_files(), "config::templates", &["error"]),
     );
 }
 
