@@ -9,6 +9,8 @@
 //! ```text
 //! formats.rs         this map
 //! formats/
+//!   event.rs         Event, Record (events.jsonl, `--json`), StopStep, SnapshotReason, TrustAction, read_log
+//!   items.rs         an item's account, a shard request, the carry-over, Confidence
 //!   run_state.rs     Layout, RunState and its records, Trigger, atomic/private writes
 //!   outcome.rs       IterationOutcome: an iteration's outcome, typed, as the same strings
 //! ```
@@ -18,10 +20,12 @@
 //! (0700/0600). The behaviour around a format lives with its subsystem
 //! (the breaker's rules in `rules::breaker`, the lock in `project::lock`).
 
+mod event;
 mod items;
 mod outcome;
 mod run_state;
 
+pub use event::*;
 pub use items::*;
 pub(crate) use outcome::IterationOutcome;
 pub use run_state::*;

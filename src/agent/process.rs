@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::StopStep;
+use crate::formats::StopStep;
 use crate::stream::{self, StreamEvent};
 
 use super::{AgentKind, codex};

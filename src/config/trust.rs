@@ -261,8 +261,8 @@ pub(crate) fn at_start(
 }
 
 /// The event the start of a run emits for `decision`, if any.
-pub(crate) fn start_event(decision: Decision) -> Option<crate::events::Event> {
-    use crate::events::{Event, TrustAction};
+pub(crate) fn start_event(decision: Decision) -> Option<crate::formats::Event> {
+    use crate::formats::{Event, TrustAction};
     let (action, paths, message) = match decision {
         Decision::Trusted | Decision::Refused(_) => return None,
         Decision::Confirmed(paths) => {

@@ -5,7 +5,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::events::Record;
+use crate::formats::Record;
 
 /// `.ralph/events.jsonl` read incrementally: complete lines only, each
 /// read starting where the previous one stopped.
@@ -63,7 +63,7 @@ impl LogTail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Event;
+    use crate::formats::Event;
 
     #[test]
     fn tail_reads_complete_lines_once_and_restarts_on_truncation() {

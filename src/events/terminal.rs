@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::context::Level;
+use crate::events::Sink;
 pub(crate) use crate::events::live::{bar, sparkline, tokens_short};
 use crate::events::live::{live_lines, loop_line, progress};
 use crate::events::view::{RunView, SINGLE};
-use crate::events::{Event, Record, Sink};
 use crate::formats::Trigger;
+use crate::formats::{Event, Record};
 use crate::text::format_duration;
 
 /// One line for the log, or `None` for events only the status line shows.

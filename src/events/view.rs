@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use jiff::Timestamp;
 
 use crate::context::MeterReading;
-use crate::events::{Event, Record};
+use crate::formats::{Event, Record};
 use crate::workers::Merged;
 
 /// The name of a single run's loop (its records carry no `worker`).

@@ -16,7 +16,8 @@ use super::process;
 use super::process::End;
 use crate::config::HooksConfig;
 use crate::config::trust::Fingerprints;
-use crate::events::{Bus, Event, Record};
+use crate::events::Bus;
+use crate::formats::{Event, Record};
 
 /// Wait before the first retry of a failed command; doubles after each.
 const RETRY_DELAY: Duration = Duration::from_secs(1);

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+use crate::formats::Event;
 use crate::formats::Layout;
 use crate::project::Lock;
 use crate::repo::{self, OwnPaths, Repo};

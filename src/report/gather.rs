@@ -15,8 +15,8 @@ use super::model::{
     BreakerChange, Budgets, IterationRow, MarkKind, Metrics, Reading, RunReport, Wait, WarningRow,
 };
 use crate::context::Thresholds;
-use crate::events::{Event, Record};
 use crate::formats::RunState;
+use crate::formats::{Event, Record};
 
 /// The run ids in the log, oldest first (a continued run appears once).
 pub(crate) fn run_ids(records: &[Record]) -> Vec<String> {
@@ -616,7 +616,7 @@ mod tests {
                 150,
                 Event::AgentSignalled {
                     iteration: 1,
-                    signal: crate::events::StopStep::Sigint,
+                    signal: crate::formats::StopStep::Sigint,
                     reason: "grace period over".into(),
                 },
             ),

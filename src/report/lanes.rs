@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::svg::esc;
-use crate::events::{Event, Record};
+use crate::formats::{Event, Record};
 use crate::text::printable;
 use crate::workers::Merged;
 

@@ -9,7 +9,8 @@ use super::{Budgets, RunReport, gather, html};
 use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event, Record, read_log};
+use crate::events::Bus;
+use crate::formats::{Event, Record, read_log};
 use crate::formats::{Layout, RunState};
 use crate::repo::OwnPaths;
 

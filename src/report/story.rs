@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::svg::esc;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::repo::{CommitLine, DiffStat};
 
 /// What changed overnight, from git.

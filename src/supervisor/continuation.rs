@@ -21,7 +21,7 @@ use super::signals::Request;
 use super::stop::StopSequence;
 use crate::agent::{Agent, AgentCommand};
 use crate::checkpoint;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::formats::Trigger;
 use crate::stream::StreamEvent;
 

@@ -20,7 +20,7 @@ use super::signals::Signals;
 use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
 use crate::config::templates::{self, Templates};
-use crate::events::{Event, StopStep};
+use crate::formats::{Event, StopStep};
 use crate::formats::{Layout, RunState};
 use crate::project::Lock;
 use crate::text::format_duration;

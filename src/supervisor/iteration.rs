@@ -27,7 +27,7 @@ use super::snapshots::SnapshotReason;
 use super::stop::{Overdue, SignalCount, StopSequence};
 use crate::checkpoint;
 use crate::context::{Change, ContextMeter, Level, round1};
-use crate::events::Event;
+use crate::formats::Event;
 use crate::formats::Trigger;
 use crate::plan::Plan;
 use crate::rules::completion;

@@ -11,7 +11,9 @@
 
 use std::path::PathBuf;
 
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+
+use crate::formats::Event;
 use crate::formats::RunState;
 use crate::hooks::{self, Hooks};
 use crate::plan::Plan;

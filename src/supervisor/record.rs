@@ -9,7 +9,8 @@ use super::verdict::Verdict;
 use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::context::round1;
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+use crate::formats::Event;
 use crate::formats::{
     ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger, now_rfc3339,
 };

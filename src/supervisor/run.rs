@@ -22,7 +22,8 @@ use crate::config::templates::Templates;
 use crate::config::trust;
 use crate::context::Level;
 use crate::error::Result;
-use crate::events::{Bus, Event, EventLog};
+use crate::events::{Bus, EventLog};
+use crate::formats::Event;
 use crate::formats::{Layout, RunState, RunStatus, Trigger, now_rfc3339};
 use crate::hooks;
 use crate::plan::Plan;
@@ -533,8 +534,8 @@ impl Supervisor {
             return;
         }
         self.untrusted.extend(fresh.iter().cloned());
-        let event = crate::events::Event::Trust {
-            action: crate::events::TrustAction::Ignored,
+        let event = crate::formats::Event::Trust {
+            action: crate::formats::TrustAction::Ignored,
             message: format!(
                 "changed during the run: {}; not obeyed (the run keeps the configuration, templates and scripts it started with; a hook or check naming a changed script is not run)",
                 fresh.join(", ")

@@ -12,7 +12,7 @@ use super::Supervisor;
 use super::facts::Facts;
 use super::iteration::{self, SeamWatch};
 use crate::config::Config;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::formats::{CarryOver, ShardRequest};
 use crate::formats::{Layout, RunState};
 use crate::plan::Plan;

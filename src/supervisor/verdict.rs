@@ -6,7 +6,7 @@ use super::budget::BudgetSpent;
 use super::facts::{CheckpointMark, Facts};
 use super::stop::SignalCount;
 use crate::context::Level;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::formats::{IterationOutcome, RunStatus, Trigger};
 use crate::rules::breaker::{self, Admission, BreakerState, Trip};
 use crate::rules::fatal::Fatal;

@@ -9,7 +9,7 @@
 use super::Supervisor;
 use super::facts::Facts;
 use super::verdict::{self, Checks, Gate, Verdict, refuse};
-use crate::events::Event;
+use crate::formats::Event;
 use crate::hooks::verify::{self, Verification, When};
 use crate::repo::{CommitOutcome, Repo};
 

@@ -9,7 +9,7 @@ use tokio::time::sleep_until;
 use super::limit_wait::LimitPlan;
 use super::verdict::Outcome;
 use super::{Now, Supervisor};
-use crate::events::Event;
+use crate::formats::Event;
 use crate::formats::RunStatus;
 use crate::rules::limits::LimitHit;
 

@@ -18,7 +18,7 @@ use nix::sys::signal::Signal;
 
 use super::ledger::Assignment;
 use crate::error::{Error, Result};
-use crate::events::Record;
+use crate::formats::Record;
 
 /// The plan a worker runs on: its unit only, under its own `.ralph/`
 /// (never committed), so that the shared plan has one writer.

@@ -44,7 +44,8 @@ use super::ledger::{Assignment, Ledger, Status, Task};
 use super::worktree;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+use crate::formats::Event;
 use grants::Granted;
 
 /// What the user asked for besides the count.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::assign::UnitState;
 use crate::error::{Error, Result};
-use crate::events::{Event, Record, read_log};
+use crate::formats::{Event, Record, read_log};
 use crate::formats::{Layout, RunState, RunStatus};
 
 /// What a worker was given.

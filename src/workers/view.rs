@@ -67,7 +67,7 @@ impl WorkersView {
         };
         let (unheard, unheard_cost) = (unheard.iter())
             .filter_map(|r| match &r.event {
-                crate::events::Event::IterationEnded { cost_usd, .. } => Some(*cost_usd),
+                crate::formats::Event::IterationEnded { cost_usd, .. } => Some(*cost_usd),
                 _ => None,
             })
             .fold((0, 0.0), |(n, c), cost| (n + 1, c + cost));

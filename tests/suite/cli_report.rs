@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use ralph::context::{Level, MeterReading};
-use ralph::events::{Event, Record};
+use ralph::formats::{Event, Record};
 use ralph::formats::{HistoryEntry, IterationRecord, Layout, RunState};
 use ralph::project::Lock;
 

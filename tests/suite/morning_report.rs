@@ -449,9 +449,9 @@ fn unknown_runs_and_empty_projects_are_usage_errors() {
 // ---- a long night ----
 
 /// 1,000 iterations of 25 turns each, a checkpoint every third.
-fn long_night() -> (Vec<ralph::events::Record>, ralph::formats::RunState) {
+fn long_night() -> (Vec<ralph::formats::Record>, ralph::formats::RunState) {
     use ralph::context::{Level, MeterReading};
-    use ralph::events::{Event, Record};
+    use ralph::formats::{Event, Record};
     let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
     let at = |s: i64| (t0 + jiff::SignedDuration::from_secs(s)).to_string();
     let mut records = vec![Record {

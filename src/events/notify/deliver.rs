@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use super::config::{Kind, NotifyConfig};
 use super::message::{self, Notice, Watch};
 use crate::error::{Error, Result};
-use crate::events::{Event, Record, Sink};
+use crate::events::Sink;
+use crate::formats::{Event, Record};
 
 /// Where notices go; secrets (URLs with tokens) already resolved.
 #[derive(Debug, Clone)]

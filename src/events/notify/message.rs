@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::config::Kind;
-use crate::events::{Event, Record};
 use crate::formats::RunStatus;
+use crate::formats::{Event, Record};
 
 /// One notification, the same for every channel.
 #[derive(Debug, Clone, PartialEq)]

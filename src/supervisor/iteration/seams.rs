@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::{Effect, IterationMachine};
 use crate::context::{Change, Level, round1};
-use crate::events::Event;
+use crate::formats::Event;
 use crate::formats::Trigger;
 use crate::plan::Plan;
 use crate::plan::estimate::Estimate;

@@ -4,7 +4,7 @@
 
 use super::{Coordinator, Stop};
 use crate::error::Result;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::hooks::Facts;
 use crate::workers::assign::{self, UnitState};
 use crate::workers::worktree;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::Coordinator;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::workers::child::Msg;
 
 impl Coordinator {
@@ -34,7 +34,7 @@ impl Coordinator {
     /// published, then saved with the time it was heard: a coordinator
     /// killed in between counts it again from the worker's log and at worst
     /// writes that one record twice to the run's log.
-    fn take_in(&mut self, worker: &str, mut record: crate::events::Record, live: bool) {
+    fn take_in(&mut self, worker: &str, mut record: crate::formats::Record, live: bool) {
         if !self.ledger.last_heard.take(worker, &record) {
             return;
         }

@@ -28,7 +28,7 @@ use git2::{BranchType, Oid, Repository, build::CheckoutBuilder};
 use crate::workers::worktree::{self, Head};
 
 use super::Coordinator;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::repo::{CommitOutcome, OwnPaths, Repo};
 use crate::workers::ledger::Assignment;
 

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 
 use super::{Coordinator, write_worker_plan};
 use crate::error::Result;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::text::printable;
 use crate::workers::child::Msg;
 use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};

@@ -17,7 +17,7 @@ use git2::{Oid, Repository};
 
 use super::{Coordinator, read_plan};
 use crate::error::{Error, Result};
-use crate::events::Event;
+use crate::formats::Event;
 
 impl Coordinator {
     /// Whether the user's checkout (where the run started) is on the run branch.
