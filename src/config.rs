@@ -6,6 +6,7 @@
 //! config/
 //!   agent.rs         [agent]: AgentConfig, AgentKind as a config value
 //!   schema.rs        Config and its sections, their defaults, load, what they derive (meter, thresholds)
+//!   verify.rs        [verify]: VerifyConfig, the checks ralph runs and when
 //!   validate.rs      the text parsed and checked: every refusal names `section.key` and its line
 //!   templates.rs     the prompt templates (prompts/*.j2) embedded and the user's overrides, strict rendering (a leaf: imports only error)
 //!   token_budget.rs  [prompt]/[handoff] max_tokens, their defaults and why (a leaf)
@@ -18,5 +19,7 @@ pub(crate) mod templates;
 pub(crate) mod token_budget;
 pub(crate) mod trust;
 mod validate;
+mod verify;
 
 pub use schema::*;
+pub(crate) use verify::VerifyConfig;

@@ -12,6 +12,8 @@
 //!   event.rs         Event, Record (events.jsonl, `--json`), StopStep, SnapshotReason, TrustAction, read_log
 //!   items.rs         an item's account, a shard request, the carry-over, Confidence
 //!   run_state.rs     Layout, RunState and its records, Trigger, atomic/private writes
+//!   verification.rs  Verification: a run of the [verify] checks as state, events and prompt keep it
+//!   point.rs         Point: the hook points, the keys of [hooks] and the `hook` event's field
 //!   outcome.rs       IterationOutcome: an iteration's outcome, typed, as the same strings
 //! ```
 //!
@@ -23,9 +25,13 @@
 mod event;
 mod items;
 mod outcome;
+mod point;
 mod run_state;
+pub(crate) mod verification;
 
 pub use event::*;
 pub use items::*;
 pub(crate) use outcome::IterationOutcome;
+pub use point::Point;
 pub use run_state::*;
+pub use verification::Verification;

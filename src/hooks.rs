@@ -7,7 +7,6 @@
 //! ```text
 //! hooks.rs           this map
 //! hooks/
-//!   point.rs         Point: the keys of `[hooks]`, as the `hook` event writes them
 //!   runner.rs        which event fires which Point, Facts, Hooks (a worker thread), env, retries
 //!   process.rs       one command in its own process group: pipes, timeout, kill
 //!   verify.rs        `[verify]`: the checks, run in order, stopping at the first failure
@@ -17,7 +16,6 @@
 //! Pitfalls: values are passed in the environment, never interpolated into
 //! the command; the loop waits for hooks except `on_level`.
 
-pub(crate) mod point;
 pub(crate) mod process;
 mod runner;
 pub(crate) mod verify;

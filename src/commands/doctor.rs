@@ -705,7 +705,8 @@ fn check_write_access(c: &mut Checks, root: &Path) {
 
 /// `[verify] commands`, run once as a run would before a completion.
 fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
-    use crate::hooks::verify::{self, When};
+    use crate::formats::verification::{self, When};
+    use crate::hooks::verify;
     if config.verify.commands.is_empty() {
         let proposed = super::init::verify_commands(root);
         let example = proposed.first().map_or("make test", String::as_str);
@@ -731,7 +732,7 @@ fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
     );
     for check in &v.checks {
         let summary = check.summary(Some(config.verify.timeout.0));
-        if check.status == verify::Status::Passed {
+        if check.status == verification::Status::Passed {
             c.ok("verify", format!("{summary} ({:.1}s)", check.seconds));
         } else {
             let last = check.output.lines().last().unwrap_or("").trim();

@@ -29,7 +29,7 @@ pub struct Config {
     pub prompt: crate::config::token_budget::PromptConfig,
     pub(crate) handoff: crate::config::token_budget::HandoffConfig,
     pub(crate) runs: crate::agent::transcript::RunsConfig,
-    pub(crate) verify: crate::hooks::verify::checks::VerifyConfig,
+    pub(crate) verify: crate::config::VerifyConfig,
     pub(crate) notify: crate::events::notify::config::NotifyConfig,
     pub(crate) quota: crate::rules::quota::QuotaConfig,
     pub(crate) sandbox: crate::agent::sandbox::SandboxConfig,

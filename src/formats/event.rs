@@ -7,10 +7,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::Point;
 use crate::context::{Level, MeterReading};
 use crate::formats::ShardReason;
 use crate::formats::{IterationOutcome, RunStatus, Trigger};
-use crate::hooks::point::Point;
 use crate::rules::breaker;
 use crate::rules::limits::LimitSource;
 
@@ -164,7 +164,7 @@ pub enum Event {
     /// ralph ran the `[verify]` commands (docs/verify.md).
     Verify {
         #[serde(flatten)]
-        verification: crate::hooks::verify::checks::Verification,
+        verification: crate::formats::Verification,
     },
     /// The agent kept its promise but the run did not complete: the
     /// `[verify]` commands failed.

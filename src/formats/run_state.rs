@@ -360,7 +360,7 @@ pub struct RunState {
     /// The latest run of the `[verify]` commands; while it failed, the
     /// next prompt asks for the failure to be fixed first.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub verify: Option<crate::hooks::verify::checks::Verification>,
+    pub verify: Option<crate::formats::Verification>,
     /// Failed runs of the checks in a row (0 once one passes).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub verify_failures: u32,

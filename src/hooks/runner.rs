@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::point::Point;
 use super::process;
 use super::process::End;
 use crate::config::HooksConfig;
 use crate::config::trust::Fingerprints;
 use crate::events::Bus;
+use crate::formats::Point;
 use crate::formats::{Event, Record};
 
 /// Wait before the first retry of a failed command; doubles after each.

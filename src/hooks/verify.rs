@@ -11,20 +11,15 @@
 //! Commands run in order and stop at the first that fails. What is kept of
 //! the output is made printable and stripped of secrets before it is
 //! stored, logged or put in a prompt.
-//!
-//! ```text
-//! verify.rs          running the checks: `run`, in order, to the first failure
-//! verify/
-//!   checks.rs        `VerifyConfig`, `Verification` as state, events and prompt keep it (a leaf)
-//! ```
-
-pub(crate) mod checks;
+//! The keys are `config::verify`; what a run of the checks was, as the
+//! state, events and prompt keep it, is `formats::verification`.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-pub(crate) use checks::*;
+use crate::config::VerifyConfig;
+use crate::formats::verification::{Check, Status, Verification, When};
 
 use crate::hooks::process::{self, End, INTERRUPTS, Shell};
 
@@ -136,6 +131,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::formats::verification::view;
     use crate::text::Span;
 
     /// The checks outside any box, nothing untrusted, no extra environment.

@@ -88,7 +88,7 @@ pub fn render_prompt(
                 decisions_file => decisions::FILE,
                 shard => crate::plan::items::shard_view(state.shard_request.as_ref(), config.context.shard_percent),
                 carry_over => &state.carry_over,
-                verify => state.verify.as_ref().and_then(|v| crate::hooks::verify::checks::view(v, d.verify_lines, config.verify.timeout.0)),
+                verify => state.verify.as_ref().and_then(|v| crate::formats::verification::view(v, d.verify_lines, config.verify.timeout.0)),
             },
         )
     })

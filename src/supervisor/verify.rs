@@ -10,7 +10,9 @@ use super::Supervisor;
 use super::facts::Facts;
 use super::verdict::{self, Checks, Gate, Verdict, refuse};
 use crate::formats::Event;
-use crate::hooks::verify::{self, Verification, When};
+use crate::formats::Verification;
+use crate::formats::verification::When;
+use crate::hooks::verify;
 use crate::repo::{CommitOutcome, Repo};
 
 /// Paths named in the reason of a completion over uncommitted changes.
