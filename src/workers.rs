@@ -4,7 +4,7 @@
 //!
 //! Theory: the ralph the user started is the **coordinator**, the only
 //! writer of the plan and of the run branch (the branch it was started
-//! on). The plan is cut into **units** (`assign`): a top-level item with
+//! on). The plan is cut into **units** (`plan::units`): a top-level item with
 //! its sub-items; `(after: …)` and `(serial)` headings make units wait.
 //! Each worker is an ordinary ralph loop in its own worktree on its own
 //! branch, given one unit at a time. A finished unit's branch goes through
@@ -15,7 +15,6 @@
 //! ```text
 //! workers.rs         this map
 //! workers/
-//!   assign.rs        plan → units, `(after: …)`, `(serial)`, which are ready (pure)
 //!   coordinator.rs, coordinator/  the loop that gives out units, merges, checks off
 //!   grant.rs         shared budgets granted before a session starts (pure
 //!                    decision, table-tested) and the grant file a worker reads
@@ -34,7 +33,6 @@
 //! the checkboxes; the run branch's work tree is the user's checkout, so a
 //! merge updates it only with git's safe checkout.
 
-pub(crate) mod assign;
 mod child;
 mod config;
 mod coordinator;

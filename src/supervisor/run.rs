@@ -357,9 +357,9 @@ impl Supervisor {
         let handed = self.root.join(&self.config.plan);
         let checked = project_plan
             .ok()
-            .filter(|text| crate::workers::assign::unit_done(text, &unit.item))
+            .filter(|text| crate::plan::units::unit_done(text, &unit.item))
             .and_then(|_| std::fs::read_to_string(&handed).ok())
-            .and_then(|text| crate::workers::assign::check_off(&text, &unit.item));
+            .and_then(|text| crate::plan::units::check_off(&text, &unit.item));
         match checked {
             Some(text) => match crate::formats::write_atomic(&handed, text.as_bytes()) {
                 Ok(()) => self.plan(),

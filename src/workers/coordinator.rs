@@ -37,7 +37,6 @@ mod setup;
 
 pub(crate) use setup::run;
 
-use super::assign;
 use super::child::{self, Child, Msg, WORKER_PLAN};
 use super::grant;
 use super::ledger::{Assignment, Ledger, Status, Task};
@@ -46,6 +45,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::Bus;
 use crate::formats::Event;
+use crate::plan::units;
 use grants::Granted;
 
 /// What the user asked for besides the count.
@@ -301,7 +301,7 @@ impl Coordinator {
         let Ok(text) = self.plan_text() else {
             return Vec::new();
         };
-        let Ok(units) = assign::units(&text) else {
+        let Ok(units) = units::units(&text) else {
             return Vec::new();
         };
         let busy: BTreeSet<String> = self
@@ -311,7 +311,7 @@ impl Coordinator {
             .map(|a| a.item.clone())
             .collect();
         let merged: BTreeSet<String> = self.ledger.merged.iter().cloned().collect();
-        assign::ready(&units, &busy, &merged)
+        units::ready(&units, &busy, &merged)
             .into_iter()
             .map(|i| units[i].key.clone())
             .collect()
@@ -437,11 +437,11 @@ impl Coordinator {
         }
         if !a.project_dir.join(WORKER_PLAN).is_file() {
             let text = self.plan_text()?;
-            let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
+            let units = units::units(&text).map_err(|e| Error::usage(e.to_string()))?;
             let unit = units.iter().find(|u| u.key == a.item).ok_or_else(|| {
                 Error::usage(format!("plan item \"{}\" is gone from the plan", a.item))
             })?;
-            write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+            write_worker_plan(&a.project_dir, &units::worker_plan(&text, unit))?;
         }
         if let Some(mine) = self
             .ledger

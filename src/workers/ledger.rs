@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::assign::UnitState;
 use crate::error::{Error, Result};
 use crate::formats::{Event, Record, read_log};
 use crate::formats::{Layout, RunState, RunStatus};
+use crate::plan::units::UnitState;
 
 /// What a worker was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,7 +50,7 @@ pub(crate) enum Status {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Assignment {
     pub(crate) worker: String,
-    /// The unit's key (`assign::Unit::key`).
+    /// The unit's key (`plan::units::Unit::key`).
     pub(crate) item: String,
     pub(crate) branch: String,
     /// The worktree's top directory.
@@ -199,7 +199,7 @@ impl Ledger {
         status: RunStatus,
         reason: Option<String>,
     ) -> RunState {
-        let units = super::assign::units(plan_text).unwrap_or_default();
+        let units = crate::plan::units::units(plan_text).unwrap_or_default();
         let keys = |state: UnitState| -> Vec<String> {
             (units.iter().filter(|u| u.state == state))
                 .map(|u| u.key.clone())

@@ -6,7 +6,7 @@ use super::{Coordinator, Stop};
 use crate::error::Result;
 use crate::formats::Event;
 use crate::hooks::Facts;
-use crate::workers::assign::{self, UnitState};
+use crate::plan::units::{self, UnitState};
 use crate::workers::worktree;
 
 impl Coordinator {
@@ -15,7 +15,7 @@ impl Coordinator {
         // was stopped first): what they did counts too.
         self.catch_up_idle();
         let text = self.plan_text().unwrap_or_default();
-        let open = assign::units(&text)
+        let open = units::units(&text)
             .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())
             .unwrap_or(0);
         let left: Vec<String> = self

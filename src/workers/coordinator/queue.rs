@@ -7,10 +7,11 @@ use std::sync::mpsc;
 use super::{Coordinator, write_worker_plan};
 use crate::error::Result;
 use crate::formats::Event;
+use crate::plan::units;
 use crate::text::printable;
 use crate::workers::child::Msg;
 use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
-use crate::workers::{MergeRequest, Merged, assign, worktree};
+use crate::workers::{MergeRequest, Merged, worktree};
 
 impl Coordinator {
     /// Assignments whose work is in the run branch already, settled before
@@ -176,7 +177,7 @@ impl Coordinator {
         // then the assignment.
         let a = self.ledger.assignments[i].clone();
         let text = self.plan_text()?;
-        if let Some(checked) = assign::check_off(&text, &a.item) {
+        if let Some(checked) = units::check_off(&text, &a.item) {
             let item = printable(&a.item);
             self.commit_plan(
                 &checked,

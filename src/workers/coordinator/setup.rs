@@ -13,10 +13,10 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Bus, EventLog};
 use crate::formats::Event;
+use crate::plan::units;
 use crate::project::Lock;
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
-use crate::workers::assign;
 use crate::workers::ledger::Ledger;
 
 pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
@@ -135,7 +135,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     };
     config_is_committed(&git, &prefix, &run_branch)?;
     let text = read_plan(&plan_path)?;
-    assign::units(&text).map_err(|e| {
+    units::units(&text).map_err(|e| {
         Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
     })?;
     let worktrees = root
