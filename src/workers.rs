@@ -21,7 +21,6 @@
 //!   child.rs         a worker's `ralph run --worker` child process and its events
 //!   merge.rs         one worker branch merged into the run branch (git2)
 //!   ledger.rs        `.ralph/workers.json`, read by a takeover
-//!   worktree.rs      the workers' worktrees and branches (git2)
 //!   view.rs          what `ralph status` shows of a parallel run
 //!   config.rs        `[workers]` (a leaf)
 //!   fleet.rs, fleet/ many machines on one plan through the git remote
@@ -41,7 +40,6 @@ pub(crate) mod grant;
 mod ledger;
 pub(crate) mod merge;
 mod view;
-pub(crate) mod worktree;
 
 pub(crate) use child::WORKER_PROMPT;
 pub(crate) use config::WorkersConfig;

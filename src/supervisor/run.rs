@@ -334,10 +334,10 @@ impl Supervisor {
         let Ok(wt) = git2::Repository::discover(&self.root) else {
             return;
         };
-        match crate::workers::worktree::home(&wt, &unit.branch) {
-            Ok(crate::workers::worktree::Head::OnBranch) => {}
-            Ok(crate::workers::worktree::Head::Moved(note)) => self.events.warn(note),
-            Ok(crate::workers::worktree::Head::Apart(note)) => self.events.warn(format!(
+        match crate::repo::worktree::home(&wt, &unit.branch) {
+            Ok(crate::repo::worktree::Head::OnBranch) => {}
+            Ok(crate::repo::worktree::Head::Moved(note)) => self.events.warn(note),
+            Ok(crate::repo::worktree::Head::Apart(note)) => self.events.warn(format!(
                 "{note}: HEAD is left detached there, no checkpoint commit is made; the coordinator merges it when this loop ends"
             )),
             Err(e) => self

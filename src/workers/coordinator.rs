@@ -40,12 +40,12 @@ pub(crate) use setup::run;
 use super::child::{self, Child, Msg, WORKER_PLAN};
 use super::grant;
 use super::ledger::{Assignment, Ledger, Status, Task};
-use super::worktree;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::Bus;
 use crate::formats::Event;
 use crate::plan::units;
+use crate::repo::worktree;
 use grants::Granted;
 
 /// What the user asked for besides the count.

@@ -106,7 +106,8 @@ impl WorkersView {
                     unmerged: git
                         .as_ref()
                         .and_then(|g| {
-                            super::worktree::commits_ahead(g, &a.branch, &ledger.run_branch).ok()
+                            crate::repo::worktree::commits_ahead(g, &a.branch, &ledger.run_branch)
+                                .ok()
                         })
                         .unwrap_or_default(),
                 }

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::formats::Event;
 use crate::hooks::Facts;
 use crate::plan::units::{self, UnitState};
-use crate::workers::worktree;
+use crate::repo::worktree;
 
 impl Coordinator {
     pub(super) fn end(&mut self) -> Result<i32> {

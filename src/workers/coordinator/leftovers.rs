@@ -25,7 +25,7 @@ use std::path::Path;
 
 use git2::{BranchType, Oid, Repository, build::CheckoutBuilder};
 
-use crate::workers::worktree::{self, Head};
+use crate::repo::worktree::{self, Head};
 
 use super::Coordinator;
 use crate::formats::Event;

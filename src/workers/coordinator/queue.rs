@@ -8,10 +8,11 @@ use super::{Coordinator, write_worker_plan};
 use crate::error::Result;
 use crate::formats::Event;
 use crate::plan::units;
+use crate::repo::worktree;
 use crate::text::printable;
 use crate::workers::child::Msg;
 use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
-use crate::workers::{MergeRequest, Merged, worktree};
+use crate::workers::{MergeRequest, Merged};
 
 impl Coordinator {
     /// Assignments whose work is in the run branch already, settled before
