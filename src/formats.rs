@@ -10,6 +10,7 @@
 //! formats.rs         this map
 //! formats/
 //!   event.rs         Event, Record (events.jsonl, `--json`), StopStep, SnapshotReason, TrustAction, read_log
+//!   ledger.rs        .ralph/workers.json: Ledger, Assignment, MergeRecord, Merged, Heard, ledger_of
 //!   items.rs         an item's account, a shard request, the carry-over, Confidence
 //!   run_state.rs     Layout, RunState and its records, Trigger, atomic/private writes
 //!   verification.rs  Verification: a run of the [verify] checks as state, events and prompt keep it
@@ -24,6 +25,7 @@
 
 mod event;
 mod items;
+pub(crate) mod ledger;
 mod outcome;
 mod point;
 mod run_state;
@@ -31,6 +33,7 @@ pub(crate) mod verification;
 
 pub use event::*;
 pub use items::*;
+pub(crate) use ledger::{Heard, Ledger, Merged, ledger_of};
 pub(crate) use outcome::IterationOutcome;
 pub use point::Point;
 pub use run_state::*;

@@ -44,6 +44,6 @@ mod view;
 pub(crate) use child::WORKER_PROMPT;
 pub(crate) use config::WorkersConfig;
 pub(crate) use coordinator::{Options, run};
-pub(crate) use ledger::{Heard, Ledger, ledger_of, refuse_a_single_loop};
-pub(crate) use merge::{MergeRequest, Merged, merge};
+pub(crate) use ledger::refuse_a_single_loop;
+pub(crate) use merge::{MergeRequest, merge};
 pub(crate) use view::WorkersView;

@@ -287,7 +287,7 @@ pub(crate) fn describe(event: &Event) -> Option<String> {
             merged,
             ..
         } => {
-            use crate::workers::Merged;
+            use crate::formats::Merged;
             let what = match merged {
                 Merged::AlreadyMerged => "already merged".to_string(),
                 Merged::FastForward { to, .. } => format!("fast-forward to {}", cut_id(to)),

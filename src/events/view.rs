@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, VecDeque};
 use jiff::Timestamp;
 
 use crate::context::MeterReading;
+use crate::formats::Merged;
 use crate::formats::{Event, Record};
-use crate::workers::Merged;
 
 /// The name of a single run's loop (its records carry no `worker`).
 pub(crate) const SINGLE: &str = "loop";

@@ -243,7 +243,7 @@ pub enum Event {
         /// 1 for the first try, then one more after each update.
         attempt: u32,
         #[serde(flatten)]
-        merged: crate::workers::Merged,
+        merged: crate::formats::Merged,
         /// The ref that keeps the run branch's tip from before the merge.
         backup: Option<String>,
     },

@@ -89,7 +89,7 @@ pub fn build(
     // given; and each loop's worker and unit.
     let mut loops: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
     let mut owners: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
-    let mut seen = crate::workers::Heard::default();
+    let mut seen = crate::formats::Heard::default();
     for r in records.iter().filter(|r| seen.first(r)) {
         if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
             current = Some(id);

@@ -69,7 +69,7 @@ pub(crate) fn reports(
                 .clone()
                 .filter(|s| &s.run_id == id)
                 .or_else(|| kept_state(layout, id));
-            let parallel = crate::workers::ledger_of(&layout.dir, id);
+            let parallel = crate::formats::ledger_of(&layout.dir, id);
             match (own, parallel.filter(|l| l.ended.is_none())) {
                 (None, Some(ledger)) => {
                     // A parallel run not ended: its state as it stands, and
@@ -93,7 +93,7 @@ pub(crate) fn reports(
 fn live_state(
     layout: &Layout,
     config: Option<&Config>,
-    ledger: &crate::workers::Ledger,
+    ledger: &crate::formats::Ledger,
 ) -> RunState {
     let plan = config.map_or_else(
         || layout.root.join(&ledger.plan),
@@ -143,7 +143,7 @@ fn build(
     let mut report = gather::build(id, records, state, thresholds, budgets);
     let kind = config.map(|c| c.agent.kind).unwrap_or_default();
     let own = config.map_or_else(OwnPaths::default, |c| OwnPaths::new(&c.prompt_file));
-    let own_commits = crate::workers::ledger_of(&layout.dir, id).map(|l| l.commits);
+    let own_commits = crate::formats::ledger_of(&layout.dir, id).map(|l| l.commits);
     for c in own_commits.unwrap_or_default() {
         if !report.commits.contains(&c) {
             report.commits.push(c);
@@ -261,6 +261,42 @@ pub(crate) fn write_after_run(
         let _ = std::fs::remove_file(&path);
     })?;
     Ok(path)
+}
+
+// The ledger is a format (`formats::ledger`); what the report makes of it
+// is the report's.
+impl crate::formats::Ledger {
+    /// The parallel run as a run's state, for its morning report (as a
+    /// single loop's `state.json` is): its outcome, its items (the plan's
+    /// units), its cost, and the run branch from its start to `head`.
+    pub(crate) fn state(
+        &self,
+        plan_text: &str,
+        head: Option<String>,
+        status: crate::formats::RunStatus,
+        reason: Option<String>,
+    ) -> crate::formats::RunState {
+        let units = crate::plan::units::units(plan_text).unwrap_or_default();
+        let keys = |state: crate::plan::units::UnitState| -> Vec<String> {
+            (units.iter().filter(|u| u.state == state))
+                .map(|u| u.key.clone())
+                .collect()
+        };
+        crate::formats::RunState {
+            run_id: self.run_id.clone(),
+            plan: self.plan.clone(),
+            started_at: self.started_at.clone(),
+            status,
+            exit_reason: reason,
+            completed_items: keys(crate::plan::units::UnitState::Done),
+            todo_items: keys(crate::plan::units::UnitState::Open),
+            cost_usd: self.cost_usd,
+            start_commit: self.start_commit.clone(),
+            end_commit: head,
+            ended_at: self.ended.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,9 +16,9 @@ use std::sync::mpsc::Sender;
 
 use nix::sys::signal::Signal;
 
-use super::ledger::Assignment;
 use crate::error::{Error, Result};
 use crate::formats::Record;
+use crate::formats::ledger::Assignment;
 
 /// The plan a worker runs on: its unit only, under its own `.ralph/`
 /// (never committed), so that the shared plan has one writer.

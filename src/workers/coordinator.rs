@@ -39,11 +39,11 @@ pub(crate) use setup::run;
 
 use super::child::{self, Child, Msg, WORKER_PLAN};
 use super::grant;
-use super::ledger::{Assignment, Ledger, Status, Task};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::Bus;
 use crate::formats::Event;
+use crate::formats::ledger::{Assignment, Ledger, Status, Task};
 use crate::plan::units;
 use crate::repo::worktree;
 use grants::Granted;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::ledger::{Ledger, Status};
+use crate::formats::ledger::{Ledger, Status};
 use crate::formats::{Layout, RunState};
 
 /// Why a worker of a parallel run with no coordinator is paused.

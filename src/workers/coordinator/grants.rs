@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use super::Coordinator;
+use crate::formats::ledger::Status;
 use crate::workers::grant;
-use crate::workers::ledger::Status;
 
 impl Coordinator {
     /// Whether the shared budget covers one more session now.

@@ -29,8 +29,8 @@ use crate::repo::worktree::{self, Head};
 
 use super::Coordinator;
 use crate::formats::Event;
+use crate::formats::ledger::Assignment;
 use crate::repo::{CommitOutcome, OwnPaths, Repo};
-use crate::workers::ledger::Assignment;
 
 impl Coordinator {
     /// Everything a worker left in its worktree, committed on its branch

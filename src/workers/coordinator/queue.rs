@@ -7,12 +7,13 @@ use std::sync::mpsc;
 use super::{Coordinator, write_worker_plan};
 use crate::error::Result;
 use crate::formats::Event;
+use crate::formats::Merged;
+use crate::formats::ledger::{Assignment, MergeRecord, Status, Task};
 use crate::plan::units;
 use crate::repo::worktree;
 use crate::text::printable;
+use crate::workers::MergeRequest;
 use crate::workers::child::Msg;
-use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
-use crate::workers::{MergeRequest, Merged};
 
 impl Coordinator {
     /// Assignments whose work is in the run branch already, settled before

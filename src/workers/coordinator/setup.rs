@@ -13,11 +13,11 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Bus, EventLog};
 use crate::formats::Event;
+use crate::formats::ledger::Ledger;
 use crate::plan::units;
 use crate::project::Lock;
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
-use crate::workers::ledger::Ledger;
 
 pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
     let root = project.root().to_path_buf();
