@@ -11,6 +11,7 @@
 //! formats/
 //!   event.rs         Event, Record (events.jsonl, `--json`), StopStep, SnapshotReason, TrustAction, read_log
 //!   ledger.rs        .ralph/workers.json: Ledger, Assignment, MergeRecord, Merged, Heard, ledger_of
+//!   grant.rs         .ralph/grant.json: the sessions a worker's loop may start
 //!   items.rs         an item's account, a shard request, the carry-over, Confidence
 //!   run_state.rs     Layout, RunState and its records, Trigger, atomic/private writes
 //!   verification.rs  Verification: a run of the [verify] checks as state, events and prompt keep it
@@ -24,6 +25,7 @@
 //! (the breaker's rules in `rules::breaker`, the lock in `project::lock`).
 
 mod event;
+mod grant;
 mod items;
 pub(crate) mod ledger;
 mod outcome;
@@ -32,6 +34,7 @@ mod run_state;
 pub(crate) mod verification;
 
 pub use event::*;
+pub(crate) use grant::Grant;
 pub use items::*;
 pub(crate) use ledger::{Heard, Ledger, Merged, ledger_of};
 pub(crate) use outcome::IterationOutcome;

@@ -253,7 +253,7 @@ pub enum Event {
         reason: String,
         iterations: u32,
         cost_usd: f64,
-        /// The morning report written as the run ended (`crate::report`).
+        /// The morning report written as the run ended (`report`).
         #[serde(default)]
         report: Option<String>,
     },

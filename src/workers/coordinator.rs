@@ -468,7 +468,7 @@ impl Coordinator {
         // Its first session granted before it starts (none when the shared
         // budget does not cover it now: a conflict handed back waits).
         let first = u32::from(self.decide() == grant::Decision::Go);
-        grant::Grant { sessions: first }.write(&a.project_dir)?;
+        crate::formats::Grant { sessions: first }.write(&a.project_dir)?;
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
         self.grants.insert(
