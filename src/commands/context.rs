@@ -105,7 +105,7 @@ pub(crate) struct WorkerContext {
 /// The context of every worker of the parallel run recorded at `root`
 /// that is running now.
 fn worker_contexts(root: &Path) -> Vec<WorkerContext> {
-    let Some(view) = crate::workers::WorkersView::load(root) else {
+    let Some(view) = crate::report::WorkersView::load(root) else {
         return Vec::new();
     };
     view.assignments

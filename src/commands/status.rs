@@ -149,7 +149,7 @@ pub(crate) struct StatusReport {
     /// A parallel run (`ralph run --workers N`): every worker and every
     /// branch not merged yet, with its commits.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) workers: Option<crate::workers::WorkersView>,
+    pub(crate) workers: Option<crate::report::WorkersView>,
     /// The figures above are the parallel run's (`workers`), not a loop's.
     #[serde(skip)]
     pub(crate) parallel: bool,
@@ -215,7 +215,7 @@ impl StatusReport {
                 passed: v.passed,
                 summary: v.summary(),
             }),
-            workers: crate::workers::WorkersView::load(root),
+            workers: crate::report::WorkersView::load(root),
             parallel: false,
         }
         .of_the_workers(config.as_ref()))

@@ -271,7 +271,7 @@ impl Watching<'_> {
         if !view.parallel || name == SINGLE {
             return Some(self.project.root().to_path_buf());
         }
-        let workers = crate::workers::WorkersView::load(self.project.root())?;
+        let workers = crate::report::WorkersView::load(self.project.root())?;
         (workers.assignments.into_iter())
             .find(|a| a.worker == name)
             .map(|a| PathBuf::from(a.project_dir))

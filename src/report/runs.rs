@@ -152,7 +152,7 @@ fn build(
     super::changes::read_git(&mut report, &layout.root, kind, &own);
     report.story.lanes = super::lanes::Lanes::of(id, records);
     // A parallel run's branches not merged: listed with their commits.
-    if let Some(view) = crate::workers::WorkersView::load(&layout.root).filter(|v| v.run_id == id) {
+    if let Some(view) = crate::report::WorkersView::load(&layout.root).filter(|v| v.run_id == id) {
         report.story.lanes.left = view.left();
     }
     // As the run last saw them, reset since or not.

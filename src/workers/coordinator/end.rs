@@ -118,7 +118,7 @@ impl Coordinator {
     /// merged: each with its item, why, worktree and commits, and how to go
     /// on. Its path, relative to the project.
     fn handoff_of_unmerged(&self) -> Option<String> {
-        let mut view = crate::workers::WorkersView::load(&self.root)?;
+        let mut view = crate::report::WorkersView::load(&self.root)?;
         // How it ended, not `running`: this coordinator still holds the lock.
         view.outcome.clone_from(&self.ledger.outcome);
         let stamp = jiff::Zoned::now().strftime("%Y-%m-%d-%H%M");

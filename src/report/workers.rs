@@ -133,13 +133,13 @@ impl WorkersView {
 
     /// Every branch not merged yet, for the report's items left: its item,
     /// where it stands and why, and its commits.
-    pub(crate) fn left(&self) -> Vec<crate::report::lanes::LeftItem> {
+    pub(crate) fn left(&self) -> Vec<super::lanes::LeftItem> {
         (self.assignments.iter())
             .map(|a| {
                 let commits: Vec<String> = (a.unmerged.iter())
                     .map(|(id, subject)| format!("{} {subject}", &id[..id.len().min(10)]))
                     .collect();
-                crate::report::lanes::LeftItem {
+                super::lanes::LeftItem {
                     item: a.item.clone(),
                     why: format!(
                         "{}{}; branch {}, {} commit(s) not merged{}{}",
