@@ -6,6 +6,9 @@
 //! config/
 //!   agent.rs         [agent]: AgentConfig, AgentKind as a config value
 //!   schema.rs        Config and its sections, their defaults, load, what they derive (meter, thresholds)
+//!   workers.rs       [workers]: WorkersConfig (docs/workers.md)
+//!   fleet.rs         [fleet]: FleetConfig (docs/fleet.md)
+//!   notify.rs        [notify]: channels, events (`Kind`), limits, `variable` (docs/notifications.md)
 //!   verify.rs        [verify]: VerifyConfig, the checks ralph runs and when
 //!   validate.rs      the text parsed and checked: every refusal names `section.key` and its line
 //!   templates.rs     the prompt templates (prompts/*.j2) embedded and the user's overrides, strict rendering (a leaf: imports only error)
@@ -14,12 +17,17 @@
 //! ```
 
 mod agent;
+pub(crate) mod fleet;
+pub(crate) mod notify;
 mod schema;
 pub(crate) mod templates;
 pub(crate) mod token_budget;
 pub(crate) mod trust;
 mod validate;
 mod verify;
+mod workers;
 
+pub(crate) use fleet::FleetConfig;
 pub use schema::*;
 pub(crate) use verify::VerifyConfig;
+pub(crate) use workers::WorkersConfig;

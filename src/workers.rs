@@ -21,7 +21,6 @@
 //!   child.rs         a worker's `ralph run --worker` child process and its events
 //!   merge.rs         one worker branch merged into the run branch (git2)
 //!   ledger.rs        `.ralph/workers.json`, read by a takeover
-//!   config.rs        `[workers]` (a leaf)
 //!   fleet.rs, fleet/ many machines on one plan through the git remote
 //!                    (`ralph run --remote R --fleet NAME`, issue 26, docs/fleet.md)
 //! ```
@@ -32,7 +31,6 @@
 //! merge updates it only with git's safe checkout.
 
 mod child;
-mod config;
 mod coordinator;
 pub(crate) mod fleet;
 pub(crate) mod grant;
@@ -40,7 +38,6 @@ mod ledger;
 pub(crate) mod merge;
 
 pub(crate) use child::WORKER_PROMPT;
-pub(crate) use config::WorkersConfig;
 pub(crate) use coordinator::{Options, run};
 pub(crate) use ledger::refuse_a_single_loop;
 pub(crate) use merge::{MergeRequest, merge};

@@ -30,11 +30,11 @@ pub struct Config {
     pub(crate) handoff: crate::config::token_budget::HandoffConfig,
     pub(crate) runs: crate::agent::transcript::RunsConfig,
     pub(crate) verify: crate::config::VerifyConfig,
-    pub(crate) notify: crate::events::notify::config::NotifyConfig,
+    pub(crate) notify: crate::config::notify::NotifyConfig,
     pub(crate) quota: crate::rules::quota::QuotaConfig,
     pub(crate) sandbox: crate::agent::sandbox::SandboxConfig,
-    pub(crate) workers: crate::workers::WorkersConfig,
-    pub(crate) fleet: crate::workers::fleet::FleetConfig,
+    pub(crate) workers: crate::config::WorkersConfig,
+    pub(crate) fleet: crate::config::FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

@@ -252,7 +252,7 @@ impl Config {
                 );
             }
             for (key, raw) in self.notify.secret_settings() {
-                if let Some(var) = raw.and_then(crate::events::notify::variable)
+                if let Some(var) = raw.and_then(crate::config::notify::variable)
                     && pass.iter().any(|k| k == var)
                 {
                     return bad(

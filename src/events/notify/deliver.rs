@@ -9,8 +9,8 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::config::{Kind, NotifyConfig};
 use super::message::{self, Notice, Watch};
+use crate::config::notify::{Kind, NotifyConfig};
 use crate::error::{Error, Result};
 use crate::events::Sink;
 use crate::formats::{Event, Record};
@@ -44,7 +44,7 @@ impl Channel {
         let mut secrets = std::collections::BTreeMap::new();
         let mut value = |key: &str, v: &Option<String>| -> Result<Option<String>> {
             let Some(v) = v else { return Ok(None) };
-            let resolved = match super::config::variable(v) {
+            let resolved = match crate::config::notify::variable(v) {
                 Some(var) => match std::env::var(var) {
                     // An empty value is as unusable as none: every notice of
                     // the night would fail.

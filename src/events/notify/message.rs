@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::config::Kind;
+use crate::config::notify::Kind;
 use crate::formats::RunStatus;
 use crate::formats::{Event, Record};
 

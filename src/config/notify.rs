@@ -1,5 +1,5 @@
 //! `[notify]` in `ralph.toml`: the channels, which events go out, and the
-//! delivery limits (docs/notifications.md). A leaf: imports only `span`.
+//! delivery limits (docs/notifications.md). A leaf: imports only `text`'s `Span`. Delivering is `events::notify`.
 
 use serde::{Deserialize, Serialize};
 
