@@ -9,6 +9,8 @@
 //!   workers.rs       [workers]: WorkersConfig (docs/workers.md)
 //!   fleet.rs         [fleet]: FleetConfig (docs/fleet.md)
 //!   notify.rs        [notify]: channels, events (`Kind`), limits, `variable` (docs/notifications.md)
+//!   sandbox.rs       [agent] sandbox (`Kind`) and [sandbox]: SandboxConfig (docs/sandbox.md)
+//!   runs.rs          [runs]: RunsConfig, transcripts kept, capped, compressed
 //!   verify.rs        [verify]: VerifyConfig, the checks ralph runs and when
 //!   validate.rs      the text parsed and checked: every refusal names `section.key` and its line
 //!   templates.rs     the prompt templates (prompts/*.j2) embedded and the user's overrides, strict rendering (a leaf: imports only error)
@@ -19,6 +21,8 @@
 mod agent;
 pub(crate) mod fleet;
 pub(crate) mod notify;
+mod runs;
+pub(crate) mod sandbox;
 mod schema;
 pub(crate) mod templates;
 pub(crate) mod token_budget;
@@ -28,6 +32,8 @@ mod verify;
 mod workers;
 
 pub(crate) use fleet::FleetConfig;
+pub(crate) use runs::RunsConfig;
+pub(crate) use sandbox::SandboxConfig;
 pub use schema::*;
 pub(crate) use verify::VerifyConfig;
 pub(crate) use workers::WorkersConfig;

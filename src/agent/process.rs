@@ -107,7 +107,7 @@ impl AgentCommand {
                 .collect(),
             transcript_cap: config.runs.transcript_cap_mib << 20,
         };
-        if config.agent.sandbox == super::sandbox::Kind::Bwrap {
+        if config.agent.sandbox == crate::config::sandbox::Kind::Bwrap {
             cmd.sandbox(config, root);
         }
         cmd
@@ -118,7 +118,7 @@ impl AgentCommand {
     /// its behalf (`[verify]`): code the agent wrote runs where the agent
     /// does. `None` without a sandbox. The caller appends the script.
     pub(crate) fn shell_in_box(config: &Config, root: &Path) -> Option<AgentCommand> {
-        if config.agent.sandbox != super::sandbox::Kind::Bwrap {
+        if config.agent.sandbox != crate::config::sandbox::Kind::Bwrap {
             return None;
         }
         let mut cmd = AgentCommand::from_config(config, 0, root);

@@ -140,7 +140,7 @@ impl DoctorReport {
 /// the user changed them since (docs/sandbox.md, "Trust at start").
 fn check_trust(c: &mut Checks, root: &Path, config: &Config) -> bool {
     use crate::config::trust::{self, Decision};
-    let boxed = config.agent.sandbox == crate::agent::sandbox::Kind::Bwrap;
+    let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
     let fix = "look at the changes (`git diff`); `ralph run --trust-config` accepts them";
     match trust::at_start(root, &root.join(".ralph"), boxed, false) {
         Ok(Decision::Trusted | Decision::Confirmed(_)) => true,
@@ -509,7 +509,7 @@ fn check_codex_policy(c: &mut Checks, root: &Path, config: &Config) {
 /// `[agent] sandbox`: the box can be made here; without one, say what the
 /// agent can reach (`ralph init` says whether bubblewrap would work).
 fn check_box(c: &mut Checks, config: &Config) {
-    use crate::agent::sandbox::Kind;
+    use crate::config::sandbox::Kind;
     if config.agent.sandbox == Kind::None {
         return c.ok(
             "sandbox",

@@ -28,11 +28,11 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub prompt: crate::config::token_budget::PromptConfig,
     pub(crate) handoff: crate::config::token_budget::HandoffConfig,
-    pub(crate) runs: crate::agent::transcript::RunsConfig,
+    pub(crate) runs: crate::config::RunsConfig,
     pub(crate) verify: crate::config::VerifyConfig,
     pub(crate) notify: crate::config::notify::NotifyConfig,
     pub(crate) quota: crate::rules::quota::QuotaConfig,
-    pub(crate) sandbox: crate::agent::sandbox::SandboxConfig,
+    pub(crate) sandbox: crate::config::SandboxConfig,
     pub(crate) workers: crate::config::WorkersConfig,
     pub(crate) fleet: crate::config::FleetConfig,
 }

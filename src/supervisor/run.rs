@@ -122,7 +122,7 @@ impl Supervisor {
         agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
         // Before anything is written: a change the agent made during the
         // last run is not acted on unconfirmed.
-        let boxed = config.agent.sandbox == agent::sandbox::Kind::Bwrap;
+        let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
         // A worker's project is its worktree, made by its coordinator.
         let trusted = if opts.worker.is_some() {
             trust::Decision::Trusted
