@@ -717,7 +717,7 @@ fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
         );
     }
     // In the agent's box, as a run would: the checks run code it wrote.
-    let shell = crate::hooks::process::Shell::for_agent(config, root);
+    let shell = crate::agent::shell::Shell::for_agent(config, root);
     if shell.is_boxed() {
         crate::agent::sandbox::protect::prepare(root);
     }

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::process;
-use super::process::End;
+use crate::agent::shell;
+use crate::agent::shell::End;
 use crate::config::HooksConfig;
 use crate::config::trust::Fingerprints;
 use crate::events::Bus;
@@ -100,7 +100,7 @@ struct Job {
 
 impl Hooks {
     /// No thread when no hook is configured. A signal ends a running hook
-    /// once [`watch_interrupts`] was called.
+    /// once [`watch_interrupts`](crate::agent::shell::watch_interrupts) was called.
     pub(crate) fn new(config: &HooksConfig, root: &Path) -> Hooks {
         Hooks::trusting(config, root, None)
     }
@@ -120,7 +120,7 @@ impl Hooks {
             runner.trusted = trusted;
             let thread = std::thread::spawn(move || {
                 for job in queue {
-                    runner.run(&job, &process::INTERRUPTS, &mut |e| {
+                    runner.run(&job, &shell::INTERRUPTS, &mut |e| {
                         let _ = report.send(e);
                     });
                     if let Some(done) = &job.done {
@@ -408,7 +408,7 @@ impl Runner {
         for attempt in 1..=self.retries + 1 {
             let base = interrupts.load(Ordering::SeqCst);
             let interrupted = || interrupts.load(Ordering::SeqCst) != base;
-            let f = process::run(
+            let f = shell::run(
                 command,
                 &self.root,
                 &job.env,
@@ -450,7 +450,7 @@ impl Runner {
 
 /// Whether a run succeeded, and what to say about it: the last line of
 /// its output (stderr first when it failed).
-fn describe(f: &process::Finished, timeout: Duration) -> (bool, String) {
+fn describe(f: &shell::Finished, timeout: Duration) -> (bool, String) {
     let last_line = |bytes: &[u8]| {
         let text = String::from_utf8_lossy(bytes);
         let line = text.trim().lines().last().unwrap_or("").trim().to_string();

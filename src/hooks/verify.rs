@@ -6,7 +6,7 @@
 //! prompt as the first thing to fix (docs/verify.md).
 //!
 //! Each command runs with `sh -c` in its own process group (the hooks'
-//! runner, `hooks::process`): its output drained and kept to the tail,
+//! runner, `agent::shell`): its output drained and kept to the tail,
 //! killed with everything it started at the timeout or on SIGINT/SIGTERM.
 //! Commands run in order and stop at the first that fails. What is kept of
 //! the output is made printable and stripped of secrets before it is
@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::config::VerifyConfig;
 use crate::formats::verification::{Check, Status, Verification, When};
 
-use crate::hooks::process::{self, End, INTERRUPTS, Shell};
+use crate::agent::shell::{self, End, INTERRUPTS, Shell};
 
 /// Characters of a command's output kept (its end).
 const OUTPUT_CHARS: usize = 3_000;
@@ -67,7 +67,7 @@ pub(crate) fn run(
         // One stream, in the order it was written: test runners put the
         // summary on one and the failure on the other.
         let script = format!("exec 2>&1\n{command}");
-        let done = process::run_in(
+        let done = shell::run_in(
             shell,
             &script,
             root,

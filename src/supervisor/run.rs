@@ -180,7 +180,7 @@ impl Supervisor {
             agent::sandbox::protect::prepare(root);
         }
         let signals = Signals::install(&layout)?;
-        hooks::watch_interrupts();
+        crate::agent::shell::watch_interrupts();
         // As everywhere in a run, a repository git2 cannot open is no repository.
         let repo = repo::Repo::open(root).ok().flatten();
         let run_id = record::new_run_id(root, repo.as_ref());
@@ -222,10 +222,10 @@ impl Supervisor {
             .for_each(crate::agent::procs::kill_recorded_session);
         // And the hooks it was running (an `on_level` hook in the background).
         let hook_groups = layout.hook_groups();
-        if hooks::process::end_left_behind(&hook_groups) > 0 {
+        if crate::agent::shell::end_left_behind(&hook_groups) > 0 {
             tracing::warn!("the previous supervisor died; its hooks were ended");
         }
-        hooks::process::record_groups_in(hook_groups);
+        crate::agent::shell::record_groups_in(hook_groups);
         if lock.stale_committing {
             // It died inside a WIP commit: the git lock files it held would
             // skip every checkpoint from now on ("another git process is

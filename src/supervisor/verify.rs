@@ -159,7 +159,7 @@ impl Supervisor {
         let before = (when == When::Completion)
             .then(|| self.work_tree())
             .flatten();
-        let shell = crate::hooks::process::Shell::for_agent(&self.config, &self.root);
+        let shell = crate::agent::shell::Shell::for_agent(&self.config, &self.root);
         let trusted = &self.trust.started;
         let untrusted = |command: &str| trusted.changed_for(command, &self.root);
         let result = verify::run(

@@ -158,7 +158,7 @@ fn command_send(
     root: &Path,
     timeout: Duration,
 ) -> std::result::Result<(), String> {
-    use crate::hooks::process::{End, run};
+    use crate::agent::shell::{End, run};
     let env = [
         ("RALPH_NOTIFY_SUBJECT".to_string(), n.title.clone()),
         ("RALPH_NOTIFY_EVENT".to_string(), n.kind.name().to_string()),
