@@ -168,7 +168,7 @@ impl Layout {
     pub fn events(&self) -> PathBuf {
         self.dir.join("events.jsonl")
     }
-    /// The process groups of the hooks running now (`hooks/process.rs`).
+    /// The process groups of the hooks running now (`agent/shell.rs`).
     pub(crate) fn hook_groups(&self) -> PathBuf {
         self.dir.join("hook-groups.json")
     }

@@ -1,4 +1,4 @@
-//! The plan's units (`workers::assign`: an item with its sub-items, its
+//! The plan's units (`plan::units`: an item with its sub-items, its
 //! `(after: …)` and `(serial)` waits) as the fleet sees them: each with a
 //! key that names its refs on every machine (pure).
 //!
