@@ -166,8 +166,8 @@ struct Gathered {
 
 fn gather(root: &Path, config: &Config, m: &Moment, saved: &mut Saved) -> Gathered {
     let layout = Layout::new(root);
-    let plan_path = root.join(&config.plan);
-    let plan_text = std::fs::read_to_string(&plan_path).unwrap_or_default();
+    let project = crate::project::Project::at(root);
+    let plan_text = project.plan_text(config).unwrap_or_default();
     let plan = Plan::parse(&plan_text);
     saved.current_item = (m.item.clone()).or_else(|| plan.current().map(|i| i.text.clone()));
     saved.item_done = m.item.is_some() && m.item_done;

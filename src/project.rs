@@ -108,6 +108,11 @@ impl Project {
     pub(crate) fn plan(&self, config: &Config) -> Result<Plan> {
         Plan::load(&self.plan_path(config))
     }
+
+    /// The plan's text, under the same policy (for who edits or quotes it).
+    pub(crate) fn plan_text(&self, config: &Config) -> Result<String> {
+        Plan::read_text(&self.plan_path(config))
+    }
 }
 
 /// A directory is a project's root when it holds a `ralph.toml` or ralph's

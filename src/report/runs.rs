@@ -95,11 +95,11 @@ fn live_state(
     config: Option<&Config>,
     ledger: &crate::formats::Ledger,
 ) -> RunState {
-    let plan = config.map_or_else(
-        || layout.root.join(&ledger.plan),
-        |c| layout.root.join(&c.plan),
-    );
-    let text = std::fs::read_to_string(plan).unwrap_or_default();
+    let text = match config {
+        Some(c) => crate::project::Project::at(&layout.root).plan_text(c),
+        None => crate::plan::Plan::read_text(&layout.root.join(&ledger.plan)),
+    }
+    .unwrap_or_default();
     let head = crate::repo::Repo::open(&layout.root)
         .ok()
         .flatten()

@@ -252,7 +252,7 @@ pub(crate) fn checkpoint_outside_a_run(
 ) -> crate::error::Result<Saved> {
     let config = Config::load(root)?;
     crate::text::secrets::remember(&config.agent.env);
-    if let Ok(text) = std::fs::read_to_string(root.join(&config.plan)) {
+    if let Ok(text) = crate::project::Project::at(root).plan_text(&config) {
         crate::text::secrets::note_plan(&text);
     }
     let templates = crate::prompt::Templates::load(root)?;

@@ -130,11 +130,10 @@ impl Supervisor {
             trust::at_start(root, &layout.dir, boxed, opts.trust_config)?
         };
         let project = Project::at(root);
-        let plan = project.plan(&config)?;
+        let plan_text = project.plan_text(&config)?;
         // Values the plan holds now are the user's words (see `secrets`).
-        if let Ok(text) = std::fs::read_to_string(project.plan_path(&config)) {
-            crate::text::secrets::note_plan(&text);
-        }
+        crate::text::secrets::note_plan(&plan_text);
+        let plan = crate::plan::Plan::parse(&plan_text);
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
@@ -632,8 +631,7 @@ impl Supervisor {
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words,
         // and the plan, which is left as the user wrote it.
-        let plan_text =
-            std::fs::read_to_string(self.root.join(&self.config.plan)).unwrap_or_default();
+        let plan_text = (Project::at(&self.root).plan_text(&self.config)).unwrap_or_default();
         let saved_prompt = crate::text::secrets::scrub_keeping(&prompt_text, &plan_text);
         if let Err(e) =
             crate::project::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)

@@ -563,8 +563,7 @@ fn loop_completed(a: &Assignment) -> bool {
 }
 
 fn read_plan(path: &Path) -> Result<String> {
-    crate::plan::Plan::load(path)?;
-    std::fs::read_to_string(path).map_err(|e| Error::io("cannot read the plan", path, e))
+    crate::plan::Plan::read_text(path)
 }
 
 fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
