@@ -164,7 +164,7 @@ fn usable(config: &Config, state: &RunState) -> u64 {
         (_, w) if w > 0 => w,
         _ => window_for_model(config.agent.model.as_deref().unwrap_or("")),
     };
-    window.saturating_sub(config.agent.reserve_tokens).max(1)
+    crate::context::usable_window(window, config.agent.reserve_tokens)
 }
 
 /// `ralph context --estimate [ITEM]`: the named item, or the plan's current one.

@@ -418,7 +418,7 @@ pub(super) fn moment(
             entry.peak_percent
         },
         tokens: entry.peak_tokens,
-        usable: state.context_window.saturating_sub(reserve),
+        usable: crate::context::usable_window(state.context_window, reserve),
         window: state.context_window,
         reason: facts
             .stop_reason
