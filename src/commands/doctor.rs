@@ -14,6 +14,7 @@ use super::prompt::NextIteration;
 use crate::agent::AgentKind;
 use crate::config::Config;
 use crate::error::Result;
+use crate::formats::Layout;
 use crate::project::Project;
 use crate::prompt::{EMBEDDED, Templates};
 
@@ -142,7 +143,7 @@ fn check_trust(c: &mut Checks, root: &Path, config: &Config) -> bool {
     use crate::config::trust::{self, Decision};
     let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
     let fix = "look at the changes (`git diff`); `ralph run --trust-config` accepts them";
-    match trust::at_start(root, &root.join(".ralph"), boxed, false) {
+    match trust::at_start(root, &Layout::new(root).dir, boxed, false) {
         Ok(Decision::Trusted | Decision::Confirmed(_)) => true,
         Ok(Decision::Warned(files) | Decision::Refused(files)) => {
             c.problem(
@@ -668,7 +669,7 @@ fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
 
 fn check_write_access(c: &mut Checks, root: &Path) {
     use nix::unistd::{AccessFlags, access};
-    let dir = root.join(".ralph");
+    let dir = Layout::new(root).dir;
     let writable = |p: &Path| access(p, AccessFlags::W_OK | AccessFlags::X_OK).is_ok();
     if dir.exists() && !dir.is_dir() {
         return c.problem(

@@ -148,10 +148,7 @@ fn estimate_of(
     item: &str,
     usable: u64,
 ) -> Estimate {
-    let history = items::history(
-        items::read_ledger(&items::ledger_path(&Layout::new(root).dir)),
-        &state.items,
-    );
+    let history = items::history(items::read_ledger(&Layout::new(root).items()), &state.items);
     let prior = (usable as f64 * config.context.estimate_prior_percent / 100.0) as u64;
     items::estimate_item(root, plan, item, &history, prior, usable)
 }

@@ -315,7 +315,7 @@ impl Watching<'_> {
         let root = self.project.root();
         let path = match view.ended.as_ref().and_then(|e| e.report.as_deref()) {
             Some(p) => root.join(p),
-            None => self.project.layout().dir.join("report.html"),
+            None => self.project.layout().report(),
         };
         if !path.is_file() {
             return "no report yet: it is written when the run ends (`ralph report` writes it now)"

@@ -330,7 +330,7 @@ pub(crate) fn named_scripts(command: &str, root: &Path) -> Vec<String> {
             command_word = true;
         }
     }
-    let own = root.join(".ralph");
+    let own = crate::formats::Layout::new(&root).dir;
     let mut out: Vec<String> = Vec::new();
     for word in candidates {
         let Ok(path) = root.join(&word).canonicalize() else {

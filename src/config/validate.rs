@@ -282,7 +282,7 @@ impl Config {
             );
         }
         if prompt.as_os_str().is_empty()
-            || prompt.starts_with(crate::repo::RALPH_DIR)
+            || prompt.starts_with(crate::formats::RALPH_DIR)
             || *prompt == self.plan
             || *prompt == Path::new(FILE_NAME)
         {

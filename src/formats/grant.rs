@@ -6,9 +6,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// The grant, in a worker's project: `.ralph/grant.json`.
-pub(crate) const GRANT: &str = ".ralph/grant.json";
-
 /// The grant file's content.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Grant {
@@ -19,13 +16,13 @@ pub(crate) struct Grant {
 impl Grant {
     /// The grant in the project at `dir`; None when there is none.
     pub(crate) fn read(dir: &Path) -> Option<Grant> {
-        let bytes = std::fs::read(dir.join(GRANT)).ok()?;
+        let bytes = std::fs::read(super::Layout::new(dir).grant()).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     pub(crate) fn write(&self, dir: &Path) -> crate::error::Result<()> {
         let text = serde_json::to_string(self).expect("a grant serialises");
-        crate::formats::write_atomic(&dir.join(GRANT), text.as_bytes())
+        super::write_atomic(&super::Layout::new(dir).grant(), text.as_bytes())
     }
 }
 

@@ -148,7 +148,11 @@ impl std::fmt::Display for RunStatus {
     }
 }
 
-/// Where ralph keeps its runtime files under the project root.
+/// ralph's directory, relative to the project root.
+pub(crate) const RALPH_DIR: &str = ".ralph";
+
+/// Where ralph keeps its runtime files under the project root: every path
+/// under `.ralph/` is named here, nowhere else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     pub(crate) root: PathBuf,
@@ -159,7 +163,7 @@ impl Layout {
     pub fn new(root: &Path) -> Layout {
         Layout {
             root: root.to_path_buf(),
-            dir: root.join(".ralph"),
+            dir: root.join(RALPH_DIR),
         }
     }
     pub fn state(&self) -> PathBuf {
@@ -180,6 +184,26 @@ impl Layout {
     }
     pub(crate) fn handoffs(&self) -> PathBuf {
         self.dir.join("handoffs")
+    }
+    /// The agent's own notes (writable inside the box).
+    pub(crate) fn notes(&self) -> PathBuf {
+        self.dir.join("notes")
+    }
+    /// A fleet's records on this machine (`workers::fleet`).
+    pub(crate) fn fleet(&self) -> PathBuf {
+        self.dir.join("fleet")
+    }
+    /// The morning report.
+    pub(crate) fn report(&self) -> PathBuf {
+        self.dir.join("report.html")
+    }
+    /// The ledger of finished items, shared by every run in this repo.
+    pub(crate) fn items(&self) -> PathBuf {
+        self.dir.join("items.jsonl")
+    }
+    /// A worker's grant of sessions (`formats::grant`).
+    pub(crate) fn grant(&self) -> PathBuf {
+        self.dir.join("grant.json")
     }
     /// Every run's transcripts, one directory each.
     pub(crate) fn runs(&self) -> PathBuf {

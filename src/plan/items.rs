@@ -205,7 +205,7 @@ impl ItemTracker {
         let path = absolute(&self.root, Path::new(path));
         if path == self.plan_path {
             self.plan_written |= writes;
-        } else if !path.starts_with(self.root.join(".ralph")) {
+        } else if !path.starts_with(crate::formats::Layout::new(&self.root).dir) {
             self.touched = true;
         }
     }
@@ -327,11 +327,6 @@ pub(crate) fn account(
             a.split_in = split_in;
         }
     }
-}
-
-/// The ledger of finished items, shared by every run in this repo.
-pub(crate) fn ledger_path(ralph_dir: &Path) -> PathBuf {
-    ralph_dir.join("items.jsonl")
 }
 
 /// Finished items of earlier runs; unreadable lines are skipped (the ledger
@@ -707,7 +702,9 @@ mod tests {
     #[test]
     fn ledger_round_trip_skips_bad_lines() {
         let dir = tempfile::tempdir().unwrap();
-        let path = ledger_path(dir.path());
+        let layout = crate::formats::Layout::new(dir.path());
+        std::fs::create_dir(&layout.dir).unwrap();
+        let path = layout.items();
         assert!(read_ledger(&path).is_empty());
         let a = Sample {
             item: "a".into(),

@@ -24,7 +24,7 @@ pub(crate) enum Which {
 
 /// `.ralph/report.html`.
 pub(crate) fn default_path(layout: &Layout) -> PathBuf {
-    layout.dir.join("report.html")
+    layout.report()
 }
 
 /// The reports of the runs asked for, from the project's recorded files.

@@ -31,7 +31,7 @@ pub(crate) fn shard_decision(
 ) -> (BTreeMap<String, Estimate>, Option<ShardRequest>) {
     let c = &config.context;
     let usable = iteration::meter(config, state).usable();
-    let ledger = items::read_ledger(&items::ledger_path(&Layout::new(root).dir));
+    let ledger = items::read_ledger(&Layout::new(root).items());
     let history = items::history(ledger, &state.items);
     let prior = (usable as f64 * c.estimate_prior_percent / 100.0) as u64;
     let estimates: BTreeMap<_, _> = plan
@@ -131,7 +131,7 @@ impl Supervisor {
             .filter(|a| a.done && outcome.checked.contains(&a.item))
             .map(|a| a.sample())
             .collect();
-        let ledger = items::ledger_path(&self.layout.dir);
+        let ledger = self.layout.items();
         if let Err(e) = items::append_ledger(&ledger, &finished) {
             self.events.warn(format!(
                 "cannot record finished items in {}: {e}",

@@ -187,6 +187,14 @@ fn linux_only_interfaces_stay_in_the_platform_module() {
     );
 }
 
+#[test]
+fn ralph_paths_come_from_the_layout() {
+    assert_none(
+        "`.ralph/` joined by hand outside src/formats/",
+        ralph_paths_by_hand(&ralph_files()),
+    );
+}
+
 fn assert_none(what: &str, violations: Vec<String>) {
     assert!(
         violations.is_empty(),
@@ -435,6 +443,27 @@ fn linux_only(files: &Files) -> Vec<String> {
                 if !home && count_token(line, token) > 0 {
                     out.push(format!("{path}:{}: `{token}`", n + 1));
                 }
+            }
+        }
+    }
+    out
+}
+
+/// `.join(".ralph…")` outside `src/formats/` (tests excluded): a path
+/// under `.ralph/` is `Layout`'s to name.
+fn ralph_paths_by_hand(files: &Files) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        if path.starts_with("src/formats/") {
+            continue;
+        }
+        let code = strip_with(before_tests(text), Keep::Strings);
+        for (n, line) in code.lines().enumerate() {
+            if line.contains("join(\".ralph") {
+                out.push(format!(
+                    "{path}:{}: a `.ralph/` path joined by hand; take it from `formats::Layout` (add a method there)",
+                    n + 1
+                ));
             }
         }
     }
@@ -1429,6 +1458,30 @@ mod proofs {
             v[0].starts_with("src/commands/control.rs:2: writes"),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn a_ralph_path_joined_by_hand_is_found_outside_the_layout() {
+        let v = ralph_paths_by_hand(&files(&[
+            (
+                "src/a.rs",
+                "fn f(r: &Path) -> PathBuf {\n    r.join(\".ralph/lock\")\n}\n",
+            ),
+            (
+                "src/b.rs",
+                "// r.join(\".ralph\") in a comment\nfn g() {}\n",
+            ),
+            (
+                "src/formats/run_state.rs",
+                "fn d(r: &Path) -> PathBuf { r.join(\".ralph\") }\n",
+            ),
+            (
+                "src/c.rs",
+                "fn h() {}\n#[cfg(test)]\nmod tests {\n    fn t() { r.join(\".ralph\"); }\n}\n",
+            ),
+        ]));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].starts_with("src/a.rs:2: "), "{v:?}");
     }
 
     #[test]
