@@ -50,7 +50,7 @@ impl LogTail {
         self.offset += read as u64;
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         self.partial = bytes.split_off(complete);
-        // A line that does not parse (torn by a crash) is skipped, as by events::read_log.
+        // A line that does not parse (torn by a crash) is skipped, as by formats::read_log.
         Ok(Some(
             bytes
                 .split(|&b| b == b'\n')
