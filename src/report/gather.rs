@@ -16,8 +16,8 @@ use super::model::{
     WarningRow,
 };
 use crate::context::Thresholds;
-use crate::events::{Event, Record};
-use crate::state::RunState;
+use crate::formats::RunState;
+use crate::formats::{Event, Record};
 
 /// The run ids in the log, oldest first (a continued run appears once).
 pub(crate) fn run_ids(records: &[Record]) -> Vec<String> {
@@ -91,7 +91,7 @@ pub fn build(
     // given; and each loop's worker and unit.
     let mut loops: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
     let mut owners: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
-    let mut seen = crate::workers::Heard::default();
+    let mut seen = crate::formats::Heard::default();
     for r in records.iter().filter(|r| seen.first(r)) {
         if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
             current = Some(id);
@@ -529,7 +529,7 @@ fn median(sorted: &[f64]) -> f64 {
 mod tests {
     use super::*;
     use crate::context::{Level, MeterReading};
-    use crate::state::IterationRecord;
+    use crate::formats::IterationRecord;
 
     fn rec(secs: i64, event: Event) -> Record {
         let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
@@ -632,7 +632,7 @@ mod tests {
                 131,
                 Event::CheckpointRequested {
                     iteration: 1,
-                    trigger: crate::state::Trigger::Context,
+                    trigger: crate::formats::Trigger::Context,
                     level: Level::L2,
                     percent: 86.8,
                     notes_path: None,
@@ -642,7 +642,7 @@ mod tests {
                 150,
                 Event::AgentSignalled {
                     iteration: 1,
-                    signal: crate::events::StopStep::Sigint,
+                    signal: crate::formats::StopStep::Sigint,
                     reason: "grace period over".into(),
                 },
             ),
@@ -650,7 +650,7 @@ mod tests {
                 155,
                 Event::Checkpoint {
                     iteration: 1,
-                    trigger: crate::state::Trigger::Context,
+                    trigger: crate::formats::Trigger::Context,
                     level: Level::L2,
                     percent: 86.8,
                     tokens: 145_000,

@@ -8,7 +8,7 @@
 use super::charts::{Clock, PAD_B, PAD_L, PAD_R, PAD_T, duration, outcome_class, short};
 use super::model::RunReport;
 use super::svg::{Scale, Shape, Svg, ticks, time_ticks};
-use crate::workers::Merged;
+use crate::formats::Merged;
 
 /// The loops of a run, as the timeline's lanes: the single loop's one
 /// (`None`), or one per worker (or fleet machine), in name order.
@@ -366,7 +366,7 @@ mod tests {
 "#;
 
     fn parallel_report() -> RunReport {
-        let records: Vec<crate::events::Record> = PARALLEL
+        let records: Vec<crate::formats::Record> = PARALLEL
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
             .collect();
