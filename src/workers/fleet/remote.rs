@@ -320,6 +320,15 @@ impl Fleet {
         Ok(())
     }
 
+    /// Give a held claim up for the whole fleet (only if it is still ours):
+    /// the claim stays, marked `given_up`, and never expires.
+    pub(crate) fn give_up(&mut self, held: &Held, why: &str) -> Result<(), WireError> {
+        let lease = held.lease.given_up(why, Timestamp::now());
+        let oid = self.record_commit(&lease.message(), &[held.oid])?;
+        self.wire
+            .push(&[Update::swap(held.refname.as_str(), held.oid, oid)])
+    }
+
     /// Give a held lease up (only if it is still ours).
     pub(crate) fn release(&mut self, held: &Held) -> Result<(), WireError> {
         self.wire

@@ -66,6 +66,23 @@ pub(crate) enum FleetEvent {
         why: String,
         exit_code: i32,
     },
+    /// The item is given up for the whole fleet, its work pushed: no other
+    /// worker takes it (a conflict that stays, a push the remote refused).
+    GivenUp {
+        item: String,
+        text: String,
+        why: String,
+    },
+    /// The remote's rules refused a push (a hook, a protected ref): the
+    /// server's message, as it said it.
+    Refused {
+        item: String,
+        message: String,
+    },
+    /// Nothing left this worker may take: the open items are given up.
+    LeftToAPerson {
+        items: Vec<String>,
+    },
     /// The shared budget is spent.
     BudgetSpent {
         what: String,
@@ -162,6 +179,16 @@ impl FleetEvent {
             } => {
                 format!("released {item} with its work pushed ({why}, loop exit {exit_code})")
             }
+            FleetEvent::GivenUp { item, text, why } => {
+                format!("gave {item} \"{text}\" up for the whole fleet, its work pushed: {why}")
+            }
+            FleetEvent::Refused { item, message } => {
+                format!("{item}: the remote refused the push: {message}")
+            }
+            FleetEvent::LeftToAPerson { items } => format!(
+                "nothing left to take: {} open item(s) given up, left to a person (`ralph status --fleet`)",
+                items.len()
+            ),
             FleetEvent::BudgetSpent { what } => format!("the fleet's budget is spent: {what}"),
             FleetEvent::LimitShared { until } => format!(
                 "usage limit hit: recorded on the remote, every worker pauses until {until}"
