@@ -66,7 +66,9 @@ impl Worker {
             match self.push_work(job) {
                 Ok(()) => break,
                 Err(WireError::Rejected(_)) => return self.lost(&unit),
-                Err(WireError::Refused(m)) => return Ok((Some(ItemEnd::Refused(m)), LoopEnd::GivenUp)),
+                Err(WireError::Refused(m)) => {
+                    return Ok((Some(ItemEnd::Refused(m)), LoopEnd::GivenUp));
+                }
                 Err(_) if child::stop_requested() => {
                     return Ok((Some(ItemEnd::Stopped), LoopEnd::Released));
                 }

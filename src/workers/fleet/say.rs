@@ -40,6 +40,12 @@ pub(crate) enum FleetEvent {
         error: String,
         retry_in_secs: u64,
     },
+    /// The remote stayed unreachable for `[fleet] max_unreachable`
+    /// (`after_secs`): the worker stops as on SIGTERM and exits 2.
+    RemoteGone {
+        error: String,
+        after_secs: u64,
+    },
     /// The remote answers again after `after_secs`.
     Reconnected {
         after_secs: u64,
@@ -152,6 +158,9 @@ impl FleetEvent {
                     "the remote cannot be reached, work kept in this clone; retrying in {retry_in_secs}s ({error})"
                 )
             }
+            FleetEvent::RemoteGone { error, after_secs } => format!(
+                "the remote has not answered for {after_secs}s ([fleet] max_unreachable): stopping, the work kept in this clone ({error})"
+            ),
             FleetEvent::Reconnected { after_secs } => {
                 format!("the remote answers again after {after_secs}s")
             }

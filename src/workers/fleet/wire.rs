@@ -262,9 +262,9 @@ fn refusal(stdout: &str, stderr: &str) -> WireError {
         "failed to lock",
         "cannot lock ref",
     ];
-    let by_rule = refused.iter().find(|l| {
-        l.contains("[remote rejected]") && !RACES.iter().any(|race| l.contains(race))
-    });
+    let by_rule = refused
+        .iter()
+        .find(|l| l.contains("[remote rejected]") && !RACES.iter().any(|race| l.contains(race)));
     match by_rule {
         Some(line) => {
             let reason = line.rsplit('\t').next().unwrap_or(line).trim();
@@ -308,14 +308,19 @@ mod tests {
             )
         );
         // Without a word from the server: its reason alone.
-        assert!(matches!(refusal(hook, ""), WireError::Refused(m) if m == "[remote rejected] (pre-receive hook declined)"));
+        assert!(
+            matches!(refusal(hook, ""), WireError::Refused(m) if m == "[remote rejected] (pre-receive hook declined)")
+        );
         for race in [
             "!\tHEAD:refs/heads/x\t[rejected] (stale info)\n",
             "!\tHEAD:refs/heads/x\t[remote rejected] (failed to update ref)\n!\tHEAD:refs/y\t[remote rejected] (atomic push failed)\n",
             "!\tHEAD:refs/heads/x\t[rejected] (already exists)\n",
             "!\tHEAD:refs/ralph/claims/i-0\t[remote rejected] (atomic transaction failed)\n",
         ] {
-            assert!(matches!(refusal(race, ""), WireError::Rejected(_)), "{race}");
+            assert!(
+                matches!(refusal(race, ""), WireError::Rejected(_)),
+                "{race}"
+            );
         }
         assert!(matches!(
             refusal("", "fatal: unable to access: Could not resolve host\n"),

@@ -101,6 +101,8 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         spent: Spent::default(),
     };
     let code = w.work()?;
+    // Stopped because the remote is gone: as when it cannot be reached at start.
+    let code = if child::remote_gone() { 2 } else { code };
     w.status(
         if code == 0 {
             WorkerState::Finished
