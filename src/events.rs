@@ -6,6 +6,7 @@
 //! events.rs          this map
 //! events/
 //!   schema.rs        Event, Record, the Sink trait, EventLog, JsonLines, Bus, read_log
+//!   fleet.rs         FleetEvent: a fleet worker's events (`Event::Fleet`, all `fleet_…`), their human line
 //!   tail.rs          the log followed as it grows (whole records only)
 //!   view.rs          the run as the events tell it (per loop, totals): pure, for the live line and `ralph watch`
 //!   live.rs          the live lines: per loop, progress, the checkpoint spelled out, fitted to a width (pure)
@@ -18,6 +19,7 @@
 //! users' tools and `ralph report`; every event is redacted before a sink
 //! sees it.
 
+mod fleet;
 mod live;
 pub(crate) mod notify;
 mod schema;
@@ -25,6 +27,7 @@ mod tail;
 pub mod terminal;
 pub(crate) mod view;
 
+pub use fleet::FleetEvent;
 pub(crate) use live::checkpoint_phrase;
 pub use schema::*;
 pub(crate) use tail::LogTail;

@@ -258,7 +258,7 @@ impl Ended {
     fn of(&self, kind: &str) -> Vec<&Value> {
         self.events
             .iter()
-            .filter(|e| e["event"] == kind && e.get("worker").is_some())
+            .filter(|e| e["event"] == format!("fleet_{kind}").as_str() && e.get("worker").is_some())
             .collect()
     }
 }
@@ -823,7 +823,7 @@ fn one_usage_limit_pauses_the_fleet_until_it_resets() {
         "{}",
         c.stderr
     );
-    let claimed: jiff::Timestamp = c.of("claimed")[0]["at"].as_str().unwrap().parse().unwrap();
+    let claimed: jiff::Timestamp = c.of("claimed")[0]["ts"].as_str().unwrap().parse().unwrap();
     assert!(
         claimed >= until,
         "wc claimed at {claimed}, before the reset at {until}"
@@ -902,7 +902,7 @@ fn an_item_that_still_conflicts_is_given_up_once_for_the_whole_fleet() {
     let ended: Vec<Ended> = workers.into_iter().map(wait).collect();
     let story: Vec<String> = ended
         .iter()
-        .flat_map(|e| e.events.iter().filter(|v| v.get("at").is_some()))
+        .flat_map(|e| e.events.iter().filter(|v| v.get("worker").is_some()))
         .map(|v| v.to_string())
         .collect();
     assert_eq!(fleet.merges().len(), 1);
@@ -1031,7 +1031,10 @@ fn a_remote_gone_for_good_ends_the_worker_after_the_bound() {
     // The loop was checkpointed: its work is committed in the clone.
     let clone = fleet.tmp.path().join("wa");
     let log = git(&clone, &["log", "--all", "--format=%s"]);
-    assert!(log.lines().any(|l| l.starts_with("ralph: checkpoint")), "{log}");
+    assert!(
+        log.lines().any(|l| l.starts_with("ralph: checkpoint")),
+        "{log}"
+    );
 }
 
 #[test]

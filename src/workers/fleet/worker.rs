@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use git2::{Oid, Repository};
 
@@ -80,13 +80,15 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         f.network_timeout.0,
     )
     .map_err(|e| Error::wrap("cannot open the clone", e))?;
-    let say = Say::new(
-        &worker,
-        opts.json,
-        root.join(".ralph/fleet")
-            .join(names.fleet())
-            .join("events.jsonl"),
-    );
+    let log = root
+        .join(".ralph/fleet")
+        .join(names.fleet())
+        .join("events.jsonl");
+    let mut say = Say::new(&worker, opts.json, &log, &config, &root)?;
+    let on_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
+    if let Some(warning) = cancel_window(on_actions, config.fleet.grace.0) {
+        say.warn(warning);
+    }
     child::catch_stop_signals()?;
     let mut w = Worker {
         fleet,
@@ -510,6 +512,20 @@ impl Worker {
     }
 }
 
+/// GitHub Actions kills a cancelled step 10 s after its SIGINT (SIGTERM at
+/// 7.5 s): a longer `[fleet] grace` would be cut short there, the claim
+/// left to expire instead of released (pure).
+fn cancel_window(on_actions: bool, grace: Duration) -> Option<String> {
+    const ACTIONS_WINDOW: Duration = Duration::from_secs(9);
+    (on_actions && grace > ACTIONS_WINDOW).then(|| {
+        format!(
+            "[fleet] grace is {}s but GitHub Actions kills a cancelled step 10s after its SIGINT: \
+             set grace = \"8s\" in ralph.toml, or a cancel leaves the claim to expire instead of released",
+            grace.as_secs()
+        )
+    })
+}
+
 /// The open items of `ours` that a finished run (`run`: none open) never
 /// had, or none when the run still has open items (pure).
 fn new_items<'a>(run: &[Unit], ours: &'a [Unit]) -> Vec<&'a Unit> {
@@ -536,6 +552,18 @@ mod tests {
 
     fn plan(text: &str) -> Vec<Unit> {
         units(text).unwrap()
+    }
+
+    #[test]
+    fn a_grace_longer_than_the_actions_cancel_window_is_warned_of_there_only() {
+        let secs = Duration::from_secs;
+        assert!(
+            cancel_window(true, secs(25))
+                .unwrap()
+                .contains("grace is 25s")
+        );
+        assert_eq!(cancel_window(true, secs(8)), None);
+        assert_eq!(cancel_window(false, secs(25)), None);
     }
 
     #[test]
