@@ -1046,6 +1046,32 @@ fn a_fleet_name_used_again_on_a_finished_run_with_new_items_says_so_and_exits_2(
     );
     let a = wait(fleet.worker("wa"));
     assert_eq!(a.code, Some(0), "{}", a.stderr);
+    // The worker's own log is the one stream's: 0600, records with its name.
+    let log = fleet.tmp.path().join("wa/.ralph/fleet/night/events.jsonl");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&log).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "{}", log.display());
+    let records: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        records
+            .iter()
+            .all(|r| r["worker"] == "wa" && r["ts"].is_string()),
+        "{records:?}"
+    );
+    assert_eq!(
+        records.first().unwrap()["event"],
+        "fleet_joined",
+        "{records:?}"
+    );
+    assert_eq!(
+        records.last().unwrap()["event"],
+        "fleet_finished",
+        "{records:?}"
+    );
     // The next night's plan, pushed to main; the same command again.
     let seed = fleet.tmp.path().join("seed");
     std::fs::write(
