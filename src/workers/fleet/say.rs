@@ -1,4 +1,4 @@
-//! What a fleet worker tells its user: its events (`events::FleetEvent`)
+//! What a fleet worker tells its user: its events (`formats::FleetEvent`)
 //! on the one bus, as `Event::Fleet` records from this worker, through the
 //! sinks every run has: `.ralph/fleet/<name>/events.jsonl` in its clone
 //! (0600, redacted like every log), `--json` on stdout or a line on stderr,
@@ -8,8 +8,9 @@ use std::path::Path;
 
 use crate::config::Config;
 use crate::error::Result;
-pub(crate) use crate::events::FleetEvent;
-use crate::events::{Bus, Event, EventLog, JsonLines, Record, Sink};
+use crate::events::{Bus, EventLog, JsonLines, Sink};
+pub(crate) use crate::formats::FleetEvent;
+use crate::formats::{Event, Record};
 
 /// A person's view of a fleet worker: its own events as lines on stderr
 /// (the loops' records go to their own logs).

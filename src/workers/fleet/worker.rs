@@ -80,8 +80,8 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         f.network_timeout.0,
     )
     .map_err(|e| Error::wrap("cannot open the clone", e))?;
-    let log = root
-        .join(".ralph/fleet")
+    let log = crate::formats::Layout::new(&root)
+        .fleet()
         .join(names.fleet())
         .join("events.jsonl");
     let mut say = Say::new(&worker, opts.json, &log, &config, &root)?;
@@ -370,7 +370,7 @@ impl Worker {
         let pushed_snapshot = view.snapshots.get(&key).copied();
         let base = pushed_item.unwrap_or(view.run.expect("joined"));
         let (wt_root, mut note) = self.prepare(unit, &held, base, pushed_snapshot)?;
-        let log = crate::state::Layout::new(&wt_root).events();
+        let log = crate::formats::Layout::new(&wt_root).events();
         let mut job = Job {
             unit: unit.clone(),
             held,
@@ -385,7 +385,7 @@ impl Worker {
         let mut conflicts = 0;
         loop {
             let plan_file = job.wt_root.join(WORKER_PLAN);
-            std::fs::create_dir_all(job.wt_root.join(".ralph"))
+            std::fs::create_dir_all(crate::formats::Layout::new(&job.wt_root).dir)
                 .map_err(|e| Error::io("cannot create", &job.wt_root, e))?;
             std::fs::write(&plan_file, item_plan(unit, note.as_deref()))
                 .map_err(|e| Error::io("cannot write", &plan_file, e))?;
