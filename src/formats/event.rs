@@ -271,6 +271,11 @@ pub enum Event {
         #[serde(default)]
         report: Option<String>,
     },
+    /// A fleet worker's event (`ralph run --remote R --fleet NAME`): its
+    /// own names, all `fleet_…` (`formats::fleet`). Last: untagged here,
+    /// tagged by its own `event`.
+    #[serde(untagged)]
+    Fleet(super::fleet::FleetEvent),
 }
 
 /// Why the safety net recorded the work tree (`snapshot.reason`).
@@ -578,6 +583,43 @@ mod tests {
                 not_metered: false,
                 ..
             }
+        ));
+    }
+
+    #[test]
+    fn a_fleet_workers_events_are_records_of_the_one_stream() {
+        use crate::formats::FleetEvent;
+        let mut r = Record::new(Event::Fleet(FleetEvent::Unreachable {
+            error: "fatal: https://x:ghp_0123456789abcdefghijABCDEFGHIJ@github.com/o/r: 403".into(),
+            retry_in_secs: 4,
+        }));
+        r.worker = Some("w1".into());
+        let line = serde_json::to_string(&r).unwrap();
+        // Flat, named `fleet_…`, its worker on the record, redacted as any.
+        assert!(
+            line.contains(r#""worker":"w1","event":"fleet_unreachable""#),
+            "{line}"
+        );
+        assert!(!line.contains("ghp_0123456789"), "{line}");
+        let back: Record = serde_json::from_str(&line).unwrap();
+        assert!(matches!(
+            back.event,
+            Event::Fleet(FleetEvent::Unreachable {
+                retry_in_secs: 4,
+                ..
+            })
+        ));
+        // The other events still read as themselves.
+        let warning: Record =
+            serde_json::from_str(r#"{"ts":"t","event":"warning","message":"x"}"#).unwrap();
+        assert!(matches!(warning.event, Event::Warning { .. }));
+        let paused: Record = serde_json::from_str(
+            r#"{"ts":"t","worker":"w2","event":"fleet_paused","by":"w1","until":"2026-11-27T05:00:00Z"}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            paused.event,
+            Event::Fleet(FleetEvent::Paused { item: None, .. })
         ));
     }
 
