@@ -335,7 +335,7 @@ fn commit(
         Some(r) => {
             let message = commit_message(config, m, saved);
             let message = crate::text::secrets::scrub_keeping(&message, &g.plan_text);
-            match r.wip_commit_leaving_out(&message, &g.own, &saved.left_out) {
+            match r.wip_commit_leaving_out(&message, &g.own, &saved.left_out, &config.git.guard()) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
                     saved.commit_note = Some(NOTHING_TO_COMMIT.into());
