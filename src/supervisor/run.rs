@@ -416,7 +416,10 @@ impl Supervisor {
         {
             self.events.warn(why);
         }
-        self.doomed_commits();
+        if let Some(why) = self.doomed_commits() {
+            self.finish_as(RunStatus::Failed, 2, why.clone());
+            return Err(crate::error::Error::config(why));
+        }
         self.take_over(dead);
         // After the takeover: the user's edits it committed before the run
         // are not the night's work.
@@ -461,26 +464,41 @@ impl Supervisor {
 
     /// Say before the first session what would make every checkpoint's
     /// WIP commit fail all night (`Repo::commit_blockers`, the same list
-    /// `ralph doctor` shows), not at the first checkpoint.
-    fn doomed_commits(&mut self) {
+    /// `ralph doctor` shows), not at the first checkpoint. A condition
+    /// nothing in the run can cure (ralph cannot write to the repository)
+    /// refuses the run: `Some` is the reason, with its fix.
+    fn doomed_commits(&mut self) -> Option<String> {
         if !self.config.git.wip_commit {
-            return;
+            return None;
         }
         let blockers = match repo::Repo::open(&self.root) {
             Ok(Some(r)) => r.commit_blockers(),
+            // The agent may `git init` a new project itself.
             _ => vec![repo::Blocker {
                 what: "this project is not in a git repository".into(),
                 fix:
                     "`git init && git add -A && git commit -m start`, or set git.wip_commit = false"
                         .into(),
+                lasting: false,
             }],
         };
+        let mut refused = Vec::new();
         for b in blockers {
-            self.events.warn(format!(
-                "no checkpoint of this run can be committed: {}; fix: {}",
-                b.what, b.fix
-            ));
+            if b.lasting {
+                refused.push(format!("{}; fix: {}", b.what, b.fix));
+            } else {
+                self.events.warn(format!(
+                    "no checkpoint of this run can be committed: {}; fix: {}",
+                    b.what, b.fix
+                ));
+            }
         }
+        (!refused.is_empty()).then(|| {
+            format!(
+                "refused before any session: no checkpoint of this run could be committed: {}; or set git.wip_commit = false in ralph.toml to run without WIP commits",
+                refused.join("; ")
+            )
+        })
     }
 
     /// The commit HEAD is at, if there is a repository with one.

@@ -399,6 +399,92 @@ fn a_detached_head_is_said_before_the_first_session() {
     assert!(reason.contains("0 of 1 checkpoints committed"), "{reason}");
 }
 
+/// A directory bind-mounted read-only over itself (root only: chmod does
+/// not stop root, a read-only mount does), unmounted on drop.
+struct ReadOnly {
+    path: std::path::PathBuf,
+}
+
+impl ReadOnly {
+    fn mount(path: std::path::PathBuf) -> Option<ReadOnly> {
+        let mount = |args: &[&str]| {
+            std::process::Command::new("mount")
+                .args(args)
+                .arg(&path)
+                .arg(&path)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !mount(&["--bind"]) {
+            eprintln!(
+                "skipped: cannot bind-mount here (needs root); the read-only .git test did not run"
+            );
+            return None;
+        }
+        let ro = mount(&["-o", "remount,bind,ro"]);
+        let mounted = ReadOnly { path };
+        assert!(ro, "cannot remount {} read-only", mounted.path.display());
+        Some(mounted)
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+/// A read-only `.git` (a read-only mount, which binds root too): with WIP
+/// commits on, the run is refused before any session (nothing in the run
+/// makes the repository writable) and says what to do; with
+/// `git.wip_commit = false` the user has said otherwise and it runs.
+#[test]
+fn a_read_only_git_dir_is_refused_before_the_first_session() {
+    let p = Project::new(
+        "- [ ] parser\n",
+        crate::common::QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let head = p.repo().head().unwrap().target().unwrap();
+    let Some(_ro) = ReadOnly::mount(p.path(".git")) else {
+        return;
+    };
+    let out = p.ralph().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(".git/ is not writable"), "{text}");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    assert!(run.of("iteration_started").is_empty(), "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "refused before any session: no checkpoint of this run could be committed: "
+        ),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("is not writable") && reason.contains("git.wip_commit = false"),
+        "{reason}"
+    );
+    assert_eq!(p.state()["status"], "failed");
+    // The user says otherwise: the session runs, its work stays in the tree.
+    p.write(
+        "ralph.toml",
+        &format!(
+            "{}\n[git]\nwip_commit = false\n",
+            std::fs::read_to_string(p.path("ralph.toml")).unwrap()
+        ),
+    );
+    let run = p.run(&["--fresh"], LIMIT);
+    assert_eq!(run.of("iteration_started").len(), 1, "{}", run.describe());
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(p.read("work.txt"), "work in progress\n");
+    assert_eq!(p.repo().head().unwrap().target().unwrap(), head);
+}
+
 #[test]
 fn a_usage_limit_wait_is_honoured_after_kill_9_and_after_fresh() {
     // Iteration 1 hits a usage limit that resets in 40 s; every later one works.
