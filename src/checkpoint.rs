@@ -361,6 +361,28 @@ fn commit(
     }
 }
 
+/// The WIP commit of the work tree as it stands for the checkpoints of
+/// iterations `pending`, whose own commit failed (`why`): a retry once git
+/// may have room again, by the checkpoint's rules (the `[git]` guard,
+/// secrets left out). `None` when there is no repository to commit in.
+pub(crate) fn commit_late(
+    root: &Path,
+    config: &Config,
+    own: &OwnPaths,
+    pending: &[u32],
+    why: &str,
+) -> Option<CommitOutcome> {
+    let repo = Repo::open(root).ok().flatten()?;
+    let guard = config.git.guard();
+    let left_out = repo.left_out(own, &guard).unwrap_or_default();
+    let iterations: Vec<String> = pending.iter().map(u32::to_string).collect();
+    let message = format!(
+        "ralph: late WIP commit of the checkpoint of iteration {}\n\nIts WIP commit failed ({why}); this commits the work tree as it stands now.\nTrigger: retry\n",
+        iterations.join(", ")
+    );
+    Some(repo.wip_commit_leaving_out(&message, own, &left_out, &guard))
+}
+
 /// What the next prompt says of this checkpoint (`context_checkpoint.resume_summary`).
 fn resume_summary(m: &Moment, saved: &Saved) -> String {
     let mut summary = format!(

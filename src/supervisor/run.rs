@@ -507,6 +507,7 @@ impl Supervisor {
     }
 
     pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, mut reason: String) {
+        self.commit_late();
         if let Some(shortfall) = self.state.commits.shortfall() {
             reason = format!("{reason}; {shortfall}");
         }
@@ -770,6 +771,7 @@ impl Supervisor {
         {
             self.events.warn(message);
         }
+        let late = self.commit_late();
         let mut events = Vec::new();
         let trip = record::iteration(
             &mut self.state,
@@ -781,6 +783,9 @@ impl Supervisor {
             &Now::read(),
             &mut events,
         );
+        if let (Some(id), Some(record)) = (late, self.state.history.last_mut()) {
+            record.commit.get_or_insert(id);
+        }
         self.after_seams(&facts);
         self.record_boundary(unchanged && self.reuse_snapshot.is_some());
         // Saved first: on_iteration_end hooks read the state of the
@@ -839,6 +844,12 @@ impl Supervisor {
             self.events.warn(w.clone());
         }
         record::checkpoint(&mut self.state, &moment, &saved, now_rfc3339());
+        if let Some(Err(why)) = saved.commit_outcome() {
+            self.events.warn(format!(
+                "degraded: the work of iteration {}'s checkpoint is not committed ({why}); it stays in the work tree, and ralph commits it at each iteration's end until it can",
+                facts.number
+            ));
+        }
         self.save();
         let done = Event::Checkpoint {
             iteration: facts.number,
@@ -851,6 +862,45 @@ impl Supervisor {
             handoff: saved.handoff.clone(),
         };
         self.publish(done, Some(moment.reason.clone()));
+    }
+
+    /// The WIP commit of the checkpoints whose own commit failed (a full
+    /// disk with room again, a lock gone), retried: `Some` is the commit
+    /// made. One that fails again stays pending, said when it first failed.
+    pub(super) fn commit_late(&mut self) -> Option<String> {
+        if self.state.commits.pending.is_empty() || !self.config.git.wip_commit {
+            return None;
+        }
+        let why = self.state.commits.last_failure.clone().unwrap_or_default();
+        let _ = self.lock.set_committing(true);
+        let outcome = checkpoint::commit_late(
+            &self.root,
+            &self.config,
+            &self.own(),
+            &self.state.commits.pending,
+            &why,
+        );
+        let _ = self.lock.set_committing(false);
+        match outcome? {
+            repo::CommitOutcome::Committed { id, .. } => {
+                let iterations: Vec<String> = (self.state.commits.pending.iter())
+                    .map(u32::to_string)
+                    .collect();
+                self.events.warn(format!(
+                    "no longer degraded: the work of iteration {}'s checkpoint is committed now ({}), late: its WIP commit had failed ({why})",
+                    iterations.join(", "),
+                    &id[..id.len().min(10)]
+                ));
+                self.state.commits.retried(true);
+                self.state.last_commit = Some(id.clone());
+                Some(id)
+            }
+            repo::CommitOutcome::NothingToCommit => {
+                self.state.commits.retried(false);
+                None
+            }
+            repo::CommitOutcome::Skipped { .. } => None,
+        }
     }
 
     /// A request that arrives while no agent runs. `Some` ends the run.
