@@ -1,7 +1,8 @@
 //! What Claude Code's recent releases changed, against the real CLI: a
 //! billing refusal (`is_error: true` on a `success` result) stops the run
 //! after one session; the retry watchdog, set in the user's environment,
-//! does not make a rate-limited session wait quietly.
+//! does not make a rate-limited session wait quietly; a subagent's
+//! compaction is not taken for the main session's.
 
 use std::time::Duration;
 
@@ -52,6 +53,64 @@ fn a_billing_refusal_stops_the_run_after_one_session() {
         "{reason}"
     );
     assert!(reason.to_lowercase().contains("credit"), "{reason}");
+    p.assert_nothing_left();
+    p.keep_if_asked();
+}
+
+/// The retry watchdog (`CLAUDE_CODE_RETRY_WATCHDOG`, in the user's shell)
+/// makes `claude -p` wait quietly through a 429 that says come back in an
+/// hour (measured: one request in 45 s and more, until ralph's iteration
+/// timeout killed it). ralph removes it from the agent's environment, so
+/// the limit comes back at once: the session ends, ralph waits the limit
+/// out itself (`limit_wait`), visibly.
+#[test]
+fn a_rate_limit_comes_back_to_ralph_although_the_retry_watchdog_is_set() {
+    let _serial = harness::serial();
+    let Some(claude) =
+        harness::claude("a_rate_limit_comes_back_to_ralph_although_the_retry_watchdog_is_set")
+    else {
+        return;
+    };
+    let setup = Setup {
+        max_iterations: 1,
+        idle_timeout: "40s",
+        iteration_timeout: "50s",
+        subscriber: true,
+        ..Setup::default()
+    };
+    let mut p = Project::new("watchdog", &claude, &setup);
+    for (k, v) in [
+        ("CLAUDE_CODE_RETRY_WATCHDOG", "1"),
+        ("CLAUDE_CODE_RETRY_WATCHDOG_MAX_WAIT_MS", "21600000"),
+    ] {
+        p.ralph_env.push((k.into(), v.into()));
+    }
+    let api = p.serve(|_| Reply::limited(429, Duration::from_secs(3600)));
+    let started = std::time::Instant::now();
+    let mut child = p.spawn_ralph(&["--json"]);
+    let back = harness::wait_until(Duration::from_secs(30), || {
+        !p.events_named("limit_wait").is_empty()
+    });
+    let took = started.elapsed();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    p.wait(&mut child, Duration::from_secs(30));
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    assert!(back, "no limit_wait within 30 s ({took:?})\n{}", diag());
+    eprintln!("watchdog: the limit came back to ralph in {took:.1?}");
+    let ended = p.events_named("iteration_ended");
+    assert_eq!(ended[0]["outcome"], "usage limit", "{}", diag());
+    assert!(
+        p.events_named("checkpoint_requested").is_empty(),
+        "{}",
+        diag()
+    );
+    assert_eq!(api.main_requests().len(), 1, "{}", diag());
+    assert_eq!(
+        p.events_named("limit_wait")[0]["source"],
+        "rate_limit_event"
+    );
     p.assert_nothing_left();
     p.keep_if_asked();
 }
