@@ -102,6 +102,9 @@ pub(crate) struct Supervisor {
     pub(super) unit: Option<WorkerUnit>,
     /// Sessions this process started (a worker's grant counts them).
     pub(super) sessions_started: u32,
+    /// The login end last said (`rules::login`): said once, not after
+    /// every session.
+    pub(super) login_said: Option<jiff::Timestamp>,
 }
 
 impl Supervisor {
@@ -265,6 +268,7 @@ impl Supervisor {
             replaced,
             unit: opts.worker,
             sessions_started: 0,
+            login_said: None,
             config,
             trust,
             untrusted: Vec::new(),
@@ -745,6 +749,7 @@ impl Supervisor {
             items_done: !checked.is_empty(),
         };
         self.flags.absorb(&facts);
+        self.login_ending(&facts);
         let mut verdict = verdict::judge(&facts, &measured, &self.flags);
         let signs = fatal::Signs {
             agent: self.config.agent.kind.cli(),
@@ -862,6 +867,23 @@ impl Supervisor {
             handoff: saved.handoff.clone(),
         };
         self.publish(done, Some(moment.reason.clone()));
+    }
+
+    /// A claude.ai login that may end before the run does (Claude Code's
+    /// `credential_expires_at`): a warning, once per date reported.
+    fn login_ending(&mut self, facts: &Facts) {
+        let Some(expires) = facts.result.as_ref().and_then(|r| r.credential_expires_at) else {
+            return;
+        };
+        if self.login_said == Some(expires) {
+            return;
+        }
+        let now = Now::read();
+        let ends = self.budgets.ends_at(&now);
+        if let Some(message) = crate::rules::login::warning(expires, now.wall, ends) {
+            self.login_said = Some(expires);
+            self.events.warn(message);
+        }
     }
 
     /// The WIP commit of the checkpoints whose own commit failed (a full

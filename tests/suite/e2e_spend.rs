@@ -406,6 +406,61 @@ fn a_wip_commit_that_failed_on_a_full_disk_is_made_when_space_returns() {
     drop(disk);
 }
 
+/// Claude Code's result says when the claude.ai login ends
+/// (`credential_expires_at`): one that may end before the run does is
+/// said once, before the next session; one that outlives it is not.
+#[test]
+fn a_login_that_may_end_during_the_run_is_said_once() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for (days, said) in [(2, true), (30, false)] {
+        let expires = jiff::Timestamp::from_second(now + days * 86400).unwrap();
+        let result = serde_json::json!({
+            "type": "result", "subtype": "success", "is_error": false,
+            "result": "Working on the parser.", "total_cost_usd": 0.01, "num_turns": 1,
+            "session_id": "s", "credential_expires_at": expires.to_string(),
+        });
+        let scenario = format!(
+            "[[step]]\ncontext = 30000\ntext = \"Working.\"\npath = \"parser.py\"\ncontent = \"x = {days}\\n\"\n[[step]]\nraw = '{result}'\n[[step]]\nexit = 0\n"
+        );
+        let p = Project::new(
+            PLAN,
+            &scenario,
+            "[loop]\nmax_iterations = 2\nmax_duration = \"8h\"\n",
+        );
+        let run = p.run(&[], LIMIT);
+        assert_eq!(run.of("iteration_started").len(), 2, "{}", run.describe());
+        let warned: Vec<usize> = (run.events.iter().enumerate())
+            .filter(|(_, e)| {
+                e["event"] == "warning"
+                    && e["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("the claude.ai login may end during this run")
+            })
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            warned.len(),
+            usize::from(said),
+            "{days} days\n{}",
+            run.describe()
+        );
+        if said {
+            let second = (run.events.iter().enumerate())
+                .filter(|(_, e)| e["event"] == "iteration_started")
+                .nth(1)
+                .unwrap()
+                .0;
+            assert!(warned[0] < second, "{}", run.describe());
+            let message = run.events[warned[0]]["message"].as_str().unwrap();
+            assert!(message.contains("claude auth login"), "{message}");
+        }
+    }
+}
+
 #[test]
 fn a_cost_budget_that_cannot_bind_is_said_at_the_start() {
     for (kind, said) in [("codex", true), ("gemini", true), ("claude", false)] {
