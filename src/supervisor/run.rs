@@ -806,7 +806,13 @@ impl Supervisor {
         {
             self.events.warn(message);
         }
-        let late = self.commit_late();
+        // Not right after this iteration's own checkpoint commit: it took
+        // the tree, or failed just now for the same reason.
+        let late = if verdict.checkpoint.is_none() {
+            self.commit_late()
+        } else {
+            None
+        };
         let mut events = Vec::new();
         let trip = record::iteration(
             &mut self.state,
