@@ -624,7 +624,10 @@ fn a_read_only_git_dir_is_refused_before_the_first_session() {
     };
     let out = p.ralph().arg("doctor").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains(".git/ is not writable"), "{text}");
+    assert!(
+        text.contains(".git/ is not writable (`ralph run` refuses to start"),
+        "{text}"
+    );
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(2), "{}", run.describe());
     assert!(run.of("iteration_started").is_empty(), "{}", run.describe());
