@@ -335,7 +335,7 @@ fn commit(
         Some(r) => {
             let message = commit_message(config, m, saved);
             let message = crate::text::secrets::scrub_keeping(&message, &g.plan_text);
-            match r.wip_commit_leaving_out(&message, &g.own, &saved.left_out) {
+            match r.wip_commit_leaving_out(&message, &g.own, &saved.left_out, &config.git.guard()) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
                     saved.commit_note = Some(NOTHING_TO_COMMIT.into());
@@ -359,6 +359,28 @@ fn commit(
             }
         }
     }
+}
+
+/// The WIP commit of the work tree as it stands for the checkpoints of
+/// iterations `pending`, whose own commit failed (`why`): a retry once git
+/// may have room again, by the checkpoint's rules (the `[git]` guard,
+/// secrets left out). `None` when there is no repository to commit in.
+pub(crate) fn commit_late(
+    root: &Path,
+    config: &Config,
+    own: &OwnPaths,
+    pending: &[u32],
+    why: &str,
+) -> Option<CommitOutcome> {
+    let repo = Repo::open(root).ok().flatten()?;
+    let guard = config.git.guard();
+    let left_out = repo.left_out(own, &guard).unwrap_or_default();
+    let iterations: Vec<String> = pending.iter().map(u32::to_string).collect();
+    let message = format!(
+        "ralph: late WIP commit of the checkpoint of iteration {}\n\nIts WIP commit failed ({why}); this commits the work tree as it stands now.\nTrigger: retry\n",
+        iterations.join(", ")
+    );
+    Some(repo.wip_commit_leaving_out(&message, own, &left_out, &guard))
 }
 
 /// What the next prompt says of this checkpoint (`context_checkpoint.resume_summary`).

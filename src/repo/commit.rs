@@ -85,17 +85,20 @@ impl Repo {
     pub fn wip_commit(&self, message: &str, own: &OwnPaths) -> CommitOutcome {
         // No limits, but never a secret.
         let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
-        self.wip_commit_leaving_out(message, own, &secrets)
+        self.wip_commit_leaving_out(message, own, &secrets, &super::Guard::NONE)
     }
 
     /// [`Repo::wip_commit`] without the files `left_out` names (a directory
     /// entry leaves out everything under it); they stay in the work tree,
-    /// uncommitted and unstaged.
+    /// uncommitted and unstaged. `guard` is what `left_out` was judged
+    /// under: a new file that grew past its `max_file_size` since (an agent
+    /// still writing an output) is left out as well, judged as it is staged.
     pub(crate) fn wip_commit_leaving_out(
         &self,
         message: &str,
         own: &OwnPaths,
         left_out: &[LeftOut],
+        guard: &super::Guard,
     ) -> CommitOutcome {
         // Runs of other projects in this work tree stage into the same index:
         // one at a time, and the checks made in turn.
@@ -108,6 +111,7 @@ impl Repo {
         }
         let mut own = self.own(own);
         own.leave_out(left_out);
+        own.max_new_size = guard.max_file_size;
         match self.try_wip_commit(message, &own) {
             Ok(outcome) => {
                 debug!(?outcome, "WIP commit");

@@ -264,7 +264,7 @@ impl Supervisor {
             let message = format!(
                 "ralph: final commit at completion (iteration {iteration})\n\nThe agent kept its promise with these changes uncommitted.\nTrigger: completion\n"
             );
-            match repo.wip_commit_leaving_out(&message, &own, &left_out) {
+            match repo.wip_commit_leaving_out(&message, &own, &left_out, &self.config.git.guard()) {
                 CommitOutcome::Committed { id, .. } => {
                     self.state.last_commit = Some(id.clone());
                     let whose = if outside.is_empty() {
