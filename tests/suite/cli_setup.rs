@@ -7,7 +7,7 @@ use std::process::Command;
 
 use assert_cmd::cargo::CommandCargoExt;
 use ralph::config::Config;
-use ralph::state::{Layout, RunState};
+use ralph::formats::{Layout, RunState};
 use sha2::{Digest, Sha256};
 
 fn ralph(root: &Path) -> Command {
@@ -84,7 +84,7 @@ fn init_creates_the_scaffold_and_refuses_to_overwrite() {
     }
     assert_eq!(
         std::fs::read_to_string(root.join(".ralph/.gitignore")).unwrap(),
-        ralph::state::GITIGNORE
+        ralph::formats::GITIGNORE
     );
     assert!(
         ralph::plan::Plan::load(&root.join("fix_plan.md"))
@@ -445,7 +445,7 @@ fn doctor_reports_config_plan_and_sandbox_problems() {
         "[agent]\ncommand = \"ralph sim x.toml\"\nargs = [\"--dangerously-skip-permissions\"]\n",
     );
     let report = json(&run(ralph(dir.path()).args(["doctor", "--json"])).stdout);
-    let root_user = nix::unistd::geteuid().is_root();
+    let root_user = crate::common::is_root();
     let permissions = check(&report, "permissions");
     if root_user {
         assert_eq!(permissions["verdict"], "problem");

@@ -440,20 +440,17 @@ result = "<promise>COMPLETE</promise>"
     common::wait_until("the tool starts", Duration::from_secs(20), || {
         sleeper = common::processes_matching("sleep 619")
             .into_iter()
-            .find(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.starts_with(b"sleep\0"))
-            });
+            .find(|pid| common::command_line(*pid).is_some_and(|c| c.starts_with("sleep ")));
         sleeper.is_some()
     });
     let sleeper = sleeper.unwrap();
     // In a session of its own, not the agent's.
-    let lock = ralph::state::read_lock(&ralph::state::Layout::new(p.root())).unwrap();
+    let lock = ralph::project::read_lock(&ralph::formats::Layout::new(p.root())).unwrap();
     let sid: i32 = common::proc_stat(sleeper).unwrap()[3].parse().unwrap();
     assert_ne!(Some(sid), lock.agent_pgid);
     // Seen on the supervisor's one-second beat.
     common::wait_until("the lock records it", Duration::from_secs(10), || {
-        ralph::state::read_lock(&ralph::state::Layout::new(p.root()))
+        ralph::project::read_lock(&ralph::formats::Layout::new(p.root()))
             .is_some_and(|l| l.sessions.iter().any(|s| s.sid == sid))
     });
     child.kill().unwrap();

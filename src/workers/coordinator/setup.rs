@@ -9,14 +9,15 @@ use std::time::Instant;
 use git2::Repository;
 
 use super::{Coordinator, Options, install_signals, read_plan};
-use crate::config::Config;
+use crate::config::{Config, trust};
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event, EventLog};
+use crate::events::{Bus, EventLog};
+use crate::formats::Event;
+use crate::formats::ledger::Ledger;
+use crate::plan::units;
+use crate::project::Lock;
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
-use crate::state::Lock;
-use crate::workers::assign;
-use crate::workers::ledger::Ledger;
 
 pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
     let root = project.root().to_path_buf();
@@ -64,6 +65,10 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
             ))
             .with_hint("put the plan inside the repository")
         })?;
+    // Before anything is written, as a single run: a change an agent
+    // made during the last run is not acted on unconfirmed.
+    let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
+    let trusted = trust::at_start(&root, &layout.dir, boxed, opts.trust_config)?;
     layout.ensure()?;
     let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
     let run_id = previous.as_ref().map_or_else(
@@ -73,13 +78,20 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     let lock = Lock::acquire(&layout, &run_id)?;
     let _claim = repo.claim_scope()?;
     bus.add(Box::new(EventLog::open(&layout.events())?));
+    if let Some(event) = trust::start_event(trusted) {
+        bus.emit(event);
+    }
+    // The workers' loops act on this configuration (`--trusted-by`).
+    let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(&root, &config))
+        .holding_config(&root)?;
+    trust.save(&layout.dir)?;
     if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
         bus.add(Box::new(notifier));
     }
-    crate::state::ownership::at_start(
+    crate::project::ownership::at_start(
         &root,
         &config.prompt_file,
-        crate::state::ownership::Workplace::Worktrees,
+        crate::project::ownership::Workplace::Worktrees,
         &mut bus,
     );
     if lock.stale_committing {
@@ -126,7 +138,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
                 run_id: run_id.clone(),
                 run_branch: run_branch.clone(),
                 plan: config.plan.display().to_string(),
-                started_at: crate::state::now_rfc3339(),
+                started_at: crate::formats::now_rfc3339(),
                 workers: opts.workers,
                 ..Ledger::default()
             }
@@ -134,7 +146,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     };
     config_is_committed(&git, &prefix, &run_branch)?;
     let text = read_plan(&plan_path)?;
-    assign::units(&text).map_err(|e| {
+    units::units(&text).map_err(|e| {
         Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
     })?;
     let worktrees = root
@@ -147,7 +159,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         )
         .join(&run_id);
     install_signals()?;
-    let hooks = crate::hooks::Hooks::new(&config.hooks, &root);
+    let hooks = crate::hooks::Hooks::trusting(&config.hooks, &root, Some(trust.started.clone()));
     let counted_from = crate::supervisor::CountedFrom::of_run(
         &ledger.started_at,
         ledger.iterations,
@@ -177,6 +189,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         counted_from,
         lock,
         config,
+        trust,
     };
     c.ledger.workers = c.opts.workers;
     // What the workers did while no coordinator listened counts before
