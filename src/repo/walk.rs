@@ -21,7 +21,9 @@
 //!
 //! Pitfalls: an empty pathspec means "everything" to libgit2, so the list
 //! always holds ralph's directory; a directory in the list ends in `/`
-//! (libgit2 then takes everything under it).
+//! (libgit2 then takes everything under it). A process the agent left
+//! running that writes a new file during an iteration's end is not seen by
+//! that event (its commit takes the file at the next one).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
