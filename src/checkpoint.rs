@@ -112,6 +112,9 @@ use handoff::{ChangeView, titled, unique_handoff_name, write_handoff};
 /// what the checkpoint works from, write the handoff (rendered by the pure
 /// [`render_handoff`]), commit, and sum up for the next prompt.
 pub(crate) fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) -> Saved {
+    // The file list, diffstat, limits and WIP commit from one walk of the
+    // work tree (or the walk of the iteration's end this joins).
+    let _pass = crate::repo::one_pass(root);
     let mut saved = Saved::default();
     let g = gather(root, config, m, &mut saved);
     let note = if g.will_commit || g.repo.is_none() {

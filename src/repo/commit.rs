@@ -83,6 +83,8 @@ impl Repo {
     /// current branch. Git hooks are not run: a checkpoint must not be blocked by
     /// a linter on half-finished work.
     pub fn wip_commit(&self, message: &str, own: &OwnPaths) -> CommitOutcome {
+        // One walk for the limits and the staging.
+        let _pass = super::one_pass(&self.root);
         // No limits, but never a secret.
         let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
         self.wip_commit_leaving_out(message, own, &secrets, &super::Guard::NONE)
@@ -135,6 +137,7 @@ impl Repo {
         message: &str,
         own: &OwnPaths,
     ) -> (CommitOutcome, Vec<String>) {
+        let _pass = super::one_pass(&self.root);
         let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
         let files: Vec<String> = match self.changes(own) {
             Ok(changes) => changes
@@ -231,10 +234,16 @@ impl Repo {
     /// files that were only touched are hashed once, not at every checkpoint.
     /// (`Index::add_all` does the same walk but also loads every changed
     /// file's content for a patch it never uses.)
+    ///
+    /// `refresh`: `index` is the real one, and the diff walks the whole
+    /// tree for that refresh (a touched file is in no status, so not in the
+    /// event's walk); otherwise it looks only at the event's walk
+    /// (`repo::walk`).
     pub(super) fn stage_work_tree(
         &self,
         index: &mut git2::Index,
         own: &Own,
+        refresh: bool,
     ) -> std::result::Result<usize, git2::Error> {
         let mut opts = DiffOptions::new();
         opts.include_untracked(true)
@@ -242,6 +251,11 @@ impl Repo {
             .include_typechange(true)
             .disable_pathspec_match(true)
             .update_index(true);
+        if refresh {
+            super::walk::count_pass();
+        } else {
+            self.restrict_to_walk(&mut opts);
+        }
         self.hold_at_head(index, own)?;
         let diff = self
             .git
@@ -385,7 +399,7 @@ impl Repo {
         message: &str,
         own: &Own,
     ) -> std::result::Result<CommitOutcome, git2::Error> {
-        let staged = self.stage_work_tree(index, own)?;
+        let staged = self.stage_work_tree(index, own, true)?;
         trace!(staged, "staged work-tree changes");
         let parent_tree = parent.map(|c| c.tree()).transpose()?;
         let tree_id = if own.scope.is_empty() {

@@ -88,8 +88,7 @@ impl Repo {
     /// tracked ones changed (in the index or the work tree), less ralph's own.
     fn changed(&self, own: &Own) -> Result<(Paths, Paths)> {
         let statuses = self
-            .git
-            .statuses(Some(&mut status_options(false)))
+            .statuses(&mut status_options(false))
             .map_err(|e| Error::wrap("cannot read git status", e))?;
         let (mut new, mut tracked) = (Vec::new(), Vec::new());
         for e in statuses.iter() {

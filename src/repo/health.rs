@@ -110,6 +110,31 @@ impl Repo {
     /// The mandatory index extension libgit2 refuses, if the index on disk
     /// has one (`link`: split index, `sdir`: sparse index).
     fn unreadable_index_extension(&self) -> Option<String> {
+        // Reading the index is reading every entry (100,000 on a large
+        // repository, and its checksum): once per version of the file on
+        // disk, not at every commit's check.
+        type Stamp = (std::path::PathBuf, u64, (i64, i64), (i64, i64), u64);
+        type Seen = Option<(Stamp, Option<String>)>;
+        static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(None);
+        let file = self.git.path().join("index");
+        let stamp = {
+            use std::os::unix::fs::MetadataExt as _;
+            let m = std::fs::metadata(&file).ok()?;
+            let time = (m.mtime(), m.mtime_nsec());
+            (file, m.len(), time, (m.ctime(), m.ctime_nsec()), m.ino())
+        };
+        let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, found)) = seen.as_ref()
+            && *at == stamp
+        {
+            return found.clone();
+        }
+        let found = self.read_index_extension();
+        *seen = Some((stamp, found.clone()));
+        found
+    }
+
+    fn read_index_extension(&self) -> Option<String> {
         // A fresh handle: the shared one may hold an index read before the
         // agent's git rewrote it.
         let git = git2::Repository::open(self.git.path()).ok()?;

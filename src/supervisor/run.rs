@@ -343,8 +343,17 @@ impl Supervisor {
     }
 
     /// Something may have changed the work tree: the snapshot taken after
-    /// the last iteration no longer tells where the next one starts.
+    /// the last iteration no longer tells where the next one starts, and
+    /// the event under way walks the tree again (`repo::one_pass`).
     pub(super) fn tree_touched(&mut self) {
+        self.head_moved();
+        repo::touched(&self.root);
+    }
+
+    /// ralph committed: the snapshot taken after the last iteration names
+    /// an older HEAD. The event's walk still names every changed path (a
+    /// commit only makes paths clean).
+    fn head_moved(&mut self) {
         self.reuse_snapshot = None;
         self.reuse_tree = None;
     }
@@ -652,20 +661,30 @@ impl Supervisor {
             )?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
+            // A `| tee ralph.log` that opened its file after ralph started.
+            repo::remember_output_files();
+            let plan_before = self.plan();
+            // The boundary tree and the progress snapshot from one walk.
+            let pass = repo::one_pass(&self.root);
             // Saved before the agent starts (`run_agent`).
             self.state.iteration_tree = match self.reuse_tree.take() {
                 Some(tree) => Some(tree),
                 None => self.work_tree(),
             };
-            // A `| tee ralph.log` that opened its file after ralph started.
-            repo::remember_output_files();
-            let plan_before = self.plan();
             let snap_before = match self.reuse_snapshot.take() {
                 Some(s) => Some(s),
                 None => repo::snapshot(&self.root, &self.own()).ok(),
             };
+            drop(pass);
             let facts = self.run_agent(number, &plan_before).await?;
-            if let Some(end) = self.after_agent(facts, &plan_before, snap_before).await {
+            let end = self.after_agent(facts, &plan_before, snap_before).await;
+            // What `benches/perf.rs` and `e2e_checkpoint` count.
+            tracing::debug!(
+                iteration = number,
+                work_tree_passes = repo::work_tree_passes(),
+                "bookkeeping"
+            );
+            if let Some(end) = end {
                 return Ok(end);
             }
         }
@@ -767,6 +786,9 @@ impl Supervisor {
         plan_before: &Plan,
         snap_before: Option<repo::Snapshot>,
     ) -> Option<(Outcome, String)> {
+        // Progress, checkpoint, WIP commit, boundary tree and final commit
+        // from one walk of the work tree (`repo::one_pass`).
+        let _pass = repo::one_pass(&self.root);
         self.worker_head_home();
         let plan_after = self.unit_checked_off();
         let snap_after = repo::snapshot(&self.root, &self.own()).ok();
@@ -854,6 +876,11 @@ impl Supervisor {
         match next {
             Next::Continue => {
                 self.backoff.clear();
+                // A WIP commit moved HEAD: the next iteration's start,
+                // from this event's walk while it still holds.
+                if self.reuse_snapshot.is_none() {
+                    self.reuse_snapshot = repo::snapshot(&self.root, &self.own()).ok();
+                }
                 None
             }
             Next::WaitForLimit(hit) => self.wait_for_limit(hit).await,
@@ -866,7 +893,7 @@ impl Supervisor {
     }
 
     pub(super) fn save_checkpoint(&mut self, facts: &Facts, mark: CheckpointMark) {
-        self.tree_touched();
+        self.head_moved();
         let reserve = self.config.agent.reserve_tokens;
         let mut moment = record::moment(&self.state, facts, mark, reserve);
         let kind = self.config.agent.kind;
