@@ -576,3 +576,68 @@ fn l2_handoff_with_notes_then_resume() {
     p.assert_nothing_left();
     p.keep_if_asked();
 }
+
+/// Issue 35: plan items Codex checks off mid-session — with a shell edit
+/// (`sed -i`) and with `apply_patch` — are seen as each command ends, so
+/// `context.items_per_session` acts: its start on the third item is
+/// stopped at a boundary checkpoint (the request steered in), not left to
+/// run to the session's end.
+#[test]
+fn check_offs_are_seen_mid_session() {
+    let _serial = harness::serial();
+    let setup = Setup {
+        plan: "# E2E plan\n\n- [ ] a\n- [ ] b\n- [ ] c\n- [ ] d\n",
+        max_iterations: 1,
+        grace: "20s",
+        context: "items_per_session = 2",
+        ..Setup::default()
+    };
+    let Some(p) = project("codex_items", &setup) else {
+        return;
+    };
+    let notes_re = Regex::new(r"\.ralph/notes/iter-\d{3}\.md").unwrap();
+    let api = serve(&p, move |req| {
+        let users = req.user_text();
+        if users.contains(CHECKPOINT_MARK) {
+            if req.input_text().contains("NOTES-WRITTEN") {
+                return Answer::call(31_000).text("Handoff notes written; stopping here.");
+            }
+            let notes = notes_re.find(&users).map_or("", |m| m.as_str());
+            return Answer::call(30_000).exec(&format!(
+                "mkdir -p .ralph/notes && printf '## Next\\n- c\\n' > {notes} && echo NOTES-WRITTEN"
+            ));
+        }
+        match req.calls() {
+            0 => Answer::call(20_000).exec("printf 'a\\n' > a.txt"),
+            1 => Answer::call(21_000).exec("sed -i 's/- \\[ \\] a/- [x] a/' fix_plan.md"),
+            2 => Answer::call(22_000).exec("printf 'b\\n' > b.txt"),
+            3 => Answer::call(23_000).exec(
+                "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: fix_plan.md\n@@\n-- [ ] b\n+- [x] b\n*** End Patch\nPATCH",
+            ),
+            4 => Answer::call(24_000).exec("printf 'c\\n' > c.txt"),
+            5 => Answer::call(25_000).exec("printf 'd\\n' > d.txt"),
+            _ => Answer::call(26_000).text("E2E: the session went on to its end"),
+        }
+    });
+    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(60));
+    assert_eq!(code, 4, "the iteration limit\n{}", diag(&p, &api));
+    let checked: Vec<_> = p
+        .events_named("item_checked")
+        .iter()
+        .map(|e| e["items"].clone())
+        .collect();
+    assert_eq!(checked, [json!(["a"]), json!(["b"])], "{}", diag(&p, &api));
+    let requested = p.events_named("checkpoint_requested");
+    assert_eq!(requested.len(), 1, "{}", diag(&p, &api));
+    assert_eq!(requested[0]["trigger"], "boundary");
+    let checkpoints = p.events_named("checkpoint");
+    assert_eq!(checkpoints[0]["trigger"], "boundary", "{}", diag(&p, &api));
+    assert!(!p.root.join("d.txt").exists(), "stopped on c");
+    let handoff = p.read(checkpoints[0]["handoff"].as_str().unwrap());
+    assert!(
+        handoff.contains("context.items_per_session = 2"),
+        "{handoff}"
+    );
+    p.assert_nothing_left();
+    p.keep_if_asked();
+}
