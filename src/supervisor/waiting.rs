@@ -10,7 +10,7 @@ use super::limit_wait::LimitPlan;
 use super::verdict::Outcome;
 use super::{Now, Supervisor};
 use crate::events::Event;
-use crate::rules::limits::LimitHit;
+use crate::rules::limits::{self, LimitHit};
 use crate::state::RunStatus;
 
 impl Supervisor {
@@ -18,6 +18,8 @@ impl Supervisor {
     /// when waiting is off or would take too long.
     pub(super) async fn wait_for_limit(&mut self, hit: LimitHit) -> Option<(Outcome, String)> {
         let now = Now::read();
+        // This iteration's readings are in the state already.
+        let hit = limits::to_the_second(hit, &self.state.quota, now.wall);
         let wait = match self
             .backoff
             .plan(&hit, &now, &self.config.rate_limit, &self.budgets)

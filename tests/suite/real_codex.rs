@@ -259,11 +259,7 @@ fn a_usage_limit_is_recognised() {
         return;
     };
     let api = serve(&p, |_| {
-        let resets_at = jiff::Timestamp::now().as_second() + 7200;
-        Answer::error(
-            429,
-            json!({"error": {"type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "plus", "resets_at": resets_at, "resets_in_seconds": 7200}}),
-        )
+        Answer::usage_limit(jiff::Timestamp::now().as_second() + 7200)
     });
     let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(50));
     assert_eq!(code, 5, "the limit outlasts max_wait\n{}", diag(&p, &api));
@@ -639,5 +635,63 @@ fn check_offs_are_seen_mid_session() {
         "{handoff}"
     );
     p.assert_nothing_left();
+    p.keep_if_asked();
+}
+
+/// Issue 35: Codex words a usage limit's reset to the minute ("try again
+/// at 6:06 AM" for 06:06:50); the exact moment comes with the account's
+/// usage (`account/rateLimits/updated`). ralph waits until then: the next
+/// session is not refused (waiting to the minute would retry early, be
+/// refused, and back off for 15 minutes: past `max_wait` here, exit 5).
+#[test]
+fn a_usage_limit_is_waited_out_to_the_second() {
+    let _serial = harness::serial();
+    let setup = Setup {
+        breaker: "\n[rate_limit]\nmax_wait = \"10m\"",
+        ..Setup::default()
+    };
+    let Some(p) = project("codex_limit_exact", &setup) else {
+        return;
+    };
+    // At least 20 s past a whole minute, so that the words are 20 s early.
+    let now = jiff::Timestamp::now().as_second();
+    let mut reset = now + 8;
+    if reset % 60 < 20 {
+        reset += 20 - reset % 60;
+    }
+    let api = serve(&p, move |req| {
+        if jiff::Timestamp::now().as_second() < reset {
+            return Answer::usage_limit(reset);
+        }
+        match req.calls() {
+            0 => Answer::call(20_000).exec(
+                "printf 'hello\\n' > hello.txt && sed -i 's/- \\[ \\]/- [x]/' fix_plan.md && git add -A && git commit -q -m 'Create hello.txt'",
+            ),
+            _ => Answer::call(24_000).text("Created hello.txt.\n\n<promise>COMPLETE</promise>"),
+        }
+    });
+    let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(90));
+    assert_eq!(code, 0, "complete after one wait\n{}", diag(&p, &api));
+    eprintln!("codex exact reset: ralph took {took:.1?}");
+    let waits = p.events_named("limit_wait");
+    assert_eq!(waits.len(), 1, "{}", diag(&p, &api));
+    let until: jiff::Timestamp = waits[0]["until"].as_str().unwrap().parse().unwrap();
+    let late = until.as_second() - reset;
+    assert!(
+        (0..=6).contains(&late),
+        "waited until {until}, the reset is {reset}"
+    );
+    let state = p.state();
+    let outcomes: Vec<_> = state["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["outcome"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(outcomes[0], "usage limit", "{state:#}");
+    assert_eq!(outcomes.len(), 2, "one session refused: {state:#}");
+    let run = state["run_id"].as_str().unwrap().to_string();
+    let first = p.read(&format!(".ralph/runs/{run}/iter-001.jsonl"));
+    assert!(first.contains("account/rateLimits/updated"), "{first}");
     p.keep_if_asked();
 }
