@@ -19,7 +19,6 @@ use crate::agent::{self, Agent, AgentCommand};
 use crate::checkpoint;
 use crate::config::Config;
 use crate::config::trust;
-use crate::context::Level;
 use crate::error::Result;
 use crate::events::{Bus, Event, EventLog};
 use crate::hooks;
@@ -853,11 +852,8 @@ impl Supervisor {
                     number: self.state.iteration,
                     ..Facts::default()
                 };
-                let mark = CheckpointMark {
-                    trigger: Trigger::Manual,
-                    level: Level::L2,
-                    percent: 0.0,
-                };
+                // No agent runs: no reading of its context.
+                let mark = CheckpointMark::at_peak(Trigger::Manual, None);
                 self.save_checkpoint(&facts, mark);
             }
         }
