@@ -372,3 +372,28 @@ fn codex_usage_limit_is_waited_out_to_the_second() {
     let second = until.as_second().rem_euclid(60);
     assert!((45..=50).contains(&second), "{wait}");
 }
+
+/// Issue 35: a Codex run is metered on Codex's window from the start, not
+/// on Claude's 200k for a model name ralph's table does not know: the
+/// first iteration's items are planned on it (an item without history is
+/// estimated at 20% of the usable window: 225,400 of Codex's 258,400, not
+/// 167,000), and every reading shows it.
+#[test]
+fn codex_is_metered_on_its_own_window_from_the_first_reading() {
+    let scenario = "model = \"gpt-5.1-codex\"\ncontext_window = 258400\n[[step]]\ncontext = 20000\ntext = \"Listing.\"\ncommand = \"ls\"\n[[step]]\ncontext = 24000\npath = \"fix_plan.md\"\nold = \"- [ ] parser\"\nnew = \"- [x] parser\"\n[[step]]\ncontext = 25000\nresult = \"The parser is done.\"\n";
+    let p = project("codex", scenario, "[loop]\nmax_iterations = 1\n");
+    let run = p.run(&[], LIMIT);
+    let checked = run.of("item_checked");
+    assert_eq!(checked.len(), 1, "{}", run.describe());
+    assert_eq!(checked[0]["next_estimate"], 45_080, "{}", run.describe());
+    let windows: Vec<_> = run
+        .of("context")
+        .iter()
+        .map(|c| c["reading"]["window"].clone())
+        .collect();
+    assert!(
+        windows.iter().all(|w| *w == 258_400),
+        "{windows:?}\n{}",
+        run.describe()
+    );
+}

@@ -151,6 +151,12 @@ fn writes_a_file_and_completes() {
             .any(|c| c["tool"].as_str().is_some_and(|t| t.contains("hello.txt"))),
         "the command shows as the tool at work: {contexts:?}"
     );
+    // Codex's window from the first reading (the command, before any
+    // usage), not Claude's 200k (issue 35).
+    assert!(
+        contexts.iter().all(|c| c["reading"]["window"] == WINDOW),
+        "{contexts:?}"
+    );
     p.assert_nothing_left();
     p.keep_if_asked();
 }
@@ -610,7 +616,9 @@ fn check_offs_are_seen_mid_session() {
             3 => Answer::call(23_000).exec(
                 "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: fix_plan.md\n@@\n-- [ ] b\n+- [x] b\n*** End Patch\nPATCH",
             ),
-            4 => Answer::call(24_000).exec("printf 'c\\n' > c.txt"),
+            // The request is steered in while this runs (a model's next
+            // call could otherwise beat it under load).
+            4 => Answer::call(24_000).exec("printf 'c\\n' > c.txt; sleep 3"),
             5 => Answer::call(25_000).exec("printf 'd\\n' > d.txt"),
             _ => Answer::call(26_000).text("E2E: the session went on to its end"),
         }
