@@ -118,6 +118,14 @@ impl AgentCommand {
     /// its behalf (`[verify]`): code the agent wrote runs where the agent
     /// does. `None` without a sandbox. The caller appends the script.
     pub(crate) fn shell_in_box(config: &Config, root: &Path) -> Option<AgentCommand> {
+        AgentCommand::in_box(config, root, &["sh".into(), "-c".into()])
+    }
+
+    /// `words` (a program and its arguments) in the agent's box, as
+    /// [`shell_in_box`](Self::shell_in_box): `ralph doctor` asks the agent
+    /// program its version there (`agent.command` may be a script in the
+    /// project, which the agent can rewrite). `None` without a sandbox.
+    pub(crate) fn in_box(config: &Config, root: &Path, words: &[String]) -> Option<AgentCommand> {
         if config.agent.sandbox != super::sandbox::Kind::Bwrap {
             return None;
         }
@@ -125,7 +133,7 @@ impl AgentCommand {
         // bwrap's own arguments end at the first `--`; the agent's follow.
         let at = cmd.args.iter().position(|a| a == "--")?;
         cmd.args.truncate(at + 1);
-        cmd.args.extend(["sh".to_string(), "-c".to_string()]);
+        cmd.args.extend(words.iter().cloned());
         cmd.env.remove("RALPH_ITERATION");
         Some(cmd)
     }

@@ -307,7 +307,7 @@ pub(crate) fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result
 /// programs are, who and where it is, its locale and terminal, the proxy
 /// and certificates that reach its API. (`TMPDIR` is not: it may name a
 /// hidden place; the agent has a private `/tmp`.)
-const BASE_ENV: [&str; 27] = [
+const BASE_ENV: [&str; 32] = [
     "PATH",
     "HOME",
     "USER",
@@ -336,6 +336,13 @@ const BASE_ENV: [&str; 27] = [
     "SSL_CERT_DIR",
     "NODE_EXTRA_CA_CERTS",
     "REQUESTS_CA_BUNDLE",
+    // A parallel run's worker: what the agent is told of its unit
+    // (docs/workers.md), set by the coordinator.
+    "RALPH_WORKER",
+    "RALPH_ITEM",
+    "RALPH_WORKER_TASK",
+    "RALPH_RUN_BRANCH",
+    "RALPH_WORKER_BRANCH",
 ];
 /// …and by prefix: the locale's parts, the XDG directories.
 const BASE_PREFIXES: [&str; 2] = ["LC_", "XDG_"];
@@ -486,6 +493,7 @@ mod tests {
             ("HTTPS_PROXY", "http://user:pw@proxy:3128"),
             ("NPM_CONFIG_REGISTRY", "https://registry.example"),
             ("MY_TOOL_SETTING", "on"),
+            ("RALPH_ITEM", "first"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
         let kind = AgentKind::Claude;
@@ -503,6 +511,7 @@ mod tests {
                 "LANG",
                 "LC_ALL",
                 "PATH",
+                "RALPH_ITEM",
                 "TERM",
             ]
         );

@@ -262,16 +262,32 @@ fn check_budget(c: &mut Checks, root: &Path, config: &Config) {
     );
 }
 
-/// Run `program args…` in `root` and return its output (stdout, then stderr).
+/// Run `program args…` in `root` and return its output (stdout, then
+/// stderr): in the agent's box when `[agent] sandbox` makes one, as a run
+/// starts it (`agent.command` may be a script the agent wrote).
 fn probe(
     program: &Path,
     args: &[String],
     config: &Config,
     root: &Path,
 ) -> std::result::Result<String, String> {
-    let child = Command::new(program)
-        .args(args)
-        .envs(&config.agent.env)
+    let words: Vec<String> = std::iter::once(program.display().to_string())
+        .chain(args.iter().cloned())
+        .collect();
+    let mut cmd = match crate::agent::AgentCommand::in_box(config, root, &words) {
+        Some(boxed) => {
+            crate::agent::sandbox::protect::prepare(root);
+            let mut cmd = Command::new(&boxed.program);
+            cmd.env_clear().args(&boxed.args).envs(&boxed.env);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).envs(&config.agent.env);
+            cmd
+        }
+    };
+    let child = cmd
         .current_dir(root)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -50,6 +50,11 @@ pub(crate) struct Record {
     pub(crate) started: Fingerprints,
     /// The same files at the run's end; `None` while it runs or when it died.
     pub(crate) ended: Option<BTreeMap<String, Digest>>,
+    /// A parallel run's: the text of the `ralph.toml` it started with
+    /// (`None`: there was none), the configuration its workers' loops act
+    /// on whatever their worktrees' copies say by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) config: Option<String>,
 }
 
 /// How a file changed since the start of the run a record describes.
@@ -175,6 +180,22 @@ impl Fingerprints {
             .collect()
     }
 
+    /// These fingerprints of a worker's worktree as its coordinator
+    /// trusts them: a file of the project (a relative name: `ralph.toml`,
+    /// a template, a script) counts as it was in the coordinator's
+    /// project at the parallel run's start (`trusted`), not as the
+    /// worktree has it now — which is the run branch, with every unit's
+    /// work merged into it by then. The git hooks are the same files for
+    /// every worktree.
+    pub(crate) fn trusted_by(mut self, trusted: &Fingerprints) -> Fingerprints {
+        for (path, digest) in self.files.iter_mut() {
+            if Path::new(path).is_relative() && !self.dirs.iter().any(|d| path.starts_with(d)) {
+                *digest = trusted.files.get(path).cloned().flatten();
+            }
+        }
+        self
+    }
+
     /// What `command` (a hook or check) would run that changed since the
     /// start: the scripts it names, and the git hooks when it runs git.
     pub(crate) fn changed_for(&self, command: &str, root: &Path) -> Vec<String> {
@@ -208,6 +229,28 @@ impl Record {
             sandboxed,
             started,
             ended: None,
+            config: None,
+        }
+    }
+
+    /// …holding the text of `root`'s `ralph.toml` as it is now (a
+    /// parallel run's coordinator: its workers act on it).
+    pub(crate) fn holding_config(mut self, root: &Path) -> Result<Record> {
+        let path = root.join(crate::config::FILE_NAME);
+        self.config = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("cannot read", &path, e)),
+        };
+        Ok(self)
+    }
+
+    /// The configuration this record's run started with, for a worker's
+    /// loop in the project at `root` (its worktree).
+    pub(crate) fn trusted_config(&self, root: &Path) -> Result<Config> {
+        match &self.config {
+            Some(text) => Config::parse(text, &root.join(crate::config::FILE_NAME)),
+            None => Ok(Config::default()),
         }
     }
 
@@ -505,6 +548,43 @@ mod tests {
             named_scripts(&abs, dir.path()).is_empty(),
             "outside the project"
         );
+    }
+
+    /// Issue 34: a worker's loop trusted what its worktree held when it
+    /// started (the run branch, with the agents' merged edits). Now every
+    /// project file counts as the coordinator had it at the start.
+    #[test]
+    fn a_workers_files_count_as_its_coordinator_trusted_them() {
+        let coordinator = Fingerprints {
+            files: [
+                ("ralph.toml".to_string(), d("t")),
+                ("check.sh".to_string(), d("c")),
+                ("/repo/.git/hooks/pre-push".to_string(), d("h")),
+            ]
+            .into(),
+            dirs: vec!["/repo/.git/hooks".into()],
+        };
+        let worktree = Fingerprints {
+            files: [
+                ("ralph.toml".to_string(), d("t-by-the-agent")),
+                ("check.sh".to_string(), d("c-by-the-agent")),
+                ("evil.sh".to_string(), d("e")),
+                ("prompts/PROMPT.md.j2".to_string(), None),
+                ("/repo/.git/hooks/pre-push".to_string(), d("h-now")),
+            ]
+            .into(),
+            dirs: vec!["/repo/.git/hooks".into()],
+        };
+        let trusted = worktree.trusted_by(&coordinator);
+        let want: BTreeMap<String, Digest> = [
+            ("ralph.toml".to_string(), d("t")),
+            ("check.sh".to_string(), d("c")),
+            ("evil.sh".to_string(), None),
+            ("prompts/PROMPT.md.j2".to_string(), None),
+            ("/repo/.git/hooks/pre-push".to_string(), d("h-now")),
+        ]
+        .into();
+        assert_eq!(trusted.files, want);
     }
 
     #[test]

@@ -93,12 +93,15 @@ pub enum RunStatus {
     Stopped,
     Interrupted,
     Failed,
+    /// Ended at a completion no session could pass: a check's script
+    /// changed during the run and is not trusted (`config::trust`).
+    Untrusted,
     #[serde(untagged)]
     Other(String),
 }
 
 impl RunStatus {
-    const NAMED: [RunStatus; 10] = [
+    const NAMED: [RunStatus; 11] = [
         RunStatus::New,
         RunStatus::Running,
         RunStatus::Waiting,
@@ -109,6 +112,7 @@ impl RunStatus {
         RunStatus::Stopped,
         RunStatus::Interrupted,
         RunStatus::Failed,
+        RunStatus::Untrusted,
     ];
 
     pub fn name(&self) -> &str {
@@ -123,6 +127,7 @@ impl RunStatus {
             RunStatus::Stopped => "stopped",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Failed => "failed",
+            RunStatus::Untrusted => "untrusted",
             RunStatus::Other(s) => s,
         }
     }

@@ -43,6 +43,8 @@ pub(crate) struct RunOptions {
     pub(crate) worker: Option<WorkerUnit>,
     /// `--trust-config`: files changed during the last run are the user's.
     pub(crate) trust_config: bool,
+    /// A parallel run's worker: its coordinator's trust record (`--trusted-by`).
+    pub(crate) trusted_by: Option<trust::Record>,
 }
 
 /// What a worker's loop knows of the unit it was handed: its run is done
@@ -111,6 +113,7 @@ impl Supervisor {
         mut bus: Bus,
     ) -> Result<Supervisor> {
         let layout = Layout::new(root);
+        let opts_trusted = opts.trusted_by.is_some();
         crate::text::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
@@ -194,7 +197,28 @@ impl Supervisor {
         if let Some(event) = trust::start_event(trusted) {
             bus.emit(event);
         }
-        let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(root, &config));
+        let mut fingerprints = trust::Fingerprints::take(root, &config);
+        let mut sandboxed = boxed;
+        if let Some(coordinator) = &opts.trusted_by {
+            fingerprints = fingerprints.trusted_by(&coordinator.started);
+            sandboxed |= coordinator.sandboxed;
+            // Its templates are read from the worktree: one the coordinator
+            // did not start with is refused, named (the config is the
+            // coordinator's, the scripts are judged by its fingerprints).
+            // One missing there (untracked in the user's checkout) is the
+            // embedded default, as before.
+            let templates: Vec<String> = (fingerprints.changed(root).into_iter())
+                .filter(|p| p.starts_with("prompts/") && root.join(p).is_file())
+                .collect();
+            if !templates.is_empty() {
+                return Err(crate::error::Error::config(format!(
+                    "changed during the parallel run and not confirmed: {}; this worker does not act on templates the agents may have written",
+                    templates.join(", ")
+                ))
+                .with_hint("look at the change on the run branch (`git log -p -- FILE`); put it back, or stop the run and start it again with `ralph run --workers N --trust-config`"));
+            }
+        }
+        let trust = trust::Record::start(&run_id, sandboxed, fingerprints);
         if opts.worker.is_none()
             && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
         {
@@ -280,6 +304,11 @@ impl Supervisor {
             .unwrap_or(&mut sup.state)
             .save(&state_path)?;
         sup.trust.save(&sup.layout.dir)?;
+        if opts_trusted {
+            // What the worktree holds that its coordinator did not start
+            // with (an agent's merged edit to ralph.toml), named now.
+            sup.note_untrusted();
+        }
         Ok(sup)
     }
 
@@ -561,8 +590,8 @@ impl Supervisor {
             // Nothing open: no session is paid for to find out (before the
             // budgets and the iteration limit: the night's work is done).
             let after = (self.state.iteration > first).then_some(self.state.iteration);
-            if let Some(why) = self.finished_plan(after) {
-                return Ok((Outcome::Completed, why));
+            if let Some(end) = self.finished_plan(after) {
+                return Ok(end);
             }
             let now = Now::read();
             let admission = self
@@ -740,6 +769,7 @@ impl Supervisor {
             open_items: plan_after.open_count(),
             require_plan_complete: self.config.loop_.require_plan_complete,
             refused: None,
+            untrusted: None,
             unit_done: self.unit.is_some() && plan_after.open_count() == 0,
         };
         self.verify_iteration(&facts, &mut verdict, &mut gate, checked);

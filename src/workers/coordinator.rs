@@ -56,6 +56,8 @@ pub(crate) struct Options {
     /// `--budget-per-invocation`: the shared budgets count from this start,
     /// not the run's (as for one loop).
     pub(crate) budget_per_invocation: bool,
+    /// `--trust-config`: files changed during the last run are the user's.
+    pub(crate) trust_config: bool,
 }
 
 /// The last signal that reached the coordinator (0: none).
@@ -122,6 +124,9 @@ pub(super) struct Coordinator {
     /// The project's lock; `committing` while the coordinator writes to
     /// git, so that the next one knows to clear the lock files it left.
     lock: crate::state::Lock,
+    /// What the run trusted at its start (`config::trust`), its workers'
+    /// configuration among it, kept in `.ralph/trust.json`.
+    trust: crate::config::trust::Record,
 }
 
 impl Coordinator {

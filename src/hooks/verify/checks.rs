@@ -159,6 +159,12 @@ impl Verification {
         self.checks.iter().find(|c| c.status != Status::Passed)
     }
 
+    /// The check not run because a script it names changed during the
+    /// run: no session can make it pass (`config::trust`).
+    pub(crate) fn untrusted(&self) -> Option<&Check> {
+        self.failure().filter(|c| c.status == Status::Untrusted)
+    }
+
     /// One line: "passed (2 commands)" or the failed command's summary —
     /// stable across runs of the same failure (the breaker's fingerprint).
     pub(crate) fn summary(&self) -> String {

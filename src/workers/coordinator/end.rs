@@ -68,6 +68,27 @@ impl Coordinator {
         {
             reason = format!("{reason}; {full}");
         }
+        // What ralph acts on that changed during the run (an agent's edit
+        // merged into the run branch): not obeyed, and the next start asks.
+        let changed = self.trust.started.changed(&self.root);
+        if !changed.is_empty() {
+            self.bus.emit(Event::Trust {
+                action: crate::events::TrustAction::Ignored,
+                message: format!(
+                    "changed during the run: {}; not obeyed (the workers kept the configuration, templates and scripts the run started with)",
+                    changed.join(", ")
+                ),
+                paths: changed.clone(),
+            });
+            reason = format!(
+                "{reason}; changed during the run and not obeyed: {} (the next `ralph run` asks you to confirm them)",
+                changed.join(", ")
+            );
+        }
+        self.trust.end(&self.root);
+        if let Err(e) = self.trust.save(&self.ralph_dir) {
+            tracing::warn!("cannot save the trust record: {e}");
+        }
         let handoff = if left.is_empty() {
             None
         } else {

@@ -9,7 +9,7 @@ use std::time::Instant;
 use git2::Repository;
 
 use super::{Coordinator, Options, install_signals, read_plan};
-use crate::config::Config;
+use crate::config::{Config, trust};
 use crate::error::{Error, Result};
 use crate::events::{Bus, Event, EventLog};
 use crate::project::Project;
@@ -64,6 +64,10 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
             ))
             .with_hint("put the plan inside the repository")
         })?;
+    // Before anything is written, as a single run: a change an agent
+    // made during the last run is not acted on unconfirmed.
+    let boxed = config.agent.sandbox == crate::agent::sandbox::Kind::Bwrap;
+    let trusted = trust::at_start(&root, &layout.dir, boxed, opts.trust_config)?;
     layout.ensure()?;
     let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
     let run_id = previous.as_ref().map_or_else(
@@ -73,6 +77,13 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     let lock = Lock::acquire(&layout, &run_id)?;
     let _claim = repo.claim_scope()?;
     bus.add(Box::new(EventLog::open(&layout.events())?));
+    if let Some(event) = trust::start_event(trusted) {
+        bus.emit(event);
+    }
+    // The workers' loops act on this configuration (`--trusted-by`).
+    let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(&root, &config))
+        .holding_config(&root)?;
+    trust.save(&layout.dir)?;
     if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
         bus.add(Box::new(notifier));
     }
@@ -147,7 +158,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         )
         .join(&run_id);
     install_signals()?;
-    let hooks = crate::hooks::Hooks::new(&config.hooks, &root);
+    let hooks = crate::hooks::Hooks::trusting(&config.hooks, &root, Some(trust.started.clone()));
     let counted_from = crate::supervisor::CountedFrom::of_run(
         &ledger.started_at,
         ledger.iterations,
@@ -177,6 +188,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         counted_from,
         lock,
         config,
+        trust,
     };
     c.ledger.workers = c.opts.workers;
     // What the workers did while no coordinator listened counts before
