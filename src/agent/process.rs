@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::StopStep;
+use crate::formats::StopStep;
 use crate::stream::{self, StreamEvent};
 
 use super::{AgentKind, codex};
@@ -107,7 +107,7 @@ impl AgentCommand {
                 .collect(),
             transcript_cap: config.runs.transcript_cap_mib << 20,
         };
-        if config.agent.sandbox == super::sandbox::Kind::Bwrap {
+        if config.agent.sandbox == crate::config::sandbox::Kind::Bwrap {
             cmd.sandbox(config, root);
         }
         cmd
@@ -126,7 +126,7 @@ impl AgentCommand {
     /// program its version there (`agent.command` may be a script in the
     /// project, which the agent can rewrite). `None` without a sandbox.
     pub(crate) fn in_box(config: &Config, root: &Path, words: &[String]) -> Option<AgentCommand> {
-        if config.agent.sandbox != super::sandbox::Kind::Bwrap {
+        if config.agent.sandbox != crate::config::sandbox::Kind::Bwrap {
             return None;
         }
         let mut cmd = AgentCommand::from_config(config, 0, root);

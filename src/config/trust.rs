@@ -122,7 +122,7 @@ impl Fingerprints {
     pub(crate) fn take(root: &Path, config: &Config) -> Fingerprints {
         let mut paths = vec![crate::config::FILE_NAME.to_string()];
         paths.extend(
-            crate::prompt::templates::EMBEDDED
+            crate::config::templates::EMBEDDED
                 .iter()
                 .map(|(name, _)| format!("prompts/{name}")),
         );
@@ -263,7 +263,7 @@ impl Record {
 
     pub(crate) fn save(&self, ralph_dir: &Path) -> Result<()> {
         let json = serde_json::to_vec_pretty(self).expect("the trust record serialises");
-        crate::state::write_atomic(&ralph_dir.join(RECORD), &json)
+        crate::formats::write_atomic(&ralph_dir.join(RECORD), &json)
     }
 
     /// The files of this record's run changed during it, as they are now.
@@ -304,8 +304,8 @@ pub(crate) fn at_start(
 }
 
 /// The event the start of a run emits for `decision`, if any.
-pub(crate) fn start_event(decision: Decision) -> Option<crate::events::Event> {
-    use crate::events::{Event, TrustAction};
+pub(crate) fn start_event(decision: Decision) -> Option<crate::formats::Event> {
+    use crate::formats::{Event, TrustAction};
     let (action, paths, message) = match decision {
         Decision::Trusted | Decision::Refused(_) => return None,
         Decision::Confirmed(paths) => {
@@ -373,7 +373,7 @@ pub(crate) fn named_scripts(command: &str, root: &Path) -> Vec<String> {
             command_word = true;
         }
     }
-    let own = root.join(".ralph");
+    let own = crate::formats::Layout::new(&root).dir;
     let mut out: Vec<String> = Vec::new();
     for word in candidates {
         let Ok(path) = root.join(&word).canonicalize() else {

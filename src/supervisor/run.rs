@@ -18,17 +18,19 @@ use super::{Now, driver, iteration, record, verdict};
 use crate::agent::{self, Agent, AgentCommand};
 use crate::checkpoint;
 use crate::config::Config;
+use crate::config::templates::Templates;
 use crate::config::trust;
 use crate::error::Result;
-use crate::events::{Bus, Event, EventLog};
+use crate::events::{Bus, EventLog};
+use crate::formats::Event;
+use crate::formats::{Layout, RunState, RunStatus, Trigger, now_rfc3339};
 use crate::hooks;
 use crate::plan::Plan;
+use crate::project::Lock;
 use crate::project::Project;
 use crate::prompt;
-use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
 use crate::rules::fatal;
-use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunOptions {
@@ -122,7 +124,7 @@ impl Supervisor {
         agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
         // Before anything is written: a change the agent made during the
         // last run is not acted on unconfirmed.
-        let boxed = config.agent.sandbox == agent::sandbox::Kind::Bwrap;
+        let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
         // A worker's project is its worktree, made by its coordinator.
         let trusted = if opts.worker.is_some() {
             trust::Decision::Trusted
@@ -130,11 +132,10 @@ impl Supervisor {
             trust::at_start(root, &layout.dir, boxed, opts.trust_config)?
         };
         let project = Project::at(root);
-        let plan = project.plan(&config)?;
+        let plan_text = project.plan_text(&config)?;
         // Values the plan holds now are the user's words (see `secrets`).
-        if let Ok(text) = std::fs::read_to_string(project.plan_path(&config)) {
-            crate::text::secrets::note_plan(&text);
-        }
+        crate::text::secrets::note_plan(&plan_text);
+        let plan = crate::plan::Plan::parse(&plan_text);
         let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
@@ -174,13 +175,13 @@ impl Supervisor {
                 config.plan.display()
             )));
         }
-        crate::state::ownership::claim_prompt_file(root, &config.prompt_file)?;
+        crate::project::ownership::claim_prompt_file(root, &config.prompt_file)?;
         layout.ensure()?;
         if boxed {
             agent::sandbox::protect::prepare(root);
         }
         let signals = Signals::install(&layout)?;
-        hooks::watch_interrupts();
+        crate::agent::shell::watch_interrupts();
         // As everywhere in a run, a repository git2 cannot open is no repository.
         let repo = repo::Repo::open(root).ok().flatten();
         let run_id = record::new_run_id(root, repo.as_ref());
@@ -191,7 +192,7 @@ impl Supervisor {
             .as_ref()
             .and_then(|r| r.claim_scope().transpose())
             .transpose()?;
-        crate::state::remove_dead_temp_files(&layout.dir, None);
+        crate::formats::remove_dead_temp_files(&layout.dir, None);
         // Only the lock holder writes the log: a refused second instance must not.
         bus.add(Box::new(EventLog::open(&layout.events())?));
         if let Some(event) = trust::start_event(trusted) {
@@ -224,10 +225,10 @@ impl Supervisor {
         {
             bus.add(Box::new(notifier));
         }
-        crate::state::ownership::at_start(
+        crate::project::ownership::at_start(
             root,
             &config.prompt_file,
-            crate::state::ownership::Workplace::Here,
+            crate::project::ownership::Workplace::Here,
             &mut bus,
         );
         if let Some(pgid) = lock.stale_agent_pgid {
@@ -243,10 +244,10 @@ impl Supervisor {
             .for_each(crate::agent::procs::kill_recorded_session);
         // And the hooks it was running (an `on_level` hook in the background).
         let hook_groups = layout.hook_groups();
-        if hooks::process::end_left_behind(&hook_groups) > 0 {
+        if crate::agent::shell::end_left_behind(&hook_groups) > 0 {
             tracing::warn!("the previous supervisor died; its hooks were ended");
         }
-        hooks::process::record_groups_in(hook_groups);
+        crate::agent::shell::record_groups_in(hook_groups);
         if lock.stale_committing {
             // It died inside a WIP commit: the git lock files it held would
             // skip every checkpoint from now on ("another git process is
@@ -360,10 +361,10 @@ impl Supervisor {
         let Ok(wt) = git2::Repository::discover(&self.root) else {
             return;
         };
-        match crate::workers::worktree::home(&wt, &unit.branch) {
-            Ok(crate::workers::worktree::Head::OnBranch) => {}
-            Ok(crate::workers::worktree::Head::Moved(note)) => self.events.warn(note),
-            Ok(crate::workers::worktree::Head::Apart(note)) => self.events.warn(format!(
+        match crate::repo::worktree::home(&wt, &unit.branch) {
+            Ok(crate::repo::worktree::Head::OnBranch) => {}
+            Ok(crate::repo::worktree::Head::Moved(note)) => self.events.warn(note),
+            Ok(crate::repo::worktree::Head::Apart(note)) => self.events.warn(format!(
                 "{note}: HEAD is left detached there, no checkpoint commit is made; the coordinator merges it when this loop ends"
             )),
             Err(e) => self
@@ -383,11 +384,11 @@ impl Supervisor {
         let handed = self.root.join(&self.config.plan);
         let checked = project_plan
             .ok()
-            .filter(|text| crate::workers::assign::unit_done(text, &unit.item))
+            .filter(|text| crate::plan::units::unit_done(text, &unit.item))
             .and_then(|_| std::fs::read_to_string(&handed).ok())
-            .and_then(|text| crate::workers::assign::check_off(&text, &unit.item));
+            .and_then(|text| crate::plan::units::check_off(&text, &unit.item));
         match checked {
-            Some(text) => match crate::state::write_atomic(&handed, text.as_bytes()) {
+            Some(text) => match crate::formats::write_atomic(&handed, text.as_bytes()) {
                 Ok(()) => self.plan(),
                 Err(e) => {
                     tracing::warn!("cannot check the unit off in {}: {e}", handed.display());
@@ -560,8 +561,8 @@ impl Supervisor {
             return;
         }
         self.untrusted.extend(fresh.iter().cloned());
-        let event = crate::events::Event::Trust {
-            action: crate::events::TrustAction::Ignored,
+        let event = crate::formats::Event::Trust {
+            action: crate::formats::TrustAction::Ignored,
             message: format!(
                 "changed during the run: {}; not obeyed (the run keeps the configuration, templates and scripts it started with; a hook or check naming a changed script is not run)",
                 fresh.join(", ")
@@ -617,7 +618,11 @@ impl Supervisor {
             if let Some(end) = self.wait_for_grant().await {
                 return Ok(end);
             }
-            crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
+            crate::project::ownership::keep_runtime(
+                &self.layout,
+                &mut self.lock,
+                self.events.bus(),
+            )?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
             // Saved before the agent starts (`run_agent`).
@@ -654,11 +659,10 @@ impl Supervisor {
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words,
         // and the plan, which is left as the user wrote it.
-        let plan_text =
-            std::fs::read_to_string(self.root.join(&self.config.plan)).unwrap_or_default();
+        let plan_text = (Project::at(&self.root).plan_text(&self.config)).unwrap_or_default();
         let saved_prompt = crate::text::secrets::scrub_keeping(&prompt_text, &plan_text);
         if let Err(e) =
-            crate::state::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
+            crate::project::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
         {
             self.events
                 .warn(format!("cannot write {}: {e}", prompt_path.display()));
@@ -684,7 +688,7 @@ impl Supervisor {
             &self.state,
             None,
         );
-        let spawned = crate::state::create_dir_private(&run_dir)
+        let spawned = crate::formats::create_dir_private(&run_dir)
             .and_then(|()| Agent::spawn(&cmd, &self.root, &transcript));
         let (mut agent, lines) = match spawned {
             Ok(x) => x,
@@ -842,7 +846,7 @@ impl Supervisor {
             });
         }
         // Recorded in the lock: should ralph die inside the commit, the next
-        // run knows that git's lock files are its own (state::LockInfo).
+        // run knows that git's lock files are its own (project::LockInfo).
         let _ = self.lock.set_committing(true);
         let saved = checkpoint::perform(&self.root, &self.config, &self.templates, &moment);
         let _ = self.lock.set_committing(false);

@@ -5,12 +5,12 @@
 use super::budget::BudgetSpent;
 use super::facts::{CheckpointMark, Facts};
 use super::stop::SignalCount;
-use crate::config::format_duration;
-use crate::events::Event;
+use crate::formats::Event;
+use crate::formats::{IterationOutcome, RunStatus, Trigger};
 use crate::rules::breaker::{self, Admission, BreakerState, Trip};
 use crate::rules::fatal::Fatal;
 use crate::rules::limits::LimitHit;
-use crate::state::{IterationOutcome, RunStatus, Trigger};
+use crate::text::format_duration;
 
 /// How a run ended; maps to the exit codes of DESIGN.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

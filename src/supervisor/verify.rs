@@ -10,8 +10,10 @@ use super::Supervisor;
 use super::facts::Facts;
 use super::run::Outcome;
 use super::verdict::{self, Checks, Gate, Verdict, refuse};
-use crate::events::Event;
-use crate::hooks::verify::{self, Verification, When};
+use crate::formats::Event;
+use crate::formats::Verification;
+use crate::formats::verification::When;
+use crate::hooks::verify;
 use crate::repo::{CommitOutcome, Repo};
 
 /// Paths named in the reason of a completion over uncommitted changes.
@@ -174,7 +176,7 @@ impl Supervisor {
         let before = (when == When::Completion)
             .then(|| self.work_tree())
             .flatten();
-        let shell = crate::hooks::process::Shell::for_agent(&self.config, &self.root);
+        let shell = crate::agent::shell::Shell::for_agent(&self.config, &self.root);
         let trusted = &self.trust.started;
         let untrusted = |command: &str| trusted.changed_for(command, &self.root);
         let result = verify::run(

@@ -37,14 +37,15 @@ mod setup;
 
 pub(crate) use setup::run;
 
-use super::assign;
 use super::child::{self, Child, Msg, WORKER_PLAN};
 use super::grant;
-use super::ledger::{Assignment, Ledger, Status, Task};
-use super::worktree;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+use crate::formats::Event;
+use crate::formats::ledger::{Assignment, Ledger, Status, Task};
+use crate::plan::units;
+use crate::repo::worktree;
 use grants::Granted;
 
 /// What the user asked for besides the count.
@@ -123,7 +124,7 @@ pub(super) struct Coordinator {
     counted_from: crate::supervisor::CountedFrom,
     /// The project's lock; `committing` while the coordinator writes to
     /// git, so that the next one knows to clear the lock files it left.
-    lock: crate::state::Lock,
+    lock: crate::project::Lock,
     /// What the run trusted at its start (`config::trust`), its workers'
     /// configuration among it, kept in `.ralph/trust.json`.
     trust: crate::config::trust::Record,
@@ -305,7 +306,7 @@ impl Coordinator {
         let Ok(text) = self.plan_text() else {
             return Vec::new();
         };
-        let Ok(units) = assign::units(&text) else {
+        let Ok(units) = units::units(&text) else {
             return Vec::new();
         };
         let busy: BTreeSet<String> = self
@@ -315,7 +316,7 @@ impl Coordinator {
             .map(|a| a.item.clone())
             .collect();
         let merged: BTreeSet<String> = self.ledger.merged.iter().cloned().collect();
-        assign::ready(&units, &busy, &merged)
+        units::ready(&units, &busy, &merged)
             .into_iter()
             .map(|i| units[i].key.clone())
             .collect()
@@ -441,11 +442,11 @@ impl Coordinator {
         }
         if !a.project_dir.join(WORKER_PLAN).is_file() {
             let text = self.plan_text()?;
-            let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
+            let units = units::units(&text).map_err(|e| Error::usage(e.to_string()))?;
             let unit = units.iter().find(|u| u.key == a.item).ok_or_else(|| {
                 Error::usage(format!("plan item \"{}\" is gone from the plan", a.item))
             })?;
-            write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+            write_worker_plan(&a.project_dir, &units::worker_plan(&text, unit))?;
         }
         if let Some(mine) = self
             .ledger
@@ -472,7 +473,7 @@ impl Coordinator {
         // Its first session granted before it starts (none when the shared
         // budget does not cover it now: a conflict handed back waits).
         let first = u32::from(self.decide() == grant::Decision::Go);
-        grant::Grant { sessions: first }.write(&a.project_dir)?;
+        crate::formats::Grant { sessions: first }.write(&a.project_dir)?;
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
         self.grants.insert(
@@ -557,26 +558,25 @@ fn outcome_name(code: i32) -> &'static str {
 /// Whether `a`'s loop ended `completed` with its unit checked off: its
 /// state says so (the state of an earlier unit's loop names that unit).
 fn loop_completed(a: &Assignment) -> bool {
-    let layout = crate::state::Layout::new(&a.project_dir);
-    crate::state::RunState::load(&layout.state())
+    let layout = crate::formats::Layout::new(&a.project_dir);
+    crate::formats::RunState::load(&layout.state())
         .ok()
         .flatten()
         .is_some_and(|s| {
-            s.status == crate::state::RunStatus::Completed && s.completed_items.contains(&a.item)
+            s.status == crate::formats::RunStatus::Completed && s.completed_items.contains(&a.item)
         })
 }
 
 fn read_plan(path: &Path) -> Result<String> {
-    crate::plan::Plan::load(path)?;
-    std::fs::read_to_string(path).map_err(|e| Error::io("cannot read the plan", path, e))
+    crate::plan::Plan::read_text(path)
 }
 
 fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
     let path = project_dir.join(WORKER_PLAN);
     if let Some(dir) = path.parent() {
-        crate::state::create_dir_private(dir)?;
+        crate::formats::create_dir_private(dir)?;
     }
-    crate::state::write_atomic(&path, text.as_bytes())
+    crate::formats::write_atomic(&path, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -26,10 +26,10 @@ pub(crate) struct Protected {
 /// `hooks` and `info`, a `core.hooksPath` in the work tree) and, in an
 /// existing `.ralph/`, the agent's writable `notes/`.
 pub(crate) fn prepare(root: &Path) {
-    let ralph = root.join(".ralph");
+    let layout = crate::formats::Layout::new(root);
     let mut dirs: Vec<PathBuf> = Vec::new();
-    if ralph.is_dir() {
-        dirs.push(ralph.join("notes"));
+    if layout.dir.is_dir() {
+        dirs.push(layout.notes());
     }
     if let Ok(repo) = git2::Repository::discover(root) {
         for dir in git_dirs(&repo) {
@@ -85,8 +85,8 @@ pub(crate) fn protected(root: &Path, plan: &Path) -> Protected {
             }
         }
     }
-    let ralph = root.join(".ralph");
-    let notes = ralph.join("notes");
+    let layout = crate::formats::Layout::new(&root);
+    let (ralph, notes) = (layout.dir.clone(), layout.notes());
     if ralph.is_dir() {
         let plan = root.join(plan);
         ro(ralph.clone());

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use super::Coordinator;
+use crate::formats::ledger::Status;
 use crate::workers::grant;
-use crate::workers::ledger::Status;
 
 impl Coordinator {
     /// Whether the shared budget covers one more session now.
@@ -48,7 +48,7 @@ impl Coordinator {
             };
             g.granted += 1;
             let sessions = g.granted;
-            if let Err(e) = (grant::Grant { sessions }).write(&dir) {
+            if let Err(e) = (crate::formats::Grant { sessions }).write(&dir) {
                 tracing::warn!("cannot grant {worker} a session: {e}");
             }
         }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::Coordinator;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::workers::child::Msg;
 
 impl Coordinator {
@@ -34,7 +34,7 @@ impl Coordinator {
     /// published, then saved with the time it was heard: a coordinator
     /// killed in between counts it again from the worker's log and at worst
     /// writes that one record twice to the run's log.
-    fn take_in(&mut self, worker: &str, mut record: crate::events::Record, live: bool) {
+    fn take_in(&mut self, worker: &str, mut record: crate::formats::Record, live: bool) {
         if !self.ledger.last_heard.take(worker, &record) {
             return;
         }
@@ -91,8 +91,8 @@ impl Coordinator {
             .map(|a| a.project_dir.clone())
             .collect();
         for dir in dirs {
-            let layout = crate::state::Layout::new(&dir);
-            if let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) {
+            let layout = crate::formats::Layout::new(&dir);
+            if let Ok(Some(state)) = crate::formats::RunState::load(&layout.state()) {
                 let ids = state.history.into_iter().filter_map(|h| h.commit);
                 for id in ids.chain(state.last_commit) {
                     self.ledger.made(id);

@@ -11,12 +11,13 @@ use git2::Repository;
 use super::{Coordinator, Options, install_signals, read_plan};
 use crate::config::{Config, trust};
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event, EventLog};
+use crate::events::{Bus, EventLog};
+use crate::formats::Event;
+use crate::formats::ledger::Ledger;
+use crate::plan::units;
+use crate::project::Lock;
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
-use crate::state::Lock;
-use crate::workers::assign;
-use crate::workers::ledger::Ledger;
 
 pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
     let root = project.root().to_path_buf();
@@ -66,7 +67,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         })?;
     // Before anything is written, as a single run: a change an agent
     // made during the last run is not acted on unconfirmed.
-    let boxed = config.agent.sandbox == crate::agent::sandbox::Kind::Bwrap;
+    let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
     let trusted = trust::at_start(&root, &layout.dir, boxed, opts.trust_config)?;
     layout.ensure()?;
     let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
@@ -87,10 +88,10 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
         bus.add(Box::new(notifier));
     }
-    crate::state::ownership::at_start(
+    crate::project::ownership::at_start(
         &root,
         &config.prompt_file,
-        crate::state::ownership::Workplace::Worktrees,
+        crate::project::ownership::Workplace::Worktrees,
         &mut bus,
     );
     if lock.stale_committing {
@@ -137,7 +138,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
                 run_id: run_id.clone(),
                 run_branch: run_branch.clone(),
                 plan: config.plan.display().to_string(),
-                started_at: crate::state::now_rfc3339(),
+                started_at: crate::formats::now_rfc3339(),
                 workers: opts.workers,
                 ..Ledger::default()
             }
@@ -145,7 +146,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     };
     config_is_committed(&git, &prefix, &run_branch)?;
     let text = read_plan(&plan_path)?;
-    assign::units(&text).map_err(|e| {
+    units::units(&text).map_err(|e| {
         Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
     })?;
     let worktrees = root
