@@ -128,6 +128,9 @@ pub struct ContextMeter {
     /// The agent reports no usage per model call (a kind metered per
     /// process): its readings say so rather than show a number.
     not_metered: bool,
+    /// The window of a model no result has reported yet, when the agent's
+    /// kind knows it (Codex's): instead of [`window_for_model`]'s guess.
+    before_report: Option<u64>,
 }
 
 impl ContextMeter {
@@ -153,7 +156,20 @@ impl ContextMeter {
             samples: VecDeque::new(),
             cap: None,
             not_metered: false,
+            before_report: None,
         }
+    }
+
+    /// The window to use until the agent reports one (its kind's), unless
+    /// `agent.context_window` is set or a result told the model's.
+    pub(crate) fn with_window_before_report(mut self, window: Option<u64>) -> Self {
+        self.before_report = window;
+        if let Some(w) = window
+            && self.window_source == WindowSource::Default
+        {
+            self.window = w;
+        }
+        self
     }
 
     /// For an agent that reports no usage per model call: no level acts,
@@ -188,6 +204,9 @@ impl ContextMeter {
         if let Some(&w) = self.known.get(model) {
             self.window = w;
             self.window_source = WindowSource::Result;
+        } else if let Some(w) = self.before_report {
+            self.window = w;
+            self.window_source = WindowSource::Default;
         } else {
             self.window = window_for_model(model);
             self.window_source = WindowSource::ModelName;
@@ -557,6 +576,30 @@ mod tests {
         m.set_model("claude-sonnet-4-5[1m]");
         m.observe(&StreamEvent::Result(r), secs(1));
         assert_eq!(m.window(), 300_000);
+    }
+
+    #[test]
+    fn a_kind_that_reports_its_window_is_metered_on_its_own_before_the_report() {
+        // Codex's window before its first usage: not Claude's 200k for an
+        // unknown name, whether the model comes from the config or `Init`.
+        let codex = || ContextMeter::new(0, 33_000, T).with_window_before_report(Some(258_400));
+        assert_eq!(codex().window(), 258_400);
+        let mut m = codex();
+        m.set_model("gpt-5.1-codex");
+        assert_eq!(m.window(), 258_400);
+        // What Codex reported for the model in an earlier iteration wins...
+        let known = BTreeMap::from([("gpt-5.1-codex".to_string(), 950_000)]);
+        let mut m = codex().with_known_windows(&known);
+        m.set_model("gpt-5.1-codex");
+        assert_eq!(m.window(), 950_000);
+        // ...and `agent.context_window` over everything.
+        let mut m = ContextMeter::new(300_000, 33_000, T).with_window_before_report(Some(258_400));
+        m.set_model("gpt-5.1-codex");
+        assert_eq!(m.window(), 300_000);
+        // Without it: the guess from Claude's table, as before.
+        let mut m = ContextMeter::new(0, 33_000, T).with_window_before_report(None);
+        m.set_model("gpt-5.1-codex");
+        assert_eq!(m.window(), DEFAULT_WINDOW);
     }
 
     #[test]

@@ -150,6 +150,16 @@ impl AgentKind {
         }
     }
 
+    /// The window to meter on before the agent has reported one, for a
+    /// kind that reports it with its usage ([`WindowFrom::Reported`]):
+    /// its own, not a guess from Claude's model table.
+    pub(crate) fn window_before_report(self) -> Option<u64> {
+        match self {
+            AgentKind::Codex => Some(codex::WINDOW),
+            AgentKind::Claude | AgentKind::Opencode | AgentKind::Gemini => None,
+        }
+    }
+
     /// ralph's own arguments, after the command's leading words and before
     /// `agent.args`.
     /// (Codex takes the model in `thread/start`.)

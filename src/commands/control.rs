@@ -116,7 +116,8 @@ pub(crate) fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<
     let saved = crate::supervisor::checkpoint_outside_a_run(root, |_, state| Moment {
         iteration: state.iteration,
         trigger: Trigger::Manual,
-        level: Level::L2,
+        // No agent runs: no reading of its context.
+        level: Level::L0,
         percent: 0.0,
         tokens: 0,
         usable: 0,

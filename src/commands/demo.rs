@@ -161,10 +161,19 @@ fn with_kind(config: &str, kind: AgentKind) -> String {
     if kind == AgentKind::Claude {
         return config.to_string();
     }
+    // The sim reports the demo model's 200k window; a kind that reports
+    // its own (Codex: 258,400) would otherwise be metered on that until the
+    // first report, and plan the first iteration's items for it.
+    let window = match kind.window_before_report() {
+        Some(_) => {
+            "# The sim's window (Codex itself reports its model's).\ncontext_window = 200000\n"
+        }
+        None => "",
+    };
     config.replacen(
         "[agent]\n",
         &format!(
-            "[agent]\n# `ralph demo --agent {kind}`: run as {} is, the sim speaking its format.\nkind = \"{kind}\"\n",
+            "[agent]\n# `ralph demo --agent {kind}`: run as {} is, the sim speaking its format.\nkind = \"{kind}\"\n{window}",
             kind.product()
         ),
         1,
@@ -180,6 +189,10 @@ mod tests {
         let config = with_kind(DEMO_FILES[1].1, AgentKind::Codex);
         let parsed: toml::Value = toml::from_str(&config).unwrap();
         assert_eq!(parsed["agent"]["kind"].as_str(), Some("codex"));
+        assert_eq!(
+            parsed["agent"]["context_window"].as_integer(),
+            Some(200_000)
+        );
         assert_eq!(
             parsed["agent"]["command"].as_str(),
             Some("ralph sim scenario.toml")

@@ -193,12 +193,15 @@ impl ItemTracker {
         self.since.get_or_insert(tokens);
     }
 
-    /// A tool call: a Write/Edit of the plan means a re-read is due once
-    /// its result is in; any call but on the plan or ralph's own files
+    /// A tool call: a Write/Edit of the plan, or any shell command, means a
+    /// re-read is due once its result is in; any call but on the plan or ralph's own files
     /// (the notes) is work on the current item.
     pub fn on_tool_call(&mut self, call: &ToolCall) {
         let writes = matches!(call.name.as_str(), "Write" | "Edit" | "MultiEdit");
         let Some(path) = call.path.as_deref() else {
+            // A shell command can check items off too (`sed -i`, a script,
+            // Codex's own edits run as commands): look once it has ended.
+            self.plan_written |= call.name == "Bash";
             self.touched = true;
             return;
         };
@@ -529,6 +532,17 @@ mod tests {
         assert!(!t.take_reread(), "a read is not a change");
         t.on_tool_call(&call("Edit", "/p/src/x.rs"));
         assert!(!t.take_reread(), "another file");
+        t.on_tool_call(&ToolCall {
+            path: None,
+            summary: Some("sed -i 's/- \\[ \\] one/- [x] one/' fix_plan.md".into()),
+            ..call("Bash", "")
+        });
+        assert!(t.take_reread(), "a shell command may have checked it off");
+        t.on_tool_call(&ToolCall {
+            path: None,
+            ..call("WebSearch", "")
+        });
+        assert!(!t.take_reread(), "a tool that writes no file");
         t.on_tool_call(&call("Edit", "/p/./fix_plan.md"));
         assert!(t.take_reread());
         assert!(!t.take_reread(), "once per write");

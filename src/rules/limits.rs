@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 use jiff::{Timestamp, Zoned, civil, tz::TimeZone};
 use regex::Regex;
 
+use crate::rules::quota::Usage;
 use crate::stream::{AssistantMessage, ResultMessage};
 
 /// Which signal told of a limit (`limit_wait.source` in the event log).
@@ -116,6 +117,42 @@ pub(crate) fn from_result(r: &ResultMessage, now: &Zoned) -> Option<LimitHit> {
         source: LimitSource::ResultText,
         detail: first_line(text, "usage limit"),
     })
+}
+
+/// The exact reset of a limit whose words give it to the minute: Codex
+/// writes "try again at 6:06 AM" for 06:06:50, and waiting only until
+/// 06:06 retries before the limit lifts, is refused, and backs off for
+/// 15 minutes. The windows the agent reported (the quota guard's readings:
+/// Codex's `account/rateLimits/updated`) carry the second: the reset of
+/// one that falls within the minute named wins; without a time in the
+/// words, the latest reset of a window used up. A reset already exact (a
+/// `rate_limit_event`, an epoch in the text, a recorded wait) is kept.
+pub(crate) fn to_the_second(mut hit: LimitHit, quota: &Usage, now: Timestamp) -> LimitHit {
+    let worded = matches!(
+        hit.source,
+        LimitSource::SyntheticError | LimitSource::Http429 | LimitSource::ResultText
+    );
+    if !worded {
+        return hit;
+    }
+    let resets = quota
+        .current(now.as_second())
+        .filter_map(|(_, r)| Some((r.percent, r.resets_at?)));
+    let exact = match hit.resets_at.map(|t| t.as_second()) {
+        Some(minute) if minute % 60 == 0 => resets
+            .map(|(_, at)| at)
+            .filter(|at| (minute..minute + 60).contains(at))
+            .min(),
+        Some(_) => None,
+        None => resets
+            .filter(|&(percent, _)| percent >= 100.0)
+            .map(|(_, at)| at)
+            .max(),
+    };
+    if let Some(at) = exact.and_then(|s| Timestamp::from_second(s).ok()) {
+        hit.resets_at = Some(at);
+    }
+    hit
 }
 
 fn first_line(text: &str, default: &str) -> String {
@@ -239,6 +276,99 @@ mod tests {
 
     fn at(s: &str) -> Zoned {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_reset_worded_to_the_minute_is_made_exact_by_the_reported_windows() {
+        use crate::rules::quota::Reading;
+        let now: Timestamp = "2026-11-27T06:00:00Z".parse().unwrap();
+        let ts = |s: &str| s.parse::<Timestamp>().unwrap();
+        let at = |s: &str| Some(ts(s).as_second());
+        let usage = |five_hour: Option<(f64, Option<i64>)>, weekly: Option<(f64, Option<i64>)>| {
+            let reading = |(percent, resets_at)| Reading { percent, resets_at };
+            Usage {
+                five_hour: five_hour.map(reading),
+                weekly: weekly.map(reading),
+            }
+        };
+        let hit = |source, resets_at: Option<&str>| LimitHit {
+            resets_at: resets_at.map(ts),
+            source,
+            detail: String::new(),
+        };
+        let exhausted = usage(
+            Some((100.0, at("2026-11-27T06:06:50Z"))),
+            Some((40.0, at("2026-11-30T00:00:00Z"))),
+        );
+        // (the limit, the windows reported) → the reset waited for
+        for (limit, quota, reset) in [
+            // "try again at 6:06 AM" for 06:06:50.
+            (
+                hit(LimitSource::Http429, Some("2026-11-27T06:06:00Z")),
+                &exhausted,
+                Some("2026-11-27T06:06:50Z"),
+            ),
+            (
+                hit(LimitSource::SyntheticError, Some("2026-11-27T06:06:00Z")),
+                &exhausted,
+                Some("2026-11-27T06:06:50Z"),
+            ),
+            // No window resets in the minute named: the words stand.
+            (
+                hit(LimitSource::ResultText, Some("2026-11-27T06:07:00Z")),
+                &exhausted,
+                Some("2026-11-27T06:07:00Z"),
+            ),
+            (
+                hit(LimitSource::Http429, Some("2026-11-27T06:05:00Z")),
+                &exhausted,
+                Some("2026-11-27T06:05:00Z"),
+            ),
+            // No time in the words: the window used up.
+            (
+                hit(LimitSource::Http429, None),
+                &exhausted,
+                Some("2026-11-27T06:06:50Z"),
+            ),
+            (
+                hit(LimitSource::Http429, None),
+                &usage(Some((80.0, at("2026-11-27T06:06:50Z"))), None),
+                None,
+            ),
+            // A window that has reset already says nothing.
+            (
+                hit(LimitSource::Http429, None),
+                &usage(Some((100.0, at("2026-11-27T05:59:00Z"))), None),
+                None,
+            ),
+            // Exact already: kept.
+            (
+                hit(LimitSource::RateLimitEvent, Some("2026-11-27T06:06:00Z")),
+                &exhausted,
+                Some("2026-11-27T06:06:00Z"),
+            ),
+            (
+                hit(LimitSource::Recorded, Some("2026-11-27T06:06:00Z")),
+                &exhausted,
+                Some("2026-11-27T06:06:00Z"),
+            ),
+            (
+                hit(LimitSource::ResultText, Some("2026-11-27T06:06:30Z")),
+                &exhausted,
+                Some("2026-11-27T06:06:30Z"),
+            ),
+            // Nothing reported: the words stand.
+            (
+                hit(LimitSource::Http429, Some("2026-11-27T06:06:00Z")),
+                &Usage::default(),
+                Some("2026-11-27T06:06:00Z"),
+            ),
+        ] {
+            let source = limit.source;
+            let got = to_the_second(limit, quota, now);
+            assert_eq!(got.resets_at, reset.map(ts), "{source:?} {quota:?}");
+            assert_eq!(got.source, source);
+        }
     }
 
     #[test]

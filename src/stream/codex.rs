@@ -14,6 +14,7 @@
 //! | `thread/tokenUsage/updated` (`last`, `modelContextWindow`) | `Assistant` with the usage of the model call and the window |
 //! | `item/started` `commandExecution` / `fileChange` | `Assistant` with a tool call (`Bash`, `Write`/`Edit` per path) |
 //! | `item/completed` `agentMessage` | `Assistant` with its text |
+//! | `item/completed` `commandExecution` / `fileChange` | `User` (the tool's result is in) |
 //! | `item/started` `contextCompaction` | `Compacted` |
 //! | `error` with `willRetry` | `ApiRetry` |
 //! | `turn/completed` | `Result` (`completed`: success; `failed`: the error, its HTTP status; `interrupted`) |
@@ -196,6 +197,14 @@ impl Session {
                         text: vec![text],
                         ..AssistantMessage::default()
                     })
+                }
+                // A command or an edit ended: its result is in, as a tool
+                // result line says for Claude Code (the plan it may have
+                // changed is read again now, not at the session's end).
+                Some(item) if matches!(item.kind.as_str(), "commandExecution" | "fileChange") => {
+                    StreamEvent::User {
+                        parent_tool_use_id: None,
+                    }
                 }
                 _ => StreamEvent::Other { kind: method },
             },
@@ -782,6 +791,36 @@ mod tests {
     }
 
     #[test]
+    fn a_command_or_an_edit_that_ended_is_a_tool_result() {
+        let mut d = CodexDecoder::new();
+        let started = d.session.decode(br#"{"method":"item/started","params":{"item":{"type":"fileChange","id":"p1","changes":[{"path":"/p/fix_plan.md","kind":{"type":"update","move_path":null},"diff":""}],"status":"inProgress"},"threadId":"t","turnId":"u"}}"#);
+        let StreamEvent::Assistant(m) = started else {
+            panic!("{started:?}")
+        };
+        assert_eq!(m.tool_calls[0].name, "Edit");
+        assert_eq!(m.tool_calls[0].path.as_deref(), Some("/p/fix_plan.md"));
+        for item in [
+            r#"{"type":"fileChange","id":"p1","changes":[],"status":"completed"}"#,
+            r#"{"type":"commandExecution","id":"c1","command":"sed -i s/x/y/ fix_plan.md","exitCode":0}"#,
+        ] {
+            let line = format!(
+                r#"{{"method":"item/completed","params":{{"item":{item},"threadId":"t","turnId":"u"}}}}"#
+            );
+            assert_eq!(
+                d.session.decode(line.as_bytes()),
+                StreamEvent::User {
+                    parent_tool_use_id: None
+                }
+            );
+        }
+        let reasoning = br#"{"method":"item/completed","params":{"item":{"type":"reasoning","id":"r1"},"threadId":"t","turnId":"u"}}"#;
+        assert!(matches!(
+            d.session.decode(reasoning),
+            StreamEvent::Other { .. }
+        ));
+    }
+
+    #[test]
     fn bad_and_endless_lines_are_invalid_and_bounded() {
         let mut d = CodexDecoder::new();
         assert!(matches!(
@@ -823,10 +862,9 @@ mod tests {
                 rest = &rest[used..];
             }
         }
-        let [StreamEvent::Other { kind }, StreamEvent::Assistant(m)] = &events[..] else {
-            panic!("{events:?}")
+        let [StreamEvent::User { .. }, StreamEvent::Assistant(m)] = &events[..] else {
+            panic!("{} events", events.len())
         };
-        assert_eq!(kind, "item/completed");
-        assert_eq!(m.text, [words]);
+        assert!(m.text == [words], "the words read whole");
     }
 }

@@ -46,7 +46,7 @@ impl Supervisor {
             notes_path: checkpoint::notes_path(facts.number),
             percent: crate::context::round1(mark.percent),
             level: mark.level,
-            tokens: facts.meter.as_ref().map_or(0, |m| m.peak_tokens),
+            tokens: mark.tokens,
             usable: self.state.context_window,
             grace,
             trigger: mark.trigger,

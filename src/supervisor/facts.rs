@@ -5,17 +5,44 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::stop::SignalCount;
-use crate::context::Level;
+use crate::context::{ContextMeter, Level};
 use crate::formats::Trigger;
 use crate::rules::limits::LimitHit;
 use crate::stream::{ResultMessage, ToolCall};
 
-/// Why an iteration is checkpointed, and at what level of the context.
+/// Why an iteration is checkpointed, and one reading of the meter that
+/// gives its level, percent and tokens together: the reading at the
+/// request (or, for a checkpoint decided after the session, its peak).
+/// The level is the context's, whatever the trigger: a stop at 13% is L0,
+/// not the L2 of a context checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct CheckpointMark {
     pub(crate) trigger: Trigger,
     pub(crate) level: Level,
     pub(crate) percent: f64,
+    pub(crate) tokens: u64,
+}
+
+impl CheckpointMark {
+    /// The meter as it reads now.
+    pub(super) fn reading(trigger: Trigger, m: &ContextMeter) -> CheckpointMark {
+        CheckpointMark {
+            trigger,
+            level: m.level(),
+            percent: m.percent(),
+            tokens: m.tokens(),
+        }
+    }
+
+    /// The session's peak (zero when no agent ran).
+    pub(super) fn at_peak(trigger: Trigger, m: Option<&MeterSummary>) -> CheckpointMark {
+        CheckpointMark {
+            trigger,
+            level: m.map_or(Level::L0, |m| m.peak_level),
+            percent: m.map_or(0.0, |m| m.peak_percent),
+            tokens: m.map_or(0, |m| m.peak_tokens),
+        }
+    }
 }
 
 /// The meter at the end of an iteration.

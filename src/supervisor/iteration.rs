@@ -209,23 +209,20 @@ impl IterationMachine {
         let mut facts = self.facts;
         facts.items = items;
         let m = &self.meter;
-        if facts.checkpoint.is_none() && m.peak_level() >= Level::L2 {
-            // The level was crossed in the very last lines (or after the
-            // agent had already exited): still save the work.
-            facts.checkpoint = Some(CheckpointMark {
-                trigger: Trigger::Context,
-                level: m.peak_level(),
-                percent: m.peak_percent(),
-            });
-        }
-        facts.meter = Some(MeterSummary {
+        let summary = MeterSummary {
             window: m.window(),
             known_windows: m.known_windows().clone(),
             peak_percent: m.peak_percent(),
             peak_level: m.peak_level(),
             peak_tokens: m.peak_tokens(),
             not_metered: m.not_metered(),
-        });
+        };
+        if facts.checkpoint.is_none() && m.peak_level() >= Level::L2 {
+            // The level was crossed in the very last lines (or after the
+            // agent had already exited): still save the work.
+            facts.checkpoint = Some(CheckpointMark::at_peak(Trigger::Context, Some(&summary)));
+        }
+        facts.meter = Some(summary);
         facts
     }
 
@@ -380,7 +377,7 @@ impl IterationMachine {
                     self.begin_checkpoint(Trigger::Context, why, handoff, now, out);
                 } else if to == Level::L3 && self.stop.is_asked() {
                     if let Some(mark) = self.facts.checkpoint.as_mut() {
-                        mark.level = Level::L3;
+                        *mark = CheckpointMark::reading(mark.trigger, &self.meter);
                     }
                     self.escalate("context reached L3 during the grace period", now, out);
                 }
@@ -497,11 +494,8 @@ impl IterationMachine {
             out.push(Effect::Snapshot(SnapshotReason::Stop));
         }
         let m = &self.meter;
-        self.facts.checkpoint = Some(CheckpointMark {
-            trigger,
-            level: m.level().max(Level::L2),
-            percent: m.percent(),
-        });
+        let mark = CheckpointMark::reading(trigger, m);
+        self.facts.checkpoint = Some(mark);
         self.facts.stop_reason = Some(why.clone());
         self.facts
             .text_at_checkpoint
@@ -509,9 +503,9 @@ impl IterationMachine {
         if handoff {
             out.push(Effect::AskHandoff(HandoffRequest {
                 notes_path: checkpoint::notes_path(self.facts.number),
-                percent: round1(m.percent()),
-                level: m.level(),
-                tokens: m.tokens(),
+                percent: round1(mark.percent),
+                level: mark.level,
+                tokens: mark.tokens,
                 usable: m.usable(),
                 grace: self.limits.grace,
                 trigger,
@@ -543,8 +537,8 @@ impl IterationMachine {
             Event::CheckpointRequested {
                 iteration: self.facts.number,
                 trigger: mark.trigger,
-                level: self.meter.level().max(Level::L2),
-                percent: round1(self.meter.percent()),
+                level: mark.level,
+                percent: round1(mark.percent),
                 notes_path: notes.as_ref().map(|p| p.display().to_string()),
             },
         );

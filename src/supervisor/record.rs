@@ -402,25 +402,20 @@ pub(super) fn start(
     dead
 }
 
-/// Everything known about the moment of a checkpoint, from the facts and
-/// the context history (its peak when the mark has no percent of its own).
+/// Everything known about the moment of a checkpoint, from the facts; its
+/// level, percent and tokens are the mark's one reading.
 pub(super) fn moment(
     state: &RunState,
     facts: &Facts,
     mark: CheckpointMark,
     reserve: u64,
 ) -> Moment {
-    let entry = state.context_history.last().cloned().unwrap_or_default();
     Moment {
         iteration: facts.number,
         trigger: mark.trigger,
         level: mark.level,
-        percent: if mark.percent > 0.0 {
-            mark.percent
-        } else {
-            entry.peak_percent
-        },
-        tokens: entry.peak_tokens,
+        percent: mark.percent,
+        tokens: mark.tokens,
         usable: crate::context::usable_window(state.context_window, reserve),
         window: state.context_window,
         reason: facts

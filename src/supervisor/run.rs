@@ -20,7 +20,6 @@ use crate::checkpoint;
 use crate::config::Config;
 use crate::config::templates::Templates;
 use crate::config::trust;
-use crate::context::Level;
 use crate::error::Result;
 use crate::events::{Bus, EventLog};
 use crate::formats::Event;
@@ -1013,11 +1012,8 @@ impl Supervisor {
                     number: self.state.iteration,
                     ..Facts::default()
                 };
-                let mark = CheckpointMark {
-                    trigger: Trigger::Manual,
-                    level: Level::L2,
-                    percent: 0.0,
-                };
+                // No agent runs: no reading of its context.
+                let mark = CheckpointMark::at_peak(Trigger::Manual, None);
                 self.save_checkpoint(&facts, mark);
             }
         }

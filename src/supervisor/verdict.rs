@@ -5,7 +5,6 @@
 use super::budget::BudgetSpent;
 use super::facts::{CheckpointMark, Facts};
 use super::stop::SignalCount;
-use crate::context::Level;
 use crate::formats::Event;
 use crate::formats::{IterationOutcome, RunStatus, Trigger};
 use crate::rules::breaker::{self, Admission, BreakerState, Trip};
@@ -109,11 +108,8 @@ pub(super) fn judge(facts: &Facts, measured: &Measured, flags: &RunFlags) -> Ver
     let rate_limited = facts.limit.is_some();
     // A usage limit with work in the tree: save it before waiting.
     let checkpoint = facts.checkpoint.or_else(|| {
-        (rate_limited && measured.tree_progress).then_some(CheckpointMark {
-            trigger: Trigger::RateLimit,
-            level: Level::L2,
-            percent: 0.0,
-        })
+        (rate_limited && measured.tree_progress)
+            .then(|| CheckpointMark::at_peak(Trigger::RateLimit, facts.meter.as_ref()))
     });
     let outcome = if let Some(e) = &facts.spawn_error {
         IterationOutcome::NotStarted(e.clone())
@@ -153,11 +149,10 @@ pub(super) fn judge(facts: &Facts, measured: &Measured, flags: &RunFlags) -> Ver
 /// replayed from its transcript carry the meter), and not held against the
 /// agent (the breaker hears only whether it got somewhere).
 pub(super) fn crashed(facts: &Facts, progress: bool) -> Verdict {
-    let checkpoint = facts.meter.as_ref().map(|m| CheckpointMark {
-        trigger: Trigger::Crash,
-        level: m.peak_level.max(Level::L2),
-        percent: m.peak_percent,
-    });
+    let checkpoint = facts
+        .meter
+        .as_ref()
+        .map(|m| CheckpointMark::at_peak(Trigger::Crash, Some(m)));
     Verdict {
         progress,
         error: None,
@@ -505,6 +500,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    use crate::context::Level;
+
     use crate::stream::ResultMessage;
 
     fn result(is_error: bool, subtype: &str, text: &str) -> ResultMessage {
@@ -533,6 +530,7 @@ mod tests {
             meter: Some(MeterSummary {
                 peak_percent: 40.0,
                 peak_level: Level::L0,
+                peak_tokens: 66_800,
                 ..MeterSummary::default()
             }),
             ..Facts::default()
@@ -541,10 +539,12 @@ mod tests {
         assert_eq!(v.outcome.to_string(), "crash");
         assert_eq!(
             v.checkpoint,
+            // The peak's one reading: its level too, not L2.
             Some(CheckpointMark {
                 trigger: Trigger::Crash,
-                level: Level::L2,
-                percent: 40.0
+                level: Level::L0,
+                percent: 40.0,
+                tokens: 66_800,
             })
         );
         assert_eq!(v.error, None);
@@ -560,6 +560,7 @@ mod tests {
             trigger,
             level: Level::L2,
             percent: 86.0,
+            tokens: 143_620,
         })
     }
 

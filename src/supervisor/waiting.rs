@@ -11,13 +11,15 @@ use super::verdict::Outcome;
 use super::{Now, Supervisor};
 use crate::formats::Event;
 use crate::formats::RunStatus;
-use crate::rules::limits::LimitHit;
+use crate::rules::limits::{self, LimitHit};
 
 impl Supervisor {
     /// Sleep until a usage limit resets (interruptible), or end the run
     /// when waiting is off or would take too long.
     pub(super) async fn wait_for_limit(&mut self, hit: LimitHit) -> Option<(Outcome, String)> {
         let now = Now::read();
+        // This iteration's readings are in the state already.
+        let hit = limits::to_the_second(hit, &self.state.quota, now.wall);
         let wait = match self
             .backoff
             .plan(&hit, &now, &self.config.rate_limit, &self.budgets)

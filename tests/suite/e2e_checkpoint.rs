@@ -499,3 +499,96 @@ result = "<promise>COMPLETE</promise>"
             .any(|s| s.starts_with("ralph: checkpoint iter 1"))
     );
 }
+
+/// `ralph.toml` for the sim playing `kind`, with `extra` sections.
+fn as_kind(p: &Project, kind: &str, extra: &str) {
+    p.write(
+        "ralph.toml",
+        &format!("[agent]\nkind = \"{kind}\"\ncommand = \"ralph sim scenario.toml\"\n\n{extra}\n"),
+    );
+}
+
+/// A checkpoint's level, percent and tokens as its event, its request
+/// and its handoff give them: one reading each time.
+fn one_reading(p: &Project, run: &Run, kind: &str) -> (String, f64, u64) {
+    let cp = &run.of("checkpoint")[0];
+    let requested = &run.of("checkpoint_requested")[0];
+    let level = cp["level"].as_str().unwrap().to_string();
+    let percent = cp["percent"].as_f64().unwrap();
+    let tokens = cp["tokens"].as_u64().unwrap();
+    // 200k less the 33k reserve.
+    let of_usable = (tokens as f64 * 1000.0 / 167_000.0).round() / 10.0;
+    assert_eq!(
+        percent,
+        of_usable,
+        "{kind}: {tokens} tokens\n{}",
+        run.describe()
+    );
+    assert_eq!(requested["level"], cp["level"], "{kind}");
+    assert_eq!(requested["percent"], cp["percent"], "{kind}");
+    let handoff = p.read(cp["handoff"].as_str().unwrap());
+    for line in [
+        format!("\nlevel: {level}\n"),
+        format!("\ncontext_percent: {percent:?}\n"),
+        format!("\ncontext_tokens: {tokens}\n"),
+    ] {
+        assert!(handoff.contains(&line), "{kind}: {line:?} in\n{handoff}");
+    }
+    (level, percent, tokens)
+}
+
+/// Issue 35: a checkpoint's level, percent and tokens come from one
+/// reading of the meter, for every agent kind: an agent that goes on past
+/// the request (to 153k) does not pair the 87.4% of the request with the
+/// tokens read later; a checkpoint on SIGINT at 18% is called L0, not L2.
+#[test]
+fn a_checkpoints_level_percent_and_tokens_are_one_reading() {
+    let past_the_request = r#"
+on_message = "ignore"
+step_delay_ms = 300
+[[step]]
+context = 60000
+text = "Writing the parser."
+[[step]]
+context = 146000
+text = "Handling quoting."
+[[step]]
+context = 153000
+text = "Still going after the request."
+[[step]]
+result = "Stopping here."
+"#;
+    let sleep = format!("sleep 30.{:03}", std::process::id() % 1000);
+    let interrupted = format!(
+        "[[step]]\ncontext = 30000\ntext = \"Running the suite.\"\ncommand = \"{sleep}\"\n"
+    );
+    for kind in ["claude", "codex"] {
+        let p = Project::bare(PLAN, past_the_request, "");
+        as_kind(
+            &p,
+            kind,
+            "[context]\nnudge_at_l1 = false\n[loop]\nmax_iterations = 1\n",
+        );
+        p.git_init();
+        let run = p.run(&[], LIMIT);
+        assert_eq!(run.of("checkpoint").len(), 1, "{kind}: {}", run.describe());
+        let reading = one_reading(&p, &run, kind);
+        assert_eq!(reading, ("L2".into(), 87.4, 146_000), "{kind}");
+
+        let p = Project::bare(PLAN, &interrupted, "");
+        as_kind(&p, kind, "");
+        p.git_init();
+        let child = p.spawn_run(&[]);
+        common::wait_for_process(&sleep, LIMIT);
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+        let run = Run::wait(child, LIMIT);
+        assert_eq!(run.code, Some(130), "{kind}: {}", run.describe());
+        assert_eq!(run.of("checkpoint")[0]["trigger"], "signal", "{kind}");
+        let (level, percent, _) = one_reading(&p, &run, kind);
+        assert_eq!(level, "L0", "{kind}: a signal at {percent}% is no L2");
+    }
+}

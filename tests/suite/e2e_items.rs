@@ -431,25 +431,31 @@ fn small_items_share_a_session_and_the_report_counts_items_per_context_window() 
     );
 }
 
-#[test]
-fn items_per_session_caps_a_session_at_an_item_boundary() {
-    // The cap at 2: the agent's start on the third item is stopped at a
-    // boundary checkpoint; the next session does c and d.
-    let scenario = SMALL_ITEMS;
-    let p = Project::new(
-        "- [ ] a\n- [ ] b\n- [ ] c\n- [ ] d\n",
-        scenario,
-        "[context]\nitems_per_session = 2\ngrace = \"20s\"\n",
+/// The cap at 2: the agent's start on the third item is stopped at a
+/// boundary checkpoint, the check-offs seen as they happen. `kind` is the
+/// agent kind the sim plays; `percent`, where the request was made.
+fn capped_at_two_items(kind: &str, scenario: &str, percent: f64) {
+    let p = Project::bare("- [ ] a\n- [ ] b\n- [ ] c\n- [ ] d\n", scenario, "");
+    p.write(
+        "ralph.toml",
+        &format!(
+            "[agent]\nkind = \"{kind}\"\ncommand = \"ralph sim scenario.toml\"\n\n[context]\nitems_per_session = 2\ngrace = \"20s\"\n"
+        ),
     );
+    p.git_init();
     let run = p.run(&["--max-iterations", "1"], LIMIT);
     assert!(prompt_of(&p, 1).contains("up to 2 items in this session"));
     let cp = run.of("checkpoint");
-    assert_eq!(cp.len(), 1, "{}", run.describe());
+    assert_eq!(cp.len(), 1, "{kind}: {}", run.describe());
     assert_eq!(cp[0]["trigger"], "boundary");
-    // Asked as the agent began on c (its Write at 41k), after a and b.
     let requested = run.of("checkpoint_requested");
     assert_eq!(requested[0]["trigger"], "boundary");
-    assert_eq!(requested[0]["percent"], 24.6, "{}", run.describe());
+    assert_eq!(
+        requested[0]["percent"],
+        percent,
+        "{kind}: {}",
+        run.describe()
+    );
     let checked = run.of("item_checked");
     assert_eq!(checked[0]["items"], serde_json::json!(["a"]));
     assert_eq!(checked[1]["items"], serde_json::json!(["b"]));
@@ -458,6 +464,28 @@ fn items_per_session_caps_a_session_at_an_item_boundary() {
         handoff.contains("context.items_per_session = 2"),
         "{handoff}"
     );
+    assert!(!p.path("d.txt").exists(), "{kind}: stopped on c");
+}
+
+/// SMALL_ITEMS with each item checked off by a shell command (`sed -i`)
+/// instead of an Edit of the plan.
+fn checked_off_by_shell(scenario: &str) -> String {
+    let edit =
+        regex::Regex::new(r#"path = "fix_plan.md"\nold = "- \[ \] (\w)"\nnew = "- \[x\] \w""#)
+            .unwrap();
+    let shell = edit.replace_all(
+        scenario,
+        r#"command = "sed -i 's/- \\[ \\] $1/- [x] $1/' fix_plan.md""#,
+    );
+    assert_ne!(shell, scenario);
+    shell.into_owned()
+}
+
+#[test]
+fn items_per_session_caps_a_session_at_an_item_boundary() {
+    // Asked as the agent began on c (its Write at 41k), after a and b.
+    capped_at_two_items("claude", SMALL_ITEMS, 24.6);
+    capped_at_two_items("claude", &checked_off_by_shell(SMALL_ITEMS), 24.6);
 
     // One item per session: the prompt says to end the turn.
     let one = Project::new(
@@ -521,4 +549,13 @@ fn a_split_item_whose_parts_are_all_done_is_to_be_checked_off_as_a_whole() {
     let prompt = String::from_utf8(out.stdout).unwrap();
     assert!(prompt.contains("(now: **grammar**)"), "{prompt}");
     assert!(!prompt.contains("sub-items are all checked"), "{prompt}");
+}
+
+/// Issue 35: Codex's check-offs (an edit of the plan, a shell command that
+/// edits it) are seen as they happen, as Claude Code's are: the cap acts
+/// mid-session, not at its end.
+#[test]
+fn codex_check_offs_are_seen_mid_session() {
+    capped_at_two_items("codex", SMALL_ITEMS, 24.6);
+    capped_at_two_items("codex", &checked_off_by_shell(SMALL_ITEMS), 24.6);
 }

@@ -344,3 +344,56 @@ fn codex_rate_limits_feed_the_quota_guard() {
     assert_eq!(run.of("checkpoint")[0]["trigger"], "budget");
     assert!(transcript(&p, &run, 1).contains(r#""method":"account/rateLimits/updated""#));
 }
+
+/// Issue 35: Codex words a usage limit's reset to the minute; the exact
+/// moment came with the account's usage (`account/rateLimits/updated`),
+/// and the wait runs until then, not until the minute named (which would
+/// retry before the limit lifts).
+#[test]
+fn codex_usage_limit_is_waited_out_to_the_second() {
+    // The reset 40 s past a whole minute, an hour from now.
+    let now = jiff::Timestamp::now().as_second();
+    let secs = 3600 + (40 - now.rem_euclid(60)).rem_euclid(60);
+    let scenario = format!(
+        "[[step]]\ncontext = 20000\ntext = \"Starting.\"\n[[step]]\nrate_limit = \"rejected\"\nrate_limit_type = \"five_hour\"\nresets_in_secs = {secs}\nutilization = 1.0\n[[step]]\nerror = \"rate_limit\"\nresets_in_secs = {secs}\n"
+    );
+    let p = project("codex", &scenario, "[rate_limit]\nmax_wait = \"2h\"\n");
+    let child = p.spawn_run(&[]);
+    let pid = Pid::from_raw(child.id() as i32);
+    common::wait_for_event(&p, "limit_wait", LIMIT);
+    kill(pid, Signal::SIGINT).unwrap();
+    let run = Run::wait(child, LIMIT);
+    assert_eq!(run.code, Some(130), "{}", run.describe());
+    assert!(transcript(&p, &run, 1).contains("try again at"));
+    let wait = &run.of("limit_wait")[0];
+    let until: jiff::Timestamp = wait["until"].as_str().unwrap().parse().unwrap();
+    // The reset (40 s past the minute, give or take the sim's start) and
+    // the margin of 5 s; the words alone would give 5 s past the minute.
+    let second = until.as_second().rem_euclid(60);
+    assert!((45..=50).contains(&second), "{wait}");
+}
+
+/// Issue 35: a Codex run is metered on Codex's window from the start, not
+/// on Claude's 200k for a model name ralph's table does not know: the
+/// first iteration's items are planned on it (an item without history is
+/// estimated at 20% of the usable window: 225,400 of Codex's 258,400, not
+/// 167,000), and every reading shows it.
+#[test]
+fn codex_is_metered_on_its_own_window_from_the_first_reading() {
+    let scenario = "model = \"gpt-5.1-codex\"\ncontext_window = 258400\n[[step]]\ncontext = 20000\ntext = \"Listing.\"\ncommand = \"ls\"\n[[step]]\ncontext = 24000\npath = \"fix_plan.md\"\nold = \"- [ ] parser\"\nnew = \"- [x] parser\"\n[[step]]\ncontext = 25000\nresult = \"The parser is done.\"\n";
+    let p = project("codex", scenario, "[loop]\nmax_iterations = 1\n");
+    let run = p.run(&[], LIMIT);
+    let checked = run.of("item_checked");
+    assert_eq!(checked.len(), 1, "{}", run.describe());
+    assert_eq!(checked[0]["next_estimate"], 45_080, "{}", run.describe());
+    let windows: Vec<_> = run
+        .of("context")
+        .iter()
+        .map(|c| c["reading"]["window"].clone())
+        .collect();
+    assert!(
+        windows.iter().all(|w| *w == 258_400),
+        "{windows:?}\n{}",
+        run.describe()
+    );
+}

@@ -151,6 +151,12 @@ fn writes_a_file_and_completes() {
             .any(|c| c["tool"].as_str().is_some_and(|t| t.contains("hello.txt"))),
         "the command shows as the tool at work: {contexts:?}"
     );
+    // Codex's window from the first reading (the command, before any
+    // usage), not Claude's 200k (issue 35).
+    assert!(
+        contexts.iter().all(|c| c["reading"]["window"] == WINDOW),
+        "{contexts:?}"
+    );
     p.assert_nothing_left();
     p.keep_if_asked();
 }
@@ -259,11 +265,7 @@ fn a_usage_limit_is_recognised() {
         return;
     };
     let api = serve(&p, |_| {
-        let resets_at = jiff::Timestamp::now().as_second() + 7200;
-        Answer::error(
-            429,
-            json!({"error": {"type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "plus", "resets_at": resets_at, "resets_in_seconds": 7200}}),
-        )
+        Answer::usage_limit(jiff::Timestamp::now().as_second() + 7200)
     });
     let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(50));
     assert_eq!(code, 5, "the limit outlasts max_wait\n{}", diag(&p, &api));
@@ -573,5 +575,130 @@ fn l2_handoff_with_notes_then_resume() {
     assert_eq!(state["status"], "completed", "{state:#}");
     assert_eq!(state["context_window"], WINDOW);
     p.assert_nothing_left();
+    p.keep_if_asked();
+}
+
+/// Issue 35: plan items Codex checks off mid-session — with a shell edit
+/// (`sed -i`) and with `apply_patch` — are seen as each command ends, so
+/// `context.items_per_session` acts: its start on the third item is
+/// stopped at a boundary checkpoint (the request steered in), not left to
+/// run to the session's end.
+#[test]
+fn check_offs_are_seen_mid_session() {
+    let _serial = harness::serial();
+    let setup = Setup {
+        plan: "# E2E plan\n\n- [ ] a\n- [ ] b\n- [ ] c\n- [ ] d\n",
+        max_iterations: 1,
+        grace: "20s",
+        context: "items_per_session = 2",
+        ..Setup::default()
+    };
+    let Some(p) = project("codex_items", &setup) else {
+        return;
+    };
+    let notes_re = Regex::new(r"\.ralph/notes/iter-\d{3}\.md").unwrap();
+    let api = serve(&p, move |req| {
+        let users = req.user_text();
+        if users.contains(CHECKPOINT_MARK) {
+            if req.input_text().contains("NOTES-WRITTEN") {
+                return Answer::call(31_000).text("Handoff notes written; stopping here.");
+            }
+            let notes = notes_re.find(&users).map_or("", |m| m.as_str());
+            return Answer::call(30_000).exec(&format!(
+                "mkdir -p .ralph/notes && printf '## Next\\n- c\\n' > {notes} && echo NOTES-WRITTEN"
+            ));
+        }
+        match req.calls() {
+            0 => Answer::call(20_000).exec("printf 'a\\n' > a.txt"),
+            1 => Answer::call(21_000).exec("sed -i 's/- \\[ \\] a/- [x] a/' fix_plan.md"),
+            2 => Answer::call(22_000).exec("printf 'b\\n' > b.txt"),
+            3 => Answer::call(23_000).exec(
+                "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: fix_plan.md\n@@\n-- [ ] b\n+- [x] b\n*** End Patch\nPATCH",
+            ),
+            // The request is steered in while this runs (a model's next
+            // call could otherwise beat it under load).
+            4 => Answer::call(24_000).exec("printf 'c\\n' > c.txt; sleep 3"),
+            5 => Answer::call(25_000).exec("printf 'd\\n' > d.txt"),
+            _ => Answer::call(26_000).text("E2E: the session went on to its end"),
+        }
+    });
+    let (code, _) = p.run_ralph(&["--json"], Duration::from_secs(60));
+    assert_eq!(code, 4, "the iteration limit\n{}", diag(&p, &api));
+    let checked: Vec<_> = p
+        .events_named("item_checked")
+        .iter()
+        .map(|e| e["items"].clone())
+        .collect();
+    assert_eq!(checked, [json!(["a"]), json!(["b"])], "{}", diag(&p, &api));
+    let requested = p.events_named("checkpoint_requested");
+    assert_eq!(requested.len(), 1, "{}", diag(&p, &api));
+    assert_eq!(requested[0]["trigger"], "boundary");
+    let checkpoints = p.events_named("checkpoint");
+    assert_eq!(checkpoints[0]["trigger"], "boundary", "{}", diag(&p, &api));
+    assert!(!p.root.join("d.txt").exists(), "stopped on c");
+    let handoff = p.read(checkpoints[0]["handoff"].as_str().unwrap());
+    assert!(
+        handoff.contains("context.items_per_session = 2"),
+        "{handoff}"
+    );
+    p.assert_nothing_left();
+    p.keep_if_asked();
+}
+
+/// Issue 35: Codex words a usage limit's reset to the minute ("try again
+/// at 6:06 AM" for 06:06:50); the exact moment comes with the account's
+/// usage (`account/rateLimits/updated`). ralph waits until then: the next
+/// session is not refused (waiting to the minute would retry early, be
+/// refused, and back off for 15 minutes: past `max_wait` here, exit 5).
+#[test]
+fn a_usage_limit_is_waited_out_to_the_second() {
+    let _serial = harness::serial();
+    let setup = Setup {
+        breaker: "\n[rate_limit]\nmax_wait = \"10m\"",
+        ..Setup::default()
+    };
+    let Some(p) = project("codex_limit_exact", &setup) else {
+        return;
+    };
+    // At least 20 s past a whole minute, so that the words are 20 s early.
+    let now = jiff::Timestamp::now().as_second();
+    let mut reset = now + 8;
+    if reset % 60 < 20 {
+        reset += 20 - reset % 60;
+    }
+    let api = serve(&p, move |req| {
+        if jiff::Timestamp::now().as_second() < reset {
+            return Answer::usage_limit(reset);
+        }
+        match req.calls() {
+            0 => Answer::call(20_000).exec(
+                "printf 'hello\\n' > hello.txt && sed -i 's/- \\[ \\]/- [x]/' fix_plan.md && git add -A && git commit -q -m 'Create hello.txt'",
+            ),
+            _ => Answer::call(24_000).text("Created hello.txt.\n\n<promise>COMPLETE</promise>"),
+        }
+    });
+    let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(90));
+    assert_eq!(code, 0, "complete after one wait\n{}", diag(&p, &api));
+    eprintln!("codex exact reset: ralph took {took:.1?}");
+    let waits = p.events_named("limit_wait");
+    assert_eq!(waits.len(), 1, "{}", diag(&p, &api));
+    let until: jiff::Timestamp = waits[0]["until"].as_str().unwrap().parse().unwrap();
+    let late = until.as_second() - reset;
+    assert!(
+        (0..=6).contains(&late),
+        "waited until {until}, the reset is {reset}"
+    );
+    let state = p.state();
+    let outcomes: Vec<_> = state["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["outcome"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(outcomes[0], "usage limit", "{state:#}");
+    assert_eq!(outcomes.len(), 2, "one session refused: {state:#}");
+    let run = state["run_id"].as_str().unwrap().to_string();
+    let first = p.read(&format!(".ralph/runs/{run}/iter-001.jsonl"));
+    assert!(first.contains("account/rateLimits/updated"), "{first}");
     p.keep_if_asked();
 }

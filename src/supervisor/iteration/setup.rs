@@ -64,6 +64,7 @@ pub(in crate::supervisor) fn meter(config: &Config, state: &RunState) -> Context
     let per_process = !config.agent.kind.capabilities().metered_live();
     let mut meter = config
         .meter()
+        .with_window_before_report(config.agent.kind.window_before_report())
         .with_known_windows(&state.known_windows)
         .not_metered_live(per_process);
     if let Some(m) = &config.agent.model {

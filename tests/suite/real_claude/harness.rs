@@ -158,6 +158,8 @@ pub struct Setup<'a> {
     pub idle_timeout: &'a str,
     pub iteration_timeout: &'a str,
     pub grace: &'a str,
+    /// Extra lines for `[context]`.
+    pub context: &'a str,
     /// Log the CLI in as a claude.ai subscriber (`CLAUDE_CODE_OAUTH_TOKEN`)
     /// instead of with an API key: only then does it read the API's
     /// subscription usage headers into `rate_limit_event` lines.
@@ -175,6 +177,7 @@ impl Default for Setup<'_> {
             idle_timeout: "40s",
             iteration_timeout: "50s",
             grace: "10s",
+            context: "",
             subscriber: false,
             extra: "",
         }
@@ -268,6 +271,7 @@ iteration_timeout = "{iter}"
 
 [context]
 grace = "{grace}"
+{context}
 
 [breaker]
 cooldown = "1m"
@@ -278,6 +282,7 @@ cooldown = "1m"
             idle = setup.idle_timeout,
             iter = setup.iteration_timeout,
             grace = setup.grace,
+            context = setup.context,
             breaker = setup.breaker,
             extra = setup.extra,
         );

@@ -35,6 +35,8 @@ pub enum Answer {
     Error {
         status: u16,
         body: Value,
+        /// Response headers (the account's usage, as on a usage limit).
+        headers: Vec<(String, String)>,
     },
 }
 
@@ -71,8 +73,36 @@ impl Answer {
     }
 
     pub fn error(status: u16, body: Value) -> Answer {
-        Answer::Error { status, body }
+        Answer::Error {
+            status,
+            body,
+            headers: Vec::new(),
+        }
     }
+
+    /// A usage limit as ChatGPT's backend answers it: HTTP 429
+    /// `usage_limit_reached` with the moment it resets (epoch seconds), and
+    /// the 5-hour window used up in the headers (`x-codex-primary-*`).
+    pub fn usage_limit(resets_at: i64) -> Answer {
+        let now = jiff::Timestamp::now().as_second();
+        Answer::Error {
+            status: 429,
+            body: json!({"error": {"type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "plus", "resets_at": resets_at, "resets_in_seconds": resets_at - now}}),
+            headers: window_headers("primary", 100.0, 300, resets_at),
+        }
+    }
+}
+
+/// The `x-codex-<window>-*` headers of one subscription window.
+fn window_headers(window: &str, used: f64, minutes: u64, reset: i64) -> Vec<(String, String)> {
+    [
+        ("used-percent", used.to_string()),
+        ("window-minutes", minutes.to_string()),
+        ("reset-at", reset.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (format!("x-codex-{window}-{k}"), v))
+    .collect()
 }
 
 /// What the tests read of a request.
@@ -153,8 +183,14 @@ pub fn start(
 
 fn render(answer: Answer, id: usize) -> Response {
     let (out, occupancy, quota) = match answer {
-        Answer::Error { status, body } => {
-            return http(status, "application/json", id, body.to_string().as_bytes());
+        Answer::Error {
+            status,
+            body,
+            headers,
+        } => {
+            let mut response = http(status, "application/json", id, body.to_string().as_bytes());
+            response.headers.extend(headers);
+            return response;
         }
         Answer::Call {
             out,
@@ -201,13 +237,9 @@ fn render(answer: Answer, id: usize) -> Response {
             ("primary", five_hour, 300, now + 3 * 3600),
             ("secondary", weekly, 10_080, now + 4 * 86400),
         ] {
-            for (k, v) in [
-                ("used-percent", used.to_string()),
-                ("window-minutes", minutes.to_string()),
-                ("reset-at", reset.to_string()),
-            ] {
-                response.headers.push((format!("x-codex-{window}-{k}"), v));
-            }
+            response
+                .headers
+                .extend(window_headers(window, used, minutes, reset));
         }
     }
     response
