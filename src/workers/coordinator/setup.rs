@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
 
 use git2::Repository;
 
+use super::machine::{LEASE, Machine, Now, Rules};
 use super::{Coordinator, Options, install_signals, read_plan};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -15,8 +15,8 @@ use crate::events::{Bus, Event, EventLog};
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
 use crate::state::Lock;
-use crate::workers::assign;
 use crate::workers::ledger::Ledger;
+use crate::workers::{assign, grant};
 
 pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
     let root = project.root().to_path_buf();
@@ -155,6 +155,23 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         opts.budget_per_invocation,
         jiff::Timestamp::now(),
     );
+    let l = &config.loop_;
+    let rules = Rules {
+        workers: opts.workers,
+        conflict_attempts: config.workers.conflict_attempts,
+        limits: grant::Limits {
+            max_iterations: l.max_iterations,
+            max_cost: l.max_cost_usd,
+            max_duration: l.max_duration.map(|d| d.0),
+        },
+        from: grant::Spent {
+            iterations: counted_from.iteration,
+            cost: counted_from.cost,
+            elapsed: counted_from.elapsed,
+            running: 0,
+        },
+        lease: LEASE,
+    };
     let mut c = Coordinator {
         root,
         ralph_dir: layout.dir.clone(),
@@ -167,14 +184,10 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         bus,
         hooks,
         children: BTreeMap::new(),
+        machine: Machine::new(rules, &Now::read()),
         opts,
-        stop: None,
-        paused_until: None,
         checkout_away: false,
-        grants: BTreeMap::new(),
         worktrees_full: None,
-        started: Instant::now(),
-        counted_from,
         lock,
         config,
     };
