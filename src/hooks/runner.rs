@@ -99,13 +99,9 @@ struct Job {
 
 impl Hooks {
     /// No thread when no hook is configured. A signal ends a running hook
-    /// once [`watch_interrupts`] was called.
-    pub(crate) fn new(config: &HooksConfig, root: &Path) -> Hooks {
-        Hooks::trusting(config, root, None)
-    }
-
-    /// [`Hooks::new`], refusing a command that would run a file changed
-    /// since `trusted` was taken (the run's start: `config::trust`).
+    /// once [`watch_interrupts`] was called. A command that would run a
+    /// file changed since `trusted` was taken (the run's start:
+    /// `config::trust`) is refused.
     pub(crate) fn trusting(
         config: &HooksConfig,
         root: &Path,
@@ -805,7 +801,7 @@ mod tests {
         let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut bus = Bus::new();
         bus.add(Box::new(Keep(kept.clone())));
-        let mut hooks = Hooks::new(&config, dir.path());
+        let mut hooks = Hooks::trusting(&config, dir.path(), None);
         // In the background: emit returns before the hook is done.
         let started = Instant::now();
         let level = Event::LevelChanged {

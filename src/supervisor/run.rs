@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::config::trust;
 use crate::context::Level;
 use crate::error::Result;
-use crate::events::{Bus, Event, EventLog};
+use crate::events::{Bus, Event};
 use crate::hooks;
 use crate::plan::Plan;
 use crate::project::Project;
@@ -111,29 +111,14 @@ impl Supervisor {
         opts: RunOptions,
         mut bus: Bus,
     ) -> Result<Supervisor> {
-        let layout = Layout::new(root);
-        crate::text::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
         let agent_home = config.agent.env.get("HOME").map(String::as_str);
         agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
-        // Before anything is written: a change the agent made during the
-        // last run is not acted on unconfirmed.
-        let boxed = config.agent.sandbox == agent::sandbox::Kind::Bwrap;
-        // A worker's project is its worktree, made by its coordinator.
-        let trusted = if opts.worker.is_some() {
-            trust::Decision::Trusted
-        } else {
-            trust::at_start(root, &layout.dir, boxed, opts.trust_config)?
-        };
         let project = Project::at(root);
         let plan = project.plan(&config)?;
-        // Values the plan holds now are the user's words (see `secrets`).
-        if let Ok(text) = std::fs::read_to_string(project.plan_path(&config)) {
-            crate::text::secrets::note_plan(&text);
-        }
-        let state_path = layout.state();
+        let state_path = Layout::new(root).state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
             Err(e) if opts.fresh => {
@@ -172,72 +157,23 @@ impl Supervisor {
                 config.plan.display()
             )));
         }
-        crate::state::ownership::claim_prompt_file(root, &config.prompt_file)?;
-        layout.ensure()?;
-        if boxed {
-            agent::sandbox::protect::prepare(root);
-        }
-        let signals = Signals::install(&layout)?;
-        hooks::watch_interrupts();
         // As everywhere in a run, a repository git2 cannot open is no repository.
         let repo = repo::Repo::open(root).ok().flatten();
-        let run_id = record::new_run_id(root, repo.as_ref());
-        let lock = Lock::acquire(&layout, &run_id)?;
-        // After the project's own lock (a second run of this project is
-        // refused by it, naming its pid): the work tree's other projects.
-        let claim = repo
-            .as_ref()
-            .and_then(|r| r.claim_scope().transpose())
-            .transpose()?;
-        crate::state::remove_dead_temp_files(&layout.dir, None);
-        // Only the lock holder writes the log: a refused second instance must not.
-        bus.add(Box::new(EventLog::open(&layout.events())?));
-        if let Some(event) = trust::start_event(trusted) {
-            bus.emit(event);
-        }
-        let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(root, &config));
-        if opts.worker.is_none()
-            && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
-        {
-            bus.add(Box::new(notifier));
-        }
-        crate::state::ownership::at_start(
-            root,
-            &config.prompt_file,
-            crate::state::ownership::Workplace::Here,
+        let begun = super::start::begin(
+            super::start::Start {
+                root,
+                config: &config,
+                repo: repo.as_ref(),
+                run_id: None,
+                workplace: crate::state::ownership::Workplace::Here,
+                worker: opts.worker.is_some(),
+                trust_config: opts.trust_config,
+            },
             &mut bus,
-        );
-        if let Some(pgid) = lock.stale_agent_pgid {
-            // The previous supervisor died; its agent (killed by its
-            // parent-death signal) and the tools it started must not live on.
-            tracing::warn!(
-                "the previous supervisor died; ending what is left of its agent (session {pgid})"
-            );
-            agent::kill_session(pgid);
-        }
-        lock.stale_sessions
-            .iter()
-            .for_each(crate::agent::procs::kill_recorded_session);
-        // And the hooks it was running (an `on_level` hook in the background).
-        let hook_groups = layout.hook_groups();
-        if hooks::process::end_left_behind(&hook_groups) > 0 {
-            tracing::warn!("the previous supervisor died; its hooks were ended");
-        }
-        hooks::process::record_groups_in(hook_groups);
-        if lock.stale_committing {
-            // It died inside a WIP commit: the git lock files it held would
-            // skip every checkpoint from now on ("another git process is
-            // running"). They are its own, not another git's.
-            let removed = repo::remove_stale_commit_locks(root);
-            if !removed.is_empty() {
-                bus.emit(Event::Warning {
-                    message: format!(
-                        "the previous supervisor died during a WIP commit; removed the git lock files it left: {}",
-                        removed.join(", ")
-                    ),
-                });
-            }
-        }
+        )?;
+        let signals = Signals::install(&begun.layout)?;
+        hooks::watch_interrupts();
+        let (run_id, layout, lock, trust) = (begun.run_id, begun.layout, begun.lock, begun.trust);
         let (state, replaced) = start.into_state(&run_id, &mut bus);
         let counted_from =
             budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
@@ -246,11 +182,7 @@ impl Supervisor {
             layout,
             templates,
             reset_breaker: opts.reset_breaker,
-            events: Publisher::new(
-                bus,
-                hooks::Hooks::trusting(&config.hooks, root, Some(trust.started.clone())),
-                root.join(&config.plan),
-            ),
+            events: Publisher::new(bus, begun.hooks, root.join(&config.plan)),
             state,
             lock,
             signals,
@@ -261,7 +193,7 @@ impl Supervisor {
             reuse_snapshot: None,
             reuse_tree: None,
             written_by_checks: Vec::new(),
-            _claim: claim,
+            _claim: begun.claim,
             replaced,
             unit: opts.worker,
             sessions_started: 0,

@@ -56,6 +56,8 @@ pub(crate) struct Options {
     /// `--budget-per-invocation`: the shared budgets count from this start,
     /// not the run's (as for one loop).
     pub(crate) budget_per_invocation: bool,
+    /// `--trust-config`: files changed during the last run are the user's.
+    pub(crate) trust_config: bool,
 }
 
 /// The last signal that reached the coordinator (0: none).
@@ -104,6 +106,11 @@ pub(super) struct Coordinator {
     /// The run's own hooks: `on_exit` once, for the whole parallel run
     /// (the workers' loops run the other points).
     hooks: crate::hooks::Hooks,
+    /// What the run trusted at its start (`config::trust`), its end
+    /// recorded when the run ends.
+    trust: crate::config::trust::Record,
+    /// The run's claim on its project in its work tree, held for its life.
+    _claim: Option<crate::repo::ScopeClaim>,
     children: BTreeMap<String, Child>,
     opts: Options,
     /// Every decision (`machine.rs`): this coordinator only applies them.

@@ -54,6 +54,15 @@ impl Coordinator {
         if code == 0 {
             self.ledger.ended = Some(crate::state::now_rfc3339());
         }
+        // What the run trusted, as it ends: a change merged from a worker
+        // (its agent's edit to ralph.toml or a hook's script) is one made
+        // during the run, for the next start to confirm.
+        self.trust.end(&self.root);
+        if let Err(e) = self.trust.save(&self.ralph_dir) {
+            self.bus.emit(Event::Warning {
+                message: format!("cannot save the trust record: {e}"),
+            });
+        }
         // The run's folder of worktrees, once the last is removed (a kept
         // one keeps it: `remove_dir` leaves a folder with anything in it).
         let _ = std::fs::remove_dir(&self.worktrees);

@@ -11,10 +11,9 @@ use super::machine::{LEASE, Machine, Now, Rules};
 use super::{Coordinator, Options, install_signals, read_plan};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event, EventLog};
+use crate::events::{Bus, Event};
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
-use crate::state::Lock;
 use crate::workers::ledger::Ledger;
 use crate::workers::{assign, grant};
 
@@ -64,37 +63,20 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
             ))
             .with_hint("put the plan inside the repository")
         })?;
-    layout.ensure()?;
     let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
-    let run_id = previous.as_ref().map_or_else(
-        || crate::supervisor::new_run_id(&root, Some(&repo)),
-        |l| l.run_id.clone(),
-    );
-    let lock = Lock::acquire(&layout, &run_id)?;
-    let _claim = repo.claim_scope()?;
-    bus.add(Box::new(EventLog::open(&layout.events())?));
-    if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
-        bus.add(Box::new(notifier));
-    }
-    crate::state::ownership::at_start(
-        &root,
-        &config.prompt_file,
-        crate::state::ownership::Workplace::Worktrees,
+    let begun = crate::supervisor::start::begin(
+        crate::supervisor::start::Start {
+            root: &root,
+            config: &config,
+            repo: Some(&repo),
+            run_id: previous.as_ref().map(|l| l.run_id.clone()),
+            workplace: crate::state::ownership::Workplace::Worktrees,
+            worker: false,
+            trust_config: opts.trust_config,
+        },
         &mut bus,
-    );
-    if lock.stale_committing {
-        // The previous coordinator died writing to git: the lock files it
-        // left would refuse every branch, merge and commit from now on.
-        let removed = crate::repo::remove_stale_commit_locks(&root);
-        if !removed.is_empty() {
-            bus.emit(Event::Warning {
-                message: format!(
-                    "the previous coordinator died writing to git; removed the lock files it left: {}",
-                    removed.join(", ")
-                ),
-            });
-        }
-    }
+    )?;
+    let run_id = begun.run_id;
     let resumed = previous.is_some();
     let ledger = match previous {
         Some(l) if opts.fresh && !l.unmerged(&git).is_empty() => {
@@ -147,7 +129,6 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         )
         .join(&run_id);
     install_signals()?;
-    let hooks = crate::hooks::Hooks::new(&config.hooks, &root);
     let counted_from = crate::supervisor::CountedFrom::of_run(
         &ledger.started_at,
         ledger.iterations,
@@ -182,13 +163,15 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         worktrees,
         ledger,
         bus,
-        hooks,
+        hooks: begun.hooks,
+        trust: begun.trust,
+        _claim: begun.claim,
         children: BTreeMap::new(),
         machine: Machine::new(rules, &Now::read()),
         opts,
         checkout_away: false,
         worktrees_full: None,
-        lock,
+        lock: begun.lock,
         config,
     };
     c.ledger.workers = c.opts.workers;
@@ -204,6 +187,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         pid: std::process::id(),
     });
     c.save()?;
+    c.trust.save(&c.ralph_dir)?;
     c.drive()
 }
 
