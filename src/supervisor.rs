@@ -33,6 +33,8 @@
 //! supervisor.rs          this map
 //! supervisor/
 //!   run.rs               Supervisor: the loop, measuring, save_checkpoint, finish_as
+//!   start.rs             the one run start (a loop, a worker's loop, a coordinator):
+//!                        trust, lock, scope claim, event log, what a dead run left
 //!   iteration.rs         IterationMachine: one agent as a pure machine (Input → Effects);
 //!                        when L2/L3 fire (the checkpoint request, the stop)
 //!   iteration/setup.rs   an iteration's limits and the meter it starts with

@@ -4,25 +4,41 @@
 //! budgets. Everything it decides is in `.ralph/workers.json` before it
 //! acts, so a coordinator started after kill -9 resumes every worker.
 //!
+//! Theory: deciding and doing are apart, as in the supervisor. Every
+//! decision is the machine's (`machine.rs`, pure, time passed in): which
+//! assignment starts next, when a dead coordinator's worker is taken over
+//! (its lease), what a worker's exit means, what a merge leads to (check
+//! off, hand back, give up), when the shared budget halts the run, which
+//! session is granted, one usage limit pausing all. This file turns what
+//! happened (a signal, a tick, a child's record, its exit, a merge's
+//! result) into an `Input` and carries out the `Effect`s: git, processes,
+//! files, events.
+//!
 //! ```text
-//! coordinator.rs     the loop: units to workers, their events, shared budgets
+//! coordinator.rs     the loop: what happened → Input; Effects carried out
 //! coordinator/
-//!   setup.rs         the start: run branch, lock, ledger to continue, units checked
-//!   grants.rs        a session granted to each worker's loop while the shared budget covers it
+//!   machine.rs       PURE: the coordination core (Input → Effects), table-tested
+//!   setup.rs         the start (the run start of `supervisor::start`): run
+//!                    branch, ledger to continue, units checked
 //!   hear.rs          the workers' records: heard live or read back, counted once
 //!   leftovers.rs     what a worker left, onto its branch: stray commits, the
 //!                    stash, uncommitted work; its edits to the plan left out
-//!   queue.rs         the merge queue's step: merge, check off and commit, or hand back
+//!   queue.rs         the merge queue's step: merge, then check off and commit,
+//!                    hand back or leave, as the machine says
 //!   run_branch.rs    the run branch whatever the user's checkout does: the
 //!                    plan read from it, check-offs committed on it
 //!   end.rs           how the run ends: outcome, handoff of unmerged branches, report
 //! ```
+//!
+//! Pitfalls: a start changes what the machine reads, so starts are asked
+//! for one at a time (`fill`); an assignment is known by its item (an item
+//! given out is busy: one assignment each), a child by its worker.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use git2::Repository;
 use nix::sys::signal::Signal;
@@ -62,6 +78,13 @@ pub(crate) struct Options {
 
 /// The last signal that reached the coordinator (0: none).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// The moment an input happens at: the clock is read here, never in the machine.
+fn now() -> Now {
+    Now {
+        mono: Instant::now(),
+    }
+}
 
 /// The last signal that reached the coordinator, taken.
 fn take_signal() -> Option<Sig> {
@@ -151,7 +174,7 @@ impl Coordinator {
             ledger: &self.ledger,
             running: &running,
         };
-        self.machine.handle(input, &world, &Now::read(), &mut out);
+        self.machine.handle(input, &world, &now(), &mut out);
         for effect in out {
             self.apply(effect, tx)?;
         }
@@ -233,7 +256,7 @@ impl Coordinator {
                 running: &running,
             };
             self.machine
-                .handle(Input::Fill(&free), &world, &Now::read(), &mut out);
+                .handle(Input::Fill(&free), &world, &now(), &mut out);
             let started =
                 (out.iter()).any(|e| matches!(e, Effect::Resume { .. } | Effect::Assign { .. }));
             for effect in out {
@@ -505,8 +528,7 @@ impl Coordinator {
             running: &running,
         };
         let starting = Input::Starting { worker: &a.worker };
-        self.machine
-            .handle(starting, &world, &Now::read(), &mut out);
+        self.machine.handle(starting, &world, &now(), &mut out);
         for effect in out {
             if let Effect::Grant { sessions, .. } = effect {
                 grant::Grant { sessions }.write(&a.project_dir)?;

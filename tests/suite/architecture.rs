@@ -56,8 +56,9 @@ const RUNTIME: [&str; 5] = ["config", "state", "events", "agent", "supervisor"];
 /// Files under a runtime module that are plain values, which pure modules
 /// may use: `Span` (a duration as ralph.toml writes it) imports only `error`.
 const VALUE_LEAVES: [&str; 1] = ["config::span"];
-/// The supervisor's pure files: time comes in as a value, no IO, no tokio.
-const PURE_SUPERVISOR: [&str; 7] = [
+/// The supervisor's pure files (and the coordinator's core): time comes in
+/// as a value, no IO, no tokio.
+const PURE_SUPERVISOR: [&str; 8] = [
     "src/supervisor/iteration.rs",
     "src/supervisor/iteration/seams.rs",
     "src/supervisor/iteration/setup.rs",
@@ -65,6 +66,7 @@ const PURE_SUPERVISOR: [&str; 7] = [
     "src/supervisor/verdict.rs",
     "src/supervisor/budget.rs",
     "src/supervisor/limit_wait.rs",
+    "src/workers/coordinator/machine.rs",
 ];
 const IMPURE_TOKENS: [&str; 7] = [
     "tokio",

@@ -31,14 +31,6 @@ pub(super) struct Now {
     pub(super) mono: Instant,
 }
 
-impl Now {
-    pub(super) fn read() -> Now {
-        Now {
-            mono: Instant::now(),
-        }
-    }
-}
-
 /// What the coordinator knows of the world when an input comes in.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct World<'a> {

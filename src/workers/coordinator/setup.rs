@@ -7,7 +7,7 @@ use std::path::Path;
 
 use git2::Repository;
 
-use super::machine::{LEASE, Machine, Now, Rules};
+use super::machine::{LEASE, Machine, Rules};
 use super::{Coordinator, Options, install_signals, read_plan};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -167,7 +167,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         trust: begun.trust,
         _claim: begun.claim,
         children: BTreeMap::new(),
-        machine: Machine::new(rules, &Now::read()),
+        machine: Machine::new(rules, &super::now()),
         opts,
         checkout_away: false,
         worktrees_full: None,
