@@ -106,12 +106,22 @@ const LINUX_ONLY: [&str; 13] = [
     "memfd",
 ];
 /// Where they may appear, each with the reason.
-const LINUX_ONLY_HOMES: [(&str, &str, &str); 2] = [
+const LINUX_ONLY_HOMES: [(&str, &str, &str); 4] = [
     ("src/platform/linux.rs", "", "the platform's Linux side"),
     (
         "src/agent/sandbox.rs",
         "/proc",
         "bubblewrap's arguments (the box's own /proc): bubblewrap is Linux-only and refused elsewhere",
+    ),
+    (
+        "tests/suite/common.rs",
+        "/proc",
+        "the tests' own view of processes, each Linux reader beside its macOS twin (`ps`, `lsof`)",
+    ),
+    (
+        "tests/suite/architecture.rs",
+        "",
+        "this file names the interfaces it looks for",
     ),
 ];
 
@@ -191,6 +201,16 @@ fn linux_only_interfaces_stay_in_the_platform_module() {
     assert_none(
         "Linux-only interfaces outside src/platform/linux.rs",
         linux_only(&workspace_files()),
+    );
+}
+
+/// The suite runs on macOS too (`.github/workflows/macos.yml`): a test
+/// asks `common` about processes, never `/proc` itself.
+#[test]
+fn tests_see_processes_through_common() {
+    assert_none(
+        "Linux-only interfaces in the tests outside tests/suite/common.rs",
+        linux_only(&suite_files()),
     );
 }
 
@@ -385,6 +405,15 @@ fn workspace_files() -> Files {
     }
     out.sort();
     assert!(out.len() > 20, "found only {} source files", out.len());
+    out
+}
+
+/// The integration suite's files (`tests/suite/`).
+fn suite_files() -> Files {
+    let root = manifest_dir();
+    let mut out = Vec::new();
+    collect_rs(&root, &root.join("tests/suite"), &mut out);
+    out.sort();
     out
 }
 

@@ -445,7 +445,7 @@ fn doctor_reports_config_plan_and_sandbox_problems() {
         "[agent]\ncommand = \"ralph sim x.toml\"\nargs = [\"--dangerously-skip-permissions\"]\n",
     );
     let report = json(&run(ralph(dir.path()).args(["doctor", "--json"])).stdout);
-    let root_user = nix::unistd::geteuid().is_root();
+    let root_user = crate::common::is_root();
     let permissions = check(&report, "permissions");
     if root_user {
         assert_eq!(permissions["verdict"], "problem");

@@ -329,12 +329,12 @@ pub fn proc_stat(pid: i32) -> Option<Vec<String>> {
 
 /// The working directory of `pid`.
 #[cfg(target_os = "linux")]
-fn cwd_of(pid: i32) -> Option<PathBuf> {
+pub fn cwd_of(pid: i32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
 }
 
 #[cfg(target_os = "macos")]
-fn cwd_of(pid: i32) -> Option<PathBuf> {
+pub fn cwd_of(pid: i32) -> Option<PathBuf> {
     let out = Command::new("lsof")
         .args(["-a", "-p", &pid.to_string(), "-d", "cwd", "-Fn"])
         .output()
@@ -379,21 +379,63 @@ pub fn alive(pid: i32) -> bool {
     proc_stat(pid).is_some_and(|f| f.first().is_some_and(|s| !s.starts_with(['Z', 'X'])))
 }
 
-/// Every process's pid and command line.
+/// Every process's pid and command line (its arguments joined by spaces;
+/// empty for kernel threads).
 #[cfg(target_os = "linux")]
-fn command_lines() -> Vec<(i32, String)> {
+pub fn command_lines() -> Vec<(i32, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .map(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            (pid, String::from_utf8_lossy(&cmd).replace('\0', " "))
-        })
+        .filter_map(|pid| Some((pid, command_line(pid)?)))
         .collect()
 }
 
+/// `pid`'s command line, its arguments joined by spaces, if it exists.
+#[cfg(target_os = "linux")]
+pub fn command_line(pid: i32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(String::from_utf8_lossy)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
 #[cfg(target_os = "macos")]
-fn command_lines() -> Vec<(i32, String)> {
+pub fn command_line(pid: i32) -> Option<String> {
+    let out = ps(&["-o", "command=", "-p", &pid.to_string()]);
+    (!out.is_empty()).then_some(out)
+}
+
+/// The most memory `pid` has held so far, in bytes (Linux: its high-water
+/// mark; macOS: its resident size now, so callers sample and keep the
+/// largest).
+#[cfg(target_os = "linux")]
+pub fn peak_rss(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+#[cfg(target_os = "macos")]
+pub fn peak_rss(pid: i32) -> Option<u64> {
+    Some(
+        ps(&["-o", "rss=", "-p", &pid.to_string()])
+            .parse::<u64>()
+            .ok()?
+            * 1024,
+    )
+}
+
+/// Whether the tests run as root (chmod does not keep root out).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+#[cfg(target_os = "macos")]
+pub fn command_lines() -> Vec<(i32, String)> {
     ps(&["-axo", "pid=,command="])
         .lines()
         .filter_map(|l| {

@@ -332,7 +332,7 @@ fn worker_pids(p: &Project) -> Vec<i32> {
             let lock = std::fs::read_to_string(w.path().join(".ralph/lock")).unwrap_or_default();
             if let Ok(info) = serde_json::from_str::<Value>(lock.trim()) {
                 let pid = info["pid"].as_i64().unwrap_or(0) as i32;
-                if pid > 0 && Path::new(&format!("/proc/{pid}")).exists() {
+                if pid > 0 && common::proc_stat(pid).is_some() {
                     pids.push(pid);
                 }
             }

@@ -440,10 +440,7 @@ result = "<promise>COMPLETE</promise>"
     common::wait_until("the tool starts", Duration::from_secs(20), || {
         sleeper = common::processes_matching("sleep 619")
             .into_iter()
-            .find(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.starts_with(b"sleep\0"))
-            });
+            .find(|pid| common::command_line(*pid).is_some_and(|c| c.starts_with("sleep ")));
         sleeper.is_some()
     });
     let sleeper = sleeper.unwrap();

@@ -440,10 +440,9 @@ fn kill_9_then_takeover() {
     let codex = CODEX.product;
     assert!(
         harness::wait_until(Duration::from_secs(5), || {
-            harness::pids_matching("app-server").iter().all(|pid| {
-                !std::fs::read_link(format!("/proc/{pid}/cwd"))
-                    .is_ok_and(|c| c.starts_with(&p.base))
-            })
+            harness::pids_matching("app-server")
+                .iter()
+                .all(|pid| !crate::common::cwd_of(*pid).is_some_and(|c| c.starts_with(&p.base)))
         }),
         "{codex} died with ralph"
     );

@@ -115,7 +115,9 @@ fn run_opencode(oc: &Installed, setup: &Setup, args: &[&str]) -> std::process::O
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .envs(setup.env());
-    cli::run(&mut cmd, Duration::from_secs(40))
+    // A bound for a hung CLI, not a speed claim: opencode starts slowly on
+    // a busy machine (it was killed at 40 s after its second request there).
+    cli::run(&mut cmd, Duration::from_secs(120))
 }
 
 fn stdout_lines(out: &std::process::Output) -> Vec<serde_json::Value> {

@@ -41,9 +41,9 @@ struct Measured {
     peak_rss: u64,
 }
 
-/// Run `cmd` (a `ralph run --json …`) to its end, sampling ralph's VmHWM
-/// from /proc while it runs (the high-water mark only grows, so the last
-/// sample is the peak up to then; runs end with a few quiet steps).
+/// Run `cmd` (a `ralph run --json …`) to its end, sampling ralph's peak
+/// memory (`common::peak_rss`) while it runs and keeping the largest (runs
+/// end with a few quiet steps).
 fn measured(mut cmd: Command, limit: Duration) -> Measured {
     let mut child = cmd
         .stdin(Stdio::null())
@@ -67,8 +67,8 @@ fn measured(mut cmd: Command, limit: Duration) -> Measured {
     let started = Instant::now();
     let mut peak_rss = 0;
     let status = loop {
-        if let Some(kb) = vm_hwm_kb(child.id() as i32) {
-            peak_rss = peak_rss.max(kb * 1024);
+        if let Some(bytes) = common::peak_rss(child.id() as i32) {
+            peak_rss = peak_rss.max(bytes);
         }
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -95,12 +95,6 @@ fn measured(mut cmd: Command, limit: Duration) -> Measured {
     }
 }
 
-fn vm_hwm_kb(pid: i32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn run_cmd(p: &Project, args: &[&str]) -> Command {
     let mut c = p.ralph();
     c.arg("run").arg("--json").args(args);
@@ -112,25 +106,18 @@ fn run_cmd(p: &Project, args: &[&str]) -> Command {
 fn processes_in(root: &Path) -> Vec<(i32, String)> {
     let root = root.canonicalize().unwrap();
     let me = std::process::id() as i32;
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me && common::alive(pid))
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&root))
-        })
-        .map(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            (pid, String::from_utf8_lossy(&cmd).replace('\0', " "))
-        })
+    common::command_lines()
+        .into_iter()
+        .filter(|&(pid, _)| pid != me && common::alive(pid))
+        .filter(|&(pid, _)| common::cwd_of(pid).is_some_and(|cwd| cwd.starts_with(&root)))
         .collect()
 }
 
 /// Live processes in session `sid`.
 fn session_members(sid: i32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+    common::command_lines()
+        .into_iter()
+        .map(|(pid, _)| pid)
         .filter(|&pid| common::alive(pid))
         .filter(|&pid| {
             common::proc_stat(pid).and_then(|f| f.get(3)?.parse::<i32>().ok()) == Some(sid)
@@ -1222,12 +1209,6 @@ fn in_private_mount(p: &Project, setup: &str, args: &[&str], after: &str) -> Opt
     Some(c)
 }
 
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    // /proc/self belongs to the effective user.
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
 fn skip(why: &str) {
     figure(format!("SKIPPED: {why}"));
 }
@@ -1252,7 +1233,7 @@ fn refused_and_nothing_changed(p: &Project, cmd: Command, says: &str, state: &st
     assert!(run.of("iteration_started").is_empty(), "no agent started");
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(p.path(".ralph"), std::fs::Permissions::from_mode(0o700));
-    if is_root() {
+    if common::is_root() {
         // Back from `nobody` (git refuses a repository someone else owns).
         let _ = Command::new("chown")
             .args(["-R", "0:0"])
@@ -1290,7 +1271,7 @@ fn read_only_ralph_mount_is_a_clear_error_and_changes_nothing() {
 #[test]
 fn unwritable_ralph_dir_is_a_clear_error_and_changes_nothing() {
     let (p, state, log) = project_with_state();
-    let cmd = if is_root() {
+    let cmd = if common::is_root() {
         let chown = Command::new("chown")
             .args(["-R", "65534:65534"])
             .arg(p.root())

@@ -467,7 +467,7 @@ cooldown = "1m"
             .into_iter()
             .filter(|(pid, _)| *pid != me)
             .filter(|(pid, cmdline)| {
-                let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+                let cwd = crate::common::cwd_of(*pid);
                 cwd.is_some_and(|c| c.starts_with(&base))
                     || cmdline.contains(base.to_str().unwrap_or("\0"))
             })
@@ -567,20 +567,8 @@ impl Drop for Project {
 
 /// Every process: pid and command line (arguments joined by spaces).
 pub fn processes() -> Vec<(i32, String)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let cmdline = raw
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ");
-            Some((pid, cmdline))
-        })
+    crate::common::command_lines()
+        .into_iter()
         .filter(|(_, c)| !c.is_empty())
         .collect()
 }
