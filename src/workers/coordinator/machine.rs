@@ -477,7 +477,10 @@ impl Machine {
         out.push(Effect::Set {
             item,
             status,
-            restarted: code > 128,
+            // Died by a signal; an interrupt it ended on (130, 143: the
+            // user's Ctrl-C passed on) is a stop, not a death, and uses
+            // none of its restarts.
+            restarted: code > 128 && !matches!(code, 130 | 143),
         });
     }
 

@@ -327,9 +327,11 @@ fn a_workers_exit_decides_resume_restart_or_left() {
     // (exit code, restarts so far, project busy, effects)
     let table = [
         (6, 0, false, set(Status::Paused, false)),
-        // Interrupted: resumed; counted as a restart (a signal ended it).
-        (130, 0, false, set(Status::Paused, true)),
-        (143, MAX_RESTARTS, false, set(Status::Paused, true)),
+        // Interrupted: resumed, none of its restarts used (five nights
+        // of Ctrl-C do not leave the next kill -9 to a person).
+        (130, 0, false, set(Status::Paused, false)),
+        (143, MAX_RESTARTS, false, set(Status::Paused, false)),
+        (137, MAX_RESTARTS - 1, false, set(Status::Paused, true)),
         // Killed (-9): started again in its worktree, a few times.
         (137, 0, false, set(Status::Paused, true)),
         (
