@@ -728,7 +728,12 @@ fn git_cli(dir: &Path, args: &[&str]) -> std::process::Output {
 
 /// `plan` over SAME_LINES agents, with `shared.txt` committed.
 fn same_lines_project(plan: &str, config: &str) -> Project {
-    let p = Project::new(plan, SAME_LINES, config);
+    shared_lines_project(plan, SAME_LINES, config)
+}
+
+/// `plan` over `scenario`, with `shared.txt` committed.
+fn shared_lines_project(plan: &str, scenario: &str, config: &str) -> Project {
+    let p = Project::new(plan, scenario, config);
     p.write("shared.txt", "one\ntwo\nthree\n");
     assert!(git_cli(p.root(), &["add", "shared.txt"]).status.success());
     assert!(
@@ -1554,13 +1559,23 @@ fn a_workers_edit_to_ralph_toml_merged_in_is_told_at_the_next_parallel_start() {
 #[test]
 fn a_conflict_found_after_the_budget_is_spent_starts_no_session_and_the_next_run_resolves_it() {
     // Two sessions in all: each worker does its item; the second merge
-    // conflicts once the budget is spent.
-    let p = same_lines_project("# Same lines\n\n- [ ] alpha\n- [ ] bravo\n", "");
+    // conflicts once the budget is spent. Sessions counted by the sim (one
+    // line per prompt).
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("sessions.jsonl");
+    let scenario = format!("record_messages = \"{}\"\n{SAME_LINES}", log.display());
+    let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
+    let p = shared_lines_project(plan, &scenario, "");
     let repo = git(p.root());
+    let paid = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
     let run = p.run(&["--workers", "2", "--max-iterations", "2"], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
-    let sessions = |r: &Run| r.of("iteration_started").len();
-    assert_eq!(sessions(&run), 2, "{}", run.describe());
+    assert_eq!(paid(), 2, "{}", run.describe());
     if run.of("merge").iter().any(|m| m["outcome"] == "conflict") {
         // No update started after the stop: it waits for the next run.
         let updates = (run.of("worker_started").into_iter())
@@ -1571,7 +1586,7 @@ fn a_conflict_found_after_the_budget_is_spent_starts_no_session_and_the_next_run
     // The next run sends it back and merges it, one session more.
     let next = p.run(&["--workers", "2", "--max-iterations", "5"], LIMIT);
     assert_eq!(next.code, Some(0), "{}", next.describe());
-    assert_eq!(sessions(&next), 1, "{}", next.describe());
+    assert_eq!(paid(), 3, "{}", next.describe());
     let shared = blob_on_main(&repo, "shared.txt").unwrap();
     assert!(
         shared.contains("TWO by alpha") && shared.contains("TWO by bravo"),
