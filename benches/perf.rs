@@ -1995,8 +1995,8 @@ fn bench_checkpoint(opts: &Opts, s: &Sizes) -> Vec<Row> {
 // ---------------------------------------------------------------- 6. startup
 
 /// A state file with `n` finished iterations of history.
-fn big_state(n: u32) -> ralph::state::RunState {
-    use ralph::state::{HistoryEntry, IterationRecord, RunState};
+fn big_state(n: u32) -> ralph::formats::RunState {
+    use ralph::formats::{HistoryEntry, IterationRecord, RunState};
     let mut s = RunState {
         run_id: "20261121-220000".into(),
         task_name: "fix_plan".into(),
@@ -2129,7 +2129,9 @@ fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
     let (mut l, mut rd, mut v) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..(s.startup_trials * 4) {
         let t = Instant::now();
-        let st = ralph::state::RunState::load(&state_path).unwrap().unwrap();
+        let st = ralph::formats::RunState::load(&state_path)
+            .unwrap()
+            .unwrap();
         l.push(t.elapsed());
         assert_eq!(st.history.len(), s.history as usize);
         let t = Instant::now();
@@ -2157,7 +2159,9 @@ fn bench_startup(opts: &Opts, s: &Sizes) -> Vec<Row> {
     });
     // Every save rewrites the whole history (twice per iteration).
     let (mut sv, mut wr, mut save_ratio) = (Vec::new(), Vec::new(), Vec::new());
-    let mut state = ralph::state::RunState::load(&state_path).unwrap().unwrap();
+    let mut state = ralph::formats::RunState::load(&state_path)
+        .unwrap()
+        .unwrap();
     let plain = proj.join(".ralph/plain.json");
     for _ in 0..(s.startup_trials * 2) {
         let t = Instant::now();

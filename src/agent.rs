@@ -15,6 +15,8 @@
 //!   opencode.rs      opencode's (`run --format json`, prompt on stdin)
 //!   gemini.rs        Gemini CLI's (`-o stream-json`, prompt on stdin)
 //!   process.rs       AgentCommand, Agent: spawn, stdin, reader threads, stop, reap
+//!   shell.rs         one project command (a hook, a check, a notify command) in its own
+//!                    process group: pipes, timeout, kill, groups left by kill -9
 //!   procs.rs         the processes ralph ends (the process table read through
 //!                    `crate::platform`): groups, sessions, orphans
 //!   transcript.rs    the raw transcripts: cap, cut strings, retention, gzip ([runs])
@@ -34,6 +36,7 @@ mod opencode;
 mod process;
 pub(crate) mod procs;
 pub mod sandbox;
+pub(crate) mod shell;
 pub(crate) mod transcript;
 
 pub use kind::AgentKind;

@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 
 use crate::config::Config;
 use crate::context::Level;
+use crate::formats::{ContextCheckpoint, FileInProgress, Layout, RunState, RunStatus, Trigger};
 use crate::plan::{self, Plan};
 use crate::prompt::tiers;
 use crate::prompt::{self, Templates};
 use crate::repo::{CommitOutcome, LeftOut, OwnPaths, Repo, StashEntry};
-use crate::state::{ContextCheckpoint, FileInProgress, Layout, RunState, RunStatus, Trigger};
 use crate::stream::ToolCall;
 
 /// The checkpoint a new session (SessionStart) or a new run may resume
@@ -166,8 +166,8 @@ struct Gathered {
 
 fn gather(root: &Path, config: &Config, m: &Moment, saved: &mut Saved) -> Gathered {
     let layout = Layout::new(root);
-    let plan_path = root.join(&config.plan);
-    let plan_text = std::fs::read_to_string(&plan_path).unwrap_or_default();
+    let project = crate::project::Project::at(root);
+    let plan_text = project.plan_text(config).unwrap_or_default();
     let plan = Plan::parse(&plan_text);
     saved.current_item = (m.item.clone()).or_else(|| plan.current().map(|i| i.text.clone()));
     saved.item_done = m.item.is_some() && m.item_done;
@@ -227,7 +227,7 @@ fn gather(root: &Path, config: &Config, m: &Moment, saved: &mut Saved) -> Gather
     if let (Some(p), Some(text)) = (&m.notes_path, &agent_notes)
         && let std::borrow::Cow::Owned(clean) = crate::text::secrets::redact(text)
     {
-        let _ = crate::state::write_private(&root.join(p), clean.as_bytes());
+        let _ = crate::formats::write_private(&root.join(p), clean.as_bytes());
     }
     let files_touched = work_files(&m.files_touched);
     saved.files_in_progress = files_touched
@@ -368,7 +368,7 @@ fn resume_summary(m: &Moment, saved: &Saved) -> String {
         m.iteration,
         match m.trigger {
             Trigger::Context => format!("context, {} at {:.0}%", m.level, m.percent),
-            trigger => crate::state::checkpoint_label(trigger, m.level, m.percent),
+            trigger => crate::formats::checkpoint_label(trigger, m.level, m.percent),
         },
         match (saved.current_item.as_deref(), saved.item_done) {
             (Some(i), true) => format!(" right after \"{i}\" was checked off"),

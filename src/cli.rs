@@ -140,6 +140,9 @@ pub(crate) struct RunArgs {
     /// With --fleet: this worker's name in the fleet (default: RALPH_WORKER, else the host name and pid)
     #[arg(long, value_name = "NAME", hide = true)]
     pub(crate) worker: Option<String>,
+    /// Set by the coordinator of `--workers`: its `.ralph/`, whose trust record holds the configuration this worker's loop acts on
+    #[arg(long, value_name = "DIR", hide = true, requires = "worker")]
+    pub(crate) trusted_by: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -129,8 +129,12 @@ fn local_time(ts: &str) -> String {
 
 /// The config with `ralph run`'s flags applied on top.
 pub(crate) fn load_config(project: &Project, args: &RunArgs) -> Result<Config> {
+    with_flags(project.config()?, project, args)
+}
+
+/// `config` with `run`'s flags on top.
+pub(crate) fn with_flags(mut config: Config, project: &Project, args: &RunArgs) -> Result<Config> {
     let root = project.root();
-    let mut config = project.config()?;
     if let Some(plan) = &args.plan {
         // A plan given on the command line is relative to where the user is.
         let abs = std::env::current_dir()

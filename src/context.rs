@@ -310,7 +310,7 @@ impl ContextMeter {
         self.window_source
     }
     pub(crate) fn usable(&self) -> u64 {
-        self.window.saturating_sub(self.reserve).max(1)
+        usable_window(self.window, self.reserve)
     }
     pub(crate) fn percent(&self) -> f64 {
         self.tokens as f64 * 100.0 / self.usable() as f64
@@ -383,6 +383,13 @@ pub(crate) fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
+/// The one rule for what of a `window` ralph works in: less `reserve`
+/// (`agent.reserve_tokens`), never 0 (percentages divide by it). The
+/// meter, a checkpoint's handoff and `ralph context --estimate` all use it.
+pub(crate) fn usable_window(window: u64, reserve: u64) -> u64 {
+    window.saturating_sub(reserve).max(1)
+}
+
 /// The smallest usable window ralph works in: a prompt (8,000 tokens by
 /// default) and a turn must fit, or every first reading is an emergency.
 pub(crate) const MIN_USABLE_WINDOW: u64 = 10_000;
@@ -449,6 +456,14 @@ mod tests {
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    #[test]
+    fn the_usable_window_is_the_window_less_the_reserve_never_zero() {
+        assert_eq!(usable_window(200_000, 33_000), 167_000);
+        assert_eq!(usable_window(0, 33_000), 1);
+        let m = ContextMeter::new(200_000, 33_000, T);
+        assert_eq!(m.usable(), usable_window(m.window(), 33_000));
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! What the supervisor reports: the [`Event`] stream (the schema of
-//! `.ralph/events.jsonl` and of `ralph run --json`, documented in
-//! docs/events.md), the [`Bus`] that carries it, and its sinks.
+//! What the supervisor reports: the event stream — the [`Bus`] that
+//! carries it and its sinks, and the views drawn from it. The records
+//! themselves (`Event`, `Record`: the schema of `.ralph/events.jsonl` and
+//! of `ralph run --json`, docs/events.md) are a format: `formats::event`.
 //!
 //! ```text
 //! events.rs          this map
 //! events/
-//!   schema.rs        Event, Record, the Sink trait, EventLog, JsonLines, Bus, read_log
+//!   bus.rs           the Sink trait, EventLog, JsonLines, Bus
 //!   tail.rs          the log followed as it grows (whole records only)
 //!   view.rs          the run as the events tell it (per loop, totals): pure, for the live line and `ralph watch`
 //!   live.rs          the live lines: per loop, progress, the checkpoint spelled out, fitted to a width (pure)
@@ -18,13 +19,13 @@
 //! users' tools and `ralph report`; every event is redacted before a sink
 //! sees it.
 
+mod bus;
 mod live;
 pub(crate) mod notify;
-mod schema;
 mod tail;
 pub mod terminal;
 pub(crate) mod view;
 
+pub(crate) use bus::*;
 pub(crate) use live::checkpoint_phrase;
-pub use schema::*;
 pub(crate) use tail::LogTail;

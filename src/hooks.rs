@@ -1,5 +1,5 @@
 //! The project's own commands that ralph runs from `ralph.toml`, all on one
-//! process runner: the `[hooks]` (which event fires which hook point, what a
+//! process runner (`agent::shell`, beside the agent's own launcher): the `[hooks]` (which event fires which hook point, what a
 //! command gets — `RALPH_*` variables and the event's JSON line on stdin —,
 //! retries, and the `hook` events that report each run; docs/hooks.md) and
 //! the `[verify]` checks (docs/verify.md).
@@ -7,20 +7,14 @@
 //! ```text
 //! hooks.rs           this map
 //! hooks/
-//!   point.rs         Point: the keys of `[hooks]`, as the `hook` event writes them
 //!   runner.rs        which event fires which Point, Facts, Hooks (a worker thread), env, retries
-//!   process.rs       one command in its own process group: pipes, timeout, kill
 //!   verify.rs        `[verify]`: the checks, run in order, stopping at the first failure
-//!   verify/checks.rs VerifyConfig, Verification (events, state), the prompt's "fix first" view
 //! ```
 //!
 //! Pitfalls: values are passed in the environment, never interpolated into
 //! the command; the loop waits for hooks except `on_level`.
 
-pub(crate) mod point;
-pub(crate) mod process;
 mod runner;
 pub(crate) mod verify;
 
-pub(crate) use process::watch_interrupts;
 pub(crate) use runner::*;

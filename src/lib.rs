@@ -14,15 +14,16 @@ pub mod config;
 pub mod context;
 mod error;
 pub mod events;
+pub mod formats;
 mod hooks;
 pub mod plan;
 mod platform;
-mod project;
+pub mod project;
 pub mod prompt;
 pub mod repo;
 pub mod report;
 mod rules;
-pub mod state;
+
 pub mod stream;
 mod supervisor;
 mod text;

@@ -8,6 +8,7 @@
 //!   checklist.rs     Plan: open/in-progress/done/cancelled items outside fences and comments
 //!   items.rs         ItemTracker, ItemAccount, boundary and shard rules, .ralph/items.jsonl
 //!   estimate.rs      an item's expected context cost and confidence (pure)
+//!   units.rs         items → units a worker can be given: sub-items, `(after: …)`, `(serial)`, ready units, a worker's own plan, checking a unit off (pure)
 //!   decisions.rs     the decision log .ralph/decisions.md (DEC-NNN, supersedes)
 //! ```
 
@@ -15,5 +16,6 @@ mod checklist;
 pub mod decisions;
 pub mod estimate;
 pub mod items;
+pub(crate) mod units;
 
 pub use checklist::*;

@@ -19,13 +19,28 @@
 //! as progress (`repo/scope.rs` keys it with the work tree and refuses an
 //! overlapping run in the same work tree; `Own` in `repo/repository.rs`
 //! keeps everything outside it out).
+//!
+//! ralph's claim on the project lives here too:
+//!
+//! ```text
+//! project.rs         this map: Project, the one plan loader
+//! project/
+//!   lock.rs          Lock, LockInfo: the running supervisor and its agent's sessions
+//!   ownership.rs     the prompt file ralph may overwrite, .git/info/exclude, keep_runtime
+//! ```
+
+mod lock;
+pub(crate) mod ownership;
+
+pub(crate) use lock::running_supervisor;
+pub use lock::{Lock, read_lock};
 
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
+use crate::formats::Layout;
 use crate::plan::Plan;
-use crate::state::Layout;
 
 /// One ralph project: its root and the layout of its `.ralph/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +107,11 @@ impl Project {
     /// (see the module's documentation).
     pub(crate) fn plan(&self, config: &Config) -> Result<Plan> {
         Plan::load(&self.plan_path(config))
+    }
+
+    /// The plan's text, under the same policy (for who edits or quotes it).
+    pub(crate) fn plan_text(&self, config: &Config) -> Result<String> {
+        Plan::read_text(&self.plan_path(config))
     }
 }
 

@@ -1,12 +1,13 @@
 //! What ralph writes for the agent to read: PROMPT.md of each iteration and
 //! the handoff at a checkpoint, rendered through MiniJinja templates and
 //! fitted to a token budget by stepping tiered views down until they fit.
+//! The templates themselves (embedded, overridden, strict) are the
+//! configuration's: `config::templates`.
 //!
 //! ```text
 //! prompt.rs          this map
 //! prompt/
 //!   render.rs        render_prompt: config + state + plan → PROMPT.md
-//!   templates.rs     embedded templates (prompts/*.j2), user overrides, strict rendering
 //!   fit.rs           [prompt]/[handoff] max_tokens: render at less detail until it fits; stats
 //!   tiers.rs         tiered views of the plan, iterations, file lists; Detail
 //!   tokens.rs        the token estimator (fitted against a real BPE tokenizer)
@@ -18,7 +19,7 @@
 
 pub mod fit;
 mod render;
-pub(crate) mod templates;
+
 pub mod tiers;
 pub mod tokens;
 

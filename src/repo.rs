@@ -14,6 +14,7 @@
 //!   commit.rs        the WIP commit and its staging rules (what is staged, what is left out)
 //!   guard.rs         the [git] Guard: the rules that keep work out of a WIP commit
 //!   health.rs        commit_blockers: split/sparse index, detached HEAD, a stale index.lock, an unwritable .git (doctor, the run's start, WIP commit)
+//!   worktree.rs      the workers' worktrees and branches: made, listed with what is not merged, removed once merged; a worktree's HEAD brought home
 //!   stash.rs         stash entries, those made since an iteration began
 //!   outputs.rs       the files ralph's own stdout/stderr write to
 //!   scope.rs         a run's scope: the key of its work tree and project, the claim that
@@ -38,6 +39,7 @@ mod scope;
 mod snapshot;
 mod stash;
 mod stat;
+pub(crate) mod worktree;
 
 pub use commit::CommitOutcome;
 pub(crate) use commit::{identities, remove_stale_commit_locks};

@@ -11,6 +11,7 @@
 //!   model.rs         a run's figures as the report shows them (data)
 //!   gather.rs        those figures from the run's event log and state (pure)
 //!   lanes.rs         a parallel run: a lane per worker, the merge queue's history
+//!   workers.rs       WorkersView: a parallel run as its ledger, its workers' own states and git tell it (`ralph status`, the items left)
 //!   story.rs         what the night changed and how it was checked (data): Story, the verify lane
 //!   changes.rs       the story read from git: commits, diffstats, sessions to reopen; their text and page
 //!   charts.rs        the charts' geometry; svg.rs draws them as inline SVG
@@ -28,7 +29,9 @@ mod runs;
 pub(crate) mod story;
 pub(crate) mod svg;
 pub mod text;
+mod workers;
 
 pub use model::Budgets;
 pub(crate) use model::RunReport;
 pub(crate) use runs::*;
+pub(crate) use workers::WorkersView;

@@ -33,8 +33,6 @@
 //! supervisor.rs          this map
 //! supervisor/
 //!   run.rs               Supervisor: the loop, measuring, save_checkpoint, finish_as
-//!   start.rs             the one run start (a loop, a worker's loop, a coordinator):
-//!                        trust, lock, scope claim, event log, what a dead run left
 //!   iteration.rs         IterationMachine: one agent as a pure machine (Input → Effects);
 //!                        when L2/L3 fire (the checkpoint request, the stop)
 //!   iteration/setup.rs   an iteration's limits and the meter it starts with
@@ -79,7 +77,6 @@ mod run;
 mod seams;
 mod signals;
 mod snapshots;
-pub(crate) mod start;
 mod stop;
 mod takeover;
 mod verdict;
@@ -89,5 +86,6 @@ mod waiting;
 pub(crate) use budget::CountedFrom;
 use now::Now;
 pub(crate) use record::checkpoint_outside_a_run;
+pub(crate) use record::new_run_id;
 pub(crate) use run::*;
 pub(crate) use seams::next_shard;

@@ -4,7 +4,7 @@
 //!
 //! Theory: the ralph the user started is the **coordinator**, the only
 //! writer of the plan and of the run branch (the branch it was started
-//! on). The plan is cut into **units** (`assign`): a top-level item with
+//! on). The plan is cut into **units** (`plan::units`): a top-level item with
 //! its sub-items; `(after: …)` and `(serial)` headings make units wait.
 //! Each worker is an ordinary ralph loop in its own worktree on its own
 //! branch, given one unit at a time. A finished unit's branch goes through
@@ -15,7 +15,6 @@
 //! ```text
 //! workers.rs         this map
 //! workers/
-//!   assign.rs        plan → units, `(after: …)`, `(serial)`, which are ready (pure)
 //!   coordinator.rs, coordinator/  the loop that gives out units, merges, checks off;
 //!                    its decisions a pure machine (`coordinator/machine.rs`)
 //!   grant.rs         shared budgets granted before a session starts (pure
@@ -23,9 +22,6 @@
 //!   child.rs         a worker's `ralph run --worker` child process and its events
 //!   merge.rs         one worker branch merged into the run branch (git2)
 //!   ledger.rs        `.ralph/workers.json`, read by a takeover
-//!   worktree.rs      the workers' worktrees and branches (git2)
-//!   view.rs          what `ralph status` shows of a parallel run
-//!   config.rs        `[workers]` (a leaf)
 //!   fleet.rs, fleet/ many machines on one plan through the git remote
 //!                    (`ralph run --remote R --fleet NAME`, issue 26, docs/fleet.md)
 //! ```
@@ -35,20 +31,14 @@
 //! the checkboxes; the run branch's work tree is the user's checkout, so a
 //! merge updates it only with git's safe checkout.
 
-pub(crate) mod assign;
 mod child;
-mod config;
 mod coordinator;
 pub(crate) mod fleet;
 pub(crate) mod grant;
 mod ledger;
 pub(crate) mod merge;
-mod view;
-pub(crate) mod worktree;
 
 pub(crate) use child::WORKER_PROMPT;
-pub(crate) use config::WorkersConfig;
 pub(crate) use coordinator::{Options, run};
-pub(crate) use ledger::{Heard, Ledger, ledger_of, refuse_a_single_loop};
-pub(crate) use merge::{MergeRequest, Merged, merge};
-pub(crate) use view::WorkersView;
+pub(crate) use ledger::refuse_a_single_loop;
+pub(crate) use merge::{MergeRequest, merge};

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::StopStep;
+use crate::formats::StopStep;
 use crate::stream::{self, StreamEvent};
 
 use super::{AgentKind, codex};
@@ -107,7 +107,7 @@ impl AgentCommand {
                 .collect(),
             transcript_cap: config.runs.transcript_cap_mib << 20,
         };
-        if config.agent.sandbox == super::sandbox::Kind::Bwrap {
+        if config.agent.sandbox == crate::config::sandbox::Kind::Bwrap {
             cmd.sandbox(config, root);
         }
         cmd
@@ -118,14 +118,22 @@ impl AgentCommand {
     /// its behalf (`[verify]`): code the agent wrote runs where the agent
     /// does. `None` without a sandbox. The caller appends the script.
     pub(crate) fn shell_in_box(config: &Config, root: &Path) -> Option<AgentCommand> {
-        if config.agent.sandbox != super::sandbox::Kind::Bwrap {
+        AgentCommand::in_box(config, root, &["sh".into(), "-c".into()])
+    }
+
+    /// `words` (a program and its arguments) in the agent's box, as
+    /// [`shell_in_box`](Self::shell_in_box): `ralph doctor` asks the agent
+    /// program its version there (`agent.command` may be a script in the
+    /// project, which the agent can rewrite). `None` without a sandbox.
+    pub(crate) fn in_box(config: &Config, root: &Path, words: &[String]) -> Option<AgentCommand> {
+        if config.agent.sandbox != crate::config::sandbox::Kind::Bwrap {
             return None;
         }
         let mut cmd = AgentCommand::from_config(config, 0, root);
         // bwrap's own arguments end at the first `--`; the agent's follow.
         let at = cmd.args.iter().position(|a| a == "--")?;
         cmd.args.truncate(at + 1);
-        cmd.args.extend(["sh".to_string(), "-c".to_string()]);
+        cmd.args.extend(words.iter().cloned());
         cmd.env.remove("RALPH_ITERATION");
         Some(cmd)
     }

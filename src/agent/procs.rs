@@ -51,7 +51,7 @@ pub(crate) fn kill_recorded_group(g: &GroupRecord) {
 }
 
 /// A session that a process of this run lives in, as recorded in the lock
-/// (`state::LockInfo::sessions`): Claude Code starts each Bash tool in a
+/// (`project::LockInfo::sessions`): Claude Code starts each Bash tool in a
 /// session of its own, out of reach of the agent's session and group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SessionRecord {

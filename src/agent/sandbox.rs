@@ -22,76 +22,9 @@ pub(crate) mod protect;
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
+use crate::config::SandboxConfig;
+use crate::config::sandbox::Kind;
 use crate::error::{Error, Result};
-
-/// `[agent] sandbox`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Kind {
-    /// The agent runs as ralph does (today's behaviour).
-    #[default]
-    None,
-    /// bubblewrap (Linux).
-    Bwrap,
-}
-
-/// `[sandbox]`: what the box lets through.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct SandboxConfig {
-    /// Entries of `$HOME` shared (read-write) with the private home: the
-    /// agent CLI's config and credentials. Unset: the agent kind's own.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) home: Option<Vec<String>>,
-    /// More writable paths (`~/` is the agent's home, relative paths are
-    /// the project's).
-    pub(crate) read_write: Vec<String>,
-    /// Paths inside the hidden places made visible read-only (a tool
-    /// chain under `$HOME`, e.g. `~/.nvm`).
-    pub(crate) read_only: Vec<String>,
-    /// More paths hidden (other repositories outside the hidden places).
-    pub(crate) hide: Vec<String>,
-    /// The network: `true` shares the host's (the agent needs its API);
-    /// `false` gives the agent none at all (a local model only).
-    pub(crate) network: bool,
-    /// Credential variables of ralph's environment the agent still gets.
-    /// Unset: the agent kind's own.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) pass_env: Option<Vec<String>>,
-}
-
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        SandboxConfig {
-            home: None,
-            read_write: Vec::new(),
-            read_only: Vec::new(),
-            hide: Vec::new(),
-            network: true,
-            pass_env: None,
-        }
-    }
-}
-
-impl SandboxConfig {
-    /// The `$HOME` entries shared: `home`, or `kind_own` (the agent kind's,
-    /// [`AgentKind::home_entries`](crate::config::AgentKind::home_entries)).
-    pub(crate) fn home_or(&self, kind_own: &[&str]) -> Vec<String> {
-        self.home.clone().unwrap_or_else(|| owned(kind_own))
-    }
-
-    /// The credential variables passed: `pass_env`, or `kind_own`
-    /// ([`AgentKind::credential_env`](crate::config::AgentKind::credential_env)).
-    pub(crate) fn pass_env_or(&self, kind_own: &[&str]) -> Vec<String> {
-        self.pass_env.clone().unwrap_or_else(|| owned(kind_own))
-    }
-}
-
-fn owned(words: &[&str]) -> Vec<String> {
-    words.iter().map(|w| w.to_string()).collect()
-}
 
 /// Where other people's and the user's own files live: hidden.
 pub const HIDDEN: [&str; 8] = [
@@ -307,7 +240,7 @@ pub(crate) fn check(kind: Kind, root: &Path, agent_home: Option<&str>) -> Result
 /// programs are, who and where it is, its locale and terminal, the proxy
 /// and certificates that reach its API. (`TMPDIR` is not: it may name a
 /// hidden place; the agent has a private `/tmp`.)
-const BASE_ENV: [&str; 27] = [
+const BASE_ENV: [&str; 32] = [
     "PATH",
     "HOME",
     "USER",
@@ -336,6 +269,13 @@ const BASE_ENV: [&str; 27] = [
     "SSL_CERT_DIR",
     "NODE_EXTRA_CA_CERTS",
     "REQUESTS_CA_BUNDLE",
+    // A parallel run's worker: what the agent is told of its unit
+    // (docs/workers.md), set by the coordinator.
+    "RALPH_WORKER",
+    "RALPH_ITEM",
+    "RALPH_WORKER_TASK",
+    "RALPH_RUN_BRANCH",
+    "RALPH_WORKER_BRANCH",
 ];
 /// …and by prefix: the locale's parts, the XDG directories.
 const BASE_PREFIXES: [&str; 2] = ["LC_", "XDG_"];
@@ -486,6 +426,7 @@ mod tests {
             ("HTTPS_PROXY", "http://user:pw@proxy:3128"),
             ("NPM_CONFIG_REGISTRY", "https://registry.example"),
             ("MY_TOOL_SETTING", "on"),
+            ("RALPH_ITEM", "first"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
         let kind = AgentKind::Claude;
@@ -503,6 +444,7 @@ mod tests {
                 "LANG",
                 "LC_ALL",
                 "PATH",
+                "RALPH_ITEM",
                 "TERM",
             ]
         );

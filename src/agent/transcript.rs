@@ -7,31 +7,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-/// `[runs]` in ralph.toml.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct RunsConfig {
-    /// Runs whose transcripts stay in `.ralph/runs/` (the current one
-    /// included); older ones are deleted when a run starts.
-    pub(crate) keep: u32,
-    /// MiB of a transcript written as the agent printed it; past this,
-    /// strings longer than [`ELIDED_STRING`] bytes are cut.
-    pub(crate) transcript_cap_mib: u64,
-    /// Gzip the transcripts of earlier runs when a run starts.
-    pub(crate) compress: bool,
-}
-
-impl Default for RunsConfig {
-    fn default() -> Self {
-        RunsConfig {
-            keep: 10,
-            transcript_cap_mib: 64,
-            compress: true,
-        }
-    }
-}
+use crate::config::RunsConfig;
 
 /// Past the cap, strings keep this many bytes of their JSON form (and say
 /// how many were cut).

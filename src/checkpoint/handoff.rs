@@ -9,10 +9,10 @@ use serde::Serialize;
 use super::{Gathered, Moment, Saved};
 use crate::config::Config;
 use crate::context::Level;
+use crate::formats::{Layout, Trigger};
 use crate::prompt::fit;
 use crate::prompt::tiers::{self, Detail, PlanTiers};
 use crate::prompt::{self, Templates};
-use crate::state::{Layout, Trigger};
 use crate::text::cut;
 
 /// The title by trigger: "Context Checkpoint L2 at 87% - parser" for the
@@ -24,7 +24,7 @@ pub(super) fn titled(trigger: Trigger, level: Level, percent: f64, item: Option<
         }
         _ => format!(
             "Checkpoint ({})",
-            crate::state::checkpoint_label(trigger, level, percent)
+            crate::formats::checkpoint_label(trigger, level, percent)
         ),
     };
     if let Some(item) = item {
@@ -151,7 +151,7 @@ pub(super) fn write_handoff(
             let path = root.join(&g.handoff_rel);
             match Layout::new(root).ensure().and_then(|()| {
                 // Committed: the agent's notes and words must not carry a secret.
-                crate::state::write_private(
+                crate::formats::write_private(
                     &path,
                     crate::text::secrets::scrub_keeping(&fitted.text, &g.plan_text).as_bytes(),
                 )
@@ -365,11 +365,11 @@ mod tests {
             "Checkpoint (manual)"
         );
         assert_eq!(
-            crate::state::checkpoint_label(Trigger::Context, Level::L3, 95.2),
+            crate::formats::checkpoint_label(Trigger::Context, Level::L3, 95.2),
             "L3 at 95%"
         );
         assert_eq!(
-            crate::state::checkpoint_label(Trigger::Timeout, Level::L0, 40.0),
+            crate::formats::checkpoint_label(Trigger::Timeout, Level::L0, 40.0),
             "timeout at 40%"
         );
     }

@@ -13,15 +13,17 @@ use serde::Serialize;
 use super::Report;
 use super::estimate::ItemEstimate;
 use super::status::Phase;
-use crate::config::{Config, format_duration};
+use crate::config::Config;
 use crate::context::{Level, MeterReading, Thresholds};
 use crate::error::Result;
+use crate::events::LogTail;
 use crate::events::terminal::{bar, sparkline, tokens_short};
-use crate::events::{Event, LogTail, Record};
+use crate::formats::ItemAccount;
+use crate::formats::{Event, Record};
+use crate::formats::{HistoryEntry, Layout, RunState};
 use crate::plan::Plan;
-use crate::plan::items::ItemAccount;
 use crate::project::Project;
-use crate::state::{HistoryEntry, Layout, RunState};
+use crate::text::format_duration;
 
 /// How often `--watch` looks for news.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
@@ -103,7 +105,7 @@ pub(crate) struct WorkerContext {
 /// The context of every worker of the parallel run recorded at `root`
 /// that is running now.
 fn worker_contexts(root: &Path) -> Vec<WorkerContext> {
-    let Some(view) = crate::workers::WorkersView::load(root) else {
+    let Some(view) = crate::report::WorkersView::load(root) else {
         return Vec::new();
     };
     view.assignments

@@ -8,8 +8,8 @@ use super::Report;
 use crate::checkpoint::Moment;
 use crate::context::Level;
 use crate::error::{Error, Result};
+use crate::formats::{self, Layout, Trigger};
 use crate::project::Project;
-use crate::state::{self, Layout, Trigger};
 
 /// Signal the supervisor running at `layout` (with `.ralph/control.json`
 /// for the reason): the one way `checkpoint`, `stop` and `ralph watch` ask.
@@ -18,12 +18,12 @@ pub(crate) fn send_to_supervisor(
     sig: nix::sys::signal::Signal,
     reason: Option<&str>,
 ) -> Result<Option<i32>> {
-    let Some(info) = state::running_supervisor(layout) else {
+    let Some(info) = crate::project::running_supervisor(layout) else {
         return Ok(None);
     };
     if let Some(reason) = reason {
         let body = serde_json::json!({ "reason": reason }).to_string();
-        state::write_atomic(&layout.control(), body.as_bytes())?;
+        formats::write_atomic(&layout.control(), body.as_bytes())?;
     }
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(info.pid), sig).map_err(|e| {
         Error::wrap(
@@ -95,10 +95,10 @@ pub(crate) fn checkpoint(project: &Project, reason: &str, json: bool) -> Result<
     if let Some(pid) = send_to_supervisor(layout, nix::sys::signal::Signal::SIGUSR1, Some(reason))?
     {
         report.supervisor_pid = Some(pid);
-        report.waiting = crate::state::RunState::load(&layout.state())
+        report.waiting = crate::formats::RunState::load(&layout.state())
             .ok()
             .flatten()
-            .is_some_and(|s| s.status == crate::state::RunStatus::Waiting);
+            .is_some_and(|s| s.status == crate::formats::RunStatus::Waiting);
         super::print(&report.render(json))?;
         return Ok(0);
     }

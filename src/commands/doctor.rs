@@ -14,6 +14,7 @@ use super::prompt::NextIteration;
 use crate::agent::AgentKind;
 use crate::config::Config;
 use crate::error::Result;
+use crate::formats::Layout;
 use crate::project::Project;
 use crate::prompt::{EMBEDDED, Templates};
 
@@ -140,9 +141,9 @@ impl DoctorReport {
 /// the user changed them since (docs/sandbox.md, "Trust at start").
 fn check_trust(c: &mut Checks, root: &Path, config: &Config) -> bool {
     use crate::config::trust::{self, Decision};
-    let boxed = config.agent.sandbox == crate::agent::sandbox::Kind::Bwrap;
+    let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
     let fix = "look at the changes (`git diff`); `ralph run --trust-config` accepts them";
-    match trust::at_start(root, &root.join(".ralph"), boxed, false) {
+    match trust::at_start(root, &Layout::new(root).dir, boxed, false) {
         Ok(Decision::Trusted | Decision::Confirmed(_)) => true,
         Ok(Decision::Warned(files) | Decision::Refused(files)) => {
             c.problem(
@@ -262,16 +263,32 @@ fn check_budget(c: &mut Checks, root: &Path, config: &Config) {
     );
 }
 
-/// Run `program args…` in `root` and return its output (stdout, then stderr).
+/// Run `program args…` in `root` and return its output (stdout, then
+/// stderr): in the agent's box when `[agent] sandbox` makes one, as a run
+/// starts it (`agent.command` may be a script the agent wrote).
 fn probe(
     program: &Path,
     args: &[String],
     config: &Config,
     root: &Path,
 ) -> std::result::Result<String, String> {
-    let child = Command::new(program)
-        .args(args)
-        .envs(&config.agent.env)
+    let words: Vec<String> = std::iter::once(program.display().to_string())
+        .chain(args.iter().cloned())
+        .collect();
+    let mut cmd = match crate::agent::AgentCommand::in_box(config, root, &words) {
+        Some(boxed) => {
+            crate::agent::sandbox::protect::prepare(root);
+            let mut cmd = Command::new(&boxed.program);
+            cmd.env_clear().args(&boxed.args).envs(&boxed.env);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).envs(&config.agent.env);
+            cmd
+        }
+    };
+    let child = cmd
         .current_dir(root)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -509,7 +526,7 @@ fn check_codex_policy(c: &mut Checks, root: &Path, config: &Config) {
 /// `[agent] sandbox`: the box can be made here; without one, say what the
 /// agent can reach (`ralph init` says whether bubblewrap would work).
 fn check_box(c: &mut Checks, config: &Config) {
-    use crate::agent::sandbox::Kind;
+    use crate::config::sandbox::Kind;
     if config.agent.sandbox == Kind::None {
         return c.ok(
             "sandbox",
@@ -648,10 +665,10 @@ fn check_git(c: &mut Checks, root: &Path) {
 /// The prompt file ralph may not overwrite, and each condition that would
 /// skip every WIP commit of the night.
 fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
-    if crate::state::ownership::prompt_owner(root, &config.prompt_file)
-        == crate::state::ownership::PromptOwner::Foreign
+    if crate::project::ownership::prompt_owner(root, &config.prompt_file)
+        == crate::project::ownership::PromptOwner::Foreign
     {
-        let e = crate::state::ownership::foreign_prompt_error(&config.prompt_file);
+        let e = crate::project::ownership::foreign_prompt_error(&config.prompt_file);
         c.error("prompt file", &e, "");
     }
     let Ok(Some(repo)) = crate::repo::Repo::open(root) else {
@@ -668,7 +685,7 @@ fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
 
 fn check_write_access(c: &mut Checks, root: &Path) {
     use nix::unistd::{AccessFlags, access};
-    let dir = root.join(".ralph");
+    let dir = Layout::new(root).dir;
     let writable = |p: &Path| access(p, AccessFlags::W_OK | AccessFlags::X_OK).is_ok();
     if dir.exists() && !dir.is_dir() {
         return c.problem(
@@ -705,7 +722,8 @@ fn check_write_access(c: &mut Checks, root: &Path) {
 
 /// `[verify] commands`, run once as a run would before a completion.
 fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
-    use crate::hooks::verify::{self, When};
+    use crate::formats::verification::{self, When};
+    use crate::hooks::verify;
     if config.verify.commands.is_empty() {
         let proposed = super::init::verify_commands(root);
         let example = proposed.first().map_or("make test", String::as_str);
@@ -716,7 +734,7 @@ fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
         );
     }
     // In the agent's box, as a run would: the checks run code it wrote.
-    let shell = crate::hooks::process::Shell::for_agent(config, root);
+    let shell = crate::agent::shell::Shell::for_agent(config, root);
     if shell.is_boxed() {
         crate::agent::sandbox::protect::prepare(root);
     }
@@ -731,7 +749,7 @@ fn check_verify(c: &mut Checks, root: &Path, config: &Config) {
     );
     for check in &v.checks {
         let summary = check.summary(Some(config.verify.timeout.0));
-        if check.status == verify::Status::Passed {
+        if check.status == verification::Status::Passed {
             c.ok("verify", format!("{summary} ({:.1}s)", check.seconds));
         } else {
             let last = check.output.lines().last().unwrap_or("").trim();

@@ -12,10 +12,11 @@ use crate::config::Config;
 use crate::context::window_for_model;
 use crate::error::{Error, Result};
 use crate::events::terminal::tokens_short;
+use crate::formats::Confidence;
+use crate::formats::{Layout, RunState};
 use crate::plan::Plan;
-use crate::plan::estimate::{Basis, Confidence, Estimate, Fit, fit};
+use crate::plan::estimate::{Basis, Estimate, Fit, fit};
 use crate::plan::items::{self, checkpoint_at};
-use crate::state::{Layout, RunState};
 
 /// What a fresh Claude Code session holds before any work: system prompt,
 /// tools, CLAUDE.md and the prompt (about 20k tokens in the recorded
@@ -147,10 +148,7 @@ fn estimate_of(
     item: &str,
     usable: u64,
 ) -> Estimate {
-    let history = items::history(
-        items::read_ledger(&items::ledger_path(&Layout::new(root).dir)),
-        &state.items,
-    );
+    let history = items::history(items::read_ledger(&Layout::new(root).items()), &state.items);
     let prior = (usable as f64 * config.context.estimate_prior_percent / 100.0) as u64;
     items::estimate_item(root, plan, item, &history, prior, usable)
 }
@@ -163,7 +161,7 @@ fn usable(config: &Config, state: &RunState) -> u64 {
         (_, w) if w > 0 => w,
         _ => window_for_model(config.agent.model.as_deref().unwrap_or("")),
     };
-    window.saturating_sub(config.agent.reserve_tokens).max(1)
+    crate::context::usable_window(window, config.agent.reserve_tokens)
 }
 
 /// `ralph context --estimate [ITEM]`: the named item, or the plan's current one.

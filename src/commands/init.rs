@@ -14,7 +14,7 @@ use super::Report;
 use crate::agent::AgentKind;
 use crate::config::FILE_NAME;
 use crate::error::{Error, Result};
-use crate::state::{self, Layout};
+use crate::formats::{self, Layout};
 
 /// The commented `ralph.toml`; parses to `Config::default()`.
 const CONFIG_TEMPLATE: &str = include_str!("ralph.toml");
@@ -100,7 +100,7 @@ fn scaffold(root: &Path, kind: AgentKind) -> Vec<(PathBuf, Cow<'static, str>)> {
     files.push((PathBuf::from(PLAN), PLAN_TEMPLATE.into()));
     files.push((
         Path::new(".ralph").join(".gitignore"),
-        state::GITIGNORE.into(),
+        formats::GITIGNORE.into(),
     ));
     files
 }
@@ -182,8 +182,8 @@ pub(crate) fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Res
     let mut writes = Vec::new();
     // A project another loop ran: its plan and its hand-written prompt stay.
     let default_prompt = crate::config::Config::default().prompt_file;
-    let foreign_prompt = crate::state::ownership::prompt_owner(root, &default_prompt)
-        == crate::state::ownership::PromptOwner::Foreign;
+    let foreign_prompt = crate::project::ownership::prompt_owner(root, &default_prompt)
+        == crate::project::ownership::PromptOwner::Foreign;
     for (rel, mut text) in scaffold(root, kind) {
         let path = root.join(&rel);
         let name = rel.display().to_string();
@@ -246,7 +246,7 @@ pub(crate) fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Res
     for (path, text) in writes {
         std::fs::write(&path, text.as_bytes()).map_err(|e| Error::io("cannot write", &path, e))?;
     }
-    report.warnings = crate::state::ownership::setup_warnings(
+    report.warnings = crate::project::ownership::setup_warnings(
         root,
         &crate::config::Config::load(root)?.prompt_file,
     );
@@ -335,7 +335,7 @@ mod tests {
         let mut full = Config::default();
         full.agent.model = Some("m".into());
         full.agent.command = Some("c".into());
-        full.loop_.max_duration = Some(crate::config::Span::secs(1));
+        full.loop_.max_duration = Some(crate::text::Span::secs(1));
         full.loop_.max_cost_usd = Some(1.0);
         full.quota.five_hour_percent = Some(90.0);
         full.quota.weekly_percent = Some(80.0);

@@ -64,7 +64,7 @@ pub(crate) fn notify(project: &Project, test: bool, json: bool) -> Result<i32> {
         || root.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let notice = notify::test_notice(&project, &crate::state::now_rfc3339());
+    let notice = notify::test_notice(&project, &crate::formats::now_rfc3339());
     // The channels are tried side by side: one that hangs costs its own
     // timeout, not the others'.
     let results: Vec<ChannelReport> = std::thread::scope(|s| {

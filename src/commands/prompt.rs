@@ -8,12 +8,12 @@ use crate::agent::AgentCommand;
 use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::error::Result;
+use crate::formats::{Layout, RunState};
 use crate::plan::Plan;
 use crate::project::Project;
 use crate::prompt::Templates;
 use crate::prompt::fit::{self, DocStats, Stats};
 use crate::prompt::tiers;
-use crate::state::{Layout, RunState};
 
 pub(crate) struct NextIteration {
     pub(crate) iteration: u32,
@@ -31,8 +31,8 @@ impl NextIteration {
     pub(crate) fn preview(root: &Path, config: &Config, fresh: bool) -> Result<NextIteration> {
         let templates = Templates::load(root)?;
         templates.check(&[
-            crate::prompt::templates::PROMPT,
-            crate::prompt::templates::CHECKPOINT_REQUEST,
+            crate::config::templates::PROMPT,
+            crate::config::templates::CHECKPOINT_REQUEST,
         ])?;
         let plan = Project::at(root).plan(config)?;
         let mut state = match RunState::load(&Layout::new(root).state())? {

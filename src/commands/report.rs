@@ -27,7 +27,7 @@ pub(crate) fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
                 fleet,
                 config.as_ref(),
             )?],
-            layout.dir.join("fleet").join(fleet).join("report.html"),
+            layout.fleet().join(fleet).join("report.html"),
         ),
         None => (
             report::reports(layout, config.as_ref(), &which)?,

@@ -11,6 +11,7 @@ use super::Report;
 use super::prompt::NextIteration;
 use crate::cli::RunArgs;
 use crate::config::Config;
+use crate::config::trust;
 use crate::error::{Error, Result};
 use crate::events::terminal::Terminal;
 use crate::events::{Bus, JsonLines};
@@ -19,7 +20,25 @@ use crate::supervisor::{self, RunOptions, Supervisor};
 
 pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     let root = project.root();
-    let mut config = super::load_config(project, args)?;
+    // A parallel run's worker acts on the configuration its coordinator
+    // trusted at the start, not on its worktree's copy (the run branch,
+    // which holds every merged unit's edits): docs/sandbox.md.
+    let trusted_by = match (&args.worker, &args.trusted_by) {
+        (Some(_), Some(dir)) => Some(trust::Record::load(dir).ok_or_else(|| {
+            Error::config(format!(
+                "cannot read the coordinator's trust record in {}",
+                dir.display()
+            ))
+            .with_hint("restart the parallel run: `ralph run --workers N`")
+        })?),
+        _ => None,
+    };
+    let base = match &trusted_by {
+        Some(record) => record.trusted_config(root)?,
+        None => project.config()?,
+    };
+    let project_plan = base.plan.clone();
+    let mut config = super::with_flags(base, project, args)?;
     // A fleet worker (`--remote R --fleet NAME`, its `--worker` its name in the fleet).
     if let (Some(remote), Some(fleet)) = (&args.remote, &args.fleet) {
         if args.dry_run {
@@ -29,14 +48,11 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
     }
     // A worker's unit: its key (the coordinator hands it down as
     // `RALPH_ITEM`) and the project's plan, where its agent may check it off.
-    let unit = match &args.worker {
-        Some(_) => Some(supervisor::WorkerUnit {
-            item: std::env::var("RALPH_ITEM").unwrap_or_default(),
-            project_plan: project.config()?.plan,
-            branch: std::env::var("RALPH_WORKER_BRANCH").unwrap_or_default(),
-        }),
-        None => None,
-    };
+    let unit = args.worker.as_ref().map(|_| supervisor::WorkerUnit {
+        item: std::env::var("RALPH_ITEM").unwrap_or_default(),
+        project_plan,
+        branch: std::env::var("RALPH_WORKER_BRANCH").unwrap_or_default(),
+    });
     if args.worker.is_some() {
         // A worker's prompt stays in its own `.ralph/`: committed on every
         // worker branch, the shared PROMPT.md would conflict at each merge.
@@ -80,6 +96,9 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         if args.budget_per_invocation {
             pass.push("--budget-per-invocation".into());
         }
+        // …and acts on the configuration the coordinator trusts.
+        pass.push("--trusted-by".into());
+        pass.push(project.layout().dir.display().to_string());
         let opts = crate::workers::Options {
             workers,
             fresh: args.fresh,
@@ -99,6 +118,7 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         budget_per_invocation: args.budget_per_invocation,
         worker: unit,
         trust_config: args.trust_config,
+        trusted_by,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

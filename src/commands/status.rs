@@ -9,11 +9,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Report;
-use crate::config::{Config, format_duration};
+use crate::config::Config;
 use crate::error::Result;
+use crate::formats::{IterationRecord, Layout, RunState, RunStatus};
 use crate::project::Project;
 use crate::rules::breaker::{BreakerState, Status as BreakerStatus};
-use crate::state::{self, IterationRecord, Layout, RunState, RunStatus};
+use crate::text::format_duration;
 
 /// The run's status, from the state file and the lock together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,7 +33,7 @@ impl Phase {
     /// lock is a run whose supervisor died: interrupted, and `ralph run`
     /// takes it over.
     pub(crate) fn load(layout: &Layout) -> Result<(Phase, Option<RunState>)> {
-        let supervisor_pid = state::running_supervisor(layout).map(|l| l.pid);
+        let supervisor_pid = crate::project::running_supervisor(layout).map(|l| l.pid);
         let state = RunState::load(&layout.state())?;
         let status = match (&state, supervisor_pid) {
             (None, None) => "none",
@@ -148,7 +149,7 @@ pub(crate) struct StatusReport {
     /// A parallel run (`ralph run --workers N`): every worker and every
     /// branch not merged yet, with its commits.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) workers: Option<crate::workers::WorkersView>,
+    pub(crate) workers: Option<crate::report::WorkersView>,
     /// The figures above are the parallel run's (`workers`), not a loop's.
     #[serde(skip)]
     pub(crate) parallel: bool,
@@ -214,7 +215,7 @@ impl StatusReport {
                 passed: v.passed,
                 summary: v.summary(),
             }),
-            workers: crate::workers::WorkersView::load(root),
+            workers: crate::report::WorkersView::load(root),
             parallel: false,
         }
         .of_the_workers(config.as_ref()))

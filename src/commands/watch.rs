@@ -29,8 +29,8 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::LogTail;
 use crate::events::view::{RunView, SINGLE};
+use crate::formats::Layout;
 use crate::project::Project;
-use crate::state::Layout;
 use render::{Settings, Ui};
 
 /// How often the log is read and the keys looked at.
@@ -271,7 +271,7 @@ impl Watching<'_> {
         if !view.parallel || name == SINGLE {
             return Some(self.project.root().to_path_buf());
         }
-        let workers = crate::workers::WorkersView::load(self.project.root())?;
+        let workers = crate::report::WorkersView::load(self.project.root())?;
         (workers.assignments.into_iter())
             .find(|a| a.worker == name)
             .map(|a| PathBuf::from(a.project_dir))
@@ -315,7 +315,7 @@ impl Watching<'_> {
         let root = self.project.root();
         let path = match view.ended.as_ref().and_then(|e| e.report.as_deref()) {
             Some(p) => root.join(p),
-            None => self.project.layout().dir.join("report.html"),
+            None => self.project.layout().report(),
         };
         if !path.is_file() {
             return "no report yet: it is written when the run ends (`ralph report` writes it now)"

@@ -162,7 +162,7 @@ pub struct AgentConfig {
     pub reserve_tokens: u64,
     pub(crate) env: BTreeMap<String, String>,
     /// `none` or `bwrap`: the agent in a box (`[sandbox]`, docs/sandbox.md).
-    pub(crate) sandbox: crate::agent::sandbox::Kind,
+    pub(crate) sandbox: crate::config::sandbox::Kind,
 }
 
 impl Default for AgentConfig {

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) use super::agent::AgentConfig;
 pub use super::agent::AgentKind;
-pub(crate) use crate::config::span::{Span, format_duration};
 use crate::error::{Error, Result};
 pub(crate) use crate::rules::breaker::BreakerConfig;
+use crate::text::Span;
 
 pub(crate) const FILE_NAME: &str = "ralph.toml";
 
@@ -28,13 +28,13 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub prompt: crate::config::token_budget::PromptConfig,
     pub(crate) handoff: crate::config::token_budget::HandoffConfig,
-    pub(crate) runs: crate::agent::transcript::RunsConfig,
-    pub(crate) verify: crate::hooks::verify::checks::VerifyConfig,
-    pub(crate) notify: crate::events::notify::config::NotifyConfig,
+    pub(crate) runs: crate::config::RunsConfig,
+    pub(crate) verify: crate::config::VerifyConfig,
+    pub(crate) notify: crate::config::notify::NotifyConfig,
     pub(crate) quota: crate::rules::quota::QuotaConfig,
-    pub(crate) sandbox: crate::agent::sandbox::SandboxConfig,
-    pub(crate) workers: crate::workers::WorkersConfig,
-    pub(crate) fleet: crate::workers::fleet::FleetConfig,
+    pub(crate) sandbox: crate::config::SandboxConfig,
+    pub(crate) workers: crate::config::WorkersConfig,
+    pub(crate) fleet: crate::config::FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -297,13 +297,13 @@ pub(crate) fn commit_message_context(
     iteration: u32,
     level: crate::context::Level,
     percent: f64,
-    trigger: crate::state::Trigger,
+    trigger: crate::formats::Trigger,
     item: Option<&str>,
     title: &str,
 ) -> minijinja::Value {
     minijinja::context! {
         iteration => iteration,
-        label => crate::state::checkpoint_label(trigger, level, percent),
+        label => crate::formats::checkpoint_label(trigger, level, percent),
         level => level.name(),
         percent => percent.round() as i64,
         trigger => trigger.name(),

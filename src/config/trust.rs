@@ -50,6 +50,11 @@ pub(crate) struct Record {
     pub(crate) started: Fingerprints,
     /// The same files at the run's end; `None` while it runs or when it died.
     pub(crate) ended: Option<BTreeMap<String, Digest>>,
+    /// A parallel run's: the text of the `ralph.toml` it started with
+    /// (`None`: there was none), the configuration its workers' loops act
+    /// on whatever their worktrees' copies say by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) config: Option<String>,
 }
 
 /// How a file changed since the start of the run a record describes.
@@ -117,7 +122,7 @@ impl Fingerprints {
     pub(crate) fn take(root: &Path, config: &Config) -> Fingerprints {
         let mut paths = vec![crate::config::FILE_NAME.to_string()];
         paths.extend(
-            crate::prompt::templates::EMBEDDED
+            crate::config::templates::EMBEDDED
                 .iter()
                 .map(|(name, _)| format!("prompts/{name}")),
         );
@@ -175,6 +180,22 @@ impl Fingerprints {
             .collect()
     }
 
+    /// These fingerprints of a worker's worktree as its coordinator
+    /// trusts them: a file of the project (a relative name: `ralph.toml`,
+    /// a template, a script) counts as it was in the coordinator's
+    /// project at the parallel run's start (`trusted`), not as the
+    /// worktree has it now — which is the run branch, with every unit's
+    /// work merged into it by then. The git hooks are the same files for
+    /// every worktree.
+    pub(crate) fn trusted_by(mut self, trusted: &Fingerprints) -> Fingerprints {
+        for (path, digest) in self.files.iter_mut() {
+            if Path::new(path).is_relative() && !self.dirs.iter().any(|d| path.starts_with(d)) {
+                *digest = trusted.files.get(path).cloned().flatten();
+            }
+        }
+        self
+    }
+
     /// What `command` (a hook or check) would run that changed since the
     /// start: the scripts it names, and the git hooks when it runs git.
     pub(crate) fn changed_for(&self, command: &str, root: &Path) -> Vec<String> {
@@ -208,6 +229,28 @@ impl Record {
             sandboxed,
             started,
             ended: None,
+            config: None,
+        }
+    }
+
+    /// …holding the text of `root`'s `ralph.toml` as it is now (a
+    /// parallel run's coordinator: its workers act on it).
+    pub(crate) fn holding_config(mut self, root: &Path) -> Result<Record> {
+        let path = root.join(crate::config::FILE_NAME);
+        self.config = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("cannot read", &path, e)),
+        };
+        Ok(self)
+    }
+
+    /// The configuration this record's run started with, for a worker's
+    /// loop in the project at `root` (its worktree).
+    pub(crate) fn trusted_config(&self, root: &Path) -> Result<Config> {
+        match &self.config {
+            Some(text) => Config::parse(text, &root.join(crate::config::FILE_NAME)),
+            None => Ok(Config::default()),
         }
     }
 
@@ -220,7 +263,7 @@ impl Record {
 
     pub(crate) fn save(&self, ralph_dir: &Path) -> Result<()> {
         let json = serde_json::to_vec_pretty(self).expect("the trust record serialises");
-        crate::state::write_atomic(&ralph_dir.join(RECORD), &json)
+        crate::formats::write_atomic(&ralph_dir.join(RECORD), &json)
     }
 
     /// The files of this record's run changed during it, as they are now.
@@ -261,8 +304,8 @@ pub(crate) fn at_start(
 }
 
 /// The event the start of a run emits for `decision`, if any.
-pub(crate) fn start_event(decision: Decision) -> Option<crate::events::Event> {
-    use crate::events::{Event, TrustAction};
+pub(crate) fn start_event(decision: Decision) -> Option<crate::formats::Event> {
+    use crate::formats::{Event, TrustAction};
     let (action, paths, message) = match decision {
         Decision::Trusted | Decision::Refused(_) => return None,
         Decision::Confirmed(paths) => {
@@ -330,7 +373,7 @@ pub(crate) fn named_scripts(command: &str, root: &Path) -> Vec<String> {
             command_word = true;
         }
     }
-    let own = root.join(".ralph");
+    let own = crate::formats::Layout::new(&root).dir;
     let mut out: Vec<String> = Vec::new();
     for word in candidates {
         let Ok(path) = root.join(&word).canonicalize() else {
@@ -505,6 +548,43 @@ mod tests {
             named_scripts(&abs, dir.path()).is_empty(),
             "outside the project"
         );
+    }
+
+    /// Issue 34: a worker's loop trusted what its worktree held when it
+    /// started (the run branch, with the agents' merged edits). Now every
+    /// project file counts as the coordinator had it at the start.
+    #[test]
+    fn a_workers_files_count_as_its_coordinator_trusted_them() {
+        let coordinator = Fingerprints {
+            files: [
+                ("ralph.toml".to_string(), d("t")),
+                ("check.sh".to_string(), d("c")),
+                ("/repo/.git/hooks/pre-push".to_string(), d("h")),
+            ]
+            .into(),
+            dirs: vec!["/repo/.git/hooks".into()],
+        };
+        let worktree = Fingerprints {
+            files: [
+                ("ralph.toml".to_string(), d("t-by-the-agent")),
+                ("check.sh".to_string(), d("c-by-the-agent")),
+                ("evil.sh".to_string(), d("e")),
+                ("prompts/PROMPT.md.j2".to_string(), None),
+                ("/repo/.git/hooks/pre-push".to_string(), d("h-now")),
+            ]
+            .into(),
+            dirs: vec!["/repo/.git/hooks".into()],
+        };
+        let trusted = worktree.trusted_by(&coordinator);
+        let want: BTreeMap<String, Digest> = [
+            ("ralph.toml".to_string(), d("t")),
+            ("check.sh".to_string(), d("c")),
+            ("evil.sh".to_string(), None),
+            ("prompts/PROMPT.md.j2".to_string(), None),
+            ("/repo/.git/hooks/pre-push".to_string(), d("h-now")),
+        ]
+        .into();
+        assert_eq!(trusted.files, want);
     }
 
     #[test]

@@ -174,14 +174,14 @@ impl Config {
         }
         // Rendered now with sample values, so that an undefined variable is
         // an error here and not a silently replaced message at 3 a.m.
-        if let Err(e) = crate::prompt::templates::render_str(
+        if let Err(e) = crate::config::templates::render_str(
             &self.git.commit_message,
             "git.commit_message",
             commit_message_context(
                 1,
                 crate::context::Level::L2,
                 85.0,
-                crate::state::Trigger::Context,
+                crate::formats::Trigger::Context,
                 Some("item"),
                 "title",
             ),
@@ -252,7 +252,7 @@ impl Config {
                 );
             }
             for (key, raw) in self.notify.secret_settings() {
-                if let Some(var) = raw.and_then(crate::events::notify::variable)
+                if let Some(var) = raw.and_then(crate::config::notify::variable)
                     && pass.iter().any(|k| k == var)
                 {
                     return bad(
@@ -271,7 +271,7 @@ impl Config {
         // The prompt file is rewritten every iteration: never over the plan,
         // the config or ralph's own files.
         let prompt = &self.prompt_file;
-        if !crate::state::ownership::inside_project(prompt) {
+        if !crate::formats::inside_project(prompt) {
             return bad(
                 "",
                 "prompt_file",
@@ -282,7 +282,7 @@ impl Config {
             );
         }
         if prompt.as_os_str().is_empty()
-            || prompt.starts_with(crate::repo::RALPH_DIR)
+            || prompt.starts_with(crate::formats::RALPH_DIR)
             || *prompt == self.plan
             || *prompt == Path::new(FILE_NAME)
         {

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use crate::config::span::format_duration;
 use crate::context::Level;
 use crate::events::view::{LoopState, LoopView, RunView, SINGLE};
+use crate::text::format_duration;
 
 /// "142k", "1.2M".
 pub(crate) fn tokens_short(t: u64) -> String {

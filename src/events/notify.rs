@@ -14,15 +14,12 @@
 //! ```text
 //! notify.rs          this map
 //! notify/
-//!   config.rs        `[notify]`: channels, events (`Kind`), limits (a leaf)
 //!   message.rs       which events become a `Notice`, its text, each channel's payload (pure)
 //!   deliver.rs       `Notifier`, the bus sink: a thread per channel, timeouts, retries
 //! ```
 
-pub(crate) mod config;
 mod deliver;
 mod message;
 
-pub(crate) use config::variable;
 pub(crate) use deliver::{Channel, Notifier, deliver};
 pub(crate) use message::test_notice;

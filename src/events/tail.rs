@@ -5,7 +5,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::events::Record;
+use crate::formats::Record;
 
 /// `.ralph/events.jsonl` read incrementally: complete lines only, each
 /// read starting where the previous one stopped.
@@ -50,7 +50,7 @@ impl LogTail {
         self.offset += read as u64;
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         self.partial = bytes.split_off(complete);
-        // A line that does not parse (torn by a crash) is skipped, as by events::read_log.
+        // A line that does not parse (torn by a crash) is skipped, as by formats::read_log.
         Ok(Some(
             bytes
                 .split(|&b| b == b'\n')
@@ -63,7 +63,7 @@ impl LogTail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Event;
+    use crate::formats::Event;
 
     #[test]
     fn tail_reads_complete_lines_once_and_restarts_on_truncation() {

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::config::span::format_duration;
 use crate::context::Level;
+use crate::events::Sink;
 pub(crate) use crate::events::live::{bar, sparkline, tokens_short};
 use crate::events::live::{live_lines, loop_line, progress};
 use crate::events::view::{RunView, SINGLE};
-use crate::events::{Event, Record, Sink};
-use crate::state::Trigger;
+use crate::formats::Trigger;
+use crate::formats::{Event, Record};
+use crate::text::format_duration;
 
 /// One line for the log, or `None` for events only the status line shows.
 pub(crate) fn describe(event: &Event) -> Option<String> {
@@ -158,7 +159,7 @@ pub(crate) fn describe(event: &Event) -> Option<String> {
             "iteration {iteration}: checkpoint {}: {}; handoff {}",
             match trigger {
                 Trigger::Context | Trigger::Compact => format!("{level} at {percent:.1}%"),
-                _ => crate::state::checkpoint_label(*trigger, *level, *percent),
+                _ => crate::formats::checkpoint_label(*trigger, *level, *percent),
             },
             match (commit, commit_note) {
                 (Some(c), _) => format!("WIP commit {}", &c[..c.len().min(10)]),
@@ -286,7 +287,7 @@ pub(crate) fn describe(event: &Event) -> Option<String> {
             merged,
             ..
         } => {
-            use crate::workers::Merged;
+            use crate::formats::Merged;
             let what = match merged {
                 Merged::AlreadyMerged => "already merged".to_string(),
                 Merged::FastForward { to, .. } => format!("fast-forward to {}", cut_id(to)),

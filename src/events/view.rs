@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, VecDeque};
 use jiff::Timestamp;
 
 use crate::context::MeterReading;
-use crate::events::{Event, Record};
-use crate::workers::Merged;
+use crate::formats::Merged;
+use crate::formats::{Event, Record};
 
 /// The name of a single run's loop (its records carry no `worker`).
 pub(crate) const SINGLE: &str = "loop";
@@ -449,7 +449,7 @@ impl RunView {
 mod tests {
     use super::*;
     use crate::context::Level;
-    use crate::state::{IterationOutcome, RunStatus};
+    use crate::formats::{IterationOutcome, RunStatus};
 
     fn rec(ts: &str, worker: Option<&str>, event: Event) -> Record {
         Record {
@@ -563,7 +563,7 @@ mod tests {
         assert_eq!(
             state(Event::CheckpointRequested {
                 iteration: 1,
-                trigger: crate::state::Trigger::Manual,
+                trigger: crate::formats::Trigger::Manual,
                 level: Level::L0,
                 percent: 10.0,
                 notes_path: None,

@@ -11,12 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::point::Point;
-use super::process;
-use super::process::End;
+use crate::agent::shell;
+use crate::agent::shell::End;
 use crate::config::HooksConfig;
 use crate::config::trust::Fingerprints;
-use crate::events::{Bus, Event, Record};
+use crate::events::Bus;
+use crate::formats::Point;
+use crate::formats::{Event, Record};
 
 /// Wait before the first retry of a failed command; doubles after each.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -99,7 +100,7 @@ struct Job {
 
 impl Hooks {
     /// No thread when no hook is configured. A signal ends a running hook
-    /// once [`watch_interrupts`] was called. A command that would run a
+    /// once [`watch_interrupts`](crate::agent::shell::watch_interrupts) was called. A command that would run a
     /// file changed since `trusted` was taken (the run's start:
     /// `config::trust`) is refused.
     pub(crate) fn trusting(
@@ -115,7 +116,7 @@ impl Hooks {
             runner.trusted = trusted;
             let thread = std::thread::spawn(move || {
                 for job in queue {
-                    runner.run(&job, &process::INTERRUPTS, &mut |e| {
+                    runner.run(&job, &shell::INTERRUPTS, &mut |e| {
                         let _ = report.send(e);
                     });
                     if let Some(done) = &job.done {
@@ -403,7 +404,7 @@ impl Runner {
         for attempt in 1..=self.retries + 1 {
             let base = interrupts.load(Ordering::SeqCst);
             let interrupted = || interrupts.load(Ordering::SeqCst) != base;
-            let f = process::run(
+            let f = shell::run(
                 command,
                 &self.root,
                 &job.env,
@@ -445,7 +446,7 @@ impl Runner {
 
 /// Whether a run succeeded, and what to say about it: the last line of
 /// its output (stderr first when it failed).
-fn describe(f: &process::Finished, timeout: Duration) -> (bool, String) {
+fn describe(f: &shell::Finished, timeout: Duration) -> (bool, String) {
     let last_line = |bytes: &[u8]| {
         let text = String::from_utf8_lossy(bytes);
         let line = text.trim().lines().last().unwrap_or("").trim().to_string();
@@ -468,7 +469,7 @@ fn describe(f: &process::Finished, timeout: Duration) -> (bool, String) {
             false,
             format!(
                 "timed out after {} and was killed with what it started",
-                crate::config::format_duration(timeout)
+                crate::text::format_duration(timeout)
             ),
         ),
         End::Interrupted => (
@@ -728,7 +729,7 @@ mod tests {
         };
         let cp = Event::Checkpoint {
             iteration: 4,
-            trigger: crate::state::Trigger::Context,
+            trigger: crate::formats::Trigger::Context,
             level: Level::L2,
             percent: 87.4,
             tokens: 146000,

@@ -6,27 +6,22 @@
 //! prompt as the first thing to fix (docs/verify.md).
 //!
 //! Each command runs with `sh -c` in its own process group (the hooks'
-//! runner, `hooks::process`): its output drained and kept to the tail,
+//! runner, `agent::shell`): its output drained and kept to the tail,
 //! killed with everything it started at the timeout or on SIGINT/SIGTERM.
 //! Commands run in order and stop at the first that fails. What is kept of
 //! the output is made printable and stripped of secrets before it is
 //! stored, logged or put in a prompt.
-//!
-//! ```text
-//! verify.rs          running the checks: `run`, in order, to the first failure
-//! verify/
-//!   checks.rs        `VerifyConfig`, `Verification` as state, events and prompt keep it (a leaf)
-//! ```
-
-pub(crate) mod checks;
+//! The keys are `config::verify`; what a run of the checks was, as the
+//! state, events and prompt keep it, is `formats::verification`.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-pub(crate) use checks::*;
+use crate::config::VerifyConfig;
+use crate::formats::verification::{Check, Status, Verification, When};
 
-use crate::hooks::process::{self, End, INTERRUPTS, Shell};
+use crate::agent::shell::{self, End, INTERRUPTS, Shell};
 
 /// Characters of a command's output kept (its end).
 const OUTPUT_CHARS: usize = 3_000;
@@ -72,7 +67,7 @@ pub(crate) fn run(
         // One stream, in the order it was written: test runners put the
         // summary on one and the failure on the other.
         let script = format!("exec 2>&1\n{command}");
-        let done = process::run_in(
+        let done = shell::run_in(
             shell,
             &script,
             root,
@@ -136,7 +131,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::span::Span;
+    use crate::formats::verification::view;
+    use crate::text::Span;
 
     /// The checks outside any box, nothing untrusted, no extra environment.
     fn run_here(c: &VerifyConfig, root: &Path, iteration: u32, when: When) -> Verification {

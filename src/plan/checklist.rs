@@ -190,6 +190,12 @@ impl Plan {
 
     /// Read and parse the plan; missing, binary or huge files are errors.
     pub fn load(path: &Path) -> Result<Plan> {
+        Plan::read_text(path).map(|text| Plan::parse(&text))
+    }
+
+    /// The plan's text, under [`Plan::load`]'s one policy: missing, not a
+    /// file, huge, binary or not UTF-8 is an error naming it.
+    pub(crate) fn read_text(path: &Path) -> Result<String> {
         let meta = std::fs::metadata(path).map_err(|e| {
             let err = Error::io("cannot read the plan", path, e);
             if !path.exists() {
@@ -229,7 +235,7 @@ impl Plan {
                 e.utf8_error().valid_up_to()
             ))
         })?;
-        Ok(Plan::parse(&text))
+        Ok(text)
     }
 
     pub fn open(&self) -> impl Iterator<Item = &Item> {

@@ -233,7 +233,7 @@ pub fn record(
         std::fs::create_dir_all(dir)
             .map_err(|e| crate::error::Error::io("cannot create", dir, e))?;
     }
-    crate::state::write_atomic(&path, text.as_bytes())?;
+    crate::formats::write_atomic(&path, text.as_bytes())?;
     Ok(added)
 }
 

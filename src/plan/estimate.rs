@@ -37,33 +37,7 @@ pub struct Sample {
     pub estimate: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Confidence {
-    Low,
-    Medium,
-    High,
-}
-
-impl Confidence {
-    /// Headroom asked for on top of an estimate before it is said to fit:
-    /// the less ralph knows, the more it keeps in hand.
-    pub(crate) fn margin(self) -> f64 {
-        match self {
-            Confidence::Low => 1.25,
-            Confidence::Medium => 1.15,
-            Confidence::High => 1.05,
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Confidence::Low => "low",
-            Confidence::Medium => "medium",
-            Confidence::High => "high",
-        }
-    }
-}
+use crate::formats::Confidence;
 
 /// Where an estimate came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

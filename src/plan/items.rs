@@ -8,38 +8,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use crate::plan::estimate::{self, Confidence, Estimate, Sample};
+use crate::plan::estimate::{self, Estimate, Sample};
 use crate::plan::{Item, Plan};
 use crate::stream::ToolCall;
 
-/// What the run knows about one plan item, summed over the iterations that
-/// worked on it (`state.json` → `items`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ItemAccount {
-    pub(crate) item: String,
-    /// Context tokens it consumed: the climb while it was current, summed
-    /// across iterations and checkpoints.
-    pub(crate) tokens: u64,
-    pub(crate) iterations: u32,
-    pub(crate) checkpoints: u32,
-    /// Iterations in a row, up to the latest that worked on it, that ended
-    /// in a context checkpoint with it unfinished.
-    pub(crate) streak: u32,
-    pub(crate) done: bool,
-    /// The estimate made when it first became current.
-    pub(crate) estimate: Option<u64>,
-    pub(crate) confidence: Option<Confidence>,
-    /// The iteration that split it into sub-items, if one did.
-    pub(crate) split_in: Option<u32>,
-    /// The `[verify]` commands passed (or not) after it was checked off
-    /// (`verify.on = ["item"]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) verified: Option<bool>,
-}
+use crate::formats::{ItemAccount, ShardReason, ShardRequest};
 
+// The record is a format (`formats::items`); what the estimator learns from it is here.
 impl ItemAccount {
     pub(crate) fn sample(&self) -> Sample {
         Sample {
@@ -48,40 +23,6 @@ impl ItemAccount {
             estimate: self.estimate,
         }
     }
-}
-
-/// Why the next prompt asks for the current item to be split (SHD-002).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ShardReason {
-    /// Its estimate is above `context.shard_percent` of the usable window.
-    TooLarge,
-    /// It was checkpointed in two iterations in a row.
-    Checkpointed,
-}
-
-impl ShardReason {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            ShardReason::TooLarge => "too_large",
-            ShardReason::Checkpointed => "checkpointed",
-        }
-    }
-}
-
-impl std::fmt::Display for ShardReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A pending request, carried in `state.json` to the next prompt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ShardRequest {
-    pub(crate) item: String,
-    pub(crate) reason: ShardReason,
-    pub(crate) estimate: Option<u64>,
-    pub(crate) percent: f64,
 }
 
 /// What the prompt template sees of a shard request: the item and why.
@@ -98,23 +39,6 @@ pub(crate) fn shard_view(r: Option<&ShardRequest>, shard_percent: f64) -> Option
         }
     };
     Some(minijinja::context! { item => &r.item, why => why, reason => r.reason.name() })
-}
-
-/// What an iteration that ended without finishing its item (and without a
-/// checkpoint, whose handoff says it all) leaves the next prompt: its
-/// uncommitted changes, what it answered when told the context was filling
-/// (L1), and its last words — where it stopped, what comes next.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CarryOver {
-    pub(crate) iteration: u32,
-    pub(crate) item: Option<String>,
-    /// `git diff --stat`-like lines of what changed.
-    pub(crate) changes: Vec<String>,
-    /// Its answer to the L1 nudge (when it differs from its last words).
-    #[serde(default)]
-    pub(crate) answer: Option<String>,
-    #[serde(default)]
-    pub(crate) last_words: Option<String>,
 }
 
 /// Tokens left before the checkpoint: the lower of `checkpoint_percent` of
@@ -281,7 +205,7 @@ impl ItemTracker {
         let path = absolute(&self.root, Path::new(path));
         if path == self.plan_path {
             self.plan_written |= writes;
-        } else if !path.starts_with(self.root.join(".ralph")) {
+        } else if !path.starts_with(crate::formats::Layout::new(&self.root).dir) {
             self.touched = true;
         }
     }
@@ -405,11 +329,6 @@ pub(crate) fn account(
     }
 }
 
-/// The ledger of finished items, shared by every run in this repo.
-pub(crate) fn ledger_path(ralph_dir: &Path) -> PathBuf {
-    ralph_dir.join("items.jsonl")
-}
-
 /// Finished items of earlier runs; unreadable lines are skipped (the ledger
 /// only informs estimates).
 pub(crate) fn read_ledger(path: &Path) -> Vec<Sample> {
@@ -492,6 +411,7 @@ pub(crate) fn estimate_item(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::Confidence;
 
     fn est(tokens: u64, confidence: Confidence) -> Estimate {
         Estimate::known(tokens, confidence)
@@ -782,7 +702,9 @@ mod tests {
     #[test]
     fn ledger_round_trip_skips_bad_lines() {
         let dir = tempfile::tempdir().unwrap();
-        let path = ledger_path(dir.path());
+        let layout = crate::formats::Layout::new(dir.path());
+        std::fs::create_dir(&layout.dir).unwrap();
+        let path = layout.items();
         assert!(read_ledger(&path).is_empty());
         let a = Sample {
             item: "a".into(),

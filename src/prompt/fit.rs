@@ -9,14 +9,14 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::config::templates::{PROMPT, Templates};
 use crate::context::Level;
 use crate::error::Result;
+use crate::formats::{FileInProgress, RunState, Trigger};
 use crate::plan::Plan;
 use crate::plan::decisions;
-use crate::prompt::templates::{PROMPT, Templates};
 use crate::prompt::tiers::{self, Detail, HistoryTiers, PlanTiers};
 use crate::prompt::tokens;
-use crate::state::{FileInProgress, RunState, Trigger};
 use crate::text::cut;
 
 /// A document rendered within (or as close as it gets to) its budget.
@@ -88,7 +88,7 @@ pub fn render_prompt(
                 decisions_file => decisions::FILE,
                 shard => crate::plan::items::shard_view(state.shard_request.as_ref(), config.context.shard_percent),
                 carry_over => &state.carry_over,
-                verify => state.verify.as_ref().and_then(|v| crate::hooks::verify::checks::view(v, d.verify_lines, config.verify.timeout.0)),
+                verify => state.verify.as_ref().and_then(|v| crate::formats::verification::view(v, d.verify_lines, config.verify.timeout.0)),
             },
         )
     })
@@ -114,7 +114,7 @@ fn resume(state: &RunState, iteration: u32, d: &Detail) -> Option<minijinja::Val
             commit => cp.commit.as_deref().map(|c| &c[..c.len().min(10)]),
             commit_note => &cp.commit_note,
             trigger => cp.trigger.map(Trigger::name),
-            label => crate::state::checkpoint_label(
+            label => crate::formats::checkpoint_label(
                 cp.trigger.unwrap_or(Trigger::Context),
                 cp.level.unwrap_or(Level::L2),
                 cp.percent_at_checkpoint,

@@ -4,11 +4,11 @@
 use std::path::Path;
 
 use crate::config::Config;
+pub(crate) use crate::config::templates::{CHECKPOINT_REQUEST, HANDOFF, PROMPT, render_str};
+pub use crate::config::templates::{EMBEDDED, Templates};
 use crate::error::Result;
+use crate::formats::RunState;
 use crate::plan::Plan;
-pub(crate) use crate::prompt::templates::{CHECKPOINT_REQUEST, HANDOFF, PROMPT, render_str};
-pub use crate::prompt::templates::{EMBEDDED, Templates};
-use crate::state::RunState;
 
 /// The PROMPT.md of iteration `iteration`: plan, progress so far, the
 /// decision log and the resume block while a checkpoint is active, tiered

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::context::Level;
+use crate::formats::RunState;
 use crate::plan::Plan;
 use crate::prompt::tokens;
-use crate::state::RunState;
 use crate::text::cut;
 
 /// Open items after the current one that are always shown in full.
@@ -432,7 +432,7 @@ pub(crate) fn cut_tokens(text: &str, max: usize, tail: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{HistoryEntry, IterationRecord};
+    use crate::formats::{HistoryEntry, IterationRecord};
 
     fn plan(open: usize, done: usize) -> Plan {
         let mut text = String::new();

@@ -38,8 +38,7 @@ impl LeftOut {
     }
 }
 
-/// ralph's state directory, relative to the project root.
-pub(crate) const RALPH_DIR: &str = ".ralph";
+pub(crate) use crate::formats::RALPH_DIR;
 /// Handoff documents live here and, unlike the rest of `.ralph/`, are committed.
 pub(crate) const HANDOFFS_DIR: &str = ".ralph/handoffs";
 /// The decision log: committed too (`decisions::FILE`).

@@ -3,9 +3,9 @@
 
 use super::model::{IterationRow, MarkKind, RunReport};
 use super::svg::{Scale, Shape, Svg, thin, ticks, time_ticks};
-use crate::config::format_duration;
 use crate::events::terminal::tokens_short;
-use crate::state::IterationOutcome;
+use crate::formats::IterationOutcome;
+use crate::text::format_duration;
 
 /// Turns clock offsets (seconds since the run's start) into local times.
 pub(crate) struct Clock {

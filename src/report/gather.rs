@@ -15,8 +15,8 @@ use super::model::{
     BreakerChange, Budgets, IterationRow, MarkKind, Metrics, Reading, RunReport, Wait, WarningRow,
 };
 use crate::context::Thresholds;
-use crate::events::{Event, Record};
-use crate::state::RunState;
+use crate::formats::RunState;
+use crate::formats::{Event, Record};
 
 /// The run ids in the log, oldest first (a continued run appears once).
 pub(crate) fn run_ids(records: &[Record]) -> Vec<String> {
@@ -89,7 +89,7 @@ pub fn build(
     // given; and each loop's worker and unit.
     let mut loops: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
     let mut owners: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
-    let mut seen = crate::workers::Heard::default();
+    let mut seen = crate::formats::Heard::default();
     for r in records.iter().filter(|r| seen.first(r)) {
         if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
             current = Some(id);
@@ -506,7 +506,7 @@ fn median(sorted: &[f64]) -> f64 {
 mod tests {
     use super::*;
     use crate::context::{Level, MeterReading};
-    use crate::state::IterationRecord;
+    use crate::formats::IterationRecord;
 
     fn rec(secs: i64, event: Event) -> Record {
         let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
@@ -606,7 +606,7 @@ mod tests {
                 131,
                 Event::CheckpointRequested {
                     iteration: 1,
-                    trigger: crate::state::Trigger::Context,
+                    trigger: crate::formats::Trigger::Context,
                     level: Level::L2,
                     percent: 86.8,
                     notes_path: None,
@@ -616,7 +616,7 @@ mod tests {
                 150,
                 Event::AgentSignalled {
                     iteration: 1,
-                    signal: crate::events::StopStep::Sigint,
+                    signal: crate::formats::StopStep::Sigint,
                     reason: "grace period over".into(),
                 },
             ),
@@ -624,7 +624,7 @@ mod tests {
                 155,
                 Event::Checkpoint {
                     iteration: 1,
-                    trigger: crate::state::Trigger::Context,
+                    trigger: crate::formats::Trigger::Context,
                     level: Level::L2,
                     percent: 86.8,
                     tokens: 145_000,

@@ -9,9 +9,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::svg::esc;
-use crate::events::{Event, Record};
+use crate::formats::Merged;
+use crate::formats::{Event, Record};
 use crate::text::printable;
-use crate::workers::Merged;
 
 /// One worker's lane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -106,7 +106,7 @@ impl Lanes {
             Event::Checkpoint { trigger, .. } => {
                 let lane = self.lane(worker);
                 lane.checkpoints += 1;
-                if *trigger == crate::state::Trigger::Crash {
+                if *trigger == crate::formats::Trigger::Crash {
                     lane.crashes += 1;
                 }
             }
@@ -143,7 +143,7 @@ impl Lanes {
     pub(crate) fn of(run_id: &str, records: &[Record]) -> Lanes {
         let mut lanes = Lanes::default();
         let mut current = None;
-        let mut seen = crate::workers::Heard::default();
+        let mut seen = crate::formats::Heard::default();
         for r in records {
             if let (None, Event::RunStarted { run_id: id, .. }) = (&r.worker, &r.event) {
                 current = Some(id.as_str());
@@ -339,7 +339,7 @@ mod tests {
                 Some("w1"),
                 Event::IterationEnded {
                     iteration: 1,
-                    outcome: crate::state::IterationOutcome::Promise,
+                    outcome: crate::formats::IterationOutcome::Promise,
                     progress: true,
                     cost_usd: 0.5,
                     peak_percent: 10.0,
@@ -420,7 +420,7 @@ mod tests {
                 message: String::new(),
             },
         };
-        let mut seen = crate::workers::Heard::default();
+        let mut seen = crate::formats::Heard::default();
         let records = [
             (at("w1", "2026-11-24T03:00:01Z"), true),
             (at("w1", "2026-11-24T03:00:02Z"), true),

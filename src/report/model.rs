@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::context::{Level, Thresholds};
-use crate::state::IterationOutcome;
+use crate::formats::IterationOutcome;
 
 /// Everything the report shows about one run (also its `--json` form).
 #[derive(Debug, Clone, PartialEq, Serialize)]

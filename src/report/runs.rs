@@ -9,9 +9,10 @@ use super::{Budgets, RunReport, gather, html};
 use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event, Record, read_log};
+use crate::events::Bus;
+use crate::formats::{Event, Record, read_log};
+use crate::formats::{Layout, RunState};
 use crate::repo::OwnPaths;
-use crate::state::{Layout, RunState};
 
 /// Which runs to report on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +24,7 @@ pub(crate) enum Which {
 
 /// `.ralph/report.html`.
 pub(crate) fn default_path(layout: &Layout) -> PathBuf {
-    layout.dir.join("report.html")
+    layout.report()
 }
 
 /// The reports of the runs asked for, from the project's recorded files.
@@ -68,14 +69,14 @@ pub(crate) fn reports(
                 .clone()
                 .filter(|s| &s.run_id == id)
                 .or_else(|| kept_state(layout, id));
-            let parallel = crate::workers::ledger_of(&layout.dir, id);
+            let parallel = crate::formats::ledger_of(&layout.dir, id);
             match (own, parallel.filter(|l| l.ended.is_none())) {
                 (None, Some(ledger)) => {
                     // A parallel run not ended: its state as it stands, and
                     // what its workers did that no coordinator took in yet.
                     let live = live_state(layout, config, &ledger);
                     let mut records = records.clone();
-                    if live.status != crate::state::RunStatus::Running {
+                    if live.status != crate::formats::RunStatus::Running {
                         records.extend(ledger.unheard());
                     }
                     build(layout, id, &records, Some(&live), config)
@@ -92,22 +93,22 @@ pub(crate) fn reports(
 fn live_state(
     layout: &Layout,
     config: Option<&Config>,
-    ledger: &crate::workers::Ledger,
+    ledger: &crate::formats::Ledger,
 ) -> RunState {
-    let plan = config.map_or_else(
-        || layout.root.join(&ledger.plan),
-        |c| layout.root.join(&c.plan),
-    );
-    let text = std::fs::read_to_string(plan).unwrap_or_default();
+    let text = match config {
+        Some(c) => crate::project::Project::at(&layout.root).plan_text(c),
+        None => crate::plan::Plan::read_text(&layout.root.join(&ledger.plan)),
+    }
+    .unwrap_or_default();
     let head = crate::repo::Repo::open(&layout.root)
         .ok()
         .flatten()
         .and_then(|r| r.head_id());
-    let (status, reason) = if crate::state::running_supervisor(layout).is_some() {
-        (crate::state::RunStatus::Running, None)
+    let (status, reason) = if crate::project::running_supervisor(layout).is_some() {
+        (crate::formats::RunStatus::Running, None)
     } else {
         (
-            crate::state::RunStatus::Interrupted,
+            crate::formats::RunStatus::Interrupted,
             Some(format!(
                 "its coordinator stopped before the run ended: `ralph run --workers {}` resumes it",
                 ledger.workers.max(2)
@@ -142,7 +143,7 @@ fn build(
     let mut report = gather::build(id, records, state, thresholds, budgets);
     let kind = config.map(|c| c.agent.kind).unwrap_or_default();
     let own = config.map_or_else(OwnPaths::default, |c| OwnPaths::new(&c.prompt_file));
-    let own_commits = crate::workers::ledger_of(&layout.dir, id).map(|l| l.commits);
+    let own_commits = crate::formats::ledger_of(&layout.dir, id).map(|l| l.commits);
     for c in own_commits.unwrap_or_default() {
         if !report.commits.contains(&c) {
             report.commits.push(c);
@@ -151,7 +152,7 @@ fn build(
     super::changes::read_git(&mut report, &layout.root, kind, &own);
     report.story.lanes = super::lanes::Lanes::of(id, records);
     // A parallel run's branches not merged: listed with their commits.
-    if let Some(view) = crate::workers::WorkersView::load(&layout.root).filter(|v| v.run_id == id) {
+    if let Some(view) = crate::report::WorkersView::load(&layout.root).filter(|v| v.run_id == id) {
         report.story.lanes.left = view.left();
     }
     // As the run last saw them, reset since or not.
@@ -182,7 +183,7 @@ pub(crate) fn write_html(root: &Path, path: &Path, runs: &[RunReport]) -> Result
         generated_at: &jiff::Zoned::now().strftime("%Y-%m-%d %H:%M %Z").to_string(),
     };
     let text = html::render(runs, &page);
-    crate::state::write_atomic(path, crate::text::secrets::redact(&text).as_bytes())
+    crate::formats::write_atomic(path, crate::text::secrets::redact(&text).as_bytes())
 }
 
 /// Whether the report may be written at `path`: nothing there yet, or a
@@ -249,7 +250,7 @@ pub(crate) fn write_after_run(
         // As state.json itself is written: no secrets in it.
         let json = serde_json::to_string(state)
             .map_err(|e| Error::wrap("cannot serialize the run state", e))?;
-        crate::state::write_atomic(
+        crate::formats::write_atomic(
             &kept.join("state.json"),
             crate::text::secrets::redact(&json).as_bytes(),
         )?;
@@ -260,6 +261,42 @@ pub(crate) fn write_after_run(
         let _ = std::fs::remove_file(&path);
     })?;
     Ok(path)
+}
+
+// The ledger is a format (`formats::ledger`); what the report makes of it
+// is the report's.
+impl crate::formats::Ledger {
+    /// The parallel run as a run's state, for its morning report (as a
+    /// single loop's `state.json` is): its outcome, its items (the plan's
+    /// units), its cost, and the run branch from its start to `head`.
+    pub(crate) fn state(
+        &self,
+        plan_text: &str,
+        head: Option<String>,
+        status: crate::formats::RunStatus,
+        reason: Option<String>,
+    ) -> crate::formats::RunState {
+        let units = crate::plan::units::units(plan_text).unwrap_or_default();
+        let keys = |state: crate::plan::units::UnitState| -> Vec<String> {
+            (units.iter().filter(|u| u.state == state))
+                .map(|u| u.key.clone())
+                .collect()
+        };
+        crate::formats::RunState {
+            run_id: self.run_id.clone(),
+            plan: self.plan.clone(),
+            started_at: self.started_at.clone(),
+            status,
+            exit_reason: reason,
+            completed_items: keys(crate::plan::units::UnitState::Done),
+            todo_items: keys(crate::plan::units::UnitState::Open),
+            cost_usd: self.cost_usd,
+            start_commit: self.start_commit.clone(),
+            end_commit: head,
+            ended_at: self.ended.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 #[cfg(test)]

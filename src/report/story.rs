@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::svg::esc;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::repo::{CommitLine, DiffStat};
 
 /// What changed overnight, from git.
@@ -59,7 +59,7 @@ impl Story {
     }
 
     /// The heads a run's state recorded; the rest is read from git.
-    pub(crate) fn of(state: Option<&crate::state::RunState>) -> Story {
+    pub(crate) fn of(state: Option<&crate::formats::RunState>) -> Story {
         Story {
             start_commit: state.and_then(|s| s.start_commit.clone()),
             end_commit: state.and_then(|s| s.end_commit.clone()),
@@ -93,7 +93,7 @@ pub(crate) struct IterationStory {
 
 impl IterationStory {
     /// What the state recorded; the rest is read from git.
-    pub(crate) fn of(h: &crate::state::IterationRecord) -> IterationStory {
+    pub(crate) fn of(h: &crate::formats::IterationRecord) -> IterationStory {
         IterationStory {
             session_id: h.session_id.clone(),
             head: h.head.clone(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::span::Span;
+use crate::text::Span;
 use crate::text::cut;
 
 /// `[breaker]` in ralph.toml: how many iterations of each kind open the

@@ -8,11 +8,11 @@
 use std::time::{Duration, Instant};
 
 use super::Now;
-use crate::config::span::format_duration;
 use crate::config::{AgentKind, Config};
 use crate::error::{Error, Result};
+use crate::formats::RunState;
 use crate::rules::quota::{QuotaConfig, Reached, Usage};
-use crate::state::RunState;
+use crate::text::format_duration;
 
 /// Which budget is spent; shown as the run's end reason.
 #[derive(Debug, Clone, PartialEq)]
@@ -240,7 +240,7 @@ mod tests {
             }
         }
     }
-    use crate::config::span::Span;
+    use crate::text::Span;
 
     fn limits(counted_from: CountedFrom, start: &Now) -> Budgets {
         let mut config = Config::default();

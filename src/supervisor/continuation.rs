@@ -21,8 +21,8 @@ use super::signals::Request;
 use super::stop::StopSequence;
 use crate::agent::{Agent, AgentCommand};
 use crate::checkpoint;
-use crate::events::Event;
-use crate::state::Trigger;
+use crate::formats::Event;
+use crate::formats::Trigger;
 use crate::stream::StreamEvent;
 
 /// How long its last lines may take to read once it exited.

@@ -19,10 +19,11 @@ use super::publish::Publisher;
 use super::signals::Signals;
 use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
-use crate::config::format_duration;
-use crate::events::{Event, StopStep};
-use crate::prompt::templates::{self, Templates};
-use crate::state::{Layout, Lock, RunState};
+use crate::config::templates::{self, Templates};
+use crate::formats::{Event, StopStep};
+use crate::formats::{Layout, RunState};
+use crate::project::Lock;
+use crate::text::format_duration;
 
 /// How long the lines an agent left in its pipe may take to read once it
 /// exited (nothing writes to the pipe any more: this only bounds a stuck
@@ -176,7 +177,7 @@ impl<'a> Driver<'a> {
                     // Within a beat of a `git clean -fdx`, the lock is ours
                     // again; another holder is found before the next iteration.
                     let layout = Layout::new(self.root);
-                    let _ = crate::state::ownership::keep_runtime(
+                    let _ = crate::project::ownership::keep_runtime(
                         &layout,
                         self.lock,
                         self.events.bus(),
@@ -276,7 +277,7 @@ pub(super) fn handoff_text(
     root: &Path,
     r: &HandoffRequest,
 ) -> Result<String, String> {
-    let _ = crate::state::create_dir_private(
+    let _ = crate::formats::create_dir_private(
         &root.join(r.notes_path.parent().unwrap_or(Path::new("."))),
     );
     templates

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::stop::SignalCount;
 use crate::context::Level;
+use crate::formats::Trigger;
 use crate::rules::limits::LimitHit;
-use crate::state::Trigger;
 use crate::stream::{ResultMessage, ToolCall};
 
 /// Why an iteration is checkpointed, and at what level of the context.

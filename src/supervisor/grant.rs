@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Supervisor;
 use super::verdict::Outcome;
-use crate::workers::grant::Grant;
+use crate::formats::Grant;
 
 impl Supervisor {
     /// Wait until this loop may start one more session. `Some` ends the

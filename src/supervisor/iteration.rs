@@ -27,11 +27,11 @@ use super::snapshots::SnapshotReason;
 use super::stop::{Overdue, SignalCount, StopSequence};
 use crate::checkpoint;
 use crate::context::{Change, ContextMeter, Level, round1};
-use crate::events::Event;
+use crate::formats::Event;
+use crate::formats::Trigger;
 use crate::plan::Plan;
 use crate::rules::completion;
 use crate::rules::limits;
-use crate::state::Trigger;
 use crate::stream::StreamEvent;
 pub(super) use seams::{NudgeRequest, SeamWatch};
 pub(super) use setup::{IterationLimits, meter};
@@ -1039,7 +1039,7 @@ mod tests {
         let plan = Plan::parse("- [ ] one\n- [ ] two\n");
         let estimates = two
             .map(|t| {
-                let high = crate::plan::estimate::Confidence::High;
+                let high = crate::formats::Confidence::High;
                 (
                     "two".to_string(),
                     crate::plan::estimate::Estimate::known(t, high),

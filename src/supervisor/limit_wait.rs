@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::Now;
 use super::budget::Budgets;
 use crate::config::RateLimitConfig;
-use crate::config::span::format_duration;
 use crate::rules::limits::LimitHit;
+use crate::text::format_duration;
 
 /// Added to a usage limit's reset time before going on.
 const LIMIT_MARGIN: Duration = Duration::from_secs(5);
@@ -103,7 +103,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::config::span::Span;
+    use crate::text::Span;
 
     const HOUR: Duration = Duration::from_secs(3600);
 

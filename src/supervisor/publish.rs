@@ -5,16 +5,18 @@
 //! item a hook is told is read when the hook fires: the item being worked
 //! on then, not the one an iteration started with.
 //!
-//! Lower modules (`state::ownership`, `report`, `record`'s start) still
+//! Lower modules (`project::ownership`, `report`, `record`'s start) still
 //! write their warnings straight to the [`Bus`] this holds; a warning has no
 //! hook point.
 
 use std::path::PathBuf;
 
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+
+use crate::formats::Event;
+use crate::formats::RunState;
 use crate::hooks::{self, Hooks};
 use crate::plan::Plan;
-use crate::state::RunState;
 
 pub(super) struct Publisher {
     bus: Bus,

@@ -9,13 +9,14 @@ use super::verdict::Verdict;
 use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::context::round1;
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+use crate::formats::Event;
+use crate::formats::{
+    ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger, now_rfc3339,
+};
 use crate::plan::Plan;
 use crate::plan::items;
 use crate::rules::breaker::{self, BreakerConfig, Trip};
-use crate::state::{
-    ContextCheckpoint, HistoryEntry, IterationRecord, RunState, RunStatus, Trigger, now_rfc3339,
-};
 
 /// A new run's id: the local start time (ids sort by time, as transcripts
 /// and snapshot pruning expect), then a few hex digits that tell apart runs
@@ -251,11 +252,11 @@ pub(crate) fn checkpoint_outside_a_run(
 ) -> crate::error::Result<Saved> {
     let config = Config::load(root)?;
     crate::text::secrets::remember(&config.agent.env);
-    if let Ok(text) = std::fs::read_to_string(root.join(&config.plan)) {
+    if let Ok(text) = crate::project::Project::at(root).plan_text(&config) {
         crate::text::secrets::note_plan(&text);
     }
     let templates = crate::prompt::Templates::load(root)?;
-    let layout = crate::state::Layout::new(root);
+    let layout = crate::formats::Layout::new(root);
     layout.ensure()?;
     let mut state = RunState::load(&layout.state())?.unwrap_or_default();
     let moment = moment(&config, &state);
@@ -417,7 +418,7 @@ pub(super) fn moment(
             entry.peak_percent
         },
         tokens: entry.peak_tokens,
-        usable: state.context_window.saturating_sub(reserve),
+        usable: crate::context::usable_window(state.context_window, reserve),
         window: state.context_window,
         reason: facts
             .stop_reason
@@ -455,7 +456,7 @@ pub(super) fn ended(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::IterationRecord;
+    use crate::formats::IterationRecord;
 
     #[test]
     fn a_run_continues_only_its_own_unfinished_plan() {

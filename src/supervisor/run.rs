@@ -18,18 +18,20 @@ use super::{Now, driver, iteration, record, verdict};
 use crate::agent::{self, Agent, AgentCommand};
 use crate::checkpoint;
 use crate::config::Config;
+use crate::config::templates::Templates;
 use crate::config::trust;
 use crate::context::Level;
 use crate::error::Result;
-use crate::events::{Bus, Event};
+use crate::events::{Bus, EventLog};
+use crate::formats::Event;
+use crate::formats::{Layout, RunState, RunStatus, Trigger, now_rfc3339};
 use crate::hooks;
 use crate::plan::Plan;
+use crate::project::Lock;
 use crate::project::Project;
 use crate::prompt;
-use crate::prompt::templates::Templates;
 use crate::repo::{self, OwnPaths};
 use crate::rules::fatal;
-use crate::state::{Layout, Lock, RunState, RunStatus, Trigger, now_rfc3339};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunOptions {
@@ -44,6 +46,8 @@ pub(crate) struct RunOptions {
     pub(crate) worker: Option<WorkerUnit>,
     /// `--trust-config`: files changed during the last run are the user's.
     pub(crate) trust_config: bool,
+    /// A parallel run's worker: its coordinator's trust record (`--trusted-by`).
+    pub(crate) trusted_by: Option<trust::Record>,
 }
 
 /// What a worker's loop knows of the unit it was handed: its run is done
@@ -111,14 +115,29 @@ impl Supervisor {
         opts: RunOptions,
         mut bus: Bus,
     ) -> Result<Supervisor> {
+        let layout = Layout::new(root);
+        let opts_trusted = opts.trusted_by.is_some();
+        crate::text::secrets::remember(&config.agent.env);
         let templates = Templates::load(root)?;
         templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
         agent::check_program(&config, root)?;
         let agent_home = config.agent.env.get("HOME").map(String::as_str);
         agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
+        // Before anything is written: a change the agent made during the
+        // last run is not acted on unconfirmed.
+        let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
+        // A worker's project is its worktree, made by its coordinator.
+        let trusted = if opts.worker.is_some() {
+            trust::Decision::Trusted
+        } else {
+            trust::at_start(root, &layout.dir, boxed, opts.trust_config)?
+        };
         let project = Project::at(root);
-        let plan = project.plan(&config)?;
-        let state_path = Layout::new(root).state();
+        let plan_text = project.plan_text(&config)?;
+        // Values the plan holds now are the user's words (see `secrets`).
+        crate::text::secrets::note_plan(&plan_text);
+        let plan = crate::plan::Plan::parse(&plan_text);
+        let state_path = layout.state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
             Err(e) if opts.fresh => {
@@ -157,23 +176,93 @@ impl Supervisor {
                 config.plan.display()
             )));
         }
+        crate::project::ownership::claim_prompt_file(root, &config.prompt_file)?;
+        layout.ensure()?;
+        if boxed {
+            agent::sandbox::protect::prepare(root);
+        }
+        let signals = Signals::install(&layout)?;
+        crate::agent::shell::watch_interrupts();
         // As everywhere in a run, a repository git2 cannot open is no repository.
         let repo = repo::Repo::open(root).ok().flatten();
-        let begun = super::start::begin(
-            super::start::Start {
-                root,
-                config: &config,
-                repo: repo.as_ref(),
-                run_id: None,
-                workplace: crate::state::ownership::Workplace::Here,
-                worker: opts.worker.is_some(),
-                trust_config: opts.trust_config,
-            },
+        let run_id = record::new_run_id(root, repo.as_ref());
+        let lock = Lock::acquire(&layout, &run_id)?;
+        // After the project's own lock (a second run of this project is
+        // refused by it, naming its pid): the work tree's other projects.
+        let claim = repo
+            .as_ref()
+            .and_then(|r| r.claim_scope().transpose())
+            .transpose()?;
+        crate::formats::remove_dead_temp_files(&layout.dir, None);
+        // Only the lock holder writes the log: a refused second instance must not.
+        bus.add(Box::new(EventLog::open(&layout.events())?));
+        if let Some(event) = trust::start_event(trusted) {
+            bus.emit(event);
+        }
+        let mut fingerprints = trust::Fingerprints::take(root, &config);
+        let mut sandboxed = boxed;
+        if let Some(coordinator) = &opts.trusted_by {
+            fingerprints = fingerprints.trusted_by(&coordinator.started);
+            sandboxed |= coordinator.sandboxed;
+            // Its templates are read from the worktree: one the coordinator
+            // did not start with is refused, named (the config is the
+            // coordinator's, the scripts are judged by its fingerprints).
+            // One missing there (untracked in the user's checkout) is the
+            // embedded default, as before.
+            let templates: Vec<String> = (fingerprints.changed(root).into_iter())
+                .filter(|p| p.starts_with("prompts/") && root.join(p).is_file())
+                .collect();
+            if !templates.is_empty() {
+                return Err(crate::error::Error::config(format!(
+                    "changed during the parallel run and not confirmed: {}; this worker does not act on templates the agents may have written",
+                    templates.join(", ")
+                ))
+                .with_hint("look at the change on the run branch (`git log -p -- FILE`); put it back, or stop the run and start it again with `ralph run --workers N --trust-config`"));
+            }
+        }
+        let trust = trust::Record::start(&run_id, sandboxed, fingerprints);
+        if opts.worker.is_none()
+            && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
+        {
+            bus.add(Box::new(notifier));
+        }
+        crate::project::ownership::at_start(
+            root,
+            &config.prompt_file,
+            crate::project::ownership::Workplace::Here,
             &mut bus,
-        )?;
-        let signals = Signals::install(&begun.layout)?;
-        hooks::watch_interrupts();
-        let (run_id, layout, lock, trust) = (begun.run_id, begun.layout, begun.lock, begun.trust);
+        );
+        if let Some(pgid) = lock.stale_agent_pgid {
+            // The previous supervisor died; its agent (killed by its
+            // parent-death signal) and the tools it started must not live on.
+            tracing::warn!(
+                "the previous supervisor died; ending what is left of its agent (session {pgid})"
+            );
+            agent::kill_session(pgid);
+        }
+        lock.stale_sessions
+            .iter()
+            .for_each(crate::agent::procs::kill_recorded_session);
+        // And the hooks it was running (an `on_level` hook in the background).
+        let hook_groups = layout.hook_groups();
+        if crate::agent::shell::end_left_behind(&hook_groups) > 0 {
+            tracing::warn!("the previous supervisor died; its hooks were ended");
+        }
+        crate::agent::shell::record_groups_in(hook_groups);
+        if lock.stale_committing {
+            // It died inside a WIP commit: the git lock files it held would
+            // skip every checkpoint from now on ("another git process is
+            // running"). They are its own, not another git's.
+            let removed = repo::remove_stale_commit_locks(root);
+            if !removed.is_empty() {
+                bus.emit(Event::Warning {
+                    message: format!(
+                        "the previous supervisor died during a WIP commit; removed the git lock files it left: {}",
+                        removed.join(", ")
+                    ),
+                });
+            }
+        }
         let (state, replaced) = start.into_state(&run_id, &mut bus);
         let counted_from =
             budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
@@ -182,7 +271,11 @@ impl Supervisor {
             layout,
             templates,
             reset_breaker: opts.reset_breaker,
-            events: Publisher::new(bus, begun.hooks, root.join(&config.plan)),
+            events: Publisher::new(
+                bus,
+                hooks::Hooks::trusting(&config.hooks, root, Some(trust.started.clone())),
+                root.join(&config.plan),
+            ),
             state,
             lock,
             signals,
@@ -193,7 +286,7 @@ impl Supervisor {
             reuse_snapshot: None,
             reuse_tree: None,
             written_by_checks: Vec::new(),
-            _claim: begun.claim,
+            _claim: claim,
             replaced,
             unit: opts.worker,
             sessions_started: 0,
@@ -213,6 +306,11 @@ impl Supervisor {
             .unwrap_or(&mut sup.state)
             .save(&state_path)?;
         sup.trust.save(&sup.layout.dir)?;
+        if opts_trusted {
+            // What the worktree holds that its coordinator did not start
+            // with (an agent's merged edit to ralph.toml), named now.
+            sup.note_untrusted();
+        }
         Ok(sup)
     }
 
@@ -264,10 +362,10 @@ impl Supervisor {
         let Ok(wt) = git2::Repository::discover(&self.root) else {
             return;
         };
-        match crate::workers::worktree::home(&wt, &unit.branch) {
-            Ok(crate::workers::worktree::Head::OnBranch) => {}
-            Ok(crate::workers::worktree::Head::Moved(note)) => self.events.warn(note),
-            Ok(crate::workers::worktree::Head::Apart(note)) => self.events.warn(format!(
+        match crate::repo::worktree::home(&wt, &unit.branch) {
+            Ok(crate::repo::worktree::Head::OnBranch) => {}
+            Ok(crate::repo::worktree::Head::Moved(note)) => self.events.warn(note),
+            Ok(crate::repo::worktree::Head::Apart(note)) => self.events.warn(format!(
                 "{note}: HEAD is left detached there, no checkpoint commit is made; the coordinator merges it when this loop ends"
             )),
             Err(e) => self
@@ -287,11 +385,11 @@ impl Supervisor {
         let handed = self.root.join(&self.config.plan);
         let checked = project_plan
             .ok()
-            .filter(|text| crate::workers::assign::unit_done(text, &unit.item))
+            .filter(|text| crate::plan::units::unit_done(text, &unit.item))
             .and_then(|_| std::fs::read_to_string(&handed).ok())
-            .and_then(|text| crate::workers::assign::check_off(&text, &unit.item));
+            .and_then(|text| crate::plan::units::check_off(&text, &unit.item));
         match checked {
-            Some(text) => match crate::state::write_atomic(&handed, text.as_bytes()) {
+            Some(text) => match crate::formats::write_atomic(&handed, text.as_bytes()) {
                 Ok(()) => self.plan(),
                 Err(e) => {
                     tracing::warn!("cannot check the unit off in {}: {e}", handed.display());
@@ -464,8 +562,8 @@ impl Supervisor {
             return;
         }
         self.untrusted.extend(fresh.iter().cloned());
-        let event = crate::events::Event::Trust {
-            action: crate::events::TrustAction::Ignored,
+        let event = crate::formats::Event::Trust {
+            action: crate::formats::TrustAction::Ignored,
             message: format!(
                 "changed during the run: {}; not obeyed (the run keeps the configuration, templates and scripts it started with; a hook or check naming a changed script is not run)",
                 fresh.join(", ")
@@ -494,8 +592,8 @@ impl Supervisor {
             // Nothing open: no session is paid for to find out (before the
             // budgets and the iteration limit: the night's work is done).
             let after = (self.state.iteration > first).then_some(self.state.iteration);
-            if let Some(why) = self.finished_plan(after) {
-                return Ok((Outcome::Completed, why));
+            if let Some(end) = self.finished_plan(after) {
+                return Ok(end);
             }
             let now = Now::read();
             let admission = self
@@ -521,7 +619,11 @@ impl Supervisor {
             if let Some(end) = self.wait_for_grant().await {
                 return Ok(end);
             }
-            crate::state::ownership::keep_runtime(&self.layout, &mut self.lock, self.events.bus())?;
+            crate::project::ownership::keep_runtime(
+                &self.layout,
+                &mut self.lock,
+                self.events.bus(),
+            )?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
             // Saved before the agent starts (`run_agent`).
@@ -558,11 +660,10 @@ impl Supervisor {
         let prompt_path = self.root.join(&self.config.prompt_file);
         // Committed with the next checkpoint; it quotes the agent's last words,
         // and the plan, which is left as the user wrote it.
-        let plan_text =
-            std::fs::read_to_string(self.root.join(&self.config.plan)).unwrap_or_default();
+        let plan_text = (Project::at(&self.root).plan_text(&self.config)).unwrap_or_default();
         let saved_prompt = crate::text::secrets::scrub_keeping(&prompt_text, &plan_text);
         if let Err(e) =
-            crate::state::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
+            crate::project::ownership::write_prompt(&self.layout, &prompt_path, &saved_prompt)
         {
             self.events
                 .warn(format!("cannot write {}: {e}", prompt_path.display()));
@@ -588,7 +689,7 @@ impl Supervisor {
             &self.state,
             None,
         );
-        let spawned = crate::state::create_dir_private(&run_dir)
+        let spawned = crate::formats::create_dir_private(&run_dir)
             .and_then(|()| Agent::spawn(&cmd, &self.root, &transcript));
         let (mut agent, lines) = match spawned {
             Ok(x) => x,
@@ -673,6 +774,7 @@ impl Supervisor {
             open_items: plan_after.open_count(),
             require_plan_complete: self.config.loop_.require_plan_complete,
             refused: None,
+            untrusted: None,
             unit_done: self.unit.is_some() && plan_after.open_count() == 0,
         };
         self.verify_iteration(&facts, &mut verdict, &mut gate, checked);
@@ -745,7 +847,7 @@ impl Supervisor {
             });
         }
         // Recorded in the lock: should ralph die inside the commit, the next
-        // run knows that git's lock files are its own (state::LockInfo).
+        // run knows that git's lock files are its own (project::LockInfo).
         let _ = self.lock.set_committing(true);
         let saved = checkpoint::perform(&self.root, &self.config, &self.templates, &moment);
         let _ = self.lock.set_committing(false);

@@ -12,12 +12,13 @@ use super::Supervisor;
 use super::facts::Facts;
 use super::iteration::{self, SeamWatch};
 use crate::config::Config;
-use crate::events::Event;
+use crate::formats::Event;
+use crate::formats::{CarryOver, ShardRequest};
+use crate::formats::{Layout, RunState};
 use crate::plan::Plan;
 use crate::plan::estimate::Estimate;
-use crate::plan::items::{self, CarryOver, ItemTracker, ShardRequest};
+use crate::plan::items::{self, ItemTracker};
 use crate::repo::Repo;
-use crate::state::{Layout, RunState};
 
 /// The estimates of the plan's open items and the split the next prompt
 /// asks for: the one shard decision, the loop's, which `ralph prompt` and
@@ -30,7 +31,7 @@ pub(crate) fn shard_decision(
 ) -> (BTreeMap<String, Estimate>, Option<ShardRequest>) {
     let c = &config.context;
     let usable = iteration::meter(config, state).usable();
-    let ledger = items::read_ledger(&items::ledger_path(&Layout::new(root).dir));
+    let ledger = items::read_ledger(&Layout::new(root).items());
     let history = items::history(ledger, &state.items);
     let prior = (usable as f64 * c.estimate_prior_percent / 100.0) as u64;
     let estimates: BTreeMap<_, _> = plan
@@ -130,7 +131,7 @@ impl Supervisor {
             .filter(|a| a.done && outcome.checked.contains(&a.item))
             .map(|a| a.sample())
             .collect();
-        let ledger = items::ledger_path(&self.layout.dir);
+        let ledger = self.layout.items();
         if let Err(e) = items::append_ledger(&ledger, &finished) {
             self.events.warn(format!(
                 "cannot record finished items in {}: {e}",

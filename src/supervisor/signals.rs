@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::error::{Error, Result};
-use crate::state::Layout;
+use crate::formats::Layout;
 
 /// Requests that reach the supervisor from outside.
 #[derive(Debug, Clone, PartialEq)]

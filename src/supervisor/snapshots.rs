@@ -8,8 +8,8 @@
 use std::path::Path;
 
 use super::Supervisor;
-use crate::events::Event;
-pub(super) use crate::events::SnapshotReason;
+use crate::formats::Event;
+pub(super) use crate::formats::SnapshotReason;
 use crate::repo::{Guard, OwnPaths, Repo, SnapshotOutcome};
 
 /// Takes one iteration's snapshots.

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::budget::BudgetSpent;
-use crate::config::span::format_duration;
-use crate::state::Trigger;
+use crate::formats::Trigger;
+use crate::text::format_duration;
 
 /// Between SIGINT and SIGTERM, and SIGTERM and SIGKILL.
 pub(super) const STOP_STEP: Duration = Duration::from_secs(5);

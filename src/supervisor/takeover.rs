@@ -15,8 +15,8 @@ use super::facts::Facts;
 use super::iteration::Input;
 use super::{Now, Supervisor, record, snapshots, verdict};
 use crate::checkpoint;
+use crate::formats::RunStatus;
 use crate::repo::{CommitOutcome, Repo};
-use crate::state::RunStatus;
 
 impl Supervisor {
     /// What a run does as it starts, before its first iteration: prune old
@@ -96,7 +96,7 @@ impl Supervisor {
         );
         self.state.supervisor_pid = None;
         let dir = self.layout.run_dir(&self.state.run_id);
-        let kept = crate::state::create_dir_private(&dir)
+        let kept = crate::formats::create_dir_private(&dir)
             .and_then(|()| self.state.save(&dir.join("state.json")));
         if let Err(e) = kept {
             self.events

@@ -5,13 +5,13 @@
 use super::budget::BudgetSpent;
 use super::facts::{CheckpointMark, Facts};
 use super::stop::SignalCount;
-use crate::config::format_duration;
 use crate::context::Level;
-use crate::events::Event;
+use crate::formats::Event;
+use crate::formats::{IterationOutcome, RunStatus, Trigger};
 use crate::rules::breaker::{self, Admission, BreakerState, Trip};
 use crate::rules::fatal::Fatal;
 use crate::rules::limits::LimitHit;
-use crate::state::{IterationOutcome, RunStatus, Trigger};
+use crate::text::format_duration;
 
 /// How a run ended; maps to the exit codes of DESIGN.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +22,10 @@ pub(crate) enum Outcome {
     BudgetSpent,
     Stopped,
     Interrupted,
+    /// A completion refused by a check whose script changed during the
+    /// run: none can pass until a person confirms (exit 2, as the next
+    /// start's refusal).
+    Untrusted,
 }
 
 impl Outcome {
@@ -33,6 +37,7 @@ impl Outcome {
             Outcome::BudgetSpent => 5,
             Outcome::Stopped => 6,
             Outcome::Interrupted => 130,
+            Outcome::Untrusted => 2,
         }
     }
 
@@ -44,6 +49,7 @@ impl Outcome {
             Outcome::BudgetSpent => RunStatus::BudgetSpent,
             Outcome::Stopped => RunStatus::Stopped,
             Outcome::Interrupted => RunStatus::Interrupted,
+            Outcome::Untrusted => RunStatus::Untrusted,
         }
     }
 }
@@ -267,6 +273,9 @@ pub(super) struct Case {
     pub(crate) require_plan_complete: bool,
     /// Why the promise does not complete the run: the checks failed.
     pub(crate) refused: Option<String>,
+    /// The refusal can never be lifted in this run (a check's script is
+    /// not trusted): why, and what to do. The run ends at it.
+    pub(crate) untrusted: Option<String>,
     pub(crate) breaker: Option<BreakerEnd>,
     pub(crate) stop_requested: bool,
     pub(crate) budget: Option<BudgetSpent>,
@@ -288,7 +297,12 @@ pub(super) fn exit_rule(case: Case, events: &mut Vec<Event>) -> Next {
         // A worker's unit checked off completes its loop as a promise
         // would: the checks (`[verify]`) still decide.
         match case.refused {
-            Some(reason) => events.push(Event::CompletionRefused { iteration, reason }),
+            Some(reason) => {
+                events.push(Event::CompletionRefused { iteration, reason });
+                if let Some(why) = case.untrusted {
+                    return Next::End(Outcome::Untrusted, why);
+                }
+            }
             None => {
                 return Next::End(
                     Outcome::Completed,
@@ -304,6 +318,9 @@ pub(super) fn exit_rule(case: Case, events: &mut Vec<Event>) -> Next {
             });
         } else if let Some(reason) = case.refused {
             events.push(Event::CompletionRefused { iteration, reason });
+            if let Some(why) = case.untrusted {
+                return Next::End(Outcome::Untrusted, why);
+            }
         } else {
             return Next::End(
                 Outcome::Completed,
@@ -437,6 +454,8 @@ pub(super) struct Gate {
     pub(crate) require_plan_complete: bool,
     /// The `[verify]` commands failed: why.
     pub(crate) refused: Option<String>,
+    /// …because a check's script is not trusted: why the run ends.
+    pub(crate) untrusted: Option<String>,
     /// A worker's unit is checked off: a completion claim of its own.
     pub(crate) unit_done: bool,
 }
@@ -469,6 +488,7 @@ pub(super) fn next(
             promise: facts.promise.then_some((facts.number, gate.open_items)),
             require_plan_complete: gate.require_plan_complete,
             refused: gate.refused,
+            untrusted: gate.untrusted,
             breaker: trip.map(BreakerEnd::Tripped),
             stop_requested: flags.stop_requested,
             budget,
@@ -767,6 +787,7 @@ mod tests {
             promise: Some((4, 0)),
             require_plan_complete: false,
             refused: None,
+            untrusted: None,
             breaker: Some(BreakerEnd::Tripped(trip())),
             stop_requested: true,
             budget: Some(BudgetSpent::Cost {
@@ -905,6 +926,35 @@ mod tests {
         assert_eq!(v.breaker.error.as_deref(), v.error.as_deref());
     }
 
+    /// A completion refused because a check's script is not trusted ends
+    /// the run at once, promise or unit, before the breaker and the
+    /// budgets: a second session could never pass it (issue 34).
+    #[test]
+    fn a_refusal_no_session_can_lift_ends_the_run() {
+        let why = "`sh check.sh` was not run: check.sh changed during the run".to_string();
+        for (promise, unit_done) in [(Some((4, 0)), None), (None, Some(4))] {
+            let case = Case {
+                signalled: false,
+                promise,
+                unit_done,
+                refused: Some("verify failed".into()),
+                untrusted: Some(why.clone()),
+                ..all()
+            };
+            let mut events = Vec::new();
+            assert_eq!(
+                exit_rule(case, &mut events),
+                Next::End(Outcome::Untrusted, why.clone())
+            );
+            assert!(matches!(
+                events.as_slice(),
+                [Event::CompletionRefused { iteration: 4, .. }]
+            ));
+        }
+        assert_eq!(Outcome::Untrusted.exit_code(), 2);
+        assert_eq!(Outcome::Untrusted.status().name(), "untrusted");
+    }
+
     #[test]
     fn a_workers_unit_checked_off_completes_promise_or_not_and_verify_decides() {
         let quiet = Case {
@@ -961,6 +1011,7 @@ mod tests {
                 open_items,
                 require_plan_complete,
                 refused: None,
+                untrusted: None,
                 unit_done,
             };
             assert_eq!(

@@ -8,9 +8,12 @@
 
 use super::Supervisor;
 use super::facts::Facts;
+use super::run::Outcome;
 use super::verdict::{self, Checks, Gate, Verdict, refuse};
-use crate::events::Event;
-use crate::hooks::verify::{self, Verification, When};
+use crate::formats::Event;
+use crate::formats::Verification;
+use crate::formats::verification::When;
+use crate::hooks::verify;
 use crate::repo::{CommitOutcome, Repo};
 
 /// Paths named in the reason of a completion over uncommitted changes.
@@ -48,6 +51,7 @@ impl Supervisor {
             let why = result.summary();
             refuse(verdict, why.clone());
             gate.refused = Some(why);
+            gate.untrusted = self.never_passes(&result);
         }
         self.record_verification(facts.number, result);
     }
@@ -56,7 +60,9 @@ impl Supervisor {
     /// without a session, once the checks pass. `after`: the iteration of
     /// this run that left the plan so. Failing checks are recorded as any
     /// (the next prompt opens with them) and the run goes on.
-    pub(super) fn finished_plan(&mut self, after: Option<u32>) -> Option<String> {
+    /// `Completed` with why, or `Untrusted` when a check that is not
+    /// trusted fails them: no session could make that pass.
+    pub(super) fn finished_plan(&mut self, after: Option<u32>) -> Option<(Outcome, String)> {
         let plan = self.plan();
         let (open, done) = (plan.open_count(), plan.done_count());
         if !verdict::maybe_finished(open, done) {
@@ -64,22 +70,20 @@ impl Supervisor {
         }
         // The checks this run ran on the tree its last iteration left (a
         // refused promise, a check-off) are not run again for the same tree.
-        let ran = (self.state.verify.as_ref())
-            .filter(|v| after.is_some() && v.iteration == self.state.iteration)
-            .map(|v| v.passed);
+        let ran = (self.state.verify.clone())
+            .filter(|v| after.is_some() && v.iteration == self.state.iteration);
         let checks = if self.config.verify.commands.is_empty() {
             Checks::None
-        } else if let Some(passed) = ran {
-            if passed {
-                Checks::Passed
-            } else {
-                Checks::Failed
-            }
         } else {
-            let result = self.verify(self.state.iteration, When::Completion);
-            let passed = result.passed;
-            self.record_verification(self.state.iteration, result);
-            if passed {
+            let result = ran.unwrap_or_else(|| {
+                let result = self.verify(self.state.iteration, When::Completion);
+                self.record_verification(self.state.iteration, result.clone());
+                result
+            });
+            if let Some(why) = self.never_passes(&result) {
+                return Some((Outcome::Untrusted, why));
+            }
+            if result.passed {
                 Checks::Passed
             } else {
                 Checks::Failed
@@ -87,7 +91,22 @@ impl Supervisor {
         };
         let mut why = verdict::nothing_open(open, done, after, checks)?;
         self.leave_clean(self.state.iteration, &mut why);
-        Some(why)
+        Some((Outcome::Completed, why))
+    }
+
+    /// Why `result` can never pass in this run, if it cannot: it failed at
+    /// a check whose script changed during the run (not trusted, not run).
+    /// The run ends there rather than pay for sessions that cannot
+    /// complete; the files are named as changed (`note_untrusted`).
+    fn never_passes(&mut self, result: &Verification) -> Option<String> {
+        let check = result.untrusted()?;
+        let files = self.trust.started.changed_for(&check.command, &self.root);
+        self.note_untrusted();
+        Some(format!(
+            "the completion cannot pass in this run: `{}` is not run, {} changed since the run started and ralph does not run what the agent may have written; look at the change (`git diff`, `git log -p -- FILE`), then put it back, or confirm it with `ralph run --trust-config`",
+            crate::text::printable(&check.command),
+            files.join(", ")
+        ))
     }
 
     /// A run of the checks: the state (the next prompt's "fix first"), the
@@ -157,7 +176,7 @@ impl Supervisor {
         let before = (when == When::Completion)
             .then(|| self.work_tree())
             .flatten();
-        let shell = crate::hooks::process::Shell::for_agent(&self.config, &self.root);
+        let shell = crate::agent::shell::Shell::for_agent(&self.config, &self.root);
         let trusted = &self.trust.started;
         let untrusted = |command: &str| trusted.changed_for(command, &self.root);
         let result = verify::run(

@@ -9,9 +9,9 @@ use tokio::time::sleep_until;
 use super::limit_wait::LimitPlan;
 use super::verdict::Outcome;
 use super::{Now, Supervisor};
-use crate::events::Event;
+use crate::formats::Event;
+use crate::formats::RunStatus;
 use crate::rules::limits::LimitHit;
-use crate::state::RunStatus;
 
 impl Supervisor {
     /// Sleep until a usage limit resets (interruptible), or end the run

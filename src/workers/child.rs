@@ -16,9 +16,9 @@ use std::sync::mpsc::Sender;
 
 use nix::sys::signal::Signal;
 
-use super::ledger::Assignment;
 use crate::error::{Error, Result};
-use crate::events::Record;
+use crate::formats::Record;
+use crate::formats::ledger::Assignment;
 
 /// The plan a worker runs on: its unit only, under its own `.ralph/`
 /// (never committed), so that the shared plan has one writer.
@@ -126,7 +126,7 @@ impl Child {
 /// left running by a coordinator that died, finishing its checkpoint). A
 /// shared lock is only tried, never kept, and nothing is written.
 pub(crate) fn project_busy(dir: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(dir.join(".ralph/lock")) else {
+    let Ok(file) = std::fs::File::open(crate::formats::Layout::new(dir).lock()) else {
         return false;
     };
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock).is_err()

@@ -18,8 +18,8 @@
 //! coordinator.rs     the loop: what happened → Input; Effects carried out
 //! coordinator/
 //!   machine.rs       PURE: the coordination core (Input → Effects), table-tested
-//!   setup.rs         the start (the run start of `supervisor::start`): run
-//!                    branch, ledger to continue, units checked
+//!   setup.rs         the start: run branch, lock, trust, ledger to continue,
+//!                    units checked
 //!   hear.rs          the workers' records: heard live or read back, counted once
 //!   leftovers.rs     what a worker left, onto its branch: stray commits, the
 //!                    stash, uncommitted work; its edits to the plan left out
@@ -53,14 +53,14 @@ mod setup;
 
 pub(crate) use setup::run;
 
-use super::assign;
 use super::child::{self, Child, Msg, WORKER_PLAN};
-use super::grant;
-use super::ledger::{Assignment, Ledger, Status, Task};
-use super::worktree;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+use crate::formats::Event;
+use crate::formats::ledger::{Assignment, Ledger, Status, Task};
+use crate::plan::units;
+use crate::repo::worktree;
 use machine::{Effect, Free, Input, Machine, Now, Order, Sig, To, World};
 
 /// What the user asked for besides the count.
@@ -129,11 +129,6 @@ pub(super) struct Coordinator {
     /// The run's own hooks: `on_exit` once, for the whole parallel run
     /// (the workers' loops run the other points).
     hooks: crate::hooks::Hooks,
-    /// What the run trusted at its start (`config::trust`), its end
-    /// recorded when the run ends.
-    trust: crate::config::trust::Record,
-    /// The run's claim on its project in its work tree, held for its life.
-    _claim: Option<crate::repo::ScopeClaim>,
     children: BTreeMap<String, Child>,
     opts: Options,
     /// Every decision (`machine.rs`): this coordinator only applies them.
@@ -145,7 +140,10 @@ pub(super) struct Coordinator {
     worktrees_full: Option<String>,
     /// The project's lock; `committing` while the coordinator writes to
     /// git, so that the next one knows to clear the lock files it left.
-    lock: crate::state::Lock,
+    lock: crate::project::Lock,
+    /// What the run trusted at its start (`config::trust`), its workers'
+    /// configuration among it, kept in `.ralph/trust.json`.
+    trust: crate::config::trust::Record,
 }
 
 impl Coordinator {
@@ -290,7 +288,7 @@ impl Coordinator {
                     .find(|a| a.worker == worker && a.status == Status::Running)
                     .map(|a| a.project_dir.clone());
                 if let Some(dir) = dir
-                    && let Err(e) = (grant::Grant { sessions }).write(&dir)
+                    && let Err(e) = (crate::formats::Grant { sessions }).write(&dir)
                 {
                     tracing::warn!("cannot grant {worker} a session: {e}");
                 }
@@ -391,7 +389,7 @@ impl Coordinator {
         let Ok(text) = self.plan_text() else {
             return Vec::new();
         };
-        let Ok(units) = assign::units(&text) else {
+        let Ok(units) = units::units(&text) else {
             return Vec::new();
         };
         let busy: BTreeSet<String> = self
@@ -401,7 +399,7 @@ impl Coordinator {
             .map(|a| a.item.clone())
             .collect();
         let merged: BTreeSet<String> = self.ledger.merged.iter().cloned().collect();
-        assign::ready(&units, &busy, &merged)
+        units::ready(&units, &busy, &merged)
             .into_iter()
             .map(|i| units[i].key.clone())
             .collect()
@@ -491,11 +489,11 @@ impl Coordinator {
         }
         if !a.project_dir.join(WORKER_PLAN).is_file() {
             let text = self.plan_text()?;
-            let units = assign::units(&text).map_err(|e| Error::usage(e.to_string()))?;
+            let units = units::units(&text).map_err(|e| Error::usage(e.to_string()))?;
             let unit = units.iter().find(|u| u.key == a.item).ok_or_else(|| {
                 Error::usage(format!("plan item \"{}\" is gone from the plan", a.item))
             })?;
-            write_worker_plan(&a.project_dir, &assign::worker_plan(&text, unit))?;
+            write_worker_plan(&a.project_dir, &units::worker_plan(&text, unit))?;
         }
         if let Some(mine) = self
             .ledger
@@ -531,7 +529,7 @@ impl Coordinator {
         self.machine.handle(starting, &world, &now(), &mut out);
         for effect in out {
             if let Effect::Grant { sessions, .. } = effect {
-                grant::Grant { sessions }.write(&a.project_dir)?;
+                crate::formats::Grant { sessions }.write(&a.project_dir)?;
             }
         }
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
@@ -564,24 +562,23 @@ impl Coordinator {
 /// Whether `a`'s loop ended `completed` with its unit checked off: its
 /// state says so (the state of an earlier unit's loop names that unit).
 fn loop_completed(a: &Assignment) -> bool {
-    let layout = crate::state::Layout::new(&a.project_dir);
-    crate::state::RunState::load(&layout.state())
+    let layout = crate::formats::Layout::new(&a.project_dir);
+    crate::formats::RunState::load(&layout.state())
         .ok()
         .flatten()
         .is_some_and(|s| {
-            s.status == crate::state::RunStatus::Completed && s.completed_items.contains(&a.item)
+            s.status == crate::formats::RunStatus::Completed && s.completed_items.contains(&a.item)
         })
 }
 
 fn read_plan(path: &Path) -> Result<String> {
-    crate::plan::Plan::load(path)?;
-    std::fs::read_to_string(path).map_err(|e| Error::io("cannot read the plan", path, e))
+    crate::plan::Plan::read_text(path)
 }
 
 fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
     let path = project_dir.join(WORKER_PLAN);
     if let Some(dir) = path.parent() {
-        crate::state::create_dir_private(dir)?;
+        crate::formats::create_dir_private(dir)?;
     }
-    crate::state::write_atomic(&path, text.as_bytes())
+    crate::formats::write_atomic(&path, text.as_bytes())
 }

@@ -32,7 +32,6 @@
 //!   say.rs           the worker's events (stderr / --json, .ralph/fleet/<name>/events.jsonl)
 //!   status.rs        `ralph status --fleet NAME`
 //!   report.rs        `ralph report --fleet NAME`: the morning report from the remote (the report's renderers)
-//!   config.rs        `[fleet]`
 //! ```
 //!
 //! Pitfalls: a push that the remote refused (`Rejected`: another worker got
@@ -41,7 +40,6 @@
 //! `+`/`--force`: every write names the value it replaces.
 
 mod child;
-mod config;
 mod item;
 mod job;
 mod lease;
@@ -57,7 +55,6 @@ mod units;
 mod wire;
 mod worker;
 
-pub(crate) use config::FleetConfig;
 pub(crate) use report::report;
 pub(crate) use status::{FleetStatus, status};
 pub(crate) use worker::{Options, run};

@@ -14,17 +14,12 @@
 //! session costs is known only at its end: the overshoot is at most the
 //! sessions already running when the budget was spent.
 //!
-//! The grant travels as a file in the worker's own `.ralph/` ([`GRANT`]):
+//! The grant travels as a file in the worker's own `.ralph/`
+//! (`formats::Grant`):
 //! the number of sessions its loop (this process) may start. A loop with no
 //! such file (a worker started by hand) is not held.
 
-use std::path::Path;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-
-/// The grant, in a worker's project: `.ralph/grant.json`.
-pub(crate) const GRANT: &str = ".ralph/grant.json";
 
 /// The shared limits (`[loop]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,26 +73,6 @@ pub(crate) fn decide(limits: &Limits, spent: &Spent) -> Decision {
         return Decision::Spent(Budget::Duration);
     }
     Decision::Go
-}
-
-/// The grant file's content.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Grant {
-    /// Sessions the worker's loop (this process of it) may start in all.
-    pub(crate) sessions: u32,
-}
-
-impl Grant {
-    /// The grant in the project at `dir`; None when there is none.
-    pub(crate) fn read(dir: &Path) -> Option<Grant> {
-        let bytes = std::fs::read(dir.join(GRANT)).ok()?;
-        serde_json::from_slice(&bytes).ok()
-    }
-
-    pub(crate) fn write(&self, dir: &Path) -> crate::error::Result<()> {
-        let text = serde_json::to_string(self).expect("a grant serialises");
-        crate::state::write_atomic(&dir.join(GRANT), text.as_bytes())
-    }
 }
 
 #[cfg(test)]
@@ -162,14 +137,5 @@ mod tests {
             ..spent
         };
         assert_eq!(decide(&limits, &full), Decision::Spent(Budget::Iterations));
-    }
-
-    #[test]
-    fn the_grant_file_round_trips_and_its_absence_is_none() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(Grant::read(dir.path()), None);
-        std::fs::create_dir_all(dir.path().join(".ralph")).unwrap();
-        Grant { sessions: 3 }.write(dir.path()).unwrap();
-        assert_eq!(Grant::read(dir.path()), Some(Grant { sessions: 3 }));
     }
 }

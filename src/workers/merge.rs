@@ -13,28 +13,9 @@
 //! it (files already holding the merged bytes are not in the way).
 
 use git2::{Oid, Repository, build::CheckoutBuilder};
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-
-/// What merging a worker branch did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-// `AlreadyMerged` is the wire's `already_merged`.
-#[allow(clippy::enum_variant_names)]
-pub enum Merged {
-    /// The worker branch's commits were already on the run branch.
-    AlreadyMerged,
-    /// The run branch moved forward to the worker branch's tip.
-    FastForward { from: String, to: String },
-    /// A merge commit (first parent: the run branch's old tip).
-    MergeCommit { from: String, id: String },
-    /// Both changed the same lines: nothing written, the worker branch kept.
-    Conflict { files: Vec<String> },
-    /// The merge was clean but the run branch's work tree has changes of
-    /// the user's in the way: nothing written.
-    Blocked { reason: String },
-}
+use crate::formats::Merged;
 
 /// One merge to do.
 #[derive(Debug, Clone)]

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use ralph::context::{Level, MeterReading};
-use ralph::events::{Event, Record};
-use ralph::state::{HistoryEntry, IterationRecord, Layout, Lock, RunState};
+use ralph::formats::{Event, Record};
+use ralph::formats::{HistoryEntry, IterationRecord, Layout, RunState};
+use ralph::project::Lock;
 
 const RUN_ID: &str = "20261121-220000";
 
@@ -66,7 +67,7 @@ fn append(root: &Path, events: &[(&str, Event)]) {
 /// but whole, as the supervisor writes it: a `ralph context --watch`
 /// reading a half-written file would stop with an error.
 fn write_state(root: &Path, state: &RunState) {
-    ralph::state::write_atomic(
+    ralph::formats::write_atomic(
         &Layout::new(root).state(),
         &serde_json::to_vec_pretty(state).unwrap(),
     )

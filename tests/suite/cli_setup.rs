@@ -7,7 +7,7 @@ use std::process::Command;
 
 use assert_cmd::cargo::CommandCargoExt;
 use ralph::config::Config;
-use ralph::state::{Layout, RunState};
+use ralph::formats::{Layout, RunState};
 use sha2::{Digest, Sha256};
 
 fn ralph(root: &Path) -> Command {
@@ -84,7 +84,7 @@ fn init_creates_the_scaffold_and_refuses_to_overwrite() {
     }
     assert_eq!(
         std::fs::read_to_string(root.join(".ralph/.gitignore")).unwrap(),
-        ralph::state::GITIGNORE
+        ralph::formats::GITIGNORE
     );
     assert!(
         ralph::plan::Plan::load(&root.join("fix_plan.md"))

@@ -489,14 +489,14 @@ fn the_prompt_preview_makes_the_loops_shard_decision() {
         "",
     );
     p.write("specs/big.md", &"word ".repeat(96_000));
-    let layout = ralph::state::Layout::new(p.root());
+    let layout = ralph::formats::Layout::new(p.root());
     layout.ensure().unwrap();
-    let mut state = ralph::state::RunState {
+    let mut state = ralph::formats::RunState {
         run_id: "r1".into(),
         iteration: 1,
         status: "interrupted".into(),
         context_window: 1_000_000,
-        ..ralph::state::RunState::default()
+        ..ralph::formats::RunState::default()
     };
     state.save(&layout.state()).unwrap();
     let out = p.ralph().arg("prompt").output().unwrap();

@@ -276,7 +276,7 @@ fn a_full_disk_never_destroys_the_last_good_state() {
         "cost_usd": 4.75,
         "exit_reason": "x".repeat(6000),
     });
-    let mut state: ralph::state::RunState = serde_json::from_value(ended).unwrap();
+    let mut state: ralph::formats::RunState = serde_json::from_value(ended).unwrap();
     let saved = state.save(&path);
     assert!(saved.is_err(), "nothing can be written on a full disk");
     // The old file is whole: `ralph status` and `ralph report` still read it.
@@ -288,7 +288,7 @@ fn a_full_disk_never_destroys_the_last_good_state() {
         )
     });
     assert_eq!(kept["iteration"], 7);
-    assert!(ralph::state::RunState::load(&path).unwrap().is_some());
+    assert!(ralph::formats::RunState::load(&path).unwrap().is_some());
 }
 
 #[test]

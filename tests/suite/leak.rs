@@ -445,12 +445,12 @@ result = "<promise>COMPLETE</promise>"
     });
     let sleeper = sleeper.unwrap();
     // In a session of its own, not the agent's.
-    let lock = ralph::state::read_lock(&ralph::state::Layout::new(p.root())).unwrap();
+    let lock = ralph::project::read_lock(&ralph::formats::Layout::new(p.root())).unwrap();
     let sid: i32 = common::proc_stat(sleeper).unwrap()[3].parse().unwrap();
     assert_ne!(Some(sid), lock.agent_pgid);
     // Seen on the supervisor's one-second beat.
     common::wait_until("the lock records it", Duration::from_secs(10), || {
-        ralph::state::read_lock(&ralph::state::Layout::new(p.root()))
+        ralph::project::read_lock(&ralph::formats::Layout::new(p.root()))
             .is_some_and(|l| l.sessions.iter().any(|s| s.sid == sid))
     });
     child.kill().unwrap();

@@ -449,9 +449,9 @@ fn unknown_runs_and_empty_projects_are_usage_errors() {
 // ---- a long night ----
 
 /// 1,000 iterations of 25 turns each, a checkpoint every third.
-fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
+fn long_night() -> (Vec<ralph::formats::Record>, ralph::formats::RunState) {
     use ralph::context::{Level, MeterReading};
-    use ralph::events::{Event, Record};
+    use ralph::formats::{Event, Record};
     let t0: jiff::Timestamp = "2026-11-20T22:00:00Z".parse().unwrap();
     let at = |s: i64| (t0 + jiff::SignedDuration::from_secs(s)).to_string();
     let mut records = vec![Record {
@@ -466,7 +466,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
             pid: 1,
         },
     }];
-    let mut state = ralph::state::RunState {
+    let mut state = ralph::formats::RunState {
         run_id: "night".into(),
         ..Default::default()
     };
@@ -512,7 +512,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
                 ts: at(start + 52),
                 event: Event::Checkpoint {
                     iteration: i,
-                    trigger: ralph::state::Trigger::Context,
+                    trigger: ralph::formats::Trigger::Context,
                     level: Level::L2,
                     percent: 86.0,
                     tokens: 150_000,
@@ -542,7 +542,7 @@ fn long_night() -> (Vec<ralph::events::Record>, ralph::state::RunState) {
                 not_metered: false,
             },
         });
-        state.history.push(ralph::state::IterationRecord {
+        state.history.push(ralph::formats::IterationRecord {
             iteration: i,
             started_at: at(start),
             ended_at: at(start + 55),

@@ -5,11 +5,11 @@
 use proptest::prelude::*;
 use ralph::config::Config;
 use ralph::context::Level;
+use ralph::formats::{FileInProgress, HistoryEntry, IterationRecord, RunState};
 use ralph::plan::Plan;
 use ralph::prompt::Templates;
 use ralph::prompt::fit::render_prompt;
 use ralph::prompt::tiers::NEXT_IN_FULL;
-use ralph::state::{FileInProgress, HistoryEntry, IterationRecord, RunState};
 
 const OUTCOMES: [&str; 5] = [
     "done",

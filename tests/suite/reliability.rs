@@ -273,11 +273,11 @@ struct Dead {
 /// The iteration the state says was at work but never reached the
 /// history, when its transcript exists (its agent started).
 fn dead_iteration(p: &Project) -> Option<u32> {
-    let s = ralph::state::RunState::load(&p.path(".ralph/state.json")).ok()??;
+    let s = ralph::formats::RunState::load(&p.path(".ralph/state.json")).ok()??;
     let unfinished = s.status.is_active()
         && s.iteration > 0
         && s.history.last().map(|h| h.iteration) != Some(s.iteration);
-    let transcript = ralph::state::Layout::new(p.root()).transcript(&s.run_id, s.iteration);
+    let transcript = ralph::formats::Layout::new(p.root()).transcript(&s.run_id, s.iteration);
     (unfinished && transcript.exists()).then_some(s.iteration)
 }
 
@@ -321,7 +321,7 @@ fn log_len(p: &Project) -> u64 {
 }
 
 fn state_iteration(p: &Project) -> (bool, u32) {
-    match ralph::state::RunState::load(&p.path(".ralph/state.json")) {
+    match ralph::formats::RunState::load(&p.path(".ralph/state.json")) {
         Ok(Some(s)) => (true, s.iteration),
         Ok(None) => (true, 0),
         Err(e) => panic!("state.json does not parse after a kill: {e}"),
@@ -428,7 +428,7 @@ impl Killer {
                 std::thread::sleep(jitter);
             }
         }
-        let agent = ralph::state::read_lock(&ralph::state::Layout::new(p.root()))
+        let agent = ralph::project::read_lock(&ralph::formats::Layout::new(p.root()))
             .and_then(|l| l.agent_pgid);
         child.kill().unwrap();
         child.wait().unwrap();
@@ -690,7 +690,7 @@ result = "<promise>COMPLETE</promise>"
         assert!(Instant::now() < deadline, "the tool never started");
         std::thread::sleep(Duration::from_millis(10));
     };
-    let agent = ralph::state::read_lock(&ralph::state::Layout::new(p.root()))
+    let agent = ralph::project::read_lock(&ralph::formats::Layout::new(p.root()))
         .and_then(|l| l.agent_pgid)
         .expect("the lock names the agent");
     // The agent spent seconds alive beside ralph's other threads (stdout
@@ -752,7 +752,7 @@ fn git_locks_of_a_supervisor_killed_mid_commit_are_removed_by_the_next_run() {
             );
             assert_eq!(
                 run.of("warning")[0]["message"],
-                "the previous run died writing to git; removed the git lock files it left: .git/index.lock"
+                "the previous supervisor died during a WIP commit; removed the git lock files it left: .git/index.lock"
             );
             assert!(!p.path(".git/index.lock").exists());
         } else {
@@ -1366,7 +1366,7 @@ content = "work in progress\n"
     let df = p.read("ralph-df.txt");
     let available: u64 = df.split_whitespace().nth(3).unwrap().parse().unwrap();
     assert_eq!(available, 0, "the file system was full: {df}");
-    let state: ralph::state::RunState = serde_json::from_str(&p.read("state-on-full-disk.json"))
+    let state: ralph::formats::RunState = serde_json::from_str(&p.read("state-on-full-disk.json"))
         .expect("the state on the full disk parses");
     assert_eq!(state.iteration, 2, "the last state that could be written");
     let listing = p.read("ralph-listing.txt");
@@ -1431,7 +1431,7 @@ text = "Still here."
             .any(|w| w.starts_with("cannot save the transcript, the rest of it is lost")),
         "{warnings:?}"
     );
-    let state: ralph::state::RunState = serde_json::from_str(&p.read("state-on-full-disk.json"))
+    let state: ralph::formats::RunState = serde_json::from_str(&p.read("state-on-full-disk.json"))
         .expect("the state on the full disk parses");
     assert_eq!(
         state.status.name(),

@@ -2,7 +2,7 @@
 //! what git would execute outside the box (the git dirs' `hooks`,
 //! `config`, `config.worktree` and `info`, `core.hooksPath`, the scripts
 //! the git config names: filters, `core.fsmonitor`, `core.sshCommand`,
-//! aliases, …) and ralph's own `.ralph/` (its state, log and the trust
+//! aliases, …), the same of every submodule's git dir, and ralph's own `.ralph/` (its state, log and the trust
 //! record), except `.ralph/notes/`, where the agent writes its handoff
 //! notes. The agent needs objects, refs and the index, not these.
 //!
@@ -26,13 +26,13 @@ pub(crate) struct Protected {
 /// `hooks` and `info`, a `core.hooksPath` in the work tree) and, in an
 /// existing `.ralph/`, the agent's writable `notes/`.
 pub(crate) fn prepare(root: &Path) {
-    let ralph = root.join(".ralph");
+    let layout = crate::formats::Layout::new(root);
     let mut dirs: Vec<PathBuf> = Vec::new();
-    if ralph.is_dir() {
-        dirs.push(ralph.join("notes"));
+    if layout.dir.is_dir() {
+        dirs.push(layout.notes());
     }
     if let Ok(repo) = git2::Repository::discover(root) {
-        for dir in [repo.path(), repo.commondir()] {
+        for dir in git_dirs(&repo) {
             dirs.extend([dir.join("hooks"), dir.join("info")]);
         }
         dirs.extend(crate::config::trust::git_hooks_dir(root).filter(|h| h.starts_with(root)));
@@ -46,8 +46,11 @@ pub(crate) fn prepare(root: &Path) {
 
 /// What to protect in the project at `root` whose agent works on `plan`.
 /// A plan inside `.ralph/` (a parallel run's worker checks its items off
-/// in `.ralph/worker-plan.md`, and tools rewrite a file by renaming a new
-/// one over it) leaves `.ralph/` writable.
+/// in `.ralph/worker-plan.md`) is the one file there the agent may write,
+/// in place (a tool that renames a new file over it is refused: it can
+/// check the item off in the project's plan instead); the rest of
+/// `.ralph/` (the state, the lock, the grant, the hook groups a next
+/// supervisor ends) stays out of its reach, as in a single run.
 pub(crate) fn protected(root: &Path, plan: &Path) -> Protected {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let mut p = Protected::default();
@@ -57,7 +60,7 @@ pub(crate) fn protected(root: &Path, plan: &Path) -> Protected {
         }
     };
     if let Ok(repo) = git2::Repository::discover(&root) {
-        for dir in [repo.path(), repo.commondir()] {
+        for dir in git_dirs(&repo) {
             for name in ["hooks", "info", "config", "config.worktree"] {
                 let p = dir.join(name);
                 if p.exists() {
@@ -82,15 +85,67 @@ pub(crate) fn protected(root: &Path, plan: &Path) -> Protected {
             }
         }
     }
-    let ralph = root.join(".ralph");
-    let notes = ralph.join("notes");
-    if ralph.is_dir() && !root.join(plan).starts_with(&ralph) {
-        ro(ralph);
+    let layout = crate::formats::Layout::new(&root);
+    let (ralph, notes) = (layout.dir.clone(), layout.notes());
+    if ralph.is_dir() {
+        let plan = root.join(plan);
+        ro(ralph.clone());
         if notes.is_dir() {
             p.writable.push(notes);
         }
+        if plan.starts_with(&ralph) && plan.is_file() {
+            p.writable.push(plan);
+        }
     }
     p
+}
+
+/// The git dirs whose hooks and config git obeys: the repository's own and
+/// common dir, and every submodule's (absorbed under `modules/`, nested
+/// ones under theirs, or a `.git` directory inside the work tree): a
+/// `git push --recurse-submodules` or `git submodule update` runs theirs.
+fn git_dirs(repo: &git2::Repository) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut add = |d: &Path| {
+        let d = d.canonicalize().unwrap_or_else(|_| d.to_path_buf());
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    };
+    add(repo.path());
+    add(repo.commondir());
+    // Absorbed submodules, and those a submodule's own git dir holds.
+    let mut pending = vec![repo.commondir().join("modules")];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if path.join("HEAD").is_file() && path.join("objects").is_dir() {
+                add(&path);
+                pending.push(path.join("modules"));
+            } else {
+                // `modules/lib/a` for a submodule named `lib/a`.
+                pending.push(path);
+            }
+        }
+    }
+    // Submodules with their git dir in the work tree, at any depth.
+    let mut repos = vec![];
+    if let Ok(subs) = repo.submodules() {
+        repos.extend(subs.iter().filter_map(|s| s.open().ok()));
+    }
+    while let Some(sub) = repos.pop() {
+        add(sub.path());
+        if let Ok(subs) = sub.submodules() {
+            repos.extend(subs.iter().filter_map(|s| s.open().ok()));
+        }
+    }
+    dirs
 }
 
 /// bwrap's arguments for `p`: read-only binds, then the writable ones inside them.
@@ -146,6 +201,50 @@ mod tests {
         assert!(ralph < notes, "the notes come after .ralph: {w}");
     }
 
+    /// Issue 34: a submodule's git dir (`.git/modules/NAME`, nested ones
+    /// under it, an embedded `sub/.git`) has hooks and a config git obeys
+    /// outside the box: read-only in it, like the repository's own.
+    #[test]
+    fn every_submodules_hooks_and_config_are_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        git2::Repository::init(&root).unwrap();
+        let git = root.join(".git");
+        let fake = |d: &Path| {
+            std::fs::create_dir_all(d.join("objects")).unwrap();
+            std::fs::write(d.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+            std::fs::write(d.join("config"), "[core]\n").unwrap();
+        };
+        let absorbed = git.join("modules/lib/a");
+        let nested = absorbed.join("modules/inner");
+        fake(&absorbed);
+        fake(&nested);
+        // A real submodule whose git dir is in the work tree.
+        let sub_src = tempfile::tempdir().unwrap();
+        let src = git2::Repository::init(sub_src.path()).unwrap();
+        let sig = git2::Signature::now("t", "t@t").unwrap();
+        let tree = src.treebuilder(None).unwrap().write().unwrap();
+        let tree = src.find_tree(tree).unwrap();
+        src.commit(Some("HEAD"), &sig, &sig, "c", &tree, &[])
+            .unwrap();
+        let repo = git2::Repository::open(&root).unwrap();
+        let url = sub_src.path().display().to_string();
+        let mut sm = repo.submodule(&url, Path::new("vendor"), false).unwrap();
+        sm.clone(None).unwrap();
+        sm.add_finalize().unwrap();
+        let embedded = sm.open().unwrap().path().canonicalize().unwrap();
+        std::fs::create_dir(root.join(".ralph")).unwrap();
+        prepare(&root);
+        let p = protected(&root, Path::new("fix_plan.md"));
+        for d in [&absorbed, &nested, &embedded] {
+            assert!(d.join("hooks").is_dir(), "made to be mounted over: {d:?}");
+            for name in ["hooks", "config"] {
+                let want = d.join(name);
+                assert!(p.read_only.contains(&want), "{want:?} in {p:?}");
+            }
+        }
+    }
+
     #[test]
     fn a_hooks_path_in_the_work_tree_is_read_only() {
         let dir = tempfile::tempdir().unwrap();
@@ -159,11 +258,20 @@ mod tests {
         prepare(&root);
         let p = protected(&root, Path::new("fix_plan.md"));
         assert!(p.read_only.contains(&root.join(".githooks")), "{p:?}");
-        // A worker's plan is in .ralph/: it stays writable.
+        // A worker's plan is in .ralph/: it alone stays writable there
+        // (issue 34: the whole `.ralph/` did, its state and grant with it).
+        std::fs::write(root.join(".ralph/worker-plan.md"), "- [ ] a\n").unwrap();
         let worker = protected(&root, Path::new(".ralph/worker-plan.md"));
         assert!(
-            !worker.read_only.contains(&root.join(".ralph")),
+            worker.read_only.contains(&root.join(".ralph")),
             "{worker:?}"
+        );
+        assert_eq!(
+            worker.writable,
+            [
+                root.join(".ralph/notes"),
+                root.join(".ralph/worker-plan.md")
+            ]
         );
         assert!(root.join(".githooks").is_dir());
     }

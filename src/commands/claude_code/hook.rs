@@ -10,8 +10,8 @@ use super::{Input, transcript};
 use crate::checkpoint::{Moment, Saved};
 use crate::config::Config;
 use crate::error::Result;
+use crate::formats::{ContextCheckpoint, Layout, RunState, Trigger};
 use crate::project::Project;
-use crate::state::{ContextCheckpoint, Layout, RunState, Trigger};
 use crate::stream::StreamEvent;
 
 /// What a hook did, in one line for the person watching (or why it did nothing).
@@ -42,7 +42,7 @@ pub(crate) fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
             "this session is one of ralph's iterations: the supervisor checkpoints it".into(),
         ));
     }
-    if let Some(info) = crate::state::running_supervisor(&Layout::new(&root)) {
+    if let Some(info) = crate::project::running_supervisor(&Layout::new(&root)) {
         return Ok(Outcome::Skipped(format!(
             "a ralph run (pid {}) owns this project's state; it was left alone",
             info.pid

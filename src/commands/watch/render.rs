@@ -8,11 +8,11 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use crate::config::format_duration;
 use crate::context::{Level, Thresholds};
 use crate::events::checkpoint_phrase;
 use crate::events::terminal::tokens_short;
 use crate::events::view::{LoopState, LoopView, RunView, clock};
+use crate::text::format_duration;
 
 /// What the view needs besides the events: from ralph.toml.
 #[derive(Debug, Clone, PartialEq)]
@@ -394,7 +394,7 @@ pub(crate) mod tests {
     use ratatui::backend::TestBackend;
 
     use super::*;
-    use crate::events::Record;
+    use crate::formats::Record;
 
     /// A parallel run's log: three workers, one merged, warnings.
     pub(crate) const PARALLEL: &str = r#"{"ts":"2026-11-27T07:00:00Z","event":"run_started","run_id":"20261127-070000","resumed":false,"first_iteration":1,"max_iterations":50,"plan":"fix_plan.md","pid":1}

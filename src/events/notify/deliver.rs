@@ -9,10 +9,11 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::config::{Kind, NotifyConfig};
 use super::message::{self, Notice, Watch};
+use crate::config::notify::{Kind, NotifyConfig};
 use crate::error::{Error, Result};
-use crate::events::{Event, Record, Sink};
+use crate::events::Sink;
+use crate::formats::{Event, Record};
 
 /// Where notices go; secrets (URLs with tokens) already resolved.
 #[derive(Debug, Clone)]
@@ -43,7 +44,7 @@ impl Channel {
         let mut secrets = std::collections::BTreeMap::new();
         let mut value = |key: &str, v: &Option<String>| -> Result<Option<String>> {
             let Some(v) = v else { return Ok(None) };
-            let resolved = match super::config::variable(v) {
+            let resolved = match crate::config::notify::variable(v) {
                 Some(var) => match std::env::var(var) {
                     // An empty value is as unusable as none: every notice of
                     // the night would fail.
@@ -157,7 +158,7 @@ fn command_send(
     root: &Path,
     timeout: Duration,
 ) -> std::result::Result<(), String> {
-    use crate::hooks::process::{End, run};
+    use crate::agent::shell::{End, run};
     let env = [
         ("RALPH_NOTIFY_SUBJECT".to_string(), n.title.clone()),
         ("RALPH_NOTIFY_EVENT".to_string(), n.kind.name().to_string()),

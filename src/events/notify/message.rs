@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::config::Kind;
-use crate::events::{Event, Record};
-use crate::state::RunStatus;
+use crate::config::notify::Kind;
+use crate::formats::RunStatus;
+use crate::formats::{Event, Record};
 
 /// One notification, the same for every channel.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,7 +146,7 @@ fn describe(event: &Event, items_done: &[String]) -> Option<(Kind, String, Strin
             format!("usage limit, waiting until {until}"),
             format!(
                 "{detail}\nThe run sleeps {} and goes on by itself.",
-                crate::config::span::format_duration(std::time::Duration::from_secs(*seconds))
+                crate::text::format_duration(std::time::Duration::from_secs(*seconds))
             ),
         )),
         Event::NeedsHuman {

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use super::{Effect, IterationMachine};
 use crate::context::{Change, Level, round1};
-use crate::events::Event;
+use crate::formats::Event;
+use crate::formats::Trigger;
 use crate::plan::Plan;
 use crate::plan::estimate::Estimate;
 use crate::plan::items::{self, ItemTracker, ItemsOutcome};
-use crate::state::Trigger;
 use crate::stream::StreamEvent;
 
 /// What the machine knows of the plan's items for one iteration.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::context::ContextMeter;
-use crate::state::RunState;
+use crate::formats::RunState;
 use crate::supervisor::budget::Budgets;
 
 /// What one iteration may do, fixed when it starts.

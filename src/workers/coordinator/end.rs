@@ -5,10 +5,10 @@
 use super::Coordinator;
 use super::machine::Stop;
 use crate::error::Result;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::hooks::Facts;
-use crate::workers::assign::{self, UnitState};
-use crate::workers::worktree;
+use crate::plan::units::{self, UnitState};
+use crate::repo::worktree;
 
 impl Coordinator {
     pub(super) fn end(&mut self) -> Result<i32> {
@@ -16,7 +16,7 @@ impl Coordinator {
         // was stopped first): what they did counts too.
         self.catch_up_idle();
         let text = self.plan_text().unwrap_or_default();
-        let open = assign::units(&text)
+        let open = units::units(&text)
             .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())
             .unwrap_or(0);
         let left: Vec<String> = self
@@ -52,16 +52,7 @@ impl Coordinator {
             ),
         };
         if code == 0 {
-            self.ledger.ended = Some(crate::state::now_rfc3339());
-        }
-        // What the run trusted, as it ends: a change merged from a worker
-        // (its agent's edit to ralph.toml or a hook's script) is one made
-        // during the run, for the next start to confirm.
-        self.trust.end(&self.root);
-        if let Err(e) = self.trust.save(&self.ralph_dir) {
-            self.bus.emit(Event::Warning {
-                message: format!("cannot save the trust record: {e}"),
-            });
+            self.ledger.ended = Some(crate::formats::now_rfc3339());
         }
         // The run's folder of worktrees, once the last is removed (a kept
         // one keeps it: `remove_dir` leaves a folder with anything in it).
@@ -77,6 +68,27 @@ impl Coordinator {
             && outcome == "incomplete"
         {
             reason = format!("{reason}; {full}");
+        }
+        // What ralph acts on that changed during the run (an agent's edit
+        // merged into the run branch): not obeyed, and the next start asks.
+        let changed = self.trust.started.changed(&self.root);
+        if !changed.is_empty() {
+            self.bus.emit(Event::Trust {
+                action: crate::formats::TrustAction::Ignored,
+                message: format!(
+                    "changed during the run: {}; not obeyed (the workers kept the configuration, templates and scripts the run started with)",
+                    changed.join(", ")
+                ),
+                paths: changed.clone(),
+            });
+            reason = format!(
+                "{reason}; changed during the run and not obeyed: {} (the next `ralph run` asks you to confirm them)",
+                changed.join(", ")
+            );
+        }
+        self.trust.end(&self.root);
+        if let Err(e) = self.trust.save(&self.ralph_dir) {
+            tracing::warn!("cannot save the trust record: {e}");
         }
         let handoff = if left.is_empty() {
             None
@@ -97,11 +109,11 @@ impl Coordinator {
         let mut state = self
             .ledger
             .state(&text, head, outcome.into(), Some(reason.clone()));
-        state.ended_at = Some(crate::state::now_rfc3339());
-        let layout = crate::state::Layout::new(&self.root);
+        state.ended_at = Some(crate::formats::now_rfc3339());
+        let layout = crate::formats::Layout::new(&self.root);
         let kept = layout.run_dir(&self.ledger.run_id);
         if let Err(e) =
-            crate::state::create_dir_private(&kept).and_then(|()| self.ledger.save(&kept))
+            crate::formats::create_dir_private(&kept).and_then(|()| self.ledger.save(&kept))
         {
             tracing::warn!("cannot keep the workers' ledger beside the report: {e}");
         }
@@ -128,7 +140,7 @@ impl Coordinator {
     /// merged: each with its item, why, worktree and commits, and how to go
     /// on. Its path, relative to the project.
     fn handoff_of_unmerged(&self) -> Option<String> {
-        let mut view = crate::workers::WorkersView::load(&self.root)?;
+        let mut view = crate::report::WorkersView::load(&self.root)?;
         // How it ended, not `running`: this coordinator still holds the lock.
         view.outcome.clone_from(&self.ledger.outcome);
         let stamp = jiff::Zoned::now().strftime("%Y-%m-%d-%H%M");
@@ -145,7 +157,7 @@ impl Coordinator {
         );
         let path = self.root.join(&rel);
         std::fs::create_dir_all(path.parent()?).ok()?;
-        crate::state::write_atomic(&path, text.as_bytes()).ok()?;
+        crate::formats::write_atomic(&path, text.as_bytes()).ok()?;
         Some(rel)
     }
 }

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use super::Coordinator;
 use super::machine::{Heard, Input};
 use crate::error::Result;
-use crate::events::Event;
+use crate::formats::Event;
 use crate::workers::child::Msg;
 
 impl Coordinator {
@@ -60,7 +60,7 @@ impl Coordinator {
     /// Counted in memory, published, then saved with the time it was heard:
     /// a coordinator killed in between counts it again from the worker's
     /// log and at worst writes that one record twice to the run's log.
-    fn take_in(&mut self, worker: &str, mut record: crate::events::Record) -> bool {
+    fn take_in(&mut self, worker: &str, mut record: crate::formats::Record) -> bool {
         if !self.ledger.last_heard.take(worker, &record) {
             return false;
         }
@@ -104,8 +104,8 @@ impl Coordinator {
             .map(|a| a.project_dir.clone())
             .collect();
         for dir in dirs {
-            let layout = crate::state::Layout::new(&dir);
-            if let Ok(Some(state)) = crate::state::RunState::load(&layout.state()) {
+            let layout = crate::formats::Layout::new(&dir);
+            if let Ok(Some(state)) = crate::formats::RunState::load(&layout.state()) {
                 let ids = state.history.into_iter().filter_map(|h| h.commit);
                 for id in ids.chain(state.last_commit) {
                     self.ledger.made(id);

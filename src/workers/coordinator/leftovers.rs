@@ -25,12 +25,12 @@ use std::path::Path;
 
 use git2::{BranchType, Oid, Repository, build::CheckoutBuilder};
 
-use crate::workers::worktree::{self, Head};
+use crate::repo::worktree::{self, Head};
 
 use super::Coordinator;
-use crate::events::Event;
+use crate::formats::Event;
+use crate::formats::ledger::Assignment;
 use crate::repo::{CommitOutcome, OwnPaths, Repo};
-use crate::workers::ledger::Assignment;
 
 impl Coordinator {
     /// Everything a worker left in its worktree, committed on its branch
@@ -223,7 +223,7 @@ fn plan_as_at_base(wt: &Repository, plan: &Path, run_branch: &str) -> Option<Str
     if std::fs::read(&path).ok().as_deref() == Some(blob.content()) {
         return None;
     }
-    crate::state::write_atomic(&path, blob.content()).ok()?;
+    crate::formats::write_atomic(&path, blob.content()).ok()?;
     Some(format!(
         "its edits to {} were left out: the coordinator checks items off there once merged",
         plan.display()

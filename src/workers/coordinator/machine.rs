@@ -21,9 +21,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use crate::workers::Merged;
+use crate::formats::ledger::{Ledger, Merged, Status};
 use crate::workers::grant::{self, Decision};
-use crate::workers::ledger::{Ledger, Status};
 
 /// The moment an input happens at.
 #[derive(Debug, Clone, Copy)]

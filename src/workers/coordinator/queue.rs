@@ -7,11 +7,14 @@ use std::sync::mpsc;
 use super::machine::Input;
 use super::{Coordinator, write_worker_plan};
 use crate::error::Result;
-use crate::events::Event;
+use crate::formats::Event;
+use crate::formats::Merged;
+use crate::formats::ledger::{Assignment, MergeRecord, Status, Task};
+use crate::plan::units;
+use crate::repo::worktree;
 use crate::text::printable;
+use crate::workers::MergeRequest;
 use crate::workers::child::Msg;
-use crate::workers::ledger::{Assignment, MergeRecord, Status, Task};
-use crate::workers::{MergeRequest, Merged, assign, worktree};
 
 impl Coordinator {
     /// Assignments whose work is in the run branch already, settled before
@@ -104,7 +107,7 @@ impl Coordinator {
         );
         let backup = wrote_backup.then_some(backup);
         self.ledger.merges.push(MergeRecord {
-            ts: crate::state::now_rfc3339(),
+            ts: crate::formats::now_rfc3339(),
             worker: a.worker.clone(),
             item: a.item.clone(),
             branch: a.branch.clone(),
@@ -185,7 +188,7 @@ impl Coordinator {
         // then the assignment.
         let a = self.ledger.assignments[i].clone();
         let text = self.plan_text()?;
-        if let Some(checked) = assign::check_off(&text, &a.item) {
+        if let Some(checked) = units::check_off(&text, &a.item) {
             let item = printable(&a.item);
             self.commit_plan(
                 &checked,

@@ -17,7 +17,7 @@ use git2::{Oid, Repository};
 
 use super::{Coordinator, read_plan};
 use crate::error::{Error, Result};
-use crate::events::Event;
+use crate::formats::Event;
 
 impl Coordinator {
     /// Whether the user's checkout (where the run started) is on the run branch.
@@ -74,7 +74,7 @@ impl Coordinator {
     pub(super) fn commit_plan(&mut self, text: &str, message: &str) -> Result<()> {
         let here = self.run_branch_checked_out();
         if here {
-            crate::state::write_atomic(&self.plan_path, text.as_bytes())?;
+            crate::formats::write_atomic(&self.plan_path, text.as_bytes())?;
         }
         let branch = format!("refs/heads/{}", self.ledger.run_branch);
         let id = commit_alone(

@@ -2,6 +2,7 @@
 //! ledger to continue (or the refusal to start afresh over unmerged work),
 //! the user's edits committed first, the plan's units checked.
 
+use crate::workers::grant;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -9,13 +10,15 @@ use git2::Repository;
 
 use super::machine::{LEASE, Machine, Rules};
 use super::{Coordinator, Options, install_signals, read_plan};
-use crate::config::Config;
+use crate::config::{Config, trust};
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event};
+use crate::events::{Bus, EventLog};
+use crate::formats::Event;
+use crate::formats::ledger::Ledger;
+use crate::plan::units;
+use crate::project::Lock;
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
-use crate::workers::ledger::Ledger;
-use crate::workers::{assign, grant};
 
 pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
     let root = project.root().to_path_buf();
@@ -63,20 +66,48 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
             ))
             .with_hint("put the plan inside the repository")
         })?;
+    // Before anything is written, as a single run: a change an agent
+    // made during the last run is not acted on unconfirmed.
+    let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
+    let trusted = trust::at_start(&root, &layout.dir, boxed, opts.trust_config)?;
+    layout.ensure()?;
     let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
-    let begun = crate::supervisor::start::begin(
-        crate::supervisor::start::Start {
-            root: &root,
-            config: &config,
-            repo: Some(&repo),
-            run_id: previous.as_ref().map(|l| l.run_id.clone()),
-            workplace: crate::state::ownership::Workplace::Worktrees,
-            worker: false,
-            trust_config: opts.trust_config,
-        },
+    let run_id = previous.as_ref().map_or_else(
+        || crate::supervisor::new_run_id(&root, Some(&repo)),
+        |l| l.run_id.clone(),
+    );
+    let lock = Lock::acquire(&layout, &run_id)?;
+    let _claim = repo.claim_scope()?;
+    bus.add(Box::new(EventLog::open(&layout.events())?));
+    if let Some(event) = trust::start_event(trusted) {
+        bus.emit(event);
+    }
+    // The workers' loops act on this configuration (`--trusted-by`).
+    let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(&root, &config))
+        .holding_config(&root)?;
+    trust.save(&layout.dir)?;
+    if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
+        bus.add(Box::new(notifier));
+    }
+    crate::project::ownership::at_start(
+        &root,
+        &config.prompt_file,
+        crate::project::ownership::Workplace::Worktrees,
         &mut bus,
-    )?;
-    let run_id = begun.run_id;
+    );
+    if lock.stale_committing {
+        // The previous coordinator died writing to git: the lock files it
+        // left would refuse every branch, merge and commit from now on.
+        let removed = crate::repo::remove_stale_commit_locks(&root);
+        if !removed.is_empty() {
+            bus.emit(Event::Warning {
+                message: format!(
+                    "the previous coordinator died writing to git; removed the lock files it left: {}",
+                    removed.join(", ")
+                ),
+            });
+        }
+    }
     let resumed = previous.is_some();
     let ledger = match previous {
         Some(l) if opts.fresh && !l.unmerged(&git).is_empty() => {
@@ -108,7 +139,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
                 run_id: run_id.clone(),
                 run_branch: run_branch.clone(),
                 plan: config.plan.display().to_string(),
-                started_at: crate::state::now_rfc3339(),
+                started_at: crate::formats::now_rfc3339(),
                 workers: opts.workers,
                 ..Ledger::default()
             }
@@ -116,7 +147,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     };
     config_is_committed(&git, &prefix, &run_branch)?;
     let text = read_plan(&plan_path)?;
-    assign::units(&text).map_err(|e| {
+    units::units(&text).map_err(|e| {
         Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
     })?;
     let worktrees = root
@@ -129,6 +160,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         )
         .join(&run_id);
     install_signals()?;
+    let hooks = crate::hooks::Hooks::trusting(&config.hooks, &root, Some(trust.started.clone()));
     let counted_from = crate::supervisor::CountedFrom::of_run(
         &ledger.started_at,
         ledger.iterations,
@@ -163,16 +195,15 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         worktrees,
         ledger,
         bus,
-        hooks: begun.hooks,
-        trust: begun.trust,
-        _claim: begun.claim,
+        hooks,
         children: BTreeMap::new(),
         machine: Machine::new(rules, &super::now()),
         opts,
         checkout_away: false,
         worktrees_full: None,
-        lock: begun.lock,
+        lock,
         config,
+        trust,
     };
     c.ledger.workers = c.opts.workers;
     // What the workers did while no coordinator listened counts before
@@ -187,7 +218,6 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         pid: std::process::id(),
     });
     c.save()?;
-    c.trust.save(&c.ralph_dir)?;
     c.drive()
 }
 

@@ -91,15 +91,15 @@ impl Worker {
     }
 
     fn loops_dir(&self) -> PathBuf {
-        self.root
-            .join(".ralph/fleet")
+        crate::formats::Layout::new(&self.root)
+            .fleet()
             .join(self.fleet.names().fleet())
             .join("loops")
     }
 
     pub(super) fn worktree_path(&self, key: &str) -> PathBuf {
-        self.root
-            .join(".ralph/fleet")
+        crate::formats::Layout::new(&self.root)
+            .fleet()
             .join(self.fleet.names().fleet())
             .join(key)
     }
@@ -107,7 +107,8 @@ impl Worker {
     /// Remove the item's worktree, keeping its loop's records (state,
     /// events, transcripts, report) under `.ralph/fleet/<name>/loops/`.
     pub(super) fn remove_worktree(&self, key: &str) {
-        let records = self.worktree_path(key).join(&self.root_rel).join(".ralph");
+        let records =
+            crate::formats::Layout::new(&self.worktree_path(key).join(&self.root_rel)).dir;
         if records.is_dir() {
             let stamp = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S");
             let kept = self.loops_dir().join(format!("{key}-{stamp}"));
@@ -438,7 +439,7 @@ impl Worker {
             end,
             why: why.to_string(),
         };
-        let state = std::fs::read(crate::state::Layout::new(&job.wt_root).state()).ok();
+        let state = std::fs::read(crate::formats::Layout::new(&job.wt_root).state()).ok();
         let oid = loops::commit(
             self.fleet.repo(),
             &record,

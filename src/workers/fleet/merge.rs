@@ -218,7 +218,12 @@ impl Worker {
             .join(&self.config.prompt_file)
             .to_string_lossy()
             .into_owned();
-        let own_dir = self.root_rel.join(".ralph/").to_string_lossy().into_owned();
+        let own_dir = format!(
+            "{}/",
+            self.root_rel
+                .join(crate::formats::RALPH_DIR)
+                .to_string_lossy()
+        );
         for path in [&plan_path, &prompt] {
             let _ = index.remove_path(Path::new(path));
         }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use jiff::Timestamp;
 
 use super::remote::{Limit, Spent};
-use crate::events::{Event, Record};
+use crate::formats::{Event, Record};
 
 /// One loop's log, tailed.
 pub(crate) struct Meter {

@@ -22,10 +22,10 @@ use super::status::{self, FleetStatus};
 use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
-use crate::events::{Event, Record};
+use crate::formats::Merged;
+use crate::formats::{Event, Record};
 use crate::report::lanes::{FleetTotals, Lanes, LeftItem};
 use crate::report::{Budgets, RunReport, gather};
-use crate::workers::Merged;
 
 /// The report of fleet `fleet`, fetched through `remote`.
 pub(crate) fn report(

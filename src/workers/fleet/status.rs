@@ -15,7 +15,7 @@ use super::merge::MergeRecord;
 use super::remote::{Fleet, Ledger, View, WorkerStatus};
 use super::units::units;
 use crate::error::{Error, Result};
-use crate::workers::assign::UnitState;
+use crate::plan::units::UnitState;
 
 /// What `ralph status --fleet` shows (`--json`: this object).
 #[derive(Debug, Serialize)]

@@ -1,4 +1,4 @@
-//! The plan's units (`workers::assign`: an item with its sub-items, its
+//! The plan's units (`plan::units`: an item with its sub-items, its
 //! `(after: …)` and `(serial)` waits) as the fleet sees them: each with a
 //! key that names its refs on every machine (pure).
 //!
@@ -10,13 +10,13 @@
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::workers::assign::{self, UnitState};
+use crate::plan::units::{self, UnitState};
 
 /// One unit of work on the run branch's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Unit {
     pub(crate) key: String,
-    /// The unit's name (`assign::Unit::key`): its top item's text.
+    /// The unit's name (`units::Unit::key`): its top item's text.
     pub(crate) text: String,
     pub(crate) state: UnitState,
     /// The keys of the units it waits for.
@@ -33,7 +33,7 @@ impl Unit {
 
 /// The units of `text` (a plan), in plan order.
 pub(crate) fn units(text: &str) -> Result<Vec<Unit>> {
-    let parsed = assign::units(text).map_err(|e| {
+    let parsed = units::units(text).map_err(|e| {
         Error::usage(format!("the plan cannot be shared out: {e}"))
             .with_hint("fix the item's `(after: …)` marking (docs/workers.md)")
     })?;
@@ -55,7 +55,7 @@ pub(crate) fn units(text: &str) -> Result<Vec<Unit>> {
             text: u.key.clone(),
             state: u.state,
             after: u.after.iter().map(|&i| keys[i].clone()).collect(),
-            own_plan: assign::worker_plan(text, u),
+            own_plan: units::worker_plan(text, u),
         })
         .collect())
 }
@@ -85,7 +85,7 @@ pub(crate) fn ready(units: &[Unit]) -> Vec<&Unit> {
 
 /// `text` with the unit checked off; `None` when it is not open there.
 pub(crate) fn check_off(text: &str, unit: &Unit) -> Option<String> {
-    assign::check_off(text, &unit.text)
+    units::check_off(text, &unit.text)
 }
 
 /// The one-item plan a worker's loop runs on, with what the worker wants

@@ -83,7 +83,8 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
     let say = Say::new(
         &worker,
         opts.json,
-        root.join(".ralph/fleet")
+        crate::formats::Layout::new(&root)
+            .fleet()
             .join(names.fleet())
             .join("events.jsonl"),
     );
@@ -311,7 +312,7 @@ impl Worker {
         let pushed_snapshot = view.snapshots.get(&key).copied();
         let base = pushed_item.unwrap_or(view.run.expect("joined"));
         let (wt_root, mut note) = self.prepare(unit, &held, base, pushed_snapshot)?;
-        let log = crate::state::Layout::new(&wt_root).events();
+        let log = crate::formats::Layout::new(&wt_root).events();
         let mut job = Job {
             unit: unit.clone(),
             held,
@@ -326,7 +327,7 @@ impl Worker {
         let mut conflicts = 0;
         loop {
             let plan_file = job.wt_root.join(WORKER_PLAN);
-            std::fs::create_dir_all(job.wt_root.join(".ralph"))
+            std::fs::create_dir_all(crate::formats::Layout::new(&job.wt_root).dir)
                 .map_err(|e| Error::io("cannot create", &job.wt_root, e))?;
             std::fs::write(&plan_file, item_plan(unit, note.as_deref()))
                 .map_err(|e| Error::io("cannot write", &plan_file, e))?;

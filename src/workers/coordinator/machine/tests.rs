@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::workers::ledger::{Assignment, Task};
+use crate::formats::ledger::{Assignment, Task};
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 

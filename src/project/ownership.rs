@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::events::{Bus, Event};
+use crate::events::Bus;
+use crate::formats::Event;
+use crate::formats::Layout;
+use crate::project::Lock;
 use crate::repo::{self, OwnPaths, Repo};
-use crate::state::{Layout, Lock};
 
 /// Where ralph records what it last wrote to the prompt file.
 const PROMPT_RECORD: &str = "prompt-file.json";
@@ -63,24 +65,6 @@ pub(crate) fn prompt_owner(root: &Path, prompt_file: &Path) -> PromptOwner {
     } else {
         PromptOwner::Foreign
     }
-}
-
-/// Whether `path` (relative to the project root) stays inside the project
-/// and out of `.git/`: an absolute path or one climbing out with `..` is
-/// neither.
-pub(crate) fn inside_project(path: &Path) -> bool {
-    use std::path::Component;
-    let mut depth = 0usize;
-    for part in path.components() {
-        match part {
-            Component::Normal(name) if depth == 0 && name == ".git" => return false,
-            Component::Normal(_) => depth += 1,
-            Component::CurDir => {}
-            Component::ParentDir if depth > 0 => depth -= 1,
-            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return false,
-        }
-    }
-    true
 }
 
 /// The error for a prompt file ralph did not write (exit 2).
@@ -137,7 +121,7 @@ pub(crate) fn write_prompt(layout: &Layout, path: &Path, text: &str) -> std::io:
     let json = serde_json::to_vec(&record).expect("the record serializes");
     // The record is a convenience: losing it (`git clean -fdx`) is covered
     // by the embedded template's marks, and by the next write.
-    let _ = crate::state::write_atomic(&layout.dir.join(PROMPT_RECORD), &json);
+    let _ = crate::formats::write_atomic(&layout.dir.join(PROMPT_RECORD), &json);
     replace_whole(layout, path, bytes)
 }
 
@@ -288,22 +272,6 @@ pub(crate) fn keep_runtime(layout: &Layout, lock: &mut Lock, bus: &mut Bus) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prompt_file_stays_in_the_project() {
-        for ok in ["PROMPT.md", "docs/p.md", "./a/../b.md"] {
-            assert!(inside_project(Path::new(ok)), "{ok}");
-        }
-        for bad in [
-            ".git/config",
-            "./.git/x",
-            "/etc/passwd",
-            "../other/PROMPT.md",
-            "a/../../x",
-        ] {
-            assert!(!inside_project(Path::new(bad)), "{bad}");
-        }
-    }
 
     #[test]
     fn prompt_file_owner_follows_the_record() {

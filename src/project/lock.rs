@@ -7,8 +7,8 @@ use std::os::unix::fs::OpenOptionsExt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Layout, now_rfc3339, overwrite_padded};
 use crate::error::{Error, Result};
+use crate::formats::{Layout, now_rfc3339, overwrite_padded};
 
 /// What `.ralph/lock` records about the running supervisor.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

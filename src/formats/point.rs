@@ -1,7 +1,6 @@
 //! The moments a hook can be attached to: the keys of `[hooks]`, which are
-//! also the `hook` field of the `hook` event (a leaf, so that the event
-//! schema can name it). Which event fires which point is `Point::of`,
-//! beside the runner.
+//! also the `hook` field of the `hook` event. Which event fires which point
+//! is `Point::of`, beside the hooks' runner.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,65 +1,14 @@
-//! What a run of the checks was, as the state, the events, the report and
-//! the prompt keep it: `[verify]`'s config, the moment, each command's
-//! result, and the prompt's view of a failure. A leaf (the state imports
-//! it; running the commands is `verify.rs`).
+//! What a run of the `[verify]` checks was, as `state.json`, the events,
+//! the report and the prompt keep it: the moment, each command's result,
+//! and the prompt's view of a failure. Running the commands is
+//! `hooks::verify`; the keys are `config::verify`.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::span::Span;
-
 /// Characters of one output line shown in a prompt.
 const LINE_CHARS: usize = 240;
-
-/// `[verify]` in ralph.toml.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct VerifyConfig {
-    /// Shell commands, run in order in the project root (`sh -c`).
-    pub(crate) commands: Vec<String>,
-    /// How long each command may run before it (and its group) is killed.
-    pub(crate) timeout: Span,
-    /// When they run besides a completion, which is always verified.
-    pub(crate) on: Vec<When>,
-    /// After this many failed runs of the checks in a row, the run asks for
-    /// a person once (`needs_human`, reason `verify_failing`); 0: never.
-    pub(crate) needs_human_after: u32,
-}
-
-impl Default for VerifyConfig {
-    fn default() -> Self {
-        VerifyConfig {
-            commands: Vec::new(),
-            timeout: Span::secs(10 * 60),
-            on: vec![When::Completion],
-            needs_human_after: 3,
-        }
-    }
-}
-
-impl VerifyConfig {
-    /// Whether the checks run at `when` (a completion: whenever there are any).
-    pub(crate) fn runs_on(&self, when: When) -> bool {
-        !self.commands.is_empty() && (when == When::Completion || self.on.contains(&when))
-    }
-
-    /// The key that is wrong and why, if one is.
-    pub(crate) fn problem(&self) -> Option<(&'static str, String)> {
-        if self.commands.iter().any(|c| c.trim().is_empty()) {
-            return Some(("commands", "a command is empty".into()));
-        }
-        if self.timeout.0.is_zero() {
-            return Some(("timeout", "must be longer than 0s".into()));
-        }
-        self.on.contains(&When::Doctor).then(|| {
-            (
-                "on",
-                "`doctor` is not a moment of a run: use completion, item, checkpoint".into(),
-            )
-        })
-    }
-}
 
 /// The moment a verification ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,10 +70,7 @@ impl Check {
             (Status::Failed, Some(c)) => format!("exited with {c}"),
             (Status::Failed, None) => "was killed by a signal".to_string(),
             (Status::TimedOut, _) => match timeout {
-                Some(t) => format!(
-                    "timed out after {}",
-                    crate::config::span::format_duration(t)
-                ),
+                Some(t) => format!("timed out after {}", crate::text::format_duration(t)),
                 None => "timed out".to_string(),
             },
             (Status::CannotStart, _) => "could not start".to_string(),
@@ -157,6 +103,12 @@ impl Verification {
     /// The failed command, if one failed.
     pub(crate) fn failure(&self) -> Option<&Check> {
         self.checks.iter().find(|c| c.status != Status::Passed)
+    }
+
+    /// The check not run because a script it names changed during the
+    /// run: no session can make it pass (`config::trust`).
+    pub(crate) fn untrusted(&self) -> Option<&Check> {
+        self.failure().filter(|c| c.status == Status::Untrusted)
     }
 
     /// One line: "passed (2 commands)" or the failed command's summary —

@@ -25,8 +25,6 @@ impl Span {
     }
 }
 
-pub(crate) use crate::text::format_duration;
-
 impl<'de> Deserialize<'de> for Span {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let text = String::deserialize(d)?;
@@ -46,6 +44,7 @@ impl Serialize for Span {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::format_duration;
 
     #[test]
     fn span_formats() {

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::ledger::{Ledger, Status};
-use crate::state::{Layout, RunState};
+use crate::formats::ledger::{Ledger, Status};
+use crate::formats::{Layout, RunState};
 
 /// Why a worker of a parallel run with no coordinator is paused.
 const NO_COORDINATOR: &str =
@@ -56,7 +56,7 @@ impl WorkersView {
         let layout = Layout::new(root);
         let ledger = Ledger::load(&layout.dir).ok()??;
         let git = git2::Repository::discover(root).ok();
-        let coordinating = crate::state::running_supervisor(&layout).is_some();
+        let coordinating = crate::project::running_supervisor(&layout).is_some();
         // Iterations the workers ended that no coordinator took in (it was
         // killed): they count, as the next one will count them. A live one
         // takes them in itself; their logs are not read on every status.
@@ -67,7 +67,7 @@ impl WorkersView {
         };
         let (unheard, unheard_cost) = (unheard.iter())
             .filter_map(|r| match &r.event {
-                crate::events::Event::IterationEnded { cost_usd, .. } => Some(*cost_usd),
+                crate::formats::Event::IterationEnded { cost_usd, .. } => Some(*cost_usd),
                 _ => None,
             })
             .fold((0, 0.0), |(n, c), cost| (n + 1, c + cost));
@@ -83,7 +83,7 @@ impl WorkersView {
                 // died (kill -9, a failed start) had running: without one,
                 // a worker runs only while its own loop still holds its lock.
                 let own_loop =
-                    || crate::state::running_supervisor(&Layout::new(&a.project_dir)).is_some();
+                    || crate::project::running_supervisor(&Layout::new(&a.project_dir)).is_some();
                 let (status, why) = match &a.status {
                     Status::Left(why) => ("left", Some(why.clone())),
                     Status::Running if coordinating || own_loop() => ("running", None),
@@ -106,7 +106,8 @@ impl WorkersView {
                     unmerged: git
                         .as_ref()
                         .and_then(|g| {
-                            super::worktree::commits_ahead(g, &a.branch, &ledger.run_branch).ok()
+                            crate::repo::worktree::commits_ahead(g, &a.branch, &ledger.run_branch)
+                                .ok()
                         })
                         .unwrap_or_default(),
                 }
@@ -117,7 +118,7 @@ impl WorkersView {
             run_branch: ledger.run_branch,
             started_at: ledger.started_at,
             workers: ledger.workers,
-            outcome: if crate::state::running_supervisor(&layout).is_some() {
+            outcome: if crate::project::running_supervisor(&layout).is_some() {
                 Some("running".into())
             } else {
                 ledger.outcome
@@ -132,13 +133,13 @@ impl WorkersView {
 
     /// Every branch not merged yet, for the report's items left: its item,
     /// where it stands and why, and its commits.
-    pub(crate) fn left(&self) -> Vec<crate::report::lanes::LeftItem> {
+    pub(crate) fn left(&self) -> Vec<super::lanes::LeftItem> {
         (self.assignments.iter())
             .map(|a| {
                 let commits: Vec<String> = (a.unmerged.iter())
                     .map(|(id, subject)| format!("{} {subject}", &id[..id.len().min(10)]))
                     .collect();
-                crate::report::lanes::LeftItem {
+                super::lanes::LeftItem {
                     item: a.item.clone(),
                     why: format!(
                         "{}{}; branch {}, {} commit(s) not merged{}{}",

@@ -1,9 +1,9 @@
 //! `[notify]` in `ralph.toml`: the channels, which events go out, and the
-//! delivery limits (docs/notifications.md). A leaf: imports only `span`.
+//! delivery limits (docs/notifications.md). A leaf: imports only `text`'s `Span`. Delivering is `events::notify`.
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::span::Span;
+use crate::text::Span;
 
 /// What a notification is about; the `event` field of every payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

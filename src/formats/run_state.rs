@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::IterationOutcome;
+use super::{CarryOver, ItemAccount, ShardRequest};
 use crate::context::Level;
 use crate::error::{Error, Result};
-use crate::plan::items::{CarryOver, ItemAccount, ShardRequest};
 use crate::rules::breaker::BreakerState;
 
 pub(crate) const STATE_VERSION: u32 = 1;
@@ -93,12 +93,15 @@ pub enum RunStatus {
     Stopped,
     Interrupted,
     Failed,
+    /// Ended at a completion no session could pass: a check's script
+    /// changed during the run and is not trusted (`config::trust`).
+    Untrusted,
     #[serde(untagged)]
     Other(String),
 }
 
 impl RunStatus {
-    const NAMED: [RunStatus; 10] = [
+    const NAMED: [RunStatus; 11] = [
         RunStatus::New,
         RunStatus::Running,
         RunStatus::Waiting,
@@ -109,6 +112,7 @@ impl RunStatus {
         RunStatus::Stopped,
         RunStatus::Interrupted,
         RunStatus::Failed,
+        RunStatus::Untrusted,
     ];
 
     pub fn name(&self) -> &str {
@@ -123,6 +127,7 @@ impl RunStatus {
             RunStatus::Stopped => "stopped",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Failed => "failed",
+            RunStatus::Untrusted => "untrusted",
             RunStatus::Other(s) => s,
         }
     }
@@ -148,7 +153,11 @@ impl std::fmt::Display for RunStatus {
     }
 }
 
-/// Where ralph keeps its runtime files under the project root.
+/// ralph's directory, relative to the project root.
+pub(crate) const RALPH_DIR: &str = ".ralph";
+
+/// Where ralph keeps its runtime files under the project root: every path
+/// under `.ralph/` is named here, nowhere else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     pub(crate) root: PathBuf,
@@ -159,7 +168,7 @@ impl Layout {
     pub fn new(root: &Path) -> Layout {
         Layout {
             root: root.to_path_buf(),
-            dir: root.join(".ralph"),
+            dir: root.join(RALPH_DIR),
         }
     }
     pub fn state(&self) -> PathBuf {
@@ -168,7 +177,7 @@ impl Layout {
     pub fn events(&self) -> PathBuf {
         self.dir.join("events.jsonl")
     }
-    /// The process groups of the hooks running now (`hooks/process.rs`).
+    /// The process groups of the hooks running now (`agent/shell.rs`).
     pub(crate) fn hook_groups(&self) -> PathBuf {
         self.dir.join("hook-groups.json")
     }
@@ -180,6 +189,26 @@ impl Layout {
     }
     pub(crate) fn handoffs(&self) -> PathBuf {
         self.dir.join("handoffs")
+    }
+    /// The agent's own notes (writable inside the box).
+    pub(crate) fn notes(&self) -> PathBuf {
+        self.dir.join("notes")
+    }
+    /// A fleet's records on this machine (`workers::fleet`).
+    pub(crate) fn fleet(&self) -> PathBuf {
+        self.dir.join("fleet")
+    }
+    /// The morning report.
+    pub(crate) fn report(&self) -> PathBuf {
+        self.dir.join("report.html")
+    }
+    /// The ledger of finished items, shared by every run in this repo.
+    pub(crate) fn items(&self) -> PathBuf {
+        self.dir.join("items.jsonl")
+    }
+    /// A worker's grant of sessions (`formats::grant`).
+    pub(crate) fn grant(&self) -> PathBuf {
+        self.dir.join("grant.json")
     }
     /// Every run's transcripts, one directory each.
     pub(crate) fn runs(&self) -> PathBuf {
@@ -360,7 +389,7 @@ pub struct RunState {
     /// The latest run of the `[verify]` commands; while it failed, the
     /// next prompt asks for the failure to be fixed first.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub verify: Option<crate::hooks::verify::checks::Verification>,
+    pub verify: Option<crate::formats::Verification>,
     /// Failed runs of the checks in a row (0 once one passes).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub verify_failures: u32,
@@ -684,6 +713,24 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("cannot write", path, e))
 }
 
+/// Whether `path` (relative to the project root) stays inside the project
+/// and out of `.git/`: an absolute path or one climbing out with `..` is
+/// neither.
+pub(crate) fn inside_project(path: &Path) -> bool {
+    use std::path::Component;
+    let mut depth = 0usize;
+    for part in path.components() {
+        match part {
+            Component::Normal(name) if depth == 0 && name == ".git" => return false,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir if depth > 0 => depth -= 1,
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
 pub(crate) fn now_rfc3339() -> String {
     jiff::Timestamp::now().to_string()
 }
@@ -691,7 +738,23 @@ pub(crate) fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Lock, running_supervisor};
+    use crate::project::{Lock, running_supervisor};
+
+    #[test]
+    fn prompt_file_stays_in_the_project() {
+        for ok in ["PROMPT.md", "docs/p.md", "./a/../b.md"] {
+            assert!(inside_project(Path::new(ok)), "{ok}");
+        }
+        for bad in [
+            ".git/config",
+            "./.git/x",
+            "/etc/passwd",
+            "../other/PROMPT.md",
+            "a/../../x",
+        ] {
+            assert!(!inside_project(Path::new(bad)), "{bad}");
+        }
+    }
 
     type Commit<'a> = Option<Result<(), &'a str>>;
 

@@ -85,7 +85,7 @@ fn note_group(pgid: i32, running: bool) {
         file.live.push(crate::agent::procs::GroupRecord::of(pgid));
     }
     let json = serde_json::to_vec(&file.live).expect("group records serialise");
-    if let Err(e) = crate::state::write_atomic(&file.path, &json) {
+    if let Err(e) = crate::formats::write_atomic(&file.path, &json) {
         tracing::warn!("cannot record the hook's process group: {e}");
     }
 }
