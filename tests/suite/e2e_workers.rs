@@ -1511,51 +1511,6 @@ fn escape_sequences_in_plan_items_reach_no_commit_message_or_page() {
     assert!(page.contains("alpha RED"), "the item's text kept");
 }
 
-/// A worker's agent edits `ralph.toml` (appends a comment), then does its
-/// item as ONE_ITEM does.
-const EDITS_CONFIG: &str = r#"
-[[step]]
-context = 20000
-text = "Working on my item."
-command = '''
-printf '# tuned by %s\n' "$RALPH_WORKER" >> ralph.toml
-mkdir -p out && printf '%s by %s\n' "$RALPH_ITEM" "$RALPH_WORKER" > "out/$RALPH_ITEM.txt"
-sed -i '0,/- \[ \]/s//- [x]/' .ralph/worker-plan.md
-'''
-
-[[step]]
-result = "Done.\n\n<promise>COMPLETE</promise>"
-"#;
-
-#[test]
-fn a_workers_edit_to_ralph_toml_merged_in_is_told_at_the_next_parallel_start() {
-    let p = Project::new("# Config\n\n- [ ] alpha\n", EDITS_CONFIG, "");
-    let first = p.run(&["--workers", "2"], LIMIT);
-    assert_eq!(first.code, Some(0), "{}", first.describe());
-    // The coordinator's own trust events (a worker's loop says it did not
-    // obey the edit).
-    let own = |r: &Run| -> Vec<Value> {
-        (r.of("trust").into_iter())
-            .filter(|e| e.get("worker").is_none())
-            .cloned()
-            .collect()
-    };
-    assert!(own(&first).is_empty(), "{}", first.describe());
-    assert!(p.read("ralph.toml").contains("# tuned by w1"));
-    // A new item, and the next parallel run: the merged edit was made
-    // during the last run, not by the user between two.
-    p.write("fix_plan.md", "# Config\n\n- [x] alpha\n- [ ] bravo\n");
-    let second = p.run(&["--workers", "2"], LIMIT);
-    assert_eq!(second.code, Some(0), "{}", second.describe());
-    let trust = own(&second);
-    assert_eq!(trust.len(), 1, "{}", second.describe());
-    assert_eq!(trust[0]["action"], "warned");
-    assert_eq!(trust[0]["paths"], serde_json::json!(["ralph.toml"]));
-    // One session per item: the start's check costs nothing.
-    let sessions = |r: &Run| r.of("iteration_started").len();
-    assert_eq!((sessions(&first), sessions(&second)), (1, 1));
-}
-
 #[test]
 fn a_conflict_found_after_the_budget_is_spent_starts_no_session_and_the_next_run_resolves_it() {
     // Two sessions in all: each worker does its item; the second merge
