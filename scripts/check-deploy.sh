@@ -23,4 +23,33 @@ fi
 "$venv/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/*.yaml
 "$venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows deploy/github-actions/*.yml \
     .github/workflows/*.yml
+# What the schemas cannot say: a fleet worker is the step's own process
+# (`exec`, or a cancel's SIGINT never reaches it), no input or matrix value
+# is expanded into a shell script, and the agent CLI is the pinned version.
+"$venv/bin/python" - "$(cat scripts/claude-version)" deploy/github-actions/*.yml <<'PY'
+import sys
+from ruamel.yaml import YAML
+
+claude, files = sys.argv[1], sys.argv[2:]
+bad = []
+for path in files:
+    doc = YAML(typ="safe").load(open(path))
+    for job_name, job in doc["jobs"].items():
+        for step in job.get("steps", []):
+            script = step.get("run")
+            if script is None:
+                continue
+            where = f"{path}: job {job_name}, step {step.get('name', '?')}"
+            if "${{" in script:
+                bad.append(f"{where}: `${{{{ }}}}` expanded into the script (pass it through env:)")
+            for line in script.splitlines():
+                words = line.split()
+                if "ralph" in words and "run" in words and words[:1] != ["exec"]:
+                    bad.append(f"{where}: `ralph run` without `exec`: {line.strip()}")
+                if "@anthropic-ai/claude-code" in line and f"@anthropic-ai/claude-code@{claude}" not in line:
+                    bad.append(f"{where}: Claude Code not pinned to {claude} (scripts/claude-version)")
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
 echo "deploy/ and .github/workflows/: valid"

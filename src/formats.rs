@@ -10,6 +10,7 @@
 //! formats.rs         this map
 //! formats/
 //!   event.rs         Event, Record (events.jsonl, `--json`), StopStep, SnapshotReason, TrustAction, read_log
+//!   fleet.rs         FleetEvent: a fleet worker's events (`Event::Fleet`, all `fleet_…`) and their human line
 //!   ledger.rs        .ralph/workers.json: Ledger, Assignment, MergeRecord, Merged, Heard, ledger_of
 //!   grant.rs         .ralph/grant.json: the sessions a worker's loop may start
 //!   items.rs         an item's account, a shard request, the carry-over, Confidence
@@ -25,6 +26,7 @@
 //! (the breaker's rules in `rules::breaker`, the lock in `project::lock`).
 
 mod event;
+mod fleet;
 mod grant;
 mod items;
 pub(crate) mod ledger;
@@ -34,6 +36,7 @@ mod run_state;
 pub(crate) mod verification;
 
 pub use event::*;
+pub use fleet::FleetEvent;
 pub(crate) use grant::Grant;
 pub use items::*;
 pub(crate) use ledger::{Heard, Ledger, Merged, ledger_of};

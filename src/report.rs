@@ -14,7 +14,9 @@
 //!   workers.rs       WorkersView: a parallel run as its ledger, its workers' own states and git tell it (`ralph status`, the items left)
 //!   story.rs         what the night changed and how it was checked (data): Story, the verify lane
 //!   changes.rs       the story read from git: commits, diffstats, sessions to reopen; their text and page
-//!   charts.rs        the charts' geometry; svg.rs draws them as inline SVG
+//!   charts.rs        the charts' geometry and clock; svg.rs draws them as inline SVG
+//!   night.rs         the charts against the clock: the timeline (a lane per loop, the
+//!                    merge queue, what was left to a person) and plan progress
 //!   html.rs          the one page (report.css inlined, no script, a CSP that forbids loads)
 //!   text.rs          the 80-column summary
 //! ```
@@ -25,6 +27,7 @@ pub mod gather;
 pub mod html;
 pub(crate) mod lanes;
 pub mod model;
+mod night;
 mod runs;
 pub(crate) mod story;
 pub(crate) mod svg;

@@ -104,6 +104,7 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
             fresh: args.fresh,
             pass,
             budget_per_invocation: args.budget_per_invocation,
+            deadline,
             trust_config: args.trust_config,
         };
         return crate::workers::run(project, config, opts, bus);

@@ -426,8 +426,13 @@ pub(crate) fn fleet_status(
     json: bool,
 ) -> Result<i32> {
     let config = project.config()?;
-    let report =
-        crate::workers::fleet::status(project.root(), remote, fleet, config.fleet.clock_skew.0)?;
+    let report = crate::workers::fleet::status(
+        project.root(),
+        remote,
+        fleet,
+        config.fleet.lease.0,
+        config.fleet.clock_skew.0,
+    )?;
     super::print(&report.render(json))?;
     Ok(0)
 }

@@ -165,13 +165,11 @@ pub(crate) fn watch(project: &Project) -> Result<i32> {
             .with_hint("without one, `ralph status`, `ralph context --watch` or the JSON lines of `ralph run --json` tell the same"));
     }
     let root = project.root();
-    // ralph.toml gives the thresholds and budgets; a broken one must not
+    // ralph.toml gives the thresholds; a broken one must not
     // hide the run (`ralph doctor` reports it).
     let config = Config::load(root).unwrap_or_default();
     let settings = Settings {
         thresholds: config.thresholds(),
-        max_cost_usd: config.loop_.max_cost_usd,
-        max_duration: config.loop_.max_duration.map(|d| d.0),
         colour: std::env::var_os("NO_COLOR").is_none(),
     };
     let mut source = Source {

@@ -22,6 +22,11 @@ pub(crate) struct FleetConfig {
     pub(crate) network_timeout: Span,
     /// The longest wait between retries while the remote cannot be reached.
     pub(crate) max_retry_wait: Span,
+    /// The longest the remote may stay unreachable before the worker stops
+    /// (its loop checkpointed, the work kept in the clone, exit 2): a remote
+    /// gone for good is not retried all night while the loop pays for work
+    /// it cannot deliver.
+    pub(crate) max_unreachable: Span,
 }
 
 impl Default for FleetConfig {
@@ -32,6 +37,7 @@ impl Default for FleetConfig {
             grace: Span::secs(25),
             network_timeout: Span::secs(60),
             max_retry_wait: Span::secs(5 * 60),
+            max_unreachable: Span::secs(60 * 60),
         }
     }
 }
@@ -49,6 +55,7 @@ impl FleetConfig {
             ("grace", self.grace),
             ("network_timeout", self.network_timeout),
             ("max_retry_wait", self.max_retry_wait),
+            ("max_unreachable", self.max_unreachable),
         ] {
             if span.0.is_zero() {
                 return Some((key, "must be longer than 0s".into()));

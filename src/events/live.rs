@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::context::Level;
-use crate::events::view::{LoopState, LoopView, RunView, SINGLE};
+use crate::events::view::{LoopState, LoopView, RunView, SINGLE, clock};
 use crate::text::format_duration;
 
 /// "142k", "1.2M".
@@ -119,15 +119,22 @@ pub(crate) fn loop_line(
 }
 
 /// The run's progress for the live line: items done of the plan's, cost
-/// so far, time since the start.
+/// so far (of the budget), time since the start, the deadline (both
+/// budgets as the run's `run_started` said them).
 pub(crate) fn progress(view: &RunView, now: jiff::Timestamp) -> Vec<String> {
     let mut out = Vec::new();
     if !view.items.is_empty() {
         out.push(format!("{}/{} items", view.items_done(), view.items.len()));
     }
-    out.push(format!("${:.2}", view.cost_usd));
+    out.push(match view.max_cost_usd {
+        Some(max) => format!("${:.2} of ${max:.2}", view.cost_usd),
+        None => format!("${:.2}", view.cost_usd),
+    });
     if let Some(e) = view.elapsed(now) {
         out.push(format_duration(Duration::from_secs(e)));
+    }
+    if let Some(at) = view.deadline {
+        out.push(format!("deadline {}", clock(&at.to_string())));
     }
     out
 }
@@ -244,6 +251,35 @@ mod tests {
             lines[2].ends_with("89.8% L2 · checkpointing · three"),
             "{lines:?}"
         );
+    }
+
+    #[test]
+    fn the_budgets_are_the_ones_the_run_started_with() {
+        // The coordinator's start says the run's budgets; a worker's loop
+        // starting with its own says nothing about the run's.
+        let log = r#"{"ts":"2026-11-27T07:00:00Z","event":"run_started","run_id":"r","resumed":true,"first_iteration":4,"max_iterations":50,"plan":"fix_plan.md","pid":1,"deadline":"2026-11-27T07:40:00Z","max_cost_usd":5.0}
+{"ts":"2026-11-27T07:00:01Z","worker":"w1","event":"worker_started","item":"two","task":"item","branch":"b1","worktree":"w"}
+{"ts":"2026-11-27T07:00:01Z","worker":"w1","event":"run_started","run_id":"w","resumed":false,"first_iteration":1,"max_iterations":50,"plan":"fix_plan.md","pid":2,"deadline":"2026-11-27T09:00:00Z","max_cost_usd":50.0}
+{"ts":"2026-11-27T07:00:02Z","worker":"w1","event":"iteration_started","iteration":1,"command":[],"transcript":"t","resume_from":null}
+"#;
+        let v = view_of(log);
+        assert_eq!(v.deadline, Some(at("07:40:00")));
+        assert_eq!(v.max_cost_usd, Some(5.0));
+        let lines = live_lines(&v, at("07:02:00"), 120);
+        assert_eq!(
+            lines[0],
+            format!(
+                "1 worker(s) working · 1/3 items · $0.00 of $5.00 · 2m00s · deadline {}",
+                clock("2026-11-27T07:40:00Z")
+            )
+        );
+        // At 40 columns the deadline goes before the cost does.
+        let narrow = &live_lines(&v, at("07:02:00"), 40)[0];
+        assert!(!narrow.contains("deadline"), "{narrow}");
+        // A run started without them (or an older log) shows none.
+        let v = view_of(SINGLE_RUN);
+        assert_eq!((v.deadline, v.max_cost_usd), (None, None));
+        assert!(!live_lines(&v, at("07:02:00"), 300)[0].contains("deadline"));
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::text::format_duration;
 /// One line for the log, or `None` for events only the status line shows.
 pub(crate) fn describe(event: &Event) -> Option<String> {
     Some(match event {
+        Event::Fleet(fleet) => fleet.human(),
         Event::RunStarted {
             run_id,
             resumed,

@@ -172,6 +172,10 @@ pub(crate) struct RunView {
     pub(crate) started: Option<Timestamp>,
     /// The number of the last iteration the run may start (`run_started`).
     pub(crate) max_iterations: u32,
+    /// When the run's time is up, and the cost at which it stops, as its
+    /// `run_started` said (the run's own count, whatever ralph.toml says now).
+    pub(crate) deadline: Option<Timestamp>,
+    pub(crate) max_cost_usd: Option<f64>,
     /// Iterations of the run before this invocation, and those started since.
     iterations_before: u32,
     iterations_since: u32,
@@ -333,6 +337,8 @@ impl RunView {
                 first_iteration,
                 max_iterations,
                 plan,
+                deadline,
+                max_cost_usd,
                 ..
             } => {
                 if self.run_id.as_ref() != Some(run_id) {
@@ -345,6 +351,8 @@ impl RunView {
                 }
                 self.plan = Some(plan.clone());
                 self.max_iterations = *max_iterations;
+                self.deadline = deadline.as_deref().and_then(|d| d.parse().ok());
+                self.max_cost_usd = *max_cost_usd;
                 self.iterations_before = first_iteration.saturating_sub(1);
                 self.iterations_since = 0;
                 self.ended = None;
@@ -467,6 +475,8 @@ mod tests {
             max_iterations: 50,
             plan: "fix_plan.md".into(),
             pid: 1,
+            deadline: None,
+            max_cost_usd: None,
         }
     }
 
@@ -509,6 +519,7 @@ mod tests {
             invalid_lines: 0,
             skipped_lines: 0,
             not_metered: false,
+            session_id: None,
         }
     }
 

@@ -38,6 +38,15 @@ pub enum Event {
         max_iterations: u32,
         plan: String,
         pid: u32,
+        /// When the run's time is up (RFC 3339): the earlier of
+        /// `--deadline` and `loop.max_duration` counted as the run counts
+        /// it. Left out when neither is set (and in older records).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<String>,
+        /// The run's cost at which it stops: `loop.max_cost_usd` counted
+        /// as the run counts it. Left out when unset (and in older records).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_cost_usd: Option<f64>,
     },
     IterationStarted {
         iteration: u32,
@@ -187,6 +196,11 @@ pub enum Event {
         /// records read as before.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         not_metered: bool,
+        /// The agent's own session id, when its output named one: the
+        /// report's "reopen the session" for every row, a worker's too
+        /// (whose state leaves with its worktree). Left out when none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
     },
     Breaker {
         #[serde(with = "breaker_status")]
@@ -257,6 +271,11 @@ pub enum Event {
         #[serde(default)]
         report: Option<String>,
     },
+    /// A fleet worker's event (`ralph run --remote R --fleet NAME`): its
+    /// own names, all `fleet_…` (`formats::fleet`). Last: untagged here,
+    /// tagged by its own `event`.
+    #[serde(untagged)]
+    Fleet(super::fleet::FleetEvent),
 }
 
 /// Why the safety net recorded the work tree (`snapshot.reason`).
@@ -437,6 +456,7 @@ mod tests {
                     invalid_lines: 0,
                     skipped_lines: 0,
                     not_metered: false,
+                    session_id: None,
                 },
                 "outcome",
                 "checkpoint (rate_limit, L2)",
@@ -548,6 +568,7 @@ mod tests {
             invalid_lines: 0,
             skipped_lines: 0,
             not_metered,
+            session_id: None,
         };
         let line = serde_json::to_value(ended(true)).unwrap();
         assert_eq!(line["not_metered"], true);
@@ -562,6 +583,43 @@ mod tests {
                 not_metered: false,
                 ..
             }
+        ));
+    }
+
+    #[test]
+    fn a_fleet_workers_events_are_records_of_the_one_stream() {
+        use crate::formats::FleetEvent;
+        let mut r = Record::new(Event::Fleet(FleetEvent::Unreachable {
+            error: "fatal: https://x:ghp_0123456789abcdefghijABCDEFGHIJ@github.com/o/r: 403".into(),
+            retry_in_secs: 4,
+        }));
+        r.worker = Some("w1".into());
+        let line = serde_json::to_string(&r).unwrap();
+        // Flat, named `fleet_…`, its worker on the record, redacted as any.
+        assert!(
+            line.contains(r#""worker":"w1","event":"fleet_unreachable""#),
+            "{line}"
+        );
+        assert!(!line.contains("ghp_0123456789"), "{line}");
+        let back: Record = serde_json::from_str(&line).unwrap();
+        assert!(matches!(
+            back.event,
+            Event::Fleet(FleetEvent::Unreachable {
+                retry_in_secs: 4,
+                ..
+            })
+        ));
+        // The other events still read as themselves.
+        let warning: Record =
+            serde_json::from_str(r#"{"ts":"t","event":"warning","message":"x"}"#).unwrap();
+        assert!(matches!(warning.event, Event::Warning { .. }));
+        let paused: Record = serde_json::from_str(
+            r#"{"ts":"t","worker":"w2","event":"fleet_paused","by":"w1","until":"2026-11-27T05:00:00Z"}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            paused.event,
+            Event::Fleet(FleetEvent::Paused { item: None, .. })
         ));
     }
 

@@ -1,5 +1,7 @@
-//! The report's charts as inline SVG: the context of one iteration, the
-//! timeline of the night, cost per iteration and cumulative, plan progress.
+//! The report's charts as inline SVG: the context of one iteration, cost
+//! per iteration and cumulative; the clock and the figures' short forms
+//! every chart uses. The charts of the night against the clock (the
+//! timeline, plan progress) are `night.rs`.
 
 use super::model::{IterationRow, MarkKind, RunReport};
 use super::svg::{Scale, Shape, Svg, thin, ticks, time_ticks};
@@ -22,6 +24,14 @@ impl Clock {
             tz,
             format: if span < 600.0 { "%H:%M:%S" } else { "%H:%M" },
         }
+    }
+
+    /// Seconds from the start to `at` (RFC 3339): where it sits on a
+    /// chart (None without a start, or when `at` is before it or no time).
+    pub(crate) fn offset(&self, at: &str) -> Option<f64> {
+        let at: jiff::Timestamp = at.parse().ok()?;
+        let secs = at.duration_since(self.start?).as_secs_f64();
+        (secs >= 0.0).then_some(secs)
     }
 
     /// The local time `offset` seconds after the start, or `+1h05m` without one.
@@ -63,10 +73,10 @@ pub(crate) fn outcome_class(outcome: &IterationOutcome) -> &'static str {
 /// Runs up to this many iterations get a point per turn in each chart.
 const DOTS_UP_TO: usize = 100;
 
-const PAD_L: f64 = 46.0;
-const PAD_R: f64 = 56.0;
-const PAD_T: f64 = 14.0;
-const PAD_B: f64 = 26.0;
+pub(super) const PAD_L: f64 = 46.0;
+pub(super) const PAD_R: f64 = 56.0;
+pub(super) const PAD_T: f64 = 14.0;
+pub(super) const PAD_B: f64 = 26.0;
 
 fn mark_style(kind: MarkKind) -> (Shape, &'static str) {
     match kind {
@@ -173,106 +183,6 @@ pub(crate) fn context_chart(row: &IterationRow, report: &RunReport) -> String {
     svg.finish()
 }
 
-/// The night: iterations as bars, checkpoints, usage-limit waits, breaker
-/// changes and the duration budget against the clock.
-pub(crate) fn timeline(report: &RunReport, clock: &Clock) -> String {
-    let (w, h) = (1100.0, 150.0);
-    let mut svg = Svg::new(w as u32, h as u32, "chart timeline", "timeline of the run");
-    let span = report
-        .iterations
-        .iter()
-        .filter_map(|r| r.end_offset)
-        .chain(
-            report
-                .waits
-                .iter()
-                .filter_map(|w| w.offset.map(|o| o + w.seconds as f64)),
-        )
-        .fold(report.seconds, f64::max)
-        .max(1.0);
-    let x = Scale::new((0.0, span), (PAD_L + 44.0, w - 20.0));
-    let rows = [("iterations", 22.0), ("limits", 62.0), ("breaker", 92.0)];
-    for (name, ry) in rows {
-        svg.text((PAD_L + 36.0, ry + 14.0), "end", "ax", name);
-        svg.line((x.at(0.0), ry + 26.0), (w - 20.0, ry + 26.0), "grid");
-    }
-    for t in time_ticks(span, 10) {
-        svg.line((x.at(t), 18.0), (x.at(t), h - 28.0), "grid");
-        svg.text((x.at(t), h - 10.0), "middle", "ax", &clock.label(t));
-    }
-    let bar_y = rows[0].1;
-    for r in &report.iterations {
-        let (Some(s), Some(e)) = (r.start_offset, r.end_offset) else {
-            continue;
-        };
-        let tip = format!(
-            "iteration {}: {} · {} · peak {:.1}% · ${:.2}{}",
-            r.iteration,
-            r.outcome,
-            duration(e - s),
-            r.peak_percent,
-            r.cost_usd,
-            Some(r.item_label())
-                .filter(|l| !l.is_empty())
-                .map(|l| format!(" · {l}"))
-                .unwrap_or_default()
-        );
-        let class = format!("bar {}", outcome_class(&r.outcome));
-        svg.rect((x.at(s), bar_y), (x.at(e) - x.at(s), 26.0), &class, &tip);
-        if x.at(e) - x.at(s) > 22.0 {
-            svg.text(
-                ((x.at(s) + x.at(e)) / 2.0, bar_y + 17.0),
-                "middle",
-                "barl",
-                &r.iteration.to_string(),
-            );
-        }
-        if let Some(level) = r.level.filter(|_| r.trigger.is_some()) {
-            svg.marker(
-                (x.at(e), bar_y - 3.0),
-                Shape::Diamond,
-                "m-cp",
-                &format!(
-                    "checkpoint after iteration {} ({}, {level}){}",
-                    r.iteration,
-                    r.trigger.as_deref().unwrap_or(""),
-                    r.commit
-                        .as_deref()
-                        .map(|c| format!(", commit {}", short(c)))
-                        .unwrap_or_default()
-                ),
-            );
-        }
-    }
-    for wt in &report.waits {
-        let Some(o) = wt.offset else { continue };
-        let tip = format!(
-            "waited {} for the usage limit ({}), until {}",
-            duration(wt.seconds as f64),
-            wt.source,
-            wt.until
-        );
-        let x0 = x.at(o);
-        svg.rect(
-            (x0, rows[1].1 + 4.0),
-            (x.at(o + wt.seconds as f64) - x0, 18.0),
-            "wait",
-            &tip,
-        );
-    }
-    for b in &report.breaker {
-        let Some(o) = b.offset else { continue };
-        let class = if b.status == "open" { "m-stop" } else { "m-ok" };
-        let tip = format!("breaker {}: {}", b.status, b.message);
-        svg.marker((x.at(o), rows[2].1 + 13.0), Shape::Triangle, class, &tip);
-    }
-    if let Some(max) = report.budgets.max_duration_secs.filter(|m| *m <= span) {
-        svg.line((x.at(max), 14.0), (x.at(max), h - 28.0), "budget");
-        svg.text((x.at(max) - 4.0, 12.0), "end", "thl", "max_duration");
-    }
-    svg.finish()
-}
-
 /// Cost of each iteration (bars) and the running total (line, right axis),
 /// with the cost budget when there is one.
 pub(crate) fn cost_chart(report: &RunReport) -> String {
@@ -340,63 +250,6 @@ pub(crate) fn cost_chart(report: &RunReport) -> String {
     }
     iteration_axis(&mut svg, &x, rows, h);
     svg.finish()
-}
-
-/// Plan items done after each iteration, against the clock.
-pub(crate) fn plan_chart(report: &RunReport, clock: &Clock) -> Option<String> {
-    let points: Vec<(f64, usize, usize)> = report
-        .iterations
-        .iter()
-        .filter_map(|r| Some((r.end_offset?, r.items_done?, r.items_open?)))
-        .collect();
-    let first = report.iterations.first()?;
-    let (_, done0, _) = *points.first()?;
-    let (w, h) = (540.0, 220.0);
-    let mut svg = Svg::new(w as u32, h as u32, "chart plan", "plan progress over time");
-    let total = points.iter().map(|p| p.1 + p.2).max().unwrap_or(1).max(1) as f64;
-    let span = points
-        .iter()
-        .map(|p| p.0)
-        .fold(report.seconds, f64::max)
-        .max(1.0);
-    let x = Scale::new((0.0, span), (PAD_L, w - PAD_R));
-    let y = Scale::new((0.0, total * 1.08), (h - PAD_B, PAD_T));
-    for t in ticks(total, 4).into_iter().filter(|t| t.fract() == 0.0) {
-        svg.line((PAD_L, y.at(t)), (w - PAD_R, y.at(t)), "grid");
-        svg.text((PAD_L - 6.0, y.at(t) + 4.0), "end", "ax", &format!("{t}"));
-    }
-    for t in time_ticks(span, 5) {
-        svg.text((x.at(t), h - 8.0), "middle", "ax", &clock.label(t));
-    }
-    svg.line((PAD_L, y.at(total)), (w - PAD_R, y.at(total)), "th th2");
-    svg.text(
-        (w - PAD_R + 4.0, y.at(total) + 4.0),
-        "start",
-        "thl",
-        &format!("{total} items"),
-    );
-    // Before the first iteration: what it found done.
-    let start_done = done0.saturating_sub(first.items_checked.len());
-    let mut line = vec![(x.at(0.0), y.at(start_done as f64))];
-    let mut last = start_done as f64;
-    for (t, done, open) in &points {
-        line.push((x.at(*t), y.at(last)));
-        line.push((x.at(*t), y.at(*done as f64)));
-        last = *done as f64;
-        svg.dot(
-            (x.at(*t), y.at(*done as f64)),
-            "pt",
-            &format!("{} done, {} open at {}", done, open, clock.label(*t)),
-        );
-    }
-    line.push((x.at(span), y.at(last)));
-    let mut area = line.clone();
-    area.push((x.at(span), y.at(0.0)));
-    area.push((x.at(0.0), y.at(0.0)));
-    svg.polygon(&area, "area plan");
-    svg.polyline(&line, "tokens plan");
-    svg.line((PAD_L, h - PAD_B), (w - PAD_R, h - PAD_B), "axis");
-    Some(svg.finish())
 }
 
 fn iteration_axis(svg: &mut Svg, x: &Scale, rows: &[IterationRow], h: f64) {

@@ -12,7 +12,8 @@
 use std::collections::BTreeMap;
 
 use super::model::{
-    BreakerChange, Budgets, IterationRow, MarkKind, Metrics, Reading, RunReport, Wait, WarningRow,
+    BreakerChange, Budgets, HumanRow, IterationRow, MarkKind, Metrics, Reading, RunReport, Wait,
+    WarningRow,
 };
 use crate::context::Thresholds;
 use crate::formats::RunState;
@@ -75,6 +76,7 @@ pub fn build(
         iterations: Vec::new(),
         waits: Vec::new(),
         breaker: Vec::new(),
+        needs_human: Vec::new(),
         verify: Vec::new(),
         story: super::story::Story::of(state),
         metrics: Metrics::default(),
@@ -126,12 +128,19 @@ pub fn build(
             Event::RunStarted {
                 plan,
                 max_iterations,
+                deadline,
+                max_cost_usd,
                 ..
             } => {
                 report.sessions += 1;
                 report.started_at.get_or_insert(r.ts.clone());
                 report.plan = Some(plan.clone());
                 report.budgets.max_iterations.get_or_insert(*max_iterations);
+                // The run's own count, over what ralph.toml says now.
+                if max_cost_usd.is_some() {
+                    report.budgets.max_cost_usd = *max_cost_usd;
+                }
+                report.budgets.deadline.clone_from(deadline);
                 // A continued run: it is running again until it ends again.
                 report.outcome = "running".into();
                 report.reason = None;
@@ -227,9 +236,11 @@ pub fn build(
                 peak_percent,
                 seconds,
                 error,
+                session_id,
                 ..
             } => {
                 let row = row(&mut rows, key(*iteration));
+                row.story.session_id.clone_from(session_id);
                 row.ended_at = Some(r.ts.clone());
                 row.outcome.clone_from(outcome);
                 row.progress = *progress;
@@ -251,6 +262,15 @@ pub fn build(
                     Some(w) => format!("{w}: {message}"),
                     None => message.clone(),
                 },
+            }),
+            Event::NeedsHuman {
+                reason, message, ..
+            } => report.needs_human.push(HumanRow {
+                at: r.ts.clone(),
+                offset: None,
+                worker: r.worker.clone(),
+                reason: reason.clone(),
+                message: message.clone(),
             }),
             Event::Verify { .. } => report
                 .verify
@@ -438,6 +458,9 @@ fn finish(report: &mut RunReport, rows: Rows) {
     for b in &mut report.breaker {
         b.offset = secs(start, &b.at);
     }
+    for h in &mut report.needs_human {
+        h.offset = secs(start, &h.at);
+    }
     if report.items_done.is_none() {
         let last = report
             .iterations
@@ -527,6 +550,8 @@ mod tests {
                 max_iterations: 5,
                 plan: "fix_plan.md".into(),
                 pid: 1,
+                deadline: None,
+                max_cost_usd: None,
             },
         )
     }
@@ -557,6 +582,7 @@ mod tests {
                 invalid_lines: 0,
                 skipped_lines: 0,
                 not_metered: false,
+                session_id: None,
             },
         )
     }

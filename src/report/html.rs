@@ -155,21 +155,28 @@ fn run(out: &mut String, r: &RunReport, page: &Page) {
     out.push_str("</div></header>\n");
 
     section(out, "The night", "timeline");
-    out.push_str(&charts::timeline(r, &clock));
+    out.push_str(&super::night::timeline(r, &clock));
     out.push_str(concat!(
         r#"<div class="legend"><span class="sw o-done"></span>done <span class="sw o-promise"></span>promise "#,
         r#"<span class="sw o-cp"></span>checkpointed <span class="sw o-fail"></span>failed "#,
         r#"<span class="sw o-limit"></span>usage limit <span class="sw wait"></span>waiting for a limit "#,
-        r#"<span class="gl m-cp">◆</span>checkpoint <span class="gl m-stop">▲</span>breaker opened</div></section>"#,
-        "\n"
+        r#"<span class="gl m-cp">◆</span>checkpoint <span class="gl m-stop">▲</span>breaker opened "#,
+        r#"<span class="gl m-human">◆</span>left to a person"#,
     ));
+    if !r.story.lanes.merges.is_empty() {
+        out.push_str(concat!(
+            r#" <span class="gl m-merge">●</span>merged <span class="gl m-conflict">■</span>conflict, handed back "#,
+            r#"<span class="gl m-stop">■</span>merge blocked"#,
+        ));
+    }
+    out.push_str("</div></section>\n");
 
     out.push_str(r#"<div class="pair">"#);
     section(out, "Cost per iteration and cumulative", "cost");
     out.push_str(&charts::cost_chart(r));
     out.push_str("</section>");
     section(out, "Plan progress", "plan");
-    match charts::plan_chart(r, &clock) {
+    match super::night::plan_chart(r, &clock) {
         Some(svg) => out.push_str(&svg),
         None => {
             out.push_str(r#"<p class="none">This run did not record plan items per iteration.</p>"#)

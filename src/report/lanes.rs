@@ -348,6 +348,7 @@ mod tests {
                     invalid_lines: 0,
                     skipped_lines: 0,
                     not_metered: false,
+                    session_id: None,
                 },
             ),
             rec(

@@ -38,6 +38,9 @@ pub struct RunReport {
     pub iterations: Vec<IterationRow>,
     pub waits: Vec<Wait>,
     pub breaker: Vec<BreakerChange>,
+    /// What was left to a person (`needs_human`), oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) needs_human: Vec<HumanRow>,
     /// The runs of the `[verify]` commands, oldest first.
     pub verify: Vec<super::story::VerifyRow>,
     /// What changed overnight (from git: `changes::read_git`).
@@ -66,6 +69,9 @@ pub struct Budgets {
     pub(crate) max_iterations: Option<u32>,
     pub(crate) max_cost_usd: Option<f64>,
     pub(crate) max_duration_secs: Option<f64>,
+    /// When the run's time was up, as its latest start said (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) deadline: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -182,6 +188,19 @@ pub struct BreakerChange {
     pub(crate) offset: Option<f64>,
     pub(crate) status: String,
     pub(crate) rule: Option<String>,
+    pub(crate) message: String,
+}
+
+/// Something left to a person (`needs_human`): a conflict no attempt
+/// resolved, checks that keep failing, a full `max_worktrees`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HumanRow {
+    pub(crate) at: String,
+    pub(crate) offset: Option<f64>,
+    /// The worker whose loop said it (the coordinator's name none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) worker: Option<String>,
+    pub(crate) reason: String,
     pub(crate) message: String,
 }
 

@@ -139,6 +139,7 @@ fn build(
         max_iterations: None,
         max_cost_usd: config.and_then(|c| c.loop_.max_cost_usd),
         max_duration_secs: config.and_then(|c| c.loop_.max_duration.map(|d| d.0.as_secs_f64())),
+        deadline: None,
     };
     let mut report = gather::build(id, records, state, thresholds, budgets);
     let kind = config.map(|c| c.agent.kind).unwrap_or_default();

@@ -118,7 +118,54 @@ impl CountedFrom {
     }
 }
 
+/// Where a run's budgets end, as its `run_started` says them: the run's
+/// cost at which it stops, and when its time is up.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Ends {
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) deadline: Option<jiff::Timestamp>,
+}
+
+impl CountedFrom {
+    /// Where `max_cost`, `max_duration` and `deadline` end as this count
+    /// has them, at `now`, `running` after this invocation started: the
+    /// cost on top of what came before the count, the duration's end from
+    /// the time it has counted so far; the earlier of the two times.
+    pub(crate) fn ends(
+        &self,
+        max_cost: Option<f64>,
+        max_duration: Option<Duration>,
+        deadline: Option<jiff::Timestamp>,
+        running: Duration,
+        now: jiff::Timestamp,
+    ) -> Ends {
+        let by_duration = max_duration.and_then(|max| {
+            let left = max.saturating_sub(self.elapsed + running);
+            now.checked_add(jiff::SignedDuration::try_from(left).ok()?)
+                .ok()
+        });
+        Ends {
+            max_cost_usd: max_cost.map(|max| self.cost + max),
+            deadline: match (by_duration, deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+}
+
 impl Budgets {
+    /// Where this run's budgets end, at `now`.
+    pub(super) fn ends(&self, now: &Now) -> Ends {
+        self.counted_from.ends(
+            self.max_cost,
+            self.max_duration,
+            self.deadline,
+            now.mono.saturating_duration_since(self.started),
+            now.wall,
+        )
+    }
+
     pub(super) fn new(
         config: &Config,
         deadline: Option<jiff::Timestamp>,
@@ -165,6 +212,19 @@ impl Budgets {
         self.time_spent_within(now, Duration::ZERO)
     }
 
+    /// When the time budget (max_duration, deadline) ends, if there is one.
+    pub(super) fn ends_at(&self, now: &Now) -> Option<jiff::Timestamp> {
+        let by_duration = self.max_duration.and_then(|max| {
+            let used = self.counted_from.elapsed + now.mono.saturating_duration_since(self.started);
+            let left = jiff::SignedDuration::try_from(max.saturating_sub(used)).ok()?;
+            now.wall.checked_add(left).ok()
+        });
+        match (by_duration, self.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The time budget (max_duration, deadline) reached `within` from now.
     pub(super) fn time_spent_within(&self, now: &Now, within: Duration) -> Option<BudgetSpent> {
         if let Some(max) = self.max_duration
@@ -185,7 +245,6 @@ impl Budgets {
     }
 }
 
-/// Parse `--deadline HH:MM`: the next such local time after `now`.
 /// A cost budget that can never bind: the agent kind reports no cost, so
 /// the run's cost stays $0.00. Said at the start, not found in the morning.
 pub(super) fn unbindable_cost(kind: AgentKind, max_cost_usd: Option<f64>) -> Option<String> {
@@ -196,6 +255,7 @@ pub(super) fn unbindable_cost(kind: AgentKind, max_cost_usd: Option<f64>) -> Opt
     ))
 }
 
+/// Parse `--deadline HH:MM`: the next such local time after `now`.
 pub(super) fn parse_deadline(text: &str, now: &jiff::Zoned) -> Result<jiff::Timestamp> {
     let bad = || {
         Error::usage(format!("--deadline `{text}` is not a time of day"))
@@ -241,6 +301,93 @@ mod tests {
         }
     }
     use crate::text::Span;
+
+    #[test]
+    fn where_the_budgets_end_is_counted_as_the_run_counts_them() {
+        let now: jiff::Timestamp = "2026-11-27T03:00:00Z".parse().unwrap();
+        let at = |s: &str| Some(s.parse::<jiff::Timestamp>().unwrap());
+        let hour = Some(Duration::from_secs(3600));
+        let min = Duration::from_secs(60);
+        // (counted from, max_cost, max_duration, --deadline, running) → ends
+        for (from, cost, duration, deadline, running, want) in [
+            // Nothing set: nothing ends.
+            (
+                CountedFrom::default(),
+                None,
+                None,
+                None,
+                min,
+                Ends::default(),
+            ),
+            // A run continued after 20 minutes and $1.50: the hour ends
+            // 40 minutes after its first start, not an hour from now.
+            (
+                CountedFrom::new(false, 3, 1.5, 20 * min),
+                Some(2.0),
+                hour,
+                None,
+                Duration::ZERO,
+                Ends {
+                    max_cost_usd: Some(2.0),
+                    deadline: at("2026-11-27T03:40:00Z"),
+                },
+            ),
+            // Per invocation: the run's $1.50 so far comes on top, the
+            // hour counts from this start (one minute ago).
+            (
+                CountedFrom::new(true, 3, 1.5, 20 * min),
+                Some(2.0),
+                hour,
+                None,
+                min,
+                Ends {
+                    max_cost_usd: Some(3.5),
+                    deadline: at("2026-11-27T03:59:00Z"),
+                },
+            ),
+            // The earlier of --deadline and max_duration.
+            (
+                CountedFrom::default(),
+                None,
+                hour,
+                at("2026-11-27T03:30:00Z"),
+                Duration::ZERO,
+                Ends {
+                    max_cost_usd: None,
+                    deadline: at("2026-11-27T03:30:00Z"),
+                },
+            ),
+            (
+                CountedFrom::default(),
+                None,
+                hour,
+                at("2026-11-27T07:30:00Z"),
+                Duration::ZERO,
+                Ends {
+                    max_cost_usd: None,
+                    deadline: at("2026-11-27T04:00:00Z"),
+                },
+            ),
+            // Spent already: the time is up now.
+            (
+                CountedFrom::new(false, 0, 0.0, 2 * 3600 * min / 60),
+                None,
+                hour,
+                None,
+                Duration::ZERO,
+                Ends {
+                    max_cost_usd: None,
+                    deadline: Some(now),
+                },
+            ),
+        ] {
+            assert_eq!(
+                from.ends(cost, duration, deadline, running, now),
+                want,
+                "{from:?} {cost:?} {duration:?} {deadline:?}"
+            );
+        }
+    }
 
     fn limits(counted_from: CountedFrom, start: &Now) -> Budgets {
         let mut config = Config::default();

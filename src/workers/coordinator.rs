@@ -72,6 +72,9 @@ pub(crate) struct Options {
     /// `--budget-per-invocation`: the shared budgets count from this start,
     /// not the run's (as for one loop).
     pub(crate) budget_per_invocation: bool,
+    /// `--deadline`: handed to every worker in `pass`; the run's
+    /// `run_started` says it.
+    pub(crate) deadline: Option<jiff::Timestamp>,
     /// `--trust-config`: files changed during the last run are the user's.
     pub(crate) trust_config: bool,
 }

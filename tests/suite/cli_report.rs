@@ -160,6 +160,8 @@ fn fixture(status: &str) -> (tempfile::TempDir, RunState) {
                     max_iterations: 50,
                     plan: "fix_plan.md".into(),
                     pid: 4242,
+                    deadline: None,
+                    max_cost_usd: None,
                 },
             ),
             (
@@ -188,6 +190,7 @@ fn fixture(status: &str) -> (tempfile::TempDir, RunState) {
                     invalid_lines: 0,
                     skipped_lines: 0,
                     not_metered: false,
+                    session_id: None,
                 },
             ),
             (

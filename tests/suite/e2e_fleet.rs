@@ -12,6 +12,10 @@ use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
+/// A scenario's first command that logs each paid session (its worker and
+/// item) in `sessions.log` beside the clones (`Fleet::sessions`).
+const LOG_SESSION: &str = r#"echo "$RALPH_WORKER $RALPH_FLEET_ITEM" >> "$(git rev-parse --path-format=absolute --git-common-dir)/../../sessions.log""#;
+
 /// One iteration for any item: records who did it (appending when the work
 /// tree already has it: a takeover), pauses `pause_ms`, checks the item off
 /// in its one-item plan, completes.
@@ -105,6 +109,15 @@ impl Fleet {
     /// `ralph run --remote origin --fleet night --worker NAME --json` in a new clone.
     fn worker(&self, name: &str) -> Child {
         worker_in(&self.clone(name), name)
+    }
+
+    /// Every agent session started (`LOG_SESSION`), as `worker item`.
+    fn sessions(&self) -> Vec<String> {
+        std::fs::read_to_string(self.tmp.path().join("sessions.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
     }
 
     fn refs(&self, prefix: &str) -> Vec<String> {
@@ -245,7 +258,7 @@ impl Ended {
     fn of(&self, kind: &str) -> Vec<&Value> {
         self.events
             .iter()
-            .filter(|e| e["event"] == kind && e.get("worker").is_some())
+            .filter(|e| e["event"] == format!("fleet_{kind}").as_str() && e.get("worker").is_some())
             .collect()
     }
 }
@@ -390,6 +403,14 @@ fn a_worker_killed_mid_item_is_taken_over_from_what_it_pushed() {
         (Some("wb"), Some(2))
     );
     assert_eq!(merged[0]["took_over_from"], "wa");
+    // wa's last word was "working", a lease ago and more: it shows dead.
+    let workers = status["workers"].as_array().unwrap();
+    let state = |w: &str| workers.iter().find(|s| s["worker"] == w).unwrap()["state"].clone();
+    assert_eq!(
+        (state("wa"), state("wb")),
+        ("dead".into(), "finished".into()),
+        "{status}"
+    );
     assert_eq!(fleet.merges().len(), 1);
     fleet.assert_nothing_left();
     // The morning report tells it: wa lost it, wb took it over and merged it.
@@ -802,7 +823,7 @@ fn one_usage_limit_pauses_the_fleet_until_it_resets() {
         "{}",
         c.stderr
     );
-    let claimed: jiff::Timestamp = c.of("claimed")[0]["at"].as_str().unwrap().parse().unwrap();
+    let claimed: jiff::Timestamp = c.of("claimed")[0]["ts"].as_str().unwrap().parse().unwrap();
     assert!(
         claimed >= until,
         "wc claimed at {claimed}, before the reset at {until}"
@@ -858,64 +879,233 @@ fn iterations_that_end_while_the_remote_is_away_reach_the_ledger_once_it_answers
     assert_eq!(l["by_worker"]["wa"]["iterations"].as_u64(), Some(8));
 }
 
-#[test]
-fn an_item_that_still_conflicts_after_two_rounds_is_pushed_released_and_the_worker_stops() {
-    // Both items write the same file and the agent never merges the run
-    // branch: the second item conflicts three times (its round, then two
-    // rounds asked to bring its branch up to date).
-    let work = r#"echo "$RALPH_FLEET_ITEM" > shared.txt"#;
-    let scenario = format!(
-        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nsleep_ms = 800\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+/// A one-iteration scenario: `work` (after `LOG_SESSION`), a pause, the
+/// item checked off, the promise.
+fn scenario_doing(work: &str, pause_ms: u64) -> String {
+    format!(
+        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\ncommand = {}\n[[step]]\nsleep_ms = {pause_ms}\n[[step]]\ncommand = {}\n[[step]]\nresult = \"Done. <promise>COMPLETE</promise>\"\n",
+        common::toml_string(LOG_SESSION),
         common::toml_string(work),
         common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
-    );
+    )
+}
+
+#[test]
+fn an_item_that_still_conflicts_is_given_up_once_for_the_whole_fleet() {
+    // Both items write the same file and the agent never merges the run
+    // branch: the second item conflicts three times (its round, then two
+    // rounds asked to bring its branch up to date), then it is given up —
+    // by one worker, for all three.
+    let scenario = scenario_doing(r#"echo "$RALPH_FLEET_ITEM" > shared.txt"#, 800);
     let fleet = Fleet::with(2, &scenario, "[fleet]\nlease = \"3s\"\n");
-    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
-    let (a, b) = (wait(a), wait(b));
-    let ended = [&a, &b];
-    let story = |e: &Ended| -> Vec<String> {
-        e.events
-            .iter()
-            .filter(|v| v.get("worker").is_some() && v.get("at").is_some())
-            .map(|v| v.to_string())
-            .collect()
-    };
-    // One item merged; every worker that tried the other gave it up (exit 1).
+    let workers: Vec<Child> = ["wa", "wb", "wc"].iter().map(|w| fleet.worker(w)).collect();
+    let ended: Vec<Ended> = workers.into_iter().map(wait).collect();
+    let story: Vec<String> = ended
+        .iter()
+        .flat_map(|e| e.events.iter().filter(|v| v.get("worker").is_some()))
+        .map(|v| v.to_string())
+        .collect();
     assert_eq!(fleet.merges().len(), 1);
     let conflicts: usize = ended.iter().map(|e| e.of("conflict").len()).sum();
-    assert_eq!(
-        conflicts % 3,
-        0,
-        "three conflicts per giving up: {conflicts}\n{:#?}\n{:#?}",
-        story(&a),
-        story(&b)
-    );
-    assert!(conflicts >= 3);
-    let released: Vec<&Value> = ended.iter().flat_map(|e| e.of("released")).collect();
-    assert_eq!(
-        released.len(),
-        conflicts / 3,
-        "{:#?}\n{:#?}",
-        story(&a),
-        story(&b)
-    );
+    assert_eq!(conflicts, 3, "{story:#?}");
+    let given: Vec<&Value> = ended.iter().flat_map(|e| e.of("given_up")).collect();
+    assert_eq!(given.len(), 1, "{story:#?}");
     assert!(
-        released
-            .iter()
-            .all(|r| r["why"].as_str().unwrap().contains("still conflicts") && r["exit_code"] == 1)
+        given[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("still conflicts")
     );
-    for e in ended {
-        let gave_up = !e.of("released").is_empty();
-        assert_eq!(e.code, Some(if gave_up { 1 } else { 0 }), "{}", e.stderr);
+    // Paid: one session for the merged item, three for the other; never
+    // another worker's try at the same end.
+    let sessions = fleet.sessions();
+    assert_eq!(sessions.len(), 4, "{sessions:#?}");
+    // Every worker ends with the item left to a person (exit 4).
+    for e in &ended {
+        assert_eq!(e.code, Some(4), "{}", e.stderr);
+        assert_eq!(e.of("left_to_a_person").len(), 1, "{}", e.stderr);
     }
-    // Its work is pushed, its claim released; the report says why it is left.
-    assert!(fleet.refs("refs/ralph/fleet/night/claims/").is_empty());
+    // Its work is pushed; its claim stays, marked; status and report say why.
+    assert_eq!(fleet.refs("refs/ralph/fleet/night/claims/").len(), 1);
     assert_eq!(fleet.refs("refs/heads/ralph/fleet/night/items/").len(), 1);
+    let status = fleet_status(&fleet);
+    let left: Vec<&Value> = status["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["state"] != "done")
+        .collect();
+    assert_eq!(left.len(), 1, "{status}");
+    assert_eq!(left[0]["state"], "given_up", "{status}");
     let report = fleet_report_json(&fleet, "morning");
     let left = report["story"]["lanes"]["left"].as_array().unwrap();
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(
-        left[0]["why"].as_str().unwrap().contains("still conflicts"),
+        left[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("given up for the fleet by")
+            && left[0]["why"].as_str().unwrap().contains("still conflicts"),
         "{left:?}"
     );
+}
+
+#[test]
+fn a_push_the_remotes_rules_refuse_is_shown_with_the_servers_message_and_not_redone() {
+    let fleet = Fleet::with(
+        1,
+        &scenario_doing("mkdir -p done && date > done/it", 300),
+        "[fleet]\nlease = \"3s\"\n",
+    );
+    // The server takes the run branch's creation, never an update of it.
+    let hook = fleet.bare.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do\n  case \"$ref\" in refs/heads/ralph/fleet/*/run)\n    if [ \"$old\" != 0000000000000000000000000000000000000000 ]; then\n      echo \"policy: merges into $ref need a review\" >&2; exit 1\n    fi;;\n  esac\ndone\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&hook).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&hook, perms).unwrap();
+    let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
+    let ended = [wait(a), wait(b)];
+    let refused: Vec<&Value> = ended.iter().flat_map(|e| e.of("refused")).collect();
+    assert_eq!(refused.len(), 1, "{}\n{}", ended[0].stderr, ended[1].stderr);
+    assert!(
+        refused[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("policy: merges into refs/heads/ralph/fleet/night/run need a review"),
+        "{refused:?}"
+    );
+    assert!(
+        ended.iter().all(|e| e.of("lost").is_empty()),
+        "not a lost claim"
+    );
+    // Done once, paid once; the one who met the refusal exits 1, the other 4.
+    assert_eq!(fleet.sessions().len(), 1, "{:?}", fleet.sessions());
+    let mut codes: Vec<Option<i32>> = ended.iter().map(|e| e.code).collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [Some(1), Some(4)],
+        "{}\n{}",
+        ended[0].stderr,
+        ended[1].stderr
+    );
+    let status = fleet_status(&fleet);
+    let item = &status["items"][0];
+    assert_eq!(item["state"], "given_up", "{status}");
+    assert!(
+        item["given_up"].as_str().unwrap().contains("need a review"),
+        "{status}"
+    );
+    assert_eq!(item["pushed"], true, "the work is on its branch: {status}");
+}
+
+#[test]
+fn a_remote_gone_for_good_ends_the_worker_after_the_bound() {
+    let fleet = Fleet::with(
+        1,
+        &scenario_doing("mkdir -p done && date > done/it", 120_000),
+        "[fleet]\nlease = \"3s\"\nmax_retry_wait = \"1s\"\nmax_unreachable = \"4s\"\n",
+    );
+    let a = fleet.worker("wa");
+    common::wait_until("the claim", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/claims/").is_empty()
+    });
+    let gone = Instant::now();
+    std::fs::rename(&fleet.bare, fleet.tmp.path().join("gone.git")).unwrap();
+    let a = wait(a);
+    assert_eq!(a.code, Some(2), "{}", a.stderr);
+    let said = a.of("remote_gone");
+    assert_eq!(said.len(), 1, "{}", a.stderr);
+    assert!(said[0]["after_secs"].as_u64().unwrap() >= 4);
+    // The bound, the grace for the loop's checkpoint, a few tries: not the night.
+    assert!(
+        gone.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        gone.elapsed()
+    );
+    assert_eq!(fleet.sessions().len(), 1);
+    // The loop was checkpointed: its work is committed in the clone.
+    let clone = fleet.tmp.path().join("wa");
+    let log = git(&clone, &["log", "--all", "--format=%s"]);
+    assert!(
+        log.lines().any(|l| l.starts_with("ralph: checkpoint")),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_fleet_name_used_again_on_a_finished_run_with_new_items_says_so_and_exits_2() {
+    let fleet = Fleet::with(
+        1,
+        &scenario_doing("mkdir -p done && date > done/it", 100),
+        "",
+    );
+    let a = wait(fleet.worker("wa"));
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    // The worker's own log is the one stream's: 0600, records with its name.
+    let log = fleet.tmp.path().join("wa/.ralph/fleet/night/events.jsonl");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&log).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "{}", log.display());
+    let records: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        records
+            .iter()
+            .all(|r| r["worker"] == "wa" && r["ts"].is_string()),
+        "{records:?}"
+    );
+    assert_eq!(
+        records.first().unwrap()["event"],
+        "fleet_joined",
+        "{records:?}"
+    );
+    assert_eq!(
+        records.last().unwrap()["event"],
+        "fleet_finished",
+        "{records:?}"
+    );
+    // The next night's plan, pushed to main; the same command again.
+    let seed = fleet.tmp.path().join("seed");
+    std::fs::write(
+        seed.join("fix_plan.md"),
+        "# Night\n\n- [ ] item number 1\n- [ ] a new item for tonight\n",
+    )
+    .unwrap();
+    git(&seed, &["commit", "-q", "-am", "next night"]);
+    git(&seed, &["push", "-q", fleet.bare.to_str().unwrap(), "main"]);
+    let b = wait(fleet.worker("wb"));
+    assert_eq!(b.code, Some(2), "{}", b.stderr);
+    assert!(
+        b.stderr.contains("already finished its plan"),
+        "{}",
+        b.stderr
+    );
+    assert!(b.stderr.contains("a new item for tonight"), "{}", b.stderr);
+    assert!(b.stderr.contains("--fleet night-2"), "{}", b.stderr);
+    assert_eq!(fleet.sessions().len(), 1, "nothing paid for the refusal");
+    // Under a new name, the new plan runs.
+    let c = fleet.clone("wc");
+    let c = wait(
+        Command::new(common::BIN)
+            .current_dir(&c)
+            .env("RALPH_LOG", "off")
+            .args([
+                "run", "--remote", "origin", "--fleet", "night-2", "--worker", "wc", "--json",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(c.code, Some(0), "{}", c.stderr);
+    assert_eq!(fleet.sessions().len(), 3);
 }

@@ -1554,3 +1554,244 @@ fn a_conflict_found_after_the_budget_is_spent_starts_no_session_and_the_next_run
     );
     assert_all_merged(&p, &["alpha", "bravo"]);
 }
+
+fn timestamp(v: &Value) -> jiff::Timestamp {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a time: {v}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn run_started_says_the_runs_deadline_and_cost_budget_as_the_run_counts_them() {
+    // A single loop stopped by its iteration limit, then continued: its
+    // hour counts from the first start, not from the second (what
+    // `ralph watch` and the live line guessed from the latest start).
+    let idle = "[[step]]\ncontext = 20000\ntext = \"hm\"\n[[step]]\nresult = \"still going\"\n";
+    let p = Project::new(
+        "# Two\n\n- [ ] alpha\n- [ ] bravo\n",
+        idle,
+        "[loop]\nmax_iterations = 1\nmax_duration = \"1h\"\nmax_cost_usd = 5.0\n[breaker]\nno_progress = 9\n",
+    );
+    let first = p.run(&[], LIMIT);
+    assert_eq!(first.code, Some(4), "{}", first.describe());
+    let start = &first.of("run_started")[0];
+    let first_at = timestamp(&start["ts"]);
+    let hour_after = first_at + jiff::SignedDuration::from_hours(1);
+    let deadline = timestamp(&start["deadline"]);
+    assert!(
+        deadline.duration_since(hour_after).abs() < jiff::SignedDuration::from_secs(2),
+        "{start}"
+    );
+    assert_eq!(start["max_cost_usd"], 5.0, "{start}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let second = p.run(&["--budget-per-invocation"], LIMIT);
+    let again = &second.of("run_started")[0];
+    assert_eq!(again["resumed"], true, "{again}");
+    // Per invocation: the hour from this start, the cost on top of the
+    // run's so far.
+    let again_at = timestamp(&again["ts"]);
+    let hour_after_again = again_at + jiff::SignedDuration::from_hours(1);
+    assert!(
+        timestamp(&again["deadline"])
+            .duration_since(hour_after_again)
+            .abs()
+            < jiff::SignedDuration::from_secs(2),
+        "{again}"
+    );
+    let spent = first.ended()["cost_usd"].as_f64().unwrap();
+    assert!(spent > 0.0, "{}", first.describe());
+    let max = again["max_cost_usd"].as_f64().unwrap();
+    assert!((max - (spent + 5.0)).abs() < 1e-9, "{again}");
+    // Continued per run: the first start's hour, whatever the clock says now.
+    let third = p.run(&[], LIMIT);
+    let third_start = &third.of("run_started")[0];
+    assert!(
+        timestamp(&third_start["deadline"])
+            .duration_since(hour_after)
+            .abs()
+            < jiff::SignedDuration::from_secs(2),
+        "{third_start}"
+    );
+    // The report shows the budget the run counted, not what ralph.toml
+    // says since.
+    p.write(
+        "ralph.toml",
+        &common::config("[loop]\nmax_cost_usd = 9.0\n"),
+    );
+    let report = ralph_json(&p, "report");
+    assert_eq!(report["budgets"]["max_cost_usd"], 5.0, "{report}");
+    assert_eq!(report["budgets"]["deadline"], third_start["deadline"]);
+
+    // A parallel run: the coordinator's start says the --deadline it hands
+    // every worker (no max_duration here: the deadline alone).
+    let p = Project::new(SIX, ONE_ITEM, "[loop]\nmax_cost_usd = 3.0\n");
+    let local = jiff::Zoned::now()
+        .checked_add(jiff::SignedDuration::from_hours(2))
+        .unwrap();
+    let hhmm = local.strftime("%H:%M").to_string();
+    let want = local
+        .with()
+        .second(0)
+        .subsec_nanosecond(0)
+        .build()
+        .unwrap()
+        .timestamp();
+    let run = p.run(&["--workers", "3", "--deadline", &hhmm], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let start = run
+        .of("run_started")
+        .into_iter()
+        .find(|e| e.get("worker").is_none())
+        .unwrap();
+    assert_eq!(timestamp(&start["deadline"]), want, "{start}");
+    assert_eq!(start["max_cost_usd"], 3.0, "{start}");
+}
+
+/// Records, once the page has loaded, where the timeline drew its lanes,
+/// bars and markers (their boxes on the screen and their tips), and the
+/// plan chart's points.
+const LAYOUT: &str = r#"<script nonce="probe">
+window.addEventListener('load',function(){
+var tl=document.querySelector('svg.chart.timeline');
+var box=function(e){var r=e.getBoundingClientRect();var t=e.querySelector('title');return {x:r.left,y:r.top+r.height/2,w:r.width,cls:e.getAttribute('class')||'',text:t?t.textContent:e.textContent};};
+var all=function(root,sel){return root?Array.prototype.map.call(root.querySelectorAll(sel),box):[];};
+document.documentElement.setAttribute('data-layout',JSON.stringify({lanes:all(tl,'text.lane'),bars:all(tl,'rect.bar'),marks:all(tl,'path'),plan:all(document.querySelector('svg.chart.plan'),'circle')}));
+});
+</script>"#;
+
+#[test]
+fn a_three_worker_report_in_a_real_browser_has_a_lane_each_and_the_merges() {
+    let Some(bin) = crate::morning_report::chromium() else {
+        return;
+    };
+    // Three items on the same lines, one attempt at a conflict: one is
+    // merged, the two others conflict and are left to a person.
+    let p = same_lines_project(
+        "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n",
+        ONE_ATTEMPT,
+    );
+    let run = p.run(&["--workers", "3"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let merges = run.of("merge");
+    let conflicts = merges.iter().filter(|m| m["outcome"] == "conflict").count();
+    let merged = merges.len() - conflicts;
+    let left = run.of("needs_human").len();
+    assert!(
+        conflicts >= 1 && merged >= 1 && left >= 1,
+        "{}",
+        run.describe()
+    );
+
+    let page = p.path(".ralph/report.html");
+    let layout: Value = serde_json::from_str(&crate::morning_report::probe(
+        &bin,
+        &page,
+        LAYOUT,
+        "data-layout",
+        &["--window-size=1280,2000"],
+    ))
+    .unwrap();
+    let list = |key: &str| layout[key].as_array().unwrap().clone();
+    let lanes: Vec<(String, f64)> = list("lanes")
+        .iter()
+        .map(|l| {
+            (
+                l["text"].as_str().unwrap().to_string(),
+                l["y"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = lanes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "w1",
+            "w2",
+            "w3",
+            "merges",
+            "to a person",
+            "limits",
+            "breaker"
+        ],
+        "{layout}"
+    );
+    let lane_y = |name: &str| lanes.iter().find(|(n, _)| n == name).unwrap().1;
+    let near = |y: f64, lane: &str| (y - lane_y(lane)).abs() < 10.0;
+
+    // Every bar in the lane of the worker its tip names; some ran at once
+    // (their spans overlap), side by side.
+    let bars = list("bars");
+    assert_eq!(bars.len(), run.of("iteration_ended").len(), "{layout}");
+    let mut spans = Vec::new();
+    for b in &bars {
+        let tip = b["text"].as_str().unwrap();
+        let worker = ["w1", "w2", "w3"]
+            .into_iter()
+            .find(|w| tip.contains(&format!(" · {w}: ")))
+            .unwrap_or_else(|| panic!("no worker in {tip}"));
+        let (x, w, y) = (
+            b["x"].as_f64().unwrap(),
+            b["w"].as_f64().unwrap(),
+            b["y"].as_f64().unwrap(),
+        );
+        assert!(near(y, worker), "{tip} at y {y}: {lanes:?}");
+        // Each row's agent session, in its tip.
+        assert!(tip.contains(" · session "), "{tip}");
+        spans.push((worker, x, x + w));
+    }
+    let at_once = spans
+        .iter()
+        .any(|a| spans.iter().any(|b| a.0 != b.0 && a.1 < b.2 && b.1 < a.2));
+    assert!(at_once, "no two workers' iterations overlap: {spans:?}");
+
+    // Each merge and each conflict handed back: a marker in the merge
+    // queue's row; each item left to a person in the row below.
+    let marks = list("marks");
+    let of = |class: &str| -> Vec<&Value> {
+        marks
+            .iter()
+            .filter(|m| m["cls"].as_str().unwrap().split(' ').any(|c| c == class))
+            .collect()
+    };
+    assert_eq!(of("m-merge").len(), merged, "{layout}");
+    assert_eq!(of("m-conflict").len(), conflicts, "{layout}");
+    assert_eq!(of("m-human").len(), left, "{layout}");
+    for m in of("m-merge").into_iter().chain(of("m-conflict")) {
+        assert!(near(m["y"].as_f64().unwrap(), "merges"), "{m}: {lanes:?}");
+    }
+    for m in of("m-human") {
+        assert!(
+            near(m["y"].as_f64().unwrap(), "to a person"),
+            "{m}: {lanes:?}"
+        );
+    }
+    // The plan's progress: a point per item merged, named.
+    let plan = list("plan");
+    assert_eq!(plan.len(), merged, "{layout}");
+    assert!(
+        plan[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 done, 2 open at "),
+        "{layout}"
+    );
+    // And the page as a person sees it.
+    let shot = std::env::temp_dir().join(format!("ralph-lanes-{}.png", std::process::id()));
+    crate::morning_report::browse(
+        &bin,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,1000",
+        ],
+        &page,
+    );
+    let (_, _, pixels) = crate::morning_report::decode_png(&shot);
+    let colours: std::collections::HashSet<[u8; 3]> = pixels.iter().copied().collect();
+    assert!(colours.len() > 50, "only {} colours: blank?", colours.len());
+    if std::env::var_os("RALPH_KEEP_SCREENSHOT").is_some() {
+        eprintln!("screenshot: {}", shot.display());
+    } else {
+        let _ = std::fs::remove_file(shot);
+    }
+}

@@ -208,7 +208,7 @@ pub(crate) fn chromium() -> Option<PathBuf> {
 }
 
 /// Chromium headless with a throwaway profile; stdout and stderr.
-fn browse(bin: &Path, args: &[&str], url: &Path) -> (String, String) {
+pub(crate) fn browse(bin: &Path, args: &[&str], url: &Path) -> (String, String) {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(bin)
         .args([
@@ -251,6 +251,16 @@ pub(crate) fn console_errors(bin: &Path, page: &Path) -> Vec<String> {
         .filter(|l| l.contains(":CONSOLE"))
         .map(str::to_string)
         .collect();
+    let recorded = probe(bin, page, PROBE, "data-errors", &[]);
+    let list: Vec<String> = serde_json::from_str(&recorded).unwrap();
+    errors.extend(list);
+    errors
+}
+
+/// What `script` (a `<script nonce="probe">`, allowed in a copy of the
+/// page) wrote into the attribute `attr` of the root element, as
+/// chromium's --dump-dom prints it once the page has loaded.
+pub(crate) fn probe(bin: &Path, page: &Path, script: &str, attr: &str, args: &[&str]) -> String {
     let html = std::fs::read_to_string(page).unwrap();
     let probed = html
         .replacen(
@@ -258,18 +268,21 @@ pub(crate) fn console_errors(bin: &Path, page: &Path) -> Vec<String> {
             "style-src 'unsafe-inline'; script-src 'nonce-probe'",
             1,
         )
-        .replacen("<head>", &format!("<head>{PROBE}"), 1);
+        .replacen("<head>", &format!("<head>{script}"), 1);
     let copy = page.with_extension("probe.html");
     std::fs::write(&copy, probed).unwrap();
-    let (dom, _) = browse(bin, &["--dump-dom", "--virtual-time-budget=3000"], &copy);
-    let recorded = dom
-        .split_once("data-errors=\"")
+    let mut all = vec!["--dump-dom", "--virtual-time-budget=3000"];
+    all.extend(args);
+    let (dom, _) = browse(bin, &all, &copy);
+    dom.split_once(&format!("{attr}=\""))
         .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(v, _)| v.replace("&quot;", "\""))
-        .unwrap_or_else(|| panic!("the probe did not run:\n{}", &dom[..dom.len().min(500)]));
-    let list: Vec<String> = serde_json::from_str(&recorded).unwrap();
-    errors.extend(list);
-    errors
+        .map(|(v, _)| {
+            v.replace("&quot;", "\"")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
+        .unwrap_or_else(|| panic!("the probe did not run:\n{}", &dom[..dom.len().min(500)]))
 }
 
 const PROBE: &str = r#"<script nonce="probe">
@@ -360,7 +373,7 @@ fn a_real_browser_renders_the_page_without_console_errors() {
     let _ = std::fs::remove_file(shot);
 }
 
-fn decode_png(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+pub(crate) fn decode_png(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
@@ -464,6 +477,8 @@ fn long_night() -> (Vec<ralph::formats::Record>, ralph::formats::RunState) {
             max_iterations: 1000,
             plan: "fix_plan.md".into(),
             pid: 1,
+            deadline: None,
+            max_cost_usd: None,
         },
     }];
     let mut state = ralph::formats::RunState {
@@ -540,6 +555,7 @@ fn long_night() -> (Vec<ralph::formats::Record>, ralph::formats::RunState) {
                 invalid_lines: 0,
                 skipped_lines: 0,
                 not_metered: false,
+                session_id: None,
             },
         });
         state.history.push(ralph::formats::IterationRecord {

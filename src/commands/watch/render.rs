@@ -14,12 +14,12 @@ use crate::events::terminal::tokens_short;
 use crate::events::view::{LoopState, LoopView, RunView, clock};
 use crate::text::format_duration;
 
-/// What the view needs besides the events: from ralph.toml.
+/// What the view needs besides the events: from ralph.toml. (The budgets
+/// come from the run's `run_started`: what the run counts, not what the
+/// file says now.)
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Settings {
     pub(crate) thresholds: Thresholds,
-    pub(crate) max_cost_usd: Option<f64>,
-    pub(crate) max_duration: Option<std::time::Duration>,
     /// Colours on (off with NO_COLOR).
     pub(crate) colour: bool,
 }
@@ -182,7 +182,7 @@ fn loop_lines(
 }
 
 /// The run's two header lines.
-fn header(view: &RunView, now: jiff::Timestamp, width: usize, s: &Settings) -> Vec<Line<'static>> {
+fn header(view: &RunView, now: jiff::Timestamp, width: usize) -> Vec<Line<'static>> {
     let status = match &view.ended {
         Some(e) => format!(
             "ended: {} (exit {})",
@@ -205,7 +205,7 @@ fn header(view: &RunView, now: jiff::Timestamp, width: usize, s: &Settings) -> V
         view.items_done(),
         view.items.len(),
         view.cost_usd,
-        s.max_cost_usd
+        view.max_cost_usd
             .map(|m| format!(" of ${m:.2}"))
             .unwrap_or_default(),
         view.iterations(),
@@ -215,11 +215,7 @@ fn header(view: &RunView, now: jiff::Timestamp, width: usize, s: &Settings) -> V
             String::new()
         },
     );
-    let deadline = s
-        .max_duration
-        .and_then(|d| jiff::SignedDuration::try_from(d).ok())
-        .and_then(|d| view.started?.checked_add(d).ok());
-    if let Some(at) = deadline {
+    if let Some(at) = view.deadline {
         second.push_str(&format!(" · deadline {}", clock(&at.to_string())));
     }
     vec![
@@ -292,7 +288,7 @@ pub(crate) fn draw(frame: &mut Frame, view: &RunView, ui: &Ui, s: &Settings, now
         Constraint::Length(1),
     ])
     .areas(area);
-    frame.render_widget(Paragraph::new(header(view, now, width, s)), top);
+    frame.render_widget(Paragraph::new(header(view, now, width)), top);
     let mut lines = Vec::new();
     for (i, l) in view.loops.values().enumerate() {
         lines.extend(loop_lines(view, l, i == ui.selected, now, width, s));
@@ -397,7 +393,7 @@ pub(crate) mod tests {
     use crate::formats::Record;
 
     /// A parallel run's log: three workers, one merged, warnings.
-    pub(crate) const PARALLEL: &str = r#"{"ts":"2026-11-27T07:00:00Z","event":"run_started","run_id":"20261127-070000","resumed":false,"first_iteration":1,"max_iterations":50,"plan":"fix_plan.md","pid":1}
+    pub(crate) const PARALLEL: &str = r#"{"ts":"2026-11-27T07:00:00Z","event":"run_started","run_id":"20261127-070000","resumed":false,"first_iteration":1,"max_iterations":50,"plan":"fix_plan.md","pid":1,"deadline":"2026-11-27T08:30:00Z","max_cost_usd":10.0}
 {"ts":"2026-11-27T07:00:01Z","worker":"w1","event":"worker_started","item":"alpha: write the parser","task":"item","branch":"ralph/r/w1","worktree":"wt/w1"}
 {"ts":"2026-11-27T07:00:01Z","worker":"w2","event":"worker_started","item":"bravo: the writer","task":"item","branch":"ralph/r/w2","worktree":"wt/w2"}
 {"ts":"2026-11-27T07:00:01Z","worker":"w3","event":"worker_started","item":"charlie: docs","task":"item","branch":"ralph/r/w3","worktree":"wt/w3"}
@@ -427,8 +423,6 @@ pub(crate) mod tests {
     pub(crate) fn settings() -> Settings {
         Settings {
             thresholds: Thresholds::DEFAULT,
-            max_cost_usd: Some(10.0),
-            max_duration: None,
             colour: false,
         }
     }
@@ -458,8 +452,13 @@ pub(crate) mod tests {
             rows[0].starts_with("ralph watch · run 20261127-070000 · running · 2m00s"),
             "{text}"
         );
+        // The budgets as the run's start said them.
         assert_eq!(
-            rows[1], "items 1/3 · cost $0.42 of $10.00 · iteration 3 of 50",
+            rows[1],
+            format!(
+                "items 1/3 · cost $0.42 of $10.00 · iteration 3 of 50 · deadline {}",
+                clock("2026-11-27T08:30:00Z")
+            ),
             "{text}"
         );
         for (worker, item) in [("w1", "alpha"), ("w2", "bravo"), ("w3", "charlie")] {

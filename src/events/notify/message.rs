@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::config::notify::Kind;
 use crate::formats::RunStatus;
-use crate::formats::{Event, Record};
+use crate::formats::{Event, FleetEvent, Record};
 
 /// One notification, the same for every channel.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,12 +149,44 @@ fn describe(event: &Event, items_done: &[String]) -> Option<(Kind, String, Strin
                 crate::text::format_duration(std::time::Duration::from_secs(*seconds))
             ),
         )),
+        Event::Fleet(fleet) => fleet_notice(fleet),
         Event::NeedsHuman {
             reason, message, ..
         } => Some((
             Kind::NeedsHuman,
             format!("needs a human ({})", reason.replace('_', " ")),
             message.clone(),
+        )),
+        _ => None,
+    }
+}
+
+/// A fleet worker's events that a person hears of: an item given up
+/// (only a person settles it), the fleet's budget spent, a usage limit
+/// shared, and each machine's end.
+fn fleet_notice(event: &FleetEvent) -> Option<(Kind, String, String)> {
+    let text = event.human();
+    match event {
+        FleetEvent::GivenUp { text: item, .. } => Some((
+            Kind::NeedsHuman,
+            format!(
+                "needs a human (fleet item given up: {})",
+                crate::text::cut(item, 60)
+            ),
+            text,
+        )),
+        FleetEvent::BudgetSpent { .. } => {
+            Some((Kind::BudgetStop, "fleet stopped on budget".into(), text))
+        }
+        FleetEvent::LimitShared { until } => Some((
+            Kind::LimitWait,
+            format!("usage limit, the fleet waits until {until}"),
+            text,
+        )),
+        FleetEvent::Finished { exit_code } => Some((
+            Kind::RunEnded,
+            format!("fleet worker ended (exit {exit_code})"),
+            text,
         )),
         _ => None,
     }
@@ -321,6 +353,30 @@ mod tests {
             message: "merge conflict in src/a.rs".into(),
         };
         assert_eq!(w.notice(&record(human)).unwrap().kind, Kind::NeedsHuman);
+    }
+
+    #[test]
+    fn a_fleet_item_given_up_needs_a_human_and_a_machines_end_is_told() {
+        let mut w = Watch::new("proj", &Kind::ALL);
+        let fleet = |e| Record {
+            worker: Some("w1".into()),
+            ..record(Event::Fleet(e))
+        };
+        let given = w
+            .notice(&fleet(FleetEvent::GivenUp {
+                item: "i-1".into(),
+                text: "Add parser".into(),
+                why: "still conflicts".into(),
+            }))
+            .unwrap();
+        assert_eq!(given.kind, Kind::NeedsHuman);
+        assert!(given.text.contains("still conflicts"), "{}", given.text);
+        assert_eq!(given.details["why"], "still conflicts");
+        let end = w
+            .notice(&fleet(FleetEvent::Finished { exit_code: 4 }))
+            .unwrap();
+        assert_eq!(end.kind, Kind::RunEnded);
+        assert_eq!(w.notice(&fleet(FleetEvent::Waiting { open: 2 })), None);
     }
 
     #[test]

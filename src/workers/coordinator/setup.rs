@@ -209,6 +209,15 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     // What the workers did while no coordinator listened counts before
     // anything starts: a budget it spent ends the run now.
     c.catch_up_idle();
+    let l = &c.config.loop_;
+    // This coordinator's time starts now (the machine's start).
+    let ends = counted_from.ends(
+        l.max_cost_usd,
+        l.max_duration.map(|d| d.0),
+        c.opts.deadline,
+        std::time::Duration::ZERO,
+        jiff::Timestamp::now(),
+    );
     c.bus.emit(Event::RunStarted {
         run_id: run_id.clone(),
         resumed,
@@ -216,6 +225,8 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         max_iterations: c.config.loop_.max_iterations,
         plan: c.ledger.plan.clone(),
         pid: std::process::id(),
+        deadline: ends.deadline.map(|t| t.to_string()),
+        max_cost_usd: ends.max_cost_usd,
     });
     c.save()?;
     c.drive()

@@ -41,9 +41,24 @@ fn libc_sig(s: Signal) -> i32 {
     s as i32
 }
 
-/// Whether SIGTERM or SIGINT came.
+/// Whether SIGTERM or SIGINT came (or the remote is gone).
 pub(crate) fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst) != 0
+}
+
+/// What `STOP` holds when no signal but the remote's absence stops the worker.
+const REMOTE_GONE: i32 = -1;
+
+/// Stop the worker as a signal would: the remote stayed unreachable past
+/// `[fleet] max_unreachable` (the loop checkpoints, the work stays in the
+/// clone). A signal that came first keeps its meaning.
+pub(crate) fn stop_for_good() {
+    let _ = STOP.compare_exchange(0, REMOTE_GONE, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// Whether the worker stops because the remote is gone (`stop_for_good`).
+pub(crate) fn remote_gone() -> bool {
+    STOP.load(Ordering::SeqCst) == REMOTE_GONE
 }
 
 /// A running loop.

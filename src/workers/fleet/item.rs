@@ -174,6 +174,19 @@ impl Worker {
                                 self.judge(job, &mut child, &ledger);
                             }
                         }
+                        // Asked again, the rule answers the same: stop the
+                        // loop (a checkpoint) and give the item up.
+                        Err(WireError::Refused(message)) => {
+                            next_beat = Instant::now() + every;
+                            if job.halt.is_none() {
+                                self.say.say(FleetEvent::Refused {
+                                    item: job.unit.key.clone(),
+                                    message: message.clone(),
+                                });
+                                child.halt();
+                                job.halt = Some(Halt::Refused(message));
+                            }
+                        }
                         Err(WireError::Rejected(_)) => {
                             child.ask_to_stop();
                             child.finish_within(grace);
@@ -494,6 +507,41 @@ impl Worker {
                 why: why.to_string(),
                 exit_code: code,
             });
+        }
+        Ok(if child::stop_requested() {
+            ItemEnd::Stopped
+        } else {
+            ItemEnd::Failed(code)
+        })
+    }
+
+    /// Give the item up for the whole fleet (`Lease::given_up`) with its
+    /// work pushed as far as the remote takes it: no other worker pays for
+    /// the same end. The worker stops with `code`.
+    pub(super) fn give_up(&mut self, job: &mut Job, why: &str, code: i32) -> Result<ItemEnd> {
+        let deadline = Instant::now() + self.config.fleet.grace.0 / 3;
+        loop {
+            // A refused branch does not keep the claim from being marked.
+            let pushed = match self.push_work(job) {
+                Err(WireError::Unreachable(e)) => Err(WireError::Unreachable(e)),
+                _ => self.fleet.give_up(&job.held, why),
+            };
+            match pushed {
+                Ok(()) => {
+                    self.say.say(FleetEvent::GivenUp {
+                        item: job.unit.key.clone(),
+                        text: job.unit.text.clone(),
+                        why: why.to_string(),
+                    });
+                    break;
+                }
+                Err(e @ WireError::Unreachable(_)) if Instant::now() < deadline => {
+                    self.unreachable(&e);
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                // Lost meanwhile, refused, or out of time: the claim expires as any.
+                Err(_) => break,
+            }
         }
         Ok(if child::stop_requested() {
             ItemEnd::Stopped

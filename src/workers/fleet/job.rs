@@ -36,6 +36,9 @@ pub(crate) enum Halt {
     /// A usage limit another worker's agent hit: checkpoint now, go on
     /// with the item once it resets.
     Limit(super::remote::Limit),
+    /// The remote's rules refused a push of the item's work (its message):
+    /// the item is given up for the fleet.
+    Refused(String),
 }
 
 /// How one item's work ended.
@@ -47,4 +50,6 @@ pub(crate) enum ItemEnd {
     Stopped,
     /// The loop ended without completing (its exit code): pushed and released.
     Failed(i32),
+    /// The remote's rules refused the merge (the server's message).
+    Refused(String),
 }

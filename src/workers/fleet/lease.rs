@@ -50,6 +50,12 @@ pub(crate) struct Lease {
     /// Whom it was taken over from, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) took_over_from: Option<String>,
+    /// Why its holder gave the item up for the whole fleet (a conflict it
+    /// could not resolve, a push the remote refused): such a claim never
+    /// expires, so no other worker pays for the same end; a person frees
+    /// it by deleting the ref.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) given_up: Option<String>,
 }
 
 impl Lease {
@@ -69,6 +75,7 @@ impl Lease {
             renewed_at: now,
             lease_secs: lease.as_secs().max(1),
             took_over_from: None,
+            given_up: None,
         }
     }
 
@@ -81,6 +88,15 @@ impl Lease {
             renewed_at: now,
             lease_secs: lease.as_secs().max(1),
             took_over_from: Some(self.holder.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// Given up for the whole fleet, for `why`.
+    pub(crate) fn given_up(&self, why: &str, now: Timestamp) -> Lease {
+        Lease {
+            renewed_at: now,
+            given_up: Some(why.to_string()),
             ..self.clone()
         }
     }
@@ -103,7 +119,11 @@ impl Lease {
     /// same for a whole lease on the observer's monotonic clock
     /// (`unchanged_for`), or when the observer's wall clock `now` is past
     /// the holder's expiry by more than `skew`.
+    /// A claim given up never expires.
     pub(crate) fn expired(&self, now: Timestamp, unchanged_for: Duration, skew: Duration) -> bool {
+        if self.given_up.is_some() {
+            return false;
+        }
         let lease = Duration::from_secs(self.lease_secs);
         if unchanged_for >= lease {
             return true;
@@ -122,6 +142,8 @@ impl Lease {
             "ralph fleet: {} {} by {} (generation {})\n\n{json}\n",
             if self.what == MERGE {
                 "merge lease"
+            } else if self.given_up.is_some() {
+                "given up"
             } else {
                 "claim"
             },
@@ -317,6 +339,16 @@ mod tests {
         let behind = at("2026-11-24T02:00:00Z");
         assert!(!l.expired(behind, Duration::from_secs(59), Duration::from_secs(30)));
         assert!(l.expired(behind, Duration::from_secs(60), Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn a_claim_given_up_never_expires_and_says_why() {
+        let g = lease().given_up("still conflicts", at("2026-11-24T03:00:30Z"));
+        let a_day_later = at("2026-11-25T03:00:00Z");
+        assert!(!g.expired(a_day_later, Duration::from_secs(86_400), Duration::ZERO));
+        let back = Lease::parse(&g.message()).unwrap();
+        assert_eq!(back.given_up.as_deref(), Some("still conflicts"));
+        assert!(g.message().starts_with("ralph fleet: given up i-abc by w1"));
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub(crate) enum LoopEnd {
     Paused,
     /// Completed, but another worker had merged the item already.
     AlreadyDone,
+    /// Given up for the whole fleet with the work pushed (`why` says why):
+    /// no other worker takes it.
+    GivenUp,
 }
 
 impl LoopEnd {
@@ -47,6 +50,7 @@ impl LoopEnd {
             LoopEnd::Lost => "lost",
             LoopEnd::Paused => "paused",
             LoopEnd::AlreadyDone => "already done",
+            LoopEnd::GivenUp => "given up",
         }
     }
 }

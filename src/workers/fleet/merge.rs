@@ -66,6 +66,9 @@ impl Worker {
             match self.push_work(job) {
                 Ok(()) => break,
                 Err(WireError::Rejected(_)) => return self.lost(&unit),
+                Err(WireError::Refused(m)) => {
+                    return Ok((Some(ItemEnd::Refused(m)), LoopEnd::GivenUp));
+                }
                 Err(_) if child::stop_requested() => {
                     return Ok((Some(ItemEnd::Stopped), LoopEnd::Released));
                 }
@@ -164,6 +167,10 @@ impl Worker {
                     });
                     self.spent.items_done += 1;
                     return Ok((Some(ItemEnd::Merged), LoopEnd::Merged));
+                }
+                // Not a race: the same push gets the same answer.
+                Err(WireError::Refused(m)) => {
+                    return Ok((Some(ItemEnd::Refused(m)), LoopEnd::GivenUp));
                 }
                 // The run branch moved, or our claim is gone: look again.
                 Err(WireError::Rejected(_)) => {

@@ -58,8 +58,17 @@ impl Worker {
 
     /// Say the remote is unreachable; the back-off before the next try.
     pub(super) fn unreachable(&mut self, e: &WireError) -> Duration {
-        self.unreachable_since.get_or_insert_with(Instant::now);
+        let since = *self.unreachable_since.get_or_insert_with(Instant::now);
         self.failures += 1;
+        let bound = self.config.fleet.max_unreachable.0;
+        if since.elapsed() >= bound && !child::stop_requested() {
+            self.say.say(FleetEvent::RemoteGone {
+                error: e.to_string(),
+                after_secs: since.elapsed().as_secs(),
+            });
+            child::stop_for_good();
+            return Duration::ZERO;
+        }
         let wait = Duration::from_secs(1u64 << self.failures.min(16))
             .min(self.config.fleet.max_retry_wait.0);
         self.say.say(FleetEvent::Unreachable {

@@ -123,6 +123,10 @@ pub(crate) enum WorkerState {
     Stopped,
     Finished,
     Failed,
+    /// Never said by a worker: `ralph status --fleet`'s word for one that
+    /// says it is busy and has not spoken for a lease (killed, its machine
+    /// gone, or cut off from the remote).
+    Dead,
 }
 
 impl WorkerState {
@@ -134,6 +138,7 @@ impl WorkerState {
             WorkerState::Stopped => "stopped",
             WorkerState::Finished => "finished",
             WorkerState::Failed => "failed",
+            WorkerState::Dead => "dead",
         }
     }
 }
@@ -206,6 +211,11 @@ impl Fleet {
 
     pub(crate) fn worker(&self) -> &str {
         &self.worker
+    }
+
+    /// `[fleet] clock_skew`, as opened.
+    pub(crate) fn skew(&self) -> Duration {
+        self.skew
     }
 
     pub(crate) fn lease_length(&self) -> Duration {
@@ -318,6 +328,15 @@ impl Fleet {
         held.lease = lease;
         held.renewed = Instant::now();
         Ok(())
+    }
+
+    /// Give a held claim up for the whole fleet (only if it is still ours):
+    /// the claim stays, marked `given_up`, and never expires.
+    pub(crate) fn give_up(&mut self, held: &Held, why: &str) -> Result<(), WireError> {
+        let lease = held.lease.given_up(why, Timestamp::now());
+        let oid = self.record_commit(&lease.message(), &[held.oid])?;
+        self.wire
+            .push(&[Update::swap(held.refname.as_str(), held.oid, oid)])
     }
 
     /// Give a held lease up (only if it is still ours).

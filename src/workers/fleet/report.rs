@@ -36,7 +36,8 @@ pub(crate) fn report(
 ) -> Result<RunReport> {
     let skew = config.map_or(Duration::from_secs(60), |c| c.fleet.clock_skew.0);
     let (f, view) = status::fetch(root, remote, fleet, skew)?;
-    let st = status::describe(&f, &view);
+    let lease = config.map_or(Duration::from_secs(5 * 60), |c| c.fleet.lease.0);
+    let st = status::describe(&f, &view, lease);
     let Some((_, ledger)) = &view.ledger else {
         return Err(
             Error::usage(format!("no fleet `{fleet}` on `{remote}` yet"))
@@ -52,6 +53,7 @@ pub(crate) fn report(
         max_iterations: config.map(|c| c.loop_.max_iterations),
         max_cost_usd: config.and_then(|c| c.loop_.max_cost_usd),
         max_duration_secs: None,
+        deadline: None,
     };
     let id = format!("fleet-{fleet}");
     let log = one_log(&id, ledger.created_at, &ledger.plan, &budgets, &logs);
@@ -171,6 +173,8 @@ pub(crate) fn one_log(
         max_iterations,
         plan: plan.to_string(),
         pid: 0,
+        deadline: None,
+        max_cost_usd: budgets.max_cost_usd,
     };
     let mut records = vec![Record {
         ts: start.to_string(),
@@ -308,6 +312,10 @@ pub(crate) fn lanes(
                 i.lease_expires_at
                     .map(|t| t.to_string())
                     .unwrap_or_default()
+            ),
+            ("given_up", Some(h), _) => format!(
+                "given up for the fleet by {h}: {}",
+                i.given_up.as_deref().unwrap_or_default()
             ),
             ("expired", Some(h), _) => {
                 format!("{h}'s lease expired: the next worker takes it over from what it pushed")

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::lease::{Names, record};
 use super::merge::MergeRecord;
-use super::remote::{Fleet, Ledger, View, WorkerStatus};
+use super::remote::{Fleet, Ledger, View, WorkerState, WorkerStatus};
 use super::units::units;
 use crate::error::{Error, Result};
 use crate::plan::units::UnitState;
@@ -48,8 +48,13 @@ pub(crate) struct Merge {
 pub(crate) struct ItemStatus {
     pub(crate) key: String,
     pub(crate) text: String,
-    /// `done`, `cancelled`, `claimed`, `expired` (its lease ran out: the next worker takes it over) or `open`.
+    /// `done`, `cancelled`, `claimed`, `expired` (its lease ran out: the
+    /// next worker takes it over), `given_up` (for the whole fleet: left to
+    /// a person) or `open`.
     pub(crate) state: &'static str,
+    /// Why its holder gave it up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) given_up: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) holder: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,10 +70,11 @@ pub(crate) fn status(
     root: &Path,
     remote: &str,
     fleet: &str,
+    lease: Duration,
     skew: Duration,
 ) -> Result<FleetStatus> {
     let (f, view) = fetch(root, remote, fleet, skew)?;
-    Ok(describe(&f, &view))
+    Ok(describe(&f, &view, lease))
 }
 
 /// The fleet's refs, fetched through `remote` into the clone at `root`
@@ -101,8 +107,9 @@ pub(super) fn fetch(
     Ok((f, view))
 }
 
-/// The fleet as `view` has it.
-pub(super) fn describe(f: &Fleet, view: &View) -> FleetStatus {
+/// The fleet as `view` has it; `lease`: the fleet's `[fleet] lease`, for
+/// telling a dead worker from a busy one.
+pub(super) fn describe(f: &Fleet, view: &View, lease: Duration) -> FleetStatus {
     let names = f.names();
     let plan = match (&view.run, &view.ledger) {
         (Some(run), Some((_, ledger))) => {
@@ -124,11 +131,13 @@ pub(super) fn describe(f: &Fleet, view: &View) -> FleetStatus {
             let state = match claim {
                 _ if u.state == UnitState::Done => "done",
                 _ if u.state == UnitState::Cancelled => "cancelled",
+                Some((_, lease)) if lease.given_up.is_some() => "given_up",
                 Some((oid, lease)) if f.expired(&names.claim(&u.key), *oid, lease) => "expired",
                 Some(_) => "claimed",
                 None => "open",
             };
             ItemStatus {
+                given_up: claim.and_then(|(_, l)| l.given_up.clone()),
                 pushed: view.items.contains_key(&u.key),
                 holder: claim.map(|(_, l)| l.holder.clone()),
                 generation: claim.map(|(_, l)| l.generation),
@@ -149,11 +158,50 @@ pub(super) fn describe(f: &Fleet, view: &View) -> FleetStatus {
         run_branch: names.run_branch(),
         run: view.run.map(|o| o.to_string()),
         items,
-        workers: view.workers.clone(),
+        workers: view
+            .workers
+            .iter()
+            .map(|w| judged(w, view, Timestamp::now(), lease, f.skew()))
+            .collect(),
         merging: view.merge.as_ref().map(|(_, l)| l.holder.clone()),
         ledger: view.ledger.as_ref().map(|(_, l)| l.clone()),
         backups: view.backups.len(),
         merged,
+    }
+}
+
+/// A worker's last word as it stands at `now` (pure): one that says it is
+/// busy (working, merging, or waiting without a usage limit to wait out)
+/// speaks at least every third of a lease, so after a lease and the clock
+/// skew allowance of silence it is dead, or cut off from the remote.
+fn judged(
+    w: &WorkerStatus,
+    view: &View,
+    now: Timestamp,
+    lease: Duration,
+    skew: Duration,
+) -> WorkerStatus {
+    let waiting_out_a_limit = w.state == WorkerState::Waiting
+        && view
+            .ledger
+            .as_ref()
+            .is_some_and(|(_, l)| l.limited(now).is_some());
+    let busy = matches!(
+        w.state,
+        WorkerState::Working | WorkerState::Merging | WorkerState::Waiting
+    );
+    let silent = now.duration_since(w.at).unsigned_abs();
+    if !busy || waiting_out_a_limit || silent <= lease + skew {
+        return w.clone();
+    }
+    WorkerStatus {
+        state: WorkerState::Dead,
+        note: format!(
+            "{} {}s ago and silent since (a live worker speaks every third of a lease): killed, or cut off from the remote",
+            w.state.as_str(),
+            silent.as_secs()
+        ),
+        ..w.clone()
     }
 }
 
@@ -203,6 +251,12 @@ impl FleetStatus {
         let _ = writeln!(out, "items: {done} of {} done", self.items.len());
         for i in &self.items {
             let who = match (&i.holder, i.generation, i.lease_expires_at) {
+                (Some(h), _, _) if i.given_up.is_some() => {
+                    format!(
+                        " — given up by {h}: {}",
+                        i.given_up.as_deref().unwrap_or_default()
+                    )
+                }
                 (Some(h), Some(g), Some(t)) if i.state != "done" => {
                     format!(" — {h} (generation {g}, lease until {t})")
                 }
@@ -283,5 +337,82 @@ impl FleetStatus {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::fleet::remote::{Limit, Spent};
+
+    fn said(state: WorkerState, at: &str) -> WorkerStatus {
+        WorkerStatus {
+            worker: "w1".into(),
+            state,
+            item: None,
+            item_text: String::new(),
+            at: at.parse().unwrap(),
+            unreachable_since: None,
+            note: String::new(),
+            spent: Spent::default(),
+        }
+    }
+
+    #[test]
+    fn a_busy_worker_silent_for_a_lease_and_the_skew_is_dead() {
+        let now: Timestamp = "2026-11-27T03:10:00Z".parse().unwrap();
+        let (lease, skew) = (Duration::from_secs(300), Duration::from_secs(60));
+        let view = View::default();
+        let judge = |s: WorkerState, at: &str| judged(&said(s, at), &view, now, lease, skew).state;
+        // Within a lease and the skew: as it said.
+        assert_eq!(
+            judge(WorkerState::Working, "2026-11-27T03:04:00Z"),
+            WorkerState::Working
+        );
+        // Past them, busy: dead.
+        for busy in [
+            WorkerState::Working,
+            WorkerState::Merging,
+            WorkerState::Waiting,
+        ] {
+            assert_eq!(
+                judge(busy, "2026-11-27T03:03:59Z"),
+                WorkerState::Dead,
+                "{busy:?}"
+            );
+        }
+        // A worker that ended says so once and stays silent: not dead.
+        for ended in [
+            WorkerState::Finished,
+            WorkerState::Stopped,
+            WorkerState::Failed,
+        ] {
+            assert_eq!(judge(ended, "2026-11-27T01:00:00Z"), ended);
+        }
+        // Waiting out a usage limit: one word, then silence until the reset.
+        let mut limited = View::default();
+        let mut ledger = Ledger::default();
+        ledger.limit_until(Limit {
+            by: "w2".into(),
+            until: "2026-11-27T05:00:00Z".parse().unwrap(),
+            source: "result".into(),
+        });
+        limited.ledger = Some((git2::Oid::zero(), ledger));
+        let w = judged(
+            &said(WorkerState::Waiting, "2026-11-27T02:00:00Z"),
+            &limited,
+            now,
+            lease,
+            skew,
+        );
+        assert_eq!(w.state, WorkerState::Waiting);
+        let dead = judged(
+            &said(WorkerState::Working, "2026-11-27T02:00:00Z"),
+            &view,
+            now,
+            lease,
+            skew,
+        );
+        assert!(dead.note.contains("killed, or cut off"), "{}", dead.note);
     }
 }

@@ -77,6 +77,10 @@ pub(crate) enum WireError {
     /// The remote answered and refused: a ref was not what we expected
     /// (another worker got there first). Nothing was changed (`--atomic`).
     Rejected(String),
+    /// The remote answered and refused by its own rule (a pre-receive or
+    /// update hook, a protected ref): not a race lost, and trying again
+    /// gets the same answer. The message is the server's (`remote:` lines).
+    Refused(String),
     /// The remote did not answer (network, credentials, time limit): worth
     /// retrying later; the message is git's own, last lines.
     Unreachable(String),
@@ -94,6 +98,7 @@ impl std::fmt::Display for WireError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             WireError::Rejected(m) => write!(f, "the remote refused the update: {m}"),
+            WireError::Refused(m) => write!(f, "the remote's rules refused the push: {m}"),
             WireError::Unreachable(m) => write!(f, "the remote cannot be reached: {m}"),
             WireError::Local(m) => write!(f, "the clone's repository failed: {m}"),
         }
@@ -169,14 +174,7 @@ impl Wire {
         if out.ok {
             return Ok(());
         }
-        // `--porcelain` prints one `<flag>\t<from>:<to>\t<summary>` line per
-        // ref once the remote has answered; `!` is a refusal.
-        let refused: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with('!')).collect();
-        if refused.is_empty() {
-            Err(WireError::Unreachable(tail(&out.stderr)))
-        } else {
-            Err(WireError::Rejected(refused.join("; ").replace('\t', " ")))
-        }
+        Err(refusal(&out.stdout, &out.stderr))
     }
 
     fn git(&self, args: &[&str]) -> Result<Output, WireError> {
@@ -240,9 +238,93 @@ struct Output {
     stderr: String,
 }
 
+/// Why a push that failed did not go through (pure). `--porcelain` prints
+/// one `<flag>\t<from>:<to>\t<summary>` line per ref once the remote has
+/// answered; `!` is a refusal. A compare-and-swap lost (`stale info`, a ref
+/// that moved or exists, the rest of an atomic push) is `Rejected`; a
+/// refusal the server's rules gave (`[remote rejected] (pre-receive hook
+/// declined)`, `(protected branch …)`) is `Refused`, with what the server
+/// said on `remote:` lines; no answer at all is `Unreachable`.
+fn refusal(stdout: &str, stderr: &str) -> WireError {
+    let refused: Vec<&str> = stdout.lines().filter(|l| l.starts_with('!')).collect();
+    if refused.is_empty() {
+        return WireError::Unreachable(tail(stderr));
+    }
+    const RACES: [&str; 10] = [
+        "stale info",
+        "atomic transaction failed",
+        "incorrect old value",
+        "fetch first",
+        "non-fast-forward",
+        "already exists",
+        "atomic push failed",
+        "failed to update ref",
+        "failed to lock",
+        "cannot lock ref",
+    ];
+    let by_rule = refused
+        .iter()
+        .find(|l| l.contains("[remote rejected]") && !RACES.iter().any(|race| l.contains(race)));
+    match by_rule {
+        Some(line) => {
+            let reason = line.rsplit('\t').next().unwrap_or(line).trim();
+            let said: Vec<&str> = stderr
+                .lines()
+                .filter_map(|l| l.strip_prefix("remote:"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let message = if said.is_empty() {
+                reason.to_string()
+            } else {
+                format!("{reason}: {}", said.join(" / "))
+            };
+            WireError::Refused(crate::text::cut(&message, 400))
+        }
+        None => WireError::Rejected(refused.join("; ").replace('\t', " ")),
+    }
+}
+
 /// git's last few stderr lines: the reason, without its progress chatter.
 fn tail(stderr: &str) -> String {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     let from = lines.len().saturating_sub(3);
     crate::text::cut(&lines[from..].join(" / "), 400)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_a_race_lost_a_servers_rule_or_no_answer() {
+        let hook = "To ../r.git\n!\tHEAD:refs/heads/run\t[remote rejected] (pre-receive hook declined)\n!\tHEAD:refs/ralph/x\t[remote rejected] (pre-receive hook declined)\nDone\n";
+        let said = "remote: policy: the run branch needs a review        \nerror: failed to push some refs to '../r.git'\n";
+        assert_eq!(
+            refusal(hook, said),
+            WireError::Refused(
+                "[remote rejected] (pre-receive hook declined): policy: the run branch needs a review"
+                    .into()
+            )
+        );
+        // Without a word from the server: its reason alone.
+        assert!(
+            matches!(refusal(hook, ""), WireError::Refused(m) if m == "[remote rejected] (pre-receive hook declined)")
+        );
+        for race in [
+            "!\tHEAD:refs/heads/x\t[rejected] (stale info)\n",
+            "!\tHEAD:refs/heads/x\t[remote rejected] (failed to update ref)\n!\tHEAD:refs/y\t[remote rejected] (atomic push failed)\n",
+            "!\tHEAD:refs/heads/x\t[rejected] (already exists)\n",
+            "!\tHEAD:refs/ralph/claims/i-0\t[remote rejected] (atomic transaction failed)\n",
+        ] {
+            assert!(
+                matches!(refusal(race, ""), WireError::Rejected(_)),
+                "{race}"
+            );
+        }
+        assert!(matches!(
+            refusal("", "fatal: unable to access: Could not resolve host\n"),
+            WireError::Unreachable(m) if m.contains("resolve host")
+        ));
+    }
 }

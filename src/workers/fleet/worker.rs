@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use git2::{Oid, Repository};
 
@@ -80,14 +80,15 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         f.network_timeout.0,
     )
     .map_err(|e| Error::wrap("cannot open the clone", e))?;
-    let say = Say::new(
-        &worker,
-        opts.json,
-        crate::formats::Layout::new(&root)
-            .fleet()
-            .join(names.fleet())
-            .join("events.jsonl"),
-    );
+    let log = crate::formats::Layout::new(&root)
+        .fleet()
+        .join(names.fleet())
+        .join("events.jsonl");
+    let mut say = Say::new(&worker, opts.json, &log, &config, &root)?;
+    let on_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
+    if let Some(warning) = cancel_window(on_actions, config.fleet.grace.0) {
+        say.warn(warning);
+    }
     child::catch_stop_signals()?;
     let mut w = Worker {
         fleet,
@@ -102,6 +103,8 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         spent: Spent::default(),
     };
     let code = w.work()?;
+    // Stopped because the remote is gone: as when it cannot be reached at start.
+    let code = if child::remote_gone() { 2 } else { code };
     w.status(
         if code == 0 {
             WorkerState::Finished
@@ -189,7 +192,30 @@ impl Worker {
                     continue;
                 }
             }
-            let ready: Vec<Unit> = super::units::ready(&all).into_iter().cloned().collect();
+            let given_up = |u: &Unit| {
+                v.claims
+                    .get(&u.key)
+                    .is_some_and(|(_, l)| l.given_up.is_some())
+            };
+            let ready: Vec<Unit> = super::units::ready(&all)
+                .into_iter()
+                .filter(|u| !given_up(u))
+                .cloned()
+                .collect();
+            let left: Vec<String> = all
+                .iter()
+                .filter(|u| u.open() && given_up(u))
+                .map(|u| u.key.clone())
+                .collect();
+            let live = all
+                .iter()
+                .any(|u| u.open() && !given_up(u) && v.claims.contains_key(&u.key));
+            // Nothing to take and nothing anyone works on: only a person
+            // can go on from here (a given-up item, or items after one).
+            if ready.is_empty() && !live && !left.is_empty() {
+                self.say.say(FleetEvent::LeftToAPerson { items: left });
+                return Ok(4);
+            }
             let Some(held) = self.claim_one(&v, &ready)? else {
                 self.say_waiting(&v, open);
                 self.pause(self.poll());
@@ -204,6 +230,7 @@ impl Worker {
                 ItemEnd::Merged | ItemEnd::Gone => {}
                 ItemEnd::Stopped => return Ok(130),
                 ItemEnd::Failed(code) => return Ok(code),
+                ItemEnd::Refused(_) => unreachable!("work_on gives a refused item up"),
             }
         }
     }
@@ -214,14 +241,17 @@ impl Worker {
             .fleet
             .sync()
             .map_err(|e| start_error(&e, self.fleet.wire().remote()))?;
+        let head = self
+            .fleet
+            .repo()
+            .head()
+            .ok()
+            .and_then(|h| h.target())
+            .ok_or_else(|| Error::usage("the clone has no commit to start the run from"))?;
+        if first.run.is_some() {
+            self.refuse_a_finished_run(&first, head)?;
+        }
         let created = if first.run.is_none() {
-            let head = self
-                .fleet
-                .repo()
-                .head()
-                .ok()
-                .and_then(|h| h.target())
-                .ok_or_else(|| Error::usage("the clone has no commit to start the run from"))?;
             self.fleet
                 .create_run(head, &self.plan_rel.to_string_lossy())
                 .map_err(|e| start_error(&e, self.fleet.wire().remote()))?
@@ -239,6 +269,34 @@ impl Worker {
             open_items: open,
         });
         Ok(view)
+    }
+
+    /// A fleet's name is bound to the plan it started from: a run that
+    /// finished its plan is not joined by a worker whose plan has open
+    /// items the run never had (they would be ignored and the worker exit
+    /// 0 at once); it is told to start a new fleet for them.
+    fn refuse_a_finished_run(&self, view: &View, head: Oid) -> Result<()> {
+        let run = self.plan_units(view)?;
+        let Ok(ours) = self.plan_text(head).and_then(|t| units(&t)) else {
+            return Ok(());
+        };
+        let new = new_items(&run, &ours);
+        if new.is_empty() {
+            return Ok(());
+        }
+        let fleet = self.fleet.names().fleet();
+        let done = run.iter().filter(|u| !u.open()).count();
+        Err(Error::usage(format!(
+            "fleet `{fleet}` on `{}` already finished its plan ({done} item(s) in {}); \
+             this clone's plan has {} open item(s) it never had, first: \"{}\"",
+            self.fleet.wire().remote(),
+            self.fleet.names().run_branch(),
+            new.len(),
+            crate::text::cut(&new[0].text, 80),
+        ))
+        .with_hint(format!(
+            "a fleet's name stays bound to the plan it ran: start a new fleet for the new items, e.g. `--fleet {fleet}-2`"
+        )))
     }
 
     /// The run branch's plan, as units.
@@ -357,6 +415,12 @@ impl Worker {
                     );
                     continue;
                 }
+                Some(Halt::Refused(message)) => {
+                    let why = format!("the remote refused a push of its work: {message}");
+                    let end = self.give_up(&mut job, &why, 1)?;
+                    self.publish_loop(&mut job, Some(code), LoopEnd::GivenUp, &why);
+                    return Ok(end);
+                }
                 Some(Halt::Budget(what)) if code != 0 => {
                     let why = format!("the fleet's budget is spent: {what}");
                     let end = self.release(&mut job, &why, code)?;
@@ -380,6 +444,16 @@ impl Worker {
             }
             let (end, how) = self.merge(&mut job)?;
             match end {
+                Some(ItemEnd::Refused(message)) => {
+                    self.say.say(FleetEvent::Refused {
+                        item: key.clone(),
+                        message: message.clone(),
+                    });
+                    let why = format!("the remote refused the merge: {message}");
+                    let end = self.give_up(&mut job, &why, 1)?;
+                    self.publish_loop(&mut job, Some(code), how, &why);
+                    return Ok(end);
+                }
                 Some(end) => {
                     if how != LoopEnd::Merged {
                         self.publish_loop(&mut job, Some(code), how, "");
@@ -391,8 +465,12 @@ impl Worker {
                 }
                 None if conflicts >= MAX_CONFLICTS => {
                     let why = "its branch still conflicts with the run branch after the loop was asked to merge it";
-                    let end = self.release(&mut job, why, 1)?;
-                    self.publish_loop(&mut job, Some(code), LoopEnd::Released, why);
+                    // Given up for the fleet, this worker goes on with the next item.
+                    let end = match self.give_up(&mut job, why, 1)? {
+                        ItemEnd::Failed(_) => ItemEnd::Gone,
+                        end => end,
+                    };
+                    self.publish_loop(&mut job, Some(code), LoopEnd::GivenUp, why);
                     return Ok(end);
                 }
                 // A conflict: once more, with the task of merging the run branch.
@@ -434,6 +512,31 @@ impl Worker {
     }
 }
 
+/// GitHub Actions kills a cancelled step 10 s after its SIGINT (SIGTERM at
+/// 7.5 s): a longer `[fleet] grace` would be cut short there, the claim
+/// left to expire instead of released (pure).
+fn cancel_window(on_actions: bool, grace: Duration) -> Option<String> {
+    const ACTIONS_WINDOW: Duration = Duration::from_secs(9);
+    (on_actions && grace > ACTIONS_WINDOW).then(|| {
+        format!(
+            "[fleet] grace is {}s but GitHub Actions kills a cancelled step 10s after its SIGINT: \
+             set grace = \"8s\" in ralph.toml, or a cancel leaves the claim to expire instead of released",
+            grace.as_secs()
+        )
+    })
+}
+
+/// The open items of `ours` that a finished run (`run`: none open) never
+/// had, or none when the run still has open items (pure).
+fn new_items<'a>(run: &[Unit], ours: &'a [Unit]) -> Vec<&'a Unit> {
+    if run.iter().any(Unit::open) {
+        return Vec::new();
+    }
+    ours.iter()
+        .filter(|u| u.open() && !run.iter().any(|r| r.key == u.key))
+        .collect()
+}
+
 /// How often an item's loop is asked to bring its branch up to date before
 /// the worker gives the item up (pushed, released) and stops.
 pub(super) const MAX_CONFLICTS: u32 = 2;
@@ -441,4 +544,42 @@ pub(super) const MAX_CONFLICTS: u32 = 2;
 fn start_error(e: &WireError, remote: &str) -> Error {
     Error::usage(format!("cannot start the fleet worker on remote `{remote}`: {e}"))
         .with_hint("check that `git fetch REMOTE` and `git push REMOTE` work from this clone with the same user and environment")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Vec<Unit> {
+        units(text).unwrap()
+    }
+
+    #[test]
+    fn a_grace_longer_than_the_actions_cancel_window_is_warned_of_there_only() {
+        let secs = Duration::from_secs;
+        assert!(
+            cancel_window(true, secs(25))
+                .unwrap()
+                .contains("grace is 25s")
+        );
+        assert_eq!(cancel_window(true, secs(8)), None);
+        assert_eq!(cancel_window(false, secs(25)), None);
+    }
+
+    #[test]
+    fn a_finished_run_has_new_items_only_when_all_of_its_own_are_done() {
+        let finished = plan("- [x] one\n- [x] two\n");
+        let running = plan("- [x] one\n- [ ] two\n");
+        let same = plan("- [ ] one\n- [ ] two\n");
+        let more = plan("- [ ] one\n- [ ] two\n- [ ] three\n");
+        // The same plan again (a restarted worker): nothing new.
+        assert!(new_items(&finished, &same).is_empty());
+        let new: Vec<&str> = new_items(&finished, &more)
+            .iter()
+            .map(|u| u.text.as_str())
+            .collect();
+        assert_eq!(new, ["three"]);
+        // A run still going is joined whatever the clone's plan says.
+        assert!(new_items(&running, &more).is_empty());
+    }
 }
