@@ -15,7 +15,8 @@
 //! ```text
 //! workers.rs         this map
 //! workers/
-//!   coordinator.rs, coordinator/  the loop that gives out units, merges, checks off
+//!   coordinator.rs, coordinator/  the loop that gives out units, merges, checks off;
+//!                    its decisions a pure machine (`coordinator/machine.rs`)
 //!   grant.rs         shared budgets granted before a session starts (pure
 //!                    decision, table-tested) and the grant file a worker reads
 //!   child.rs         a worker's `ralph run --worker` child process and its events

@@ -82,7 +82,8 @@ pub(crate) struct Assignment {
     pub(crate) task: Task,
     /// Merges tried so far.
     pub(crate) attempts: u32,
-    /// Times its loop was started again after it died (a signal, kill -9).
+    /// Times its loop was started again after it died (kill -9, a crash;
+    /// not an interrupt it ended on).
     #[serde(default)]
     pub(crate) restarts: u32,
     #[serde(flatten)]

@@ -35,7 +35,6 @@ pub(crate) enum Msg {
 }
 
 pub(crate) struct Child {
-    pub(crate) worker: String,
     process: std::process::Child,
 }
 
@@ -102,10 +101,7 @@ pub(crate) fn spawn(
             }
         });
     }
-    Ok(Child {
-        worker: a.worker.clone(),
-        process,
-    })
+    Ok(Child { process })
 }
 
 impl Child {

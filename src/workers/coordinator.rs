@@ -4,19 +4,35 @@
 //! budgets. Everything it decides is in `.ralph/workers.json` before it
 //! acts, so a coordinator started after kill -9 resumes every worker.
 //!
+//! Theory: deciding and doing are apart, as in the supervisor. Every
+//! decision is the machine's (`machine.rs`, pure, time passed in): which
+//! assignment starts next, when a dead coordinator's worker is taken over
+//! (its lease), what a worker's exit means, what a merge leads to (check
+//! off, hand back, give up), when the shared budget halts the run, which
+//! session is granted, one usage limit pausing all. This file turns what
+//! happened (a signal, a tick, a child's record, its exit, a merge's
+//! result) into an `Input` and carries out the `Effect`s: git, processes,
+//! files, events.
+//!
 //! ```text
-//! coordinator.rs     the loop: units to workers, their events, shared budgets
+//! coordinator.rs     the loop: what happened → Input; Effects carried out
 //! coordinator/
-//!   setup.rs         the start: run branch, lock, ledger to continue, units checked
-//!   grants.rs        a session granted to each worker's loop while the shared budget covers it
+//!   machine.rs       PURE: the coordination core (Input → Effects), table-tested
+//!   setup.rs         the start: run branch, lock, trust, ledger to continue,
+//!                    units checked
 //!   hear.rs          the workers' records: heard live or read back, counted once
 //!   leftovers.rs     what a worker left, onto its branch: stray commits, the
 //!                    stash, uncommitted work; its edits to the plan left out
-//!   queue.rs         the merge queue's step: merge, check off and commit, or hand back
+//!   queue.rs         the merge queue's step: merge, then check off and commit,
+//!                    hand back or leave, as the machine says
 //!   run_branch.rs    the run branch whatever the user's checkout does: the
 //!                    plan read from it, check-offs committed on it
 //!   end.rs           how the run ends: outcome, handoff of unmerged branches, report
 //! ```
+//!
+//! Pitfalls: a start changes what the machine reads, so starts are asked
+//! for one at a time (`fill`); an assignment is known by its item (an item
+//! given out is busy: one assignment each), a child by its worker.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -28,9 +44,9 @@ use git2::Repository;
 use nix::sys::signal::Signal;
 
 mod end;
-mod grants;
 mod hear;
 mod leftovers;
+mod machine;
 mod queue;
 mod run_branch;
 mod setup;
@@ -38,7 +54,6 @@ mod setup;
 pub(crate) use setup::run;
 
 use super::child::{self, Child, Msg, WORKER_PLAN};
-use super::grant;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::Bus;
@@ -46,7 +61,7 @@ use crate::formats::Event;
 use crate::formats::ledger::{Assignment, Ledger, Status, Task};
 use crate::plan::units;
 use crate::repo::worktree;
-use grants::Granted;
+use machine::{Effect, Free, Input, Machine, Now, Order, Sig, To, World};
 
 /// What the user asked for besides the count.
 pub(crate) struct Options {
@@ -67,6 +82,24 @@ pub(crate) struct Options {
 /// The last signal that reached the coordinator (0: none).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
+/// The moment an input happens at: the clock is read here, never in the machine.
+fn now() -> Now {
+    Now {
+        mono: Instant::now(),
+    }
+}
+
+/// The last signal that reached the coordinator, taken.
+fn take_signal() -> Option<Sig> {
+    let sig = Signal::try_from(SIGNAL.swap(0, Ordering::SeqCst)).ok()?;
+    Some(match sig {
+        Signal::SIGHUP => Sig::Hangup,
+        Signal::SIGUSR1 => Sig::Checkpoint,
+        Signal::SIGUSR2 => Sig::Stop,
+        _ => Sig::Interrupt,
+    })
+}
+
 fn install_signals() -> Result<()> {
     for sig in [
         Signal::SIGINT,
@@ -81,15 +114,6 @@ fn install_signals() -> Result<()> {
             .map_err(|e| Error::wrap("cannot install signal handlers", e))?;
     }
     Ok(())
-}
-
-/// Why the run stops giving out work.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Stop {
-    Interrupted,
-    Stopped,
-    Budget,
-    Iterations,
 }
 
 pub(super) struct Coordinator {
@@ -110,21 +134,13 @@ pub(super) struct Coordinator {
     hooks: crate::hooks::Hooks,
     children: BTreeMap<String, Child>,
     opts: Options,
-    stop: Option<Stop>,
-    /// Workers stopped because another hit a usage limit, and until when.
-    paused_until: Option<Instant>,
+    /// Every decision (`machine.rs`): this coordinator only applies them.
+    machine: Machine,
     /// The user's checkout is off the run branch (said once each time).
     checkout_away: bool,
-    /// Per running worker: sessions granted to its loop, and ended.
-    grants: BTreeMap<String, Granted>,
     /// Why no new worktree could be made (`max_worktrees` reached by the
     /// ones kept for a person), once said.
     worktrees_full: Option<String>,
-    started: Instant,
-    /// What the run had spent where its budgets count from (the run's
-    /// start, or this coordinator's with `--budget-per-invocation`): the
-    /// one rule of a single loop, so a restart does not renew the time.
-    counted_from: crate::supervisor::CountedFrom,
     /// The project's lock; `committing` while the coordinator writes to
     /// git, so that the next one knows to clear the lock files it left.
     lock: crate::project::Lock,
@@ -146,28 +162,61 @@ impl Coordinator {
         result
     }
 
+    /// The world as the machine reads it.
+    fn world(&self) -> (&Ledger, BTreeSet<String>) {
+        (&self.ledger, self.children.keys().cloned().collect())
+    }
+
+    /// `input` decided by the machine, its effects carried out.
+    fn handle(&mut self, input: Input, tx: &mpsc::Sender<Msg>) -> Result<()> {
+        let mut out = Vec::new();
+        let running: BTreeSet<String> = self.children.keys().cloned().collect();
+        let world = World {
+            ledger: &self.ledger,
+            running: &running,
+        };
+        self.machine.handle(input, &world, &now(), &mut out);
+        for effect in out {
+            self.apply(effect, tx)?;
+        }
+        Ok(())
+    }
+
+    /// Where work can start now: the ready units, the room for a worktree,
+    /// the dead coordinator's workers that still hold their project.
+    fn free(&self) -> Free {
+        let busy = (self.ledger.assignments.iter())
+            .filter(|a| {
+                matches!(a.status, Status::Running | Status::Paused)
+                    && !self.children.contains_key(&a.worker)
+                    && child::project_busy(&a.project_dir)
+            })
+            .map(|a| a.worker.clone())
+            .collect();
+        Free {
+            ready: self.ready_units(),
+            room: self.room_for_a_worktree(),
+            busy,
+        }
+    }
+
     fn drive(&mut self) -> Result<i32> {
         let (tx, rx) = mpsc::channel::<Msg>();
         self.settle_merged(&tx)?;
-        let mut waiting_locks: BTreeMap<String, Instant> = BTreeMap::new();
         loop {
-            self.take_signal();
+            if let Some(sig) = take_signal() {
+                self.handle(Input::Signal(sig), &tx)?;
+            }
             self.watch_checkout();
-            self.check_budgets();
-            if self.paused_until.is_some_and(|t| Instant::now() >= t) {
-                self.paused_until = None;
-            }
-            if self.stop.is_none() && self.paused_until.is_none() {
-                self.fill(&tx, &mut waiting_locks)?;
-                self.regrant();
-            }
+            self.handle(Input::Tick, &tx)?;
+            self.fill(&tx)?;
             match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(msg) => self.heard(msg),
+                Ok(msg) => self.heard(msg, &tx)?,
                 Err(mpsc::RecvTimeoutError::Timeout) => self.bus.tick(),
                 Err(mpsc::RecvTimeoutError::Disconnected) => {}
             }
             while let Ok(msg) = rx.try_recv() {
-                self.heard(msg);
+                self.heard(msg, &tx)?;
             }
             let exited: Vec<(String, i32)> = self
                 .children
@@ -178,89 +227,123 @@ impl Coordinator {
                 // The rest of its output first (its run_ended comes before):
                 // what the pipe still holds, then its own log.
                 while let Ok(msg) = rx.try_recv() {
-                    self.heard(msg);
+                    self.heard(msg, &tx)?;
                 }
                 self.children.remove(&worker);
-                self.grants.remove(&worker);
                 self.catch_up(&worker);
                 self.finished(&worker, code, &tx)?;
             }
-            if self.children.is_empty() && self.nothing_to_start() {
+            let (ledger, running) = self.world();
+            let world = World {
+                ledger,
+                running: &running,
+            };
+            if running.is_empty() && self.machine.nothing_to_start(&world, &self.free()) {
                 break;
             }
         }
         self.end()
     }
 
-    fn take_signal(&mut self) {
-        let sig = SIGNAL.swap(0, Ordering::SeqCst);
-        let Ok(sig) = Signal::try_from(sig) else {
-            return;
-        };
-        match sig {
-            Signal::SIGHUP => self.bus.detach(),
-            // `ralph checkpoint`: each worker checkpoints and goes on.
-            Signal::SIGUSR1 => {
-                for c in self.children.values() {
-                    c.signal(Signal::SIGUSR1);
+    /// Start workers while the machine says so, one at a time, then grant
+    /// sessions.
+    fn fill(&mut self, tx: &mpsc::Sender<Msg>) -> Result<()> {
+        loop {
+            let free = self.free();
+            let mut out = Vec::new();
+            let running: BTreeSet<String> = self.children.keys().cloned().collect();
+            let world = World {
+                ledger: &self.ledger,
+                running: &running,
+            };
+            self.machine
+                .handle(Input::Fill(&free), &world, &now(), &mut out);
+            let started =
+                (out.iter()).any(|e| matches!(e, Effect::Resume { .. } | Effect::Assign { .. }));
+            for effect in out {
+                self.apply(effect, tx)?;
+            }
+            if !started {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One effect of the machine's, carried out.
+    fn apply(&mut self, effect: Effect, tx: &mpsc::Sender<Msg>) -> Result<()> {
+        match effect {
+            Effect::Tell(to, order) => {
+                let signal = match order {
+                    Order::Interrupt => Signal::SIGINT,
+                    Order::Stop => Signal::SIGUSR2,
+                    Order::Checkpoint => Signal::SIGUSR1,
+                };
+                for (w, c) in &self.children {
+                    if !matches!(&to, To::AllBut(but) if but == w) {
+                        c.signal(signal);
+                    }
                 }
             }
-            Signal::SIGUSR2 => self.halt(Stop::Stopped),
-            _ => self.halt(Stop::Interrupted),
+            Effect::Detach => self.bus.detach(),
+            Effect::Warn(message) => self.bus.emit(Event::Warning { message }),
+            Effect::Grant { worker, sessions } => {
+                let dir = (self.ledger.assignments.iter())
+                    .find(|a| a.worker == worker && a.status == Status::Running)
+                    .map(|a| a.project_dir.clone());
+                if let Some(dir) = dir
+                    && let Err(e) = (crate::formats::Grant { sessions }).write(&dir)
+                {
+                    tracing::warn!("cannot grant {worker} a session: {e}");
+                }
+            }
+            Effect::Resume { worker } => self.resume(&worker, tx)?,
+            Effect::Assign { item } => {
+                let a = self.assign(&item)?;
+                self.start(&a, true, tx)?;
+            }
+            Effect::WorktreesFull => self.say_worktrees_full(),
+            Effect::Set {
+                item,
+                status,
+                restarted,
+            } => {
+                if let Some(a) = self.assignment_mut(&item) {
+                    a.status = status;
+                    a.restarts += u32::from(restarted);
+                }
+                self.save()?;
+            }
+            Effect::Merge { item } => {
+                if let Some(i) = self.index_of(&item) {
+                    self.merge(i, tx)?;
+                }
+            }
+            Effect::CheckOff { item } => {
+                if let Some(i) = self.index_of(&item) {
+                    self.git_write(|c| c.merged(i))?;
+                }
+            }
+            Effect::HandBack { item, files, start } => {
+                if let Some(i) = self.index_of(&item) {
+                    self.hand_back(i, files, start, tx)?;
+                }
+            }
+            Effect::Leave { item, reason, why } => {
+                if let Some(i) = self.index_of(&item) {
+                    self.leave(i, reason, why)?;
+                }
+            }
         }
+        Ok(())
     }
 
-    /// Stop giving out work and stop every worker (each checkpoints first).
-    fn halt(&mut self, why: Stop) {
-        if self.stop.is_none() {
-            self.stop = Some(why);
-        }
-        let signal = match why {
-            Stop::Interrupted => Signal::SIGINT,
-            _ => Signal::SIGUSR2,
-        };
-        for c in self.children.values() {
-            c.signal(signal);
-        }
+    /// The assignment of `item` (one at most: an item given out is busy).
+    fn index_of(&self, item: &str) -> Option<usize> {
+        self.ledger.assignments.iter().position(|a| a.item == item)
     }
 
-    fn check_budgets(&mut self) {
-        if self.stop.is_some() {
-            return;
-        }
-        let l = &self.config.loop_;
-        let from = &self.counted_from;
-        let cost = l
-            .max_cost_usd
-            .is_some_and(|max| self.ledger.cost_usd - from.cost >= max);
-        let time = l
-            .max_duration
-            .is_some_and(|d| from.elapsed + self.started.elapsed() >= d.0);
-        if cost || time {
-            self.halt(Stop::Budget);
-        } else if self.ledger.iterations - from.iteration >= l.max_iterations {
-            self.halt(Stop::Iterations);
-        }
-    }
-
-    /// Whether there is no work left to start now or later in this run.
-    fn nothing_to_start(&self) -> bool {
-        if self.stop.is_some() {
-            return true;
-        }
-        if self.paused_until.is_some() {
-            return false;
-        }
-        let resumable = self
-            .ledger
-            .assignments
-            .iter()
-            .any(|a| matches!(a.status, Status::Running | Status::Paused));
-        // With no worker running and no room for a worktree, nothing can
-        // free one: the run ends and says why.
-        !resumable
-            && (self.ready_units().is_empty()
-                || (self.children.is_empty() && !self.room_for_a_worktree()))
+    fn assignment_mut(&mut self, item: &str) -> Option<&mut Assignment> {
+        self.ledger.assignments.iter_mut().find(|a| a.item == item)
     }
 
     /// Every assignment's worktree that exists counts against
@@ -325,61 +408,25 @@ impl Coordinator {
             .collect()
     }
 
-    /// Start workers while there are free ones: first the assignments a
-    /// previous coordinator left (takeover), then ready units.
-    fn fill(
-        &mut self,
-        tx: &mpsc::Sender<Msg>,
-        waiting: &mut BTreeMap<String, Instant>,
-    ) -> Result<()> {
-        while self.children.len() < self.opts.workers as usize {
-            // Started only when the shared budget covers its first session.
-            if self.decide() != grant::Decision::Go {
-                break;
-            }
-            let resume = self.ledger.assignments.iter().position(|a| {
-                matches!(a.status, Status::Running | Status::Paused)
-                    && !self.children.contains_key(&a.worker)
-            });
-            if let Some(i) = resume {
-                let a = self.ledger.assignments[i].clone();
-                if self.children.values().any(|c| c.worker == a.worker) {
-                    break;
-                }
-                // A worker of a coordinator that died may still be
-                // finishing its checkpoint: its lock says so.
-                if child::project_busy(&a.project_dir) {
-                    let since = *waiting.entry(a.worker.clone()).or_insert_with(Instant::now);
-                    if since.elapsed() < Duration::from_secs(120) {
-                        return Ok(());
-                    }
-                }
-                waiting.remove(&a.worker);
-                // What its loop did while no coordinator listened.
-                self.catch_up(&a.worker);
-                self.ledger.assignments[i].status = Status::Running;
-                if loop_completed(&a) {
-                    // It finished its unit then: merged, not run again.
-                    self.save()?;
-                    self.finished(&a.worker, 0, tx)?;
-                    continue;
-                }
-                self.save()?;
-                self.git_write(|c| c.prepare(&a))?;
-                self.start(&a, false, tx)?;
-                continue;
-            }
-            let Some(item) = self.ready_units().into_iter().next() else {
-                break;
-            };
-            if !self.room_for_a_worktree() {
-                self.say_worktrees_full();
-                break;
-            }
-            let a = self.assign(&item)?;
-            self.start(&a, true, tx)?;
+    /// `worker`'s assignment (a previous coordinator's, or paused) taken
+    /// up again in its worktree.
+    fn resume(&mut self, worker: &str, tx: &mpsc::Sender<Msg>) -> Result<()> {
+        let Some(i) = (self.ledger.assignments.iter()).position(|a| {
+            a.worker == worker && matches!(a.status, Status::Running | Status::Paused)
+        }) else {
+            return Ok(());
+        };
+        // What its loop did while no coordinator listened.
+        self.catch_up(worker);
+        self.ledger.assignments[i].status = Status::Running;
+        let a = self.ledger.assignments[i].clone();
+        self.save()?;
+        if loop_completed(&a) {
+            // It finished its unit then: merged, not run again.
+            return self.finished(worker, 0, tx);
         }
-        Ok(())
+        self.git_write(|c| c.prepare(&a))?;
+        self.start(&a, false, tx)
     }
 
     /// A free worker name (`w1`…), a new branch and worktree for `item`.
@@ -475,86 +522,43 @@ impl Coordinator {
         );
         // Its first session granted before it starts (none when the shared
         // budget does not cover it now: a conflict handed back waits).
-        let first = u32::from(self.decide() == grant::Decision::Go);
-        crate::formats::Grant { sessions: first }.write(&a.project_dir)?;
+        let mut out = Vec::new();
+        let running: BTreeSet<String> = self.children.keys().cloned().collect();
+        let world = World {
+            ledger: &self.ledger,
+            running: &running,
+        };
+        let starting = Input::Starting { worker: &a.worker };
+        self.machine.handle(starting, &world, &now(), &mut out);
+        for effect in out {
+            if let Effect::Grant { sessions, .. } = effect {
+                crate::formats::Grant { sessions }.write(&a.project_dir)?;
+            }
+        }
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
-        self.grants.insert(
-            a.worker.clone(),
-            Granted {
-                granted: first,
-                ..Granted::default()
-            },
-        );
         Ok(())
     }
 
     /// A worker's loop ended with `code`.
     fn finished(&mut self, worker: &str, code: i32, tx: &mpsc::Sender<Msg>) -> Result<()> {
-        let Some(i) = self
-            .ledger
-            .assignments
-            .iter()
-            .position(|a| a.worker == worker && a.status == Status::Running)
+        let Some(a) = (self.ledger.assignments.iter())
+            .find(|a| a.worker == worker && a.status == Status::Running)
+            .cloned()
         else {
             return Ok(());
         };
-        let a = self.ledger.assignments[i].clone();
         self.commit_leftovers(&a);
         self.bus.emit_from(
             &a.worker,
             Event::WorkerEnded {
                 item: a.item.clone(),
                 exit_code: code,
-                outcome: outcome_name(code).into(),
+                outcome: machine::outcome_name(code).into(),
             },
         );
-        if code == 5 {
-            // A budget of its own (`--deadline`, the quota guard) is
-            // everyone's: the others stop too.
-            self.halt(Stop::Budget);
-        }
-        if code != 0 {
-            self.ledger.assignments[i].status = after_exit(code, a.restarts);
-            if code == 2 && child::project_busy(&a.project_dir) {
-                // Refused: a loop of a coordinator that died still runs in
-                // its worktree. Resumed once that one has ended.
-                self.ledger.assignments[i].status = Status::Paused;
-            }
-            if code > 128 {
-                self.ledger.assignments[i].restarts += 1;
-            }
-            return self.save();
-        }
-        self.merge(i, tx)
-    }
-}
-
-/// The most times a worker killed by a signal is started again in its
-/// worktree (each time taking its dead iteration over).
-const MAX_RESTARTS: u32 = 5;
-
-/// Where an assignment goes when its loop ended with `code` (not 0):
-/// stopped, paused or killed, it is resumed in its worktree (a worker
-/// killed with -9 is taken over there); failed (its breaker, a bad setup),
-/// it is left to a person with its branch.
-fn after_exit(code: i32, restarts: u32) -> Status {
-    match code {
-        5 | 6 | 130 | 143 => Status::Paused,
-        c if c > 128 && restarts < MAX_RESTARTS => Status::Paused,
-        c => Status::Left(format!("its loop ended: {} (exit {c})", outcome_name(c))),
-    }
-}
-
-fn outcome_name(code: i32) -> &'static str {
-    match code {
-        0 => "completed",
-        3 => "breaker_open",
-        4 => "iteration_limit",
-        5 => "budget_spent",
-        6 => "stopped",
-        130 | 143 => "interrupted",
-        _ => "failed",
+        let busy = code == 2 && child::project_busy(&a.project_dir);
+        self.handle(Input::Exited { worker, code, busy }, tx)
     }
 }
 
@@ -580,20 +584,4 @@ fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
         crate::formats::create_dir_private(dir)?;
     }
     crate::formats::write_atomic(&path, text.as_bytes())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_worker_stopped_or_killed_is_resumed_one_that_failed_is_left() {
-        for code in [5, 6, 130, 143, 137] {
-            assert_eq!(after_exit(code, 0), Status::Paused, "{code}");
-        }
-        assert!(matches!(after_exit(137, MAX_RESTARTS), Status::Left(_)));
-        for code in [1, 2, 3, 4] {
-            assert!(matches!(after_exit(code, 0), Status::Left(_)), "{code}");
-        }
-    }
 }

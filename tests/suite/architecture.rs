@@ -32,8 +32,9 @@ const PURE: [&str; 7] = [
 /// lock and files, the event bus, processes, the loop. (The formats, plain
 /// records, they may.)
 const RUNTIME: [&str; 5] = ["config", "project", "events", "agent", "supervisor"];
-/// The supervisor's pure files: time comes in as a value, no IO, no tokio.
-const PURE_SUPERVISOR: [&str; 7] = [
+/// The supervisor's pure files (and the coordinator's core): time comes in
+/// as a value, no IO, no tokio.
+const PURE_SUPERVISOR: [&str; 8] = [
     "src/supervisor/iteration.rs",
     "src/supervisor/iteration/seams.rs",
     "src/supervisor/iteration/setup.rs",
@@ -41,6 +42,7 @@ const PURE_SUPERVISOR: [&str; 7] = [
     "src/supervisor/verdict.rs",
     "src/supervisor/budget.rs",
     "src/supervisor/limit_wait.rs",
+    "src/workers/coordinator/machine.rs",
 ];
 const IMPURE_TOKENS: [&str; 7] = [
     "tokio",

@@ -250,19 +250,8 @@ fn is_ancestor(repo: &git2::Repository, commit: &str) -> bool {
 #[test]
 fn two_items_editing_the_same_lines_are_merged_after_the_conflict_is_handed_back() {
     let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
-    let p = Project::new(plan, SAME_LINES, "");
-    p.write("shared.txt", "one\ntwo\nthree\n");
+    let p = same_lines_project(plan, "");
     let repo = git(p.root());
-    {
-        let sig = git2::Signature::now("t", "t@example.com").unwrap();
-        let mut index = repo.index().unwrap();
-        index.add_path(Path::new("shared.txt")).unwrap();
-        index.write().unwrap();
-        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let parent = repo.head().unwrap().peel_to_commit().unwrap();
-        repo.commit(Some("HEAD"), &sig, &sig, "shared", &tree, &[&parent])
-            .unwrap();
-    }
     let run = p.run(&["--workers", "2"], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
 
@@ -462,7 +451,12 @@ fn workers_and_the_coordinator_killed_with_minus_9_are_taken_over_and_nothing_is
     // 3. Run again: every dead iteration taken over, the run completes.
     let run = p.run(&["--workers", "3"], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
-    assert_eq!(run.of("run_started")[0]["resumed"], true);
+    // The coordinator's own (a worker's records its loop wrote after the
+    // coordinator froze are read back, and published, before it).
+    let own = (run.of("run_started").into_iter())
+        .find(|e| e.get("worker").is_none())
+        .unwrap();
+    assert_eq!(own["resumed"], true, "{}", run.describe());
     let crashes: Vec<_> = worker_events(&run, "checkpoint")
         .into_iter()
         .filter(|e| e["trigger"] == "crash")
@@ -737,10 +731,14 @@ fn git_cli(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// `plan` over SAME_LINES agents, with `shared.txt` committed and one
-/// conflict attempt: the items that conflict are left to a person.
-fn same_lines_project(plan: &str) -> Project {
-    let p = Project::new(plan, SAME_LINES, "[workers]\nconflict_attempts = 1\n");
+/// `plan` over SAME_LINES agents, with `shared.txt` committed.
+fn same_lines_project(plan: &str, config: &str) -> Project {
+    shared_lines_project(plan, SAME_LINES, config)
+}
+
+/// `plan` over `scenario`, with `shared.txt` committed.
+fn shared_lines_project(plan: &str, scenario: &str, config: &str) -> Project {
+    let p = Project::new(plan, scenario, config);
     p.write("shared.txt", "one\ntwo\nthree\n");
     assert!(git_cli(p.root(), &["add", "shared.txt"]).status.success());
     assert!(
@@ -751,10 +749,13 @@ fn same_lines_project(plan: &str) -> Project {
     p
 }
 
+const ONE_ATTEMPT: &str = "[workers]\nconflict_attempts = 1\n";
+
 #[test]
 fn a_conflict_unresolved_after_its_attempts_needs_a_human_and_a_merge_by_hand_finishes_it() {
     let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
-    let p = same_lines_project(plan);
+    // One conflict attempt: the items that conflict are left to a person.
+    let p = same_lines_project(plan, ONE_ATTEMPT);
     let run = p.run(&["--workers", "2"], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
     let human = &run.of("needs_human")[0];
@@ -952,7 +953,8 @@ fn worktrees_kept_for_a_person_count_toward_max_worktrees() {
     // Three items rewrite the same line; with one attempt, the two that
     // conflict are left to a person with their worktrees.
     let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n";
-    let p = same_lines_project(plan);
+    // One conflict attempt: the items that conflict are left to a person.
+    let p = same_lines_project(plan, ONE_ATTEMPT);
     let run = p.run(&["--workers", "3"], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
     let repo = git(p.root());
@@ -1514,6 +1516,45 @@ fn escape_sequences_in_plan_items_reach_no_commit_message_or_page() {
     assert!(page.contains("alpha RED"), "the item's text kept");
 }
 
+#[test]
+fn a_conflict_found_after_the_budget_is_spent_starts_no_session_and_the_next_run_resolves_it() {
+    // Two sessions in all: each worker does its item; the second merge
+    // conflicts once the budget is spent. Sessions counted by the sim (one
+    // line per prompt).
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("sessions.jsonl");
+    let scenario = format!("record_messages = \"{}\"\n{SAME_LINES}", log.display());
+    let plan = "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n";
+    let p = shared_lines_project(plan, &scenario, "");
+    let repo = git(p.root());
+    let paid = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let run = p.run(&["--workers", "2", "--max-iterations", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(paid(), 2, "{}", run.describe());
+    if run.of("merge").iter().any(|m| m["outcome"] == "conflict") {
+        // No update started after the stop: it waits for the next run.
+        let updates = (run.of("worker_started").into_iter())
+            .filter(|e| e["task"] == "update")
+            .count();
+        assert_eq!(updates, 0, "{}", run.describe());
+    }
+    // The next run sends it back and merges it, one session more.
+    let next = p.run(&["--workers", "2", "--max-iterations", "5"], LIMIT);
+    assert_eq!(next.code, Some(0), "{}", next.describe());
+    assert_eq!(paid(), 3, "{}", next.describe());
+    let shared = blob_on_main(&repo, "shared.txt").unwrap();
+    assert!(
+        shared.contains("TWO by alpha") && shared.contains("TWO by bravo"),
+        "{shared}"
+    );
+    assert_all_merged(&p, &["alpha", "bravo"]);
+}
+
 fn timestamp(v: &Value) -> jiff::Timestamp {
     v.as_str()
         .unwrap_or_else(|| panic!("not a time: {v}"))
@@ -1626,7 +1667,10 @@ fn a_three_worker_report_in_a_real_browser_has_a_lane_each_and_the_merges() {
     };
     // Three items on the same lines, one attempt at a conflict: one is
     // merged, the two others conflict and are left to a person.
-    let p = same_lines_project("# Same lines\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n");
+    let p = same_lines_project(
+        "# Same lines\n\n- [ ] alpha\n- [ ] bravo\n- [ ] charlie\n",
+        ONE_ATTEMPT,
+    );
     let run = p.run(&["--workers", "3"], LIMIT);
     assert_eq!(run.code, Some(4), "{}", run.describe());
     let merges = run.of("merge");

@@ -2,7 +2,8 @@
 //! merged or listed), the handoff of unmerged branches, the morning report
 //! with a lane per worker, then `run_ended` and `on_exit`.
 
-use super::{Coordinator, Stop};
+use super::Coordinator;
+use super::machine::Stop;
 use crate::error::Result;
 use crate::formats::Event;
 use crate::hooks::Facts;
@@ -30,7 +31,7 @@ impl Coordinator {
                 format!("{} ({}, {commits} commit(s) not merged)", a.branch, a.item)
             })
             .collect();
-        let (outcome, code, mut reason) = match self.stop {
+        let (outcome, code, mut reason) = match self.machine.stop() {
             Some(Stop::Interrupted) => ("interrupted", 130, "interrupted".to_string()),
             Some(Stop::Stopped) => ("stopped", 6, "stopped by `ralph stop`".to_string()),
             Some(Stop::Budget) => ("budget_spent", 5, "a shared budget is spent".to_string()),

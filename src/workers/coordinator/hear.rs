@@ -9,56 +9,69 @@
 //! a worker's records are written by one loop at a time, in order.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-use nix::sys::signal::Signal;
+use std::sync::mpsc;
 
 use super::Coordinator;
+use super::machine::{Heard, Input};
+use crate::error::Result;
 use crate::formats::Event;
 use crate::workers::child::Msg;
 
 impl Coordinator {
     /// A child's line: its events go out tagged with the worker; the shared
     /// budgets and the usage limit are counted here.
-    pub(super) fn heard(&mut self, msg: Msg) {
+    pub(super) fn heard(&mut self, msg: Msg, tx: &mpsc::Sender<Msg>) -> Result<()> {
         match msg {
-            Msg::Said(worker, line) => self
-                .bus
-                .emit_from(&worker, Event::Warning { message: line }),
-            Msg::Record(worker, record) => self.take_in(&worker, *record, true),
+            Msg::Said(worker, line) => {
+                self.bus
+                    .emit_from(&worker, Event::Warning { message: line });
+                Ok(())
+            }
+            Msg::Record(worker, record) => {
+                // Heard live: the machine counts its loop's sessions, and
+                // its usage limit pauses everyone (read back later, the
+                // limit was its loop's to wait out).
+                let heard = match &record.event {
+                    Event::IterationStarted { .. } => Some(Heard::SessionStarted),
+                    Event::IterationEnded { .. } => Some(Heard::SessionEnded),
+                    Event::LimitWait { seconds, .. } => {
+                        Some(Heard::LimitWait { seconds: *seconds })
+                    }
+                    _ => None,
+                };
+                if self.take_in(&worker, *record)
+                    && let Some(heard) = heard
+                {
+                    self.handle(
+                        Input::Heard {
+                            worker: &worker,
+                            heard,
+                        },
+                        tx,
+                    )?;
+                }
+                Ok(())
+            }
         }
     }
 
     /// One record of `worker`'s loop, heard live or read back from its own
-    /// log: counted and written to the run's log once. Counted in memory,
-    /// published, then saved with the time it was heard: a coordinator
-    /// killed in between counts it again from the worker's log and at worst
-    /// writes that one record twice to the run's log.
-    fn take_in(&mut self, worker: &str, mut record: crate::formats::Record, live: bool) {
+    /// log: counted and written to the run's log once (whether it was new).
+    /// Counted in memory, published, then saved with the time it was heard:
+    /// a coordinator killed in between counts it again from the worker's
+    /// log and at worst writes that one record twice to the run's log.
+    fn take_in(&mut self, worker: &str, mut record: crate::formats::Record) -> bool {
         if !self.ledger.last_heard.take(worker, &record) {
-            return;
+            return false;
         }
-        match &record.event {
-            Event::IterationEnded { cost_usd, .. } => {
-                self.ledger.iterations += 1;
-                self.ledger.cost_usd += cost_usd;
-                // A session this loop started (not a takeover's record).
-                if live && let Some(g) = self.grants.get_mut(worker) {
-                    g.ended = (g.ended + 1).min(g.started);
-                }
-            }
-            Event::IterationStarted { .. } if live => {
-                if let Some(g) = self.grants.get_mut(worker) {
-                    g.started += 1;
-                }
-            }
-            // Read back later, its limit was its loop's to wait out.
-            Event::LimitWait { seconds, .. } if live => self.pause_others(worker, *seconds),
-            _ => {}
+        if let Event::IterationEnded { cost_usd, .. } = &record.event {
+            self.ledger.iterations += 1;
+            self.ledger.cost_usd += cost_usd;
         }
         record.worker = Some(worker.to_string());
         self.bus.publish(&record);
         let _ = self.save();
+        true
     }
 
     /// Every worker whose loop is not running now (its coordinator died,
@@ -83,7 +96,7 @@ impl Coordinator {
             return;
         }
         for record in self.ledger.unheard_of(worker) {
-            self.take_in(worker, record, false);
+            self.take_in(worker, record);
         }
         // And its loops' commits: WIP commits, the final commit at completion.
         let dirs: Vec<PathBuf> = (self.ledger.assignments.iter())
@@ -100,23 +113,5 @@ impl Coordinator {
             }
         }
         let _ = self.save();
-    }
-
-    /// One usage limit pauses every worker: the others checkpoint and stop
-    /// now, and start again when it resets; the one that hit it waits by
-    /// itself (its own loop's wait).
-    fn pause_others(&mut self, limited: &str, seconds: u64) {
-        let until = Instant::now() + Duration::from_secs(seconds);
-        self.paused_until = Some(self.paused_until.map_or(until, |t| t.max(until)));
-        for (w, c) in &self.children {
-            if w != limited {
-                c.signal(Signal::SIGUSR2);
-            }
-        }
-        self.bus.emit(Event::Warning {
-            message: format!(
-                "usage limit hit by {limited}: every worker pauses for {seconds}s, until it resets"
-            ),
-        });
     }
 }

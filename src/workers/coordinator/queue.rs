@@ -4,6 +4,7 @@
 
 use std::sync::mpsc;
 
+use super::machine::Input;
 use super::{Coordinator, write_worker_plan};
 use crate::error::Result;
 use crate::formats::Event;
@@ -129,31 +130,39 @@ impl Coordinator {
         if let Merged::MergeCommit { id, .. } = &merged {
             self.ledger.made(id.clone());
         }
-        match merged {
-            Merged::AlreadyMerged | Merged::FastForward { .. } | Merged::MergeCommit { .. } => {
-                self.git_write(|c| c.merged(i))
-            }
-            Merged::Conflict { files } if attempt < self.config.workers.conflict_attempts => {
-                let a = &mut self.ledger.assignments[i];
-                a.task = Task::Update;
-                a.conflict = files.clone();
-                let a = a.clone();
-                write_worker_plan(&a.project_dir, &update_plan(&self.ledger.run_branch, &a))?;
-                self.save()?;
-                self.start(&a, true, tx)
-            }
-            Merged::Conflict { files } => {
-                let why = format!(
-                    "merge conflict in {} still unresolved after {attempt} attempt(s)",
-                    files.join(", ")
-                );
-                self.leave(i, "conflict", why)
-            }
-            Merged::Blocked { reason } => self.leave(i, "merge_blocked", reason),
-        }
+        let done = Input::MergeDone {
+            item: &a.item,
+            attempt,
+            merged: &merged,
+        };
+        self.handle(done, tx)
     }
 
-    fn leave(&mut self, i: usize, reason: &str, why: String) -> Result<()> {
+    /// `i`'s worker sent back to bring its branch up to date with the run
+    /// branch: now, or (`start` false: the run is halted) by the next run.
+    pub(super) fn hand_back(
+        &mut self,
+        i: usize,
+        files: Vec<String>,
+        start: bool,
+        tx: &mpsc::Sender<Msg>,
+    ) -> Result<()> {
+        let a = &mut self.ledger.assignments[i];
+        a.task = Task::Update;
+        a.conflict = files;
+        if !start {
+            a.status = Status::Paused;
+        }
+        let a = a.clone();
+        write_worker_plan(&a.project_dir, &update_plan(&self.ledger.run_branch, &a))?;
+        self.save()?;
+        if start {
+            self.start(&a, true, tx)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn leave(&mut self, i: usize, reason: &str, why: String) -> Result<()> {
         let a = self.ledger.assignments[i].clone();
         self.ledger.assignments[i].status = Status::Left(why.clone());
         self.save()?;

@@ -2,12 +2,13 @@
 //! ledger to continue (or the refusal to start afresh over unmerged work),
 //! the user's edits committed first, the plan's units checked.
 
+use crate::workers::grant;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
 
 use git2::Repository;
 
+use super::machine::{LEASE, Machine, Rules};
 use super::{Coordinator, Options, install_signals, read_plan};
 use crate::config::{Config, trust};
 use crate::error::{Error, Result};
@@ -167,6 +168,23 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         opts.budget_per_invocation,
         jiff::Timestamp::now(),
     );
+    let l = &config.loop_;
+    let rules = Rules {
+        workers: opts.workers,
+        conflict_attempts: config.workers.conflict_attempts,
+        limits: grant::Limits {
+            max_iterations: l.max_iterations,
+            max_cost: l.max_cost_usd,
+            max_duration: l.max_duration.map(|d| d.0),
+        },
+        from: grant::Spent {
+            iterations: counted_from.iteration,
+            cost: counted_from.cost,
+            elapsed: counted_from.elapsed,
+            running: 0,
+        },
+        lease: LEASE,
+    };
     let mut c = Coordinator {
         root,
         ralph_dir: layout.dir.clone(),
@@ -179,14 +197,10 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         bus,
         hooks,
         children: BTreeMap::new(),
+        machine: Machine::new(rules, &super::now()),
         opts,
-        stop: None,
-        paused_until: None,
         checkout_away: false,
-        grants: BTreeMap::new(),
         worktrees_full: None,
-        started: Instant::now(),
-        counted_from,
         lock,
         config,
         trust,
@@ -196,11 +210,12 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
     // anything starts: a budget it spent ends the run now.
     c.catch_up_idle();
     let l = &c.config.loop_;
-    let ends = c.counted_from.ends(
+    // This coordinator's time starts now (the machine's start).
+    let ends = counted_from.ends(
         l.max_cost_usd,
         l.max_duration.map(|d| d.0),
         c.opts.deadline,
-        c.started.elapsed(),
+        std::time::Duration::ZERO,
         jiff::Timestamp::now(),
     );
     c.bus.emit(Event::RunStarted {
