@@ -53,6 +53,9 @@ pub struct Sizes {
     /// `None`: ralph's default (64 MiB), which the transcript passes.
     pub stream_cap_mib: Option<u64>,
     pub statusline_trials: usize,
+    /// Files of the `scale` benchmark's repository, and its rounds.
+    pub scale_files: usize,
+    pub scale_rounds: usize,
 }
 
 impl Size {
@@ -74,6 +77,8 @@ impl Size {
                 session_transcript: 100 << 20,
                 statusline_trials: 50,
                 stream_cap_mib: None,
+                scale_files: 100_000,
+                scale_rounds: 3,
             },
             Size::Quick => Sizes {
                 transcript: 128 << 20,
@@ -91,6 +96,8 @@ impl Size {
                 session_transcript: 100 << 20,
                 statusline_trials: 30,
                 stream_cap_mib: None,
+                scale_files: 20_000,
+                scale_rounds: 3,
             },
             Size::Tiny => Sizes {
                 transcript: 4 << 20,
@@ -109,6 +116,8 @@ impl Size {
                 statusline_trials: 2,
                 // The 4 MiB transcript passes a 1 MiB cap: the capped path runs.
                 stream_cap_mib: Some(1),
+                scale_files: 300,
+                scale_rounds: 1,
             },
         }
     }
@@ -131,7 +140,7 @@ pub struct Opts {
 /// run uncapped (`tests/bench_smoke.rs` checks its ratio).
 pub const CAPPED_VS_UNCAPPED: &str = "the same run past its transcript cap vs with the cap lifted";
 
-pub const BENCHES: [&str; 9] = [
+pub const BENCHES: [&str; 10] = [
     "decode",
     "estimate",
     "stream",
@@ -141,6 +150,7 @@ pub const BENCHES: [&str; 9] = [
     "checkpoint",
     "startup",
     "statusline",
+    "scale",
 ];
 
 impl Opts {
@@ -297,6 +307,9 @@ pub fn run(opts: &Opts) -> Vec<Row> {
     }
     if opts.wants("statusline") {
         rows.extend(bench_statusline(opts, &s));
+    }
+    if opts.wants("scale") {
+        rows.extend(bench_scale(opts, &s));
     }
     if !opts.keep {
         let _ = fs::remove_dir_all(&opts.dir);
@@ -1708,6 +1721,11 @@ fn bench_reaction(opts: &Opts, s: &Sizes) -> Vec<Row> {
 /// A git repository of `files` files (100 per directory, 1–4 KiB of text
 /// each), committed and packed.
 fn make_repo(dir: &Path, files: usize) {
+    make_repo_of(dir, files, 1024);
+}
+
+/// [`make_repo`] with files of `len` to 4 × `len` bytes.
+fn make_repo_of(dir: &Path, files: usize, len: usize) {
     let mut rng = Rng::new(42);
     let pool = output_pool(&mut rng);
     let mut text = String::new();
@@ -1717,7 +1735,7 @@ fn make_repo(dir: &Path, files: usize) {
             fs::create_dir_all(&sub).unwrap();
         }
         text.clear();
-        let len = 1024 + rng.below(3 * 1024) as usize;
+        let len = len + rng.below(3 * len as u64) as usize;
         body(&mut rng, &pool, len, &mut text);
         fs::write(sub.join(format!("f{i:05}.rs")), text.replace("\\n", "\n")).unwrap();
     }
@@ -2371,4 +2389,270 @@ fn bench_statusline(opts: &Opts, s: &Sizes) -> Vec<Row> {
             pass: None,
         },
     ]
+}
+
+// ---------------------------------------------------------------- scale
+
+/// The scale benchmark's agent: iteration 1 writes a file and climbs past
+/// the checkpoint (ralph asks for notes, the sim writes them and ends);
+/// iteration 2 writes another, checks the plan's item off and says the
+/// promise (ralph's final commit at completion).
+const SCALE_SCENARIO: &str = r#"
+step_delay_ms = 0
+
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "src/new/one.rs"
+content = "fn one() {}\n"
+
+[[iteration.step]]
+context = 150000
+text = "Past the checkpoint."
+
+[[iteration.step]]
+context = 165000
+text = "Still going."
+
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "src/new/two.rs"
+content = "fn two() {}\n"
+
+[[iteration.step]]
+context = 40000
+path = "fix_plan.md"
+old = "- [ ] measure"
+new = "- [x] measure"
+
+[[iteration.step]]
+result = "Done.\n\n<promise>COMPLETE</promise>"
+"#;
+
+/// The git CLI doing the same bookkeeping as ralph's run: a status before
+/// and after each iteration (progress), `git add -A && git commit` at the
+/// checkpoint and at completion; the agent's edits in between.
+const SCALE_GIT: &str = r#"set -e
+git status --porcelain > /dev/null
+mkdir -p src/new && echo 'fn one() {}' > src/new/one.rs
+git status --porcelain > /dev/null
+git add -A && git commit -q -m checkpoint
+git status --porcelain > /dev/null
+echo 'fn two() {}' > src/new/two.rs
+sed -i 's/- \[ \] measure/- [x] measure/' fix_plan.md
+git status --porcelain > /dev/null
+git add -A && git commit -q -m final
+"#;
+
+/// Files of the small repository whose run is subtracted: what a run costs
+/// besides the repository's size (processes, the sim, state files).
+const SCALE_SMALL: usize = 100;
+
+/// A two-iteration `ralph run` with one checkpoint and a final commit on a
+/// repository of `scale_files` files, against the git CLI doing the same
+/// status/add/commit work. Each side's cost of the repository is its time
+/// there less its time on a repository of 100 files (ralph's run includes
+/// the sim's sessions; git's script the agent's edits), taken in the same
+/// round, the sides alternating.
+fn bench_scale(opts: &Opts, s: &Sizes) -> Vec<Row> {
+    let n = s.scale_files;
+    opts.say(&format!(
+        "scale: repositories of {n} and {SCALE_SMALL} files"
+    ));
+    let base = opts.dir.join("scale");
+    let (big, small) = (base.join("big"), base.join("small"));
+    let scenario = base.join("scenario.toml");
+    fs::create_dir_all(&base).unwrap();
+    fs::write(&scenario, SCALE_SCENARIO).unwrap();
+    let agent = format!("{} sim {}", quote(Path::new(RALPH)), quote(&scenario));
+    for (dir, files) in [(&big, n), (&small, SCALE_SMALL)] {
+        fs::create_dir_all(dir).unwrap();
+        make_repo_of(dir, files, 64);
+        project(dir, &agent, "[loop]\nmax_iterations = 4\n");
+        git(dir, &["tag", "bench-base"]);
+    }
+    // Back to the committed start (ralph's state and snapshot refs too),
+    // the index refreshed as a user's `git status` would.
+    let reset = |dir: &Path| {
+        git(dir, &["reset", "-q", "--hard", "bench-base"]);
+        git(dir, &["clean", "-qfdx"]);
+        let refs = Command::new("git")
+            .args(["for-each-ref", "--format=delete %(refname)", "refs/ralph/"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        let mut update = Command::new("git")
+            .args(["update-ref", "--stdin"])
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        update
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(&refs.stdout)
+            .unwrap();
+        assert!(update.wait().unwrap().success());
+        git(dir, &["status", "--porcelain"]);
+    };
+    let run_ralph = |bin: &Path, dir: &Path| {
+        reset(dir);
+        let m = measure_rss(bin, &["run"], dir);
+        assert_eq!(m.status.code(), Some(0), "{}", ralph_stderr(dir));
+        // The checkpoint's WIP commit and the final commit.
+        let commits = Command::new("git")
+            .args(["rev-list", "--count", "bench-base..HEAD"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&commits.stdout).trim(),
+            "2",
+            "{}",
+            ralph_stderr(dir)
+        );
+        m
+    };
+    let run_git = |dir: &Path| {
+        reset(dir);
+        let m = measure_rss(Path::new("sh"), &["-c", SCALE_GIT], dir);
+        assert!(m.status.success(), "{}", ralph_stderr(dir));
+        m
+    };
+    // `RALPH_BENCH_BEFORE=path/to/ralph`: another build (the commit before
+    // a change) measured in the same rounds.
+    let before = std::env::var_os("RALPH_BENCH_BEFORE").map(PathBuf::from);
+    let mut bins = vec![("ralph", PathBuf::from(RALPH))];
+    bins.extend(before.map(|b| ("before", b)));
+    let mut runs: Vec<Box<dyn Fn() -> Measured + '_>> = Vec::new();
+    for (_, bin) in &bins {
+        runs.push(Box::new(|| run_ralph(bin, &big)));
+        runs.push(Box::new(|| run_ralph(bin, &small)));
+    }
+    runs.push(Box::new(|| run_git(&big)));
+    runs.push(Box::new(|| run_git(&small)));
+    // Per build: the repository's cost per round, its ratio to git's, the
+    // peak RSS on the big and the small repository.
+    let mut costs = vec![Vec::new(); bins.len() + 1];
+    let mut ratios = vec![Vec::new(); bins.len()];
+    let mut rss = vec![(0, 0); bins.len() + 1];
+    for round in 0..s.scale_rounds {
+        opts.say(&format!("scale: round {}/{}", round + 1, s.scale_rounds));
+        // The order alternates: each side goes first as often.
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..runs.len()).collect()
+        } else {
+            (0..runs.len()).rev().collect()
+        };
+        let mut m: Vec<Option<Measured>> = (0..runs.len()).map(|_| None).collect();
+        for i in order {
+            m[i] = Some(runs[i]());
+        }
+        let m: Vec<Measured> = m.into_iter().map(Option::unwrap).collect();
+        // At `--tiny` the difference is noise, and may be none: a floor
+        // keeps the ratio finite.
+        for side in 0..=bins.len() {
+            let (big_run, small_run) = (&m[2 * side], &m[2 * side + 1]);
+            let cost = big_run.wall.saturating_sub(small_run.wall);
+            costs[side].push(cost.max(Duration::from_micros(1)));
+            rss[side].0 = rss[side].0.max(big_run.max_rss_kib);
+            rss[side].1 = rss[side].1.max(small_run.max_rss_kib);
+        }
+        let git_cost = costs[bins.len()].last().unwrap().as_secs_f64();
+        for side in 0..bins.len() {
+            ratios[side].push(costs[side].last().unwrap().as_secs_f64() / git_cost);
+        }
+    }
+    // The passes of one more run of each build, logged by the supervisor
+    // per iteration (a build without the log has none).
+    let passes: Vec<Vec<u64>> = bins
+        .iter()
+        .map(|(_, bin)| {
+            reset(&big);
+            let out = Command::new(bin)
+                .arg("run")
+                .current_dir(&big)
+                .env("RALPH_LOG", "ralph::supervisor=debug")
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            passes_per_iteration(&String::from_utf8_lossy(&out.stderr))
+        })
+        .collect();
+    if !opts.keep {
+        let _ = fs::remove_dir_all(&base);
+    }
+    let git_cost = median(&mut costs[bins.len()]);
+    let kib = |k: u64| format!("{:.1} MiB", k as f64 / 1024.0);
+    let git_rss = rss[bins.len()].0;
+    let mut rows = Vec::new();
+    for (side, (name, _)) in bins.iter().enumerate() {
+        let cost = median(&mut costs[side]);
+        let ratio = median_ratio(&mut ratios[side]);
+        let (big_rss, small_rss) = rss[side];
+        let growth = big_rss.saturating_sub(small_rss).max(1);
+        let who = if *name == "ralph" {
+            "`ralph run`".to_string()
+        } else {
+            "`ralph run` (the build before, RALPH_BENCH_BEFORE)".to_string()
+        };
+        rows.push(Row {
+            bench: "scale".into(),
+            what: format!(
+                "bookkeeping of a two-iteration {who} with one checkpoint and a final commit, {n} files (the run less the same run on {SCALE_SMALL} files) vs the git CLI's status/add/commit for the same work (the same difference)"
+            ),
+            ralph: ms(cost),
+            reference: ms(git_cost),
+            ratio,
+            target: "≤ 1.5×".into(),
+            pass: (*name == "ralph").then_some(ratio <= 1.5),
+        });
+        rows.push(Row {
+            bench: "scale".into(),
+            what: format!(
+                "full passes over the work tree per iteration of {who} (1: the run's start, the stop's snapshot, progress, checkpoint, WIP commit, boundary tree; 2: the same and the final commit) vs the git CLI's (status, status, add, commit)"
+            ),
+            ralph: format!("{:?}", passes[side]),
+            reference: "[4, 4]".into(),
+            ratio: passes[side].iter().max().copied().unwrap_or(0) as f64 / 4.0,
+            target: "(report)".into(),
+            pass: None,
+        });
+        rows.push(Row {
+            bench: "scale".into(),
+            what: format!(
+                "peak RSS of {who}: its growth from {SCALE_SMALL} to {n} files ({} → {}) vs git's peak on {n}",
+                kib(small_rss),
+                kib(big_rss)
+            ),
+            ralph: kib(growth),
+            reference: kib(git_rss),
+            ratio: growth as f64 / git_rss.max(1) as f64,
+            target: "≤ 1×".into(),
+            pass: (*name == "ralph").then_some(growth <= git_rss),
+        });
+    }
+    rows
+}
+
+/// The work-tree passes of each iteration, from the supervisor's debug
+/// lines (`work_tree_passes=N`, a running count).
+pub fn passes_per_iteration(log: &str) -> Vec<u64> {
+    let totals: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains("bookkeeping"))
+        .filter_map(|l| l.split("work_tree_passes=").nth(1))
+        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+        .collect();
+    totals
+        .iter()
+        .scan(0, |before, &total| {
+            let n = total - *before;
+            *before = total;
+            Some(n)
+        })
+        .collect()
 }

@@ -112,6 +112,9 @@ use handoff::{ChangeView, titled, unique_handoff_name, write_handoff};
 /// what the checkpoint works from, write the handoff (rendered by the pure
 /// [`render_handoff`]), commit, and sum up for the next prompt.
 pub(crate) fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) -> Saved {
+    // The file list, diffstat, limits and WIP commit from one walk of the
+    // work tree (or the walk of the iteration's end this joins).
+    let _pass = crate::repo::one_pass(root);
     let mut saved = Saved::default();
     let g = gather(root, config, m, &mut saved);
     let note = if g.will_commit || g.repo.is_none() {
@@ -335,7 +338,7 @@ fn commit(
         Some(r) => {
             let message = commit_message(config, m, saved);
             let message = crate::text::secrets::scrub_keeping(&message, &g.plan_text);
-            match r.wip_commit_leaving_out(&message, &g.own, &saved.left_out) {
+            match r.wip_commit_leaving_out(&message, &g.own, &saved.left_out, &config.git.guard()) {
                 CommitOutcome::Committed { id, .. } => saved.commit = Some(id),
                 CommitOutcome::NothingToCommit => {
                     saved.commit_note = Some(NOTHING_TO_COMMIT.into());
@@ -359,6 +362,28 @@ fn commit(
             }
         }
     }
+}
+
+/// The WIP commit of the work tree as it stands for the checkpoints of
+/// iterations `pending`, whose own commit failed (`why`): a retry once git
+/// may have room again, by the checkpoint's rules (the `[git]` guard,
+/// secrets left out). `None` when there is no repository to commit in.
+pub(crate) fn commit_late(
+    root: &Path,
+    config: &Config,
+    own: &OwnPaths,
+    pending: &[u32],
+    why: &str,
+) -> Option<CommitOutcome> {
+    let repo = Repo::open(root).ok().flatten()?;
+    let guard = config.git.guard();
+    let left_out = repo.left_out(own, &guard).unwrap_or_default();
+    let iterations: Vec<String> = pending.iter().map(u32::to_string).collect();
+    let message = format!(
+        "ralph: late WIP commit of the checkpoint of iteration {}\n\nIts WIP commit failed ({why}); this commits the work tree as it stands now.\nTrigger: retry\n",
+        iterations.join(", ")
+    );
+    Some(repo.wip_commit_leaving_out(&message, own, &left_out, &guard))
 }
 
 /// What the next prompt says of this checkpoint (`context_checkpoint.resume_summary`).

@@ -21,6 +21,7 @@
 //!                    refuses an overlapping run, the work tree's commit lock
 //!   safety_net.rs    work-tree snapshots on refs/ralph/snapshots/<scope>/<run>/<iteration>
 //!   restore.rs       a snapshot written back (every path checked first) or onto a new branch
+//!   walk.rs          one pass over the work tree per event (OnePass), the pass counter
 //! ```
 //!
 //! Pitfalls: never touch HEAD, the index or the stash outside a WIP commit;
@@ -39,6 +40,7 @@ mod scope;
 mod snapshot;
 mod stash;
 mod stat;
+mod walk;
 pub(crate) mod worktree;
 
 pub use commit::CommitOutcome;
@@ -55,3 +57,5 @@ pub use snapshot::snapshot;
 pub(crate) use snapshot::{Snapshot, made_progress};
 pub(crate) use stash::{StashEntry, stash_ids};
 pub(crate) use stat::display_path;
+pub(crate) use walk::touched;
+pub use walk::{OnePass, one_pass, work_tree_passes};

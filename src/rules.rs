@@ -9,6 +9,7 @@
 //!   completion.rs    <promise>TEXT</promise> in the agent's own final text
 //!   fatal.rs         errors no session gets past: authentication, billing, cannot start
 //!   limits.rs        usage limits in the agent's lines, reset times with time zones
+//!   login.rs         a claude.ai login that may end before the run does (credential_expires_at)
 //!   quota.rs         the quota guard: the 5-hour and weekly windows used, past their share
 //! ```
 
@@ -16,4 +17,5 @@ pub(crate) mod breaker;
 pub(crate) mod completion;
 pub(crate) mod fatal;
 pub(crate) mod limits;
+pub(crate) mod login;
 pub(crate) mod quota;

@@ -134,7 +134,8 @@ fn bundled(files: &[(&str, &str)]) -> Vec<(String, String)> {
 /// The rehearsal's files (the plan's copy as `fix_plan.md`) and run: an
 /// iteration per open item and a few spare, `workers` agents at once.
 fn rehearsal(plan: &Path, workers: Option<u32>) -> Result<(Vec<(String, String)>, RunArgs)> {
-    let open = Plan::load(plan)?.open_count();
+    let text = Plan::read_text(plan)?;
+    let open = Plan::parse(&text).open_count();
     if open == 0 {
         return Err(Error::usage(format!(
             "plan {} has no open item: nothing to rehearse",
@@ -142,7 +143,6 @@ fn rehearsal(plan: &Path, workers: Option<u32>) -> Result<(Vec<(String, String)>
         ))
         .with_hint("a plan item is a checkbox line: `- [ ] what to do`"));
     }
-    let text = std::fs::read_to_string(plan).map_err(|e| Error::io("cannot read", plan, e))?;
     let mut files = bundled(&REHEARSAL_FILES);
     files.push(("fix_plan.md".to_string(), text));
     let iterations = u32::try_from(open)

@@ -675,9 +675,14 @@ fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
         return;
     };
     for b in repo.commit_blockers() {
+        let run = if b.lasting && config.git.wip_commit {
+            " (`ralph run` refuses to start: set git.wip_commit = false to run without WIP commits)"
+        } else {
+            ""
+        };
         c.problem(
             "WIP commits",
-            format!("every WIP commit will be skipped: {}", b.what),
+            format!("every WIP commit will be skipped: {}{run}", b.what),
             b.fix,
         );
     }

@@ -420,6 +420,15 @@ pub struct CommitTally {
     pub committed: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
+    /// The iterations whose checkpoint's WIP commit failed and whose work
+    /// no commit has taken since: retried at each iteration's end and the
+    /// run's (a full disk that has room again, a lock gone).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<u32>,
+    /// Of `committed`, those whose work a later commit took (a retry, the
+    /// next checkpoint's).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub late: u32,
 }
 
 impl CommitTally {
@@ -429,30 +438,53 @@ impl CommitTally {
 
     /// One checkpoint's commit: made (`Ok`), failed (why), or not called
     /// for (`None`: nothing to commit, `git.wip_commit` off).
-    pub(crate) fn count(&mut self, commit: Option<Result<(), &str>>) {
+    /// A commit of the work tree made (a WIP commit takes all of it, the
+    /// failed checkpoint's work too), failed (why), or not called for
+    /// (`None`: nothing to commit, `git.wip_commit` off).
+    pub(crate) fn count(&mut self, iteration: u32, commit: Option<Result<(), &str>>) {
         match commit {
             Some(Ok(())) => {
                 self.tried += 1;
                 self.committed += 1;
+                self.retried(true);
             }
             Some(Err(why)) => {
                 self.tried += 1;
                 self.last_failure = Some(why.to_string());
+                self.pending.push(iteration);
             }
             None => {}
         }
     }
 
+    /// A commit of the work tree after failed ones: made (their
+    /// checkpoints are committed, late), or nothing left to commit (the
+    /// agent committed the work itself: no checkpoint commit of ralph's).
+    pub(crate) fn retried(&mut self, made: bool) {
+        let late = u32::try_from(self.pending.len()).unwrap_or(u32::MAX);
+        self.pending.clear();
+        if made {
+            self.committed += late;
+            self.late += late;
+        }
+    }
+
     /// What the run's end says of them when some failed.
     pub(crate) fn shortfall(&self) -> Option<String> {
-        (self.committed < self.tried).then(|| {
-            format!(
-                "{} of {} checkpoints committed (the last failure: {})",
-                self.committed,
-                self.tried,
-                self.last_failure.as_deref().unwrap_or("unknown")
-            )
-        })
+        let why = self.last_failure.as_deref().unwrap_or("unknown");
+        if self.committed < self.tried {
+            Some(format!(
+                "{} of {} checkpoints committed (the last failure: {why})",
+                self.committed, self.tried
+            ))
+        } else {
+            (self.late > 0).then(|| {
+                format!(
+                    "{} of {} checkpoints committed, {} of them late: the run was degraded until its WIP commit could be made again (the last failure: {why})",
+                    self.committed, self.tried, self.late
+                )
+            })
+        }
     }
 }
 
@@ -778,9 +810,39 @@ mod tests {
             ),
         ];
         for (commit, said) in steps {
-            t.count(commit);
+            t.count(1, commit);
             assert_eq!(t.shortfall().as_deref(), said);
         }
+    }
+
+    #[test]
+    fn a_failed_commit_is_pending_until_a_commit_takes_its_work() {
+        let mut t = CommitTally::default();
+        t.count(2, Some(Err("no space left on device")));
+        t.count(3, Some(Err("no space left on device")));
+        assert_eq!(t.pending, [2, 3]);
+        // One commit of the tree takes the work of both.
+        t.retried(true);
+        assert_eq!((t.pending.len(), t.committed, t.late), (0, 2, 2));
+        assert_eq!(
+            t.shortfall().as_deref(),
+            Some(
+                "2 of 2 checkpoints committed, 2 of them late: the run was degraded until its WIP commit could be made again (the last failure: no space left on device)"
+            )
+        );
+        // So does the next checkpoint's own commit.
+        t.count(4, Some(Err("full")));
+        t.count(5, Some(Ok(())));
+        assert_eq!((t.pending.len(), t.committed, t.late), (0, 4, 3));
+        // Nothing left to commit (the agent committed it): not counted.
+        let mut t = CommitTally::default();
+        t.count(1, Some(Err("full")));
+        t.retried(false);
+        assert_eq!((t.pending.len(), t.committed), (0, 0));
+        assert_eq!(
+            t.shortfall().as_deref(),
+            Some("0 of 1 checkpoints committed (the last failure: full)")
+        );
     }
 
     #[test]

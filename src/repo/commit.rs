@@ -83,19 +83,24 @@ impl Repo {
     /// current branch. Git hooks are not run: a checkpoint must not be blocked by
     /// a linter on half-finished work.
     pub fn wip_commit(&self, message: &str, own: &OwnPaths) -> CommitOutcome {
+        // One walk for the limits and the staging.
+        let _pass = super::one_pass(&self.root);
         // No limits, but never a secret.
         let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
-        self.wip_commit_leaving_out(message, own, &secrets)
+        self.wip_commit_leaving_out(message, own, &secrets, &super::Guard::NONE)
     }
 
     /// [`Repo::wip_commit`] without the files `left_out` names (a directory
     /// entry leaves out everything under it); they stay in the work tree,
-    /// uncommitted and unstaged.
+    /// uncommitted and unstaged. `guard` is what `left_out` was judged
+    /// under: a new file that grew past its `max_file_size` since (an agent
+    /// still writing an output) is left out as well, judged as it is staged.
     pub(crate) fn wip_commit_leaving_out(
         &self,
         message: &str,
         own: &OwnPaths,
         left_out: &[LeftOut],
+        guard: &super::Guard,
     ) -> CommitOutcome {
         // Runs of other projects in this work tree stage into the same index:
         // one at a time, and the checks made in turn.
@@ -108,6 +113,7 @@ impl Repo {
         }
         let mut own = self.own(own);
         own.leave_out(left_out);
+        own.max_new_size = guard.max_file_size;
         match self.try_wip_commit(message, &own) {
             Ok(outcome) => {
                 debug!(?outcome, "WIP commit");
@@ -131,6 +137,7 @@ impl Repo {
         message: &str,
         own: &OwnPaths,
     ) -> (CommitOutcome, Vec<String>) {
+        let _pass = super::one_pass(&self.root);
         let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
         let files: Vec<String> = match self.changes(own) {
             Ok(changes) => changes
@@ -227,10 +234,16 @@ impl Repo {
     /// files that were only touched are hashed once, not at every checkpoint.
     /// (`Index::add_all` does the same walk but also loads every changed
     /// file's content for a patch it never uses.)
+    ///
+    /// `refresh`: `index` is the real one, and the diff walks the whole
+    /// tree for that refresh (a touched file is in no status, so not in the
+    /// event's walk); otherwise it looks only at the event's walk
+    /// (`repo::walk`).
     pub(super) fn stage_work_tree(
         &self,
         index: &mut git2::Index,
         own: &Own,
+        refresh: bool,
     ) -> std::result::Result<usize, git2::Error> {
         let mut opts = DiffOptions::new();
         opts.include_untracked(true)
@@ -238,6 +251,11 @@ impl Repo {
             .include_typechange(true)
             .disable_pathspec_match(true)
             .update_index(true);
+        if refresh {
+            super::walk::count_pass();
+        } else {
+            self.restrict_to_walk(&mut opts);
+        }
         self.hold_at_head(index, own)?;
         let diff = self
             .git
@@ -381,7 +399,7 @@ impl Repo {
         message: &str,
         own: &Own,
     ) -> std::result::Result<CommitOutcome, git2::Error> {
-        let staged = self.stage_work_tree(index, own)?;
+        let staged = self.stage_work_tree(index, own, true)?;
         trace!(staged, "staged work-tree changes");
         let parent_tree = parent.map(|c| c.tree()).transpose()?;
         let tree_id = if own.scope.is_empty() {

@@ -88,8 +88,7 @@ impl Repo {
     /// tracked ones changed (in the index or the work tree), less ralph's own.
     fn changed(&self, own: &Own) -> Result<(Paths, Paths)> {
         let statuses = self
-            .git
-            .statuses(Some(&mut status_options(false)))
+            .statuses(&mut status_options(false))
             .map_err(|e| Error::wrap("cannot read git status", e))?;
         let (mut new, mut tracked) = (Vec::new(), Vec::new());
         for e in statuses.iter() {
@@ -333,7 +332,7 @@ mod tests {
         let paths: Vec<&str> = left.iter().map(|l| l.path.as_str()).collect();
         assert_eq!(paths, ["build/", "huge.txt", "image.bin"], "{left:?}");
         assert!(left[0].why.contains("20 new files"), "{left:?}");
-        committed(repo.wip_commit_leaving_out("wip", &own(), &left));
+        committed(repo.wip_commit_leaving_out("wip", &own(), &left, &GUARD));
         let tree = head_files(&git);
         let committed: Vec<&str> = tree.keys().map(String::as_str).collect();
         assert_eq!(
@@ -342,6 +341,26 @@ mod tests {
         );
         assert_eq!(tree["build/config.mk"], b"CC = clang\n");
         assert!(root.join("build/out/3.o").exists() && root.join("huge.txt").exists());
+    }
+
+    /// Issue 35: a new file judged small that grows past
+    /// `git.max_file_size` before it is staged (the agent still writing
+    /// it) stays out of the WIP commit too, not only out of snapshots.
+    #[test]
+    fn a_new_file_grown_past_the_limit_after_the_check_is_not_committed() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        write(root, "out.log", &"x".repeat(500));
+        write(root, "src/new.rs", "fn main() {}\n");
+        let repo = open(root);
+        let left = repo.left_out(&own(), &GUARD).unwrap();
+        assert!(left.is_empty(), "{left:?}");
+        write(root, "out.log", &"x".repeat(5000));
+        committed(repo.wip_commit_leaving_out("wip", &own(), &left, &GUARD));
+        let tree = head_files(&git);
+        assert!(tree.contains_key("src/new.rs"), "{:?}", tree.keys());
+        assert!(!tree.contains_key("out.log"), "{:?}", tree.keys());
+        assert!(root.join("out.log").exists());
     }
 
     /// Issue 34: no commit ralph makes (WIP, leftover, snapshot) holds a

@@ -12,6 +12,10 @@ use super::Repo;
 pub(crate) struct Blocker {
     pub(crate) what: String,
     pub(crate) fix: String,
+    /// Nothing during a run cures it (no git process ends, no agent
+    /// switches a branch): ralph cannot write to the repository at all, so
+    /// a run with WIP commits on is refused rather than warned.
+    pub(crate) lasting: bool,
 }
 
 /// An `index.lock` this old is no running git's: commands that hold it
@@ -41,12 +45,14 @@ impl Repo {
             out.push(Blocker {
                 what: "the index is split (core.splitIndex), which libgit2 cannot read".into(),
                 fix: SPLIT_FIX.into(),
+                lasting: true,
             });
         }
         if unreadable.as_deref() == Some("sdir") || flag("index.sparse") {
             out.push(Blocker {
                 what: "the index is sparse (index.sparse), which libgit2 cannot read".into(),
                 fix: SPARSE_FIX.into(),
+                lasting: true,
             });
         }
         let lock = self.git.path().join("index.lock");
@@ -65,20 +71,23 @@ impl Repo {
                     "if no git command is running in this repository, remove it: `rm {}`",
                     lock.display()
                 ),
+                lasting: false,
             });
         }
         let writable = nix::unistd::access(self.git.path(), nix::unistd::AccessFlags::W_OK).is_ok();
         if !writable {
             out.push(Blocker {
                 what: format!("{} is not writable", self.git.path().display()),
-                fix: "make it writable for this user (`chmod -R u+w .git`), or run where it is"
+                fix: "make it writable for this user (`chmod -R u+w .git`; a read-only mount: remount it read-write), or run where it is"
                     .into(),
+                lasting: true,
             });
         }
         if self.git.head_detached().unwrap_or(false) {
             out.push(Blocker {
                 what: "HEAD is detached (not on a branch)".into(),
                 fix: "`git switch -c ralph-wip` (or check out your branch)".into(),
+                lasting: false,
             });
         }
         out
@@ -101,6 +110,31 @@ impl Repo {
     /// The mandatory index extension libgit2 refuses, if the index on disk
     /// has one (`link`: split index, `sdir`: sparse index).
     fn unreadable_index_extension(&self) -> Option<String> {
+        // Reading the index is reading every entry (100,000 on a large
+        // repository, and its checksum): once per version of the file on
+        // disk, not at every commit's check.
+        type Stamp = (std::path::PathBuf, u64, (i64, i64), (i64, i64), u64);
+        type Seen = Option<(Stamp, Option<String>)>;
+        static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(None);
+        let file = self.git.path().join("index");
+        let stamp = {
+            use std::os::unix::fs::MetadataExt as _;
+            let m = std::fs::metadata(&file).ok()?;
+            let time = (m.mtime(), m.mtime_nsec());
+            (file, m.len(), time, (m.ctime(), m.ctime_nsec()), m.ino())
+        };
+        let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, found)) = seen.as_ref()
+            && *at == stamp
+        {
+            return found.clone();
+        }
+        let found = self.read_index_extension();
+        *seen = Some((stamp, found.clone()));
+        found
+    }
+
+    fn read_index_extension(&self) -> Option<String> {
         // A fresh handle: the shared one may hold an index read before the
         // agent's git rewrote it.
         let git = git2::Repository::open(self.git.path()).ok()?;

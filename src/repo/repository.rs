@@ -188,7 +188,8 @@ pub(super) struct Own {
     pub(super) scope: Vec<u8>,
     /// A new file over this many bytes when it is staged is left out (0: no
     /// limit): the size `left_out` judged may have grown since (an agent
-    /// rewriting a big output while a snapshot is taken).
+    /// rewriting a big output while a snapshot, WIP or final commit is
+    /// made).
     pub(super) max_new_size: u64,
 }
 

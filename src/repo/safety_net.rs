@@ -128,6 +128,8 @@ impl Repo {
         own: &OwnPaths,
         guard: &Guard,
     ) -> std::result::Result<Oid, git2::Error> {
+        // One walk for the limits, the frozen files and the staging.
+        let _pass = super::one_pass(&self.root);
         let left_out = self
             .left_out(own, guard)
             .map_err(|e| git2::Error::from_str(&e.to_string()))?;
@@ -158,7 +160,7 @@ impl Repo {
             own.leave_out(&left_out);
             own.frozen = frozen;
             own.max_new_size = guard.max_file_size;
-            view.stage_work_tree(&mut index, &own)?;
+            view.stage_work_tree(&mut index, &own, false)?;
             if own.scope.is_empty() {
                 index.write_tree()
             } else {
@@ -181,7 +183,7 @@ impl Repo {
         }
         let own = self.own(own);
         let workdir = self.workdir();
-        let statuses = self.git.statuses(Some(&mut super::status_options(false)))?;
+        let statuses = self.statuses(&mut super::status_options(false))?;
         Ok(statuses
             .iter()
             .filter(|e| {

@@ -50,8 +50,7 @@ impl Repo {
     pub(crate) fn snapshot(&self, own: &OwnPaths) -> Result<Snapshot> {
         let own = self.own(own);
         let statuses = self
-            .git
-            .statuses(Some(&mut status_options(false)))
+            .statuses(&mut status_options(false))
             .map_err(|e| Error::wrap("cannot read git status", e))?;
         let workdir = self.workdir();
         let mut hasher = Sha256::new();

@@ -30,8 +30,7 @@ impl Repo {
     pub(crate) fn changes(&self, own: &OwnPaths) -> Result<Vec<FileChange>> {
         let own = self.own(own);
         let statuses = self
-            .git
-            .statuses(Some(&mut status_options(true)))
+            .statuses(&mut status_options(true))
             .map_err(|e| Error::wrap("cannot read git status", e))?;
         let index = self.git.index().ok();
         let mut out = Vec::new();
@@ -72,8 +71,7 @@ impl Repo {
             return Ok(Vec::new());
         }
         let statuses = self
-            .git
-            .statuses(Some(&mut status_options(false)))
+            .statuses(&mut status_options(false))
             .map_err(|e| Error::wrap("cannot read git status", e))?;
         let index = self.git.index().ok();
         let up = "../".repeat(self.prefix.iter().filter(|b| **b == b'/').count());
@@ -100,6 +98,7 @@ impl Repo {
             .show_untracked_content(true)
             .include_typechange(true)
             .max_size(BIG_FILE as i64);
+        self.restrict_to_walk(&mut opts);
         let diff = self
             .git
             .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))?;

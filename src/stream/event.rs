@@ -132,6 +132,9 @@ pub struct ResultMessage {
     pub(crate) total_cost_usd: f64,
     pub(crate) num_turns: u64,
     pub(crate) terminal_reason: Option<String>,
+    /// When the claude.ai login the CLI used ends for good, as it reckons
+    /// (Claude Code 2.1.33x; absent for API keys and other credentials).
+    pub(crate) credential_expires_at: Option<jiff::Timestamp>,
     pub(crate) errors: Vec<String>,
     pub(crate) permission_denials: Vec<String>,
     /// `modelUsage.<model>.contextWindow` for each model that reported one.

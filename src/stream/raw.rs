@@ -43,6 +43,7 @@ pub(super) struct RawLine {
     total_cost_usd: Option<f64>,
     num_turns: Option<u64>,
     terminal_reason: Option<String>,
+    credential_expires_at: Option<String>,
     errors: Option<Vec<Lenient>>,
     permission_denials: Option<Vec<RawDenial>>,
     #[serde(rename = "modelUsage")]
@@ -370,6 +371,7 @@ impl RawLine {
                 total_cost_usd: self.total_cost_usd.unwrap_or(0.0),
                 num_turns: self.num_turns.unwrap_or(0),
                 terminal_reason: self.terminal_reason,
+                credential_expires_at: self.credential_expires_at.and_then(|t| t.parse().ok()),
                 errors: self
                     .errors
                     .unwrap_or_default()

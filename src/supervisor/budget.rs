@@ -212,6 +212,19 @@ impl Budgets {
         self.time_spent_within(now, Duration::ZERO)
     }
 
+    /// When the time budget (max_duration, deadline) ends, if there is one.
+    pub(super) fn ends_at(&self, now: &Now) -> Option<jiff::Timestamp> {
+        let by_duration = self.max_duration.and_then(|max| {
+            let used = self.counted_from.elapsed + now.mono.saturating_duration_since(self.started);
+            let left = jiff::SignedDuration::try_from(max.saturating_sub(used)).ok()?;
+            now.wall.checked_add(left).ok()
+        });
+        match (by_duration, self.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The time budget (max_duration, deadline) reached `within` from now.
     pub(super) fn time_spent_within(&self, now: &Now, within: Duration) -> Option<BudgetSpent> {
         if let Some(max) = self.max_duration

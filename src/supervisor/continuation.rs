@@ -115,6 +115,8 @@ impl Supervisor {
         agent.join_readers();
         agent.end_leftovers();
         let _ = self.lock.set_agent(None);
+        // The agent worked on: what the iteration's end walked is old.
+        crate::repo::touched(&self.root);
         let written = self.root.join(&request.notes_path).is_file();
         if written {
             facts.notes_path = Some(request.notes_path.clone());

@@ -199,7 +199,9 @@ pub(super) fn meter(state: &mut RunState, facts: &Facts) {
 
 /// A checkpoint was saved: where to resume from.
 pub(super) fn checkpoint(state: &mut RunState, moment: &Moment, saved: &Saved, timestamp: String) {
-    state.commits.count(saved.commit_outcome());
+    state
+        .commits
+        .count(moment.iteration, saved.commit_outcome());
     if let Some(h) = state.context_history.last_mut() {
         h.checkpoint = true;
         h.level = Some(moment.level);

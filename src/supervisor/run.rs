@@ -106,6 +106,9 @@ pub(crate) struct Supervisor {
     pub(super) unit: Option<WorkerUnit>,
     /// Sessions this process started (a worker's grant counts them).
     pub(super) sessions_started: u32,
+    /// The login end last said (`rules::login`): said once, not after
+    /// every session.
+    pub(super) login_said: Option<jiff::Timestamp>,
 }
 
 impl Supervisor {
@@ -290,6 +293,7 @@ impl Supervisor {
             replaced,
             unit: opts.worker,
             sessions_started: 0,
+            login_said: None,
             config,
             trust,
             untrusted: Vec::new(),
@@ -339,8 +343,17 @@ impl Supervisor {
     }
 
     /// Something may have changed the work tree: the snapshot taken after
-    /// the last iteration no longer tells where the next one starts.
+    /// the last iteration no longer tells where the next one starts, and
+    /// the event under way walks the tree again (`repo::one_pass`).
     pub(super) fn tree_touched(&mut self) {
+        self.head_moved();
+        repo::touched(&self.root);
+    }
+
+    /// ralph committed: the snapshot taken after the last iteration names
+    /// an older HEAD. The event's walk still names every changed path (a
+    /// commit only makes paths clean).
+    fn head_moved(&mut self) {
         self.reuse_snapshot = None;
         self.reuse_tree = None;
     }
@@ -449,7 +462,10 @@ impl Supervisor {
         {
             self.events.warn(why);
         }
-        self.doomed_commits();
+        if let Some(why) = self.doomed_commits() {
+            self.finish_as(RunStatus::Failed, 2, why.clone());
+            return Err(crate::error::Error::config(why));
+        }
         self.take_over(dead);
         // After the takeover: the user's edits it committed before the run
         // are not the night's work.
@@ -494,26 +510,41 @@ impl Supervisor {
 
     /// Say before the first session what would make every checkpoint's
     /// WIP commit fail all night (`Repo::commit_blockers`, the same list
-    /// `ralph doctor` shows), not at the first checkpoint.
-    fn doomed_commits(&mut self) {
+    /// `ralph doctor` shows), not at the first checkpoint. A condition
+    /// nothing in the run can cure (ralph cannot write to the repository)
+    /// refuses the run: `Some` is the reason, with its fix.
+    fn doomed_commits(&mut self) -> Option<String> {
         if !self.config.git.wip_commit {
-            return;
+            return None;
         }
         let blockers = match repo::Repo::open(&self.root) {
             Ok(Some(r)) => r.commit_blockers(),
+            // The agent may `git init` a new project itself.
             _ => vec![repo::Blocker {
                 what: "this project is not in a git repository".into(),
                 fix:
                     "`git init && git add -A && git commit -m start`, or set git.wip_commit = false"
                         .into(),
+                lasting: false,
             }],
         };
+        let mut refused = Vec::new();
         for b in blockers {
-            self.events.warn(format!(
-                "no checkpoint of this run can be committed: {}; fix: {}",
-                b.what, b.fix
-            ));
+            if b.lasting {
+                refused.push(format!("{}; fix: {}", b.what, b.fix));
+            } else {
+                self.events.warn(format!(
+                    "no checkpoint of this run can be committed: {}; fix: {}",
+                    b.what, b.fix
+                ));
+            }
         }
+        (!refused.is_empty()).then(|| {
+            format!(
+                "refused before any session: no checkpoint of this run could be committed: {}; or set git.wip_commit = false in ralph.toml to run without WIP commits",
+                refused.join("; ")
+            )
+        })
     }
 
     /// The commit HEAD is at, if there is a repository with one.
@@ -522,6 +553,7 @@ impl Supervisor {
     }
 
     pub(super) fn finish_as(&mut self, status: RunStatus, exit_code: i32, mut reason: String) {
+        self.commit_late();
         if let Some(shortfall) = self.state.commits.shortfall() {
             reason = format!("{reason}; {shortfall}");
         }
@@ -629,20 +661,30 @@ impl Supervisor {
             )?;
             let number = self.state.iteration + 1;
             self.state.iteration = number;
+            // A `| tee ralph.log` that opened its file after ralph started.
+            repo::remember_output_files();
+            let plan_before = self.plan();
+            // The boundary tree and the progress snapshot from one walk.
+            let pass = repo::one_pass(&self.root);
             // Saved before the agent starts (`run_agent`).
             self.state.iteration_tree = match self.reuse_tree.take() {
                 Some(tree) => Some(tree),
                 None => self.work_tree(),
             };
-            // A `| tee ralph.log` that opened its file after ralph started.
-            repo::remember_output_files();
-            let plan_before = self.plan();
             let snap_before = match self.reuse_snapshot.take() {
                 Some(s) => Some(s),
                 None => repo::snapshot(&self.root, &self.own()).ok(),
             };
+            drop(pass);
             let facts = self.run_agent(number, &plan_before).await?;
-            if let Some(end) = self.after_agent(facts, &plan_before, snap_before).await {
+            let end = self.after_agent(facts, &plan_before, snap_before).await;
+            // What `benches/perf.rs` and `e2e_checkpoint` count.
+            tracing::debug!(
+                iteration = number,
+                work_tree_passes = repo::work_tree_passes(),
+                "bookkeeping"
+            );
+            if let Some(end) = end {
                 return Ok(end);
             }
         }
@@ -744,6 +786,9 @@ impl Supervisor {
         plan_before: &Plan,
         snap_before: Option<repo::Snapshot>,
     ) -> Option<(Outcome, String)> {
+        // Progress, checkpoint, WIP commit, boundary tree and final commit
+        // from one walk of the work tree (`repo::one_pass`).
+        let _pass = repo::one_pass(&self.root);
         self.worker_head_home();
         let plan_after = self.unit_checked_off();
         let snap_after = repo::snapshot(&self.root, &self.own()).ok();
@@ -762,6 +807,7 @@ impl Supervisor {
             items_done: !checked.is_empty(),
         };
         self.flags.absorb(&facts);
+        self.login_ending(&facts);
         let mut verdict = verdict::judge(&facts, &measured, &self.flags);
         let signs = fatal::Signs {
             agent: self.config.agent.kind.cli(),
@@ -789,6 +835,13 @@ impl Supervisor {
         {
             self.events.warn(message);
         }
+        // Not right after this iteration's own checkpoint commit: it took
+        // the tree, or failed just now for the same reason.
+        let late = if verdict.checkpoint.is_none() {
+            self.commit_late()
+        } else {
+            None
+        };
         let mut events = Vec::new();
         let trip = record::iteration(
             &mut self.state,
@@ -800,6 +853,9 @@ impl Supervisor {
             &Now::read(),
             &mut events,
         );
+        if let (Some(id), Some(record)) = (late, self.state.history.last_mut()) {
+            record.commit.get_or_insert(id);
+        }
         self.after_seams(&facts);
         self.record_boundary(unchanged && self.reuse_snapshot.is_some());
         // Saved first: on_iteration_end hooks read the state of the
@@ -820,6 +876,11 @@ impl Supervisor {
         match next {
             Next::Continue => {
                 self.backoff.clear();
+                // A WIP commit moved HEAD: the next iteration's start,
+                // from this event's walk while it still holds.
+                if self.reuse_snapshot.is_none() {
+                    self.reuse_snapshot = repo::snapshot(&self.root, &self.own()).ok();
+                }
                 None
             }
             Next::WaitForLimit(hit) => self.wait_for_limit(hit).await,
@@ -832,7 +893,7 @@ impl Supervisor {
     }
 
     pub(super) fn save_checkpoint(&mut self, facts: &Facts, mark: CheckpointMark) {
-        self.tree_touched();
+        self.head_moved();
         let reserve = self.config.agent.reserve_tokens;
         let mut moment = record::moment(&self.state, facts, mark, reserve);
         let kind = self.config.agent.kind;
@@ -858,6 +919,12 @@ impl Supervisor {
             self.events.warn(w.clone());
         }
         record::checkpoint(&mut self.state, &moment, &saved, now_rfc3339());
+        if let Some(Err(why)) = saved.commit_outcome() {
+            self.events.warn(format!(
+                "degraded: the work of iteration {}'s checkpoint is not committed ({why}); it stays in the work tree, and ralph commits it at each iteration's end until it can",
+                facts.number
+            ));
+        }
         self.save();
         let done = Event::Checkpoint {
             iteration: facts.number,
@@ -870,6 +937,62 @@ impl Supervisor {
             handoff: saved.handoff.clone(),
         };
         self.publish(done, Some(moment.reason.clone()));
+    }
+
+    /// A claude.ai login that may end before the run does (Claude Code's
+    /// `credential_expires_at`): a warning, once per date reported.
+    fn login_ending(&mut self, facts: &Facts) {
+        let Some(expires) = facts.result.as_ref().and_then(|r| r.credential_expires_at) else {
+            return;
+        };
+        if self.login_said == Some(expires) {
+            return;
+        }
+        let now = Now::read();
+        let ends = self.budgets.ends_at(&now);
+        if let Some(message) = crate::rules::login::warning(expires, now.wall, ends) {
+            self.login_said = Some(expires);
+            self.events.warn(message);
+        }
+    }
+
+    /// The WIP commit of the checkpoints whose own commit failed (a full
+    /// disk with room again, a lock gone), retried: `Some` is the commit
+    /// made. One that fails again stays pending, said when it first failed.
+    pub(super) fn commit_late(&mut self) -> Option<String> {
+        if self.state.commits.pending.is_empty() || !self.config.git.wip_commit {
+            return None;
+        }
+        let why = self.state.commits.last_failure.clone().unwrap_or_default();
+        let _ = self.lock.set_committing(true);
+        let outcome = checkpoint::commit_late(
+            &self.root,
+            &self.config,
+            &self.own(),
+            &self.state.commits.pending,
+            &why,
+        );
+        let _ = self.lock.set_committing(false);
+        match outcome? {
+            repo::CommitOutcome::Committed { id, .. } => {
+                let iterations: Vec<String> = (self.state.commits.pending.iter())
+                    .map(u32::to_string)
+                    .collect();
+                self.events.warn(format!(
+                    "no longer degraded: the work of iteration {}'s checkpoint is committed now ({}), late: its WIP commit had failed ({why})",
+                    iterations.join(", "),
+                    &id[..id.len().min(10)]
+                ));
+                self.state.commits.retried(true);
+                self.state.last_commit = Some(id.clone());
+                Some(id)
+            }
+            repo::CommitOutcome::NothingToCommit => {
+                self.state.commits.retried(false);
+                None
+            }
+            repo::CommitOutcome::Skipped { .. } => None,
+        }
     }
 
     /// A request that arrives while no agent runs. `Some` ends the run.

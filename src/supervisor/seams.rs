@@ -100,7 +100,7 @@ impl Supervisor {
             self.publish(event, None);
         }
         self.state.shard_request = request;
-        let plan_path = self.root.join(&self.config.plan);
+        let plan_path = crate::project::Project::at(&self.root).plan_path(&self.config);
         SeamWatch {
             tracker: ItemTracker::new(&self.root, &plan_path, plan),
             plan_path,

@@ -189,6 +189,9 @@ impl Supervisor {
             when,
         );
         crate::agent::procs::reap_orphans();
+        // A build or a test may write files: the next iteration's "before"
+        // is taken again, and the tree after them is walked anew.
+        self.tree_touched();
         self.written_by_checks = match (before, self.work_tree()) {
             (Some(before), Some(after)) if before != after => Repo::open(&self.root)
                 .ok()
@@ -197,9 +200,6 @@ impl Supervisor {
                 .unwrap_or_default(),
             _ => Vec::new(),
         };
-        // A build or a test may write files: the next iteration's "before"
-        // is taken again.
-        self.tree_touched();
         result
     }
 
@@ -264,7 +264,7 @@ impl Supervisor {
             let message = format!(
                 "ralph: final commit at completion (iteration {iteration})\n\nThe agent kept its promise with these changes uncommitted.\nTrigger: completion\n"
             );
-            match repo.wip_commit_leaving_out(&message, &own, &left_out) {
+            match repo.wip_commit_leaving_out(&message, &own, &left_out, &self.config.git.guard()) {
                 CommitOutcome::Committed { id, .. } => {
                     self.state.last_commit = Some(id.clone());
                     let whose = if outside.is_empty() {

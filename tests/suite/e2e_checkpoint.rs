@@ -204,6 +204,66 @@ fn l2_with_agent_notes_commits_hands_off_and_resumes() {
     insta::assert_snapshot!("resume_prompt", redact(prompt, &p));
 }
 
+/// Issue 35: one pass over the work tree per event. The supervisor logs
+/// its running count of full work-tree passes (status walks and work-tree
+/// diffs that look at every file) after each iteration; that count is what
+/// costs on a large repository, so it must not grow again.
+///
+/// Iteration 1 (6): the run's start (the untracked files it warns about,
+/// the user's edits it commits first, the boundary tree and snapshot at
+/// the iteration's start: 3), the safety net's snapshot before the agent
+/// is stopped at L2, the walk after the agent (progress, the checkpoint's
+/// file list, diffstat and limits, the boundary tree, the next iteration's
+/// start), and the WIP commit's staging (which refreshes the index, as
+/// `git add -A` does). Iteration 2 (2): the walk after the agent (progress,
+/// boundary tree, the final commit's list and limits) and the final
+/// commit's staging.
+#[test]
+fn an_iteration_walks_the_work_tree_a_fixed_number_of_times() {
+    let p = Project::new(
+        PLAN,
+        CLIMB_AND_RESUME,
+        "[context]\ngrace = \"20s\"\nnudge_at_l1 = false\n",
+    );
+    let child = p
+        .ralph()
+        .args(["run", "--json"])
+        .env("RALPH_LOG", "ralph::supervisor=debug")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run = Run::wait_or(child, LIMIT, || p.diagnose());
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.of("checkpoint").len(), 1, "{}", run.describe());
+    assert_eq!(
+        p.log()[..2],
+        [
+            "ralph: final commit at completion (iteration 2)",
+            "ralph: checkpoint iter 1 (L2 at 87%)"
+        ]
+    );
+    // Running totals, one line per iteration.
+    let totals: Vec<u64> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("bookkeeping"))
+        .filter_map(|l| {
+            l.split("work_tree_passes=")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(totals.len(), 2, "{}", run.stderr);
+    let passes = [totals[0], totals[1] - totals[0]];
+    assert_eq!(passes, [6, 2], "passes per iteration\n{}", run.stderr);
+}
+
 #[test]
 fn l2_ignored_by_the_agent_is_stopped_at_grace() {
     let scenario = r#"

@@ -216,15 +216,23 @@ fn an_agent_that_can_no_longer_be_started_stops_the_run_at_once() {
 
 /// A small tmpfs mounted for the test (root only), unmounted on drop.
 struct SmallDisk {
-    dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl SmallDisk {
     fn mount(size: &str) -> Option<SmallDisk> {
         let dir = tempfile::tempdir().unwrap();
+        let mut disk = SmallDisk::mount_at(dir.path(), size)?;
+        disk._dir = Some(dir);
+        Some(disk)
+    }
+
+    /// Over the directory `path` (hiding what it holds).
+    fn mount_at(path: &std::path::Path, size: &str) -> Option<SmallDisk> {
         let ok = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
+            .arg(path)
             .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
@@ -234,13 +242,16 @@ impl SmallDisk {
             );
             return None;
         }
-        Some(SmallDisk { dir })
+        Some(SmallDisk {
+            path: path.to_path_buf(),
+            _dir: None,
+        })
     }
 
     /// Fill it to the last byte.
     fn fill(&self) {
         use std::io::Write;
-        let mut f = std::fs::File::create(self.dir.path().join("filler")).unwrap();
+        let mut f = std::fs::File::create(self.path.join("filler")).unwrap();
         let block = vec![0u8; 4096];
         while f.write_all(&block).is_ok() {}
         while f.write_all(&[0]).is_ok() {}
@@ -250,7 +261,7 @@ impl SmallDisk {
 impl Drop for SmallDisk {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount")
-            .arg(self.dir.path())
+            .arg(&self.path)
             .status();
     }
 }
@@ -260,7 +271,7 @@ fn a_full_disk_never_destroys_the_last_good_state() {
     let Some(disk) = SmallDisk::mount("256k") else {
         return;
     };
-    let path = disk.dir.path().join("state.json");
+    let path = disk.path.join("state.json");
     // The last good state, compact and padded to a whole page (as an
     // earlier in-place save leaves it).
     let mut good = br#"{"version":1,"run_id":"20261127-0300-abcd","iteration":7,"status":"running","cost_usd":4.25}"#.to_vec();
@@ -289,6 +300,165 @@ fn a_full_disk_never_destroys_the_last_good_state() {
     });
     assert_eq!(kept["iteration"], 7);
     assert!(ralph::formats::RunState::load(&path).unwrap().is_some());
+}
+
+/// Iteration 1 takes a moment, then is checkpointed; iteration 2 takes a
+/// moment and ends without a checkpoint.
+const CHECKPOINT_THEN_IDLE: &str = r#"
+[[iteration]]
+[[iteration.step]]
+sleep_ms = 2000
+[[iteration.step]]
+context = 146000
+text = "Writing."
+path = "work.txt"
+content = "work in progress\n"
+[[iteration]]
+[[iteration.step]]
+sleep_ms = 2000
+[[iteration.step]]
+context = 20000
+text = "Looking around."
+[[iteration.step]]
+result = "Nothing changed."
+"#;
+
+/// The git directory's disk fills up during iteration 1 (a full disk at
+/// the start is refused: ralph cannot write its scope claim), so its
+/// checkpoint's WIP commit fails, and has room again during iteration 2:
+/// the failed WIP commit is made at iteration 2's end, and the run says it
+/// was degraded (warnings, the morning report, the outcome).
+#[test]
+fn a_wip_commit_that_failed_on_a_full_disk_is_made_when_space_returns() {
+    let p = Project::new(PLAN, CHECKPOINT_THEN_IDLE, "[loop]\nmax_iterations = 2\n");
+    let head = p.repo().head().unwrap().target().unwrap();
+    // `.git` on a 1 MiB tmpfs of its own, filled to the last byte.
+    let (git, saved) = (p.path(".git"), p.path("git-saved"));
+    std::fs::rename(&git, &saved).unwrap();
+    std::fs::create_dir(&git).unwrap();
+    let Some(disk) = SmallDisk::mount_at(&git, "1m") else {
+        std::fs::remove_dir(&git).unwrap();
+        std::fs::rename(&saved, &git).unwrap();
+        return;
+    };
+    let copied = std::process::Command::new("cp")
+        .args(["-a", "git-saved/.", ".git/"])
+        .current_dir(p.root())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::remove_dir_all(&saved).unwrap();
+    let child = p.spawn_run(&[]);
+    crate::common::wait_for_event(&p, "iteration_started", LIMIT);
+    disk.fill();
+    crate::common::wait_for_event(&p, "checkpoint", LIMIT);
+    std::fs::remove_file(disk.path.join("filler")).unwrap();
+    let run = crate::common::Run::wait_or(child, LIMIT, || p.diagnose());
+    let checkpoint = run.of("checkpoint")[0].clone();
+    assert!(checkpoint["commit"].is_null(), "{}", run.describe());
+    let warnings: Vec<&str> = (run.of("warning").into_iter())
+        .map(|w| w["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w
+                .starts_with("degraded: the work of iteration 1's checkpoint is not committed")),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.starts_with(
+            "no longer degraded: the work of iteration 1's checkpoint is committed now"
+        )),
+        "{warnings:#?}"
+    );
+    // The work is in a commit on the branch, made after the disk had room.
+    let repo = p.repo();
+    let now = repo.head().unwrap().peel_to_commit().unwrap();
+    assert_ne!(now.id(), head);
+    assert!(
+        now.tree()
+            .unwrap()
+            .get_path(std::path::Path::new("work.txt"))
+            .is_ok(),
+        "{}",
+        run.describe()
+    );
+    assert!(now.message().unwrap().starts_with("ralph: late WIP commit"));
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("; 1 of 1 checkpoints committed, 1 of them late: the run was degraded"),
+        "{reason}"
+    );
+    let state = p.state();
+    assert_eq!(state["commits"]["late"], 1, "{state}");
+    assert!(state["commits"].get("pending").is_none(), "{state}");
+    // A line in the morning report.
+    let out = p.ralph().args(["report", "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said = report["warnings"].as_array().unwrap().iter().any(|w| {
+        w["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("degraded: the work of iteration 1's checkpoint")
+    });
+    assert!(said, "{}", report["warnings"]);
+    drop(disk);
+}
+
+/// Claude Code's result says when the claude.ai login ends
+/// (`credential_expires_at`): one that may end before the run does is
+/// said once, before the next session; one that outlives it is not.
+#[test]
+fn a_login_that_may_end_during_the_run_is_said_once() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for (days, said) in [(2, true), (30, false)] {
+        let expires = jiff::Timestamp::from_second(now + days * 86400).unwrap();
+        let result = serde_json::json!({
+            "type": "result", "subtype": "success", "is_error": false,
+            "result": "Working on the parser.", "total_cost_usd": 0.01, "num_turns": 1,
+            "session_id": "s", "credential_expires_at": expires.to_string(),
+        });
+        let scenario = format!(
+            "[[step]]\ncontext = 30000\ntext = \"Working.\"\npath = \"parser.py\"\ncontent = \"x = {days}\\n\"\n[[step]]\nraw = '{result}'\n[[step]]\nexit = 0\n"
+        );
+        let p = Project::new(
+            PLAN,
+            &scenario,
+            "[loop]\nmax_iterations = 2\nmax_duration = \"8h\"\n",
+        );
+        let run = p.run(&[], LIMIT);
+        assert_eq!(run.of("iteration_started").len(), 2, "{}", run.describe());
+        let warned: Vec<usize> = (run.events.iter().enumerate())
+            .filter(|(_, e)| {
+                e["event"] == "warning"
+                    && e["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("the claude.ai login may end during this run")
+            })
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            warned.len(),
+            usize::from(said),
+            "{days} days\n{}",
+            run.describe()
+        );
+        if said {
+            let second = (run.events.iter().enumerate())
+                .filter(|(_, e)| e["event"] == "iteration_started")
+                .nth(1)
+                .unwrap()
+                .0;
+            assert!(warned[0] < second, "{}", run.describe());
+            let message = run.events[warned[0]]["message"].as_str().unwrap();
+            assert!(message.contains("claude auth login"), "{message}");
+        }
+    }
 }
 
 #[test]
@@ -397,6 +567,95 @@ fn a_detached_head_is_said_before_the_first_session() {
     );
     let reason = run.ended()["reason"].as_str().unwrap();
     assert!(reason.contains("0 of 1 checkpoints committed"), "{reason}");
+}
+
+/// A directory bind-mounted read-only over itself (root only: chmod does
+/// not stop root, a read-only mount does), unmounted on drop.
+struct ReadOnly {
+    path: std::path::PathBuf,
+}
+
+impl ReadOnly {
+    fn mount(path: std::path::PathBuf) -> Option<ReadOnly> {
+        let mount = |args: &[&str]| {
+            std::process::Command::new("mount")
+                .args(args)
+                .arg(&path)
+                .arg(&path)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !mount(&["--bind"]) {
+            eprintln!(
+                "skipped: cannot bind-mount here (needs root); the read-only .git test did not run"
+            );
+            return None;
+        }
+        let ro = mount(&["-o", "remount,bind,ro"]);
+        let mounted = ReadOnly { path };
+        assert!(ro, "cannot remount {} read-only", mounted.path.display());
+        Some(mounted)
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+/// A read-only `.git` (a read-only mount, which binds root too): with WIP
+/// commits on, the run is refused before any session (nothing in the run
+/// makes the repository writable) and says what to do; with
+/// `git.wip_commit = false` the user has said otherwise and it runs.
+#[test]
+fn a_read_only_git_dir_is_refused_before_the_first_session() {
+    let p = Project::new(
+        "- [ ] parser\n",
+        crate::common::QUICK_L2,
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let head = p.repo().head().unwrap().target().unwrap();
+    let Some(_ro) = ReadOnly::mount(p.path(".git")) else {
+        return;
+    };
+    let out = p.ralph().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(".git/ is not writable (`ralph run` refuses to start"),
+        "{text}"
+    );
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    assert!(run.of("iteration_started").is_empty(), "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "refused before any session: no checkpoint of this run could be committed: "
+        ),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("is not writable") && reason.contains("git.wip_commit = false"),
+        "{reason}"
+    );
+    assert_eq!(p.state()["status"], "failed");
+    // The user says otherwise: the session runs, its work stays in the tree.
+    p.write(
+        "ralph.toml",
+        &format!(
+            "{}\n[git]\nwip_commit = false\n",
+            std::fs::read_to_string(p.path("ralph.toml")).unwrap()
+        ),
+    );
+    let run = p.run(&["--fresh"], LIMIT);
+    assert_eq!(run.of("iteration_started").len(), 1, "{}", run.describe());
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert_eq!(p.read("work.txt"), "work in progress\n");
+    assert_eq!(p.repo().head().unwrap().target().unwrap(), head);
 }
 
 #[test]

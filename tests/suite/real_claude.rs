@@ -10,6 +10,7 @@
 //! makes that a failure. `RALPH_E2E_KEEP=1` keeps each test's directory
 //! (repo, HOME, ralph's output, the mock's request log).
 
+mod current;
 pub mod harness;
 pub mod mock_api;
 

@@ -329,3 +329,107 @@ fn auto_compaction_past_the_threshold_runs_pre_compact() {
     assert!(committed.contains("hello.txt"), "{committed}");
     p.keep_if_asked();
 }
+
+/// (4) A subagent's own compaction (Claude Code 2.1.323 and later fire
+/// `PreCompact` and `SessionStart` for it, with `agent_id`): the main
+/// session delegates to a subagent whose context overflows, the CLI
+/// compacts the subagent's conversation and runs ralph's hooks for it —
+/// which leave no handoff and no WIP commit, since the session's own
+/// context was not compacted.
+#[test]
+fn a_subagents_compaction_is_not_taken_for_the_sessions() {
+    let _serial = harness::serial();
+    let Some(claude) = harness::claude("a_subagents_compaction_is_not_taken_for_the_sessions")
+    else {
+        return;
+    };
+    let p = Project::new("subagent-compact", &claude, &Setup::default());
+    let hello = p.path("hello.txt");
+    let sub_turns = std::sync::atomic::AtomicUsize::new(0);
+    let api = p.serve(move |req| {
+        let first = req.first_user_text();
+        let tool = ["Agent", "Task"]
+            .into_iter()
+            .find(|t| {
+                req.body["tools"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|x| x["name"] == *t))
+            })
+            .unwrap_or("Agent");
+        if first.contains("[[sub]]") || first.contains("Summary: the subagent") {
+            let n = sub_turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return match n {
+                // 190k of a 200k window: past Claude Code's threshold.
+                0 => Reply::turn(190_000)
+                    .text("Writing hello.txt.")
+                    .tool("Write", json!({"file_path": hello, "content": "hello\n"})),
+                // The next turn no longer fits: the CLI compacts the
+                // subagent's conversation in reaction.
+                1 => Reply::error(
+                    400,
+                    "invalid_request_error",
+                    "prompt is too long: 203512 tokens > 200000 maximum",
+                ),
+                _ => Reply::turn(8_000).text("Subagent done: hello.txt written."),
+            };
+        }
+        if req.last_user_text().contains("summary") && req.assistant_turns() > 0 {
+            return Reply::turn(190_500).text("Summary: the subagent wrote hello.txt.");
+        }
+        match req.assistant_turns() {
+            0 => Reply::turn(20_000).text("Delegating.").tool(
+                tool,
+                json!({
+                    "description": "Write hello",
+                    "prompt": "[[sub]] Create hello.txt saying hello.",
+                    "subagent_type": "general-purpose",
+                    "run_in_background": false,
+                }),
+            ),
+            _ => Reply::turn(22_000).text("Done."),
+        }
+    });
+    install_committed(&p);
+    let before = p.log();
+
+    let lines = claude_p(&p, &claude, &api, "Delegate hello.txt.", &[]);
+    let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
+    // The subagent's conversation was compacted (its own transcript says
+    // so), and the CLI ran ralph's SessionStart hook for it.
+    let compactions: usize = walk(&p.home.join(".claude/projects"))
+        .iter()
+        .filter(|f| f.to_string_lossy().contains("/subagents/"))
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .map(|t| t.matches("\"compact_boundary\"").count())
+        .sum();
+    assert_eq!(compactions, 1, "{}", diag());
+    // What the hook said (on stderr: nothing for the model).
+    let sub = lines
+        .iter()
+        .find(|l| l["subtype"] == "hook_response" && l["hook_name"] == "SessionStart:compact")
+        .unwrap_or_else(|| panic!("no SessionStart:compact hook\n{}", diag()));
+    let said = sub["stderr"].as_str().unwrap_or("");
+    assert!(
+        said.starts_with("ralph: subagent ") && said.contains("no resume block"),
+        "{sub}"
+    );
+    assert_eq!(sub["stdout"], "", "{sub}");
+    assert!(p.read("hello.txt").contains("hello"), "{}", diag());
+    assert!(p.handoffs().is_empty(), "{:?}\n{}", p.handoffs(), diag());
+    assert_eq!(p.log(), before, "no WIP commit\n{}", diag());
+    p.keep_if_asked();
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

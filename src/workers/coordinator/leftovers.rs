@@ -116,6 +116,7 @@ impl Coordinator {
             ),
             &own,
             &left_out,
+            &self.config.git.guard(),
         );
         match outcome {
             CommitOutcome::Skipped { reason } => self

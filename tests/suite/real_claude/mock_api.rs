@@ -168,6 +168,8 @@ pub enum Reply {
         status: u16,
         kind: String,
         message: String,
+        /// Response headers beyond the usual (`retry-after`, rate limits).
+        headers: Vec<(String, String)>,
     },
 }
 
@@ -246,7 +248,38 @@ impl Reply {
             status,
             kind: kind.to_string(),
             message: message.to_string(),
+            headers: Vec::new(),
         }
+    }
+
+    /// The API's refusal for a rate limit (429) or overload (529) with the
+    /// headers that say when to come back: `retry-after` and the unified
+    /// rate limit's status and reset, `reset_in` from now.
+    pub fn limited(status: u16, reset_in: Duration) -> Reply {
+        let kind = if status == 529 {
+            "overloaded_error"
+        } else {
+            "rate_limit_error"
+        };
+        let mut reply = Reply::error(status, kind, "E2E: rate limited");
+        if let Reply::Error { headers, .. } = &mut reply {
+            let reset = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+                + reset_in.as_secs();
+            for (k, v) in [
+                ("retry-after", reset_in.as_secs().to_string()),
+                ("anthropic-ratelimit-unified-status", "rejected".into()),
+                ("anthropic-ratelimit-unified-reset", reset.to_string()),
+                ("anthropic-ratelimit-unified-5h-status", "rejected".into()),
+                ("anthropic-ratelimit-unified-5h-reset", reset.to_string()),
+                ("anthropic-ratelimit-unified-5h-utilization", "1.0".into()),
+            ] {
+                headers.push((k.to_string(), v));
+            }
+        }
+        reply
     }
 }
 
@@ -358,9 +391,12 @@ fn render(reply: Reply, request: &ApiRequest) -> Response {
             status,
             kind,
             message,
+            headers,
         } => {
             let body = json!({"type": "error", "error": {"type": kind, "message": message}});
-            http(status, "application/json", id, body.to_string().as_bytes())
+            let mut response = http(status, "application/json", id, body.to_string().as_bytes());
+            response.headers.extend(headers);
+            response
         }
         Reply::Message {
             blocks,
