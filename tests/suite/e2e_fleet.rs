@@ -717,19 +717,30 @@ fn the_fleet_report_is_read_from_the_machines_own_records_on_the_remote() {
     assert_eq!(names.len(), 2, "{lanes}");
     assert!(names.contains(&"wa") && names.contains(&"wb"), "{names:?}");
     let rows: Vec<(String, String, String)> = (lanes["merges"].as_array().unwrap().iter())
-        .map(|m| (m["worker"].to_string(), m["at"].to_string(), m["id"].to_string()))
+        .map(|m| {
+            (
+                m["worker"].to_string(),
+                m["at"].to_string(),
+                m["id"].to_string(),
+            )
+        })
         .collect();
     let mut want: Vec<(String, String, String)> = said
         .iter()
-        .map(|m| (m["worker"].to_string(), m["ts"].to_string(), m["commit"].to_string()))
+        .map(|m| {
+            (
+                m["worker"].to_string(),
+                m["ts"].to_string(),
+                m["commit"].to_string(),
+            )
+        })
         .collect();
     want.sort_by(|x, y| x.1.cmp(&y.1));
     assert_eq!(rows, want, "{lanes}");
     for it in report["iterations"].as_array().unwrap() {
         let (w, item) = (it["worker"].as_str().unwrap(), it["item"].as_str().unwrap());
-        let claimed = (on_remote.iter()).any(|x| {
-            x["event"] == "fleet_claimed" && x["worker"] == w && x["text"] == item
-        });
+        let claimed = (on_remote.iter())
+            .any(|x| x["event"] == "fleet_claimed" && x["worker"] == w && x["text"] == item);
         assert!(claimed, "row {it} from no claim of its machine");
     }
 }
