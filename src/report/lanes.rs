@@ -52,6 +52,10 @@ pub(crate) struct Lanes {
     /// The items not done when the report was made, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) left: Vec<LeftItem>,
+    /// A fleet item's text by its key, from its claims (a conflict names
+    /// only the key).
+    #[serde(skip)]
+    texts: std::collections::BTreeMap<String, String>,
 }
 
 /// A fleet's totals, as its ledger on the remote has them.
@@ -121,10 +125,12 @@ impl Lanes {
             Event::WorkerEnded { outcome, .. } => self.lane(worker).ended.push(outcome.clone()),
             // A fleet machine's own records (`ralph report --fleet`).
             Event::Fleet(FleetEvent::Claimed {
+                item: key,
                 text,
                 took_over_from,
                 ..
             }) => {
+                self.texts.insert(key.clone(), text.clone());
                 let item = match took_over_from {
                     Some(from) => format!("{text} (taken over from {from})"),
                     None => text.clone(),
@@ -142,7 +148,8 @@ impl Lanes {
                 let merged = Merged::Conflict {
                     files: files.clone(),
                 };
-                self.fleet_merge(r, worker, item, item.clone(), merged);
+                let text = self.texts.get(item).unwrap_or(item).clone();
+                self.fleet_merge(r, worker, item, text, merged);
             }
             Event::Merge {
                 item,

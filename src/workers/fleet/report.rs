@@ -21,7 +21,7 @@ use super::status::{self, FleetStatus};
 use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
-use crate::formats::Record;
+use crate::formats::{Merged, Record};
 use crate::report::lanes::{FleetTotals, Lanes, LeftItem};
 use crate::report::{Budgets, RunReport, gather};
 
@@ -189,7 +189,8 @@ pub(crate) fn lanes(
     for r in ends {
         ended(&mut lanes, r, records);
     }
-    for m in &mut lanes.merges {
+    // The run branch's backup before each merge (a conflict wrote nothing).
+    for m in (lanes.merges.iter_mut()).filter(|m| matches!(m.merged, Merged::MergeCommit { .. })) {
         let key = m.branch.trim_start_matches("items/");
         m.backup = backups
             .iter()
@@ -317,6 +318,8 @@ mod tests {
         let mut a = rec("wa", "one", "2026-11-24T03:00:00Z");
         a.ended_at = "2026-11-24T03:00:10Z".parse().unwrap();
         let b = rec("wb", "two", "2026-11-24T03:00:01Z");
+        let conflict = serde_json::json!({"ts": "2026-11-24T03:00:06Z", "event": "fleet_conflict",
+            "item": "i-one", "files": ["f"]});
         let merged = serde_json::json!({"ts": "2026-11-24T03:00:10Z", "event": "fleet_merged",
             "item": "i-one", "text": "one", "commit": "abc"});
         let records = vec![
@@ -324,6 +327,7 @@ mod tests {
                 a.clone(),
                 vec![
                     line(Some("wa"), claimed("2026-11-24T02:59:59Z", "i-one", "one")),
+                    line(Some("wa"), conflict),
                     line(Some("wa"), merged),
                     line(None, started("2026-11-24T03:00:00Z", "ra")),
                     line(None, ended("2026-11-24T03:00:05Z", 1)),
@@ -351,7 +355,7 @@ mod tests {
             })
             .collect();
         let log = one_log(&records);
-        assert_eq!(log.len(), 8);
+        assert_eq!(log.len(), 9);
         assert!(log.windows(2).all(|w| w[0].ts <= w[1].ts), "in time order");
         let report = gather::build_of("fleet-n", &log, Thresholds::DEFAULT, Budgets::default());
         let rows: Vec<(u32, Option<&str>, Option<&str>)> = (report.iterations.iter())
@@ -376,9 +380,15 @@ mod tests {
         assert_eq!(lanes.workers[0].items, ["one"]);
         assert_eq!(lanes.workers[0].iterations, 2);
         assert_eq!(lanes.workers[0].ended, ["merged"]);
-        assert_eq!(lanes.merges.len(), 1);
-        let m = &lanes.merges[0];
-        assert_eq!((m.worker.as_str(), m.item.as_str()), ("wa", "one"));
-        assert_eq!(m.backup.as_deref(), Some("123-i-one"));
+        // The conflict then the merge, named by the item's text, counted.
+        let merges: Vec<(&str, &str, u32, bool)> = (lanes.merges.iter())
+            .map(|m| {
+                let clean = matches!(m.merged, Merged::MergeCommit { .. });
+                (m.worker.as_str(), m.item.as_str(), m.attempt, clean)
+            })
+            .collect();
+        assert_eq!(merges, [("wa", "one", 1, false), ("wa", "one", 2, true)]);
+        let backups: Vec<Option<&str>> = lanes.merges.iter().map(|m| m.backup.as_deref()).collect();
+        assert_eq!(backups, [None, Some("123-i-one")]);
     }
 }
