@@ -17,7 +17,7 @@ use super::model::{
 };
 use crate::context::Thresholds;
 use crate::formats::RunState;
-use crate::formats::{Event, Record};
+use crate::formats::{Event, FleetEvent, Record};
 
 /// The run ids in the log, oldest first (a continued run appears once).
 pub(crate) fn run_ids(records: &[Record]) -> Vec<String> {
@@ -49,6 +49,28 @@ fn between(from: Option<jiff::Timestamp>, to: Option<jiff::Timestamp>) -> Option
 pub fn build(
     run_id: &str,
     records: &[Record],
+    state: Option<&RunState>,
+    thresholds: Thresholds,
+    budgets: Budgets,
+) -> RunReport {
+    build_in(run_id, None, records, state, thresholds, budgets)
+}
+
+/// The report of `run_id` from records that are all that run's, with no
+/// start of its own among them (a fleet's: `ralph report --fleet`).
+pub(crate) fn build_of(
+    run_id: &str,
+    records: &[Record],
+    thresholds: Thresholds,
+    budgets: Budgets,
+) -> RunReport {
+    build_in(run_id, Some(run_id), records, None, thresholds, budgets)
+}
+
+fn build_in<'a>(
+    run_id: &str,
+    mut current: Option<&'a str>,
+    records: &'a [Record],
     state: Option<&RunState>,
     thresholds: Thresholds,
     budgets: Budgets,
@@ -85,7 +107,6 @@ pub fn build(
     };
     let mut rows: Rows = BTreeMap::new();
     let mut starts: BTreeMap<RowKey, jiff::Timestamp> = BTreeMap::new();
-    let mut current: Option<&str> = None;
     let mut last_ts: Option<String> = None;
     // A parallel run's workers: the loop each runs now, the unit it was
     // given; and each loop's worker and unit.
@@ -110,6 +131,7 @@ pub fn build(
                     owners.insert(run_id, (w, unit));
                 }
                 Event::WorkerStarted { item, .. } => *unit = item,
+                Event::Fleet(FleetEvent::Claimed { text, .. }) => *unit = text,
                 Event::ItemChecked {
                     iteration, items, ..
                 } => row(&mut rows, (Some(run.to_string()), *iteration))

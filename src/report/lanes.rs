@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::svg::esc;
-use crate::formats::Merged;
 use crate::formats::{Event, Record};
+use crate::formats::{FleetEvent, Merged};
 use crate::text::printable;
 
 /// One worker's lane.
@@ -52,6 +52,10 @@ pub(crate) struct Lanes {
     /// The items not done when the report was made, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) left: Vec<LeftItem>,
+    /// A fleet item's text by its key, from its claims (a conflict names
+    /// only the key).
+    #[serde(skip)]
+    texts: std::collections::BTreeMap<String, String>,
 }
 
 /// A fleet's totals, as its ledger on the remote has them.
@@ -119,6 +123,34 @@ impl Lanes {
                 self.lane(worker).items.push(item);
             }
             Event::WorkerEnded { outcome, .. } => self.lane(worker).ended.push(outcome.clone()),
+            // A fleet machine's own records (`ralph report --fleet`).
+            Event::Fleet(FleetEvent::Claimed {
+                item: key,
+                text,
+                took_over_from,
+                ..
+            }) => {
+                self.texts.insert(key.clone(), text.clone());
+                let item = match took_over_from {
+                    Some(from) => format!("{text} (taken over from {from})"),
+                    None => text.clone(),
+                };
+                self.lane(worker).items.push(item);
+            }
+            Event::Fleet(FleetEvent::Merged { item, text, commit }) => {
+                let merged = Merged::MergeCommit {
+                    from: String::new(),
+                    id: commit.clone(),
+                };
+                self.fleet_merge(r, worker, item, text.clone(), merged);
+            }
+            Event::Fleet(FleetEvent::Conflict { item, files }) => {
+                let merged = Merged::Conflict {
+                    files: files.clone(),
+                };
+                let text = self.texts.get(item).unwrap_or(item).clone();
+                self.fleet_merge(r, worker, item, text, merged);
+            }
             Event::Merge {
                 item,
                 branch,
@@ -136,6 +168,22 @@ impl Lanes {
             }),
             _ => {}
         }
+    }
+
+    /// A fleet machine's merge of item `key` (its attempts counted from
+    /// the rows before it).
+    fn fleet_merge(&mut self, r: &Record, worker: &str, key: &str, text: String, merged: Merged) {
+        let branch = format!("items/{key}");
+        let attempt = 1 + self.merges.iter().filter(|m| m.branch == branch).count() as u32;
+        self.merges.push(MergeRow {
+            at: r.ts.clone(),
+            worker: worker.to_string(),
+            item: text,
+            branch,
+            attempt,
+            merged,
+            backup: None,
+        });
     }
 
     /// The lanes of run `run_id`: its workers' records and the

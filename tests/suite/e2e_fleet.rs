@@ -678,6 +678,73 @@ fn the_morning_report_covers_the_fleet_from_any_clone() {
     }
 }
 
+#[test]
+fn the_fleet_report_is_read_from_the_machines_own_records_on_the_remote() {
+    let fleet = Fleet::new(4, 200, "");
+    let (a, b) = fleet.two_workers_succeed();
+    // Each loop's record on the remote carries its machine's own records:
+    // its claim and, for a merged round, the merge's own `fleet_merged`.
+    let loops = fleet.refs("refs/ralph/fleet/night/loops/");
+    assert_eq!(loops.len(), 4, "{loops:?}");
+    let mut on_remote = Vec::new();
+    for r in &loops {
+        let lines = git(&fleet.bare, &["show", &format!("{r}:fleet.jsonl")]);
+        let records: Vec<Value> = lines
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let worker = r.rsplit('-').next().unwrap();
+        assert!(records.iter().all(|x| x["worker"] == worker), "{lines}");
+        let kinds: Vec<&str> = records.iter().filter_map(|x| x["event"].as_str()).collect();
+        assert!(kinds.contains(&"fleet_claimed"), "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"fleet_merged"), "{kinds:?}");
+        on_remote.extend(records);
+    }
+    // What the machines said (`--json`) is what their records on the remote say.
+    let said: Vec<&Value> = a.of("merged").into_iter().chain(b.of("merged")).collect();
+    assert_eq!(said.len(), 4);
+    for m in &said {
+        assert!(on_remote.contains(m), "{m} not on the remote");
+    }
+    // The report's rows are those records: a lane per machine, each merge
+    // at the time its machine said it (to the millisecond: a merge
+    // commit's time has only seconds), with the commit it named.
+    let report = fleet_report_json(&fleet, "morning");
+    let lanes = &report["story"]["lanes"];
+    let names: Vec<&str> = (lanes["workers"].as_array().unwrap().iter())
+        .map(|l| l["worker"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{lanes}");
+    assert!(names.contains(&"wa") && names.contains(&"wb"), "{names:?}");
+    let rows: Vec<(String, String, String)> = (lanes["merges"].as_array().unwrap().iter())
+        .map(|m| {
+            (
+                m["worker"].to_string(),
+                m["at"].to_string(),
+                m["id"].to_string(),
+            )
+        })
+        .collect();
+    let mut want: Vec<(String, String, String)> = said
+        .iter()
+        .map(|m| {
+            (
+                m["worker"].to_string(),
+                m["ts"].to_string(),
+                m["commit"].to_string(),
+            )
+        })
+        .collect();
+    want.sort_by(|x, y| x.1.cmp(&y.1));
+    assert_eq!(rows, want, "{lanes}");
+    for it in report["iterations"].as_array().unwrap() {
+        let (w, item) = (it["worker"].as_str().unwrap(), it["item"].as_str().unwrap());
+        let claimed = (on_remote.iter())
+            .any(|x| x["event"] == "fleet_claimed" && x["worker"] == w && x["text"] == item);
+        assert!(claimed, "row {it} from no claim of its machine");
+    }
+}
+
 /// An item that is never done: every iteration adds a line to the item's
 /// file (progress), pauses `pause_ms` and ends without the promise.
 fn endless(pause_ms: u64) -> String {

@@ -19,6 +19,7 @@ use super::units::Unit;
 use super::wire::{Update, WireError};
 use super::worker::Worker;
 use crate::error::{Error, Result};
+use crate::formats::Record;
 use crate::repo::{OwnPaths, Repo};
 
 impl Worker {
@@ -428,13 +429,16 @@ impl Worker {
     }
 
     /// The loop's record (`loops.rs`) for the round that just ended, and
-    /// its commit: the round's log and the loop's state in its tree.
+    /// its commit: the round's log, the loop's state and the worker's
+    /// records not on the remote yet (with `to_say`, said once the record
+    /// is pushed: `Say::pushed` then) in its tree.
     pub(super) fn loop_record(
         &self,
         job: &Job,
         code: Option<i32>,
         end: LoopEnd,
         why: &str,
+        to_say: Option<&Record>,
     ) -> std::result::Result<(LoopRecord, Oid), WireError> {
         let lease = &job.held.lease;
         let record = LoopRecord {
@@ -453,11 +457,14 @@ impl Worker {
             why: why.to_string(),
         };
         let state = std::fs::read(crate::formats::Layout::new(&job.wt_root).state()).ok();
+        let mut said = self.say.unpushed().to_vec();
+        said.extend(to_say.cloned());
         let oid = loops::commit(
             self.fleet.repo(),
             &record,
             job.meter.round_log().as_bytes(),
             state.as_deref(),
+            &said,
         )?;
         Ok((record, oid))
     }
@@ -472,11 +479,14 @@ impl Worker {
         end: LoopEnd,
         why: &str,
     ) {
-        let Ok((record, oid)) = self.loop_record(job, code, end, why) else {
+        let carried = self.say.unpushed().len();
+        let Ok((record, oid)) = self.loop_record(job, code, end, why, None) else {
             return;
         };
         let refname = loops::refname(self.fleet.names(), &record);
-        self.retry_remote(|f| f.wire().push(&[Update::create(refname.as_str(), oid)]));
+        if self.retry_remote(|f| f.wire().push(&[Update::create(refname.as_str(), oid)])) {
+            self.say.pushed(carried);
+        }
     }
 
     /// Give the claim up with the work pushed.

@@ -2,7 +2,10 @@
 //! report (`report.rs`): one ref per loop, `loops/<key>-<stamp>-<worker>`,
 //! at a commit whose message carries a [`LoopRecord`] and whose tree holds
 //! the loop's own event log for that round (`events.jsonl`, as the loop
-//! wrote it: secrets already redacted) and its `state.json`.
+//! wrote it: secrets already redacted), its `state.json`, and the worker's
+//! own records (`Event::Fleet`, warnings) said since its previous record
+//! reached the remote (`fleet.jsonl`: its claim, a merge's own
+//! `fleet_merged`, …). The morning report is read from these records.
 //!
 //! Why a ref of its own and not the ledger or the merge commit: the ledger
 //! is rewritten by every worker at every iteration's end, so it must stay
@@ -18,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lease::Names;
 use super::wire::WireError;
+use crate::formats::Record;
 
 /// How one loop's round on an item ended, as its worker saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,16 +97,23 @@ impl LoopRecord {
     }
 }
 
-/// The record's commit: the record in its message, the round's log and the
-/// loop's state in its tree.
+/// The record's commit: the record in its message, the round's log, the
+/// loop's state and the worker's records in its tree.
 pub(crate) fn commit(
     repo: &Repository,
     r: &LoopRecord,
     events: &[u8],
     state: Option<&[u8]>,
+    fleet: &[Record],
 ) -> Result<Oid, WireError> {
     let mut tree = repo.treebuilder(None)?;
     tree.insert("events.jsonl", repo.blob(events)?, 0o100644)?;
+    let mut lines = String::new();
+    for record in fleet {
+        lines.push_str(&serde_json::to_string(record).expect("a record serialises"));
+        lines.push('\n');
+    }
+    tree.insert(FLEET, repo.blob(lines.as_bytes())?, 0o100644)?;
     if let Some(state) = state {
         tree.insert("state.json", repo.blob(state)?, 0o100644)?;
     }
@@ -119,13 +130,33 @@ pub(crate) fn commit(
     Ok(repo.commit(None, &sig, &sig, &message, &tree, &[])?)
 }
 
-/// The round's event log kept in a record's commit (empty when it has none).
-pub(crate) fn events(repo: &Repository, oid: Oid) -> String {
+/// The worker's own records in a loop record's tree.
+const FLEET: &str = "fleet.jsonl";
+
+/// The records a loop record's commit carries, in the order written: the
+/// worker's own (its claim, its merge, …) then the round's log, each
+/// tagged with the worker (a loop's records name none). Lines that do not
+/// parse (an older ralph's) are left out.
+pub(crate) fn records(repo: &Repository, oid: Oid, worker: &str) -> Vec<Record> {
+    let mut out: Vec<Record> = Vec::new();
+    for name in [FLEET, "events.jsonl"] {
+        for line in file(repo, oid, name).lines() {
+            if let Ok(mut record) = serde_json::from_str::<Record>(line) {
+                record.worker = Some(worker.to_string());
+                out.push(record);
+            }
+        }
+    }
+    out
+}
+
+/// A file of a record's commit (empty when it has none).
+fn file(repo: &Repository, oid: Oid, name: &str) -> String {
     let read = || -> Result<String, git2::Error> {
         let tree = repo.find_commit(oid)?.tree()?;
         let entry = tree
-            .get_name("events.jsonl")
-            .ok_or_else(|| git2::Error::from_str("the record has no events.jsonl"))?;
+            .get_name(name)
+            .ok_or_else(|| git2::Error::from_str("the record has no such file"))?;
         let blob = repo.find_blob(entry.id())?;
         Ok(String::from_utf8_lossy(blob.content()).into_owned())
     };

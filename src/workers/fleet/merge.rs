@@ -52,10 +52,6 @@ impl Worker {
     /// what became of the loop's round. A merged round's record (`loops.rs`)
     /// is created in the merge's own push; the caller pushes the others'.
     pub(super) fn merge(&mut self, job: &mut Job) -> Result<(Option<ItemEnd>, LoopEnd)> {
-        let record = self
-            .loop_record(job, Some(0), LoopEnd::Merged, "")
-            .map_err(|e| Error::wrap("cannot record the item's loop", e))?;
-        let record = Update::create(loops::refname(self.fleet.names(), &record.0), record.1);
         let unit = job.unit.clone();
         let names = self.fleet.names().clone();
         let key = unit.key.clone();
@@ -114,16 +110,30 @@ impl Worker {
             };
             let run = view.run.expect("joined");
             let item_tip = job.pushed_item.expect("pushed above");
+            let said;
             let attempt = self.merge_commit(run, item_tip, &unit, &job.held.lease);
             let pushed = match attempt {
                 Ok(Attempt::Merged(commit)) => {
+                    // The loop's record carries the merge's own event: on
+                    // the remote exactly when the merge is.
+                    let merged = self.say.record(FleetEvent::Merged {
+                        item: key.clone(),
+                        text: unit.text.clone(),
+                        commit: commit.to_string(),
+                    });
+                    let carried = self.say.unpushed().len();
+                    let (record, oid) = self
+                        .loop_record(job, Some(0), LoopEnd::Merged, "", Some(&merged))
+                        .map_err(|e| Error::wrap("cannot record the item's loop", e))?;
+                    let record = Update::create(loops::refname(&names, &record), oid);
+                    said = (merged, carried);
                     let stamp = format!("{}-{key}", jiff::Timestamp::now().as_millisecond());
                     let mut updates = vec![
                         Update::swap(names.run_branch(), run, commit),
                         Update::create(names.backup(&stamp), run),
                         Update::delete(names.item_branch(&key), item_tip),
                         Update::delete(names.claim(&key), job.held.oid),
-                        record.clone(),
+                        record,
                     ];
                     if let Some(s) = job.pushed_snapshot {
                         updates.push(Update::delete(names.snapshot(&key), s));
@@ -159,12 +169,11 @@ impl Worker {
             };
             let _ = self.fleet.release(&lease);
             match pushed {
-                Ok(commit) => {
-                    self.say.say(FleetEvent::Merged {
-                        item: key.clone(),
-                        text: unit.text.clone(),
-                        commit: commit.to_string(),
-                    });
+                Ok(_) => {
+                    let (merged, carried) = said;
+                    self.say.pushed(carried);
+                    self.say.said(merged);
+                    self.say.pushed(1);
                     self.spent.items_done += 1;
                     return Ok((Some(ItemEnd::Merged), LoopEnd::Merged));
                 }

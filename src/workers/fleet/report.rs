@@ -15,15 +15,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde_json::Value;
 
 use super::loops::{self, LoopRecord};
 use super::status::{self, FleetStatus};
 use crate::config::Config;
 use crate::context::Thresholds;
 use crate::error::{Error, Result};
-use crate::formats::Merged;
-use crate::formats::{Event, Record};
+use crate::formats::{Merged, Record};
 use crate::report::lanes::{FleetTotals, Lanes, LeftItem};
 use crate::report::{Budgets, RunReport, gather};
 
@@ -44,10 +42,12 @@ pub(crate) fn report(
                 .with_hint("its first worker creates it: `ralph run --remote R --fleet NAME`"),
         );
     };
-    let records = loops::read(f.repo(), f.names());
-    let logs: Vec<(&LoopRecord, Vec<Value>)> = records
-        .iter()
-        .map(|(oid, r)| (r, lines(&loops::events(f.repo(), *oid))))
+    let records: Vec<(LoopRecord, Vec<Record>)> = loops::read(f.repo(), f.names())
+        .into_iter()
+        .map(|(oid, r)| {
+            let said = loops::records(f.repo(), oid, &r.worker);
+            (r, said)
+        })
         .collect();
     let budgets = Budgets {
         max_iterations: config.map(|c| c.loop_.max_iterations),
@@ -56,9 +56,16 @@ pub(crate) fn report(
         deadline: None,
     };
     let id = format!("fleet-{fleet}");
-    let log = one_log(&id, ledger.created_at, &ledger.plan, &budgets, &logs);
+    let log = one_log(&records);
     let thresholds = config.map_or(Thresholds::DEFAULT, Config::thresholds);
-    let mut report = gather::build(&id, &log, None, thresholds, budgets.clone());
+    let mut report = gather::build_of(&id, &log, thresholds, budgets.clone());
+    report.sessions = 1;
+    report.plan = Some(ledger.plan.clone());
+    report.started_at = ledger
+        .created_at
+        .or_else(|| records.first().map(|(r, _)| r.started_at))
+        .map(|t| t.to_string());
+    report.budgets.max_cost_usd = budgets.max_cost_usd;
     // The page would say "per session": the fleet's limit is in its totals.
     report.budgets.max_iterations = None;
     let done = st.items.iter().filter(|i| i.state == "done").count();
@@ -102,7 +109,7 @@ pub(crate) fn report(
     report.outcome = outcome.into();
     report.reason = Some(reason);
     report.exit_code = None;
-    let mut lanes = lanes(&st, &logs, &view.backups);
+    let mut lanes = lanes(&st, &records, &log, &view.backups);
     lanes.fleet = Some(FleetTotals {
         fleet: fleet.to_string(),
         remote: remote.to_string(),
@@ -129,12 +136,6 @@ pub(crate) fn report(
     Ok(report)
 }
 
-fn lines(text: &str) -> Vec<Value> {
-    text.lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 /// Which budget the ledger shows spent.
 fn spent(ledger: &super::remote::Ledger, budgets: &Budgets) -> Option<String> {
     if let Some(max) = budgets.max_iterations
@@ -150,156 +151,54 @@ fn spent(ledger: &super::remote::Ledger, budgets: &Budgets) -> Option<String> {
     }
 }
 
-/// The loops' logs as one parallel run's log (pure), as a coordinator
-/// writes it: a start at the fleet's creation, then each round's records
-/// tagged with its worker, led by the item it was given and a start of its
-/// own (its ref's name), all in time order. `report::gather` numbers their
-/// iterations across the fleet in the order they began, as for
-/// `ralph run --workers N`.
-pub(crate) fn one_log(
-    id: &str,
-    created_at: Option<Timestamp>,
-    plan: &str,
-    budgets: &Budgets,
-    logs: &[(&LoopRecord, Vec<Value>)],
-) -> Vec<Record> {
-    let start = created_at
-        .or_else(|| logs.first().map(|(r, _)| r.started_at))
-        .unwrap_or_default();
-    let started = |run_id: String, max_iterations: u32| Event::RunStarted {
-        run_id,
-        resumed: false,
-        first_iteration: 1,
-        max_iterations,
-        plan: plan.to_string(),
-        pid: 0,
-        deadline: None,
-        max_cost_usd: budgets.max_cost_usd,
-    };
-    let mut records = vec![Record {
-        ts: start.to_string(),
-        worker: None,
-        event: started(id.to_string(), budgets.max_iterations.unwrap_or(0)),
-    }];
-    let mut rest: Vec<(Timestamp, Record)> = Vec::new();
-    for (r, lines) in logs {
-        let tagged = |at: Timestamp, event: Event| {
-            let worker = Some(r.worker.clone());
-            let ts = at.to_string();
-            (at, Record { ts, worker, event })
-        };
-        rest.push(tagged(
-            r.started_at,
-            Event::WorkerStarted {
-                item: r.text.clone(),
-                task: "item".into(),
-                branch: String::new(),
-                worktree: String::new(),
-            },
-        ));
-        rest.push(tagged(r.started_at, started(r.ref_name(), 0)));
-        for v in lines {
-            if matches!(v["event"].as_str(), Some("run_started" | "run_ended")) {
-                continue;
-            }
-            if let Ok(record) = serde_json::from_value::<Record>(v.clone())
-                && record.worker.is_none()
-            {
-                let at = record.ts.parse().unwrap_or(r.started_at);
-                rest.push(tagged(at, record.event));
-            }
+/// The records the loops' records on the remote carry, as one log in
+/// time order (pure): each worker's own (its claims, merges, conflicts…)
+/// and each round's loop log, all naming their worker. `report::gather`
+/// numbers the iterations across the fleet in the order they began, as
+/// for `ralph run --workers N`.
+pub(crate) fn one_log(records: &[(LoopRecord, Vec<Record>)]) -> Vec<Record> {
+    let mut log: Vec<(Timestamp, &Record)> = Vec::new();
+    for (r, said) in records {
+        for record in said {
+            let at = record.ts.parse().unwrap_or(r.started_at);
+            log.push((at, record));
         }
     }
-    // Stable: a round's item and start stay before its records of that time.
-    rest.sort_by_key(|(at, _)| *at);
-    records.extend(rest.into_iter().map(|(_, r)| r));
-    records
+    // Stable: records of one time stay in the order they were written.
+    log.sort_by_key(|(at, _)| *at);
+    log.into_iter().map(|(_, r)| r.clone()).collect()
 }
 
-/// A lane per worker, the merge history and the items left (pure).
+/// A lane per worker from the log, how each round ended (its record), the
+/// merges' backups and the items left (pure).
 pub(crate) fn lanes(
     st: &FleetStatus,
-    logs: &[(&LoopRecord, Vec<Value>)],
+    records: &[(LoopRecord, Vec<Record>)],
+    log: &[Record],
     backups: &[String],
 ) -> Lanes {
     let mut lanes = Lanes::default();
-    let tagged = |worker: &str, ts: String, event: Event| Record {
-        ts,
-        worker: Some(worker.to_string()),
-        event,
-    };
-    for (r, lines) in logs {
-        let at = r.started_at.to_string();
-        if r.round == 1 {
-            let item = match &r.took_over_from {
-                Some(from) => format!("{} (taken over from {from})", r.text),
-                None => r.text.clone(),
-            };
-            if let Some(from) = &r.took_over_from
-                && !logs
-                    .iter()
-                    .any(|(o, _)| &o.worker == from && o.item == r.item)
-            {
-                // Its holder left no record (killed): its lane says so.
-                let lane = lanes.lane_of(from);
-                lane.items.push(r.text.clone());
-                lane.ended
-                    .push(format!("lost to {} (its lease expired)", r.worker));
-            }
-            lanes.record(&tagged(
-                &r.worker,
-                at.clone(),
-                Event::WorkerStarted {
-                    item,
-                    task: "item".into(),
-                    branch: format!("items/{}", r.item),
-                    worktree: String::new(),
-                },
-            ));
+    let mut ends = records.iter().map(|(r, _)| r).peekable();
+    for record in log {
+        // Each round's end in its place among the records.
+        while let Some(r) = ends.next_if(|r| record.ts.parse().is_ok_and(|at| r.ended_at < at)) {
+            ended(&mut lanes, r, records);
         }
-        for v in lines {
-            if let Ok(mut record) = serde_json::from_value::<Record>(v.clone()) {
-                record.worker = Some(r.worker.clone());
-                lanes.record(&record);
-            }
-        }
-        let why = if r.why.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", r.why)
-        };
-        lanes.record(&tagged(
-            &r.worker,
-            r.ended_at.to_string(),
-            Event::WorkerEnded {
-                item: r.text.clone(),
-                exit_code: r.exit_code.unwrap_or(-1),
-                outcome: format!("{}{why}", r.end.as_str()),
-            },
-        ));
+        lanes.record(record);
     }
-    for m in &st.merged {
-        let backup = backups
+    for r in ends {
+        ended(&mut lanes, r, records);
+    }
+    // The run branch's backup before each merge (a conflict wrote nothing).
+    for m in (lanes.merges.iter_mut()).filter(|m| matches!(m.merged, Merged::MergeCommit { .. })) {
+        let key = m.branch.trim_start_matches("items/");
+        m.backup = backups
             .iter()
-            .find(|b| b.ends_with(&format!("-{}", m.record.item)))
+            .find(|b| b.ends_with(&format!("-{key}")))
             .cloned();
-        lanes.record(&tagged(
-            &m.record.worker,
-            m.at.to_string(),
-            Event::Merge {
-                item: m.record.text.clone(),
-                branch: format!("items/{}", m.record.item),
-                attempt: m.record.generation,
-                merged: Merged::MergeCommit {
-                    from: String::new(),
-                    id: m.commit.clone(),
-                },
-                backup,
-            },
-        ));
     }
     for i in &st.items {
-        let last = logs
+        let last = records
             .iter()
             .rev()
             .find(|(r, _)| r.item == i.key)
@@ -343,6 +242,31 @@ pub(crate) fn lanes(
     lanes
 }
 
+/// How round `r` ended, on its worker's lane; and the lane of a worker it
+/// took the item over from that left no record (killed).
+fn ended(lanes: &mut Lanes, r: &LoopRecord, records: &[(LoopRecord, Vec<Record>)]) {
+    if r.round == 1
+        && let Some(from) = &r.took_over_from
+        && !records
+            .iter()
+            .any(|(o, _)| &o.worker == from && o.item == r.item)
+    {
+        let lane = lanes.lane_of(from);
+        lane.items.push(r.text.clone());
+        lane.ended
+            .push(format!("lost to {} (its lease expired)", r.worker));
+    }
+    let why = if r.why.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", r.why)
+    };
+    lanes
+        .lane_of(&r.worker)
+        .ended
+        .push(format!("{}{why}", r.end.as_str()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,66 +290,80 @@ mod tests {
         }
     }
 
-    fn line(ts: &str, event: &str, iteration: Option<u32>) -> Value {
-        let mut v = serde_json::json!({ "ts": ts, "event": event });
-        match event {
-            "iteration_ended" => {
-                v = serde_json::json!({"ts": ts, "event": event, "iteration": iteration,
-                    "outcome": "promise", "progress": true, "cost_usd": 0.5, "peak_percent": 10.0,
-                    "seconds": 1.0, "error": null, "invalid_lines": 0, "skipped_lines": 0});
-            }
-            "run_started" => {
-                v = serde_json::json!({"ts": ts, "event": event, "run_id": "x", "resumed": false,
-                    "first_iteration": 1, "max_iterations": 9, "plan": "p", "pid": 1});
-            }
-            _ => {}
-        }
-        v
+    /// A record as its line on the remote: worker-less for a loop's own.
+    fn line(worker: Option<&str>, json: serde_json::Value) -> Record {
+        let mut r: Record = serde_json::from_value(json).unwrap();
+        r.worker = worker.map(str::to_string);
+        r
+    }
+
+    fn ended(ts: &str, iteration: u32) -> serde_json::Value {
+        serde_json::json!({"ts": ts, "event": "iteration_ended", "iteration": iteration,
+            "outcome": "promise", "progress": true, "cost_usd": 0.5, "peak_percent": 10.0,
+            "seconds": 1.0, "error": null, "invalid_lines": 0, "skipped_lines": 0})
+    }
+
+    fn started(ts: &str, run_id: &str) -> serde_json::Value {
+        serde_json::json!({"ts": ts, "event": "run_started", "run_id": run_id, "resumed": false,
+            "first_iteration": 1, "max_iterations": 9, "plan": "p", "pid": 1})
+    }
+
+    fn claimed(ts: &str, key: &str, text: &str) -> serde_json::Value {
+        serde_json::json!({"ts": ts, "event": "fleet_claimed", "item": key, "text": text,
+            "generation": 1})
     }
 
     #[test]
-    fn the_loops_logs_become_one_run_numbered_across_the_fleet() {
-        let a = rec("wa", "one", "2026-11-24T03:00:00Z");
+    fn the_machines_records_become_one_run_numbered_across_the_fleet_a_lane_each() {
+        let mut a = rec("wa", "one", "2026-11-24T03:00:00Z");
+        a.ended_at = "2026-11-24T03:00:10Z".parse().unwrap();
         let b = rec("wb", "two", "2026-11-24T03:00:01Z");
-        let logs = vec![
+        let conflict = serde_json::json!({"ts": "2026-11-24T03:00:06Z", "event": "fleet_conflict",
+            "item": "i-one", "files": ["f"]});
+        let merged = serde_json::json!({"ts": "2026-11-24T03:00:10Z", "event": "fleet_merged",
+            "item": "i-one", "text": "one", "commit": "abc"});
+        let records = vec![
             (
-                &a,
+                a.clone(),
                 vec![
-                    line("2026-11-24T03:00:00Z", "run_started", None),
-                    line("2026-11-24T03:00:05Z", "iteration_ended", Some(1)),
-                    line("2026-11-24T03:00:09Z", "iteration_ended", Some(2)),
+                    line(Some("wa"), claimed("2026-11-24T02:59:59Z", "i-one", "one")),
+                    line(Some("wa"), conflict),
+                    line(Some("wa"), merged),
+                    line(None, started("2026-11-24T03:00:00Z", "ra")),
+                    line(None, ended("2026-11-24T03:00:05Z", 1)),
+                    line(None, ended("2026-11-24T03:00:09Z", 2)),
                 ],
             ),
             (
-                &b,
+                b.clone(),
                 vec![
-                    line("2026-11-24T03:00:01Z", "run_started", None),
-                    line("2026-11-24T03:00:07Z", "iteration_ended", Some(1)),
+                    line(Some("wb"), claimed("2026-11-24T03:00:00Z", "i-two", "two")),
+                    line(None, started("2026-11-24T03:00:01Z", "rb")),
+                    line(None, ended("2026-11-24T03:00:07Z", 1)),
                 ],
             ),
         ];
-        let budgets = Budgets::default();
-        let created = "2026-11-24T02:59:59Z".parse().ok();
-        let log = one_log("fleet-n", created, "fix_plan.md", &budgets, &logs);
-        // The fleet's start, then each round's item and start (its own
-        // start from its log left out), in time order, tagged.
-        let starts: Vec<(Option<&str>, &str)> = (log.iter())
-            .filter_map(|r| match &r.event {
-                Event::RunStarted { run_id, .. } => Some((r.worker.as_deref(), run_id.as_str())),
-                _ => None,
+        // As `loops::records` reads them: every record names its worker.
+        let records: Vec<(LoopRecord, Vec<Record>)> = (records.into_iter())
+            .map(|(r, lines)| {
+                let w = r.worker.clone();
+                let tagged = lines.into_iter().map(|mut l| {
+                    l.worker = Some(w.clone());
+                    l
+                });
+                (r, tagged.collect())
             })
             .collect();
-        assert_eq!(starts.len(), 3, "{starts:?}");
-        assert_eq!(starts[0], (None, "fleet-n"));
-        assert_eq!(starts[1], (Some("wa"), a.ref_name().as_str()));
-        assert_eq!(log.len(), 8);
-        assert!(log[1..].iter().all(|r| r.worker.is_some()));
-        let report = gather::build("fleet-n", &log, None, Thresholds::DEFAULT, budgets);
+        let log = one_log(&records);
+        assert_eq!(log.len(), 9);
+        assert!(log.windows(2).all(|w| w[0].ts <= w[1].ts), "in time order");
+        let report = gather::build_of("fleet-n", &log, Thresholds::DEFAULT, Budgets::default());
         let rows: Vec<(u32, Option<&str>, Option<&str>)> = (report.iterations.iter())
             .map(|i| (i.iteration, i.worker.as_deref(), i.item.as_deref()))
             .collect();
         // wa's 1 and 2 and wb's 1, numbered by when they ended here (the
-        // lines have no starts): wa 1 at :05, wb 1 at :07, wa 2 at :09.
+        // lines have no starts): wa 1 at :05, wb 1 at :07, wa 2 at :09;
+        // each row's item is the one its machine claimed.
         assert_eq!(
             rows,
             [
@@ -435,5 +373,22 @@ mod tests {
             ]
         );
         assert!((report.cost_usd - 1.5).abs() < 1e-9);
+        let st = FleetStatus::default();
+        let lanes = lanes(&st, &records, &log, &["123-i-one".into()]);
+        let names: Vec<&str> = lanes.workers.iter().map(|l| l.worker.as_str()).collect();
+        assert_eq!(names, ["wa", "wb"]);
+        assert_eq!(lanes.workers[0].items, ["one"]);
+        assert_eq!(lanes.workers[0].iterations, 2);
+        assert_eq!(lanes.workers[0].ended, ["merged"]);
+        // The conflict then the merge, named by the item's text, counted.
+        let merges: Vec<(&str, &str, u32, bool)> = (lanes.merges.iter())
+            .map(|m| {
+                let clean = matches!(m.merged, Merged::MergeCommit { .. });
+                (m.worker.as_str(), m.item.as_str(), m.attempt, clean)
+            })
+            .collect();
+        assert_eq!(merges, [("wa", "one", 1, false), ("wa", "one", 2, true)]);
+        let backups: Vec<Option<&str>> = lanes.merges.iter().map(|m| m.backup.as_deref()).collect();
+        assert_eq!(backups, [None, Some("123-i-one")]);
     }
 }

@@ -25,10 +25,13 @@ impl Sink for Lines {
     }
 }
 
-/// Where a worker's events go: the bus.
+/// Where a worker's events go: the bus; and the records it said that no
+/// loop record on the remote carries yet (`loops.rs`: each round's record
+/// takes them along, so the morning report reads them from the remote).
 pub(crate) struct Say {
     worker: String,
     bus: Bus,
+    unpushed: Vec<Record>,
 }
 
 impl Say {
@@ -57,14 +60,45 @@ impl Say {
         Ok(Say {
             worker: worker.to_string(),
             bus,
+            unpushed: Vec::new(),
         })
     }
 
     pub(crate) fn say(&mut self, event: FleetEvent) {
-        self.bus.emit_from(&self.worker, Event::Fleet(event));
+        let record = self.record(event);
+        self.said(record);
     }
 
     pub(crate) fn warn(&mut self, message: String) {
-        self.bus.emit_from(&self.worker, Event::Warning { message });
+        let record = self.tagged(Event::Warning { message });
+        self.said(record);
+    }
+
+    /// `event` as this worker's record (redacted), not said yet: for a
+    /// loop record pushed with what it tells (a merge), said once pushed.
+    pub(crate) fn record(&self, event: FleetEvent) -> Record {
+        self.tagged(Event::Fleet(event))
+    }
+
+    fn tagged(&self, event: Event) -> Record {
+        let mut record = Record::new(event);
+        record.worker = Some(self.worker.clone());
+        record
+    }
+
+    /// Say a record made by [`Say::record`].
+    pub(crate) fn said(&mut self, record: Record) {
+        self.bus.publish(&record);
+        self.unpushed.push(record);
+    }
+
+    /// What no loop record on the remote carries yet.
+    pub(crate) fn unpushed(&self) -> &[Record] {
+        &self.unpushed
+    }
+
+    /// The first `n` of [`Say::unpushed`] are on the remote now.
+    pub(crate) fn pushed(&mut self, n: usize) {
+        self.unpushed.drain(..n.min(self.unpushed.len()));
     }
 }

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::plan::units::UnitState;
 
 /// What `ralph status --fleet` shows (`--json`: this object).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub(crate) struct FleetStatus {
     pub(crate) fleet: String,
     pub(crate) remote: String,
