@@ -21,6 +21,10 @@ pub(crate) enum Outcome {
     Done(String),
 }
 
+/// How long PreCompact waits for the turn's messages to reach the
+/// transcript (`transcript::recent_when_written`).
+const TRANSCRIPT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `ralph hook pre-compact`: a handoff from the transcript and the tree,
 /// and the WIP commit, before Claude Code compacts.
 pub(crate) fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
@@ -49,7 +53,7 @@ pub(crate) fn pre_compact(input: &Input, dir: &Path) -> Result<Outcome> {
         )));
     }
     let recent = match input.transcript_path.as_deref() {
-        Some(p) => transcript::recent(p).unwrap_or_else(|e| {
+        Some(p) => transcript::recent_when_written(p, TRANSCRIPT_WAIT).unwrap_or_else(|e| {
             eprintln!("ralph: cannot read the transcript {}: {e}", p.display());
             transcript::Recent::default()
         }),

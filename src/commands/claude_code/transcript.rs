@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -275,6 +276,27 @@ pub(crate) fn recent(path: &Path) -> std::io::Result<Recent> {
     Ok(r)
 }
 
+/// Claude Code writes its transcript in batches: a hook that fires right
+/// after a turn (PreCompact on a "prompt is too long" answer, a second
+/// into a session) can find the file not created yet, or the turn's
+/// messages not on disk (the real CLI's hook found no file in 5 of 20
+/// runs). Read again, for at most `within`, until a message with usage is
+/// there; a session that has none yet costs the whole wait.
+pub(crate) fn recent_when_written(path: &Path, within: Duration) -> std::io::Result<Recent> {
+    let deadline = Instant::now() + within;
+    loop {
+        let read = recent(path);
+        let done = match &read {
+            Ok(r) => r.latest.is_some(),
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        };
+        if done || Instant::now() >= deadline {
+            return read;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,6 +365,32 @@ mod tests {
         let o = occupancy(f.path()).unwrap();
         assert_eq!(o.message, None);
         assert_eq!(o.compacted_to, Some(4000));
+    }
+
+    #[test]
+    fn a_transcript_written_late_is_waited_for() {
+        // Created late, and its turn appended later still.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let late = assistant("a", 150_000, false, "m", TEXT);
+        let p = path.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            std::fs::write(&p, "{}\n").unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            let mut out = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+            writeln!(out, "{late}").unwrap();
+        });
+        assert!(recent(&path).is_err());
+        let r = recent_when_written(&path, Duration::from_secs(5)).unwrap();
+        writer.join().unwrap();
+        assert_eq!(r.latest.map(|m| m.usage.occupancy()), Some(150_000));
+        // Nothing ever written: the wait is bounded.
+        let empty = file(&[]);
+        let started = Instant::now();
+        let r = recent_when_written(empty.path(), Duration::from_millis(200)).unwrap();
+        assert_eq!(r, Recent::default());
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 
     #[test]
