@@ -147,6 +147,29 @@ on_exit = ["git push --quiet"]
 
     /// `ralph run --json ARGS` as the user would, the key in its `$HOME`
     /// and a token in its environment.
+    /// A committed two-item plan (the second after the first) for a
+    /// boxed `--workers 2` run, with `files` written and `toml` appended
+    /// to the configuration.
+    fn boxed_pair(&self, scenario: &str, files: &[(&str, &str)], toml: &str) -> Project {
+        let p = Project::bare(
+            "# Two\n\n- [ ] first\n- [ ] second (after: first)\n",
+            scenario,
+            "",
+        );
+        for (path, text) in files {
+            p.write(path, text);
+        }
+        p.write(
+            "ralph.toml",
+            &format!(
+                "[agent]\ncommand = \"ralph sim scenario.toml\"\nsandbox = \"bwrap\"\nenv = {{ HOME = {} }}\n[sandbox]\nhome = [\".claude\"]\n{toml}",
+                toml_string(&self.home.display().to_string())
+            ),
+        );
+        p.git_init();
+        p
+    }
+
     fn run(&self, p: &Project, args: &[&str]) -> Run {
         let child = p
             .ralph()
@@ -161,6 +184,14 @@ on_exit = ["git push --quiet"]
             .unwrap();
         Run::wait_or(child, LIMIT, || p.diagnose())
     }
+}
+
+/// The iterations the workers started (not the coordinator's).
+fn workers_started(run: &Run) -> Vec<&serde_json::Value> {
+    run.of("iteration_started")
+        .into_iter()
+        .filter(|e| e.get("worker").is_some())
+        .collect()
 }
 
 /// Every file under `dir` (`.git` included: loose objects are compressed,
@@ -447,27 +478,14 @@ t=$(sed 's/- \[ \]/- [x]/' .ralph/worker-plan.md); printf '%s\n' "$t" > .ralph/w
 "#
         )),
     );
-    let p = Project::bare(
-        "# Two\n\n- [ ] first\n- [ ] second (after: first)\n",
+    let p = w.boxed_pair(
         &scenario,
-        "",
+        &[("check.sh", "exit 0\n")],
+        "[verify]\ncommands = [\"sh check.sh\"]\n",
     );
-    p.write("check.sh", "exit 0\n");
-    p.write(
-        "ralph.toml",
-        &format!(
-            "[agent]\ncommand = \"ralph sim scenario.toml\"\nsandbox = \"bwrap\"\nenv = {{ HOME = {} }}\n[sandbox]\nhome = [\".claude\"]\n[verify]\ncommands = [\"sh check.sh\"]\n",
-            toml_string(&w.home.display().to_string())
-        ),
-    );
-    p.git_init();
     let run = w.run(&p, &["--workers", "2"]);
     assert_eq!(run.code, Some(0), "{}", run.describe());
-    let started: Vec<_> = run
-        .of("iteration_started")
-        .into_iter()
-        .filter(|e| e.get("worker").is_some())
-        .collect();
+    let started = workers_started(&run);
     assert_eq!(started.len(), 2, "{}", run.describe());
     for s in &started {
         assert!(
@@ -537,27 +555,10 @@ t=$(sed 's/- \[ \]/- [x]/' .ralph/worker-plan.md); printf '%s\n' "$t" > .ralph/w
 "#
         )
     );
-    let p = Project::bare(
-        "# Two\n\n- [ ] first\n- [ ] second (after: first)\n",
-        &scenario,
-        "",
-    );
-    p.write("prompts/nudge.md.j2", "Keep going.\n");
-    p.write(
-        "ralph.toml",
-        &format!(
-            "[agent]\ncommand = \"ralph sim scenario.toml\"\nsandbox = \"bwrap\"\nenv = {{ HOME = {} }}\n[sandbox]\nhome = [\".claude\"]\n",
-            toml_string(&w.home.display().to_string())
-        ),
-    );
-    p.git_init();
+    let p = w.boxed_pair(&scenario, &[("prompts/nudge.md.j2", "Keep going.\n")], "");
     let run = w.run(&p, &["--workers", "2"]);
     assert_eq!(run.code, Some(4), "{}", run.describe());
-    let started: Vec<_> = run
-        .of("iteration_started")
-        .into_iter()
-        .filter(|e| e.get("worker").is_some())
-        .collect();
+    let started = workers_started(&run);
     assert_eq!(started.len(), 1, "{}", run.describe());
     assert!(
         run.of("warning").iter().any(|e| {
