@@ -95,13 +95,7 @@ fn the_real_cli_in_the_box_gets_nothing_out_through_ralph() {
             (_, _) => Reply::turn(20_000).text("Nothing more to do."),
         },
     );
-    let toml = std::fs::read_to_string(p.root.join("ralph.toml")).unwrap();
-    std::fs::write(
-        p.root.join("ralph.toml"),
-        toml.replacen("[agent]\n", "[agent]\nsandbox = \"bwrap\"\n", 1),
-    )
-    .unwrap();
-    p.git(&["commit", "-q", "-am", "sandbox on"]);
+    box_on(&p);
     p.git(&[
         "remote",
         "add",
@@ -247,13 +241,7 @@ fn the_real_cli_in_the_box_gets_no_secret() {
             (_, _) => Reply::turn(20_000).text("Nothing more to do."),
         },
     );
-    let toml = std::fs::read_to_string(p.root.join("ralph.toml")).unwrap();
-    std::fs::write(
-        p.root.join("ralph.toml"),
-        toml.replacen("[agent]\n", "[agent]\nsandbox = \"bwrap\"\n", 1),
-    )
-    .unwrap();
-    p.git(&["commit", "-q", "-am", "sandbox on"]);
+    box_on(&p);
 
     let (code, took) = p.run_ralph(&["--json"], Duration::from_secs(120));
     let diag = || format!("{}\n--- requests:\n{}", p.diagnostics(), api.describe());
@@ -330,4 +318,16 @@ fn the_real_cli_in_the_box_gets_no_secret() {
         }
     }
     p.keep_if_asked();
+}
+
+/// The project's agent in bubblewrap, committed (the user's own choice:
+/// trusted at the start).
+fn box_on(p: &Project) {
+    let toml = std::fs::read_to_string(p.root.join("ralph.toml")).unwrap();
+    std::fs::write(
+        p.root.join("ralph.toml"),
+        toml.replacen("[agent]\n", "[agent]\nsandbox = \"bwrap\"\n", 1),
+    )
+    .unwrap();
+    p.git(&["commit", "-q", "-am", "sandbox on"]);
 }
