@@ -527,6 +527,17 @@ pub fn outside_base() -> PathBuf {
         })
 }
 
+/// A fake `$HOME` under `dir` with a planted private key
+/// (`.ssh/id_ed25519` holding `key`) and an agent CLI's `.claude/`: what
+/// a box must hide, and what it lets through.
+pub fn home_with_key(dir: &Path, key: &str) -> PathBuf {
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), key).unwrap();
+    home
+}
+
 /// Whether bubblewrap makes a sandbox here: a sandbox test is skipped
 /// (and says so) when not, unless CI requires it (`RALPH_REQUIRE_SANDBOX=1`).
 pub fn bwrap_works() -> bool {

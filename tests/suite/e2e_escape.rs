@@ -35,9 +35,7 @@ struct World {
 impl World {
     fn new() -> World {
         let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        std::fs::create_dir_all(home.join(".ssh")).unwrap();
-        std::fs::write(home.join(".ssh/id_ed25519"), KEY).unwrap();
+        let home = crate::common::home_with_key(tmp.path(), KEY);
         let remote = tmp.path().join("remote.git");
         git2::Repository::init_bare(&remote).unwrap();
         let out_dir = tempfile::tempdir_in(crate::common::outside_base()).unwrap();

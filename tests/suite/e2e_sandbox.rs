@@ -32,10 +32,7 @@ struct World {
 impl World {
     fn new() -> World {
         let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        std::fs::create_dir_all(home.join(".ssh")).unwrap();
-        std::fs::create_dir_all(home.join(".claude")).unwrap();
-        std::fs::write(home.join(".ssh/id_ed25519"), KEY).unwrap();
+        let home = crate::common::home_with_key(tmp.path(), KEY);
         std::fs::write(home.join(".claude/settings.json"), "{}").unwrap();
         let other = tmp.path().join("other-repo");
         git2::Repository::init(&other).unwrap();

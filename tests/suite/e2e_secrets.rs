@@ -38,10 +38,7 @@ struct World {
 impl World {
     fn new() -> World {
         let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        std::fs::create_dir_all(home.join(".ssh")).unwrap();
-        std::fs::create_dir_all(home.join(".claude")).unwrap();
-        std::fs::write(home.join(".ssh/id_ed25519"), KEY).unwrap();
+        let home = crate::common::home_with_key(tmp.path(), KEY);
         let always: Answer = Box::new(|_| Some(200));
         let server = Server::start(always);
         // Outside the project (the script holds the values, and the
