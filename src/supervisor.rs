@@ -84,6 +84,7 @@ mod verify;
 mod waiting;
 
 pub(crate) use budget::CountedFrom;
+pub(crate) use iteration::meter;
 use now::Now;
 pub(crate) use record::checkpoint_outside_a_run;
 pub(crate) use record::new_run_id;

@@ -9,7 +9,6 @@ use serde::Serialize;
 
 use super::Report;
 use crate::config::Config;
-use crate::context::window_for_model;
 use crate::error::{Error, Result};
 use crate::events::terminal::tokens_short;
 use crate::formats::Confidence;
@@ -153,15 +152,11 @@ fn estimate_of(
     items::estimate_item(root, plan, item, &history, prior, usable)
 }
 
-/// The usable window of the run (its known window, else the configured or
-/// default one).
+/// The usable window the next session is metered on: the live meter's own
+/// choice (the configured window, the agent kind's, the model's as
+/// results told it), so the estimate and the checkpoint agree.
 fn usable(config: &Config, state: &RunState) -> u64 {
-    let window = match (config.agent.context_window, state.context_window) {
-        (w, _) if w > 0 => w,
-        (_, w) if w > 0 => w,
-        _ => window_for_model(config.agent.model.as_deref().unwrap_or("")),
-    };
-    crate::context::usable_window(window, config.agent.reserve_tokens)
+    crate::supervisor::meter(config, state).usable()
 }
 
 /// `ralph context --estimate [ITEM]`: the named item, or the plan's current one.

@@ -34,7 +34,8 @@ use crate::rules::completion;
 use crate::rules::limits;
 use crate::stream::StreamEvent;
 pub(super) use seams::{NudgeRequest, SeamWatch};
-pub(super) use setup::{IterationLimits, meter};
+pub(super) use setup::IterationLimits;
+pub(crate) use setup::meter;
 
 /// How often, during an iteration, the display is redrawn and the budgets
 /// are checked: a fixed beat, not "a second after the last line", so that

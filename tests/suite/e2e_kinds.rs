@@ -382,10 +382,20 @@ fn codex_usage_limit_is_waited_out_to_the_second() {
 fn codex_is_metered_on_its_own_window_from_the_first_reading() {
     let scenario = "model = \"gpt-5.1-codex\"\ncontext_window = 258400\n[[step]]\ncontext = 20000\ntext = \"Listing.\"\ncommand = \"ls\"\n[[step]]\ncontext = 24000\npath = \"fix_plan.md\"\nold = \"- [ ] parser\"\nnew = \"- [x] parser\"\n[[step]]\ncontext = 25000\nresult = \"The parser is done.\"\n";
     let p = project("codex", scenario, "[loop]\nmax_iterations = 1\n");
+    // Before any session, `ralph context --estimate` sizes the next item on
+    // the window the meter will use (Codex's, not Claude's 200k guess).
+    let out = p
+        .ralph()
+        .args(["context", "--estimate", "tests", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let before: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let run = p.run(&[], LIMIT);
     let checked = run.of("item_checked");
     assert_eq!(checked.len(), 1, "{}", run.describe());
     assert_eq!(checked[0]["next_estimate"], 45_080, "{}", run.describe());
+    assert_eq!(before["tokens"], 45_080, "{before}");
     let windows: Vec<_> = run
         .of("context")
         .iter()

@@ -58,9 +58,11 @@ impl IterationLimits {
     }
 }
 
-/// The meter for the next agent: the configured window, and what earlier
-/// results told about the model's.
-pub(in crate::supervisor) fn meter(config: &Config, state: &RunState) -> ContextMeter {
+/// The meter for the next agent: the configured window, the kind's own
+/// before it reports one, and what earlier results told about the model's.
+/// The one window choice: the live meter, the prompt's estimates and
+/// `ralph context --estimate` all start from it.
+pub(crate) fn meter(config: &Config, state: &RunState) -> ContextMeter {
     let per_process = !config.agent.kind.capabilities().metered_live();
     let mut meter = config
         .meter()
