@@ -133,6 +133,10 @@ pub(super) struct Coordinator {
     /// (the workers' loops run the other points).
     hooks: crate::hooks::Hooks,
     children: BTreeMap<String, Child>,
+    /// How each worker's loop ended, as its own `run_ended` said (heard
+    /// live or read back; forgotten when its next loop starts): the exit
+    /// code alone cannot tell `untrusted` from a usage error.
+    ended: BTreeMap<String, crate::formats::RunStatus>,
     opts: Options,
     /// Every decision (`machine.rs`): this coordinator only applies them.
     machine: Machine,
@@ -535,6 +539,7 @@ impl Coordinator {
                 crate::formats::Grant { sessions }.write(&a.project_dir)?;
             }
         }
+        self.ended.remove(&a.worker);
         let child = child::spawn(a, &self.ledger.run_branch, fresh, &self.opts.pass, tx)?;
         self.children.insert(a.worker.clone(), child);
         Ok(())
@@ -549,16 +554,23 @@ impl Coordinator {
             return Ok(());
         };
         self.commit_leftovers(&a);
+        let outcome = machine::outcome(self.ended.remove(worker).as_ref(), code);
         self.bus.emit_from(
             &a.worker,
             Event::WorkerEnded {
                 item: a.item.clone(),
                 exit_code: code,
-                outcome: machine::outcome_name(code).into(),
+                outcome: outcome.clone(),
             },
         );
         let busy = code == 2 && child::project_busy(&a.project_dir);
-        self.handle(Input::Exited { worker, code, busy }, tx)
+        let exited = Input::Exited {
+            worker,
+            code,
+            outcome: &outcome,
+            busy,
+        };
+        self.handle(exited, tx)
     }
 }
 

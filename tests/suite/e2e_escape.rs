@@ -570,3 +570,50 @@ t=$(sed 's/- \[ \]/- [x]/' .ralph/worker-plan.md); printf '%s\n' "$t" > .ralph/w
     assert_eq!(ended.last().unwrap()["item"], "second");
     assert_eq!(ended.last().unwrap()["exit_code"], 2);
 }
+
+/// A worker whose agent rewrites the check script its completion needs
+/// ends its loop `untrusted` (exit 2, as a usage error): the coordinator
+/// names that end from the loop's own `run_ended`, not from the code, in
+/// `worker_ended` and in the item left to a person (`ralph status`). One
+/// paid session: no second one for a check that can never pass.
+#[test]
+fn a_parallel_runs_worker_ending_untrusted_is_said_untrusted() {
+    if !crate::common::bwrap_works() {
+        return;
+    }
+    let w = World::new();
+    let scenario = format!(
+        "[[step]]\ncontext = 20000\ncommand = {}\n[[step]]\nresult = \"Done.\\n\\n<promise>COMPLETE</promise>\"\n",
+        toml_string(
+            r#"mkdir -p out && echo done > "out/$RALPH_ITEM.txt"
+echo 'exit 0 # mine now' > check.sh
+t=$(sed 's/- \[ \]/- [x]/' .ralph/worker-plan.md); printf '%s\n' "$t" > .ralph/worker-plan.md
+"#
+        )
+    );
+    let p = w.boxed_pair(
+        &scenario,
+        &[("check.sh", "exit 0\n")],
+        "[verify]\ncommands = [\"sh check.sh\"]\n",
+    );
+    let run = w.run(&p, &["--workers", "2"]);
+    assert_eq!(workers_started(&run).len(), 1, "{}", run.describe());
+    let said: Vec<&serde_json::Value> = run
+        .of("run_ended")
+        .into_iter()
+        .filter(|e| e.get("worker").is_some())
+        .collect();
+    assert_eq!(said.len(), 1, "{}", run.describe());
+    assert_eq!(said[0]["outcome"], "untrusted", "{}", run.describe());
+    let ended = run.of("worker_ended");
+    assert_eq!(ended.len(), 1, "{}", run.describe());
+    assert_eq!(ended[0]["item"], "first");
+    assert_eq!(ended[0]["exit_code"], 2);
+    assert_eq!(ended[0]["outcome"], "untrusted", "{}", run.describe());
+    let status = p.ralph().args(["status", "--json"]).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("its loop ended: untrusted (exit 2)"),
+        "{status}"
+    );
+}

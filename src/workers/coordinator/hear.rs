@@ -64,9 +64,15 @@ impl Coordinator {
         if !self.ledger.last_heard.take(worker, &record) {
             return false;
         }
-        if let Event::IterationEnded { cost_usd, .. } = &record.event {
-            self.ledger.iterations += 1;
-            self.ledger.cost_usd += cost_usd;
+        match &record.event {
+            Event::IterationEnded { cost_usd, .. } => {
+                self.ledger.iterations += 1;
+                self.ledger.cost_usd += cost_usd;
+            }
+            Event::RunEnded { outcome, .. } => {
+                self.ended.insert(worker.to_string(), outcome.clone());
+            }
+            _ => {}
         }
         record.worker = Some(worker.to_string());
         self.bus.publish(&record);

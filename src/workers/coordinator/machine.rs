@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use crate::formats::RunStatus;
 use crate::formats::ledger::{Ledger, Merged, Status};
 use crate::workers::grant::{self, Decision};
 
@@ -115,11 +116,13 @@ pub(super) enum Input<'a> {
         worker: &'a str,
         heard: Heard,
     },
-    /// `worker`'s loop ended with `code` (its running assignment's); `busy`:
-    /// another loop still holds its project.
+    /// `worker`'s loop ended with `code` (its running assignment's), as
+    /// `outcome` says ([`outcome`]); `busy`: another loop still holds its
+    /// project.
     Exited {
         worker: &'a str,
         code: i32,
+        outcome: &'a str,
         busy: bool,
     },
     /// The merge of `item`'s branch, its `attempt`th, came out `merged`.
@@ -282,7 +285,12 @@ impl Machine {
                 });
             }
             Input::Heard { worker, heard } => self.heard(worker, heard, now, out),
-            Input::Exited { worker, code, busy } => self.exited(worker, code, busy, world, out),
+            Input::Exited {
+                worker,
+                code,
+                outcome,
+                busy,
+            } => self.exited(worker, (code, outcome), busy, world, out),
             Input::MergeDone {
                 item,
                 attempt,
@@ -445,7 +453,7 @@ impl Machine {
     fn exited(
         &mut self,
         worker: &str,
-        code: i32,
+        (code, outcome): (i32, &str),
         busy: bool,
         world: &World,
         out: &mut Vec<Effect>,
@@ -471,7 +479,7 @@ impl Machine {
             // worktree. Resumed once that one has ended.
             Status::Paused
         } else {
-            after_exit(code, a.restarts)
+            after_exit(code, outcome, a.restarts)
         };
         out.push(Effect::Set {
             item,
@@ -515,19 +523,27 @@ impl Machine {
     }
 }
 
-/// Where an assignment goes when its loop ended with `code` (not 0):
-/// stopped, paused or killed, it is resumed in its worktree (a worker
-/// killed with -9 is taken over there); failed (its breaker, a bad setup),
-/// it is left to a person with its branch.
-fn after_exit(code: i32, restarts: u32) -> Status {
+/// Where an assignment goes when its loop ended with `code` (not 0), as
+/// `outcome`: stopped, paused or killed, it is resumed in its worktree (a
+/// worker killed with -9 is taken over there); failed (its breaker, a bad
+/// setup, a check it may not pass), it is left to a person with its branch.
+fn after_exit(code: i32, outcome: &str, restarts: u32) -> Status {
     match code {
         5 | 6 | 130 | 143 => Status::Paused,
         c if c > 128 && restarts < MAX_RESTARTS => Status::Paused,
-        c => Status::Left(format!("its loop ended: {} (exit {c})", outcome_name(c))),
+        c => Status::Left(format!("its loop ended: {outcome} (exit {c})")),
     }
 }
 
-pub(super) fn outcome_name(code: i32) -> &'static str {
+/// How a worker's loop ended: as its own `run_ended` said (`said`), else
+/// (killed before it could say, or refused before its run started) named
+/// from its exit code. The code alone cannot tell: 2 is a usage error and
+/// `untrusted` both (`verdict::Outcome::exit_code`).
+pub(super) fn outcome(said: Option<&RunStatus>, code: i32) -> String {
+    said.map_or_else(|| outcome_name(code).to_string(), |s| s.name().to_string())
+}
+
+fn outcome_name(code: i32) -> &'static str {
     match code {
         0 => "completed",
         3 => "breaker_open",

@@ -197,6 +197,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         bus,
         hooks,
         children: BTreeMap::new(),
+        ended: BTreeMap::new(),
         machine: Machine::new(rules, &super::now()),
         opts,
         checkout_away: false,

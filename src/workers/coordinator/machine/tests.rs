@@ -201,6 +201,7 @@ fn the_merge_queue_takes_finished_workers_in_the_order_they_ended() {
             Input::Exited {
                 worker,
                 code,
+                outcome: &outcome(None, code),
                 busy: false,
             },
         ));
@@ -371,6 +372,7 @@ fn a_workers_exit_decides_resume_restart_or_left() {
             Input::Exited {
                 worker: "w1",
                 code,
+                outcome: &outcome(None, code),
                 busy,
             },
         );
@@ -386,6 +388,7 @@ fn a_workers_exit_decides_resume_restart_or_left() {
         Input::Exited {
             worker: "w1",
             code: 5,
+            outcome: "budget_spent",
             busy: false,
         },
     );
@@ -398,10 +401,55 @@ fn a_workers_exit_decides_resume_restart_or_left() {
             Input::Exited {
                 worker: "w9",
                 code: 0,
+                outcome: "completed",
                 busy: false
             }
         ),
         vec![]
+    );
+}
+
+#[test]
+fn a_workers_end_is_named_by_its_own_run_ended_and_by_its_code_only_without_one() {
+    // (its loop's run_ended, exit code, the name)
+    let table = [
+        // Exit 2 is a usage error and `untrusted` both: the record tells.
+        (Some(RunStatus::Untrusted), 2, "untrusted"),
+        (None, 2, "failed"),
+        (Some(RunStatus::Completed), 0, "completed"),
+        (Some(RunStatus::BreakerOpen), 3, "breaker_open"),
+        (Some(RunStatus::Stopped), 6, "stopped"),
+        // Its run ended, then it was killed: its own word stands.
+        (Some(RunStatus::Interrupted), 137, "interrupted"),
+        // Killed before it could say: the code's name.
+        (None, 137, "failed"),
+        (None, 143, "interrupted"),
+        (None, 4, "iteration_limit"),
+        (None, 5, "budget_spent"),
+    ];
+    for (said, code, want) in table {
+        assert_eq!(outcome(said.as_ref(), code), want, "{said:?}, exit {code}");
+    }
+    // And the item left to a person says it.
+    let mut b = Bench::new(rules());
+    b.running("w1", "a");
+    b.running.clear();
+    let out = b.at(
+        1,
+        Input::Exited {
+            worker: "w1",
+            code: 2,
+            outcome: &outcome(Some(&RunStatus::Untrusted), 2),
+            busy: false,
+        },
+    );
+    assert_eq!(
+        out,
+        vec![Effect::Set {
+            item: "a".into(),
+            status: Status::Left("its loop ended: untrusted (exit 2)".into()),
+            restarted: false,
+        }]
     );
 }
 
