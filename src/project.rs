@@ -106,12 +106,25 @@ impl Project {
     /// The plan `config` names: the one loader, with the one error policy
     /// (see the module's documentation).
     pub(crate) fn plan(&self, config: &Config) -> Result<Plan> {
-        Plan::load(&self.plan_path(config))
+        self.plan_at(&config.plan)
     }
 
     /// The plan's text, under the same policy (for who edits or quotes it).
     pub(crate) fn plan_text(&self, config: &Config) -> Result<String> {
-        Plan::read_text(&self.plan_path(config))
+        self.plan_text_at(&config.plan)
+    }
+
+    /// The plan at `path`, relative to the root (an absolute one as it
+    /// is): the one a run recorded (`run_started`'s `plan`, the parallel
+    /// run's ledger), which `ralph run PLAN` may have made another than
+    /// `config`'s. The same loader and policy.
+    pub(crate) fn plan_at(&self, path: &Path) -> Result<Plan> {
+        Plan::load(&self.root().join(path))
+    }
+
+    /// Its text, under the same policy.
+    pub(crate) fn plan_text_at(&self, path: &Path) -> Result<String> {
+        Plan::read_text(&self.root().join(path))
     }
 }
 

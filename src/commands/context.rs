@@ -21,7 +21,6 @@ use crate::events::terminal::{bar, sparkline, tokens_short};
 use crate::formats::ItemAccount;
 use crate::formats::{Event, Record};
 use crate::formats::{HistoryEntry, Layout, RunState};
-use crate::plan::Plan;
 use crate::project::Project;
 use crate::text::format_duration;
 
@@ -227,7 +226,7 @@ impl Watcher {
         let thresholds = config.thresholds();
         // The plan item is a courtesy: an unreadable plan only leaves it out.
         let plan = self.live.plan.as_ref().unwrap_or(&config.plan);
-        let loaded = Plan::load(&self.root.join(plan)).ok();
+        let loaded = Project::at(&self.root).plan_at(plan).ok();
         let plan_item = (loaded.as_ref()).and_then(|p| p.current().map(|i| i.text.clone()));
         let metered_live = config.agent.kind.capabilities().metered_live();
         let current = self.live.reading.clone();
@@ -492,7 +491,7 @@ pub(crate) fn context(
         let report = watcher.report()?;
         let config = project.config()?;
         let state = RunState::load(&watcher.layout.state())?.unwrap_or_default();
-        let plan = Plan::load(&root.join(watcher.live.plan.as_ref().unwrap_or(&config.plan))).ok();
+        let plan = (project.plan_at(watcher.live.plan.as_ref().unwrap_or(&config.plan))).ok();
         let occupancy = report
             .current
             .filter(|_| report.live)

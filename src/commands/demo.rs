@@ -133,6 +133,8 @@ fn bundled(files: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// The rehearsal's files (the plan's copy as `fix_plan.md`) and run: an
 /// iteration per open item and a few spare, `workers` agents at once.
+/// `plan` is any file the user names, read to be copied, not a project's
+/// plan: `Plan::read_text` itself (its policy), no `Project`.
 fn rehearsal(plan: &Path, workers: Option<u32>) -> Result<(Vec<(String, String)>, RunArgs)> {
     let text = Plan::read_text(plan)?;
     let open = Plan::parse(&text).open_count();

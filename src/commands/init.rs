@@ -189,7 +189,7 @@ pub(crate) fn init(root: &Path, kind: AgentKind, force: bool, json: bool) -> Res
         let name = rel.display().to_string();
         if name == PLAN && path.exists() {
             report.kept.push(Kept {
-                note: match crate::plan::Plan::load(&path) {
+                note: match crate::project::Project::at(root).plan_at(&rel) {
                     Ok(plan) => format!(
                         "your plan ({} open, {} done), adopted as it is",
                         plan.open_count(),

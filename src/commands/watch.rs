@@ -148,7 +148,7 @@ impl Source {
         let stamp = std::fs::metadata(&plan).and_then(|m| m.modified()).ok();
         if self.plan_seen.as_ref() != Some(&(plan.clone(), stamp)) {
             // The plan is a courtesy: an unreadable one only leaves the list empty.
-            if let Ok(p) = crate::plan::Plan::load(&plan) {
+            if let Ok(p) = crate::project::Project::at(&self.root).plan_at(&plan) {
                 view.set_plan(&p);
             }
             self.plan_seen = Some((plan, stamp));

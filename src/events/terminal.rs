@@ -373,6 +373,9 @@ impl Terminal {
     }
 
     /// The plan's items, read again when the run names it or checks one off.
+    /// `Plan::load` itself, not `Project::plan_at`: `events` sits below
+    /// `project` (which says its warnings on a `Bus`); the path is the one
+    /// the run recorded, joined to the root as `Project::plan_at` joins it.
     fn read_plan(&mut self) {
         if let Some(plan) = &self.view.plan
             && let Ok(p) = crate::plan::Plan::load(&self.root.join(plan))

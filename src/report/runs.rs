@@ -95,9 +95,10 @@ fn live_state(
     config: Option<&Config>,
     ledger: &crate::formats::Ledger,
 ) -> RunState {
+    let project = crate::project::Project::at(&layout.root);
     let text = match config {
-        Some(c) => crate::project::Project::at(&layout.root).plan_text(c),
-        None => crate::plan::Plan::read_text(&layout.root.join(&ledger.plan)),
+        Some(c) => project.plan_text(c),
+        None => project.plan_text_at(Path::new(&ledger.plan)),
     }
     .unwrap_or_default();
     let head = crate::repo::Repo::open(&layout.root)

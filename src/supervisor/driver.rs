@@ -133,10 +133,8 @@ impl<'a> Driver<'a> {
         agent.join_readers();
         // The plan as the agent left it: items checked off by other means
         // than Write/Edit (a shell command, a commit) are booked too.
-        if let Some(plan) = machine
-            .plan_path()
-            .and_then(|p| crate::plan::Plan::load(&p).ok())
-        {
+        let project = crate::project::Project::at(self.root);
+        if let Some(plan) = machine.plan_path().and_then(|p| project.plan_at(&p).ok()) {
             self.step(&mut machine, Input::Plan(plan), None).await;
         }
         let mut facts = machine.finish();
@@ -205,7 +203,7 @@ impl<'a> Driver<'a> {
                 }
                 Effect::ReadPlan(path) => {
                     // An unreadable plan (mid-write, deleted) is looked at next time.
-                    if let Ok(plan) = crate::plan::Plan::load(&path) {
+                    if let Ok(plan) = crate::project::Project::at(self.root).plan_at(&path) {
                         machine.handle(Input::Plan(plan), &Now::read(), &mut self.out);
                         for e in self.out.drain(..).rev() {
                             self.queue.push_front(e);

@@ -64,7 +64,9 @@ impl Publisher {
 
 /// What a hook is told beside its event (`RALPH_ITERATION`, `RALPH_RUN_ID`,
 /// `RALPH_ITEM`, `RALPH_HANDOFF`, `RALPH_REASON`): the state's, and the
-/// plan's current item as the file says now.
+/// plan's current item as the file says now. `Plan::load` of the path the
+/// run's start took from `Project::plan_path` (the publisher holds that
+/// path, not the project: `run.rs` gives it).
 fn facts(state: &RunState, plan: &std::path::Path, reason: Option<String>) -> hooks::Facts {
     hooks::Facts {
         iteration: state.iteration,

@@ -586,10 +586,6 @@ fn loop_completed(a: &Assignment) -> bool {
         })
 }
 
-fn read_plan(path: &Path) -> Result<String> {
-    crate::plan::Plan::read_text(path)
-}
-
 fn write_worker_plan(project_dir: &Path, text: &str) -> Result<()> {
     let path = project_dir.join(WORKER_PLAN);
     if let Some(dir) = path.parent() {

@@ -209,6 +209,34 @@ fn tests_see_processes_through_common() {
     );
 }
 
+/// Where a plan file may be read directly (`Plan::load`, `Plan::read_text`)
+/// rather than through `Project` (`plan`, `plan_text`, `plan_at`,
+/// `plan_text_at`), and why.
+const PLAN_READERS: &[(&str, &str)] = &[
+    ("src/project.rs", "the one plan loader"),
+    ("src/plan/", "the loader's own policy"),
+    (
+        "src/events/terminal.rs",
+        "`events` sits below `project`, which says its warnings on a `Bus`",
+    ),
+    (
+        "src/supervisor/publish.rs",
+        "the hooks' facts read the path `Project::plan_path` gave the run's start",
+    ),
+    (
+        "src/commands/demo.rs",
+        "the rehearsal copies any file the user names: not a project's plan",
+    ),
+];
+
+#[test]
+fn plans_are_loaded_through_the_project() {
+    assert_none(
+        "a plan read directly outside its owner",
+        plans_read_directly(&ralph_files()),
+    );
+}
+
 #[test]
 fn ralph_paths_come_from_the_layout() {
     assert_none(
@@ -484,6 +512,32 @@ fn ralph_paths_by_hand(files: &Files) -> Vec<String> {
             if line.contains("join(\".ralph") {
                 out.push(format!(
                     "{path}:{}: a `.ralph/` path joined by hand; take it from `formats::Layout` (add a method there)",
+                    n + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `Plan::load(` or `Plan::read_text(` outside [`PLAN_READERS`] (tests
+/// excluded): a plan is read through `Project`, so a run's recorded plan
+/// and `config`'s are found and refused alike.
+fn plans_read_directly(files: &Files) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        if PLAN_READERS.iter().any(|(p, _)| path.starts_with(p)) {
+            continue;
+        }
+        let code = strip(before_tests(text));
+        for (n, line) in code.lines().enumerate() {
+            if ["Plan::load(", "Plan::read_text("]
+                .iter()
+                .any(|call| line.contains(call))
+            {
+                out.push(format!(
+                    "{path}:{}: a plan read directly; load it through `project::Project` \
+                     (`plan`, `plan_text`, or `plan_at` for the path a run recorded)",
                     n + 1
                 ));
             }
@@ -1513,6 +1567,33 @@ mod proofs {
         ]));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].starts_with("src/a.rs:2: "), "{v:?}");
+    }
+
+    #[test]
+    fn a_plan_read_directly_is_found_outside_its_owner() {
+        let v = plans_read_directly(&files(&[
+            (
+                "src/commands/a.rs",
+                "fn f(r: &Path) {\n    let p = Plan::load(&r.join(plan)).ok();\n}\n",
+            ),
+            (
+                "src/report/b.rs",
+                "fn g(r: &Path) {\n    crate::plan::Plan::read_text(r);\n}\n",
+            ),
+            ("src/c.rs", "/// `Plan::load(` in a comment\nfn h() {}\n"),
+            (
+                "src/project.rs",
+                "fn plan_at(&self, p: &Path) { Plan::load(&self.root().join(p)) }\n",
+            ),
+            ("src/plan/checklist.rs", "fn i() { Plan::load(p) }\n"),
+            (
+                "src/d.rs",
+                "fn j() {}\n#[cfg(test)]\nmod tests {\n    fn t() { Plan::load(p); }\n}\n",
+            ),
+        ]));
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(v[0].starts_with("src/commands/a.rs:2: "), "{v:?}");
+        assert!(v[1].starts_with("src/report/b.rs:2: "), "{v:?}");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 use git2::{Oid, Repository};
 
-use super::{Coordinator, read_plan};
+use super::Coordinator;
 use crate::error::{Error, Result};
 use crate::formats::Event;
 
@@ -30,7 +30,7 @@ impl Coordinator {
     /// the run branch is checked out there, else the run branch's blob.
     pub(super) fn plan_text(&self) -> Result<String> {
         if self.run_branch_checked_out() {
-            return read_plan(&self.plan_path);
+            return crate::project::Project::at(&self.root).plan_text(&self.config);
         }
         let blob = self
             .git

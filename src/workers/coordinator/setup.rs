@@ -9,7 +9,7 @@ use std::path::Path;
 use git2::Repository;
 
 use super::machine::{LEASE, Machine, Rules};
-use super::{Coordinator, Options, install_signals, read_plan};
+use super::{Coordinator, Options, install_signals};
 use crate::config::{Config, trust};
 use crate::error::{Error, Result};
 use crate::events::{Bus, EventLog};
@@ -146,7 +146,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         }
     };
     config_is_committed(&git, &prefix, &run_branch)?;
-    let text = read_plan(&plan_path)?;
+    let text = project.plan_text(&config)?;
     units::units(&text).map_err(|e| {
         Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
     })?;
