@@ -26,6 +26,10 @@ pub(crate) struct WorkerLane {
     pub(crate) crashes: u32,
     /// How each of its loops ended (`worker_ended`), in order.
     pub(crate) ended: Vec<String>,
+    /// A fleet machine's own exit code, once it has said it ended
+    /// (`fleet_finished`, its end record on the remote).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_code: Option<i32>,
 }
 
 /// One step of the merge queue.
@@ -144,6 +148,9 @@ impl Lanes {
                 };
                 self.fleet_merge(r, worker, item, text.clone(), merged);
             }
+            Event::Fleet(FleetEvent::Finished { exit_code }) => {
+                self.lane(worker).exit_code = Some(*exit_code);
+            }
             Event::Fleet(FleetEvent::Conflict { item, files }) => {
                 let merged = Merged::Conflict {
                     files: files.clone(),
@@ -230,6 +237,14 @@ fn merged_text(m: &Merged) -> String {
     }
 }
 
+/// How a lane's loops ended, and a fleet machine's own exit.
+fn ended_text(l: &WorkerLane) -> String {
+    let exited = l.exit_code.map(|c| format!("the worker exited {c}"));
+    (l.ended.iter().cloned().chain(exited))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The fleet's two lines: what was merged, and what it spent against its budgets.
 fn totals_text(t: &FleetTotals) -> [String; 2] {
     let of = |max: Option<String>| max.map(|m| format!(" of {m}")).unwrap_or_default();
@@ -282,7 +297,7 @@ pub(crate) fn lanes_html(out: &mut String, lanes: &Lanes) {
             } else {
                 String::new()
             },
-            esc(&l.ended.join(", "))
+            esc(&ended_text(l))
         );
     }
     out.push_str(r#"</tbody></table><h2>Merge queue</h2><table><thead><tr><th>at</th><th>worker</th><th>item</th><th>attempt</th><th>outcome</th><th>backup ref</th></tr></thead><tbody>"#);
@@ -325,10 +340,9 @@ pub(crate) fn lanes_text(lanes: &Lanes) -> String {
         let _ = writeln!(out, "{:<15}{spent}", "fleet spent");
     }
     for l in &lanes.workers {
-        let ended = if l.ended.is_empty() {
-            String::new()
-        } else {
-            format!(" (ended: {})", l.ended.join(", "))
+        let ended = match ended_text(l) {
+            e if e.is_empty() => e,
+            e => format!(" (ended: {e})"),
         };
         let _ = writeln!(
             out,

@@ -1176,3 +1176,89 @@ fn a_fleet_name_used_again_on_a_finished_run_with_new_items_says_so_and_exits_2(
     assert_eq!(c.code, Some(0), "{}", c.stderr);
     assert_eq!(fleet.sessions().len(), 3);
 }
+
+/// The records on the remote under `prefix`, each a `fleet.jsonl` line.
+fn records_under(fleet: &Fleet, prefix: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for r in fleet.refs(prefix) {
+        let lines = git(&fleet.bare, &["show", &format!("{r}:fleet.jsonl")]);
+        out.extend(
+            lines
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    out
+}
+
+/// What a worker says after its last loop record (`fleet_finished`) is
+/// pushed once as it exits (its end record), so the morning report, read
+/// from the remote in any clone, knows how each machine ended.
+#[test]
+fn a_workers_last_records_reach_the_remote_and_the_morning_report() {
+    let fleet = Fleet::with(2, &scenario_doing("date > done.txt", 100), "");
+    let a = wait(fleet.worker("wa"));
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    // Paid once per item.
+    assert_eq!(fleet.sessions().len(), 2, "{:?}", fleet.sessions());
+    let ends = fleet.refs("refs/ralph/fleet/night/ends/");
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert!(ends[0].contains("/ends/wa-"), "{ends:?}");
+    let on_remote = records_under(&fleet, "refs/ralph/fleet/night/ends/");
+    let finished = a.of("finished");
+    assert_eq!(finished.len(), 1, "{}", a.stderr);
+    assert_eq!(on_remote.last(), Some(finished[0]), "{on_remote:?}");
+    assert_eq!(finished[0]["exit_code"], 0);
+    // Nothing carried twice: the end record holds only what no loop record did.
+    let in_loops = records_under(&fleet, "refs/ralph/fleet/night/loops/");
+    assert!(
+        on_remote.iter().all(|r| !in_loops.contains(r)),
+        "{on_remote:?}"
+    );
+    let report = fleet_report_json(&fleet, "morning");
+    let lanes = report["story"]["lanes"]["workers"].as_array().unwrap();
+    assert_eq!(lanes.len(), 1, "{report}");
+    assert_eq!(lanes[0]["exit_code"], 0, "{report}");
+    let (_, clone) = fleet_report(&fleet, "morning-page", &[]);
+    let page = std::fs::read_to_string(clone.join(".ralph/fleet/night/report.html")).unwrap();
+    assert!(page.contains("merged, the worker exited 0"), "{page}");
+}
+
+/// A remote that does not answer the end record's push cannot hold the
+/// worker's exit: one try, bounded by a third of `[fleet] grace`; said.
+#[test]
+fn a_remote_that_hangs_on_the_end_record_does_not_hold_the_exit() {
+    let fleet = Fleet::with(
+        1,
+        &scenario_doing("date > done.txt", 100),
+        "[fleet]\ngrace = \"6s\"\n",
+    );
+    let hook = fleet.bare.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do\n  case \"$ref\" in refs/ralph/fleet/*/ends/*) sleep 120;; esac\ndone\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&hook).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&hook, perms).unwrap();
+    let started = Instant::now();
+    let a = wait(fleet.worker("wa"));
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        a.events.iter().any(|e| e["event"] == "warning"
+            && e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("last records did not reach the remote")),
+        "{}",
+        a.stderr
+    );
+    assert!(fleet.refs("refs/ralph/fleet/night/ends/").is_empty());
+    assert_eq!(fleet.sessions().len(), 1);
+}

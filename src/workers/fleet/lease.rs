@@ -180,6 +180,7 @@ pub(crate) const MERGE: &str = "merge";
 /// refs/ralph/fleet/<name>/snapshots/<key>      an item's newest work-tree snapshot
 /// refs/ralph/fleet/<name>/backups/<stamp>      the run branch before each merge
 /// refs/ralph/fleet/<name>/loops/<key>-<stamp>-<worker>  what an item's loop did (its record and log)
+/// refs/ralph/fleet/<name>/ends/<worker>-<stamp>        what a worker said after its last loop record
 /// ```
 ///
 /// Fetched, `refs/heads/ralph/fleet/<name>/X` lands on
@@ -254,6 +255,11 @@ impl Names {
     /// One item loop's record: `name` is unique (`<key>-<stamp>-<worker>`).
     pub(crate) fn loop_record(&self, name: &str) -> String {
         format!("{}loops/{name}", self.ctl())
+    }
+
+    /// A worker's end record: `name` is unique (`<worker>-<stamp>`).
+    pub(crate) fn end_record(&self, name: &str) -> String {
+        format!("{}ends/{name}", self.ctl())
     }
 
     /// What `git fetch` is given: every ref of this fleet, into the mirror.

@@ -14,6 +14,12 @@
 //! unique ref is an atomic create nobody else contends for; a merged loop's
 //! record goes in the merge's own atomic push (no merge without its story),
 //! the others' in a push of their own once the item's fate is known.
+//!
+//! What a worker says after its last loop record (`fleet_finished`, the
+//! items it left to a person, a budget spent, …) goes in its end record,
+//! `ends/<worker>-<stamp>` ([`EndRecord`]: `fleet.jsonl` alone in its
+//! tree), pushed once as it exits: one try, bounded, so a remote that
+//! refuses or does not answer then cannot hold the exit.
 
 use git2::{Oid, Repository};
 use jiff::Timestamp;
@@ -108,12 +114,7 @@ pub(crate) fn commit(
 ) -> Result<Oid, WireError> {
     let mut tree = repo.treebuilder(None)?;
     tree.insert("events.jsonl", repo.blob(events)?, 0o100644)?;
-    let mut lines = String::new();
-    for record in fleet {
-        lines.push_str(&serde_json::to_string(record).expect("a record serialises"));
-        lines.push('\n');
-    }
-    tree.insert(FLEET, repo.blob(lines.as_bytes())?, 0o100644)?;
+    tree.insert(FLEET, repo.blob(&lines(fleet))?, 0o100644)?;
     if let Some(state) = state {
         tree.insert("state.json", repo.blob(state)?, 0o100644)?;
     }
@@ -132,6 +133,74 @@ pub(crate) fn commit(
 
 /// The worker's own records in a loop record's tree.
 const FLEET: &str = "fleet.jsonl";
+
+/// Records as JSON lines.
+fn lines(records: &[Record]) -> Vec<u8> {
+    let mut lines = String::new();
+    for record in records {
+        lines.push_str(&serde_json::to_string(record).expect("a record serialises"));
+        lines.push('\n');
+    }
+    lines.into_bytes()
+}
+
+/// A worker's end: what it said after its last loop record reached the
+/// remote, in the tree's `fleet.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct EndRecord {
+    pub(crate) worker: String,
+    pub(crate) ended_at: Timestamp,
+    pub(crate) exit_code: i32,
+}
+
+impl EndRecord {
+    /// The ref's last component: unique per worker and time.
+    fn ref_name(&self) -> String {
+        format!("{}-{}", self.worker, self.ended_at.as_millisecond())
+    }
+}
+
+/// The end record's commit: the record in its message, `said` in its tree.
+pub(crate) fn end_commit(
+    repo: &Repository,
+    r: &EndRecord,
+    said: &[Record],
+) -> Result<Oid, WireError> {
+    let mut tree = repo.treebuilder(None)?;
+    tree.insert(FLEET, repo.blob(&lines(said))?, 0o100644)?;
+    let tree = repo.find_tree(tree.write()?)?;
+    let json = serde_json::to_string(r).expect("a record serialises");
+    let message = format!(
+        "ralph fleet: worker {} ended (exit {})\n\n{json}\n",
+        r.worker, r.exit_code
+    );
+    let sig = super::remote::signature()?;
+    Ok(repo.commit(None, &sig, &sig, &message, &tree, &[])?)
+}
+
+/// The ref an end record goes to.
+pub(crate) fn end_refname(names: &Names, r: &EndRecord) -> String {
+    names.end_record(&r.ref_name())
+}
+
+/// What the workers' end records in the clone's mirror carry, each
+/// tagged with its worker.
+pub(crate) fn ends(repo: &Repository, names: &Names) -> Vec<Record> {
+    let mut out = Vec::new();
+    let Ok(refs) = repo.references_glob(&format!("{}*", names.seen_prefix("ends/"))) else {
+        return out;
+    };
+    for r in refs.flatten() {
+        let Some(oid) = r.target() else { continue };
+        let Ok(commit) = repo.find_commit(oid) else {
+            continue;
+        };
+        if let Ok(end) = super::lease::record::<EndRecord>(commit.message().unwrap_or_default()) {
+            out.extend(records(repo, oid, &end.worker));
+        }
+    }
+    out
+}
 
 /// The records a loop record's commit carries, in the order written: the
 /// worker's own (its claim, its merge, …) then the round's log, each

@@ -1,17 +1,22 @@
 //! A worker and its remote: fetches and retries with back-off while the
 //! remote cannot be reached (said once, and again when it answers), the
-//! pauses a stop request cuts short, and the worker's status ref.
+//! pauses a stop request cuts short, the worker's status ref, and its end
+//! record (one bounded try as it exits).
 
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
 use super::child;
+use super::loops::{self, EndRecord};
 use super::remote::{Fleet, View, WorkerState, WorkerStatus};
 use super::say::FleetEvent;
 use super::units::Unit;
-use super::wire::WireError;
+use super::wire::{Update, WireError};
 use super::worker::Worker;
+
+/// The end record's push is given at least this, however short the grace.
+const END_PUSH_AT_LEAST: Duration = Duration::from_secs(2);
 
 impl Worker {
     pub(super) fn say_waiting(&mut self, view: &View, open: usize) {
@@ -96,6 +101,40 @@ impl Worker {
         let until = Instant::now() + d;
         while Instant::now() < until && !child::stop_requested() {
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// What this worker said since its last loop record reached the remote
+    /// (`fleet_finished` last), pushed as its end record (`loops.rs`): once,
+    /// never retried, in at most `[fleet] network_timeout` or a third of
+    /// `[fleet] grace` (what a stop leaves once the claim is released),
+    /// whichever is shorter: a remote that refuses it or does not answer
+    /// cannot hold the exit. Not tried when the remote is gone for good.
+    pub(super) fn push_end(&mut self, code: i32) {
+        if child::remote_gone() || self.say.unpushed().is_empty() {
+            return;
+        }
+        let record = EndRecord {
+            worker: self.fleet.worker().to_string(),
+            ended_at: Timestamp::now(),
+            exit_code: code,
+        };
+        let said = self.say.unpushed().len();
+        let f = &self.config.fleet;
+        let bound = f
+            .network_timeout
+            .0
+            .min((f.grace.0 / 3).max(END_PUSH_AT_LEAST));
+        let pushed =
+            loops::end_commit(self.fleet.repo(), &record, self.say.unpushed()).and_then(|oid| {
+                let refname = loops::end_refname(self.fleet.names(), &record);
+                (self.fleet.wire().bounded(bound)).push(&[Update::create(refname.as_str(), oid)])
+            });
+        match pushed {
+            Ok(()) => self.say.pushed(said),
+            Err(e) => self.say.warn(format!(
+                "the worker's last records did not reach the remote (they stay in this clone's .ralph/fleet/ log): {e}"
+            )),
         }
     }
 

@@ -56,7 +56,7 @@ pub(crate) fn report(
         deadline: None,
     };
     let id = format!("fleet-{fleet}");
-    let log = one_log(&records);
+    let log = one_log(&records, &loops::ends(f.repo(), f.names()));
     let thresholds = config.map_or(Thresholds::DEFAULT, Config::thresholds);
     let mut report = gather::build_of(&id, &log, thresholds, budgets.clone());
     report.sessions = 1;
@@ -151,16 +151,22 @@ fn spent(ledger: &super::remote::Ledger, budgets: &Budgets) -> Option<String> {
     }
 }
 
-/// The records the loops' records on the remote carry, as one log in
-/// time order (pure): each worker's own (its claims, merges, conflicts…)
-/// and each round's loop log, all naming their worker. `report::gather`
-/// numbers the iterations across the fleet in the order they began, as
-/// for `ralph run --workers N`.
-pub(crate) fn one_log(records: &[(LoopRecord, Vec<Record>)]) -> Vec<Record> {
+/// The records the loops' records on the remote carry, and the workers'
+/// end records (`ends`: what each said after its last loop record), as
+/// one log in time order (pure): each worker's own (its claims, merges,
+/// conflicts, its end…) and each round's loop log, all naming their
+/// worker. `report::gather` numbers the iterations across the fleet in
+/// the order they began, as for `ralph run --workers N`.
+pub(crate) fn one_log(records: &[(LoopRecord, Vec<Record>)], ends: &[Record]) -> Vec<Record> {
     let mut log: Vec<(Timestamp, &Record)> = Vec::new();
     for (r, said) in records {
         for record in said {
             let at = record.ts.parse().unwrap_or(r.started_at);
+            log.push((at, record));
+        }
+    }
+    for record in ends {
+        if let Ok(at) = record.ts.parse() {
             log.push((at, record));
         }
     }
@@ -354,7 +360,7 @@ mod tests {
                 (r, tagged.collect())
             })
             .collect();
-        let log = one_log(&records);
+        let log = one_log(&records, &[]);
         assert_eq!(log.len(), 9);
         assert!(log.windows(2).all(|w| w[0].ts <= w[1].ts), "in time order");
         let report = gather::build_of("fleet-n", &log, Thresholds::DEFAULT, Budgets::default());

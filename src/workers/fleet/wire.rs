@@ -130,6 +130,14 @@ impl Wire {
         &self.remote
     }
 
+    /// The same remote, each call given at most `timeout`.
+    pub(crate) fn bounded(&self, timeout: Duration) -> Wire {
+        Wire {
+            timeout,
+            ..self.clone()
+        }
+    }
+
     /// Fetch `refspecs` (each `+src:dst`), pruning what the remote no longer has.
     pub(crate) fn fetch(&self, refspecs: &[String]) -> Result<(), WireError> {
         let mut args = vec![
@@ -178,17 +186,23 @@ impl Wire {
     }
 
     fn git(&self, args: &[&str]) -> Result<Output, WireError> {
-        let mut child = Command::new("git")
-            .arg("-C")
+        let mut cmd = Command::new("git");
+        cmd.arg("-C")
             .arg(&self.dir)
             .args(args)
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GCM_INTERACTIVE", "never")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        // A group of its own, ended whole at the time limit: what git
+        // started (ssh, a helper, a local remote's receive-pack and its
+        // hooks) holds our pipes too, and would hold the reads below.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd
             .spawn()
             .map_err(|e| WireError::Unreachable(format!("cannot run git: {e}")))?;
+        let group = nix::unistd::Pid::from_raw(child.id() as i32);
         // Read both pipes on threads so a chatty git cannot block on a full pipe.
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
@@ -207,7 +221,7 @@ impl Wire {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
                 Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
+                    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
                     let _ = child.wait();
                     break None;
                 }

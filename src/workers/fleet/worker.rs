@@ -117,6 +117,7 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         "",
     );
     w.say.say(FleetEvent::Finished { exit_code: code });
+    w.push_end(code);
     Ok(code)
 }
 
