@@ -475,6 +475,25 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_machines_end_is_on_its_lane_after_its_loops() {
+        let mut lanes = Lanes::default();
+        lanes.lane_of("wa").ended.push("merged".into());
+        lanes.record(&rec(
+            Some("wa"),
+            Event::Fleet(FleetEvent::Finished { exit_code: 4 }),
+        ));
+        assert_eq!(lanes.workers[0].exit_code, Some(4));
+        assert!(
+            lanes_text(&lanes).contains("(ended: merged, the worker exited 4)"),
+            "{}",
+            lanes_text(&lanes)
+        );
+        // A parallel run's worker says no such thing.
+        lanes.lane_of("w1").ended.push("completed".into());
+        assert!(lanes_text(&lanes).contains("(ended: completed)\n"));
+    }
+
+    #[test]
     fn a_workers_record_written_again_counts_once() {
         let at = |w: &str, ts: &str| Record {
             ts: ts.into(),

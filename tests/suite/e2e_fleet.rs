@@ -466,6 +466,13 @@ fn sigterm_checkpoints_pushes_and_releases_the_claim_within_the_grace() {
     let files = git(&fleet.bare, &["ls-tree", "-r", "--name-only", &branch[0]]);
     assert!(files.contains("done/"), "{files}");
     assert_eq!(fleet.merges().len(), 0);
+    // Its end (exit 130) is on the remote too, within the same grace.
+    let end = records_under(&fleet, "refs/ralph/fleet/night/ends/");
+    assert_eq!(
+        end.last().map(|r| &r["event"]),
+        Some(&"fleet_finished".into())
+    );
+    assert_eq!(end.last().unwrap()["exit_code"], 130, "{end:?}");
 }
 
 #[test]
