@@ -186,8 +186,20 @@ pub(crate) fn end_refname(names: &Names, r: &EndRecord) -> String {
 /// What the workers' end records in the clone's mirror carry, each
 /// tagged with its worker.
 pub(crate) fn ends(repo: &Repository, names: &Names) -> Vec<Record> {
+    family::<EndRecord>(repo, names, "ends/")
+        .into_iter()
+        .flat_map(|(oid, end)| records(repo, oid, &end.worker))
+        .collect()
+}
+
+/// Each ref of `family` in the clone's mirror whose commit carries a `T`.
+fn family<T: for<'de> Deserialize<'de>>(
+    repo: &Repository,
+    names: &Names,
+    family: &str,
+) -> Vec<(Oid, T)> {
     let mut out = Vec::new();
-    let Ok(refs) = repo.references_glob(&format!("{}*", names.seen_prefix("ends/"))) else {
+    let Ok(refs) = repo.references_glob(&format!("{}*", names.seen_prefix(family))) else {
         return out;
     };
     for r in refs.flatten() {
@@ -195,8 +207,8 @@ pub(crate) fn ends(repo: &Repository, names: &Names) -> Vec<Record> {
         let Ok(commit) = repo.find_commit(oid) else {
             continue;
         };
-        if let Ok(end) = super::lease::record::<EndRecord>(commit.message().unwrap_or_default()) {
-            out.extend(records(repo, oid, &end.worker));
+        if let Ok(record) = super::lease::record::<T>(commit.message().unwrap_or_default()) {
+            out.push((oid, record));
         }
     }
     out
@@ -235,20 +247,7 @@ fn file(repo: &Repository, oid: Oid, name: &str) -> String {
 /// Every loop record in the clone's mirror of the fleet's refs (as the
 /// last fetch brought them), oldest round first.
 pub(crate) fn read(repo: &Repository, names: &Names) -> Vec<(Oid, LoopRecord)> {
-    let mut out = Vec::new();
-    let Ok(refs) = repo.references_glob(&format!("{}*", names.seen_prefix("loops/"))) else {
-        return out;
-    };
-    for r in refs.flatten() {
-        let Some(oid) = r.target() else { continue };
-        let Ok(commit) = repo.find_commit(oid) else {
-            continue;
-        };
-        if let Ok(record) = super::lease::record::<LoopRecord>(commit.message().unwrap_or_default())
-        {
-            out.push((oid, record));
-        }
-    }
+    let mut out = family::<LoopRecord>(repo, names, "loops/");
     out.sort_by_key(|(_, r)| r.started_at);
     out
 }
