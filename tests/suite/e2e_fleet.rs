@@ -120,6 +120,15 @@ impl Fleet {
             .collect()
     }
 
+    /// The remote's `pre-receive` hook: `script` (its rules).
+    fn pre_receive(&self, script: &str) {
+        let hook = self.bare.join("hooks/pre-receive");
+        std::fs::write(&hook, script).unwrap();
+        let mut perms = std::fs::metadata(&hook).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&hook, perms).unwrap();
+    }
+
     fn refs(&self, prefix: &str) -> Vec<String> {
         let out = git(&self.bare, &["for-each-ref", "--format=%(refname)", prefix]);
         out.lines().map(String::from).collect()
@@ -1032,15 +1041,9 @@ fn a_push_the_remotes_rules_refuse_is_shown_with_the_servers_message_and_not_red
         "[fleet]\nlease = \"3s\"\n",
     );
     // The server takes the run branch's creation, never an update of it.
-    let hook = fleet.bare.join("hooks/pre-receive");
-    std::fs::write(
-        &hook,
+    fleet.pre_receive(
         "#!/bin/sh\nwhile read old new ref; do\n  case \"$ref\" in refs/heads/ralph/fleet/*/run)\n    if [ \"$old\" != 0000000000000000000000000000000000000000 ]; then\n      echo \"policy: merges into $ref need a review\" >&2; exit 1\n    fi;;\n  esac\ndone\n",
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&hook).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&hook, perms).unwrap();
+    );
     let (a, b) = (fleet.worker("wa"), fleet.worker("wb"));
     let ended = [wait(a), wait(b)];
     let refused: Vec<&Value> = ended.iter().flat_map(|e| e.of("refused")).collect();
@@ -1240,15 +1243,9 @@ fn a_remote_that_hangs_on_the_end_record_does_not_hold_the_exit() {
         &scenario_doing("date > done.txt", 100),
         "[fleet]\ngrace = \"6s\"\n",
     );
-    let hook = fleet.bare.join("hooks/pre-receive");
-    std::fs::write(
-        &hook,
+    fleet.pre_receive(
         "#!/bin/sh\nwhile read old new ref; do\n  case \"$ref\" in refs/ralph/fleet/*/ends/*) sleep 120;; esac\ndone\n",
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&hook).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&hook, perms).unwrap();
+    );
     let started = Instant::now();
     let a = wait(fleet.worker("wa"));
     assert_eq!(a.code, Some(0), "{}", a.stderr);
