@@ -1,7 +1,7 @@
 //! A worker and its remote: fetches and retries with back-off while the
 //! remote cannot be reached (said once, and again when it answers), the
 //! pauses a stop request cuts short, the worker's status ref, and its end
-//! record (one bounded try as it exits).
+//! (its last status and its end record, each call bounded).
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use super::units::Unit;
 use super::wire::{Update, WireError};
 use super::worker::Worker;
 
-/// The end record's push is given at least this, however short the grace.
+/// A call at the worker's end is given at least this, however short the grace.
 const END_PUSH_AT_LEAST: Duration = Duration::from_secs(2);
 
 impl Worker {
@@ -104,13 +104,33 @@ impl Worker {
         }
     }
 
+    /// The worker's end, as it exits with `code`: its last status, then
+    /// `fleet_finished`, then its end record. From here every call to the
+    /// remote gets at most `[fleet] network_timeout` or a third of
+    /// `[fleet] grace` (what a stop leaves once the claim is released),
+    /// whichever is shorter: a remote that refuses or does not answer
+    /// cannot hold the exit.
+    pub(super) fn end(&mut self, code: i32) {
+        let f = &self.config.fleet;
+        let bound = f
+            .network_timeout
+            .0
+            .min((f.grace.0 / 3).max(END_PUSH_AT_LEAST));
+        self.fleet.bound_calls(bound);
+        let state = match code {
+            0 => WorkerState::Finished,
+            130 => WorkerState::Stopped,
+            _ => WorkerState::Failed,
+        };
+        self.status(state, None, "");
+        self.say.say(FleetEvent::Finished { exit_code: code });
+        self.push_end(code);
+    }
+
     /// What this worker said since its last loop record reached the remote
     /// (`fleet_finished` last), pushed as its end record (`loops.rs`): once,
-    /// never retried, in at most `[fleet] network_timeout` or a third of
-    /// `[fleet] grace` (what a stop leaves once the claim is released),
-    /// whichever is shorter: a remote that refuses it or does not answer
-    /// cannot hold the exit. Not tried when the remote is gone for good.
-    pub(super) fn push_end(&mut self, code: i32) {
+    /// never retried. Not tried when the remote is gone for good.
+    fn push_end(&mut self, code: i32) {
         if child::remote_gone() || self.say.unpushed().is_empty() {
             return;
         }
@@ -120,15 +140,10 @@ impl Worker {
             exit_code: code,
         };
         let said = self.say.unpushed().len();
-        let f = &self.config.fleet;
-        let bound = f
-            .network_timeout
-            .0
-            .min((f.grace.0 / 3).max(END_PUSH_AT_LEAST));
         let pushed =
             loops::end_commit(self.fleet.repo(), &record, self.say.unpushed()).and_then(|oid| {
                 let refname = loops::end_refname(self.fleet.names(), &record);
-                (self.fleet.wire().bounded(bound)).push(&[Update::create(refname.as_str(), oid)])
+                (self.fleet.wire()).push(&[Update::create(refname.as_str(), oid)])
             });
         match pushed {
             Ok(()) => self.say.pushed(said),

@@ -209,6 +209,11 @@ impl Fleet {
         &self.wire
     }
 
+    /// Every fetch and push from now on given at most `timeout`.
+    pub(crate) fn bound_calls(&mut self, timeout: Duration) {
+        self.wire = self.wire.bounded(timeout);
+    }
+
     pub(crate) fn worker(&self) -> &str {
         &self.worker
     }

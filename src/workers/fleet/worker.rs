@@ -105,19 +105,7 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
     let code = w.work()?;
     // Stopped because the remote is gone: as when it cannot be reached at start.
     let code = if child::remote_gone() { 2 } else { code };
-    w.status(
-        if code == 0 {
-            WorkerState::Finished
-        } else if code == 130 {
-            WorkerState::Stopped
-        } else {
-            WorkerState::Failed
-        },
-        None,
-        "",
-    );
-    w.say.say(FleetEvent::Finished { exit_code: code });
-    w.push_end(code);
+    w.end(code);
     Ok(code)
 }
 
