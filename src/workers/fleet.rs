@@ -25,6 +25,7 @@
 //!   job.rs           the item a worker holds (Job) and how its work ended (ItemEnd)
 //!   item.rs          one item: its worktree (takeover: the pushed snapshot), its loop, beats, release
 //!   reach.rs         the remote: retries with back-off, said; pauses; the worker's status ref
+//!   live.rs          the item loop's live reading on the status ref: context, tool, state (pure, bounded)
 //!   child.rs         the item's loop as a child `ralph run`, stop signals
 //!   meter.rs         the item loop's log tailed: each iteration's spending and a usage limit, owed to the ledger
 //!   loops.rs         each item loop's record on the remote (its log and state), for the morning report
@@ -43,6 +44,7 @@ mod child;
 mod item;
 mod job;
 mod lease;
+mod live;
 mod loops;
 mod merge;
 mod meter;

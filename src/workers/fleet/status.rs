@@ -355,6 +355,7 @@ mod tests {
             unreachable_since: None,
             note: String::new(),
             spent: Spent::default(),
+            live: None,
         }
     }
 
