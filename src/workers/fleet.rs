@@ -32,6 +32,7 @@
 //!   merge.rs         the merge under the merge lease: one atomic push
 //!   say.rs           the worker's events (stderr / --json, .ralph/fleet/<name>/events.jsonl)
 //!   status.rs        `ralph status --fleet NAME`
+//!   watch.rs         `ralph watch --fleet NAME`: the fleet as the `RunView` the watch screen draws (pure), fetched again and again
 //!   report.rs        `ralph report --fleet NAME`: the morning report from the remote (the report's renderers)
 //! ```
 //!
@@ -54,9 +55,11 @@ mod report;
 mod say;
 mod status;
 mod units;
+mod watch;
 mod wire;
 mod worker;
 
 pub(crate) use report::report;
 pub(crate) use status::{FleetStatus, status};
+pub(crate) use watch::Watcher;
 pub(crate) use worker::{Options, run};

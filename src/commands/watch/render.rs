@@ -35,6 +35,10 @@ pub(crate) struct Ui {
     pub(crate) confirm_stop: bool,
     /// The transcript tail open: the loop's name and its last lines.
     pub(crate) transcript: Option<(String, Vec<String>)>,
+    /// A fleet, watched read-only, fetched this often.
+    pub(crate) read_only: Option<std::time::Duration>,
+    /// What keeps the view from being fresh (a fetch that failed).
+    pub(crate) problem: Option<String>,
 }
 
 /// The keys, as the footer names them.
@@ -111,7 +115,7 @@ fn loop_lines(
     let state_colour = match l.state {
         LoopState::Working => Color::Green,
         LoopState::HandingOff | LoopState::Waiting(_) | LoopState::Paused(_) => Color::Yellow,
-        LoopState::Left(_) => Color::Red,
+        LoopState::Left(_) | LoopState::Dead(_) => Color::Red,
         _ => Color::Gray,
     };
     let head = format!("{}{:<4} ", if selected { "▸ " } else { "  " }, l.name);
@@ -184,17 +188,24 @@ fn loop_lines(
 /// The run's two header lines.
 fn header(view: &RunView, now: jiff::Timestamp, width: usize) -> Vec<Line<'static>> {
     let status = match &view.ended {
+        Some(e) if view.fleet.is_some() => format!("ended: {}", e.outcome.replace('_', " ")),
         Some(e) => format!(
             "ended: {} (exit {})",
             e.outcome.replace('_', " "),
             e.exit_code
         ),
+        None if view.run_id.is_none() && view.fleet.is_some() => {
+            "no run on the remote yet (its first worker creates it)".into()
+        }
         None if view.run_id.is_none() => "no run in the log yet".into(),
         None => "running".into(),
     };
+    let what = match &view.fleet {
+        Some(fleet) => format!("fleet {fleet}"),
+        None => format!("run {}", view.run_id.as_deref().unwrap_or("-")),
+    };
     let first = format!(
-        "ralph watch · run {} · {status}{}",
-        view.run_id.as_deref().unwrap_or("-"),
+        "ralph watch · {what} · {status}{}",
         view.elapsed(now)
             .filter(|_| view.ended.is_none())
             .map(|e| format!(" · {}", secs(e)))
@@ -343,18 +354,27 @@ pub(crate) fn draw(frame: &mut Frame, view: &RunView, ui: &Ui, s: &Settings, now
             warn_area,
         );
     }
-    let foot = match (&ui.message, ui.confirm_stop) {
-        (_, true) => {
+    let foot = match (&ui.message, ui.confirm_stop, &ui.problem, ui.read_only) {
+        (_, true, _, _) => {
             "stop the whole run (every loop checkpoints, exit 6)? y: stop · any other key: no"
                 .to_string()
         }
-        (Some(m), _) => m.clone(),
-        (None, _) => KEYS.to_string(),
+        (Some(m), ..) => m.clone(),
+        (None, _, Some(p), _) => p.clone(),
+        (None, _, None, Some(every)) => format!(
+            "↑↓ machine · q quit · read-only, fetched every {}",
+            secs(every.as_secs())
+        ),
+        (None, _, None, None) => KEYS.to_string(),
+    };
+    let style = match &ui.problem {
+        Some(_) if ui.message.is_none() => s.style(Color::Red),
+        _ => Style::new(),
     };
     frame.render_widget(
         Paragraph::new(Line::styled(
             fit(&foot, width),
-            Style::new().add_modifier(Modifier::REVERSED),
+            style.add_modifier(Modifier::REVERSED),
         )),
         footer,
     );

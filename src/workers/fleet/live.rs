@@ -113,7 +113,11 @@ mod tests {
         let mut machine = LoopView::new("wa");
         back.fill(&mut machine);
         assert_eq!(
-            (machine.iteration, machine.tool.as_deref(), machine.state.clone()),
+            (
+                machine.iteration,
+                machine.tool.as_deref(),
+                machine.state.clone()
+            ),
             (1, Some("Edit src/parser.rs"), LoopState::Working)
         );
         let now: Timestamp = "2026-11-27T07:02:00Z".parse().unwrap();
@@ -135,14 +139,20 @@ mod tests {
     #[test]
     fn a_huge_or_hostile_tool_call_leaves_bounded_and_printable() {
         let mut l = loop_of(LOG);
-        l.tool = Some(format!("Bash echo \u{1b}]0;pwned\u{7}\u{1b}[2J{}", "x".repeat(1 << 20)));
+        l.tool = Some(format!(
+            "Bash echo \u{1b}]0;pwned\u{7}\u{1b}[2J{}",
+            "x".repeat(1 << 20)
+        ));
         l.state = LoopState::Paused("y".repeat(1 << 20));
         let live = Live::of(&l);
         let json = serde_json::to_string(&live).unwrap();
         assert!(json.len() < 1024, "{} bytes", json.len());
         let tool = live.tool.unwrap();
         assert!(tool.starts_with("Bash echo"), "{tool}");
-        assert!(!tool.contains('\u{1b}') && !tool.contains('\u{7}'), "{tool:?}");
+        assert!(
+            !tool.contains('\u{1b}') && !tool.contains('\u{7}'),
+            "{tool:?}"
+        );
     }
 
     #[test]
