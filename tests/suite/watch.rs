@@ -645,3 +645,198 @@ fn screenshot(ansi: &str, png: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A fleet item of about 10 s: its session logged (`LOG_SESSION`), context
+/// climbing in three readings with a tool call each, then checked off.
+fn fleet_scenario() -> String {
+    format!(
+        r#"[[step]]
+context = 20000
+command = {}
+[[step]]
+sleep_ms = 3000
+[[step]]
+context = 50000
+tool = "Read"
+input = {{ file_path = "fix_plan.md" }}
+[[step]]
+sleep_ms = 3000
+[[step]]
+context = 80000
+tool = "Grep"
+input = {{ pattern = "item" }}
+[[step]]
+sleep_ms = 3000
+[[step]]
+command = {}
+[[step]]
+result = "Done. <promise>COMPLETE</promise>"
+"#,
+        common::toml_string(crate::e2e_fleet::LOG_SESSION),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
+    )
+}
+
+/// Every ref of the bare remote and its commit.
+fn remote_refs(bare: &Path) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(bare)
+        .args(["for-each-ref", "--format=%(objectname) %(refname)"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The lane of `machine` on the screen: its first row.
+fn lane<'s>(screen: &'s str, machine: &str) -> Option<&'s str> {
+    screen.lines().find(|l| {
+        l.trim_start_matches(['▸', ' '])
+            .starts_with(&format!("{machine} "))
+    })
+}
+
+/// The lane's next row (its context gauge).
+fn gauge_of<'s>(screen: &'s str, machine: &str) -> Option<&'s str> {
+    let mut rows = screen.lines();
+    rows.find(|l| {
+        l.trim_start_matches(['▸', ' '])
+            .starts_with(&format!("{machine} "))
+    })?;
+    rows.next()
+}
+
+#[test]
+fn watch_follows_a_fleet_shows_a_killed_machine_dead_and_never_pushes() {
+    let Some(()) = tmux_or_skip("ralph watch on a fleet") else {
+        return;
+    };
+    let fleet = crate::e2e_fleet::Fleet::with(
+        2,
+        &fleet_scenario(),
+        "[fleet]\nlease = \"6s\"\nclock_skew = \"1s\"\nlive = \"1s\"\n",
+    );
+    let observer = fleet.clone("observer");
+    let start = |name: &str| {
+        let dir = fleet.clone(name);
+        let out = std::fs::File::create(fleet.tmp.path().join(format!("{name}.out"))).unwrap();
+        let err = std::fs::File::create(fleet.tmp.path().join(format!("{name}.err"))).unwrap();
+        Command::new(BIN)
+            .current_dir(&dir)
+            .env("RALPH_LOG", "off")
+            .args([
+                "run", "--remote", "origin", "--fleet", "night", "--worker", name,
+            ])
+            .args(["--json"])
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap()
+    };
+    let diagnose = |name: &str| {
+        std::fs::read_to_string(fleet.tmp.path().join(format!("{name}.err"))).unwrap_or_default()
+    };
+    let mut wa = start("wa");
+    let mut wb = start("wb");
+    let t = Tmux::start(
+        &observer,
+        80,
+        24,
+        &format!("{BIN} watch --fleet night --every 1s; echo WATCH-EXIT=$?; sleep 60"),
+    );
+    // Each machine's item and its item loop's context.
+    let screen = t.wait_for("each machine's item and context", LIMIT, |s| {
+        ["wa", "wb"].iter().all(|m| {
+            lane(s, m).is_some_and(|l| l.contains("item number"))
+                && gauge_of(s, m).is_some_and(|g| g.contains("% L0"))
+        })
+    });
+    assert!(
+        screen.starts_with("ralph watch · fleet night on origin · running"),
+        "{screen}"
+    );
+    // It follows: a machine's reading changes on the screen.
+    let first = gauge_of(&screen, "wa").unwrap().to_string();
+    let screen = t.wait_for("wa's next reading", LIMIT, |s| {
+        gauge_of(s, "wa").is_some_and(|g| g.contains("% L0") && g != first)
+    });
+    assert!(screen.contains("last tool: "), "{screen}");
+    // A machine killed -9 (its item loop dies with it) shows dead after
+    // its lease and the clock skew of silence, with its last reading.
+    t.wait_for("wb's first tool call", LIMIT, |s| {
+        s.lines()
+            .skip_while(|l| lane(l, "wb").is_none())
+            .nth(2)
+            .is_some_and(|l| l.contains("last tool: Read") || l.contains("last tool: Grep"))
+    });
+    wb.kill().unwrap();
+    wb.wait().unwrap();
+    let killed = Instant::now();
+    let screen = t.wait_for("wb shown dead", LIMIT, |s| {
+        lane(s, "wb").is_some_and(|l| l.contains("dead: silent"))
+    });
+    eprintln!("wb shown dead {:?} after the kill", killed.elapsed());
+    assert!(
+        killed.elapsed() >= Duration::from_secs(6),
+        "not before its lease ran out: {screen}"
+    );
+    // wa takes wb's item over and the fleet completes.
+    let code = {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = wa.try_wait().unwrap() {
+                break s.code();
+            }
+            assert!(
+                start.elapsed() < LIMIT,
+                "wa did not end: {}",
+                diagnose("wa")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert_eq!(code, Some(0), "{}", diagnose("wa"));
+    let screen = t.wait_for("the fleet completed", Duration::from_secs(20), |s| {
+        s.contains("ended: completed") && s.contains("items 2/2")
+    });
+    // Watching never pushes and never starts a session: the remote stays
+    // as the workers left it through several more fetches.
+    let refs = remote_refs(&fleet.bare);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(remote_refs(&fleet.bare), refs, "watch pushed something");
+    let sessions = fleet.sessions();
+    assert!(
+        sessions.len() == 3
+            && sessions
+                .iter()
+                .all(|s| s.starts_with("wa ") || s.starts_with("wb ")),
+        "one session per item and wb's taken over, all by the workers: {sessions:?}"
+    );
+    let rows = t.screen();
+    assert!(rows.iter().all(|r| r.chars().count() <= 80), "{screen}");
+    let shown = rows.join("\n");
+    insta::with_settings!({filters => vec![
+        (r"\b\d\d:\d\d\b", "[hh:mm]"),
+        (r"\d+m\d\ds|\d+h\d\dm|\b\d+s\b", "[time]"),
+        (r"\$\d+\.\d\d", "$[cost]"),
+        (r"item number \d", "item number [n]"),
+        (r"iteration \d+", "iteration [n]"),
+        (r"iter \d+", "iter [n]"),
+        // wb's last reading: where it was when it was killed.
+        (r"▕[█░┃]+▏ +\d+\.\d% L0 \d+k/167k", "[gauge] [percent] L0 [tokens]/167k"),
+        (r"last tool: (Read fix_plan.md|Grep item)", "last tool: [Read or Grep]"),
+    ]}, {
+        insta::assert_snapshot!("watch_fleet_80x24", shown);
+    });
+    // Read-only: `s` stops nothing, says why.
+    t.keys("s");
+    t.wait_for("the read-only answer", Duration::from_secs(3), |s| {
+        s.contains("a fleet is watched read-only")
+    });
+    t.keys("q");
+    let after = t.wait_for("watch's exit", Duration::from_secs(5), |s| {
+        s.contains("WATCH-EXIT=")
+    });
+    assert!(after.contains("WATCH-EXIT=0"), "{after}");
+}

@@ -308,7 +308,13 @@ pub(crate) fn draw(frame: &mut Frame, view: &RunView, ui: &Ui, s: &Settings, now
         lines.push(Line::from("  no loop has started yet"));
     }
     frame.render_widget(
-        Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(" loops ")),
+        Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(
+            if view.fleet.is_some() {
+                " machines "
+            } else {
+                " loops "
+            },
+        )),
         loops_area,
     );
     if bottom.height > 1 {
@@ -536,5 +542,74 @@ pub(crate) mod tests {
         }
         let rows = screen(&view, &ui, 80, 24).join("\n");
         assert!(rows.contains("w1: transcript"), "{rows}");
+    }
+
+    #[test]
+    fn a_fleet_shows_its_machines_read_only_and_a_hostile_item_cannot_break_the_screen() {
+        let mut view = RunView::default();
+        view.fleet = Some("night on origin".into());
+        view.run_id = Some("fleet-night".into());
+        view.parallel = true;
+        view.started = Some("2026-11-27T07:00:00Z".parse().unwrap());
+        view.set_iterations(7);
+        let hostile = format!(
+            "evil \u{1b}]0;owned\u{7}\u{1b}[2J\u{1b}[31m{}",
+            "A".repeat(1 << 20)
+        );
+        view.items = vec![(true, "alpha".into()), (false, hostile.clone())];
+        let mut wa = LoopView::new("wa");
+        wa.item = Some(hostile.clone());
+        wa.state = LoopState::Working;
+        let mut wb = LoopView::new("wb");
+        wb.item = Some("alpha".into());
+        wb.state = LoopState::Dead(312);
+        view.loops.insert("wa".into(), wa);
+        view.loops.insert("wb".into(), wb);
+        let ui = Ui {
+            read_only: Some(std::time::Duration::from_secs(5)),
+            ..Ui::default()
+        };
+        let rows = screen(&view, &ui, 80, 24);
+        let text = rows.join("\n");
+        assert!(
+            rows[0].starts_with("ralph watch · fleet night on origin · running · 2m00s"),
+            "{text}"
+        );
+        assert!(
+            rows[1].starts_with("items 1/2 · cost $0.00 · iteration 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("wb   dead: silent 5m12s (killed, or cut off)"),
+            "{text}"
+        );
+        assert!(
+            rows.iter().any(|r| r.contains("wa") && r.contains("evil ")),
+            "{text}"
+        );
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(
+            rows.iter().all(|r| console::measure_text_width(r) <= 80),
+            "{text}"
+        );
+        assert_eq!(rows.len(), 24);
+        assert_eq!(
+            rows[23], "↑↓ machine · q quit · read-only, fetched every 5s",
+            "{text}"
+        );
+        // A fetch that failed is said in the footer; the view stays.
+        let ui = Ui {
+            problem: Some("cannot fetch from `origin`: the remote cannot be reached".into()),
+            ..ui
+        };
+        let rows = screen(&view, &ui, 80, 24);
+        assert!(
+            rows[23].starts_with("cannot fetch from `origin`"),
+            "{rows:?}"
+        );
+        assert!(rows.iter().any(|r| r.contains("wb   dead")), "{rows:?}");
     }
 }
