@@ -542,6 +542,27 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_is_watched_read_only() {
+        let view = render::tests::view_of(render::tests::PARALLEL);
+        let mut ui = Ui {
+            read_only: Some(Duration::from_secs(5)),
+            ..Ui::default()
+        };
+        for c in ['c', 's', 't', 'r'] {
+            assert_eq!(
+                key(&mut ui, &view, KeyCode::Char(c), false),
+                Some(Action::Redraw),
+                "{c}"
+            );
+            assert!(ui.message.as_deref().unwrap().contains("read-only"), "{c}");
+            assert!(!ui.confirm_stop && ui.transcript.is_none());
+        }
+        assert_eq!(key(&mut ui, &view, KeyCode::Down, false), Some(Action::Redraw));
+        assert_eq!(ui.selected, 1);
+        assert_eq!(key(&mut ui, &view, KeyCode::Char('q'), false), Some(Action::Quit));
+    }
+
+    #[test]
     fn a_transcript_tail_is_the_agents_words_and_tools() {
         let text = std::fs::read(
             Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -840,3 +840,47 @@ fn watch_follows_a_fleet_shows_a_killed_machine_dead_and_never_pushes() {
     });
     assert!(after.contains("WATCH-EXIT=0"), "{after}");
 }
+
+#[test]
+fn watch_of_a_fleet_not_there_or_a_remote_gone_says_so_and_quits_at_once() {
+    let Some(()) = tmux_or_skip("ralph watch on a missing fleet") else {
+        return;
+    };
+    let fleet = crate::e2e_fleet::Fleet::with(1, &fleet_scenario(), "");
+    let observer = fleet.clone("observer");
+    // A remote that is not there: said before any screen, exit 2.
+    let t = Tmux::start(
+        &observer,
+        80,
+        24,
+        &format!("{BIN} watch --fleet night --remote nowhere; echo WATCH-EXIT=$?; sleep 60"),
+    );
+    let said = t.wait_for("the error", Duration::from_secs(30), |s| {
+        s.contains("WATCH-EXIT=")
+    });
+    assert!(said.contains("WATCH-EXIT=2"), "{said}");
+    assert!(said.contains("cannot fetch the fleet `night` from `nowhere`"), "{said}");
+    // A fleet nobody started (a typo): the screen says there is no run.
+    let t = Tmux::start(
+        &observer,
+        80,
+        24,
+        &format!("{BIN} watch --fleet nigth --every 1s; echo WATCH-EXIT=$?; sleep 60"),
+    );
+    t.wait_for("no run", Duration::from_secs(30), |s| {
+        s.contains("fleet nigth on origin · no run on the remote yet")
+    });
+    // The remote goes away: the footer says so, the screen stays, q quits.
+    std::fs::rename(&fleet.bare, fleet.tmp.path().join("gone.git")).unwrap();
+    let screen = t.wait_for("the failed fetch", Duration::from_secs(30), |s| {
+        s.contains("cannot fetch from `origin`")
+    });
+    assert!(screen.contains("no run on the remote yet"), "{screen}");
+    let asked = Instant::now();
+    t.keys("q");
+    let after = t.wait_for("watch's exit", Duration::from_secs(5), |s| {
+        s.contains("WATCH-EXIT=")
+    });
+    assert!(after.contains("WATCH-EXIT=0"), "{after}");
+    eprintln!("quit {:?} after q with the remote gone", asked.elapsed());
+}
