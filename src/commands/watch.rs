@@ -557,9 +557,15 @@ mod tests {
             assert!(ui.message.as_deref().unwrap().contains("read-only"), "{c}");
             assert!(!ui.confirm_stop && ui.transcript.is_none());
         }
-        assert_eq!(key(&mut ui, &view, KeyCode::Down, false), Some(Action::Redraw));
+        assert_eq!(
+            key(&mut ui, &view, KeyCode::Down, false),
+            Some(Action::Redraw)
+        );
         assert_eq!(ui.selected, 1);
-        assert_eq!(key(&mut ui, &view, KeyCode::Char('q'), false), Some(Action::Quit));
+        assert_eq!(
+            key(&mut ui, &view, KeyCode::Char('q'), false),
+            Some(Action::Quit)
+        );
     }
 
     #[test]

@@ -859,7 +859,10 @@ fn watch_of_a_fleet_not_there_or_a_remote_gone_says_so_and_quits_at_once() {
         s.contains("WATCH-EXIT=")
     });
     assert!(said.contains("WATCH-EXIT=2"), "{said}");
-    assert!(said.contains("cannot fetch the fleet `night` from `nowhere`"), "{said}");
+    assert!(
+        said.contains("cannot fetch the fleet `night` from `nowhere`"),
+        "{said}"
+    );
     // A fleet nobody started (a typo): the screen says there is no run.
     let t = Tmux::start(
         &observer,
