@@ -800,6 +800,16 @@ fn watch_follows_a_fleet_shows_a_killed_machine_dead_and_never_pushes() {
     let screen = t.wait_for("the fleet completed", Duration::from_secs(20), |s| {
         s.contains("ended: completed") && s.contains("items 2/2")
     });
+    // wb's last word carries its loop's live reading, small.
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(&fleet.bare)
+        .args(["cat-file", "commit", "refs/ralph/fleet/night/workers/wb"])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.contains(r#""live":{"iteration":1"#), "{status}");
+    assert!(status.len() < 2048, "{} bytes: {status}", status.len());
     // Watching never pushes and never starts a session: the remote stays
     // as the workers left it through several more fetches.
     let refs = remote_refs(&fleet.bare);

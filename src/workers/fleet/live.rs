@@ -38,10 +38,13 @@ pub(crate) struct Live {
 }
 
 /// Text fit to leave the machine: printable, at most `max` characters
-/// (cut before the escapes are stripped too: a 1 MB label is not copied).
+/// (cut before the escapes are stripped too: a 1 MB label is not copied),
+/// every well-known token shape scrubbed as in what ralph commits (the
+/// status is a commit on the remote).
 fn bounded(text: &str, max: usize) -> String {
-    use crate::text::{cut, printable};
-    cut(&printable(&cut(text, max * 4)), max)
+    use crate::text::{cut, printable, secrets::scrub_keeping};
+    let cut_once = cut(text, max * 4);
+    cut(&scrub_keeping(&printable(&cut_once), ""), max)
 }
 
 impl Live {
@@ -153,6 +156,16 @@ mod tests {
             !tool.contains('\u{1b}') && !tool.contains('\u{7}'),
             "{tool:?}"
         );
+    }
+
+    #[test]
+    fn a_token_in_a_tool_call_does_not_leave_the_machine() {
+        let mut l = loop_of(LOG);
+        l.tool = Some("Bash git push https://x:hunter2@github.com/o/r && echo ghp_0123456789abcdefghijABCDEFGHIJ".into());
+        let json = serde_json::to_string(&Live::of(&l)).unwrap();
+        assert!(!json.contains("ghp_0123456789"), "{json}");
+        assert!(!json.contains("hunter2"), "{json}");
+        assert!(json.contains("Bash git push"), "{json}");
     }
 
     #[test]
