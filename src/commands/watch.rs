@@ -159,6 +159,7 @@ impl FleetSource {
         let mut changed = false;
         if let Some(first) = self.first.take() {
             *view = *first;
+            ui.fetched = Some(jiff::Timestamp::now());
             changed = true;
         }
         while let Ok(next) = self.views.try_recv() {
@@ -167,6 +168,7 @@ impl FleetSource {
                 Ok(v) => {
                     *view = v;
                     ui.problem = None;
+                    ui.fetched = Some(jiff::Timestamp::now());
                 }
                 Err(e) => {
                     ui.problem = Some(format!(
@@ -257,6 +259,12 @@ pub(crate) fn watch(project: &Project, args: &crate::cli::WatchArgs) -> Result<i
         // Fetched once before the screen opens: a wrong name, remote or
         // clone is said as an error, not drawn.
         Some(fleet) => {
+            // A remote that does not answer takes up to its timeout: say why nothing shows yet.
+            eprintln!(
+                "fetching fleet `{}` from `{}`…",
+                crate::text::printable(fleet),
+                crate::text::printable(&args.remote)
+            );
             let (watcher, first) =
                 crate::workers::fleet::Watcher::open(root, &args.remote, fleet, &config)?;
             ui.read_only = Some(args.every.0);

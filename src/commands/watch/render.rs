@@ -39,6 +39,8 @@ pub(crate) struct Ui {
     pub(crate) read_only: Option<std::time::Duration>,
     /// What keeps the view from being fresh (a fetch that failed).
     pub(crate) problem: Option<String>,
+    /// When the view shown was fetched (a fleet: a fetch may hang).
+    pub(crate) fetched: Option<jiff::Timestamp>,
 }
 
 /// The keys, as the footer names them.
@@ -368,7 +370,11 @@ pub(crate) fn draw(frame: &mut Frame, view: &RunView, ui: &Ui, s: &Settings, now
         (Some(m), ..) => m.clone(),
         (None, _, Some(p), _) => p.clone(),
         (None, _, None, Some(every)) => format!(
-            "↑↓ machine · q quit · read-only, fetched every {}",
+            "↑↓ machine · q quit · read-only · fetched {} ago, every {}",
+            secs(
+                ui.fetched
+                    .map_or(0, |t| now.duration_since(t).as_secs().max(0) as u64)
+            ),
             secs(every.as_secs())
         ),
         (None, _, None, None) => KEYS.to_string(),
@@ -567,6 +573,7 @@ pub(crate) mod tests {
         view.loops.insert("wb".into(), wb);
         let ui = Ui {
             read_only: Some(std::time::Duration::from_secs(5)),
+            fetched: Some("2026-11-27T07:01:48Z".parse().unwrap()),
             ..Ui::default()
         };
         let rows = screen(&view, &ui, 80, 24);
@@ -597,7 +604,7 @@ pub(crate) mod tests {
         );
         assert_eq!(rows.len(), 24);
         assert_eq!(
-            rows[23], "↑↓ machine · q quit · read-only, fetched every 5s",
+            rows[23], "↑↓ machine · q quit · read-only · fetched 12s ago, every 5s",
             "{text}"
         );
         // A fetch that failed is said in the footer; the view stays.

@@ -39,6 +39,8 @@ fn machine(w: &WorkerStatus, limited: Option<Timestamp>, now: Timestamp) -> Loop
     l.item = (!w.item_text.is_empty()).then(|| crate::text::cut(&w.item_text, TEXT));
     l.cost_usd = w.spent.cost_usd;
     l.iterations = u32::try_from(w.spent.iterations).unwrap_or(u32::MAX);
+    // Between items, the iterations it ran; on one, its item loop's.
+    l.iteration = l.iterations;
     if let Some(live) = &w.live {
         live.fill(&mut l);
     }
@@ -319,6 +321,7 @@ mod tests {
         assert_eq!(v.loops["wb"].reading, None);
         assert_eq!(v.loops["wc"].state, LoopState::Idle);
         assert_eq!(v.loops["wd"].state, LoopState::Ended("finished".into()));
+        assert_eq!(v.loops["wd"].iteration, 2, "the iterations it ran");
         assert_eq!((v.items_done(), v.items.len()), (1, 3));
         assert_eq!((v.iterations(), v.cost_usd), (5, 1.25));
         assert_eq!(v.max_cost_usd, Some(10.0));
