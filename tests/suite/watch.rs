@@ -692,22 +692,15 @@ fn remote_refs(bare: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The lane of `machine` on the screen: its first row.
-fn lane<'s>(screen: &'s str, machine: &str) -> Option<&'s str> {
-    screen.lines().find(|l| {
-        l.trim_start_matches(['▸', ' '])
-            .starts_with(&format!("{machine} "))
-    })
-}
-
-/// The lane's next row (its context gauge).
-fn gauge_of<'s>(screen: &'s str, machine: &str) -> Option<&'s str> {
-    let mut rows = screen.lines();
-    rows.find(|l| {
-        l.trim_start_matches(['▸', ' '])
-            .starts_with(&format!("{machine} "))
-    })?;
-    rows.next()
+/// Row `n` of `machine`'s lane on the screen (0: its state and item,
+/// 1: its context gauge, 2: its last tool call).
+fn lane(screen: &str, machine: &str, n: usize) -> Option<String> {
+    let head = format!("{machine} ");
+    screen
+        .lines()
+        .skip_while(|l| !l.trim_start_matches(['▸', ' ']).starts_with(&head))
+        .nth(n)
+        .map(str::to_string)
 }
 
 #[test]
@@ -752,8 +745,8 @@ fn watch_follows_a_fleet_shows_a_killed_machine_dead_and_never_pushes() {
     // Each machine's item and its item loop's context.
     let screen = t.wait_for("each machine's item and context", LIMIT, |s| {
         ["wa", "wb"].iter().all(|m| {
-            lane(s, m).is_some_and(|l| l.contains("item number"))
-                && gauge_of(s, m).is_some_and(|g| g.contains("% L0"))
+            lane(s, m, 0).is_some_and(|l| l.contains("item number"))
+                && lane(s, m, 1).is_some_and(|g| g.contains("% L0"))
         })
     });
     assert!(
@@ -763,28 +756,26 @@ fn watch_follows_a_fleet_shows_a_killed_machine_dead_and_never_pushes() {
     // It follows: a machine's reading changes on the screen.
     let first: Vec<String> = ["wa", "wb"]
         .iter()
-        .map(|m| gauge_of(&screen, m).unwrap().to_string())
+        .map(|m| lane(&screen, m, 1).unwrap())
         .collect();
     let screen = t.wait_for("a machine's next reading", LIMIT, |s| {
         ["wa", "wb"]
             .iter()
             .zip(&first)
-            .any(|(m, was)| gauge_of(s, m).is_some_and(|g| g.contains("% L") && g != was))
+            .any(|(m, was)| lane(s, m, 1).is_some_and(|g| g.contains("% L") && &g != was))
     });
     assert!(screen.contains("last tool: "), "{screen}");
     // A machine killed -9 (its item loop dies with it) shows dead after
     // its lease and the clock skew of silence, with its last reading.
     t.wait_for("wb's first tool call", LIMIT, |s| {
-        s.lines()
-            .skip_while(|l| lane(l, "wb").is_none())
-            .nth(2)
+        lane(s, "wb", 2)
             .is_some_and(|l| l.contains("last tool: Read") || l.contains("last tool: Grep"))
     });
     wb.kill().unwrap();
     wb.wait().unwrap();
     let killed = Instant::now();
     let screen = t.wait_for("wb shown dead", LIMIT, |s| {
-        lane(s, "wb").is_some_and(|l| l.contains("dead: silent"))
+        lane(s, "wb", 0).is_some_and(|l| l.contains("dead: silent"))
     });
     eprintln!("wb shown dead {:?} after the kill", killed.elapsed());
     // Silent for the lease and the skew (7 s) since its last word, which
