@@ -618,5 +618,11 @@ pub(crate) mod tests {
             "{rows:?}"
         );
         assert!(rows.iter().any(|r| r.contains("wb   dead")), "{rows:?}");
+        for (w, h) in [(200, 60), (40, 12), (1, 1)] {
+            let rows = screen(&view, &ui, w, h);
+            assert!(rows.iter().all(|r| {
+                console::measure_text_width(r) <= w as usize && !r.contains('\u{1b}')
+            }));
+        }
     }
 }
