@@ -14,8 +14,8 @@ use super::units::Unit;
 use super::wire::WireError;
 use super::worker::Worker;
 
-/// The longest item text a status carries, in characters.
-const ITEM_TEXT: usize = 300;
+/// The longest item text a status or a claim carries, in characters.
+pub(super) const ITEM_TEXT: usize = 300;
 
 impl Worker {
     pub(super) fn say_waiting(&mut self, view: &View, open: usize) {
