@@ -70,7 +70,7 @@ impl Lease {
         Lease {
             holder: holder.to_string(),
             what: what.to_string(),
-            text: crate::text::cut(text, super::reach::ITEM_TEXT),
+            text: crate::text::cut(text, ITEM_TEXT),
             generation: 1,
             taken_at: now,
             renewed_at: now,
@@ -165,6 +165,10 @@ pub(crate) fn record<T: for<'de> Deserialize<'de>>(message: &str) -> Result<T> {
     serde_json::from_str(body)
         .map_err(|e| Error::wrap("a fleet ref's commit does not carry ralph's record", e))
 }
+
+/// The longest item text a status or a claim carries, in characters (here,
+/// in the pure leaf: `reach.rs` sits above `worker.rs`, which needs this file).
+pub(super) const ITEM_TEXT: usize = 300;
 
 /// The merge lease's `what`.
 pub(crate) const MERGE: &str = "merge";

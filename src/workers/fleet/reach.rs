@@ -19,9 +19,6 @@ use super::worker::Worker;
 /// A call at the worker's end is given at least this, however short the grace.
 const END_PUSH_AT_LEAST: Duration = Duration::from_secs(2);
 
-/// The longest item text a status or a claim carries, in characters.
-pub(super) const ITEM_TEXT: usize = 300;
-
 impl Worker {
     pub(super) fn say_waiting(&mut self, view: &View, open: usize) {
         let _ = view;
@@ -167,7 +164,7 @@ impl Worker {
             item: unit.map(|u| u.key.clone()),
             // Bounded: the status is pushed every beat; the plan has the rest.
             item_text: unit
-                .map(|u| crate::text::cut(&u.text, ITEM_TEXT))
+                .map(|u| crate::text::cut(&u.text, super::lease::ITEM_TEXT))
                 .unwrap_or_default(),
             at: Timestamp::now(),
             unreachable_since: self
