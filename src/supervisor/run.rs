@@ -363,6 +363,37 @@ impl Supervisor {
             .unwrap_or_default()
     }
 
+    /// The plan can be worked from: it reads (`Plan::read_text`'s policy:
+    /// missing, binary, huge are errors), and holds more than whitespace
+    /// unless it was blank when this run started (a plan the agent is to
+    /// write). [`Supervisor::plan`] reads a plan that cannot be read as an
+    /// empty one, which a session would be paid to find empty again.
+    /// `Ok(blank)`: whether it is blank now.
+    fn plan_to_work_from(&self, blank_at_start: Option<bool>) -> Result<bool> {
+        let path = Project::at(&self.root).plan_path(&self.config);
+        let since = match blank_at_start {
+            None => "",
+            Some(_) => {
+                " (it was there when the run started: it was deleted, emptied or replaced since)"
+            }
+        };
+        let text = Plan::read_text(&path).map_err(|e| {
+            crate::error::Error::usage(format!("{e}{since}")).with_hint(format!(
+                "put the plan back (`git checkout -- {}` if it is committed), then `ralph run`",
+                self.config.plan.display()
+            ))
+        })?;
+        let blank = text.trim().is_empty();
+        if blank && blank_at_start == Some(false) {
+            return Err(crate::error::Error::usage(format!(
+                "plan {} is empty{since}",
+                path.display()
+            ))
+            .with_hint("write its items back (`- [ ] item`, one per task), then `ralph run`"));
+        }
+        Ok(blank)
+    }
+
     /// A worker's HEAD put back on its branch after an agent moved it (a
     /// branch of its own, a detached HEAD, the run branch checked out), or
     /// detached where it is when that cannot be done: this loop's commits
@@ -609,6 +640,7 @@ impl Supervisor {
 
     pub(super) async fn iterations(&mut self) -> Result<(Outcome, String)> {
         let first = self.state.iteration;
+        let blank_at_start = self.plan_to_work_from(None)?;
         loop {
             if self.state.iteration > 0 {
                 self.note_untrusted();
@@ -623,6 +655,9 @@ impl Supervisor {
                     return Ok(end);
                 }
             }
+            // A plan deleted or emptied (an editor, `> fix_plan.md`) leaves
+            // nothing to work from: no session is paid for it.
+            self.plan_to_work_from(Some(blank_at_start))?;
             // Nothing open: no session is paid for to find out (before the
             // budgets and the iteration limit: the night's work is done).
             let after = (self.state.iteration > first).then_some(self.state.iteration);
