@@ -497,6 +497,11 @@ impl Supervisor {
             return Err(crate::error::Error::config(why));
         }
         self.take_over(dead);
+        // The night's work goes on the branch checked out now, whatever
+        // HEAD does later in this checkout.
+        if let Ok(Some(repo)) = repo::Repo::open(&self.root) {
+            repo.commit_only_on_this_branch();
+        }
         // After the takeover: the user's edits it committed before the run
         // are not the night's work.
         if self.state.start_commit.is_none() {

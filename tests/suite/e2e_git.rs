@@ -495,3 +495,81 @@ fn no_git_clean_variant_lets_git_add_commit_ralphs_files() {
         git(&p, &["commit", "-qm", "agent", "--allow-empty"]);
     }
 }
+
+/// HEAD moved to another branch during a single loop (the user's `git
+/// switch -c other` in the checkout the agent works in, here played by the
+/// agent): neither the checkpoint's WIP commit nor the completion's lands
+/// on `other` or anywhere else, the end says why and how to get the work
+/// committed; back on the run's branch, the next run commits it there
+/// with no session. Before: both commits went onto `other`, and the end
+/// said "committed" with no word of the branch.
+#[test]
+fn a_branch_switched_mid_run_gets_none_of_the_runs_commits() {
+    let scenario = r#"
+[[iteration]]
+[[iteration.step]]
+context = 20000
+command = "git switch -q -c other"
+[[iteration.step]]
+context = 60000
+path = "work.txt"
+content = "parser\n"
+[[iteration.step]]
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[iteration.step]]
+context = 146000
+text = "Filling up."
+
+[[iteration]]
+[[iteration.step]]
+context = 20000
+path = "fix_plan.md"
+old = "- [ ] tests"
+new = "- [x] tests"
+[[iteration.step]]
+result = "Both done. <promise>COMPLETE</promise>"
+"#;
+    let p = project_with(&[], scenario, "");
+    let start = git(&p, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    let start = start.trim();
+    let initial = git(&p, &["rev-parse", "HEAD"]);
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.of("iteration_started").len(), 2, "{}", run.describe());
+    let checkpoint = run.of("checkpoint");
+    assert_eq!(checkpoint.len(), 1, "{}", run.describe());
+    assert!(checkpoint[0]["commit"].is_null(), "{}", run.describe());
+    for branch in [start, "other"] {
+        assert_eq!(
+            git(&p, &["rev-parse", branch]),
+            initial,
+            "nothing committed on {branch}: {}",
+            git(&p, &["log", "--oneline", "--all"])
+        );
+    }
+    let reason = run.ended()["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("NOT committed")
+            && reason.contains(&format!("HEAD moved from branch `{start}` to `other`"))
+            && reason.contains(&format!("`git switch {start}`")),
+        "{reason}"
+    );
+
+    git(&p, &["switch", "-q", start]);
+    let again = p.run(&[], LIMIT);
+    assert_eq!(again.code, Some(0), "{}", again.describe());
+    assert!(
+        again.of("iteration_started").is_empty(),
+        "{}",
+        again.describe()
+    );
+    let plan = git(&p, &["show", "HEAD:fix_plan.md"]);
+    assert!(
+        plan.contains("- [x] parser") && plan.contains("- [x] tests"),
+        "{plan}"
+    );
+    assert_eq!(git(&p, &["show", "HEAD:work.txt"]), "parser\n");
+    assert_eq!(git(&p, &["rev-parse", "other"]), initial);
+}
