@@ -244,3 +244,50 @@ fn the_user_switching_branch_mid_run_gets_no_check_off_on_their_branch() {
     });
     assert!(said, "{}", run.describe());
 }
+
+/// The user empties (or deletes) the plan in their checkout mid-run, the
+/// run branch checked out there: the run goes on with the plan as the run
+/// branch has it, every item is done once and checked off, and the next
+/// run pays nothing. Before: the blank file read as a plan with no items,
+/// the run ended "completed" after the first two, their check-offs never
+/// made, and the next run (the plan put back) paid for all six again.
+#[test]
+fn a_plan_emptied_or_deleted_in_the_checkout_mid_run_loses_no_check_off() {
+    for (what, command) in [
+        ("emptied", ": > fix_plan.md"),
+        ("deleted", "rm fix_plan.md"),
+    ] {
+        let logs = tempfile::tempdir().unwrap();
+        let log = logs.path().join("sessions.jsonl");
+        let p = Project::new(SIX, &recorded(&log, SLOW_ITEM), "");
+        let child = p.spawn_run(&["--workers", "2"]);
+        wait_for(&p, "two sessions started", |_| sessions(&log) >= 2);
+        let out = std::process::Command::new("sh")
+            .current_dir(p.root())
+            .args(["-c", command])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{what}: {out:?}");
+        let run = common::Run::wait_or(child, LIMIT, || p.diagnose());
+        measured(what, &run, &log);
+        assert_eq!(run.code, Some(0), "{what}: {}", run.describe());
+        assert_all_merged(
+            &p,
+            &["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"],
+        );
+        let repo = git(p.root());
+        let plan = blob_on_main(&repo, "fix_plan.md").unwrap();
+        assert_eq!(plan.matches("- [x]").count(), 6, "{what}: {plan}");
+        assert_eq!(sessions(&log), 6, "{what}");
+        let said = coordinator_events(&p).into_iter().any(|e| {
+            e["event"] == "warning"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("missing, empty or unreadable"))
+        });
+        assert!(said, "{what}: {}", run.describe());
+        let again = p.run(&["--workers", "2"], LIMIT);
+        assert_eq!(again.code, Some(0), "{what}: {}", again.describe());
+        assert_eq!(sessions(&log), 6, "{what}: the next run pays nothing");
+    }
+}
