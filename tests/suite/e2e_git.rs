@@ -322,6 +322,56 @@ command = "git stash push -m baseline-check"
     assert!(git(&p, &["stash", "list"]).contains("baseline-check"));
 }
 
+/// The agent checks its item off, then stashes everything (`git stash -u`)
+/// and ends its session with no checkpoint: a warning says so at once,
+/// and the next prompt tells the next session to pop it rather than do
+/// the item again. Before: nothing said it; the next prompt showed the
+/// item open, and a session was paid to do it again.
+#[test]
+fn work_stashed_in_an_iteration_without_a_checkpoint_reaches_the_next_prompt() {
+    let scenario = concat!(
+        r#"
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "lib.py"
+content = "def parse(s):\n    return s.split(',')\n"
+[[iteration.step]]
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[iteration.step]]
+command = "git stash push -u -q -m before-the-tests"
+[[iteration.step]]
+result = "Parser done."
+"#,
+        looking_around!()
+    );
+    let p = project_with(&[("lib.py", "# empty\n")], scenario, "");
+    let run = p.run(&["--max-iterations", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(run.of("checkpoint").is_empty(), "{}", run.describe());
+    let said = warnings(&run);
+    assert!(
+        said.contains("iteration 1 put work in the stash")
+            && said.contains("stash@{0}")
+            && said.contains("before-the-tests"),
+        "{said}"
+    );
+    let prompt = p.read("PROMPT.md");
+    assert!(
+        prompt.contains("Iteration 1 put work in the stash")
+            && prompt.contains("before-the-tests")
+            && prompt.contains("git stash pop"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt.contains("unfinished"),
+        "its item was finished: {prompt}"
+    );
+    assert!(git(&p, &["stash", "list"]).contains("before-the-tests"));
+}
+
 /// Case 5: `nohup ralph run > ralph.log &`: the log ralph writes is not
 /// the agent's progress (the breaker opens on idle iterations) and never
 /// goes into a WIP commit.
