@@ -291,3 +291,40 @@ fn a_plan_emptied_or_deleted_in_the_checkout_mid_run_loses_no_check_off() {
         assert_eq!(sessions(&log), 6, "{what}: the next run pays nothing");
     }
 }
+
+/// An editor saves the plan it loaded before the run (every item open)
+/// over the coordinator's first check-offs: the merged items are not
+/// worked again, and they are checked off again at the end, said. Before:
+/// "incomplete (exit 4): 2 item(s) open; left to a person: " with nobody
+/// named, and every later `ralph run` ended the same.
+#[test]
+fn a_stale_copy_of_the_plan_saved_over_check_offs_is_checked_off_again() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("sessions.jsonl");
+    let p = Project::new(SIX, &recorded(&log, SLOW_ITEM), "");
+    let child = p.spawn_run(&["--workers", "2"]);
+    wait_for(&p, "two check-offs", |_| {
+        p.log()
+            .iter()
+            .filter(|s| s.contains("\" done (merged "))
+            .count()
+            >= 2
+    });
+    // An editor's save: a new file renamed over the plan.
+    p.write("fix_plan.md.swp", SIX);
+    std::fs::rename(p.path("fix_plan.md.swp"), p.path("fix_plan.md")).unwrap();
+    let run = common::Run::wait_or(child, LIMIT, || p.diagnose());
+    measured("stale plan saved", &run, &log);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(sessions(&log), 6);
+    let repo = git(p.root());
+    let plan = blob_on_main(&repo, "fix_plan.md").unwrap();
+    assert_eq!(plan.matches("- [x]").count(), 6, "{plan}");
+    let said = coordinator_events(&p).into_iter().any(|e| {
+        e["event"] == "warning"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("checked off again"))
+    });
+    assert!(said, "{}", run.describe());
+}
