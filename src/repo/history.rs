@@ -65,6 +65,36 @@ impl Repo {
         Some(out)
     }
 
+    /// Commits reachable from `from` (HEAD when an iteration began) and
+    /// from no branch now, oldest first: what an agent's `git reset
+    /// --hard OLDER` (or a commit on a detached HEAD it left) put out of
+    /// every branch. Empty when `from` is on a branch still, or unknown.
+    pub(crate) fn commits_left_behind(&self, from: &str) -> Vec<CommitLine> {
+        let left = || -> Option<Vec<CommitLine>> {
+            let from = Oid::from_str(from).ok()?;
+            let mut walk = self.git.revwalk().ok()?;
+            walk.push(from).ok()?;
+            walk.hide_glob("refs/heads/*").ok()?;
+            if let Ok(head) = self.git.head()
+                && let Some(id) = head.target()
+            {
+                walk.hide(id).ok()?;
+            }
+            let mut out: Vec<CommitLine> = walk
+                .flatten()
+                .take(MAX_COMMITS)
+                .filter_map(|id| self.git.find_commit(id).ok())
+                .map(|c| CommitLine {
+                    id: c.id().to_string(),
+                    summary: crate::text::printable(c.summary().unwrap_or("")).into_owned(),
+                })
+                .collect();
+            out.reverse();
+            Some(out)
+        };
+        left().unwrap_or_default()
+    }
+
     /// The work tree as a tree object (written to the object database,
     /// referenced by nothing), staged as the safety net's snapshots stage
     /// it: tracked and new files, ralph's own files at their indexed

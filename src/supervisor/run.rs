@@ -394,6 +394,32 @@ impl Supervisor {
         Ok(blank)
     }
 
+    /// Commits the iteration put out of every branch (its agent's `git
+    /// reset --hard` past ralph's checkpoint commit, say), said with how
+    /// to keep them: git would drop them silently in a few weeks.
+    fn left_behind(&mut self, number: u32, before: Option<&repo::Snapshot>) {
+        let Some(head) = before.and_then(|s| s.head.as_deref()) else {
+            return;
+        };
+        let Ok(Some(repo)) = repo::Repo::open(&self.root) else {
+            return;
+        };
+        let left = repo.commits_left_behind(head);
+        if left.is_empty() {
+            return;
+        }
+        let named: Vec<String> = left
+            .iter()
+            .map(|c| format!("{} {}", &c.id[..c.id.len().min(10)], c.summary))
+            .collect();
+        self.events.warn(format!(
+            "iteration {number} left {} commit(s) on no branch (a `git reset` to an older commit during the session?): {}; `git branch ralph-iter-{number} {}` keeps them",
+            left.len(),
+            named.join(", "),
+            &head[..head.len().min(10)]
+        ));
+    }
+
     /// A worker's HEAD put back on its branch after an agent moved it (a
     /// branch of its own, a detached HEAD, the run branch checked out), or
     /// detached where it is when that cannot be done: this loop's commits
@@ -839,6 +865,7 @@ impl Supervisor {
         // started from, no second tree to write (unless something touches
         // the tree before the iteration is recorded).
         let unchanged = snap_after.is_some() && snap_before == snap_after;
+        self.left_behind(facts.number, snap_before.as_ref());
         self.reuse_snapshot = snap_after;
         let checked = plan_after.newly_done(plan_before);
         let measured = Measured {

@@ -623,3 +623,41 @@ result = "Both done. <promise>COMPLETE</promise>"
     assert_eq!(git(&p, &["show", "HEAD:work.txt"]), "parser\n");
     assert_eq!(git(&p, &["rev-parse", "other"]), initial);
 }
+
+/// The agent `git reset --hard`s past ralph's checkpoint commit: a warning
+/// names the commit now on no branch and how to keep it. Before: nothing
+/// was said; git would drop the commit in a few weeks.
+#[test]
+fn a_checkpoint_commit_reset_away_by_the_agent_is_named() {
+    let scenario = concat!(
+        r#"
+[[iteration]]
+[[iteration.step]]
+context = 146000
+text = "Writing."
+path = "work.txt"
+content = "work in progress\n"
+
+[[iteration]]
+[[iteration.step]]
+context = 20000
+command = "git reset -q --hard HEAD~1"
+"#,
+        looking_around!()
+    );
+    let p = project_with(&[], scenario, "");
+    let run = p.run(&["--max-iterations", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let commit = run.of("checkpoint")[0]["commit"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a WIP commit: {}", run.describe()))
+        .to_string();
+    let said = warnings(&run);
+    assert!(
+        said.contains("iteration 2 left 1 commit(s) on no branch")
+            && said.contains(&commit[..10])
+            && said.contains(&format!("`git branch ralph-iter-2 {}`", &commit[..10])),
+        "{said}"
+    );
+    assert!(!git(&p, &["log", "--format=%H"]).contains(&commit));
+}
