@@ -328,3 +328,32 @@ fn a_stale_copy_of_the_plan_saved_over_check_offs_is_checked_off_again() {
     });
     assert!(said, "{}", run.describe());
 }
+
+/// The user rewords an item while its worker runs: the merge of the old
+/// item is said (nothing checked off for it, the reworded one is a new
+/// item), not hidden behind "every item is merged and checked off".
+/// Before: nothing said. Still paid: the reworded item is worked again
+/// (7 sessions for 6 items here).
+#[test]
+fn an_item_reworded_while_its_worker_runs_is_named_at_its_merge() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("sessions.jsonl");
+    let p = Project::new(SIX, &recorded(&log, SLOW_ITEM), "");
+    let child = p.spawn_run(&["--workers", "2"]);
+    wait_for(&p, "two sessions started", |_| sessions(&log) >= 2);
+    let reworded = p
+        .read("fix_plan.md")
+        .replace("- [ ] alpha", "- [ ] alpha, reworded");
+    p.write("fix_plan.md.swp", &reworded);
+    std::fs::rename(p.path("fix_plan.md.swp"), p.path("fix_plan.md")).unwrap();
+    let run = common::Run::wait_or(child, LIMIT, || p.diagnose());
+    measured("item reworded", &run, &log);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let said = coordinator_events(&p).into_iter().any(|e| {
+        e["event"] == "warning"
+            && e["message"].as_str().is_some_and(|m| {
+                m.contains("\"alpha\" is merged") && m.contains("no longer has it")
+            })
+    });
+    assert!(said, "{}", run.describe());
+}

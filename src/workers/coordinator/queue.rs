@@ -194,6 +194,16 @@ impl Coordinator {
                 &checked,
                 &format!("ralph: \"{item}\" done (merged {})", a.branch),
             )?;
+        } else if !units::unit_done(&text, &a.item) && !self.ledger.merged.contains(&a.item) {
+            // Reworded or removed while its worker ran: the merge is said,
+            // not hidden behind "every item is merged and checked off".
+            self.bus.emit(Event::Warning {
+                message: format!(
+                    "\"{}\" is merged ({}), but the plan no longer has it (reworded or removed during the run): nothing is checked off for it, and a reworded item is a new item to ralph, worked on its own",
+                    printable(&a.item),
+                    a.branch
+                ),
+            });
         }
         if !self.ledger.merged.contains(&a.item) {
             self.ledger.merged.push(a.item.clone());
