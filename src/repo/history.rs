@@ -52,6 +52,12 @@ impl Repo {
         let mut walk = self.git.revwalk().ok()?;
         walk.push(to).ok()?;
         walk.hide(from).ok()?;
+        Some(self.lines(walk))
+    }
+
+    /// The commits of `walk`, oldest first (at most [`MAX_COMMITS`], the
+    /// newest kept).
+    fn lines(&self, walk: git2::Revwalk<'_>) -> Vec<CommitLine> {
         let mut out: Vec<CommitLine> = walk
             .flatten()
             .take(MAX_COMMITS)
@@ -62,7 +68,7 @@ impl Repo {
             })
             .collect();
         out.reverse();
-        Some(out)
+        out
     }
 
     /// Commits reachable from `from` (HEAD when an iteration began) and
@@ -80,17 +86,7 @@ impl Repo {
             {
                 walk.hide(id).ok()?;
             }
-            let mut out: Vec<CommitLine> = walk
-                .flatten()
-                .take(MAX_COMMITS)
-                .filter_map(|id| self.git.find_commit(id).ok())
-                .map(|c| CommitLine {
-                    id: c.id().to_string(),
-                    summary: crate::text::printable(c.summary().unwrap_or("")).into_owned(),
-                })
-                .collect();
-            out.reverse();
-            Some(out)
+            Some(self.lines(walk))
         };
         left().unwrap_or_default()
     }

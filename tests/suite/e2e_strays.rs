@@ -61,6 +61,13 @@ fn measured(what: &str, run: &common::Run, log: &Path) {
     );
 }
 
+/// Whether the coordinator said a warning containing `needle`.
+fn warned(p: &Project, needle: &str) -> bool {
+    coordinator_events(p).into_iter().any(|e| {
+        e["event"] == "warning" && e["message"].as_str().is_some_and(|m| m.contains(needle))
+    })
+}
+
 /// A scenario whose every session's prompt is recorded in `log`.
 fn recorded(log: &Path, body: &str) -> String {
     format!("record_messages = \"{}\"\n{body}", log.display())
@@ -279,13 +286,11 @@ fn a_plan_emptied_or_deleted_in_the_checkout_mid_run_loses_no_check_off() {
         let plan = blob_on_main(&repo, "fix_plan.md").unwrap();
         assert_eq!(plan.matches("- [x]").count(), 6, "{what}: {plan}");
         assert_eq!(sessions(&log), 6, "{what}");
-        let said = coordinator_events(&p).into_iter().any(|e| {
-            e["event"] == "warning"
-                && e["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("missing, empty or unreadable"))
-        });
-        assert!(said, "{what}: {}", run.describe());
+        assert!(
+            warned(&p, "missing, empty or unreadable"),
+            "{what}: {}",
+            run.describe()
+        );
         let again = p.run(&["--workers", "2"], LIMIT);
         assert_eq!(again.code, Some(0), "{what}: {}", again.describe());
         assert_eq!(sessions(&log), 6, "{what}: the next run pays nothing");
@@ -320,13 +325,7 @@ fn a_stale_copy_of_the_plan_saved_over_check_offs_is_checked_off_again() {
     let repo = git(p.root());
     let plan = blob_on_main(&repo, "fix_plan.md").unwrap();
     assert_eq!(plan.matches("- [x]").count(), 6, "{plan}");
-    let said = coordinator_events(&p).into_iter().any(|e| {
-        e["event"] == "warning"
-            && e["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("checked off again"))
-    });
-    assert!(said, "{}", run.describe());
+    assert!(warned(&p, "checked off again"), "{}", run.describe());
 }
 
 /// The user rewords an item while its worker runs: the merge of the old
@@ -349,11 +348,10 @@ fn an_item_reworded_while_its_worker_runs_is_named_at_its_merge() {
     let run = common::Run::wait_or(child, LIMIT, || p.diagnose());
     measured("item reworded", &run, &log);
     assert_eq!(run.code, Some(0), "{}", run.describe());
-    let said = coordinator_events(&p).into_iter().any(|e| {
-        e["event"] == "warning"
-            && e["message"].as_str().is_some_and(|m| {
-                m.contains("\"alpha\" is merged") && m.contains("no longer has it")
-            })
-    });
-    assert!(said, "{}", run.describe());
+    assert!(
+        warned(&p, "\"alpha\" is merged (ralph/"),
+        "{}",
+        run.describe()
+    );
+    assert!(warned(&p, "no longer has it"), "{}", run.describe());
 }
