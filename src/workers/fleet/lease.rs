@@ -30,6 +30,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// The longest item text a claim or a status carries, in characters: each
+/// is pushed again at every beat.
+pub(super) const ITEM_TEXT: usize = 300;
+
 /// What a lease commit says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Lease {
@@ -70,7 +74,7 @@ impl Lease {
         Lease {
             holder: holder.to_string(),
             what: what.to_string(),
-            text: crate::text::cut(text, super::reach::ITEM_TEXT),
+            text: crate::text::cut(text, ITEM_TEXT),
             generation: 1,
             taken_at: now,
             renewed_at: now,

@@ -14,8 +14,6 @@ use super::units::Unit;
 use super::wire::WireError;
 use super::worker::Worker;
 
-/// The longest item text a status or a claim carries, in characters.
-pub(super) const ITEM_TEXT: usize = 300;
 
 impl Worker {
     pub(super) fn say_waiting(&mut self, view: &View, open: usize) {
@@ -113,7 +111,7 @@ impl Worker {
             item: unit.map(|u| u.key.clone()),
             // Bounded: the status is pushed every beat; the plan has the rest.
             item_text: unit
-                .map(|u| crate::text::cut(&u.text, ITEM_TEXT))
+                .map(|u| crate::text::cut(&u.text, super::lease::ITEM_TEXT))
                 .unwrap_or_default(),
             at: Timestamp::now(),
             unreachable_since: self
