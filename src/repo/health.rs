@@ -135,10 +135,9 @@ impl Repo {
     }
 
     fn read_index_extension(&self) -> Option<String> {
-        // A fresh handle: the shared one may hold an index read before the
-        // agent's git rewrote it.
-        let git = git2::Repository::open(self.git.path()).ok()?;
-        let e = git.index().err()?;
+        // The index as it is on disk now: a handle held open re-reads it
+        // only if the file changed since (the agent's git rewrote it).
+        let e = self.git.index().and_then(|mut i| i.read(false)).err()?;
         let message = e.message();
         let rest = message.split("unsupported mandatory extension: '").nth(1)?;
         Some(rest.chars().take(4).collect())

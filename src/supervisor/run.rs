@@ -108,6 +108,8 @@ pub(crate) struct Supervisor {
     /// The login end last said (`rules::login`): said once, not after
     /// every session.
     pub(super) login_said: Option<jiff::Timestamp>,
+    /// The project's repository, held open for the run (`Repo::hold`).
+    pub(super) _repo: repo::Held,
 }
 
 impl Supervisor {
@@ -185,6 +187,9 @@ impl Supervisor {
         }
         let signals = Signals::install(&layout)?;
         crate::agent::shell::watch_interrupts();
+        // One opened repository for the whole run (one parsed index): every
+        // step's `Repo::open` shares it.
+        let held = repo::Repo::hold(root);
         // As everywhere in a run, a repository git2 cannot open is no repository.
         let repo = repo::Repo::open(root).ok().flatten();
         let run_id = record::new_run_id(root, repo.as_ref());
@@ -293,6 +298,7 @@ impl Supervisor {
             unit: opts.worker,
             sessions_started: 0,
             login_said: None,
+            _repo: held,
             config,
             trust,
             untrusted: Vec::new(),
@@ -681,6 +687,7 @@ impl Supervisor {
             tracing::debug!(
                 iteration = number,
                 work_tree_passes = repo::work_tree_passes(),
+                repositories_opened = repo::repositories_opened(),
                 "bookkeeping"
             );
             if let Some(end) = end {

@@ -218,6 +218,10 @@ fn l2_with_agent_notes_commits_hands_off_and_resumes() {
 /// `git add -A` does). Iteration 2 (2): the walk after the agent (progress,
 /// boundary tree, the final commit's list and limits) and the final
 /// commit's staging.
+///
+/// And the repositories opened (`repo::repositories_opened`): each reads
+/// the whole index and keeps a parsed copy of its own. The run holds one
+/// for its life (`Repo::hold`), opened at its start: 1, then 0.
 #[test]
 fn an_iteration_walks_the_work_tree_a_fixed_number_of_times() {
     let p = Project::new(
@@ -246,22 +250,27 @@ fn an_iteration_walks_the_work_tree_a_fixed_number_of_times() {
         ]
     );
     // Running totals, one line per iteration.
-    let totals: Vec<u64> = run
-        .stderr
-        .lines()
-        .filter(|l| l.contains("bookkeeping"))
-        .filter_map(|l| {
-            l.split("work_tree_passes=")
-                .nth(1)?
-                .split(' ')
-                .next()?
-                .parse()
-                .ok()
-        })
-        .collect();
-    assert_eq!(totals.len(), 2, "{}", run.stderr);
-    let passes = [totals[0], totals[1] - totals[0]];
+    let per_iteration = |counter: &str| {
+        let totals: Vec<u64> = run
+            .stderr
+            .lines()
+            .filter(|l| l.contains("bookkeeping"))
+            .filter_map(|l| {
+                l.split(&format!("{counter}="))
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        assert_eq!(totals.len(), 2, "{counter}\n{}", run.stderr);
+        [totals[0], totals[1] - totals[0]]
+    };
+    let passes = per_iteration("work_tree_passes");
     assert_eq!(passes, [6, 2], "passes per iteration\n{}", run.stderr);
+    let opened = per_iteration("repositories_opened");
+    assert_eq!(opened, [1, 0], "repositories opened\n{}", run.stderr);
 }
 
 #[test]
