@@ -8,9 +8,12 @@
 //!
 //! A snapshot is taken with the WIP commit's rules (tracked and untracked
 //! files, no ignored files, no ralph runtime files; no new file that is
-//! over `git.max_file_size`, binary or one too many, see `guard`) through a
-//! private copy of the index, so HEAD, the index, the branch and the stash
-//! are never touched. A changed tracked file over `git.max_file_size` keeps
+//! over `git.max_file_size`, binary or one too many, see `guard`) into the
+//! repository's index in memory, every entry it changed put back after
+//! (`commit::Undo`; the file read again when that cannot be: a conflict, an
+//! entry libgit2 dropped unasked), so HEAD, the index file, the branch and
+//! the stash are never touched, and no second copy of the index (~20 MB
+//! and a read of the whole file on 100,000 files) is made. A changed tracked file over `git.max_file_size` keeps
 //! its indexed version in a snapshot: an agent rewriting a generated 1 GB
 //! file every second must not fill the disk with its versions (the WIP
 //! commit at the checkpoint still takes it, once). The snapshots of one iteration form a chain (each names the one
