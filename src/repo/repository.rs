@@ -442,6 +442,20 @@ pub(super) fn relax_object_validation() {
     ONCE.call_once(|| git2::opts::strict_object_creation(false));
 }
 
+/// libgit2's process-wide settings, made by `app::main` before any thread
+/// starts (libgit2 reads them unsynchronised). Trees are not kept in its
+/// object cache: every status reads all of HEAD's trees (1,000 on 100,000
+/// files, ~7 MB parsed) and a run's repository, held open
+/// ([`Repo::hold`]), would keep them all for the run; git keeps none
+/// between commands. Reading them again from the pack costs little next to
+/// the `lstat` of every file.
+pub(crate) fn tune_libgit2() {
+    // SAFETY: called once, from `main`, while it is the only thread.
+    if let Err(e) = unsafe { git2::opts::set_cache_object_limit(git2::ObjectType::Tree, 0) } {
+        debug!(error = %e, "libgit2 keeps its default object cache");
+    }
+}
+
 /// The project root relative to the work dir, with a trailing `/`.
 pub(super) fn root_prefix(root: &Path, workdir: &Path) -> Vec<u8> {
     // Compare canonical forms: the work dir comes back resolved (symlinks, `..`).
