@@ -191,4 +191,30 @@ mod tests {
             blockers[0].fix
         );
     }
+
+    /// A run's held repository read the index before the agent's git split
+    /// it: the next commit's check reads the file as it is now and names
+    /// the split index instead of committing past it.
+    #[test]
+    fn an_index_split_after_the_held_repository_read_it_is_seen() {
+        let (dir, _git) = init_repo();
+        let root = dir.path();
+        let _held = Repo::hold(root);
+        let repo = open(root);
+        assert!(repo.changes(&crate::repo::OwnPaths::default()).is_ok());
+        assert_eq!(repo.commit_blocker(), None);
+        let split = std::process::Command::new("git")
+            .args([
+                "-c",
+                "core.splitIndex=true",
+                "update-index",
+                "--split-index",
+            ])
+            .current_dir(root)
+            .status()
+            .unwrap();
+        assert!(split.success());
+        let reason = repo.commit_blocker().expect("a blocker");
+        assert!(reason.contains("the index is split"), "{reason}");
+    }
 }
