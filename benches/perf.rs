@@ -1817,6 +1817,8 @@ fn bench_iteration(opts: &Opts, s: &Sizes) -> Vec<Row> {
         .wall
     };
     let own = ralph::repo::OwnPaths::default();
+    // As a run holds its repository (one opened, one parsed index).
+    let _held = ralph::repo::Repo::hold(&proj);
     let mut snapshot = || {
         let t = Instant::now();
         let sn = ralph::repo::snapshot(&proj, &own).unwrap();

@@ -14,6 +14,7 @@ use crate::project::Project;
 /// Parse arguments, run, print errors; returns the process exit code.
 pub fn main() -> i32 {
     // First, while this is the only thread (it may change the environment).
+    crate::repo::tune_libgit2();
     crate::platform::watch_parent(crate::agent::procs::kill_descendant_sessions);
     init_tracing();
     let cli = match Cli::try_parse() {

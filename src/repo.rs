@@ -6,12 +6,14 @@
 //! ```text
 //! repo.rs            this map
 //! repo/
-//!   repository.rs    Repo (open, branch, HEAD), OwnPaths/Own (what a commit leaves out),
+//!   repository.rs    Repo (open; hold: one opened repository per run, shared by its steps;
+//!                    branch, HEAD), OwnPaths/Own (what a commit leaves out),
 //!                    LeftOut, index entries `git add -A` leaves alone, shared path helpers
 //!   stat.rs          changes, diff_stat
 //!   history.rs       commits and the diffstat between two commits (the morning report)
 //!   snapshot.rs      snapshots for progress, made_progress
-//!   commit.rs        the WIP commit and its staging rules (what is staged, what is left out)
+//!   commit.rs        the WIP commit and its staging rules (what is staged, what is left out);
+//!                    Undo: a snapshot's staging put back in the index in memory
 //!   guard.rs         the [git] Guard: the rules that keep work out of a WIP commit
 //!   health.rs        commit_blockers: split/sparse index, detached HEAD, a stale index.lock, an unwritable .git (doctor, the run's start, WIP commit)
 //!   worktree.rs      the workers' worktrees and branches: made, listed with what is not merged, removed once merged; a worktree's HEAD brought home

@@ -267,26 +267,34 @@ impl Repo {
     /// (`Index::add_all` does the same walk but also loads every changed
     /// file's content for a patch it never uses.)
     ///
-    /// `refresh`: `index` is the real one, and the diff walks the whole
-    /// tree for that refresh (a touched file is in no status, so not in the
-    /// event's walk); otherwise it looks only at the event's walk
-    /// (`repo::walk`).
+    /// [`Staging::Commit`]: the diff walks the whole tree for that refresh
+    /// (a touched file is in no status, so not in the event's walk);
+    /// [`Staging::Tree`] looks only at the event's walk (`repo::walk`),
+    /// refreshes nothing and keeps what each path was in `undo`.
     pub(super) fn stage_work_tree(
         &self,
         index: &mut git2::Index,
         own: &Own,
-        refresh: bool,
+        mut staging: Staging<'_>,
     ) -> std::result::Result<usize, git2::Error> {
         let mut opts = DiffOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)
             .include_typechange(true)
-            .disable_pathspec_match(true)
-            .update_index(true);
-        if refresh {
-            super::walk::count_pass();
-        } else {
-            self.restrict_to_walk(&mut opts);
+            .disable_pathspec_match(true);
+        match &staging {
+            Staging::Commit => {
+                // libgit2 writes the index after a diff that refreshed it:
+                // only the one being committed.
+                opts.update_index(true);
+                super::walk::count_pass();
+            }
+            Staging::Tree(_) => self.restrict_to_walk(&mut opts),
+        }
+        if let Staging::Tree(undo) = &mut staging {
+            for path in &own.held {
+                undo.keep(index, path);
+            }
         }
         self.hold_at_head(index, own)?;
         let diff = self
@@ -341,6 +349,9 @@ impl Repo {
                 debug!(path = %String::from_utf8_lossy(path), "grew over git.max_file_size since it was judged: left out");
                 continue;
             }
+            if let Staging::Tree(undo) = &mut staging {
+                undo.keep(index, path);
+            }
             stage_path(
                 index,
                 self.workdir(),
@@ -353,6 +364,9 @@ impl Repo {
         // stage it by name (as `git add -f` would).
         let decisions = bytes_to_path(&own.decisions);
         if !own.tracked_only && self.workdir().join(&decisions).is_file() {
+            if let Staging::Tree(undo) = &mut staging {
+                undo.keep(index, &own.decisions);
+            }
             index.add_path(&decisions)?;
         }
         Ok(staged)
@@ -431,7 +445,7 @@ impl Repo {
         message: &str,
         own: &Own,
     ) -> std::result::Result<CommitOutcome, git2::Error> {
-        let staged = self.stage_work_tree(index, own, true)?;
+        let staged = self.stage_work_tree(index, own, Staging::Commit)?;
         trace!(staged, "staged work-tree changes");
         let parent_tree = parent.map(|c| c.tree()).transpose()?;
         let tree_id = if own.scope.is_empty() {
@@ -591,6 +605,75 @@ fn commit_message(message: &str) -> String {
     match git2::message_prettify(message.as_str(), None) {
         Ok(clean) if !clean.trim().is_empty() => clean,
         _ => "ralph: WIP checkpoint\n".into(),
+    }
+}
+
+/// What [`Repo::stage_work_tree`] stages for.
+pub(super) enum Staging<'a> {
+    /// A commit, into the real index, which is written with it.
+    Commit,
+    /// A tree only (a snapshot's): into the repository's index in memory,
+    /// every path's entries kept in the [`Undo`] first, to be put back.
+    Tree(&'a mut Undo),
+}
+
+/// The index entries (all stages) of the paths a tree's staging changed,
+/// as they were before: [`Undo::apply`] puts them back, so that the index
+/// in memory is the file on disk again without reading it (100,000
+/// entries and its checksum) or holding a second copy.
+#[derive(Default)]
+pub(super) struct Undo {
+    kept: std::collections::HashMap<Vec<u8>, Vec<git2::IndexEntry>>,
+    /// Entries before staging: a staged file where a tracked one named its
+    /// directory drops that entry unasked (libgit2's file/directory check),
+    /// which the count shows.
+    entries: usize,
+    /// Staging moves conflicts to the resolve-undo list, which no entry
+    /// puts back.
+    conflicts: bool,
+}
+
+impl Undo {
+    pub(super) fn new(index: &git2::Index) -> Undo {
+        Undo {
+            entries: index.len(),
+            conflicts: index.has_conflicts(),
+            ..Undo::default()
+        }
+    }
+
+    fn keep(&mut self, index: &git2::Index, path: &[u8]) {
+        self.kept.entry(path.to_vec()).or_insert_with(|| {
+            let file = bytes_to_path(path);
+            (0..=3)
+                .filter_map(|stage| index.get_path(&file, stage))
+                .collect()
+        });
+    }
+
+    /// The index as it was before staging: the kept entries back, or the
+    /// file read again when that cannot be (entries dropped that none
+    /// names, conflicts, an entry refused).
+    pub(super) fn apply(self, index: &mut git2::Index) -> std::result::Result<(), git2::Error> {
+        if !self.conflicts && self.put_back(index).is_ok() && index.len() == self.entries {
+            return Ok(());
+        }
+        debug!("the index is read again after a snapshot's staging");
+        index.read(true)
+    }
+
+    fn put_back(&self, index: &mut git2::Index) -> std::result::Result<(), git2::Error> {
+        for (path, entries) in &self.kept {
+            let file = bytes_to_path(path);
+            for stage in 0..=3 {
+                // Not there at this stage: nothing to remove.
+                let _ = index.remove(&file, stage);
+            }
+            for entry in entries {
+                index.add(entry)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -952,10 +1035,12 @@ mod tests {
     fn the_index_lock_of_another_runs_commit_is_waited_out() {
         let (dir, git) = init_repo();
         write(dir.path(), "a.txt", "work\n");
-        let (repo, other) = (open(dir.path()), open(dir.path()));
+        let repo = open(dir.path());
         let index_lock = git.path().join("index.lock");
         let (held, go) = std::sync::mpsc::channel();
+        let root = dir.path().to_path_buf();
         let committer = std::thread::spawn(move || {
+            let other = open(&root);
             let _serialised = other.commit_lock();
             fs::write(other.git.path().join("index.lock"), "").unwrap();
             held.send(()).unwrap();

@@ -135,10 +135,9 @@ impl Repo {
     }
 
     fn read_index_extension(&self) -> Option<String> {
-        // A fresh handle: the shared one may hold an index read before the
-        // agent's git rewrote it.
-        let git = git2::Repository::open(self.git.path()).ok()?;
-        let e = git.index().err()?;
+        // The index as it is on disk now: a handle held open re-reads it
+        // only if the file changed since (the agent's git rewrote it).
+        let e = self.git.index().and_then(|mut i| i.read(false)).err()?;
         let message = e.message();
         let rest = message.split("unsupported mandatory extension: '").nth(1)?;
         Some(rest.chars().take(4).collect())
@@ -191,5 +190,31 @@ mod tests {
             "{}",
             blockers[0].fix
         );
+    }
+
+    /// A run's held repository read the index before the agent's git split
+    /// it: the next commit's check reads the file as it is now and names
+    /// the split index instead of committing past it.
+    #[test]
+    fn an_index_split_after_the_held_repository_read_it_is_seen() {
+        let (dir, _git) = init_repo();
+        let root = dir.path();
+        let _held = Repo::hold(root);
+        let repo = open(root);
+        assert!(repo.changes(&crate::repo::OwnPaths::default()).is_ok());
+        assert_eq!(repo.commit_blocker(), None);
+        let split = std::process::Command::new("git")
+            .args([
+                "-c",
+                "core.splitIndex=true",
+                "update-index",
+                "--split-index",
+            ])
+            .current_dir(root)
+            .status()
+            .unwrap();
+        assert!(split.success());
+        let reason = repo.commit_blocker().expect("a blocker");
+        assert!(reason.contains("the index is split"), "{reason}");
     }
 }

@@ -4,7 +4,9 @@
 //! (`commit`) and the safety net's hidden snapshot refs (`safety_net`), all
 //! through git2 (never the `git` CLI).
 
+use std::cell::RefCell;
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 use git2::{ErrorCode, Oid, Repository, StatusOptions, StatusShow, Tree};
 use serde::Serialize;
@@ -70,7 +72,9 @@ impl Default for OwnPaths {
 
 /// The git repository containing the project root.
 pub struct Repo {
-    pub(super) git: Repository,
+    /// Shared by every `Repo` of a held root ([`Repo::hold`]): one opened
+    /// repository, one parsed index.
+    pub(super) git: Rc<Repository>,
     pub(super) root: PathBuf,
     /// The project root relative to the work dir, `/`-separated with a trailing
     /// `/` (empty when the root is the work dir): ralph's paths are root-relative,
@@ -90,7 +94,51 @@ impl std::fmt::Debug for Repo {
 impl Repo {
     /// Discover the repository containing `root`; Ok(None) when `root` is not in
     /// a git repository (or only in a bare one: there is no work tree to commit).
+    /// While `root` is held ([`Repo::hold`]) on this thread, the held one.
     pub fn open(root: &Path) -> Result<Option<Repo>> {
+        if let Some(repo) = held(root) {
+            return Ok(Some(repo));
+        }
+        let repo = Self::discover(root)?;
+        if let Some(repo) = &repo {
+            remember(repo);
+        }
+        Ok(repo)
+    }
+
+    /// Hold `root`'s repository open on this thread while the guard lives:
+    /// every [`Repo::open`] of `root` shares it. A run holds its project's
+    /// for its life; its steps open it again and again, and each repository
+    /// opened reads the whole index anew (100,000 entries and the checksum
+    /// of the file: most of a step's cost besides the walk) and keeps its
+    /// own parsed copy. A shared one re-reads the index only when the file
+    /// changed on disk (every status checks).
+    pub fn hold(root: &Path) -> Held {
+        HELD.with_borrow_mut(|held| match held.iter_mut().find(|h| h.root == root) {
+            Some(h) => h.depth += 1,
+            None => held.push(Holding {
+                root: root.to_path_buf(),
+                depth: 1,
+                repo: None,
+            }),
+        });
+        // Opened now: the guard holds it from the start.
+        let _ = Repo::open(root);
+        Held {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// A second handle on the same opened repository.
+    fn share(&self) -> Repo {
+        Repo {
+            git: Rc::clone(&self.git),
+            root: self.root.clone(),
+            prefix: self.prefix.clone(),
+        }
+    }
+
+    fn discover(root: &Path) -> Result<Option<Repo>> {
         relax_object_validation();
         let git = match Repository::discover(root) {
             Ok(git) => git,
@@ -110,9 +158,10 @@ impl Repo {
             return Ok(None);
         };
         let prefix = root_prefix(root, workdir);
+        count_open();
         trace!(workdir = %workdir.display(), prefix = %String::from_utf8_lossy(&prefix), "opened repository");
         Ok(Some(Repo {
-            git,
+            git: Rc::new(git),
             root: root.to_path_buf(),
             prefix,
         }))
@@ -312,9 +361,99 @@ pub(super) fn root_relative(root: &Path, path: &Path) -> Option<Vec<u8>> {
 /// writes only reference blobs libgit2 just stored or the index already holds,
 /// and ralph is the only libgit2 user in its process, so the global switch is
 /// safe to turn off.
+/// Repositories opened on a work tree since the process started: each reads
+/// the whole index again and keeps its own parsed copy.
+static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Repositories of a work tree this process opened (`Repo::open` that
+/// found none held, and the scratch repository of a snapshot's tree): what
+/// the benchmark and the tests count.
+pub fn repositories_opened() -> u64 {
+    OPENED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub(super) fn count_open() {
+    OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    #[cfg(test)]
+    THREAD_OPENED.with(|n| n.set(n.get() + 1));
+}
+
+// Tests run in parallel threads: each counts its own.
+#[cfg(test)]
+thread_local! {
+    pub(super) static THREAD_OPENED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The roots held open on this thread ([`Repo::hold`]).
+struct Holding {
+    root: PathBuf,
+    /// Guards alive for this root (a run and, inside it, a step may hold).
+    depth: usize,
+    /// None until opened (a root not in a repository yet: the agent may
+    /// `git init` it).
+    repo: Option<Repo>,
+}
+
+thread_local! {
+    static HELD: RefCell<Vec<Holding>> = const { RefCell::new(Vec::new()) };
+}
+
+/// While alive, [`Repo::open`] of its root on this thread returns one shared
+/// repository.
+#[must_use = "the repository is held as long as the guard"]
+pub struct Held {
+    root: PathBuf,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let gone = HELD.with_borrow_mut(|held| {
+            let i = held.iter().position(|h| h.root == self.root)?;
+            held[i].depth -= 1;
+            (held[i].depth == 0).then(|| held.swap_remove(i))
+        });
+        drop(gone);
+    }
+}
+
+/// The held repository of `root`, if any and its git directory is still
+/// there (a repository removed and made again is opened anew).
+fn held(root: &Path) -> Option<Repo> {
+    HELD.with_borrow_mut(|held| {
+        let h = held.iter_mut().find(|h| h.root == root)?;
+        if h.repo.as_ref().is_some_and(|r| !r.git.path().is_dir()) {
+            h.repo = None;
+        }
+        h.repo.as_ref().map(Repo::share)
+    })
+}
+
+/// Keep `repo` as its root's held repository, if the root is held.
+fn remember(repo: &Repo) {
+    HELD.with_borrow_mut(|held| {
+        if let Some(h) = held.iter_mut().find(|h| h.root == repo.root) {
+            h.repo = Some(repo.share());
+        }
+    });
+}
+
 pub(super) fn relax_object_validation() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| git2::opts::strict_object_creation(false));
+}
+
+/// libgit2's process-wide settings, made by `app::main` before any thread
+/// starts (libgit2 reads them unsynchronised). Trees are not kept in its
+/// object cache: every status reads all of HEAD's trees (1,000 on 100,000
+/// files, ~7 MB parsed) and a run's repository, held open
+/// ([`Repo::hold`]), would keep them all for the run; git keeps none
+/// between commands. Reading them again from the pack costs little next to
+/// the `lstat` of every file.
+pub(crate) fn tune_libgit2() {
+    // SAFETY: called once, from `main`, while it is the only thread.
+    if let Err(e) = unsafe { git2::opts::set_cache_object_limit(git2::ObjectType::Tree, 0) } {
+        debug!(error = %e, "libgit2 keeps its default object cache");
+    }
 }
 
 /// The project root relative to the work dir, with a trailing `/`.
@@ -495,6 +634,49 @@ pub(super) mod tests {
 
     pub(crate) fn own() -> OwnPaths {
         OwnPaths::default()
+    }
+
+    /// What `f` returns, and the repositories it opened on this thread.
+    pub(crate) fn opened_and<T>(f: impl FnOnce() -> T) -> (T, u64) {
+        let before = THREAD_OPENED.with(std::cell::Cell::get);
+        let value = f();
+        (value, THREAD_OPENED.with(std::cell::Cell::get) - before)
+    }
+
+    pub(crate) fn opened(f: impl FnOnce()) -> u64 {
+        opened_and(f).1
+    }
+
+    /// A run holds its repository: every step shares one opened
+    /// repository and its index, which still follows what another git
+    /// writes to the index file.
+    #[test]
+    fn a_held_root_is_opened_once_and_sees_the_index_another_git_wrote() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        write(root, "c.txt", "gamma\n");
+        let mut kinds = Vec::new();
+        let during = opened(|| {
+            let _held = Repo::hold(root);
+            for _ in 0..3 {
+                let changes = open(root).changes(&own()).unwrap();
+                kinds.push(changes.iter().map(|c| c.kind.clone()).collect::<Vec<_>>());
+                // The agent's `git add`, between two steps.
+                let mut index = git.index().unwrap();
+                index.add_path(Path::new("c.txt")).unwrap();
+                index.write().unwrap();
+            }
+        });
+        assert_eq!(during, 1, "one repository for the held root");
+        assert_eq!(kinds, [["??"], ["A"], ["A"]]);
+        // Let go: each open is its own again.
+        assert_eq!(
+            opened(|| {
+                open(root);
+                open(root);
+            }),
+            2
+        );
     }
 
     #[test]

@@ -8,9 +8,12 @@
 //!
 //! A snapshot is taken with the WIP commit's rules (tracked and untracked
 //! files, no ignored files, no ralph runtime files; no new file that is
-//! over `git.max_file_size`, binary or one too many, see `guard`) through a
-//! private copy of the index, so HEAD, the index, the branch and the stash
-//! are never touched. A changed tracked file over `git.max_file_size` keeps
+//! over `git.max_file_size`, binary or one too many, see `guard`) into the
+//! repository's index in memory, every entry it changed put back after
+//! (`commit::Undo`; the file read again when that cannot be: a conflict, an
+//! entry libgit2 dropped unasked), so HEAD, the index file, the branch and
+//! the stash are never touched, and no second copy of the index (~20 MB
+//! and a read of the whole file on 100,000 files) is made. A changed tracked file over `git.max_file_size` keeps
 //! its indexed version in a snapshot: an agent rewriting a generated 1 GB
 //! file every second must not fill the disk with its versions (the WIP
 //! commit at the checkpoint still takes it, once). The snapshots of one iteration form a chain (each names the one
@@ -19,9 +22,10 @@
 
 use std::fs;
 
-use git2::{DiffOptions, Oid, Repository, Signature};
+use git2::{DiffOptions, Oid, Signature};
 use serde::Serialize;
 
+use super::commit::{Staging, Undo};
 use super::{Guard, OwnPaths, Repo, bytes_to_path};
 use crate::{Error, Result};
 
@@ -29,7 +33,6 @@ use crate::{Error, Result};
 /// branch list, `git log --all` aside, shows them.
 pub(crate) const SNAPSHOT_REFS: &str = "refs/ralph/snapshots/";
 pub(super) const BASE: &str = "Ralph-Base: ";
-const SCRATCH_INDEX: &str = "ralph-snapshot";
 const PREVIOUS: &str = "Ralph-Previous: ";
 const WORK_TREE: &str = "Ralph-Work-Tree: ";
 const PROJECT: &str = "Ralph-Project: ";
@@ -120,9 +123,11 @@ impl Repo {
         })
     }
 
-    /// The work tree as a tree object, staged as a WIP commit would stage it,
-    /// but into a copy of the index that is thrown away: the real index file
-    /// is only read.
+    /// The work tree as a tree object, staged as a WIP commit would stage
+    /// it, into the repository's index in memory and put back as it was
+    /// ([`Undo`]): the index file is only read, and no second copy of the
+    /// index is read or held (on 100,000 files each is ~20 MB and a read
+    /// of the whole file).
     pub(super) fn work_tree_as_tree(
         &self,
         own: &OwnPaths,
@@ -134,41 +139,25 @@ impl Repo {
             .left_out(own, guard)
             .map_err(|e| git2::Error::from_str(&e.to_string()))?;
         let frozen = self.big_changed_files(own, guard.max_file_size)?;
-        let git = Repository::open(self.git.path())?;
-        // One name per scope, not one per process: only the scope's lock
-        // holder snapshots, and a supervisor killed mid-snapshot leaves no
-        // file for good.
-        let scratch = self.git.path().join(self.scratch_index());
-        let copied = fs::copy(self.git.path().join("index"), &scratch);
-        if let Err(e) = &copied
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            return Err(git2::Error::from_str(&format!(
-                "cannot copy the index: {e}"
-            )));
-        }
-        let result = (|| {
-            let mut index = git2::Index::open(&scratch)?;
-            git.set_index(&mut index)?;
-            let view = Repo {
-                git,
-                root: self.root.clone(),
-                prefix: self.prefix.clone(),
-            };
-            let mut index = view.git.index()?;
-            let mut own = view.own(own);
-            own.leave_out(&left_out);
-            own.frozen = frozen;
-            own.max_new_size = guard.max_file_size;
-            view.stage_work_tree(&mut index, &own, false)?;
-            if own.scope.is_empty() {
-                index.write_tree()
-            } else {
-                view.scoped_tree(&index, view.head_tree()?.as_ref(), &own.scope)
-            }
-        })();
-        let _ = fs::remove_file(&scratch);
-        result
+        let mut index = self.git.index()?;
+        // As on disk now (the agent's git may have rewritten it).
+        index.read(false)?;
+        let mut own = self.own(own);
+        own.leave_out(&left_out);
+        own.frozen = frozen;
+        own.max_new_size = guard.max_file_size;
+        let mut undo = Undo::new(&index);
+        let tree = self
+            .stage_work_tree(&mut index, &own, Staging::Tree(&mut undo))
+            .and_then(|_| {
+                if own.scope.is_empty() {
+                    index.write_tree()
+                } else {
+                    self.scoped_tree(&index, self.head_tree()?.as_ref(), &own.scope)
+                }
+            });
+        undo.apply(&mut index)?;
+        tree
     }
 
     /// Tracked files changed in the work tree that are over `max` bytes
@@ -196,10 +185,6 @@ impl Repo {
                 fs::symlink_metadata(workdir.join(bytes_to_path(p))).is_ok_and(|m| m.len() > max)
             })
             .collect())
-    }
-
-    fn scratch_index(&self) -> String {
-        format!("{SCRATCH_INDEX}-{}.index", self.scope_key())
     }
 
     /// Whether a snapshot ref is this work tree's project's.
@@ -459,16 +444,6 @@ mod tests {
         assert_eq!(git.head().unwrap().target(), head);
         assert_eq!(index_bytes(root), index, "the index file is only read");
         assert!(git.refname_to_id("refs/stash").is_err());
-        assert!(
-            fs::read_dir(root.join(".git"))
-                .unwrap()
-                .flatten()
-                .all(|e| !e
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with("ralph-snapshot")),
-            "the scratch index is removed"
-        );
         // Same tree again: not written.
         assert_eq!(
             repo.record_snapshot("r1", 1, &own(), &GUARD).unwrap(),
@@ -494,6 +469,98 @@ mod tests {
             tree.get_path(Path::new(".ralph/state.json")).is_err(),
             "runtime"
         );
+    }
+
+    /// Every entry of the repository's index in memory, stat data and all
+    /// but libgit2's "up to date" mark (memory only, cleared when the
+    /// index is written; every entry added gets it).
+    fn entries(repo: &Repo) -> Vec<String> {
+        const UPTODATE: u16 = 1 << 2;
+        let index = repo.git.index().unwrap();
+        index
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {:o} {:x} {:x} {} {}.{} {}.{} {} {}",
+                    String::from_utf8_lossy(&e.path),
+                    e.id,
+                    e.mode,
+                    e.flags,
+                    e.flags_extended & !UPTODATE,
+                    e.file_size,
+                    e.mtime.seconds(),
+                    e.mtime.nanoseconds(),
+                    e.ctime.seconds(),
+                    e.ctime.nanoseconds(),
+                    e.ino,
+                    e.dev
+                )
+            })
+            .collect()
+    }
+
+    /// A snapshot stages into the repository's own index in memory, no
+    /// copy of it (no second repository, no second read of the file), and
+    /// puts every entry back as it was: a staged file, a held secret, a
+    /// deleted file, new files, and a file whose name became a directory
+    /// (libgit2 drops that entry unasked: the file is read again).
+    #[test]
+    fn a_snapshot_puts_the_index_in_memory_back_as_it_was() {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        write(root, "x", "a file, to become a directory\n");
+        write(root, "key.txt", "plain\n");
+        commit_all(&git, "more");
+        let repo = open(root);
+        let cases: [(&str, &dyn Fn()); 2] = [
+            ("edits", &|| {
+                write(root, "a.txt", "alpha, edited\n");
+                write(root, "staged.txt", "staged\n");
+                // A secret the agent staged itself: held at HEAD's version.
+                write(root, "key.txt", "aws AKIAIOSFODNN7EXAMPLE\n");
+                let mut index = git.index().unwrap();
+                index.add_path(Path::new("staged.txt")).unwrap();
+                index.add_path(Path::new("key.txt")).unwrap();
+                index.write().unwrap();
+                fs::remove_file(root.join("b.txt")).unwrap();
+                write(root, "new/deep.txt", "untracked\n");
+            }),
+            ("file to directory", &|| {
+                fs::remove_file(root.join("x")).unwrap();
+                write(root, "x/inside.txt", "now a directory\n");
+            }),
+        ];
+        for (n, (what, change)) in cases.into_iter().enumerate() {
+            change();
+            // What a status reads in: the index as on disk.
+            repo.changes(&own()).unwrap();
+            let before = entries(&repo);
+            let index = index_bytes(root);
+            let (id, more) = super::super::repository::tests::opened_and(|| {
+                written(
+                    repo.record_snapshot("r1", n as u32, &own(), &GUARD)
+                        .unwrap(),
+                )
+            });
+            assert_eq!(more, 0, "{what}: no second repository");
+            assert_eq!(entries(&repo), before, "{what}: the index in memory");
+            assert_eq!(index_bytes(root), index, "{what}: the index file");
+            let tree = git
+                .find_commit(id.parse().unwrap())
+                .unwrap()
+                .tree()
+                .unwrap();
+            let has = |p: &str| tree.get_path(Path::new(p)).is_ok();
+            match what {
+                "edits" => {
+                    assert!(has("staged.txt") && has("new/deep.txt") && !has("b.txt"));
+                    let key = tree.get_path(Path::new("key.txt")).unwrap();
+                    let blob = git.find_blob(key.id()).unwrap();
+                    assert_eq!(blob.content(), b"plain\n", "the secret is held at HEAD");
+                }
+                _ => assert!(has("x/inside.txt"), "{what}"),
+            }
+        }
     }
 
     #[test]
@@ -589,7 +656,6 @@ mod tests {
             "beta, committed later\n",
             "a file the snapshot did not change keeps its newer content"
         );
-        assert!(!root.join(".git").join(repo.scratch_index()).exists());
     }
 
     #[test]

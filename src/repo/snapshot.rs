@@ -82,28 +82,16 @@ impl Repo {
     }
 }
 
-/// Snapshot of `root` for progress detection, in or outside git.
-///
-/// The repository stays open between calls (one per process, the last root
-/// asked for): libgit2 then re-reads and re-verifies the index only when the
-/// file changed on disk, and keeps the HEAD tree objects it already
-/// inflated, which is most of the cost of a snapshot besides the `lstat` of
-/// every file. Everything else (HEAD, refs, the work tree) is read anew.
+/// Snapshot of `root` for progress detection, in or outside git. A run
+/// holds its repository ([`Repo::hold`]): libgit2 then re-reads and
+/// re-verifies the index only when the file changed on disk, and keeps the
+/// HEAD tree objects it already inflated, which is most of the cost of a
+/// snapshot besides the `lstat` of every file.
 pub fn snapshot(root: &Path, own: &OwnPaths) -> Result<Snapshot> {
-    static OPEN: std::sync::Mutex<Option<Repo>> = std::sync::Mutex::new(None);
-    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-    let reusable = open
-        .as_ref()
-        .is_some_and(|r| r.root == root && r.git.path().is_dir());
-    if !reusable {
-        *open = None;
-        match Repo::open(root)? {
-            Some(repo) => *open = Some(repo),
-            None => return walk_snapshot(root, own),
-        }
+    match Repo::open(root)? {
+        Some(repo) => repo.snapshot(own),
+        None => walk_snapshot(root, own),
     }
-    let repo = open.as_ref().expect("opened above");
-    repo.snapshot(own)
 }
 
 /// True when `after` shows progress over `before`: new commits that change

@@ -108,6 +108,11 @@ pub(crate) struct Supervisor {
     /// The login end last said (`rules::login`): said once, not after
     /// every session.
     pub(super) login_said: Option<jiff::Timestamp>,
+    /// The project's repository, held open for the run (`Repo::hold`).
+    pub(super) _repo: repo::Held,
+    /// The run's start as one event, up to the first iteration's start
+    /// (`Supervisor::new`).
+    pub(super) start: Option<repo::OnePass>,
 }
 
 impl Supervisor {
@@ -185,6 +190,9 @@ impl Supervisor {
         }
         let signals = Signals::install(&layout)?;
         crate::agent::shell::watch_interrupts();
+        // One opened repository for the whole run (one parsed index): every
+        // step's `Repo::open` shares it.
+        let held = repo::Repo::hold(root);
         // As everywhere in a run, a repository git2 cannot open is no repository.
         let repo = repo::Repo::open(root).ok().flatten();
         let run_id = record::new_run_id(root, repo.as_ref());
@@ -228,6 +236,12 @@ impl Supervisor {
         {
             bus.add(Box::new(notifier));
         }
+        // The run's start is one event (`repo::one_pass`): the untracked
+        // files said now, the user's edits committed before the first
+        // session and the first iteration's boundary tree and snapshot
+        // share one walk. Not a worker's: its coordinator's grant may be
+        // long in coming, and the coordinator works in its tree meanwhile.
+        let start_pass = opts.worker.is_none().then(|| repo::one_pass(root));
         crate::project::ownership::at_start(
             root,
             &config.prompt_file,
@@ -293,6 +307,8 @@ impl Supervisor {
             unit: opts.worker,
             sessions_started: 0,
             login_said: None,
+            _repo: held,
+            start: start_pass,
             config,
             trust,
             untrusted: Vec::new(),
@@ -743,12 +759,14 @@ impl Supervisor {
                 None => repo::snapshot(&self.root, &self.own()).ok(),
             };
             drop(pass);
+            self.start = None;
             let facts = self.run_agent(number, &plan_before).await?;
             let end = self.after_agent(facts, &plan_before, snap_before).await;
             // What `benches/perf.rs` and `e2e_checkpoint` count.
             tracing::debug!(
                 iteration = number,
                 work_tree_passes = repo::work_tree_passes(),
+                repositories_opened = repo::repositories_opened(),
                 "bookkeeping"
             );
             if let Some(end) = end {

@@ -209,15 +209,19 @@ fn l2_with_agent_notes_commits_hands_off_and_resumes() {
 /// diffs that look at every file) after each iteration; that count is what
 /// costs on a large repository, so it must not grow again.
 ///
-/// Iteration 1 (6): the run's start (the untracked files it warns about,
-/// the user's edits it commits first, the boundary tree and snapshot at
-/// the iteration's start: 3), the safety net's snapshot before the agent
+/// Iteration 1 (4): the run's start, one event (the untracked files it
+/// warns about, the user's edits it commits first, the boundary tree and
+/// snapshot at the iteration's start), the safety net's snapshot before the agent
 /// is stopped at L2, the walk after the agent (progress, the checkpoint's
 /// file list, diffstat and limits, the boundary tree, the next iteration's
 /// start), and the WIP commit's staging (which refreshes the index, as
 /// `git add -A` does). Iteration 2 (2): the walk after the agent (progress,
 /// boundary tree, the final commit's list and limits) and the final
 /// commit's staging.
+///
+/// And the repositories opened (`repo::repositories_opened`): each reads
+/// the whole index and keeps a parsed copy of its own. The run holds one
+/// for its life (`Repo::hold`), opened at its start: 1, then 0.
 #[test]
 fn an_iteration_walks_the_work_tree_a_fixed_number_of_times() {
     let p = Project::new(
@@ -246,22 +250,27 @@ fn an_iteration_walks_the_work_tree_a_fixed_number_of_times() {
         ]
     );
     // Running totals, one line per iteration.
-    let totals: Vec<u64> = run
-        .stderr
-        .lines()
-        .filter(|l| l.contains("bookkeeping"))
-        .filter_map(|l| {
-            l.split("work_tree_passes=")
-                .nth(1)?
-                .split(' ')
-                .next()?
-                .parse()
-                .ok()
-        })
-        .collect();
-    assert_eq!(totals.len(), 2, "{}", run.stderr);
-    let passes = [totals[0], totals[1] - totals[0]];
-    assert_eq!(passes, [6, 2], "passes per iteration\n{}", run.stderr);
+    let per_iteration = |counter: &str| {
+        let totals: Vec<u64> = run
+            .stderr
+            .lines()
+            .filter(|l| l.contains("bookkeeping"))
+            .filter_map(|l| {
+                l.split(&format!("{counter}="))
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        assert_eq!(totals.len(), 2, "{counter}\n{}", run.stderr);
+        [totals[0], totals[1] - totals[0]]
+    };
+    let passes = per_iteration("work_tree_passes");
+    assert_eq!(passes, [4, 2], "passes per iteration\n{}", run.stderr);
+    let opened = per_iteration("repositories_opened");
+    assert_eq!(opened, [1, 0], "repositories opened\n{}", run.stderr);
 }
 
 #[test]

@@ -30,6 +30,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// The longest item text a claim or a status carries, in characters: each
+/// is pushed again at every beat.
+pub(super) const ITEM_TEXT: usize = 300;
+
 /// What a lease commit says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Lease {
@@ -165,10 +169,6 @@ pub(crate) fn record<T: for<'de> Deserialize<'de>>(message: &str) -> Result<T> {
     serde_json::from_str(body)
         .map_err(|e| Error::wrap("a fleet ref's commit does not carry ralph's record", e))
 }
-
-/// The longest item text a status or a claim carries, in characters (here,
-/// in the pure leaf: `reach.rs` sits above `worker.rs`, which needs this file).
-pub(super) const ITEM_TEXT: usize = 300;
 
 /// The merge lease's `what`.
 pub(crate) const MERGE: &str = "merge";
