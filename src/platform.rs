@@ -15,6 +15,11 @@
 //! | the host name | `gethostname` | `gethostname` |
 //! | a desktop notification | `notify-send` | `osascript` (Notification Center) |
 //!
+//! Beside them, one thing every platform does alike that has one owner
+//! here: the signals ralph catches (`signals`: SIGINT, SIGTERM, SIGHUP,
+//! SIGUSR1, SIGUSR2, counted for every reader — a loop, a coordinator, a
+//! fleet worker, the hooks, `ralph watch`).
+//!
 //! Pitfalls: a start time is only compared with one read on the same
 //! machine (ticks since boot on Linux, microseconds since the epoch on
 //! macOS). The parent-death signal is sent when the *thread* that forked
@@ -37,6 +42,8 @@ use macos as imp;
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("ralph runs on Linux and macOS");
+
+pub(crate) mod signals;
 
 // Used on macOS; compiled on Linux for its tests.
 #[cfg(any(target_os = "macos", test))]

@@ -23,7 +23,8 @@
 //! timers → effects), `stop` (the stop sequence), `verdict` (failure,
 //! outcome, the exit rules in one order), `budget` and `limit_wait`. The
 //! doing is here (files, git, hooks, the state on disk), in `driver` (the
-//! agent and the display), `signals` and `waiting` (a usage-limit wait).
+//! agent and the display; the signals come from `crate::platform::signals`, the one
+//! owner) and `waiting` (a usage-limit wait).
 //! This file and `record` are the only writers of [`RunState`]'s
 //! bookkeeping during a run.
 //!
@@ -40,7 +41,6 @@
 //!   driver.rs            the async side: exit, lines, requests, wakes → Input; Effects applied
 //!   continuation.rs      a stopped session continued once for handoff notes (opencode's `--session`)
 //!   stop.rs              the typed stop sequence (grace, SIGINT, SIGTERM, SIGKILL)
-//!   signals.rs           signals and `ralph checkpoint`'s control file as requests
 //!   verdict.rs           failure, outcome and the exit rules in one order (decides the exit code)
 //!   record.rs            an iteration's bookkeeping in RunState, the circuit breaker's update
 //!   budget.rs            iterations, cost, duration and --deadline budgets
@@ -75,7 +75,6 @@ mod publish;
 mod record;
 mod run;
 mod seams;
-mod signals;
 mod snapshots;
 mod stop;
 mod takeover;

@@ -11,7 +11,6 @@ use super::facts::{CheckpointMark, Facts, rel};
 use super::iteration::{IterationLimits, IterationMachine};
 use super::limit_wait::LimitBackoff;
 use super::publish::Publisher;
-use super::signals::{Request, Signals};
 pub(crate) use super::verdict::Outcome;
 use super::verdict::{Measured, Next, RunFlags};
 use super::{Now, driver, iteration, record, verdict};
@@ -31,6 +30,7 @@ use crate::project::Project;
 use crate::prompt;
 use crate::repo::{self, OwnPaths};
 use crate::rules::fatal;
+use crate::platform::signals::{Catcher, Request};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunOptions {
@@ -74,7 +74,7 @@ pub(crate) struct Supervisor {
     pub(super) events: Publisher,
     pub(super) state: RunState,
     pub(super) lock: Lock,
-    pub(super) signals: Signals,
+    pub(super) signals: Catcher,
     pub(super) budgets: Budgets,
     pub(super) flags: RunFlags,
     /// Requests that came while a continued session ran (`continuation`),
@@ -183,8 +183,7 @@ impl Supervisor {
         if boxed {
             agent::sandbox::protect::prepare(root);
         }
-        let signals = Signals::install(&layout)?;
-        crate::agent::shell::watch_interrupts();
+        let signals = Catcher::new(Some(layout.control()))?;
         // As everywhere in a run, a repository git2 cannot open is no repository.
         let repo = repo::Repo::open(root).ok().flatten();
         let run_id = record::new_run_id(root, repo.as_ref());
@@ -617,7 +616,7 @@ impl Supervisor {
             // start another agent.
             while let Some(request) = match self.held.pop() {
                 Some(r) => Some(r),
-                None => self.signals.pending().await,
+                None => self.signals.take(),
             } {
                 if let Some(end) = self.on_request_between(request, "between iterations") {
                     return Ok(end);

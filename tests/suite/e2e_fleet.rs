@@ -468,6 +468,28 @@ fn sigterm_checkpoints_pushes_and_releases_the_claim_within_the_grace() {
     assert_eq!(fleet.merges().len(), 0);
 }
 
+/// A fleet worker started from a terminal that closes (an ssh session
+/// dropped) gets SIGHUP: like a loop and a coordinator, it goes on
+/// (before: the signal's default action ended it, its item's loop killed
+/// by the parent-death signal with no checkpoint).
+#[test]
+fn sighup_leaves_the_fleet_worker_working_to_the_end() {
+    let fleet = Fleet::new(1, 3000, "[fleet]\nlease = \"3s\"\n");
+    let a = fleet.worker("wa");
+    common::wait_until("the claim", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/claims/").is_empty()
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.id() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let a = wait(a);
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    assert_eq!(fleet.merges().len(), 1);
+    fleet.assert_nothing_left();
+}
+
 #[test]
 fn an_unreachable_remote_is_retried_and_said_and_the_work_kept() {
     let fleet = Fleet::new(

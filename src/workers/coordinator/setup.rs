@@ -9,7 +9,7 @@ use std::path::Path;
 use git2::Repository;
 
 use super::machine::{LEASE, Machine, Rules};
-use super::{Coordinator, Options, install_signals, read_plan};
+use super::{Coordinator, Options, read_plan};
 use crate::config::{Config, trust};
 use crate::error::{Error, Result};
 use crate::events::{Bus, EventLog};
@@ -159,7 +159,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
                 .unwrap_or(Path::new(".ralph/worktrees")),
         )
         .join(&run_id);
-    install_signals()?;
+    let signals = crate::platform::signals::Catcher::new(Some(layout.control()))?;
     let hooks = crate::hooks::Hooks::trusting(&config.hooks, &root, Some(trust.started.clone()));
     let counted_from = crate::supervisor::CountedFrom::of_run(
         &ledger.started_at,
@@ -204,6 +204,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         lock,
         config,
         trust,
+        signals,
     };
     c.ledger.workers = c.opts.workers;
     // What the workers did while no coordinator listened counts before

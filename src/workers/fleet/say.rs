@@ -4,6 +4,7 @@
 //! (0600, redacted like every log), `--json` on stdout or a line on stderr,
 //! and `[notify]`.
 
+use std::io::Write as _;
 use std::path::Path;
 
 use crate::config::Config;
@@ -20,7 +21,13 @@ impl Sink for Lines {
     fn event(&mut self, record: &Record) {
         if let (Event::Fleet(event), Some(worker)) = (&record.event, &record.worker) {
             let human = event.human();
-            eprintln!("ralph fleet [{worker}]: {}", crate::text::printable(&human));
+            // Not `eprintln!`: a terminal hung up (SIGHUP) fails every
+            // write, and the worker goes on without it.
+            let _ = writeln!(
+                std::io::stderr(),
+                "ralph fleet [{worker}]: {}",
+                crate::text::printable(&human)
+            );
         }
     }
 }
