@@ -33,6 +33,8 @@
 //! ```text
 //! supervisor.rs          this map
 //! supervisor/
+//!   start.rs             the one start of a run (a loop, a worker's loop, a coordinator):
+//!                        checks before anything is written, then lock, log, trust, signals
 //!   run.rs               Supervisor: the loop, measuring, save_checkpoint, finish_as
 //!   iteration.rs         IterationMachine: one agent as a pure machine (Input → Effects);
 //!                        when L2/L3 fire (the checkpoint request, the stop)
@@ -76,6 +78,7 @@ mod record;
 mod run;
 mod seams;
 mod snapshots;
+pub(crate) mod start;
 mod stop;
 mod takeover;
 mod verdict;
@@ -85,6 +88,5 @@ mod waiting;
 pub(crate) use budget::CountedFrom;
 use now::Now;
 pub(crate) use record::checkpoint_outside_a_run;
-pub(crate) use record::new_run_id;
 pub(crate) use run::*;
 pub(crate) use seams::next_shard;

@@ -21,8 +21,8 @@ use crate::agent::{Agent, Line};
 use crate::config::templates::{self, Templates};
 use crate::formats::{Event, StopStep};
 use crate::formats::{Layout, RunState};
-use crate::project::Lock;
 use crate::platform::signals::Catcher;
+use crate::project::Lock;
 use crate::text::format_duration;
 
 /// How long the lines an agent left in its pipe may take to read once it

@@ -59,8 +59,8 @@ use crate::events::Bus;
 use crate::formats::Event;
 use crate::formats::ledger::{Assignment, Ledger, Status, Task};
 use crate::plan::units;
-use crate::repo::worktree;
 use crate::platform::signals::Request;
+use crate::repo::worktree;
 use machine::{Effect, Free, Input, Machine, Now, Order, Sig, To, World};
 
 /// What the user asked for besides the count.
