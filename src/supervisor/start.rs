@@ -1,6 +1,7 @@
 //! The start of a run: the one path a single loop (`Supervisor::new`), a
-//! worker's loop (`ralph run --worker`) and a parallel run's coordinator
-//! (`workers::coordinator::setup`) take, in two steps.
+//! worker's loop (`ralph run --worker`), a parallel run's coordinator
+//! (`workers::coordinator::setup`) and a fleet worker (`workers::fleet`)
+//! take, in two steps.
 //!
 //! [`Start::check`], before anything is written: the agent's variables
 //! remembered as secrets, the templates, the agent's program and its box,
@@ -51,6 +52,10 @@ pub(crate) enum Kind<'a> {
     /// A parallel run's coordinator: its agents work in worktrees; its
     /// workers act on the configuration it holds (`holding_config`).
     Coordinator,
+    /// A fleet worker in its clone (`--fleet NAME`): its items' loops work
+    /// in worktrees; its log is the fleet's (`.ralph/fleet/NAME/`). Its
+    /// trust record is not kept: its loops judge their own worktrees.
+    Fleet(&'a str),
 }
 
 /// A start whose checks passed; nothing written yet.
@@ -100,7 +105,7 @@ impl<'a> Start<'a> {
         let trusted = match kind {
             // A worker's project is its worktree, made by its coordinator.
             Kind::Worker(_) => trust::Decision::Trusted,
-            Kind::Loop | Kind::Coordinator => {
+            Kind::Loop | Kind::Coordinator | Kind::Fleet(_) => {
                 trust::at_start(root, &layout.dir, boxed, trust_config)?
             }
         };
@@ -132,7 +137,7 @@ impl<'a> Start<'a> {
         let (root, config, layout) = (self.root, self.config, &self.layout);
         let workplace = match self.kind {
             Kind::Loop | Kind::Worker(_) => Workplace::Here,
-            Kind::Coordinator => Workplace::Worktrees,
+            Kind::Coordinator | Kind::Fleet(_) => Workplace::Worktrees,
         };
         if workplace == Workplace::Here {
             ownership::claim_prompt_file(root, &config.prompt_file)?;
@@ -149,7 +154,14 @@ impl<'a> Start<'a> {
         let claim = repo.map(Repo::claim_scope).transpose()?.flatten();
         crate::formats::remove_dead_temp_files(&layout.dir, None);
         // Only the lock holder writes the log: a refused second instance must not.
-        bus.add(Box::new(EventLog::open(&layout.events())?));
+        let log = match self.kind {
+            Kind::Fleet(name) => layout.fleet().join(name).join("events.jsonl"),
+            _ => layout.events(),
+        };
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+        }
+        bus.add(Box::new(EventLog::open(&log)?));
         let trust = self.record(&run_id)?;
         if let Some(event) = trust::start_event(self.trusted) {
             bus.emit(event);
@@ -179,7 +191,7 @@ impl<'a> Start<'a> {
         let root = self.root;
         let fingerprints = trust::Fingerprints::take(root, self.config);
         match self.kind {
-            Kind::Loop | Kind::Worker(None) => {
+            Kind::Loop | Kind::Worker(None) | Kind::Fleet(_) => {
                 Ok(trust::Record::start(run_id, self.boxed, fingerprints))
             }
             // The workers' loops act on this configuration (`--trusted-by`).

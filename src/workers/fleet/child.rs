@@ -32,13 +32,11 @@ static STOPPED: AtomicBool = AtomicBool::new(false);
 /// The remote stayed unreachable past `[fleet] max_unreachable`.
 static GONE: AtomicBool = AtomicBool::new(false);
 
-/// Catch the signals a run catches. SIGTERM, SIGINT and SIGUSR2 (`ralph
-/// stop`) ask the worker to stop (`stop_requested`); SIGHUP (its terminal
-/// gone) and SIGUSR1 leave it working, as they leave a loop.
-pub(crate) fn catch_stop_signals() -> Result<()> {
-    let catcher = Catcher::new(None)?;
-    *SIGNALS.lock().unwrap_or_else(|e| e.into_inner()) = Some(catcher);
-    Ok(())
+/// Read the signals the run's start caught. SIGTERM, SIGINT and SIGUSR2
+/// (`ralph stop`) ask the worker to stop (`stop_requested`); SIGHUP (its
+/// terminal gone) and SIGUSR1 leave it working, as they leave a loop.
+pub(crate) fn catch_stop_signals(signals: Catcher) {
+    *SIGNALS.lock().unwrap_or_else(|e| e.into_inner()) = Some(signals);
 }
 
 /// Whether a stop signal came (or the remote is gone).
