@@ -9,7 +9,7 @@
 //! | every process | `/proc` | `proc_listallpids` |
 //! | the orphans an agent leaves | a child subreaper (`PR_SET_CHILD_SUBREAPER`): they become ralph's children and are killed | none: they go to launchd; the agent's session and the sessions recorded in the lock are still ended |
 //! | any child left to wait for | `waitid(WNOWAIT)` | the process table is read |
-//! | a child that must die with ralph | `PR_SET_PDEATHSIG` | a ralph child: a pipe ralph holds open ([`parent_pipe`]); an agent: none (the next run's takeover ends it) |
+//! | a child that must die with ralph (every child it starts: the agent, a worker's or a fleet item's loop, the project's commands — hooks, checks, notify's command — and the fleet's `git`) | `PR_SET_PDEATHSIG` | a ralph child: a pipe ralph holds open ([`parent_pipe`]); an agent: none (the next run's takeover ends it) |
 //! | the files ralph's stdout/stderr write | `/proc/self/fd`, a pipe followed to its reader (`tee`) | `F_GETPATH` on a regular file; a pipe is not followed |
 //! | a bigger pipe for the agent's output | `F_SETPIPE_SZ` | the system's size |
 //! | the host name | `gethostname` | `gethostname` |

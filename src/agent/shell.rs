@@ -178,6 +178,10 @@ pub(crate) fn run_in(
         .stderr(Stdio::piped())
         .envs(env.iter().map(|(k, v)| (k, v)));
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    // The one parent-death rule of every child ralph starts: a check or a
+    // hook running when ralph is killed -9 does not run on without it (on
+    // Linux; elsewhere the next start ends its recorded group).
+    crate::platform::die_with_parent(&mut cmd, Signal::SIGKILL, crate::platform::Heir::Program);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {

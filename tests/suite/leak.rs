@@ -467,6 +467,35 @@ result = "<promise>COMPLETE</promise>"
     });
 }
 
+/// A `[verify]` check running when ralph is killed -9 dies with it: the
+/// one parent-death rule of every child ralph starts (`platform::
+/// die_with_parent`) holds for the project's commands as for the agent.
+/// Before, the check (a test suite, for minutes) ran on without a
+/// supervisor until a next start found its group.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_check_running_when_ralph_is_killed_dies_with_it() {
+    let p = Project::new(
+        PLAN,
+        "[[step]]\ncontext = 20000\n[[step]]\nresult = \"<promise>COMPLETE</promise>\"\n",
+        "[loop]\nrequire_plan_complete = false\n[verify]\ncommands = [\"exec sleep 613\"]\n",
+    );
+    let mut child = p.spawn_unread_run();
+    let mut check = None;
+    common::wait_until("the check starts", Duration::from_secs(20), || {
+        check = common::processes_matching("sleep 613")
+            .into_iter()
+            .find(|pid| common::command_line(*pid).is_some_and(|c| c.starts_with("sleep ")));
+        check.is_some()
+    });
+    let check = check.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    common::wait_until("the check is gone", Duration::from_secs(2), || {
+        !common::alive(check)
+    });
+}
+
 // ---------------------------------------------------------------- disk
 
 /// Item 7: transcripts had no cap (1 GiB in two iterations is easy). Past
