@@ -2,19 +2,20 @@
 //! .ralph/worker-plan.md --fresh` in the item's worktree (the plan file's
 //! name is the parallel workers' own, `WORKER_PLAN`), as a child process
 //! (every rule of one loop holds for it: checkpoints, breaker, budgets,
-//! snapshots), and the signals that stop the worker (caught by `crate::platform::signals`).
+//! snapshots), and the signals that stop the worker (caught by
+//! `platform::signals`).
 //!
-//! The child gets a process group of its own, so a terminal's Ctrl-C or an
-//! engine's SIGTERM reaches the worker, which forwards it once (the loop's
-//! first interrupt: checkpoint, WIP commit, exit 130) and keeps the rest of
-//! the grace for its push; and the parent-death rule
-//! (`platform::die_with_parent`), so a worker killed with SIGKILL takes its
-//! loop (and that loop its agent) with it.
+//! The loop is started by the one launcher of ralph's loops
+//! (`workers::child::ralph_loop`): a process group of its own, so a
+//! terminal's Ctrl-C or an engine's SIGTERM reaches the worker, which
+//! forwards it once (the loop's first interrupt: checkpoint, WIP commit,
+//! exit 130) and keeps the rest of the grace for its push; and the
+//! parent-death rule (`platform::die_with_parent`), so a worker killed with
+//! SIGKILL takes its loop (and that loop its agent) with it.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -74,24 +75,17 @@ pub(crate) struct Loop {
 impl Loop {
     /// Start `ralph run WORKER_PLAN --fresh ARGS…` in `root`, with `env`.
     pub(crate) fn start(root: &Path, args: &[OsString], env: &[(&str, String)]) -> Result<Loop> {
-        let exe = std::env::current_exe()
-            .map_err(|e| Error::wrap("cannot find ralph's own binary", e))?;
-        let mut command = Command::new(exe);
+        // A worker killed with SIGKILL takes its loop (and that loop its
+        // agent) with it: no one is left to push what a checkpoint would
+        // commit, and the next worker takes over from what was pushed.
+        let mut command = crate::workers::child::ralph_loop(root, Signal::SIGKILL)?;
         command
-            .current_dir(root)
-            .arg("run")
             .arg(crate::workers::child::WORKER_PLAN)
             .arg("--fresh")
-            .args(args)
-            .process_group(0);
+            .args(args);
         for (k, v) in env {
             command.env(k, v);
         }
-        crate::platform::die_with_parent(
-            &mut command,
-            Signal::SIGKILL,
-            crate::platform::Heir::Ralph,
-        );
         let child = command
             .spawn()
             .map_err(|e| Error::wrap("cannot start the worker's loop (`ralph run`)", e))?;
