@@ -287,7 +287,12 @@ impl Machine {
                 item,
                 attempt,
                 merged,
-            } => out.push(self.merged(item, attempt, merged)),
+            } => {
+                // The budget as spent now, not at the last tick: the
+                // iteration that finished this unit may have spent it.
+                self.check_budgets(world, now, out);
+                out.push(self.merged(item, attempt, merged));
+            }
         }
     }
 

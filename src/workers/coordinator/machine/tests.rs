@@ -284,6 +284,20 @@ fn a_conflict_is_handed_back_until_the_last_attempt_then_left_to_a_person() {
         );
         assert_eq!(out, vec![want], "halted {halted}, attempt {attempt}");
     }
+    // The iteration that ended in this conflict spent the last of the
+    // budget, before any tick saw it: the run halts, the update waits.
+    let mut b = Bench::new(rules());
+    b.ledger.iterations = 10;
+    let out = b.at(
+        1,
+        Input::MergeDone {
+            item: "a",
+            attempt: 1,
+            merged: &conflict,
+        },
+    );
+    assert_eq!(out, vec![Effect::Tell(To::All, Order::Stop), back(false)]);
+    assert_eq!(b.m.stop(), Some(Stop::Iterations));
 }
 
 #[test]
