@@ -1,12 +1,17 @@
-//! One run start (`supervisor/start.rs`, issue 36): a single loop and a
-//! parallel run's coordinator take the same start, so a protection either
-//! had holds for both. Each test runs both kinds (or the one that lacked it).
+//! One run start (`supervisor/start.rs`) and one signal path
+//! (`platform::signals`), issue 36: a single loop and a parallel run's
+//! coordinator take the same start and read signals the same way, so a
+//! protection either had holds for both. Each test runs both kinds (or the
+//! one that lacked it).
 
 use crate::common;
 
-use std::time::Duration;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
 use common::Project;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -107,4 +112,63 @@ result = "Done.\n\n<promise>COMPLETE</promise>"
     common::wait_until("the tool is gone", Duration::from_secs(2), || {
         !common::alive(sleeper)
     });
+}
+
+/// `ralph run ARGS` (human output) with its output on pipes.
+fn spawn_human(p: &Project, args: &[&str]) -> Child {
+    p.ralph()
+        .arg("run")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_exit(mut child: Child) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(started.elapsed() < LIMIT, "the run did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGHUP with the terminal gone (the pipes closed, as by a dropped ssh
+/// session) leaves either kind working to the end.
+#[test]
+fn sighup_with_the_terminal_gone_leaves_either_kind_working_to_the_end() {
+    for args in KINDS {
+        let p = Project::new(TWO, crate::e2e_workers::ONE_ITEM, "");
+        let mut child = spawn_human(&p, args);
+        common::wait_for_event(&p, "context", Duration::from_secs(30));
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGHUP).unwrap();
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = wait_exit(child);
+        assert_eq!(status.code(), Some(0), "{args:?}: {}", p.diagnose());
+        let log = p.read(".ralph/events.jsonl");
+        assert!(log.contains("\"outcome\":\"completed\""), "{args:?}: {log}");
+        let plan = p.read("fix_plan.md");
+        assert!(
+            plan.contains("- [x] alpha") && plan.contains("- [x] bravo"),
+            "{args:?}: {plan}"
+        );
+    }
+}
+
+/// SIGTERM is an interrupt for either kind: the work checkpointed, exit 130.
+#[test]
+fn sigterm_interrupts_either_kind_with_exit_130() {
+    for args in KINDS {
+        let p = Project::new(TWO, crate::e2e_workers::ONE_ITEM, "");
+        let child = spawn_human(&p, args);
+        common::wait_for_event(&p, "context", Duration::from_secs(30));
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+        let run = common::Run::wait(child, LIMIT);
+        assert_eq!(run.code, Some(130), "{args:?}: {}", run.describe());
+    }
 }
