@@ -7,7 +7,7 @@
 use crate::common;
 
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Project;
 use nix::sys::signal::{Signal, kill};
@@ -78,20 +78,9 @@ sleep_ms = 30000
 "#;
     let p = Project::new(TWO, server, "[loop]\nrequire_plan_complete = false\n");
     let mut child = p.spawn_unread_run();
-    let mut sleeper = None;
-    common::wait_until("the tool starts", Duration::from_secs(20), || {
-        sleeper = common::processes_matching("sleep 617")
-            .into_iter()
-            .find(|pid| common::command_line(*pid).is_some_and(|c| c.starts_with("sleep ")));
-        sleeper.is_some()
-    });
-    let sleeper = sleeper.unwrap();
+    let sleeper = common::sleep_started("sleep 617", Duration::from_secs(20));
     let sid: i32 = common::proc_stat(sleeper).unwrap()[3].parse().unwrap();
-    // Seen on the supervisor's one-second beat.
-    common::wait_until("the lock records it", Duration::from_secs(10), || {
-        ralph::project::read_lock(&ralph::formats::Layout::new(p.root()))
-            .is_some_and(|l| l.sessions.iter().any(|s| s.sid == sid))
-    });
+    common::wait_for_session_in_lock(&p, sid);
     child.kill().unwrap();
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -126,17 +115,6 @@ fn spawn_human(p: &Project, args: &[&str]) -> Child {
         .unwrap()
 }
 
-fn wait_exit(mut child: Child) -> std::process::ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(started.elapsed() < LIMIT, "the run did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// SIGHUP with the terminal gone (the pipes closed, as by a dropped ssh
 /// session) leaves either kind working to the end.
 #[test]
@@ -148,7 +126,7 @@ fn sighup_with_the_terminal_gone_leaves_either_kind_working_to_the_end() {
         kill(Pid::from_raw(child.id() as i32), Signal::SIGHUP).unwrap();
         drop(child.stdout.take());
         drop(child.stderr.take());
-        let status = wait_exit(child);
+        let status = common::wait_exit(child, LIMIT);
         assert_eq!(status.code(), Some(0), "{args:?}: {}", p.diagnose());
         let log = p.read(".ralph/events.jsonl");
         assert!(log.contains("\"outcome\":\"completed\""), "{args:?}: {log}");
