@@ -57,7 +57,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Checkpoint(args) => commands::checkpoint(&project, &args.reason, args.json),
         Command::Stop(args) => commands::stop(&project, args.json),
         Command::Context(args) => commands::context(&project, args.json, args.watch, args.estimate),
-        Command::Watch => commands::watch(&project),
+        Command::Watch(args) => commands::watch(&project, &args),
         Command::Status(args) => match &args.fleet {
             Some(fleet) => commands::fleet_status(&project, &args.remote, fleet, args.json),
             None => commands::status(&project, args.json),

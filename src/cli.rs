@@ -34,8 +34,8 @@ pub(crate) enum Command {
     Context(ContextArgs),
     /// Where the run stands: running, waiting, or how it ended; iteration, time, cost, breaker, last handoff and commit
     Status(StatusArgs),
-    /// A full-screen live view of the run (or the last one): every loop's item, context, cost and state; keys to checkpoint, stop, read a transcript
-    Watch,
+    /// A full-screen live view of the run (or the last one, or a fleet): every loop's item, context, cost and state; keys to checkpoint, stop, read a transcript
+    Watch(WatchArgs),
     /// Create a commented ralph.toml, the templates in prompts/, a starter fix_plan.md and .ralph/.gitignore
     Init(InitArgs),
     /// Print the PROMPT.md the next iteration would get (writes nothing)
@@ -161,6 +161,33 @@ pub(crate) struct StatusArgs {
         requires = "fleet"
     )]
     pub(crate) remote: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// Watch a fleet, fetched from its remote every few seconds: a lane per machine (read-only; docs/fleet.md)
+    #[arg(long, value_name = "NAME")]
+    pub(crate) fleet: Option<String>,
+    /// The fleet's remote
+    #[arg(
+        long,
+        value_name = "REMOTE",
+        default_value = "origin",
+        requires = "fleet"
+    )]
+    pub(crate) remote: String,
+    /// How often the fleet's remote is fetched (at least 1s)
+    #[arg(long, value_name = "DURATION", default_value = "5s", requires = "fleet", value_parser = every)]
+    pub(crate) every: crate::text::Span,
+}
+
+/// `--every`: a duration of at least a second.
+fn every(text: &str) -> Result<crate::text::Span, String> {
+    let span = crate::text::Span::parse(text)?;
+    if span.0 < std::time::Duration::from_secs(1) {
+        return Err("at least 1s: every fetch asks the remote".into());
+    }
+    Ok(span)
 }
 
 #[derive(Debug, Args)]

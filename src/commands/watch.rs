@@ -12,13 +12,17 @@
 //!
 //! The view is `events::view::RunView`, built from `.ralph/events.jsonl`
 //! (the one event stream; a parallel run's coordinator log holds every
-//! worker's records) and the plan read by the one plan loader. Pitfalls:
+//! worker's records) and the plan read by the one plan loader; or, with
+//! `--fleet`, from the fleet's refs (`workers::fleet::Watcher`: a lane per
+//! machine), fetched on a thread of its own so that a slow or vanished
+//! remote never holds the keys or the screen (the screen keeps the last
+//! fetch and says what failed). A fleet is watched read-only: its loops
+//! run on other machines. Pitfalls:
 //! the terminal is restored on every way out (an error, a panic through
 //! ratatui's hook, SIGTERM, SIGHUP, SIGINT from another shell); without a terminal it refuses (exit 2).
 
 mod render;
 
-use crate::platform::signals::Request;
 use std::io::{IsTerminal, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -30,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::events::LogTail;
 use crate::events::view::{RunView, SINGLE};
 use crate::formats::Layout;
+use crate::platform::signals::Request;
 use crate::project::Project;
 use render::{Settings, Ui};
 
@@ -87,6 +92,14 @@ fn key(ui: &mut Ui, view: &RunView, code: KeyCode, ctrl: bool) -> Option<Action>
             ui.selected = (ui.selected + 1).min(loops.len().saturating_sub(1));
             Some(Action::Redraw)
         }
+        // A fleet's loops run on other machines: nothing here to act on.
+        KeyCode::Char('c' | 's' | 't' | 'r') if ui.read_only.is_some() => {
+            ui.message = Some(
+                "a fleet is watched read-only: stop its workers where they run (SIGTERM); `ralph report --fleet NAME` writes its report"
+                    .into(),
+            );
+            Some(Action::Redraw)
+        }
         KeyCode::Char('c') => selected.map(Action::Checkpoint),
         KeyCode::Char('s') => {
             ui.confirm_stop = true;
@@ -115,14 +128,83 @@ fn terminal_gone(timeout: Duration) -> bool {
         && fds[0].revents().is_some_and(|r| r.intersects(gone))
 }
 
+/// Where the view comes from.
+enum Source {
+    Log(LogSource),
+    Fleet(FleetSource),
+}
+
+impl Source {
+    /// Take in what changed; whether anything did.
+    fn poll(&mut self, view: &mut RunView, ui: &mut Ui, default_plan: &Path) -> Result<bool> {
+        match self {
+            Source::Log(s) => s.poll(view, default_plan),
+            Source::Fleet(s) => Ok(s.poll(view, ui)),
+        }
+    }
+}
+
+/// A fleet's views, fetched by a thread of their own (`fetching`).
+struct FleetSource {
+    first: Option<Box<RunView>>,
+    views: std::sync::mpsc::Receiver<std::result::Result<RunView, String>>,
+    every: Duration,
+}
+
+impl FleetSource {
+    /// The newest fetch's view, or what kept it from coming.
+    fn poll(&mut self, view: &mut RunView, ui: &mut Ui) -> bool {
+        let mut changed = false;
+        if let Some(first) = self.first.take() {
+            *view = *first;
+            ui.fetched = Some(jiff::Timestamp::now());
+            changed = true;
+        }
+        while let Ok(next) = self.views.try_recv() {
+            changed = true;
+            match next {
+                Ok(v) => {
+                    *view = v;
+                    ui.problem = None;
+                    ui.fetched = Some(jiff::Timestamp::now());
+                }
+                Err(e) => {
+                    ui.problem = Some(format!(
+                        "{e} (tried again every {}; shown: the last fetch)",
+                        crate::text::format_duration(self.every)
+                    ))
+                }
+            }
+        }
+        changed
+    }
+}
+
+/// Fetch the fleet every `every` until the screen is gone.
+fn fetching(
+    mut watcher: crate::workers::fleet::Watcher,
+    every: Duration,
+) -> std::sync::mpsc::Receiver<std::result::Result<RunView, String>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(every);
+            if tx.send(watcher.poll()).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// The project's log and plan, read as they grow.
-struct Source {
+struct LogSource {
     root: PathBuf,
     tail: LogTail,
     plan_seen: Option<(PathBuf, Option<SystemTime>)>,
 }
 
-impl Source {
+impl LogSource {
     /// Take in what the log gained and the plan if it changed; whether
     /// anything did.
     fn poll(&mut self, view: &mut RunView, default_plan: &Path) -> Result<bool> {
@@ -157,7 +239,7 @@ impl Source {
 }
 
 /// `ralph watch`.
-pub(crate) fn watch(project: &Project) -> Result<i32> {
+pub(crate) fn watch(project: &Project, args: &crate::cli::WatchArgs) -> Result<i32> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(Error::usage("`ralph watch` needs a terminal, and its standard input or output is not one")
             .with_hint("without one, `ralph status`, `ralph context --watch` or the JSON lines of `ralph run --json` tell the same"));
@@ -170,10 +252,31 @@ pub(crate) fn watch(project: &Project) -> Result<i32> {
         thresholds: config.thresholds(),
         colour: std::env::var_os("NO_COLOR").is_none(),
     };
-    let mut source = Source {
-        root: root.to_path_buf(),
-        tail: LogTail::new(project.layout().events()),
-        plan_seen: None,
+    let mut ui = Ui::default();
+    let mut source = match &args.fleet {
+        // Fetched once before the screen opens: a wrong name, remote or
+        // clone is said as an error, not drawn.
+        Some(fleet) => {
+            // A remote that does not answer takes up to its timeout: say why nothing shows yet.
+            eprintln!(
+                "fetching fleet `{}` from `{}`…",
+                crate::text::printable(fleet),
+                crate::text::printable(&args.remote)
+            );
+            let (watcher, first) =
+                crate::workers::fleet::Watcher::open(root, &args.remote, fleet, &config)?;
+            ui.read_only = Some(args.every.0);
+            Source::Fleet(FleetSource {
+                first: Some(Box::new(first)),
+                views: fetching(watcher, args.every.0),
+                every: args.every.0,
+            })
+        }
+        None => Source::Log(LogSource {
+            root: root.to_path_buf(),
+            tail: LogTail::new(project.layout().events()),
+            plan_seen: None,
+        }),
     };
     // SIGINT, SIGTERM and SIGHUP end the view (the terminal put back);
     // `ralph stop`'s and `ralph checkpoint`'s signals are for the run.
@@ -186,7 +289,7 @@ pub(crate) fn watch(project: &Project) -> Result<i32> {
         config: &config,
         settings: &settings,
     };
-    let result = watching.run(&mut terminal, &mut source);
+    let result = watching.run(&mut terminal, &mut source, ui);
     ratatui::restore();
     result
 }
@@ -206,14 +309,18 @@ impl Watching<'_> {
             .any(|r| matches!(r, Request::Interrupt | Request::Hangup))
     }
 
-    fn run(&self, terminal: &mut ratatui::DefaultTerminal, source: &mut Source) -> Result<i32> {
+    fn run(
+        &self,
+        terminal: &mut ratatui::DefaultTerminal,
+        source: &mut Source,
+        mut ui: Ui,
+    ) -> Result<i32> {
         let mut view = RunView::default();
-        let mut ui = Ui::default();
         let mut drawn: Option<Instant> = None;
         let mut dirty = true;
         let io = |e: std::io::Error| Error::wrap("cannot draw on the terminal", e);
         while !self.signalled() {
-            dirty |= source.poll(&mut view, &self.config.plan)?;
+            dirty |= source.poll(&mut view, &mut ui, &self.config.plan)?;
             if dirty && let Some((name, _)) = &ui.transcript {
                 let lines = self.transcript(&view, name);
                 ui.transcript = Some((name.clone(), lines));
@@ -439,6 +546,33 @@ mod tests {
         ui.transcript = Some(("w1".into(), vec![]));
         assert_eq!(press(&mut ui, KeyCode::Esc), Some(Action::Redraw));
         assert_eq!(ui.transcript, None);
+    }
+
+    #[test]
+    fn a_fleet_is_watched_read_only() {
+        let view = render::tests::view_of(render::tests::PARALLEL);
+        let mut ui = Ui {
+            read_only: Some(Duration::from_secs(5)),
+            ..Ui::default()
+        };
+        for c in ['c', 's', 't', 'r'] {
+            assert_eq!(
+                key(&mut ui, &view, KeyCode::Char(c), false),
+                Some(Action::Redraw),
+                "{c}"
+            );
+            assert!(ui.message.as_deref().unwrap().contains("read-only"), "{c}");
+            assert!(!ui.confirm_stop && ui.transcript.is_none());
+        }
+        assert_eq!(
+            key(&mut ui, &view, KeyCode::Down, false),
+            Some(Action::Redraw)
+        );
+        assert_eq!(ui.selected, 1);
+        assert_eq!(
+            key(&mut ui, &view, KeyCode::Char('q'), false),
+            Some(Action::Quit)
+        );
     }
 
     #[test]

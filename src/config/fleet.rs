@@ -27,6 +27,10 @@ pub(crate) struct FleetConfig {
     /// gone for good is not retried all night while the loop pays for work
     /// it cannot deliver.
     pub(crate) max_unreachable: Span,
+    /// How often, at most, a worker publishes its item loop's live reading
+    /// (context, last tool, state) on its status ref when it changed, for
+    /// `ralph watch --fleet`; `"0s"`: only with each renewal.
+    pub(crate) live: Span,
 }
 
 impl Default for FleetConfig {
@@ -38,6 +42,7 @@ impl Default for FleetConfig {
             network_timeout: Span::secs(60),
             max_retry_wait: Span::secs(5 * 60),
             max_unreachable: Span::secs(60 * 60),
+            live: Span::secs(15),
         }
     }
 }

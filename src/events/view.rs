@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
 
 use crate::context::MeterReading;
 use crate::formats::Merged;
@@ -25,8 +26,10 @@ const WARNINGS: usize = 5;
 /// Merges kept for the view (the report has them all).
 const MERGES: usize = 20;
 
-/// What a loop is doing, as people say it.
-#[derive(Debug, Clone, PartialEq)]
+/// What a loop is doing, as people say it. On the wire too: a fleet
+/// worker's status ref carries its loop's (`workers::fleet::live`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", content = "detail", rename_all = "snake_case")]
 pub(crate) enum LoopState {
     /// Given an item, no iteration started yet.
     Starting,
@@ -47,6 +50,11 @@ pub(crate) enum LoopState {
     Merged,
     /// Its loop ended (how).
     Ended(String),
+    /// A fleet machine with no item: waiting for one to be ready.
+    Idle,
+    /// A fleet machine that says it is busy and has been silent past its
+    /// lease and the clock skew (`ralph status --fleet`'s rule): seconds.
+    Dead(u64),
 }
 
 impl LoopState {
@@ -62,6 +70,11 @@ impl LoopState {
             LoopState::Done => "done, to merge".into(),
             LoopState::Merged => "merged".into(),
             LoopState::Ended(how) => format!("ended: {}", how.replace('_', " ")),
+            LoopState::Idle => "waiting for an item".into(),
+            LoopState::Dead(silent) => format!(
+                "dead: silent {} (killed, or cut off)",
+                crate::text::format_duration(std::time::Duration::from_secs(*silent))
+            ),
         }
     }
 }
@@ -101,7 +114,7 @@ pub(crate) struct LoopView {
 }
 
 impl LoopView {
-    fn new(name: &str) -> LoopView {
+    pub(crate) fn new(name: &str) -> LoopView {
         LoopView {
             name: name.to_string(),
             item: None,
@@ -191,12 +204,21 @@ pub(crate) struct RunView {
     pub(crate) ended: Option<EndView>,
     /// The plan's items as last read: (done, text).
     pub(crate) items: Vec<(bool, String)>,
+    /// A fleet's view (`ralph watch --fleet`): its name and remote.
+    pub(crate) fleet: Option<String>,
 }
 
 impl RunView {
     /// Iterations started in the run (over every worker).
     pub(crate) fn iterations(&self) -> u32 {
         self.iterations_before + self.iterations_since
+    }
+
+    /// A view made from another source than the log (a fleet's ledger):
+    /// the iterations it counts.
+    pub(crate) fn set_iterations(&mut self, n: u32) {
+        self.iterations_before = n;
+        self.iterations_since = 0;
     }
 
     pub(crate) fn items_done(&self) -> usize {
@@ -229,7 +251,7 @@ impl RunView {
         Some(now.duration_since(self.started?).as_secs().max(0) as u64)
     }
 
-    fn warn(&mut self, ts: &str, text: String) {
+    pub(crate) fn warn(&mut self, ts: &str, text: String) {
         if self.warnings.len() == WARNINGS {
             self.warnings.pop_front();
         }

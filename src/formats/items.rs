@@ -98,7 +98,9 @@ pub struct ShardRequest {
 /// What an iteration that ended without finishing its item (and without a
 /// checkpoint, whose handoff says it all) leaves the next prompt: its
 /// uncommitted changes, what it answered when told the context was filling
-/// (L1), and its last words — where it stopped, what comes next.
+/// (L1), and its last words — where it stopped, what comes next. Or an
+/// iteration that put work in the stash, finished item or not: work no
+/// commit and no check-off sees, which the next session would do again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CarryOver {
     pub(crate) iteration: u32,
@@ -110,4 +112,8 @@ pub struct CarryOver {
     pub(crate) answer: Option<String>,
     #[serde(default)]
     pub(crate) last_words: Option<String>,
+    /// The stash entries it made (`stash@{0} (WIP on main: …)`); always
+    /// written, the template reads it.
+    #[serde(default)]
+    pub(crate) stashed: Vec<String>,
 }

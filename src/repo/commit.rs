@@ -8,7 +8,8 @@
 //! nested repositories (a clone inside the tree) are left out of WIP commits.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use git2::{Config, DiffOptions, Repository, RepositoryState, Signature};
@@ -38,7 +39,34 @@ pub enum CommitOutcome {
 /// skips: `git status` in another terminal holds it for a moment.
 const INDEX_LOCK_WAIT: Duration = Duration::from_secs(2);
 
+/// The branch this process's run commits on, by git directory (one per
+/// work tree): HEAD's branch when the run started.
+static RUN_BRANCHES: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
+
 impl Repo {
+    /// This process's commits in this work tree go on HEAD's branch as it
+    /// is now, and only there: should HEAD move to another branch during
+    /// the run (the user switching branch in the checkout the agent works
+    /// in, an agent's `git switch`), ralph's commits are skipped with the
+    /// reason rather than put the night's work on that branch. A detached
+    /// or unborn-less HEAD records nothing (detached is a blocker itself).
+    pub(crate) fn commit_only_on_this_branch(&self) {
+        let Some(branch) = self.branch() else { return };
+        let key = self.git.path().to_path_buf();
+        let mut runs = RUN_BRANCHES.lock().unwrap_or_else(|e| e.into_inner());
+        runs.retain(|(dir, _)| *dir != key);
+        runs.push((key, branch));
+    }
+
+    /// The branch recorded by [`Repo::commit_only_on_this_branch`] when
+    /// HEAD is on another one now.
+    fn left_run_branch(&self) -> Option<(String, String)> {
+        let runs = RUN_BRANCHES.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, started) = runs.iter().find(|(dir, _)| dir == self.git.path())?;
+        let now = self.branch()?;
+        (now != *started).then(|| (started.clone(), now))
+    }
+
     /// Why a WIP commit would not be safe right now, if it would not. Waits
     /// for the commit of another ralph run in this work tree to finish (it
     /// holds `index.lock` meanwhile, which is not a reason to skip).
@@ -73,7 +101,11 @@ impl Repo {
                 "HEAD is detached (not on a branch); check out a branch, e.g. `git switch -c ralph-wip`"
                     .into(),
             ),
-            Ok(false) => None,
+            Ok(false) => self.left_run_branch().map(|(started, now)| {
+                format!(
+                    "HEAD moved from branch `{started}` to `{now}` during the run, and ralph commits only on the branch the run started on; the work stays in the work tree: `git switch {started}` (git carries it over) and `ralph run` commits it, or commit it on `{now}` yourself"
+                )
+            }),
             Err(e) => Some(format!("cannot read HEAD: {}", e.message())),
         }
     }
@@ -891,6 +923,26 @@ mod tests {
         git.set_head_detached(git.head().unwrap().target().unwrap())
             .unwrap();
         assert_skipped_and_unchanged(dir.path(), &git, "HEAD is detached");
+    }
+
+    /// The run's branch recorded, HEAD switched to another: skipped, the
+    /// other branch untouched; back on the run's branch, committed.
+    #[test]
+    fn a_head_moved_off_the_runs_branch_is_skipped_until_it_is_back() {
+        let (dir, git) = init_repo();
+        let start = open(dir.path()).branch().unwrap();
+        open(dir.path()).commit_only_on_this_branch();
+        let tip = git.head().unwrap().peel_to_commit().unwrap();
+        git.branch("other", &tip, false).unwrap();
+        git.set_head("refs/heads/other").unwrap();
+        assert_skipped_and_unchanged(
+            dir.path(),
+            &git,
+            &format!("HEAD moved from branch `{start}` to `other` during the run"),
+        );
+        git.set_head(&format!("refs/heads/{start}")).unwrap();
+        assert_eq!(committed(open(dir.path()).wip_commit("wip", &own())).1, 1);
+        assert_eq!(git.refname_to_id("refs/heads/other").unwrap(), tip.id());
     }
 
     /// Another ralph run of this work tree (another project) is inside its

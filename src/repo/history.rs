@@ -52,6 +52,12 @@ impl Repo {
         let mut walk = self.git.revwalk().ok()?;
         walk.push(to).ok()?;
         walk.hide(from).ok()?;
+        Some(self.lines(walk))
+    }
+
+    /// The commits of `walk`, oldest first (at most [`MAX_COMMITS`], the
+    /// newest kept).
+    fn lines(&self, walk: git2::Revwalk<'_>) -> Vec<CommitLine> {
         let mut out: Vec<CommitLine> = walk
             .flatten()
             .take(MAX_COMMITS)
@@ -62,7 +68,27 @@ impl Repo {
             })
             .collect();
         out.reverse();
-        Some(out)
+        out
+    }
+
+    /// Commits reachable from `from` (HEAD when an iteration began) and
+    /// from no branch now, oldest first: what an agent's `git reset
+    /// --hard OLDER` (or a commit on a detached HEAD it left) put out of
+    /// every branch. Empty when `from` is on a branch still, or unknown.
+    pub(crate) fn commits_left_behind(&self, from: &str) -> Vec<CommitLine> {
+        let left = || -> Option<Vec<CommitLine>> {
+            let from = Oid::from_str(from).ok()?;
+            let mut walk = self.git.revwalk().ok()?;
+            walk.push(from).ok()?;
+            walk.hide_glob("refs/heads/*").ok()?;
+            if let Ok(head) = self.git.head()
+                && let Some(id) = head.target()
+            {
+                walk.hide(id).ok()?;
+            }
+            Some(self.lines(walk))
+        };
+        left().unwrap_or_default()
     }
 
     /// The work tree as a tree object (written to the object database,

@@ -262,6 +262,63 @@ impl Supervisor {
             .unwrap_or_default()
     }
 
+    /// The plan can be worked from: it reads (`Plan::read_text`'s policy:
+    /// missing, binary, huge are errors), and holds more than whitespace
+    /// unless it was blank when this run started (a plan the agent is to
+    /// write). [`Supervisor::plan`] reads a plan that cannot be read as an
+    /// empty one, which a session would be paid to find empty again.
+    /// `Ok(blank)`: whether it is blank now.
+    fn plan_to_work_from(&self, blank_at_start: Option<bool>) -> Result<bool> {
+        let path = Project::at(&self.root).plan_path(&self.config);
+        let since = match blank_at_start {
+            None => "",
+            Some(_) => {
+                " (it was there when the run started: it was deleted, emptied or replaced since)"
+            }
+        };
+        let text = Plan::read_text(&path).map_err(|e| {
+            crate::error::Error::usage(format!("{e}{since}")).with_hint(format!(
+                "put the plan back (`git checkout -- {}` if it is committed), then `ralph run`",
+                self.config.plan.display()
+            ))
+        })?;
+        let blank = text.trim().is_empty();
+        if blank && blank_at_start == Some(false) {
+            return Err(crate::error::Error::usage(format!(
+                "plan {} is empty{since}",
+                path.display()
+            ))
+            .with_hint("write its items back (`- [ ] item`, one per task), then `ralph run`"));
+        }
+        Ok(blank)
+    }
+
+    /// Commits the iteration put out of every branch (its agent's `git
+    /// reset --hard` past ralph's checkpoint commit, say), said with how
+    /// to keep them: git would drop them silently in a few weeks.
+    fn left_behind(&mut self, number: u32, before: Option<&repo::Snapshot>) {
+        let Some(head) = before.and_then(|s| s.head.as_deref()) else {
+            return;
+        };
+        let Ok(Some(repo)) = repo::Repo::open(&self.root) else {
+            return;
+        };
+        let left = repo.commits_left_behind(head);
+        if left.is_empty() {
+            return;
+        }
+        let named: Vec<String> = left
+            .iter()
+            .map(|c| format!("{} {}", &c.id[..c.id.len().min(10)], c.summary))
+            .collect();
+        self.events.warn(format!(
+            "iteration {number} left {} commit(s) on no branch (a `git reset` to an older commit during the session?): {}; `git branch ralph-iter-{number} {}` keeps them",
+            left.len(),
+            named.join(", "),
+            &head[..head.len().min(10)]
+        ));
+    }
+
     /// A worker's HEAD put back on its branch after an agent moved it (a
     /// branch of its own, a detached HEAD, the run branch checked out), or
     /// detached where it is when that cannot be done: this loop's commits
@@ -365,6 +422,11 @@ impl Supervisor {
             return Err(crate::error::Error::config(why));
         }
         self.take_over(dead);
+        // The night's work goes on the branch checked out now, whatever
+        // HEAD does later in this checkout.
+        if let Ok(Some(repo)) = repo::Repo::open(&self.root) {
+            repo.commit_only_on_this_branch();
+        }
         // After the takeover: the user's edits it committed before the run
         // are not the night's work.
         if self.state.start_commit.is_none() {
@@ -508,6 +570,7 @@ impl Supervisor {
 
     pub(super) async fn iterations(&mut self) -> Result<(Outcome, String)> {
         let first = self.state.iteration;
+        let blank_at_start = self.plan_to_work_from(None)?;
         loop {
             if self.state.iteration > 0 {
                 self.note_untrusted();
@@ -522,6 +585,9 @@ impl Supervisor {
                     return Ok(end);
                 }
             }
+            // A plan deleted or emptied (an editor, `> fix_plan.md`) leaves
+            // nothing to work from: no session is paid for it.
+            self.plan_to_work_from(Some(blank_at_start))?;
             // Nothing open: no session is paid for to find out (before the
             // budgets and the iteration limit: the night's work is done).
             let after = (self.state.iteration > first).then_some(self.state.iteration);
@@ -698,6 +764,7 @@ impl Supervisor {
         // started from, no second tree to write (unless something touches
         // the tree before the iteration is recorded).
         let unchanged = snap_after.is_some() && snap_before == snap_after;
+        self.left_behind(facts.number, snap_before.as_ref());
         self.reuse_snapshot = snap_after;
         let checked = plan_after.newly_done(plan_before);
         let measured = Measured {

@@ -142,24 +142,61 @@ impl Supervisor {
             .item
             .as_ref()
             .filter(|i| !outcome.checked.contains(i));
+        // A checkpoint's handoff and resume name the stash themselves.
+        let stashed = match facts.checkpoint {
+            None => self.stashed_during(facts),
+            Some(_) => Vec::new(),
+        };
         self.state.carry_over = match (facts.checkpoint, unfinished) {
             (None, Some(item)) => {
                 let words = |t: &Option<String>| t.as_deref().map(carried_words);
                 let last_words = words(&facts.last_text);
                 let answer = words(&facts.nudge_answer).filter(|a| Some(a) != last_words.as_ref());
                 let changes = self.uncommitted().unwrap_or_default();
-                (!changes.is_empty() || last_words.is_some() || answer.is_some()).then(|| {
-                    CarryOver {
-                        iteration: facts.number,
-                        item: Some(item.clone()),
-                        changes,
-                        answer,
-                        last_words,
-                    }
+                (!changes.is_empty()
+                    || last_words.is_some()
+                    || answer.is_some()
+                    || !stashed.is_empty())
+                .then(|| CarryOver {
+                    iteration: facts.number,
+                    item: Some(item.clone()),
+                    changes,
+                    answer,
+                    last_words,
+                    stashed,
                 })
             }
+            (None, None) if !stashed.is_empty() => Some(CarryOver {
+                iteration: facts.number,
+                item: None,
+                changes: Vec::new(),
+                answer: None,
+                last_words: None,
+                stashed,
+            }),
             _ => None,
         };
+    }
+
+    /// The stash entries the agent made during the iteration, named as the
+    /// prompt shows them; said at once, since the work in them is in no
+    /// commit and (its check-offs with it) in no plan.
+    fn stashed_during(&mut self, facts: &Facts) -> Vec<String> {
+        let Some(before) = &facts.stash_before else {
+            return Vec::new();
+        };
+        let Some(repo) = Repo::open(&self.root).ok().flatten() else {
+            return Vec::new();
+        };
+        let names = crate::checkpoint::stash_names(&repo.stashed_since(before));
+        if !names.is_empty() {
+            self.events.warn(format!(
+                "iteration {} put work in the stash, in no commit: {}; the next prompt asks the agent to `git stash pop` it rather than do it again",
+                facts.number,
+                names.join(", ")
+            ));
+        }
+        names
     }
 
     /// The agent's uncommitted changes (`M src/x.rs`), if there are any.

@@ -118,6 +118,9 @@ pub(super) struct Coordinator {
     machine: Machine,
     /// The user's checkout is off the run branch (said once each time).
     checkout_away: bool,
+    /// The plan file in the user's checkout is missing or blank while the
+    /// run branch is checked out there (said once each time).
+    checkout_plan_gone: bool,
     /// Why no new worktree could be made (`max_worktrees` reached by the
     /// ones kept for a person), once said.
     worktrees_full: Option<String>,

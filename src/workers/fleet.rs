@@ -25,12 +25,14 @@
 //!   job.rs           the item a worker holds (Job) and how its work ended (ItemEnd)
 //!   item.rs          one item: its worktree (takeover: the pushed snapshot), its loop, beats, release
 //!   reach.rs         the remote: retries with back-off, said; pauses; the worker's status ref
+//!   live.rs          the item loop's live reading on the status ref: context, tool, state (pure, bounded)
 //!   child.rs         the item's loop as a child `ralph run`, stop signals
 //!   meter.rs         the item loop's log tailed: each iteration's spending and a usage limit, owed to the ledger
 //!   loops.rs         each item loop's record on the remote (its log and state), for the morning report
 //!   merge.rs         the merge under the merge lease: one atomic push
 //!   say.rs           the worker's events (stderr / --json, .ralph/fleet/<name>/events.jsonl)
 //!   status.rs        `ralph status --fleet NAME`
+//!   watch.rs         `ralph watch --fleet NAME`: the fleet as the `RunView` the watch screen draws (pure), fetched again and again
 //!   report.rs        `ralph report --fleet NAME`: the morning report from the remote (the report's renderers)
 //! ```
 //!
@@ -43,6 +45,7 @@ mod child;
 mod item;
 mod job;
 mod lease;
+mod live;
 mod loops;
 mod merge;
 mod meter;
@@ -52,9 +55,11 @@ mod report;
 mod say;
 mod status;
 mod units;
+mod watch;
 mod wire;
 mod worker;
 
 pub(crate) use report::report;
 pub(crate) use status::{FleetStatus, status};
+pub(crate) use watch::Watcher;
 pub(crate) use worker::{Options, run};

@@ -14,7 +14,7 @@ const LIMIT: Duration = Duration::from_secs(180);
 
 /// A scenario's first command that logs each paid session (its worker and
 /// item) in `sessions.log` beside the clones (`Fleet::sessions`).
-const LOG_SESSION: &str = r#"echo "$RALPH_WORKER $RALPH_FLEET_ITEM" >> "$(git rev-parse --path-format=absolute --git-common-dir)/../../sessions.log""#;
+pub(crate) const LOG_SESSION: &str = r#"echo "$RALPH_WORKER $RALPH_FLEET_ITEM" >> "$(git rev-parse --path-format=absolute --git-common-dir)/../../sessions.log""#;
 
 /// One iteration for any item: records who did it (appending when the work
 /// tree already has it: a takeover), pauses `pause_ms`, checks the item off
@@ -28,9 +28,9 @@ fn scenario(pause_ms: u64) -> String {
     )
 }
 
-struct Fleet {
-    tmp: tempfile::TempDir,
-    bare: PathBuf,
+pub(crate) struct Fleet {
+    pub(crate) tmp: tempfile::TempDir,
+    pub(crate) bare: PathBuf,
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -59,7 +59,7 @@ impl Fleet {
     }
 
     /// The same with a scenario of the test's own.
-    fn with(items: usize, scenario: &str, config: &str) -> Fleet {
+    pub(crate) fn with(items: usize, scenario: &str, config: &str) -> Fleet {
         let tmp = tempfile::tempdir().unwrap();
         let bare = tmp.path().join("remote.git");
         git(
@@ -86,7 +86,7 @@ impl Fleet {
     /// `--no-local`: a local clone hardlinks the remote's objects and fails
     /// ("hardlink different from source") when a worker pushes meanwhile;
     /// the pack protocol reads a consistent view, as a real remote would.
-    fn clone(&self, name: &str) -> PathBuf {
+    pub(crate) fn clone(&self, name: &str) -> PathBuf {
         let dir = self.tmp.path().join(name);
         git(
             self.tmp.path(),
@@ -112,7 +112,7 @@ impl Fleet {
     }
 
     /// Every agent session started (`LOG_SESSION`), as `worker item`.
-    fn sessions(&self) -> Vec<String> {
+    pub(crate) fn sessions(&self) -> Vec<String> {
         std::fs::read_to_string(self.tmp.path().join("sessions.log"))
             .unwrap_or_default()
             .lines()
@@ -120,7 +120,7 @@ impl Fleet {
             .collect()
     }
 
-    fn refs(&self, prefix: &str) -> Vec<String> {
+    pub(crate) fn refs(&self, prefix: &str) -> Vec<String> {
         let out = git(&self.bare, &["for-each-ref", "--format=%(refname)", prefix]);
         out.lines().map(String::from).collect()
     }

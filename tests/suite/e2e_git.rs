@@ -322,6 +322,56 @@ command = "git stash push -m baseline-check"
     assert!(git(&p, &["stash", "list"]).contains("baseline-check"));
 }
 
+/// The agent checks its item off, then stashes everything (`git stash -u`)
+/// and ends its session with no checkpoint: a warning says so at once,
+/// and the next prompt tells the next session to pop it rather than do
+/// the item again. Before: nothing said it; the next prompt showed the
+/// item open, and a session was paid to do it again.
+#[test]
+fn work_stashed_in_an_iteration_without_a_checkpoint_reaches_the_next_prompt() {
+    let scenario = concat!(
+        r#"
+[[iteration]]
+[[iteration.step]]
+context = 30000
+path = "lib.py"
+content = "def parse(s):\n    return s.split(',')\n"
+[[iteration.step]]
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[iteration.step]]
+command = "git stash push -u -q -m before-the-tests"
+[[iteration.step]]
+result = "Parser done."
+"#,
+        looking_around!()
+    );
+    let p = project_with(&[("lib.py", "# empty\n")], scenario, "");
+    let run = p.run(&["--max-iterations", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(run.of("checkpoint").is_empty(), "{}", run.describe());
+    let said = warnings(&run);
+    assert!(
+        said.contains("iteration 1 put work in the stash")
+            && said.contains("stash@{0}")
+            && said.contains("before-the-tests"),
+        "{said}"
+    );
+    let prompt = p.read("PROMPT.md");
+    assert!(
+        prompt.contains("Iteration 1 put work in the stash")
+            && prompt.contains("before-the-tests")
+            && prompt.contains("git stash pop"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt.contains("unfinished"),
+        "its item was finished: {prompt}"
+    );
+    assert!(git(&p, &["stash", "list"]).contains("before-the-tests"));
+}
+
 /// Case 5: `nohup ralph run > ralph.log &`: the log ralph writes is not
 /// the agent's progress (the breaker opens on idle iterations) and never
 /// goes into a WIP commit.
@@ -494,4 +544,120 @@ fn no_git_clean_variant_lets_git_add_commit_ralphs_files() {
         assert!(ralphs.is_empty(), "after git clean {variant:?}: {ralphs:?}");
         git(&p, &["commit", "-qm", "agent", "--allow-empty"]);
     }
+}
+
+/// HEAD moved to another branch during a single loop (the user's `git
+/// switch -c other` in the checkout the agent works in, here played by the
+/// agent): neither the checkpoint's WIP commit nor the completion's lands
+/// on `other` or anywhere else, the end says why and how to get the work
+/// committed; back on the run's branch, the next run commits it there
+/// with no session. Before: both commits went onto `other`, and the end
+/// said "committed" with no word of the branch.
+#[test]
+fn a_branch_switched_mid_run_gets_none_of_the_runs_commits() {
+    let scenario = r#"
+[[iteration]]
+[[iteration.step]]
+context = 20000
+command = "git switch -q -c other"
+[[iteration.step]]
+context = 60000
+path = "work.txt"
+content = "parser\n"
+[[iteration.step]]
+path = "fix_plan.md"
+old = "- [ ] parser"
+new = "- [x] parser"
+[[iteration.step]]
+context = 146000
+text = "Filling up."
+
+[[iteration]]
+[[iteration.step]]
+context = 20000
+path = "fix_plan.md"
+old = "- [ ] tests"
+new = "- [x] tests"
+[[iteration.step]]
+result = "Both done. <promise>COMPLETE</promise>"
+"#;
+    let p = project_with(&[], scenario, "");
+    let start = git(&p, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    let start = start.trim();
+    let initial = git(&p, &["rev-parse", "HEAD"]);
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(run.of("iteration_started").len(), 2, "{}", run.describe());
+    let checkpoint = run.of("checkpoint");
+    assert_eq!(checkpoint.len(), 1, "{}", run.describe());
+    assert!(checkpoint[0]["commit"].is_null(), "{}", run.describe());
+    for branch in [start, "other"] {
+        assert_eq!(
+            git(&p, &["rev-parse", branch]),
+            initial,
+            "nothing committed on {branch}: {}",
+            git(&p, &["log", "--oneline", "--all"])
+        );
+    }
+    let reason = run.ended()["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("NOT committed")
+            && reason.contains(&format!("HEAD moved from branch `{start}` to `other`"))
+            && reason.contains(&format!("`git switch {start}`")),
+        "{reason}"
+    );
+
+    git(&p, &["switch", "-q", start]);
+    let again = p.run(&[], LIMIT);
+    assert_eq!(again.code, Some(0), "{}", again.describe());
+    assert!(
+        again.of("iteration_started").is_empty(),
+        "{}",
+        again.describe()
+    );
+    let plan = git(&p, &["show", "HEAD:fix_plan.md"]);
+    assert!(
+        plan.contains("- [x] parser") && plan.contains("- [x] tests"),
+        "{plan}"
+    );
+    assert_eq!(git(&p, &["show", "HEAD:work.txt"]), "parser\n");
+    assert_eq!(git(&p, &["rev-parse", "other"]), initial);
+}
+
+/// The agent `git reset --hard`s past ralph's checkpoint commit: a warning
+/// names the commit now on no branch and how to keep it. Before: nothing
+/// was said; git would drop the commit in a few weeks.
+#[test]
+fn a_checkpoint_commit_reset_away_by_the_agent_is_named() {
+    let scenario = concat!(
+        r#"
+[[iteration]]
+[[iteration.step]]
+context = 146000
+text = "Writing."
+path = "work.txt"
+content = "work in progress\n"
+
+[[iteration]]
+[[iteration.step]]
+context = 20000
+command = "git reset -q --hard HEAD~1"
+"#,
+        looking_around!()
+    );
+    let p = project_with(&[], scenario, "");
+    let run = p.run(&["--max-iterations", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    let commit = run.of("checkpoint")[0]["commit"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a WIP commit: {}", run.describe()))
+        .to_string();
+    let said = warnings(&run);
+    assert!(
+        said.contains("iteration 2 left 1 commit(s) on no branch")
+            && said.contains(&commit[..10])
+            && said.contains(&format!("`git branch ralph-iter-2 {}`", &commit[..10])),
+        "{said}"
+    );
+    assert!(!git(&p, &["log", "--format=%H"]).contains(&commit));
 }

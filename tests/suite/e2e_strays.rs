@@ -61,6 +61,13 @@ fn measured(what: &str, run: &common::Run, log: &Path) {
     );
 }
 
+/// Whether the coordinator said a warning containing `needle`.
+fn warned(p: &Project, needle: &str) -> bool {
+    coordinator_events(p).into_iter().any(|e| {
+        e["event"] == "warning" && e["message"].as_str().is_some_and(|m| m.contains(needle))
+    })
+}
+
 /// A scenario whose every session's prompt is recorded in `log`.
 fn recorded(log: &Path, body: &str) -> String {
     format!("record_messages = \"{}\"\n{body}", log.display())
@@ -243,4 +250,108 @@ fn the_user_switching_branch_mid_run_gets_no_check_off_on_their_branch() {
                 .is_some_and(|m| m.contains("branch mine") && m.contains(&run_branch))
     });
     assert!(said, "{}", run.describe());
+}
+
+/// The user empties (or deletes) the plan in their checkout mid-run, the
+/// run branch checked out there: the run goes on with the plan as the run
+/// branch has it, every item is done once and checked off, and the next
+/// run pays nothing. Before: the blank file read as a plan with no items,
+/// the run ended "completed" after the first two, their check-offs never
+/// made, and the next run (the plan put back) paid for all six again.
+#[test]
+fn a_plan_emptied_or_deleted_in_the_checkout_mid_run_loses_no_check_off() {
+    for (what, command) in [
+        ("emptied", ": > fix_plan.md"),
+        ("deleted", "rm fix_plan.md"),
+    ] {
+        let logs = tempfile::tempdir().unwrap();
+        let log = logs.path().join("sessions.jsonl");
+        let p = Project::new(SIX, &recorded(&log, SLOW_ITEM), "");
+        let child = p.spawn_run(&["--workers", "2"]);
+        wait_for(&p, "two sessions started", |_| sessions(&log) >= 2);
+        let out = std::process::Command::new("sh")
+            .current_dir(p.root())
+            .args(["-c", command])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{what}: {out:?}");
+        let run = common::Run::wait_or(child, LIMIT, || p.diagnose());
+        measured(what, &run, &log);
+        assert_eq!(run.code, Some(0), "{what}: {}", run.describe());
+        assert_all_merged(
+            &p,
+            &["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"],
+        );
+        let repo = git(p.root());
+        let plan = blob_on_main(&repo, "fix_plan.md").unwrap();
+        assert_eq!(plan.matches("- [x]").count(), 6, "{what}: {plan}");
+        assert_eq!(sessions(&log), 6, "{what}");
+        assert!(
+            warned(&p, "missing, empty or unreadable"),
+            "{what}: {}",
+            run.describe()
+        );
+        let again = p.run(&["--workers", "2"], LIMIT);
+        assert_eq!(again.code, Some(0), "{what}: {}", again.describe());
+        assert_eq!(sessions(&log), 6, "{what}: the next run pays nothing");
+    }
+}
+
+/// An editor saves the plan it loaded before the run (every item open)
+/// over the coordinator's first check-offs: the merged items are not
+/// worked again, and they are checked off again at the end, said. Before:
+/// "incomplete (exit 4): 2 item(s) open; left to a person: " with nobody
+/// named, and every later `ralph run` ended the same.
+#[test]
+fn a_stale_copy_of_the_plan_saved_over_check_offs_is_checked_off_again() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("sessions.jsonl");
+    let p = Project::new(SIX, &recorded(&log, SLOW_ITEM), "");
+    let child = p.spawn_run(&["--workers", "2"]);
+    wait_for(&p, "two check-offs", |_| {
+        p.log()
+            .iter()
+            .filter(|s| s.contains("\" done (merged "))
+            .count()
+            >= 2
+    });
+    // An editor's save: a new file renamed over the plan.
+    p.write("fix_plan.md.swp", SIX);
+    std::fs::rename(p.path("fix_plan.md.swp"), p.path("fix_plan.md")).unwrap();
+    let run = common::Run::wait_or(child, LIMIT, || p.diagnose());
+    measured("stale plan saved", &run, &log);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_eq!(sessions(&log), 6);
+    let repo = git(p.root());
+    let plan = blob_on_main(&repo, "fix_plan.md").unwrap();
+    assert_eq!(plan.matches("- [x]").count(), 6, "{plan}");
+    assert!(warned(&p, "checked off again"), "{}", run.describe());
+}
+
+/// The user rewords an item while its worker runs: the merge of the old
+/// item is said (nothing checked off for it, the reworded one is a new
+/// item), not hidden behind "every item is merged and checked off".
+/// Before: nothing said. Still paid: the reworded item is worked again
+/// (7 sessions for 6 items here).
+#[test]
+fn an_item_reworded_while_its_worker_runs_is_named_at_its_merge() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("sessions.jsonl");
+    let p = Project::new(SIX, &recorded(&log, SLOW_ITEM), "");
+    let child = p.spawn_run(&["--workers", "2"]);
+    wait_for(&p, "two sessions started", |_| sessions(&log) >= 2);
+    let reworded = p
+        .read("fix_plan.md")
+        .replace("- [ ] alpha", "- [ ] alpha, reworded");
+    p.write("fix_plan.md.swp", &reworded);
+    std::fs::rename(p.path("fix_plan.md.swp"), p.path("fix_plan.md")).unwrap();
+    let run = common::Run::wait_or(child, LIMIT, || p.diagnose());
+    measured("item reworded", &run, &log);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert!(
+        warned(&p, "\"alpha\" is merged (ralph/"),
+        "{}",
+        run.describe()
+    );
+    assert!(warned(&p, "no longer has it"), "{}", run.describe());
 }

@@ -385,6 +385,50 @@ fn plans_that_cannot_be_read_are_refused_by_name() {
     }
 }
 
+/// A plan deleted or emptied during the run (a user's `> fix_plan.md`, an
+/// editor's failed save, an agent's `rm`) ends the run before the next
+/// session, naming the plan: no session is paid for an empty plan (before:
+/// three more sessions, until the breaker found no progress).
+#[test]
+fn a_plan_deleted_or_emptied_mid_run_ends_it_before_another_session() {
+    for (what, command, says) in [
+        ("deleted", "rm fix_plan.md", "fix_plan.md does not exist"),
+        ("emptied", ": > fix_plan.md", "fix_plan.md is empty"),
+        (
+            "replaced by blanks",
+            "printf '\\n  \\n' > plan.tmp && mv plan.tmp fix_plan.md",
+            "fix_plan.md is empty",
+        ),
+    ] {
+        // Iteration 1 does some work, then the plan goes; later ones
+        // would work and check nothing off.
+        let scenario = format!(
+            "[[iteration]]\n[[iteration.step]]\ncontext = 20000\npath = \"work.txt\"\ncontent = \"work\\n\"\n[[iteration.step]]\ncommand = {}\n\n[[iteration]]\n[[iteration.step]]\ncontext = 20000\ntext = \"Nothing to do.\"\n",
+            toml_string(command)
+        );
+        let p = Project::new("# Plan\n\n- [ ] a\n- [ ] b\n", &scenario, "");
+        let run = p.run(&[], LIMIT);
+        assert_eq!(
+            run.of("iteration_started").len(),
+            1,
+            "{what}: one session paid\n{}",
+            run.describe()
+        );
+        assert_eq!(run.code, Some(2), "{what}: {}", run.describe());
+        let reason = run.ended()["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(says) && reason.contains("since"),
+            "{what}: {reason}"
+        );
+        assert!(
+            run.stderr.contains("then `ralph run`"),
+            "{what}: {}",
+            run.stderr
+        );
+        assert_eq!(p.read("work.txt"), "work\n", "{what}: the work is kept");
+    }
+}
+
 #[test]
 fn empty_plan_runs_and_the_promise_completes_it() {
     let scenario = "[[step]]\ncontext = 20000\ntext = \"Nothing planned.\"\n[[step]]\nresult = \"<promise>COMPLETE</promise>\"\n";

@@ -645,3 +645,258 @@ fn screenshot(ansi: &str, png: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A fleet item of about 12 s: its session logged (`LOG_SESSION`), context
+/// climbing in four readings, tool calls between, then checked off.
+fn fleet_scenario() -> String {
+    format!(
+        r#"[[step]]
+context = 20000
+command = {}
+[[step]]
+sleep_ms = 3000
+[[step]]
+context = 50000
+tool = "Read"
+input = {{ file_path = "fix_plan.md" }}
+[[step]]
+sleep_ms = 3000
+[[step]]
+context = 80000
+tool = "Grep"
+input = {{ pattern = "item" }}
+[[step]]
+sleep_ms = 3000
+[[step]]
+context = 95000
+[[step]]
+sleep_ms = 3000
+[[step]]
+command = {}
+[[step]]
+result = "Done. <promise>COMPLETE</promise>"
+"#,
+        common::toml_string(crate::e2e_fleet::LOG_SESSION),
+        common::toml_string(r"sed -i 's/- \[ \]/- [x]/' .ralph/worker-plan.md"),
+    )
+}
+
+/// Every ref of the bare remote and its commit.
+fn remote_refs(bare: &Path) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(bare)
+        .args(["for-each-ref", "--format=%(objectname) %(refname)"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Row `n` of `machine`'s lane on the screen (0: its state and item,
+/// 1: its context gauge, 2: its last tool call).
+fn lane(screen: &str, machine: &str, n: usize) -> Option<String> {
+    let head = format!("{machine} ");
+    screen
+        .lines()
+        .skip_while(|l| !l.trim_start_matches(['▸', ' ']).starts_with(&head))
+        .nth(n)
+        .map(str::to_string)
+}
+
+#[test]
+fn watch_follows_a_fleet_shows_a_killed_machine_dead_and_never_pushes() {
+    let Some(()) = tmux_or_skip("ralph watch on a fleet") else {
+        return;
+    };
+    let fleet = crate::e2e_fleet::Fleet::with(
+        2,
+        &fleet_scenario(),
+        "[fleet]\nlease = \"6s\"\nclock_skew = \"1s\"\nlive = \"1s\"\n",
+    );
+    let observer = fleet.clone("observer");
+    let start = |name: &str| {
+        let dir = fleet.clone(name);
+        let out = std::fs::File::create(fleet.tmp.path().join(format!("{name}.out"))).unwrap();
+        let err = std::fs::File::create(fleet.tmp.path().join(format!("{name}.err"))).unwrap();
+        Command::new(BIN)
+            .current_dir(&dir)
+            .env("RALPH_LOG", "off")
+            .args([
+                "run", "--remote", "origin", "--fleet", "night", "--worker", name,
+            ])
+            .args(["--json"])
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap()
+    };
+    let diagnose = |name: &str| {
+        std::fs::read_to_string(fleet.tmp.path().join(format!("{name}.err"))).unwrap_or_default()
+    };
+    let mut wa = start("wa");
+    let mut wb = start("wb");
+    let t = Tmux::start(
+        &observer,
+        80,
+        24,
+        &format!("{BIN} watch --fleet night --every 1s; echo WATCH-EXIT=$?; sleep 60"),
+    );
+    // Each machine's item and its item loop's context.
+    let screen = t.wait_for("each machine's item and context", LIMIT, |s| {
+        ["wa", "wb"].iter().all(|m| {
+            lane(s, m, 0).is_some_and(|l| l.contains("item number"))
+                && lane(s, m, 1).is_some_and(|g| g.contains("% L0"))
+        })
+    });
+    assert!(
+        screen.starts_with("ralph watch · fleet night on origin · running"),
+        "{screen}"
+    );
+    // It follows: a machine's reading changes on the screen.
+    let first: Vec<String> = ["wa", "wb"]
+        .iter()
+        .map(|m| lane(&screen, m, 1).unwrap())
+        .collect();
+    let screen = t.wait_for("a machine's next reading", LIMIT, |s| {
+        ["wa", "wb"]
+            .iter()
+            .zip(&first)
+            .any(|(m, was)| lane(s, m, 1).is_some_and(|g| g.contains("% L") && &g != was))
+    });
+    assert!(screen.contains("last tool: "), "{screen}");
+    // A machine killed -9 (its item loop dies with it) shows dead after
+    // its lease and the clock skew of silence, with its last reading.
+    t.wait_for("wb's first tool call", LIMIT, |s| {
+        lane(s, "wb", 2)
+            .is_some_and(|l| l.contains("last tool: Read") || l.contains("last tool: Grep"))
+    });
+    wb.kill().unwrap();
+    wb.wait().unwrap();
+    let killed = Instant::now();
+    let screen = t.wait_for("wb shown dead", LIMIT, |s| {
+        lane(s, "wb", 0).is_some_and(|l| l.contains("dead: silent"))
+    });
+    eprintln!("wb shown dead {:?} after the kill", killed.elapsed());
+    // Silent for the lease and the skew (7 s) since its last word, which
+    // was at most a renewal (2 s) before the kill.
+    assert!(
+        killed.elapsed() >= Duration::from_secs(4),
+        "not before its lease ran out: {screen}"
+    );
+    // wa takes wb's item over and the fleet completes.
+    let code = {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = wa.try_wait().unwrap() {
+                break s.code();
+            }
+            assert!(
+                start.elapsed() < LIMIT,
+                "wa did not end: {}",
+                diagnose("wa")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert_eq!(code, Some(0), "{}", diagnose("wa"));
+    let screen = t.wait_for("the fleet completed", Duration::from_secs(20), |s| {
+        s.contains("ended: completed") && s.contains("items 2/2")
+    });
+    // wb's last word carries its loop's live reading, small.
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(&fleet.bare)
+        .args(["cat-file", "commit", "refs/ralph/fleet/night/workers/wb"])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.contains(r#""live":{"iteration":1"#), "{status}");
+    assert!(status.len() < 2048, "{} bytes: {status}", status.len());
+    // Watching never pushes and never starts a session: the remote stays
+    // as the workers left it through several more fetches.
+    let refs = remote_refs(&fleet.bare);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(remote_refs(&fleet.bare), refs, "watch pushed something");
+    let sessions = fleet.sessions();
+    assert!(
+        sessions.len() == 3
+            && sessions
+                .iter()
+                .all(|s| s.starts_with("wa ") || s.starts_with("wb ")),
+        "one session per item and wb's taken over, all by the workers: {sessions:?}"
+    );
+    let rows = t.screen();
+    assert!(rows.iter().all(|r| r.chars().count() <= 80), "{screen}");
+    let shown = rows.join("\n");
+    insta::with_settings!({filters => vec![
+        (r"\b\d\d:\d\d\b", "[hh:mm]"),
+        (r"\d+m\d\ds|\d+h\d\dm|\b\d+s\b", "[time]"),
+        (r"\$\d+\.\d\d", "$[cost]"),
+        (r"item number \d", "item number [n]"),
+        (r"iteration \d+", "iteration [n]"),
+        (r"iter \d+", "iter [n]"),
+        // wb's last reading: where it was when it was killed.
+        (r"▕[█░┃]+▏ +\d+\.\d% L\d \d+k/167k", "[gauge] [percent] [level] [tokens]/167k"),
+        (r"last tool: (Read fix_plan.md|Grep item)", "last tool: [Read or Grep]"),
+    ]}, {
+        insta::assert_snapshot!("watch_fleet_80x24", shown);
+    });
+    // Read-only: `s` stops nothing, says why.
+    t.keys("s");
+    t.wait_for("the read-only answer", Duration::from_secs(3), |s| {
+        s.contains("a fleet is watched read-only")
+    });
+    t.keys("q");
+    let after = t.wait_for("watch's exit", Duration::from_secs(5), |s| {
+        s.contains("WATCH-EXIT=")
+    });
+    assert!(after.contains("WATCH-EXIT=0"), "{after}");
+}
+
+#[test]
+fn watch_of_a_fleet_not_there_or_a_remote_gone_says_so_and_quits_at_once() {
+    let Some(()) = tmux_or_skip("ralph watch on a missing fleet") else {
+        return;
+    };
+    let fleet = crate::e2e_fleet::Fleet::with(1, &fleet_scenario(), "");
+    let observer = fleet.clone("observer");
+    // A remote that is not there: said before any screen, exit 2.
+    let t = Tmux::start(
+        &observer,
+        80,
+        24,
+        &format!("{BIN} watch --fleet night --remote nowhere; echo WATCH-EXIT=$?; sleep 60"),
+    );
+    let said = t.wait_for("the error", Duration::from_secs(30), |s| {
+        s.contains("WATCH-EXIT=")
+    });
+    assert!(said.contains("WATCH-EXIT=2"), "{said}");
+    assert!(
+        said.contains("cannot fetch the fleet `night` from `nowhere`"),
+        "{said}"
+    );
+    // A fleet nobody started (a typo): the screen says there is no run.
+    let t = Tmux::start(
+        &observer,
+        80,
+        24,
+        &format!("{BIN} watch --fleet nigth --every 1s; echo WATCH-EXIT=$?; sleep 60"),
+    );
+    t.wait_for("no run", Duration::from_secs(30), |s| {
+        s.contains("fleet nigth on origin · no run on the remote yet")
+    });
+    // The remote goes away: the footer says so, the screen stays, q quits.
+    std::fs::rename(&fleet.bare, fleet.tmp.path().join("gone.git")).unwrap();
+    let screen = t.wait_for("the failed fetch", Duration::from_secs(30), |s| {
+        s.contains("cannot fetch from `origin`")
+    });
+    assert!(screen.contains("no run on the remote yet"), "{screen}");
+    let asked = Instant::now();
+    t.keys("q");
+    let after = t.wait_for("watch's exit", Duration::from_secs(5), |s| {
+        s.contains("WATCH-EXIT=")
+    });
+    assert!(after.contains("WATCH-EXIT=0"), "{after}");
+    eprintln!("quit {:?} after q with the remote gone", asked.elapsed());
+}

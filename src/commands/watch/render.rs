@@ -35,6 +35,12 @@ pub(crate) struct Ui {
     pub(crate) confirm_stop: bool,
     /// The transcript tail open: the loop's name and its last lines.
     pub(crate) transcript: Option<(String, Vec<String>)>,
+    /// A fleet, watched read-only, fetched this often.
+    pub(crate) read_only: Option<std::time::Duration>,
+    /// What keeps the view from being fresh (a fetch that failed).
+    pub(crate) problem: Option<String>,
+    /// When the view shown was fetched (a fleet: a fetch may hang).
+    pub(crate) fetched: Option<jiff::Timestamp>,
 }
 
 /// The keys, as the footer names them.
@@ -111,7 +117,7 @@ fn loop_lines(
     let state_colour = match l.state {
         LoopState::Working => Color::Green,
         LoopState::HandingOff | LoopState::Waiting(_) | LoopState::Paused(_) => Color::Yellow,
-        LoopState::Left(_) => Color::Red,
+        LoopState::Left(_) | LoopState::Dead(_) => Color::Red,
         _ => Color::Gray,
     };
     let head = format!("{}{:<4} ", if selected { "▸ " } else { "  " }, l.name);
@@ -184,17 +190,24 @@ fn loop_lines(
 /// The run's two header lines.
 fn header(view: &RunView, now: jiff::Timestamp, width: usize) -> Vec<Line<'static>> {
     let status = match &view.ended {
+        Some(e) if view.fleet.is_some() => format!("ended: {}", e.outcome.replace('_', " ")),
         Some(e) => format!(
             "ended: {} (exit {})",
             e.outcome.replace('_', " "),
             e.exit_code
         ),
+        None if view.run_id.is_none() && view.fleet.is_some() => {
+            "no run on the remote yet (its first worker creates it)".into()
+        }
         None if view.run_id.is_none() => "no run in the log yet".into(),
         None => "running".into(),
     };
+    let what = match &view.fleet {
+        Some(fleet) => format!("fleet {fleet}"),
+        None => format!("run {}", view.run_id.as_deref().unwrap_or("-")),
+    };
     let first = format!(
-        "ralph watch · run {} · {status}{}",
-        view.run_id.as_deref().unwrap_or("-"),
+        "ralph watch · {what} · {status}{}",
         view.elapsed(now)
             .filter(|_| view.ended.is_none())
             .map(|e| format!(" · {}", secs(e)))
@@ -297,7 +310,13 @@ pub(crate) fn draw(frame: &mut Frame, view: &RunView, ui: &Ui, s: &Settings, now
         lines.push(Line::from("  no loop has started yet"));
     }
     frame.render_widget(
-        Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(" loops ")),
+        Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(
+            if view.fleet.is_some() {
+                " machines "
+            } else {
+                " loops "
+            },
+        )),
         loops_area,
     );
     if bottom.height > 1 {
@@ -343,18 +362,31 @@ pub(crate) fn draw(frame: &mut Frame, view: &RunView, ui: &Ui, s: &Settings, now
             warn_area,
         );
     }
-    let foot = match (&ui.message, ui.confirm_stop) {
-        (_, true) => {
+    let foot = match (&ui.message, ui.confirm_stop, &ui.problem, ui.read_only) {
+        (_, true, _, _) => {
             "stop the whole run (every loop checkpoints, exit 6)? y: stop · any other key: no"
                 .to_string()
         }
-        (Some(m), _) => m.clone(),
-        (None, _) => KEYS.to_string(),
+        (Some(m), ..) => m.clone(),
+        (None, _, Some(p), _) => p.clone(),
+        (None, _, None, Some(every)) => format!(
+            "↑↓ machine · q quit · read-only · fetched {} ago, every {}",
+            secs(
+                ui.fetched
+                    .map_or(0, |t| now.duration_since(t).as_secs().max(0) as u64)
+            ),
+            secs(every.as_secs())
+        ),
+        (None, _, None, None) => KEYS.to_string(),
+    };
+    let style = match &ui.problem {
+        Some(_) if ui.message.is_none() => s.style(Color::Red),
+        _ => Style::new(),
     };
     frame.render_widget(
         Paragraph::new(Line::styled(
             fit(&foot, width),
-            Style::new().add_modifier(Modifier::REVERSED),
+            style.add_modifier(Modifier::REVERSED),
         )),
         footer,
     );
@@ -516,5 +548,81 @@ pub(crate) mod tests {
         }
         let rows = screen(&view, &ui, 80, 24).join("\n");
         assert!(rows.contains("w1: transcript"), "{rows}");
+    }
+
+    #[test]
+    fn a_fleet_shows_its_machines_read_only_and_a_hostile_item_cannot_break_the_screen() {
+        let mut view = RunView::default();
+        view.fleet = Some("night on origin".into());
+        view.run_id = Some("fleet-night".into());
+        view.parallel = true;
+        view.started = Some("2026-11-27T07:00:00Z".parse().unwrap());
+        view.set_iterations(7);
+        let hostile = format!(
+            "evil \u{1b}]0;owned\u{7}\u{1b}[2J\u{1b}[31m{}",
+            "A".repeat(1 << 20)
+        );
+        view.items = vec![(true, "alpha".into()), (false, hostile.clone())];
+        let mut wa = LoopView::new("wa");
+        wa.item = Some(hostile.clone());
+        wa.state = LoopState::Working;
+        let mut wb = LoopView::new("wb");
+        wb.item = Some("alpha".into());
+        wb.state = LoopState::Dead(312);
+        view.loops.insert("wa".into(), wa);
+        view.loops.insert("wb".into(), wb);
+        let ui = Ui {
+            read_only: Some(std::time::Duration::from_secs(5)),
+            fetched: Some("2026-11-27T07:01:48Z".parse().unwrap()),
+            ..Ui::default()
+        };
+        let rows = screen(&view, &ui, 80, 24);
+        let text = rows.join("\n");
+        assert!(
+            rows[0].starts_with("ralph watch · fleet night on origin · running · 2m00s"),
+            "{text}"
+        );
+        assert!(
+            rows[1].starts_with("items 1/2 · cost $0.00 · iteration 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("wb   dead: silent 5m12s (killed, or cut off)"),
+            "{text}"
+        );
+        assert!(
+            rows.iter().any(|r| r.contains("wa") && r.contains("evil ")),
+            "{text}"
+        );
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(
+            rows.iter().all(|r| console::measure_text_width(r) <= 80),
+            "{text}"
+        );
+        assert_eq!(rows.len(), 24);
+        assert_eq!(
+            rows[23], "↑↓ machine · q quit · read-only · fetched 12s ago, every 5s",
+            "{text}"
+        );
+        // A fetch that failed is said in the footer; the view stays.
+        let ui = Ui {
+            problem: Some("cannot fetch from `origin`: the remote cannot be reached".into()),
+            ..ui
+        };
+        let rows = screen(&view, &ui, 80, 24);
+        assert!(
+            rows[23].starts_with("cannot fetch from `origin`"),
+            "{rows:?}"
+        );
+        assert!(rows.iter().any(|r| r.contains("wb   dead")), "{rows:?}");
+        for (w, h) in [(200, 60), (40, 12), (1, 1)] {
+            let rows = screen(&view, &ui, w, h);
+            assert!(rows.iter().all(|r| {
+                console::measure_text_width(r) <= w as usize && !r.contains('\u{1b}')
+            }));
+        }
     }
 }

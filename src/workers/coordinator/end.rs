@@ -15,6 +15,11 @@ impl Coordinator {
         // Loops a dead coordinator left that this one did not resume (it
         // was stopped first): what they did counts too.
         self.catch_up_idle();
+        if let Err(e) = self.git_write(Coordinator::recheck_merged) {
+            self.bus.emit(Event::Warning {
+                message: format!("cannot check merged items off again: {e}"),
+            });
+        }
         let text = self.plan_text().unwrap_or_default();
         let open = units::units(&text)
             .map(|u| u.iter().filter(|u| u.state == UnitState::Open).count())

@@ -194,6 +194,16 @@ impl Coordinator {
                 &checked,
                 &format!("ralph: \"{item}\" done (merged {})", a.branch),
             )?;
+        } else if !units::unit_done(&text, &a.item) && !self.ledger.merged.contains(&a.item) {
+            // Reworded or removed while its worker ran: the merge is said,
+            // not hidden behind "every item is merged and checked off".
+            self.bus.emit(Event::Warning {
+                message: format!(
+                    "\"{}\" is merged ({}), but the plan no longer has it (reworded or removed during the run): nothing is checked off for it, and a reworded item is a new item to ralph, worked on its own",
+                    printable(&a.item),
+                    a.branch
+                ),
+            });
         }
         if !self.ledger.merged.contains(&a.item) {
             self.ledger.merged.push(a.item.clone());
@@ -211,6 +221,38 @@ impl Coordinator {
         }
         self.ledger.assignments.remove(i);
         self.save()
+    }
+
+    /// Merged units the plan shows open again (an editor saving a copy of
+    /// the plan from before their check-off): checked off again, in one
+    /// commit, and said. Left open, they were neither worked again (they
+    /// are merged) nor done: the run ended "incomplete" with nothing left
+    /// to a person, and every later `ralph run` the same.
+    pub(super) fn recheck_merged(&mut self) -> Result<()> {
+        let mut text = self.plan_text()?;
+        let mut again = Vec::new();
+        for item in &self.ledger.merged {
+            if let Some(checked) = units::check_off(&text, item) {
+                text = checked;
+                again.push(format!("\"{}\"", printable(item)));
+            }
+        }
+        if again.is_empty() {
+            return Ok(());
+        }
+        let names = again.join(", ");
+        self.commit_plan(
+            &text,
+            &format!(
+                "ralph: {names} checked off again (merged in this run; the plan showed them open)"
+            ),
+        )?;
+        self.bus.emit(Event::Warning {
+            message: format!(
+                "{names}: merged in this run, but the plan showed them open again (a copy of the plan saved over its check-offs?): checked off again; to have one done again, uncheck it after this run ends and `ralph run` again"
+            ),
+        });
+        Ok(())
     }
 }
 

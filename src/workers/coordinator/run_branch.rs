@@ -26,11 +26,28 @@ impl Coordinator {
         self.git.head().ok().is_some_and(|h| h.name() == Some(&run))
     }
 
+    /// The plan file in the checkout, when it is the run branch's plan:
+    /// the run branch is checked out there and the file reads as a plan.
+    /// A file deleted or emptied mid-run (`> fix_plan.md`, an editor's
+    /// failed save) is not a plan whose items are all gone: read as one,
+    /// the run ended "completed" with items never done and merged items
+    /// never checked off, which the next run paid for again.
+    fn checkout_plan(&self) -> Option<String> {
+        if !self.run_branch_checked_out() {
+            return None;
+        }
+        read_plan(&self.plan_path)
+            .ok()
+            .filter(|text| !text.trim().is_empty())
+    }
+
     /// The plan as the run branch has it: the file in the checkout while
-    /// the run branch is checked out there, else the run branch's blob.
+    /// the run branch is checked out there and the file is a plan
+    /// (`checkout_plan`), else the run branch's blob (and the next
+    /// check-off writes it back to the checkout).
     pub(super) fn plan_text(&self) -> Result<String> {
-        if self.run_branch_checked_out() {
-            return read_plan(&self.plan_path);
+        if let Some(text) = self.checkout_plan() {
+            return Ok(text);
         }
         let blob = self
             .git
@@ -67,6 +84,17 @@ impl Coordinator {
             });
         }
         self.checkout_away = away;
+        let gone = !away && self.checkout_plan().is_none();
+        if gone && !self.checkout_plan_gone {
+            let run = &self.ledger.run_branch;
+            self.bus.emit(Event::Warning {
+                message: format!(
+                    "{} in your checkout is missing, empty or unreadable now: the run goes on with the plan as the run branch {run} has it, and the next check-off writes it back; `ralph stop` ends the run",
+                    self.plan_path.display()
+                ),
+            });
+        }
+        self.checkout_plan_gone = gone;
     }
 
     /// `text` committed as the plan, alone, on the run branch: written to

@@ -176,6 +176,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         machine: Machine::new(rules, &super::now()),
         opts,
         checkout_away: false,
+        checkout_plan_gone: false,
         worktrees_full: None,
         lock,
         config,

@@ -166,6 +166,8 @@ impl Worker {
                 }
             } else {
                 self.meter(job, &mut child);
+                let live = job.meter.live();
+                self.live(&job.unit, live);
                 if Instant::now() >= next_beat {
                     match self.beat(job) {
                         Ok(()) => {

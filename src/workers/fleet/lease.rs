@@ -37,7 +37,8 @@ pub(crate) struct Lease {
     pub(crate) holder: String,
     /// What it is for: an item's key, or `merge`.
     pub(crate) what: String,
-    /// The item's text (empty for the merge lease), for `ralph status --fleet`.
+    /// The item's text (empty for the merge lease), for `ralph status --fleet`:
+    /// cut, as every renewal pushes it again.
     #[serde(default)]
     pub(crate) text: String,
     /// 1 for the first claim, one more for each takeover.
@@ -69,7 +70,7 @@ impl Lease {
         Lease {
             holder: holder.to_string(),
             what: what.to_string(),
-            text: text.to_string(),
+            text: crate::text::cut(text, super::reach::ITEM_TEXT),
             generation: 1,
             taken_at: now,
             renewed_at: now,
@@ -306,6 +307,21 @@ mod tests {
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_huge_items_claim_stays_small() {
+        // Every renewal pushes the claim again: a 1 MB item cost 1 MB a beat.
+        let huge = "x".repeat(1 << 20);
+        let l = Lease::new(
+            "w1",
+            "i-abc",
+            &huge,
+            Duration::from_secs(60),
+            Timestamp::now(),
+        );
+        assert!(serde_json::to_string(&l).unwrap().len() < 2048);
+        assert!(l.text.starts_with("xxx"));
     }
 
     fn lease() -> Lease {

@@ -3,7 +3,9 @@
 //! began: every iteration's end (its cost) is owed to the shared ledger at
 //! once, not when the loop ends, and a usage limit the loop waits for is
 //! owed to every worker. The round's lines are what its loop record
-//! carries (`loops.rs`).
+//! carries (`loops.rs`). Every record is folded into the loop's view
+//! (`events::view`, as `ralph watch` folds a log): its live reading
+//! (`live.rs`) for the worker's status ref.
 
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::PathBuf;
@@ -11,7 +13,9 @@ use std::time::Instant;
 
 use jiff::Timestamp;
 
+use super::live::Live;
 use super::remote::{Limit, Spent};
+use crate::events::view::{RunView, SINGLE};
 use crate::formats::{Event, Record};
 
 /// One loop's log, tailed.
@@ -32,6 +36,8 @@ pub(crate) struct Meter {
     pub(crate) own_limit: Option<Timestamp>,
     /// Not before: the remote was unreachable.
     pub(crate) retry_at: Option<Instant>,
+    /// The loop as its log tells it.
+    view: RunView,
 }
 
 /// What a line of the loop's log means to the fleet.
@@ -41,11 +47,12 @@ pub(crate) enum Seen {
     Limit { until: Timestamp, source: String },
 }
 
-/// The fleet's reading of one log line (pure).
-pub(crate) fn seen(line: &str) -> Option<Seen> {
-    let r: Record = serde_json::from_str(line).ok()?;
-    match r.event {
-        Event::IterationEnded { cost_usd, .. } => Some(Seen::Iteration { cost_usd }),
+/// The fleet's reading of one record of the loop's log (pure).
+pub(crate) fn seen(r: &Record) -> Option<Seen> {
+    match &r.event {
+        Event::IterationEnded { cost_usd, .. } => Some(Seen::Iteration {
+            cost_usd: *cost_usd,
+        }),
         Event::LimitWait { until, source, .. } => Some(Seen::Limit {
             until: until.parse().ok()?,
             source: source.to_string(),
@@ -66,7 +73,13 @@ impl Meter {
             limit_owed: None,
             own_limit: None,
             retry_at: None,
+            view: RunView::default(),
         }
+    }
+
+    /// The loop's live reading, once it has begun.
+    pub(crate) fn live(&self) -> Option<Live> {
+        self.view.loops.get(SINGLE).map(Live::of)
     }
 
     /// A new round of the loop: what the log has so far is not its.
@@ -98,7 +111,11 @@ impl Meter {
         self.partial.push_str(&String::from_utf8_lossy(&bytes));
         while let Some(end) = self.partial.find('\n') {
             let line: String = self.partial.drain(..=end).collect();
-            match seen(line.trim_end()) {
+            let record = serde_json::from_str::<Record>(line.trim_end()).ok();
+            if let Some(r) = &record {
+                self.view.apply(r);
+            }
+            match record.as_ref().and_then(seen) {
                 Some(Seen::Iteration { cost_usd }) => {
                     let one = Spent {
                         iterations: 1,
@@ -154,12 +171,16 @@ mod tests {
     const WAIT: &str = r#"{"ts":"2026-11-24T03:00:00Z","event":"limit_wait","until":"2026-11-24T04:00:00Z","seconds":3600,"source":"rate_limit_event","detail":"x"}"#;
     const OTHER: &str = r#"{"ts":"2026-11-24T03:00:00Z","event":"warning","message":"hi"}"#;
 
+    fn seen_line(line: &str) -> Option<Seen> {
+        seen(&serde_json::from_str(line).ok()?)
+    }
+
     #[test]
     fn an_iterations_end_and_a_usage_limit_are_what_the_fleet_reads() {
-        assert_eq!(seen(ENDED), Some(Seen::Iteration { cost_usd: 0.25 }));
-        assert!(matches!(seen(WAIT), Some(Seen::Limit { .. })));
-        assert_eq!(seen(OTHER), None);
-        assert_eq!(seen("not json"), None);
+        assert_eq!(seen_line(ENDED), Some(Seen::Iteration { cost_usd: 0.25 }));
+        assert!(matches!(seen_line(WAIT), Some(Seen::Limit { .. })));
+        assert_eq!(seen_line(OTHER), None);
+        assert_eq!(seen_line("not json"), None);
     }
 
     #[test]
@@ -192,5 +213,30 @@ mod tests {
         std::fs::write(&log, format!("{ENDED}\n")).unwrap();
         m.read("w1");
         assert_eq!(m.counted.iterations, 2);
+    }
+
+    #[test]
+    fn the_tail_keeps_the_loops_live_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("events.jsonl");
+        let started = r#"{"ts":"2026-11-24T03:00:00Z","event":"iteration_started","iteration":2,"command":[],"transcript":"t","resume_from":null}"#;
+        let context = r#"{"ts":"2026-11-24T03:00:05Z","event":"context","iteration":2,"reading":{"tokens":50000,"usable":167000,"window":200000,"percent":29.9,"level":"L0","peak_percent":29.9,"rate_per_min":null,"eta_to_checkpoint_secs":null},"tool":"Read a.rs"}"#;
+        std::fs::write(&log, "").unwrap();
+        let mut m = Meter::new(log.clone());
+        m.begin_round();
+        assert_eq!(m.live(), None, "nothing before the loop begins");
+        std::fs::write(&log, format!("{started}\n{context}\n")).unwrap();
+        m.read("w1");
+        let live = m.live().unwrap();
+        assert_eq!(live.iteration, 2);
+        assert_eq!(live.tool.as_deref(), Some("Read a.rs"));
+        assert_eq!(live.reading.unwrap().0.tokens, 50000);
+        assert_eq!(live.state, crate::events::view::LoopState::Working);
+        std::fs::write(&log, format!("{started}\n{context}\n{ENDED}\n")).unwrap();
+        m.read("w1");
+        assert_eq!(
+            m.live().unwrap().state,
+            crate::events::view::LoopState::Between
+        );
     }
 }

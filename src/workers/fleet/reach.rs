@@ -7,11 +7,15 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 
 use super::child;
+use super::live::Live;
 use super::remote::{Fleet, View, WorkerState, WorkerStatus};
 use super::say::FleetEvent;
 use super::units::Unit;
 use super::wire::WireError;
 use super::worker::Worker;
+
+/// The longest item text a status or a claim carries, in characters.
+pub(super) const ITEM_TEXT: usize = 300;
 
 impl Worker {
     pub(super) fn say_waiting(&mut self, view: &View, open: usize) {
@@ -99,20 +103,47 @@ impl Worker {
         }
     }
 
-    /// Publish this worker's state (best effort: a status is not work).
+    /// Publish this worker's state (best effort: a status is not work),
+    /// with its item loop's live reading while it holds an item.
     pub(super) fn status(&mut self, state: WorkerState, unit: Option<&Unit>, note: &str) {
+        let live = unit.and(self.live.clone());
         let status = WorkerStatus {
             worker: self.fleet.worker().to_string(),
             state,
             item: unit.map(|u| u.key.clone()),
-            item_text: unit.map(|u| u.text.clone()).unwrap_or_default(),
+            // Bounded: the status is pushed every beat; the plan has the rest.
+            item_text: unit
+                .map(|u| crate::text::cut(&u.text, ITEM_TEXT))
+                .unwrap_or_default(),
             at: Timestamp::now(),
             unreachable_since: self
                 .unreachable_since
                 .map(|i| Timestamp::now() - i.elapsed()),
             note: note.to_string(),
             spent: self.spent,
+            live,
         };
-        let _ = self.fleet.say(&status);
+        self.said_at = Some(Instant::now());
+        if self.fleet.say(&status).is_ok() {
+            self.live_said = status.live;
+        }
+    }
+
+    /// While the item's loop runs: publish its live reading when it changed
+    /// and `[fleet] live` has passed since the last word (never while the
+    /// remote cannot be reached: the beat's retries have that).
+    pub(super) fn live(&mut self, unit: &Unit, live: Option<Live>) {
+        self.live = live;
+        let every = self.config.fleet.live.0;
+        let due = !every.is_zero()
+            && self.unreachable_since.is_none()
+            && self.said_at.is_none_or(|t| t.elapsed() >= every)
+            && self
+                .live
+                .as_ref()
+                .is_some_and(|l| l.news(self.live_said.as_ref()));
+        if due {
+            self.status(WorkerState::Working, Some(unit), "");
+        }
     }
 }

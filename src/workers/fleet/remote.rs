@@ -160,6 +160,9 @@ pub(crate) struct WorkerStatus {
     pub(crate) note: String,
     #[serde(default)]
     pub(crate) spent: Spent,
+    /// Its item loop as last seen, while it holds an item (`live.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) live: Option<super::live::Live>,
 }
 
 /// Everything of the fleet on the remote, as of the last `sync`.
@@ -411,6 +414,8 @@ impl Fleet {
     pub(crate) fn say(&mut self, status: &WorkerStatus) -> Result<(), WireError> {
         let refname = self.names.worker(&self.worker);
         let json = serde_json::to_string(status).expect("a status serialises");
+        // Nothing known to be a secret leaves in a status (as in every record).
+        let json = crate::text::secrets::redact_json(&json);
         let msg = format!(
             "ralph fleet: worker {} {}\n\n{json}\n",
             self.worker,
@@ -784,6 +789,7 @@ pub(crate) mod tests {
             unreachable_since: None,
             note: String::new(),
             spent: Spent::default(),
+            live: None,
         };
         fa.say(&status).unwrap();
         status.state = WorkerState::Finished;

@@ -85,6 +85,17 @@ pub(super) fn fetch(
     fleet: &str,
     skew: Duration,
 ) -> Result<(Fleet, View)> {
+    fetch_with(root, remote, fleet, skew, Duration::from_secs(60))
+}
+
+/// [`fetch`], each fetch bounded by `timeout`.
+pub(super) fn fetch_with(
+    root: &Path,
+    remote: &str,
+    fleet: &str,
+    skew: Duration,
+    timeout: Duration,
+) -> Result<(Fleet, View)> {
     let names = Names::new(fleet)?;
     let mut f = Fleet::open(
         root,
@@ -93,7 +104,7 @@ pub(super) fn fetch(
         "status",
         Duration::from_secs(60),
         skew,
-        Duration::from_secs(60),
+        timeout,
     )
     .map_err(|e| {
         Error::usage(format!("cannot read the fleet: {e}"))
@@ -355,6 +366,7 @@ mod tests {
             unreachable_since: None,
             note: String::new(),
             spent: Spent::default(),
+            live: None,
         }
     }
 

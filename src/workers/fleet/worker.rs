@@ -50,6 +50,11 @@ pub(crate) struct Worker {
     pub(super) unreachable_since: Option<Instant>,
     pub(super) failures: u32,
     pub(super) spent: Spent,
+    /// Its item loop's live reading, the one last published, and when
+    /// the worker last published its status (`reach.rs`).
+    pub(super) live: Option<super::live::Live>,
+    pub(super) live_said: Option<super::live::Live>,
+    pub(super) said_at: Option<Instant>,
 }
 
 pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<i32> {
@@ -119,6 +124,9 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         unreachable_since: None,
         failures: 0,
         spent: Spent::default(),
+        live: None,
+        live_said: None,
+        said_at: None,
     };
     let code = w.work()?;
     // Stopped because the remote is gone: as when it cannot be reached at start.
@@ -411,6 +419,7 @@ impl Worker {
             job.round_started = jiff::Timestamp::now();
             job.halt = None;
             job.meter.begin_round();
+            self.live = None;
             self.status(WorkerState::Working, Some(unit), "");
             let Some(code) = self.supervise(&mut job)? else {
                 self.account(&mut job);
