@@ -14,7 +14,6 @@ use super::units::Unit;
 use super::wire::WireError;
 use super::worker::Worker;
 
-
 impl Worker {
     pub(super) fn say_waiting(&mut self, view: &View, open: usize) {
         let _ = view;

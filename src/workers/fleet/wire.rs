@@ -178,7 +178,8 @@ impl Wire {
     }
 
     fn git(&self, args: &[&str]) -> Result<Output, WireError> {
-        let mut child = Command::new("git")
+        let mut command = Command::new("git");
+        command
             .arg("-C")
             .arg(&self.dir)
             .args(args)
@@ -186,7 +187,14 @@ impl Wire {
             .env("GCM_INTERACTIVE", "never")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        // The one parent-death rule: a push of a worker killed -9 ends with it.
+        crate::platform::die_with_parent(
+            &mut command,
+            nix::sys::signal::Signal::SIGKILL,
+            crate::platform::Heir::Program,
+        );
+        let mut child = command
             .spawn()
             .map_err(|e| WireError::Unreachable(format!("cannot run git: {e}")))?;
         // Read both pipes on threads so a chatty git cannot block on a full pipe.
