@@ -9,11 +9,16 @@
 //! | every process | `/proc` | `proc_listallpids` |
 //! | the orphans an agent leaves | a child subreaper (`PR_SET_CHILD_SUBREAPER`): they become ralph's children and are killed | none: they go to launchd; the agent's session and the sessions recorded in the lock are still ended |
 //! | any child left to wait for | `waitid(WNOWAIT)` | the process table is read |
-//! | a child that must die with ralph | `PR_SET_PDEATHSIG` | a ralph child: a pipe ralph holds open ([`parent_pipe`]); an agent: none (the next run's takeover ends it) |
+//! | a child that must die with ralph (every child it starts: the agent, a worker's or a fleet item's loop, the project's commands — hooks, checks, notify's command — and the fleet's `git`) | `PR_SET_PDEATHSIG` | a ralph child: a pipe ralph holds open ([`parent_pipe`]); an agent: none (the next run's takeover ends it) |
 //! | the files ralph's stdout/stderr write | `/proc/self/fd`, a pipe followed to its reader (`tee`) | `F_GETPATH` on a regular file; a pipe is not followed |
 //! | a bigger pipe for the agent's output | `F_SETPIPE_SZ` | the system's size |
 //! | the host name | `gethostname` | `gethostname` |
 //! | a desktop notification | `notify-send` | `osascript` (Notification Center) |
+//!
+//! Beside them, one thing every platform does alike that has one owner
+//! here: the signals ralph catches (`signals`: SIGINT, SIGTERM, SIGHUP,
+//! SIGUSR1, SIGUSR2, counted for every reader — a loop, a coordinator, a
+//! fleet worker, the hooks, `ralph watch`).
 //!
 //! Pitfalls: a start time is only compared with one read on the same
 //! machine (ticks since boot on Linux, microseconds since the epoch on
@@ -37,6 +42,8 @@ use macos as imp;
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("ralph runs on Linux and macOS");
+
+pub(crate) mod signals;
 
 // Used on macOS; compiled on Linux for its tests.
 #[cfg(any(target_os = "macos", test))]

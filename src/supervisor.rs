@@ -23,7 +23,8 @@
 //! timers → effects), `stop` (the stop sequence), `verdict` (failure,
 //! outcome, the exit rules in one order), `budget` and `limit_wait`. The
 //! doing is here (files, git, hooks, the state on disk), in `driver` (the
-//! agent and the display), `signals` and `waiting` (a usage-limit wait).
+//! agent and the display; the signals come from `crate::platform::signals`, the one
+//! owner) and `waiting` (a usage-limit wait).
 //! This file and `record` are the only writers of [`RunState`]'s
 //! bookkeeping during a run.
 //!
@@ -32,6 +33,8 @@
 //! ```text
 //! supervisor.rs          this map
 //! supervisor/
+//!   start.rs             the one start of a run (a loop, a worker's loop, a coordinator):
+//!                        checks before anything is written, then lock, log, trust, signals
 //!   run.rs               Supervisor: the loop, measuring, save_checkpoint, finish_as
 //!   iteration.rs         IterationMachine: one agent as a pure machine (Input → Effects);
 //!                        when L2/L3 fire (the checkpoint request, the stop)
@@ -40,7 +43,6 @@
 //!   driver.rs            the async side: exit, lines, requests, wakes → Input; Effects applied
 //!   continuation.rs      a stopped session continued once for handoff notes (opencode's `--session`)
 //!   stop.rs              the typed stop sequence (grace, SIGINT, SIGTERM, SIGKILL)
-//!   signals.rs           signals and `ralph checkpoint`'s control file as requests
 //!   verdict.rs           failure, outcome and the exit rules in one order (decides the exit code)
 //!   record.rs            an iteration's bookkeeping in RunState, the circuit breaker's update
 //!   budget.rs            iterations, cost, duration and --deadline budgets
@@ -75,8 +77,8 @@ mod publish;
 mod record;
 mod run;
 mod seams;
-mod signals;
 mod snapshots;
+pub(crate) mod start;
 mod stop;
 mod takeover;
 mod verdict;
@@ -87,6 +89,5 @@ pub(crate) use budget::CountedFrom;
 pub(crate) use iteration::meter;
 use now::Now;
 pub(crate) use record::checkpoint_outside_a_run;
-pub(crate) use record::new_run_id;
 pub(crate) use run::*;
 pub(crate) use seams::next_shard;

@@ -13,7 +13,6 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
@@ -29,33 +28,6 @@ const BEAT: Duration = Duration::from_millis(20);
 const TAIL: usize = 4096;
 /// How long the members of a killed group may take to be reaped.
 const REAP_LIMIT: Duration = Duration::from_secs(2);
-
-/// SIGINT and SIGTERM received by ralph, counted from the moment
-/// [`watch_interrupts`] ran. A hook compares it with its value at start.
-pub(crate) static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
-
-/// Count SIGINT and SIGTERM in [`INTERRUPTS`], next to the supervisor's own
-/// handlers (tokio's, which only see a signal once the loop polls them: a
-/// hook runs while the loop waits for it). Done once per process; only the
-/// supervisor calls it, after installing its handlers, so the signals'
-/// default action is already replaced.
-pub(crate) fn watch_interrupts() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for sig in [Signal::SIGINT, Signal::SIGTERM] {
-            // SAFETY: the action only increments an atomic, which is
-            // async-signal-safe; it allocates and locks nothing.
-            let done = unsafe {
-                signal_hook_registry::register(sig as i32, || {
-                    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
-                })
-            };
-            if let Err(e) = done {
-                tracing::warn!("cannot watch {sig:?} for hooks: {e}");
-            }
-        }
-    });
-}
 
 /// Where the live hook groups are recorded, and which they are.
 struct GroupFile {
@@ -206,6 +178,10 @@ pub(crate) fn run_in(
         .stderr(Stdio::piped())
         .envs(env.iter().map(|(k, v)| (k, v)));
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    // The one parent-death rule of every child ralph starts: a check or a
+    // hook running when ralph is killed -9 does not run on without it (on
+    // Linux; elsewhere the next start ends its recorded group).
+    crate::platform::die_with_parent(&mut cmd, Signal::SIGKILL, crate::platform::Heir::Program);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -394,6 +370,7 @@ impl<'a> Pipes<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     fn never() -> bool {
         false

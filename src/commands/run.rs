@@ -167,6 +167,7 @@ fn fleet_worker(
         worker: args.worker.clone(),
         json: args.json,
         loop_args,
+        trust_config: args.trust_config,
     };
     crate::workers::fleet::run(root, config, opts)
 }

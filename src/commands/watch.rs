@@ -25,7 +25,6 @@ mod render;
 
 use std::io::{IsTerminal, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers};
@@ -35,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::events::LogTail;
 use crate::events::view::{RunView, SINGLE};
 use crate::formats::Layout;
+use crate::platform::signals::Request;
 use crate::project::Project;
 use render::{Settings, Ui};
 
@@ -46,8 +46,6 @@ const REDRAW: Duration = Duration::from_secs(1);
 const TAIL_BYTES: u64 = 256 << 10;
 /// Lines of a transcript tail kept.
 const TAIL_LINES: usize = 200;
-
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 /// What a key asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -280,20 +278,13 @@ pub(crate) fn watch(project: &Project, args: &crate::cli::WatchArgs) -> Result<i
             plan_seen: None,
         }),
     };
-    for sig in [
-        nix::sys::signal::Signal::SIGTERM,
-        nix::sys::signal::Signal::SIGHUP,
-        nix::sys::signal::Signal::SIGINT,
-    ] {
-        // SAFETY: the handler only stores into an atomic (async-signal-safe).
-        unsafe {
-            signal_hook_registry::register(sig as i32, || SIGNALLED.store(true, Ordering::SeqCst))
-        }
-        .map_err(|e| Error::wrap("cannot install signal handlers", e))?;
-    }
+    // SIGINT, SIGTERM and SIGHUP end the view (the terminal put back);
+    // `ralph stop`'s and `ralph checkpoint`'s signals are for the run.
+    let signals = crate::platform::signals::Catcher::new(None)?;
     let mut terminal =
         ratatui::try_init().map_err(|e| Error::wrap("cannot set up the terminal", e))?;
     let watching = Watching {
+        signals: std::cell::RefCell::new(signals),
         project,
         config: &config,
         settings: &settings,
@@ -307,9 +298,17 @@ struct Watching<'a> {
     project: &'a Project,
     config: &'a Config,
     settings: &'a Settings,
+    signals: std::cell::RefCell<crate::platform::signals::Catcher>,
 }
 
 impl Watching<'_> {
+    /// Whether a signal asked the view to end.
+    fn signalled(&self) -> bool {
+        let mut signals = self.signals.borrow_mut();
+        std::iter::from_fn(|| signals.take())
+            .any(|r| matches!(r, Request::Interrupt | Request::Hangup))
+    }
+
     fn run(
         &self,
         terminal: &mut ratatui::DefaultTerminal,
@@ -320,7 +319,7 @@ impl Watching<'_> {
         let mut drawn: Option<Instant> = None;
         let mut dirty = true;
         let io = |e: std::io::Error| Error::wrap("cannot draw on the terminal", e);
-        while !SIGNALLED.load(Ordering::SeqCst) {
+        while !self.signalled() {
             dirty |= source.poll(&mut view, &mut ui, &self.config.plan)?;
             if dirty && let Some((name, _)) = &ui.transcript {
                 let lines = self.transcript(&view, name);

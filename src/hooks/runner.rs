@@ -100,7 +100,7 @@ struct Job {
 
 impl Hooks {
     /// No thread when no hook is configured. A signal ends a running hook
-    /// once [`watch_interrupts`](crate::agent::shell::watch_interrupts) was called. A command that would run a
+    /// once the run caught it (`crate::platform::signals`). A command that would run a
     /// file changed since `trusted` was taken (the run's start:
     /// `config::trust`) is refused.
     pub(crate) fn trusting(
@@ -116,7 +116,7 @@ impl Hooks {
             runner.trusted = trusted;
             let thread = std::thread::spawn(move || {
                 for job in queue {
-                    runner.run(&job, &shell::INTERRUPTS, &mut |e| {
+                    runner.run(&job, &crate::platform::signals::INTERRUPTS, &mut |e| {
                         let _ = report.send(e);
                     });
                     if let Some(done) = &job.done {

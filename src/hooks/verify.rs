@@ -21,7 +21,8 @@ use std::time::Instant;
 use crate::config::VerifyConfig;
 use crate::formats::verification::{Check, Status, Verification, When};
 
-use crate::agent::shell::{self, End, INTERRUPTS, Shell};
+use crate::agent::shell::{self, End, Shell};
+use crate::platform::signals::INTERRUPTS;
 
 /// Characters of a command's output kept (its end).
 const OUTPUT_CHARS: usize = 3_000;

@@ -17,12 +17,12 @@ use super::Supervisor;
 use super::driver::{self, handoff_text};
 use super::facts::{CheckpointMark, Facts};
 use super::iteration::HandoffRequest;
-use super::signals::Request;
 use super::stop::StopSequence;
 use crate::agent::{Agent, AgentCommand};
 use crate::checkpoint;
 use crate::formats::Event;
 use crate::formats::Trigger;
+use crate::platform::signals::Request;
 use crate::stream::StreamEvent;
 
 /// How long its last lines may take to read once it exited.

@@ -16,12 +16,12 @@ use super::Now;
 use super::facts::Facts;
 use super::iteration::{Effect, HandoffRequest, Input, IterationMachine, NudgeRequest};
 use super::publish::Publisher;
-use super::signals::Signals;
 use super::snapshots::SafetyNet;
 use crate::agent::{Agent, Line};
 use crate::config::templates::{self, Templates};
 use crate::formats::{Event, StopStep};
 use crate::formats::{Layout, RunState};
+use crate::platform::signals::Catcher;
 use crate::project::Lock;
 use crate::text::format_duration;
 
@@ -49,7 +49,7 @@ pub(super) struct Driver<'a> {
     state: &'a RunState,
     pub(crate) templates: &'a Templates,
     pub(crate) root: &'a Path,
-    pub(crate) signals: &'a mut Signals,
+    pub(crate) signals: &'a mut Catcher,
     /// Re-taken on the beat should a `git clean -fdx` delete it; the
     /// sessions of the agent's tools are recorded in it on the same beat (a
     /// takeover after a crash ends them).
@@ -69,7 +69,7 @@ impl<'a> Driver<'a> {
         (events, state): (&'a mut Publisher, &'a RunState),
         templates: &'a Templates,
         root: &'a Path,
-        signals: &'a mut Signals,
+        signals: &'a mut Catcher,
         lock: &'a mut Lock,
     ) -> Driver<'a> {
         Driver {

@@ -11,21 +11,20 @@ use super::facts::{CheckpointMark, Facts, rel};
 use super::iteration::{IterationLimits, IterationMachine};
 use super::limit_wait::LimitBackoff;
 use super::publish::Publisher;
-use super::signals::{Request, Signals};
 pub(crate) use super::verdict::Outcome;
 use super::verdict::{Measured, Next, RunFlags};
-use super::{Now, driver, iteration, record, verdict};
+use super::{Now, driver, iteration, record, start, verdict};
 use crate::agent::{self, Agent, AgentCommand};
 use crate::checkpoint;
 use crate::config::Config;
 use crate::config::templates::Templates;
 use crate::config::trust;
 use crate::error::Result;
-use crate::events::{Bus, EventLog};
+use crate::events::Bus;
 use crate::formats::Event;
 use crate::formats::{Layout, RunState, RunStatus, Trigger, now_rfc3339};
-use crate::hooks;
 use crate::plan::Plan;
+use crate::platform::signals::{Catcher, Request};
 use crate::project::Lock;
 use crate::project::Project;
 use crate::prompt;
@@ -74,7 +73,7 @@ pub(crate) struct Supervisor {
     pub(super) events: Publisher,
     pub(super) state: RunState,
     pub(super) lock: Lock,
-    pub(super) signals: Signals,
+    pub(super) signals: Catcher,
     pub(super) budgets: Budgets,
     pub(super) flags: RunFlags,
     /// Requests that came while a continued session ran (`continuation`),
@@ -122,29 +121,17 @@ impl Supervisor {
         opts: RunOptions,
         mut bus: Bus,
     ) -> Result<Supervisor> {
-        let layout = Layout::new(root);
-        let opts_trusted = opts.trusted_by.is_some();
-        crate::text::secrets::remember(&config.agent.env);
-        let templates = Templates::load(root)?;
-        templates.check(&[prompt::PROMPT, prompt::CHECKPOINT_REQUEST])?;
-        agent::check_program(&config, root)?;
-        let agent_home = config.agent.env.get("HOME").map(String::as_str);
-        agent::sandbox::check(config.agent.sandbox, root, agent_home)?;
-        // Before anything is written: a change the agent made during the
-        // last run is not acted on unconfirmed.
-        let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
-        // A worker's project is its worktree, made by its coordinator.
-        let trusted = if opts.worker.is_some() {
-            trust::Decision::Trusted
-        } else {
-            trust::at_start(root, &layout.dir, boxed, opts.trust_config)?
+        let kind = match &opts.worker {
+            Some(_) => start::Kind::Worker(opts.trusted_by.as_ref()),
+            None => start::Kind::Loop,
         };
+        let checked = start::Start::check(root, &config, kind, opts.trust_config)?;
         let project = Project::at(root);
         let plan_text = project.plan_text(&config)?;
         // Values the plan holds now are the user's words (see `secrets`).
         crate::text::secrets::note_plan(&plan_text);
         let plan = crate::plan::Plan::parse(&plan_text);
-        let state_path = layout.state();
+        let state_path = Layout::new(root).state();
         let previous = match RunState::load(&state_path) {
             Ok(s) => s,
             Err(e) if opts.fresh => {
@@ -164,7 +151,7 @@ impl Supervisor {
         let first_state = previous.unwrap_or(&blank);
         let fitted = crate::prompt::fit::render_prompt(
             root,
-            &templates,
+            checked.templates(),
             &config,
             first_state,
             &plan,
@@ -183,118 +170,31 @@ impl Supervisor {
                 config.plan.display()
             )));
         }
-        crate::project::ownership::claim_prompt_file(root, &config.prompt_file)?;
-        layout.ensure()?;
-        if boxed {
-            agent::sandbox::protect::prepare(root);
-        }
-        let signals = Signals::install(&layout)?;
-        crate::agent::shell::watch_interrupts();
         // One opened repository for the whole run (one parsed index): every
         // step's `Repo::open` shares it.
         let held = repo::Repo::hold(root);
         // As everywhere in a run, a repository git2 cannot open is no repository.
         let repo = repo::Repo::open(root).ok().flatten();
-        let run_id = record::new_run_id(root, repo.as_ref());
-        let lock = Lock::acquire(&layout, &run_id)?;
-        // After the project's own lock (a second run of this project is
-        // refused by it, naming its pid): the work tree's other projects.
-        let claim = repo
-            .as_ref()
-            .and_then(|r| r.claim_scope().transpose())
-            .transpose()?;
-        crate::formats::remove_dead_temp_files(&layout.dir, None);
-        // Only the lock holder writes the log: a refused second instance must not.
-        bus.add(Box::new(EventLog::open(&layout.events())?));
-        if let Some(event) = trust::start_event(trusted) {
-            bus.emit(event);
-        }
-        let mut fingerprints = trust::Fingerprints::take(root, &config);
-        let mut sandboxed = boxed;
-        if let Some(coordinator) = &opts.trusted_by {
-            fingerprints = fingerprints.trusted_by(&coordinator.started);
-            sandboxed |= coordinator.sandboxed;
-            // Its templates are read from the worktree: one the coordinator
-            // did not start with is refused, named (the config is the
-            // coordinator's, the scripts are judged by its fingerprints).
-            // One missing there (untracked in the user's checkout) is the
-            // embedded default, as before.
-            let templates: Vec<String> = (fingerprints.changed(root).into_iter())
-                .filter(|p| p.starts_with("prompts/") && root.join(p).is_file())
-                .collect();
-            if !templates.is_empty() {
-                return Err(crate::error::Error::config(format!(
-                    "changed during the parallel run and not confirmed: {}; this worker does not act on templates the agents may have written",
-                    templates.join(", ")
-                ))
-                .with_hint("look at the change on the run branch (`git log -p -- FILE`); put it back, or stop the run and start it again with `ralph run --workers N --trust-config`"));
-            }
-        }
-        let trust = trust::Record::start(&run_id, sandboxed, fingerprints);
-        if opts.worker.is_none()
-            && let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)?
-        {
-            bus.add(Box::new(notifier));
-        }
-        // The run's start is one event (`repo::one_pass`): the untracked
-        // files said now, the user's edits committed before the first
-        // session and the first iteration's boundary tree and snapshot
-        // share one walk. Not a worker's: its coordinator's grant may be
-        // long in coming, and the coordinator works in its tree meanwhile.
+        // The run's start is one event (`repo::one_pass`, its walk taken at
+        // the first status, inside `begin`): the untracked files said now,
+        // the user's edits committed before the first session and the
+        // first iteration's boundary tree and snapshot share one walk. Not
+        // a worker's: its coordinator's grant may be long in coming, and
+        // the coordinator works in its tree meanwhile.
         let start_pass = opts.worker.is_none().then(|| repo::one_pass(root));
-        crate::project::ownership::at_start(
-            root,
-            &config.prompt_file,
-            crate::project::ownership::Workplace::Here,
-            &mut bus,
-        );
-        if let Some(pgid) = lock.stale_agent_pgid {
-            // The previous supervisor died; its agent (killed by its
-            // parent-death signal) and the tools it started must not live on.
-            tracing::warn!(
-                "the previous supervisor died; ending what is left of its agent (session {pgid})"
-            );
-            agent::kill_session(pgid);
-        }
-        lock.stale_sessions
-            .iter()
-            .for_each(crate::agent::procs::kill_recorded_session);
-        // And the hooks it was running (an `on_level` hook in the background).
-        let hook_groups = layout.hook_groups();
-        if crate::agent::shell::end_left_behind(&hook_groups) > 0 {
-            tracing::warn!("the previous supervisor died; its hooks were ended");
-        }
-        crate::agent::shell::record_groups_in(hook_groups);
-        if lock.stale_committing {
-            // It died inside a WIP commit: the git lock files it held would
-            // skip every checkpoint from now on ("another git process is
-            // running"). They are its own, not another git's.
-            let removed = repo::remove_stale_commit_locks(root);
-            if !removed.is_empty() {
-                bus.emit(Event::Warning {
-                    message: format!(
-                        "the previous supervisor died during a WIP commit; removed the git lock files it left: {}",
-                        removed.join(", ")
-                    ),
-                });
-            }
-        }
-        let (state, replaced) = start.into_state(&run_id, &mut bus);
+        let begun = checked.begin(repo.as_ref(), None, &mut bus)?;
+        let (state, replaced) = start.into_state(&begun.run_id, &mut bus);
         let counted_from =
             budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
         let mut sup = Supervisor {
             root: root.to_path_buf(),
-            layout,
-            templates,
+            layout: begun.layout,
+            templates: begun.templates,
             reset_breaker: opts.reset_breaker,
-            events: Publisher::new(
-                bus,
-                hooks::Hooks::trusting(&config.hooks, root, Some(trust.started.clone())),
-                root.join(&config.plan),
-            ),
+            events: Publisher::new(bus, begun.hooks, root.join(&config.plan)),
             state,
-            lock,
-            signals,
+            lock: begun.lock,
+            signals: begun.signals,
             budgets: Budgets::new(&config, opts.deadline, Instant::now(), counted_from),
             flags: RunFlags::default(),
             held: Vec::new(),
@@ -302,7 +202,7 @@ impl Supervisor {
             reuse_snapshot: None,
             reuse_tree: None,
             written_by_checks: Vec::new(),
-            _claim: claim,
+            _claim: begun.claim,
             replaced,
             unit: opts.worker,
             sessions_started: 0,
@@ -310,7 +210,7 @@ impl Supervisor {
             _repo: held,
             start: start_pass,
             config,
-            trust,
+            trust: begun.trust,
             untrusted: Vec::new(),
         };
         sup.lock.info.run_id = sup.state.run_id.clone();
@@ -325,7 +225,7 @@ impl Supervisor {
             .unwrap_or(&mut sup.state)
             .save(&state_path)?;
         sup.trust.save(&sup.layout.dir)?;
-        if opts_trusted {
+        if opts.trusted_by.is_some() {
             // What the worktree holds that its coordinator did not start
             // with (an agent's merged edit to ralph.toml), named now.
             sup.note_untrusted();
@@ -698,7 +598,7 @@ impl Supervisor {
             // start another agent.
             while let Some(request) = match self.held.pop() {
                 Some(r) => Some(r),
-                None => self.signals.pending().await,
+                None => self.signals.take(),
             } {
                 if let Some(end) = self.on_request_between(request, "between iterations") {
                     return Ok(end);

@@ -1,6 +1,7 @@
 //! A worker's loop as a child process: `ralph run --json --worker NAME` in
 //! its worktree, its JSON events read on a thread each and handed to the
-//! coordinator tagged with the worker.
+//! coordinator tagged with the worker; and `ralph_loop`, the one launcher
+//! of ralph's own loops (a worker's, a fleet item's).
 //!
 //! Why a child `ralph run` and not a supervisor inside the coordinator's
 //! process: every protection of one loop (lock, takeover, checkpoints,
@@ -38,6 +39,20 @@ pub(crate) struct Child {
     process: std::process::Child,
 }
 
+/// The one launcher of ralph's own loops (a parallel run's worker, a
+/// fleet item's loop): `ralph run` in `dir`, in a process group of its own
+/// (a terminal's Ctrl-C reaches the parent only, which passes it on once: a
+/// second one escalates, as in one loop), sent `death` when its parent
+/// dies, even of SIGKILL (`platform::die_with_parent`).
+pub(crate) fn ralph_loop(dir: &Path, death: Signal) -> Result<Command> {
+    let exe =
+        std::env::current_exe().map_err(|e| Error::wrap("cannot find ralph's own program", e))?;
+    let mut cmd = Command::new(exe);
+    cmd.current_dir(dir).arg("run").process_group(0);
+    crate::platform::die_with_parent(&mut cmd, death, crate::platform::Heir::Ralph);
+    Ok(cmd)
+}
+
 /// Start `a`'s worker. `fresh`: a new run in its worktree (a new unit or
 /// task); otherwise it continues (and takes over) the run there.
 pub(crate) fn spawn(
@@ -47,11 +62,14 @@ pub(crate) fn spawn(
     pass: &[String],
     tx: &Sender<Msg>,
 ) -> Result<Child> {
-    let exe =
-        std::env::current_exe().map_err(|e| Error::wrap("cannot find ralph's own program", e))?;
-    let mut cmd = Command::new(exe);
-    cmd.current_dir(&a.project_dir)
-        .args(["run", "--json", "--worker", &a.worker])
+    // A coordinator killed with -9 stops its workers as `ralph stop` does
+    // (SIGUSR2: a checkpoint with the agent's handoff, exit 6). Not
+    // SIGTERM: the kernel sends the parent-death signal again each time the
+    // worker passes to another of the dying coordinator's threads, and a
+    // second interrupt kills the agent at once; a second stop is the same
+    // stop.
+    let mut cmd = ralph_loop(&a.project_dir, Signal::SIGUSR2)?;
+    cmd.args(["--json", "--worker", &a.worker])
         .args(fresh.then_some("--fresh"))
         .args(pass)
         .arg(WORKER_PLAN)
@@ -63,17 +81,7 @@ pub(crate) fn spawn(
         .env("PWD", &a.project_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // A group of its own: Ctrl-C reaches the coordinator only, which
-        // passes it on once (a second one escalates, as in one loop).
-        .process_group(0);
-    // A coordinator killed with -9 stops its workers as `ralph stop` does
-    // (SIGUSR2: a checkpoint with the agent's handoff, exit 6). Not
-    // SIGTERM: the kernel sends the parent-death signal again each time the
-    // worker passes to another of the dying coordinator's threads, and a
-    // second interrupt kills the agent at once; a second stop is the same
-    // stop.
-    crate::platform::die_with_parent(&mut cmd, Signal::SIGUSR2, crate::platform::Heir::Ralph);
+        .stderr(Stdio::piped());
     let mut process = cmd
         .spawn()
         .map_err(|e| Error::wrap(format!("cannot start worker {}", a.worker), e))?;

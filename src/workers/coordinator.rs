@@ -36,7 +36,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -60,6 +59,7 @@ use crate::events::Bus;
 use crate::formats::Event;
 use crate::formats::ledger::{Assignment, Ledger, Status, Task};
 use crate::plan::units;
+use crate::platform::signals::Request;
 use crate::repo::worktree;
 use machine::{Effect, Free, Input, Machine, Now, Order, Sig, To, World};
 
@@ -79,9 +79,6 @@ pub(crate) struct Options {
     pub(crate) trust_config: bool,
 }
 
-/// The last signal that reached the coordinator (0: none).
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-
 /// The moment an input happens at: the clock is read here, never in the machine.
 fn now() -> Now {
     Now {
@@ -89,31 +86,14 @@ fn now() -> Now {
     }
 }
 
-/// The last signal that reached the coordinator, taken.
-fn take_signal() -> Option<Sig> {
-    let sig = Signal::try_from(SIGNAL.swap(0, Ordering::SeqCst)).ok()?;
-    Some(match sig {
-        Signal::SIGHUP => Sig::Hangup,
-        Signal::SIGUSR1 => Sig::Checkpoint,
-        Signal::SIGUSR2 => Sig::Stop,
-        _ => Sig::Interrupt,
-    })
-}
-
-fn install_signals() -> Result<()> {
-    for sig in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-        Signal::SIGHUP,
-    ] {
-        let n = sig as i32;
-        // SAFETY: the handler only stores into an atomic (async-signal-safe).
-        unsafe { signal_hook_registry::register(n, move || SIGNAL.store(n, Ordering::SeqCst)) }
-            .map_err(|e| Error::wrap("cannot install signal handlers", e))?;
+/// What a caught signal asks of the parallel run (`crate::platform::signals`).
+fn sig(request: Request) -> Sig {
+    match request {
+        Request::Interrupt => Sig::Interrupt,
+        Request::Hangup => Sig::Hangup,
+        Request::Checkpoint(_) => Sig::Checkpoint,
+        Request::Stop => Sig::Stop,
     }
-    Ok(())
 }
 
 pub(super) struct Coordinator {
@@ -154,6 +134,8 @@ pub(super) struct Coordinator {
     /// What the run trusted at its start (`config::trust`), its workers'
     /// configuration among it, kept in `.ralph/trust.json`.
     trust: crate::config::trust::Record,
+    /// The signals that reached it since its start.
+    signals: crate::platform::signals::Catcher,
 }
 
 impl Coordinator {
@@ -211,8 +193,8 @@ impl Coordinator {
         let (tx, rx) = mpsc::channel::<Msg>();
         self.settle_merged(&tx)?;
         loop {
-            if let Some(sig) = take_signal() {
-                self.handle(Input::Signal(sig), &tx)?;
+            while let Some(request) = self.signals.take() {
+                self.handle(Input::Signal(sig(request)), &tx)?;
             }
             self.watch_checkout();
             self.handle(Input::Tick, &tx)?;

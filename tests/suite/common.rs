@@ -487,6 +487,40 @@ pub fn wait_for_process(needle: &str, within: Duration) {
     });
 }
 
+/// The pid of the `sleep` whose command line holds `needle` (a tool an
+/// agent or a check started), once it runs.
+pub fn sleep_started(needle: &str, within: Duration) -> i32 {
+    let mut found = None;
+    wait_until(&format!("`{needle}` starts"), within, || {
+        found = processes_matching(needle)
+            .into_iter()
+            .find(|pid| command_line(*pid).is_some_and(|c| c.starts_with("sleep ")));
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+/// Until the running supervisor's lock records the session `sid` (on its
+/// one-second beat): a session the next start ends if this one dies.
+pub fn wait_for_session_in_lock(p: &Project, sid: i32) {
+    wait_until("the lock records it", Duration::from_secs(10), || {
+        ralph::project::read_lock(&ralph::formats::Layout::new(p.root()))
+            .is_some_and(|l| l.sessions.iter().any(|s| s.sid == sid))
+    });
+}
+
+/// Until `child` exits; fail after `limit`.
+pub fn wait_exit(mut child: Child, limit: Duration) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(started.elapsed() < limit, "the run did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `s` as a TOML basic string (a JSON string is one: the same escapes).
 pub fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()

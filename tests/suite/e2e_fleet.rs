@@ -484,6 +484,66 @@ fn sigterm_checkpoints_pushes_and_releases_the_claim_within_the_grace() {
     assert_eq!(end.last().unwrap()["exit_code"], 130, "{end:?}");
 }
 
+/// A fleet worker started from a terminal that closes (an ssh session
+/// dropped) gets SIGHUP: like a loop and a coordinator, it goes on
+/// (before: the signal's default action ended it, its item's loop killed
+/// by the parent-death signal with no checkpoint).
+#[test]
+fn sighup_leaves_the_fleet_worker_working_to_the_end() {
+    let fleet = Fleet::new(1, 3000, "[fleet]\nlease = \"3s\"\n");
+    let a = fleet.worker("wa");
+    common::wait_until("the claim", LIMIT, || {
+        !fleet.refs("refs/ralph/fleet/night/claims/").is_empty()
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.id() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let a = wait(a);
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    assert_eq!(fleet.merges().len(), 1);
+    fleet.assert_nothing_left();
+}
+
+/// A fleet worker takes the one start of every run: its clone's lock. A
+/// second worker started in the same clone is refused, naming the first
+/// (before: both worked in one clone, on one set of worktrees), and
+/// `ralph stop` there, as the refusal's hint says, stops the first as
+/// SIGTERM does (before: "no ralph run is in progress here").
+#[test]
+fn a_clone_holds_one_worker_and_ralph_stop_stops_it() {
+    let fleet = Fleet::new(1, 60_000, "[fleet]\nlease = \"3s\"\ngrace = \"15s\"\n");
+    let dir = fleet.clone("wa");
+    let a = worker_in(&dir, "wa");
+    wait_for_pushed_work(&fleet);
+    let b = wait(worker_in(&dir, "wb"));
+    assert_eq!(b.code, Some(2), "{}", b.stderr);
+    assert!(
+        b.stderr.contains(&format!(
+            "another ralph run is already supervising this project (pid {})",
+            a.id()
+        )),
+        "{}",
+        b.stderr
+    );
+    let stop = Command::new(common::BIN)
+        .current_dir(&dir)
+        .env("RALPH_LOG", "off")
+        .arg("stop")
+        .output()
+        .unwrap();
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    let a = wait(a);
+    assert_eq!(a.code, Some(130), "{}", a.stderr);
+    assert_eq!(a.of("released").len(), 1, "{}", a.stderr);
+    assert!(fleet.refs("refs/ralph/fleet/night/claims/").is_empty());
+}
+
 #[test]
 fn an_unreachable_remote_is_retried_and_said_and_the_work_kept() {
     let fleet = Fleet::new(

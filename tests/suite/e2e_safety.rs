@@ -116,15 +116,8 @@ fn read_terminal(master: &std::fs::File, into: &mut Vec<u8>) {
     }
 }
 
-fn wait_exit(mut child: Child) -> std::process::ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(started.elapsed() < LIMIT, "the run did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_exit(child: Child) -> std::process::ExitStatus {
+    common::wait_exit(child, LIMIT)
 }
 
 // ---------------------------------------------------------------------------------------

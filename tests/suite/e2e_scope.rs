@@ -593,7 +593,9 @@ fn an_on_level_hook_does_not_outlive_kill_9_and_the_takeover() {
     let p = Project::new(
         PLAN,
         CLIMBS_AND_HANGS,
-        "[hooks]\non_level = [\"exec sleep 417\"]\ntimeout = \"10m\"\n",
+        // The hook's shell dies with ralph (the parent-death rule of every
+        // child); what it started in its group is the next start's to end.
+        "[hooks]\non_level = [\"sleep 417 & wait\"]\ntimeout = \"10m\"\n",
     );
     p.write("idle.toml", common::IDLE);
     let mut first = p.spawn_unread_run();
@@ -608,7 +610,7 @@ fn an_on_level_hook_does_not_outlive_kill_9_and_the_takeover() {
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         !common::processes_matching("sleep 417").is_empty(),
-        "the hook is in a group of its own: kill -9 of ralph leaves it"
+        "the hook's child is in the hook's group: kill -9 of ralph leaves it"
     );
     let run = p.run(
         &["--max-iterations", "1", "--agent", "ralph sim idle.toml"],

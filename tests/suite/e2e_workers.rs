@@ -19,7 +19,7 @@ pub(crate) const SIX: &str = "# Six things\n\n- [ ] alpha\n- [ ] bravo\n- [ ] ch
 /// Either writes `out/<item>.txt`, pauses, checks the item off, promises.
 /// The check-off comes last: a worker's unit checked off is done, promise
 /// or not, so an agent stopped in the pause has not finished it.
-const ONE_ITEM: &str = r#"
+pub(crate) const ONE_ITEM: &str = r#"
 [[step]]
 context = 20000
 text = "Working on my item."

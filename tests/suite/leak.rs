@@ -436,23 +436,12 @@ result = "<promise>COMPLETE</promise>"
         "[loop]\nrequire_plan_complete = false\n",
     );
     let mut child = p.spawn_run(&[]);
-    let mut sleeper = None;
-    common::wait_until("the tool starts", Duration::from_secs(20), || {
-        sleeper = common::processes_matching("sleep 619")
-            .into_iter()
-            .find(|pid| common::command_line(*pid).is_some_and(|c| c.starts_with("sleep ")));
-        sleeper.is_some()
-    });
-    let sleeper = sleeper.unwrap();
+    let sleeper = common::sleep_started("sleep 619", Duration::from_secs(20));
     // In a session of its own, not the agent's.
     let lock = ralph::project::read_lock(&ralph::formats::Layout::new(p.root())).unwrap();
     let sid: i32 = common::proc_stat(sleeper).unwrap()[3].parse().unwrap();
     assert_ne!(Some(sid), lock.agent_pgid);
-    // Seen on the supervisor's one-second beat.
-    common::wait_until("the lock records it", Duration::from_secs(10), || {
-        ralph::project::read_lock(&ralph::formats::Layout::new(p.root()))
-            .is_some_and(|l| l.sessions.iter().any(|s| s.sid == sid))
-    });
+    common::wait_for_session_in_lock(&p, sid);
     child.kill().unwrap();
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -464,6 +453,28 @@ result = "<promise>COMPLETE</promise>"
     assert_eq!(run.code, Some(0), "{}", run.describe());
     common::wait_until("the tool is gone", Duration::from_secs(2), || {
         !common::alive(sleeper)
+    });
+}
+
+/// A `[verify]` check running when ralph is killed -9 dies with it: the
+/// one parent-death rule of every child ralph starts (`platform::
+/// die_with_parent`) holds for the project's commands as for the agent.
+/// Before, the check (a test suite, for minutes) ran on without a
+/// supervisor until a next start found its group.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_check_running_when_ralph_is_killed_dies_with_it() {
+    let p = Project::new(
+        PLAN,
+        "[[step]]\ncontext = 20000\n[[step]]\nresult = \"<promise>COMPLETE</promise>\"\n",
+        "[loop]\nrequire_plan_complete = false\n[verify]\ncommands = [\"exec sleep 613\"]\n",
+    );
+    let mut child = p.spawn_unread_run();
+    let check = common::sleep_started("sleep 613", Duration::from_secs(20));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    common::wait_until("the check is gone", Duration::from_secs(2), || {
+        !common::alive(check)
     });
 }
 

@@ -42,6 +42,7 @@ mod e2e_seams;
 mod e2e_secrets;
 mod e2e_shared_budget;
 mod e2e_spend;
+mod e2e_start;
 mod e2e_story;
 mod e2e_strays;
 mod e2e_verify;

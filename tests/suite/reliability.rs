@@ -752,7 +752,7 @@ fn git_locks_of_a_supervisor_killed_mid_commit_are_removed_by_the_next_run() {
             );
             assert_eq!(
                 run.of("warning")[0]["message"],
-                "the previous supervisor died during a WIP commit; removed the git lock files it left: .git/index.lock"
+                "the previous run died writing to git; removed the git lock files it left: .git/index.lock"
             );
             assert!(!p.path(".git/index.lock").exists());
         } else {

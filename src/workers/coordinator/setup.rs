@@ -1,6 +1,8 @@
-//! The coordinator's start: the repository, the run branch, the lock, the
-//! ledger to continue (or the refusal to start afresh over unmerged work),
-//! the user's edits committed first, the plan's units checked.
+//! The coordinator's start: the repository, the run branch, the plan's
+//! units checked, then the one start of every run (`supervisor::start`:
+//! the checks, the lock, the log, trust, signals, what a dead run left),
+//! the ledger to continue (or the refusal to start afresh over unmerged
+//! work), the user's edits committed first.
 
 use crate::workers::grant;
 use std::collections::BTreeMap;
@@ -9,16 +11,16 @@ use std::path::Path;
 use git2::Repository;
 
 use super::machine::{LEASE, Machine, Rules};
-use super::{Coordinator, Options, install_signals};
-use crate::config::{Config, trust};
+use super::{Coordinator, Options};
+use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::{Bus, EventLog};
+use crate::events::Bus;
 use crate::formats::Event;
 use crate::formats::ledger::Ledger;
 use crate::plan::units;
-use crate::project::Lock;
 use crate::project::Project;
 use crate::repo::{OwnPaths, Repo};
+use crate::supervisor::start::{Begun, Kind, Start};
 
 pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus) -> Result<i32> {
     let root = project.root().to_path_buf();
@@ -66,48 +68,28 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
             ))
             .with_hint("put the plan inside the repository")
         })?;
-    // Before anything is written, as a single run: a change an agent
-    // made during the last run is not acted on unconfirmed.
-    let boxed = config.agent.sandbox == crate::config::sandbox::Kind::Bwrap;
-    let trusted = trust::at_start(&root, &layout.dir, boxed, opts.trust_config)?;
-    layout.ensure()?;
+    // Before anything is written: the plan's units (a dependency that
+    // cannot be met is refused with nothing made), then the start's checks.
+    let text = project.plan_text(&config)?;
+    // Values the plan holds now are the user's words (see `secrets`).
+    crate::text::secrets::note_plan(&text);
+    units::units(&text).map_err(|e| {
+        Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
+    })?;
+    let checked = Start::check(&root, &config, Kind::Coordinator, opts.trust_config)?;
     let previous = Ledger::load(&layout.dir)?.filter(|l| l.ended.is_none());
-    let run_id = previous.as_ref().map_or_else(
-        || crate::supervisor::new_run_id(&root, Some(&repo)),
-        |l| l.run_id.clone(),
-    );
-    let lock = Lock::acquire(&layout, &run_id)?;
-    let _claim = repo.claim_scope()?;
-    bus.add(Box::new(EventLog::open(&layout.events())?));
-    if let Some(event) = trust::start_event(trusted) {
-        bus.emit(event);
-    }
-    // The workers' loops act on this configuration (`--trusted-by`).
-    let trust = trust::Record::start(&run_id, boxed, trust::Fingerprints::take(&root, &config))
-        .holding_config(&root)?;
+    let continued = previous.as_ref().map(|l| l.run_id.clone());
+    // The claim is held for the run's life: to the end of this function.
+    let Begun {
+        run_id,
+        lock,
+        claim: _claim,
+        trust,
+        hooks,
+        signals,
+        ..
+    } = checked.begin(Some(&repo), continued, &mut bus)?;
     trust.save(&layout.dir)?;
-    if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, &root)? {
-        bus.add(Box::new(notifier));
-    }
-    crate::project::ownership::at_start(
-        &root,
-        &config.prompt_file,
-        crate::project::ownership::Workplace::Worktrees,
-        &mut bus,
-    );
-    if lock.stale_committing {
-        // The previous coordinator died writing to git: the lock files it
-        // left would refuse every branch, merge and commit from now on.
-        let removed = crate::repo::remove_stale_commit_locks(&root);
-        if !removed.is_empty() {
-            bus.emit(Event::Warning {
-                message: format!(
-                    "the previous coordinator died writing to git; removed the lock files it left: {}",
-                    removed.join(", ")
-                ),
-            });
-        }
-    }
     let resumed = previous.is_some();
     let ledger = match previous {
         Some(l) if opts.fresh && !l.unmerged(&git).is_empty() => {
@@ -146,10 +128,6 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         }
     };
     config_is_committed(&git, &prefix, &run_branch)?;
-    let text = project.plan_text(&config)?;
-    units::units(&text).map_err(|e| {
-        Error::usage(e.to_string()).with_hint("docs/workers.md says how to mark dependencies")
-    })?;
     let worktrees = root
         .join(
             config
@@ -159,8 +137,6 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
                 .unwrap_or(Path::new(".ralph/worktrees")),
         )
         .join(&run_id);
-    install_signals()?;
-    let hooks = crate::hooks::Hooks::trusting(&config.hooks, &root, Some(trust.started.clone()));
     let counted_from = crate::supervisor::CountedFrom::of_run(
         &ledger.started_at,
         ledger.iterations,
@@ -206,6 +182,7 @@ pub(crate) fn run(project: &Project, config: Config, opts: Options, mut bus: Bus
         lock,
         config,
         trust,
+        signals,
     };
     c.ledger.workers = c.opts.workers;
     // What the workers did while no coordinator listened counts before

@@ -2,63 +2,67 @@
 //! .ralph/worker-plan.md --fresh` in the item's worktree (the plan file's
 //! name is the parallel workers' own, `WORKER_PLAN`), as a child process
 //! (every rule of one loop holds for it: checkpoints, breaker, budgets,
-//! snapshots), and the signals that stop the worker.
+//! snapshots), and the signals that stop the worker (caught by
+//! `platform::signals`).
 //!
-//! The child gets a process group of its own, so a terminal's Ctrl-C or an
-//! engine's SIGTERM reaches the worker, which forwards it once (the loop's
-//! first interrupt: checkpoint, WIP commit, exit 130) and keeps the rest of
-//! the grace for its push; and the parent-death rule
-//! (`platform::die_with_parent`), so a worker killed with SIGKILL takes its
-//! loop (and that loop its agent) with it.
+//! The loop is started by the one launcher of ralph's loops
+//! (`workers::child::ralph_loop`): a process group of its own, so a
+//! terminal's Ctrl-C or an engine's SIGTERM reaches the worker, which
+//! forwards it once (the loop's first interrupt: checkpoint, WIP commit,
+//! exit 130) and keeps the rest of the grace for its push; and the
+//! parent-death rule (`platform::die_with_parent`), so a worker killed with
+//! SIGKILL takes its loop (and that loop its agent) with it.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{Child, Command};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::process::Child;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
+use crate::platform::signals::{Catcher, Request};
 
-static STOP: AtomicI32 = AtomicI32::new(0);
+/// The signals since the worker's start (`crate::platform::signals`, the one owner).
+static SIGNALS: Mutex<Option<Catcher>> = Mutex::new(None);
+/// A signal asked the worker to stop.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+/// The remote stayed unreachable past `[fleet] max_unreachable`.
+static GONE: AtomicBool = AtomicBool::new(false);
 
-/// Catch SIGTERM and SIGINT: they ask the worker to stop (`stop_requested`).
-pub(crate) fn catch_stop_signals() -> Result<()> {
-    for signal in [libc_sig(Signal::SIGTERM), libc_sig(Signal::SIGINT)] {
-        // SAFETY: the handler only stores into an atomic (async-signal-safe).
-        unsafe {
-            signal_hook_registry::register(signal, move || STOP.store(signal, Ordering::SeqCst))
-        }
-        .map_err(|e| Error::wrap("cannot catch SIGTERM/SIGINT", e))?;
-    }
-    Ok(())
+/// Read the signals the run's start caught. SIGTERM, SIGINT and SIGUSR2
+/// (`ralph stop`) ask the worker to stop (`stop_requested`); SIGHUP (its
+/// terminal gone) and SIGUSR1 leave it working, as they leave a loop.
+pub(crate) fn catch_stop_signals(signals: Catcher) {
+    *SIGNALS.lock().unwrap_or_else(|e| e.into_inner()) = Some(signals);
 }
 
-fn libc_sig(s: Signal) -> i32 {
-    s as i32
-}
-
-/// Whether SIGTERM or SIGINT came (or the remote is gone).
+/// Whether a stop signal came (or the remote is gone).
 pub(crate) fn stop_requested() -> bool {
-    STOP.load(Ordering::SeqCst) != 0
+    if let Some(catcher) = SIGNALS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        while let Some(request) = catcher.take() {
+            if matches!(request, Request::Interrupt | Request::Stop) {
+                STOPPED.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+    STOPPED.load(Ordering::SeqCst) || GONE.load(Ordering::SeqCst)
 }
-
-/// What `STOP` holds when no signal but the remote's absence stops the worker.
-const REMOTE_GONE: i32 = -1;
 
 /// Stop the worker as a signal would: the remote stayed unreachable past
 /// `[fleet] max_unreachable` (the loop checkpoints, the work stays in the
-/// clone). A signal that came first keeps its meaning.
+/// clone).
 pub(crate) fn stop_for_good() {
-    let _ = STOP.compare_exchange(0, REMOTE_GONE, Ordering::SeqCst, Ordering::SeqCst);
+    GONE.store(true, Ordering::SeqCst);
 }
 
-/// Whether the worker stops because the remote is gone (`stop_for_good`).
+/// Whether the worker stops because the remote is gone (`stop_for_good`):
+/// a stop signal keeps its meaning.
 pub(crate) fn remote_gone() -> bool {
-    STOP.load(Ordering::SeqCst) == REMOTE_GONE
+    stop_requested() && !STOPPED.load(Ordering::SeqCst)
 }
 
 /// A running loop.
@@ -71,24 +75,17 @@ pub(crate) struct Loop {
 impl Loop {
     /// Start `ralph run WORKER_PLAN --fresh ARGS…` in `root`, with `env`.
     pub(crate) fn start(root: &Path, args: &[OsString], env: &[(&str, String)]) -> Result<Loop> {
-        let exe = std::env::current_exe()
-            .map_err(|e| Error::wrap("cannot find ralph's own binary", e))?;
-        let mut command = Command::new(exe);
+        // A worker killed with SIGKILL takes its loop (and that loop its
+        // agent) with it: no one is left to push what a checkpoint would
+        // commit, and the next worker takes over from what was pushed.
+        let mut command = crate::workers::child::ralph_loop(root, Signal::SIGKILL)?;
         command
-            .current_dir(root)
-            .arg("run")
             .arg(crate::workers::child::WORKER_PLAN)
             .arg("--fresh")
-            .args(args)
-            .process_group(0);
+            .args(args);
         for (k, v) in env {
             command.env(k, v);
         }
-        crate::platform::die_with_parent(
-            &mut command,
-            Signal::SIGKILL,
-            crate::platform::Heir::Ralph,
-        );
         let child = command
             .spawn()
             .map_err(|e| Error::wrap("cannot start the worker's loop (`ralph run`)", e))?;

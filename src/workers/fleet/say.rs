@@ -1,14 +1,13 @@
 //! What a fleet worker tells its user: its events (`formats::FleetEvent`)
 //! on the one bus, as `Event::Fleet` records from this worker, through the
-//! sinks every run has: `.ralph/fleet/<name>/events.jsonl` in its clone
-//! (0600, redacted like every log), `--json` on stdout or a line on stderr,
-//! and `[notify]`.
+//! sinks every run has: `--json` on stdout or a line on stderr (`display`),
+//! and, added by the run's start (`supervisor::start`),
+//! `.ralph/fleet/<name>/events.jsonl` in its clone (0600, redacted like
+//! every log) and `[notify]`.
 
-use std::path::Path;
+use std::io::Write as _;
 
-use crate::config::Config;
-use crate::error::Result;
-use crate::events::{Bus, EventLog, JsonLines, Sink};
+use crate::events::{Bus, JsonLines, Sink};
 pub(crate) use crate::formats::FleetEvent;
 use crate::formats::{Event, Record};
 
@@ -20,8 +19,24 @@ impl Sink for Lines {
     fn event(&mut self, record: &Record) {
         if let (Event::Fleet(event), Some(worker)) = (&record.event, &record.worker) {
             let human = event.human();
-            eprintln!("ralph fleet [{worker}]: {}", crate::text::printable(&human));
+            // Not `eprintln!`: a terminal hung up (SIGHUP) fails every
+            // write, and the worker goes on without it.
+            let _ = writeln!(
+                std::io::stderr(),
+                "ralph fleet [{worker}]: {}",
+                crate::text::printable(&human)
+            );
         }
+    }
+}
+
+/// Where a worker's events are shown: `--json` on stdout, else a line on
+/// stderr.
+pub(crate) fn display(json: bool) -> Box<dyn Sink> {
+    if json {
+        Box::new(JsonLines::new(std::io::stdout()))
+    } else {
+        Box::new(Lines)
     }
 }
 
@@ -35,33 +50,14 @@ pub(crate) struct Say {
 }
 
 impl Say {
-    /// The bus of worker `worker` whose log is `log`.
-    pub(crate) fn new(
-        worker: &str,
-        json: bool,
-        log: &Path,
-        config: &Config,
-        root: &Path,
-    ) -> Result<Say> {
-        if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| crate::error::Error::io("cannot create", dir, e))?;
-        }
-        let mut bus = Bus::new();
-        bus.add(Box::new(EventLog::open(log)?));
-        if json {
-            bus.add(Box::new(JsonLines::new(std::io::stdout())));
-        } else {
-            bus.add(Box::new(Lines));
-        }
-        if let Some(notifier) = crate::events::notify::Notifier::start(&config.notify, root)? {
-            bus.add(Box::new(notifier));
-        }
-        Ok(Say {
+    /// Worker `worker`'s voice on `bus` (its display from [`display`],
+    /// its log and notify added by the run's start).
+    pub(crate) fn new(worker: &str, bus: Bus) -> Say {
+        Say {
             worker: worker.to_string(),
             bus,
             unpushed: Vec::new(),
-        })
+        }
     }
 
     pub(crate) fn say(&mut self, event: FleetEvent) {

@@ -186,8 +186,9 @@ impl Wire {
     }
 
     fn git(&self, args: &[&str]) -> Result<Output, WireError> {
-        let mut cmd = Command::new("git");
-        cmd.arg("-C")
+        let mut command = Command::new("git");
+        command
+            .arg("-C")
             .arg(&self.dir)
             .args(args)
             .env("GIT_TERMINAL_PROMPT", "0")
@@ -195,11 +196,17 @@ impl Wire {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // The one parent-death rule: a push of a worker killed -9 ends with it.
+        crate::platform::die_with_parent(
+            &mut command,
+            nix::sys::signal::Signal::SIGKILL,
+            crate::platform::Heir::Program,
+        );
         // A group of its own, ended whole at the time limit: what git
         // started (ssh, a helper, a local remote's receive-pack and its
         // hooks) holds our pipes too, and would hold the reads below.
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
             .spawn()
             .map_err(|e| WireError::Unreachable(format!("cannot run git: {e}")))?;
         let group = nix::unistd::Pid::from_raw(child.id() as i32);

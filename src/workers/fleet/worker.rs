@@ -21,6 +21,9 @@ use super::units::{Unit, item_plan, units};
 use super::wire::WireError;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::events::Bus;
+use crate::repo::Repo;
+use crate::supervisor::start::{Begun, Kind, Start};
 use crate::workers::child::WORKER_PLAN;
 
 /// What the command line gave.
@@ -31,6 +34,8 @@ pub(crate) struct Options {
     pub(crate) json: bool,
     /// Passed on to each item's loop (`--model`, `--agent`).
     pub(crate) loop_args: Vec<OsString>,
+    /// `--trust-config`: files changed during the last run are the user's.
+    pub(crate) trust_config: bool,
 }
 
 pub(crate) struct Worker {
@@ -85,16 +90,29 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         f.network_timeout.0,
     )
     .map_err(|e| Error::wrap("cannot open the clone", e))?;
-    let log = crate::formats::Layout::new(&root)
-        .fleet()
-        .join(names.fleet())
-        .join("events.jsonl");
-    let mut say = Say::new(&worker, opts.json, &log, &config, &root)?;
+    // The one start of every run (`supervisor::start`): the checks before
+    // anything is written, the clone's lock (one worker per clone), the
+    // log, signals, notify. The lock and the claim are held to the end.
+    let checked = Start::check(
+        &root,
+        &config,
+        Kind::Fleet(names.fleet()),
+        opts.trust_config,
+    )?;
+    let mut bus = Bus::new();
+    bus.add(super::say::display(opts.json));
+    let Begun {
+        lock: _lock,
+        claim: _claim,
+        signals,
+        ..
+    } = checked.begin(Repo::open(&root).ok().flatten().as_ref(), None, &mut bus)?;
+    let mut say = Say::new(&worker, bus);
     let on_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
     if let Some(warning) = cancel_window(on_actions, config.fleet.grace.0) {
         say.warn(warning);
     }
-    child::catch_stop_signals()?;
+    child::catch_stop_signals(signals);
     let mut w = Worker {
         fleet,
         say,
