@@ -143,6 +143,9 @@ pub(crate) struct RunArgs {
     /// Set by the coordinator of `--workers`: its `.ralph/`, whose trust record holds the configuration this worker's loop acts on
     #[arg(long, value_name = "DIR", hide = true, requires = "worker")]
     pub(crate) trusted_by: Option<std::path::PathBuf>,
+    /// Set by a fleet worker for its item's loop: wait for `.ralph/grant.json` before each session (the fleet's budget is shared before a session starts)
+    #[arg(long, hide = true, conflicts_with = "workers")]
+    pub(crate) granted: bool,
 }
 
 #[derive(Debug, Args)]

@@ -120,6 +120,7 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         worker: unit,
         trust_config: args.trust_config,
         trusted_by,
+        granted: args.granted,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

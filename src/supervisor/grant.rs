@@ -1,7 +1,10 @@
 //! A worker's loop waits for the coordinator's grant before each session
-//! (`workers/grant.rs`): the shared budget is decided before a session
-//! starts, not found spent after another started. Signals and `ralph stop`
-//! are heard while it waits; a loop with no grant file is not held.
+//! (`workers/grant.rs`), a fleet item's loop for its fleet worker's
+//! (`workers/fleet/item.rs`, once the ledger has the last iteration): the
+//! shared budget is decided before a session starts, not found spent after
+//! another started. Signals and `ralph stop` are heard while it waits; a
+//! loop with no grant file is not held, nor one that is neither (a stale
+//! grant file in a worktree a person took over holds nobody).
 
 use std::time::Duration;
 
@@ -14,7 +17,9 @@ impl Supervisor {
     /// run (a request while waiting: the coordinator stops a worker whose
     /// session the shared budget does not cover).
     pub(super) async fn wait_for_grant(&mut self) -> Option<(Outcome, String)> {
-        self.unit.as_ref()?;
+        if !self.waits_for_grants {
+            return None;
+        }
         loop {
             match Grant::read(&self.root) {
                 None => return None,

@@ -46,6 +46,9 @@ pub(crate) struct RunOptions {
     pub(crate) trust_config: bool,
     /// A parallel run's worker: its coordinator's trust record (`--trusted-by`).
     pub(crate) trusted_by: Option<trust::Record>,
+    /// A fleet item's loop (`--granted`): each session waits for its
+    /// worker's grant, as a parallel run's worker waits for its coordinator's.
+    pub(crate) granted: bool,
 }
 
 /// What a worker's loop knows of the unit it was handed: its run is done
@@ -102,6 +105,9 @@ pub(crate) struct Supervisor {
     pub(super) untrusted: Vec<String>,
     /// A worker's unit (`RunOptions::worker`).
     pub(super) unit: Option<WorkerUnit>,
+    /// Whether each session waits for a grant: a parallel run's worker,
+    /// a fleet item's loop (`--granted`).
+    pub(super) waits_for_grants: bool,
     /// Sessions this process started (a worker's grant counts them).
     pub(super) sessions_started: u32,
     /// The login end last said (`rules::login`): said once, not after
@@ -204,6 +210,7 @@ impl Supervisor {
             written_by_checks: Vec::new(),
             _claim: begun.claim,
             replaced,
+            waits_for_grants: opts.worker.is_some() || opts.granted,
             unit: opts.worker,
             sessions_started: 0,
             login_said: None,

@@ -821,6 +821,34 @@ fn the_fleet_report_is_read_from_the_machines_own_records_on_the_remote() {
     }
 }
 
+#[test]
+fn a_fleets_sessions_are_granted_before_they_start_however_fast_its_loops_go() {
+    // Iterations shorter than a push: loops that start their next session
+    // before their worker has put the last on the ledger (each given the
+    // remaining 6 as its --max-iterations) spent up to 18 of a budget of 6.
+    let fleet = Fleet::with(
+        3,
+        &endless(0),
+        "[loop]\nmax_iterations = 6\n\n[breaker]\nno_progress = 50\n\n[fleet]\nlease = \"3s\"\n",
+    );
+    let workers: Vec<Child> = ["w1", "w2", "w3"].iter().map(|w| fleet.worker(w)).collect();
+    let ended: Vec<Ended> = workers.into_iter().map(wait).collect();
+    let sessions: usize = (ended.iter())
+        .map(|e| {
+            (e.events.iter())
+                .filter(|v| v["event"] == "iteration_ended")
+                .count()
+        })
+        .sum();
+    let l = ledger(&fleet);
+    assert_eq!(l["iterations"].as_u64().unwrap() as usize, sessions, "{l}");
+    // The two other machines' sessions at most, whatever the load.
+    assert!((6..=6 + 2).contains(&sessions), "{sessions} sessions: {l}");
+    for e in &ended {
+        assert_eq!(e.code, Some(5), "{}", e.stderr);
+    }
+}
+
 /// An item that is never done: every iteration adds a line to the item's
 /// file (progress), pauses `pause_ms` and ends without the promise.
 fn endless(pause_ms: u64) -> String {
@@ -858,8 +886,9 @@ fn the_fleets_budget_is_counted_as_iterations_end_and_stops_every_worker() {
     }
     let l = ledger(&fleet);
     let spent = l["iterations"].as_u64().unwrap();
-    // At most about one iteration per worker over: the one each was in.
-    assert!((6..=6 + 2 * 3).contains(&spent), "{l}");
+    // Each session is granted once the ledger has the last: over by at
+    // most the sessions the two other machines were in.
+    assert!((6..=6 + 2).contains(&spent), "{l}");
     // Every iteration that ran is on the ledger, no more.
     let ran: usize = ended
         .iter()

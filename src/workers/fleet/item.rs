@@ -19,8 +19,15 @@ use super::units::Unit;
 use super::wire::{Update, WireError};
 use super::worker::Worker;
 use crate::error::{Error, Result};
-use crate::formats::Record;
+use crate::formats::{Grant, Record};
 use crate::repo::{OwnPaths, Repo};
+
+/// The sessions granted to one start of an item's loop, counted from the
+/// round's iterations when it started.
+struct Granting {
+    from: u64,
+    sessions: u32,
+}
 
 impl Worker {
     /// A fresh worktree on the item's branch (its pushed tip, or the run
@@ -137,6 +144,16 @@ impl Worker {
         if let Some(left) = self.iterations_left() {
             args.extend(["--max-iterations".into(), left.max(1).to_string().into()]);
         }
+        // Each session waits for this worker's grant: the first now (the
+        // ledger covered it when the item was claimed), each next one once
+        // the ledger has the last and still covers one more.
+        args.push("--granted".into());
+        let mut grant = Granting {
+            from: job.meter.counted.iterations,
+            sessions: 1,
+        };
+        crate::formats::create_dir_private(&crate::formats::Layout::new(&job.wt_root).dir)?;
+        Grant { sessions: 1 }.write(&job.wt_root)?;
         let env = [
             ("RALPH_FLEET", self.fleet.names().fleet().to_string()),
             ("RALPH_WORKER", self.fleet.worker().to_string()),
@@ -166,6 +183,7 @@ impl Worker {
                 }
             } else {
                 self.meter(job, &mut child);
+                self.grant_next(job, &mut grant);
                 let live = job.meter.live();
                 self.live(&job.unit, live);
                 if Instant::now() >= next_beat {
@@ -229,6 +247,27 @@ impl Worker {
                     _ => self.poll(),
                 };
                 job.meter.retry_at = Some(Instant::now() + wait);
+            }
+        }
+    }
+
+    /// One more session for the item's loop once the ledger has what its
+    /// last one spent and the fleet's budget still covers one (`judge`
+    /// halted the loop otherwise): a fleet overruns its budget by at most
+    /// the sessions running on the other machines. While the remote cannot
+    /// be reached the loop goes on, what it spends owed (as before grants).
+    fn grant_next(&self, job: &Job, grant: &mut Granting) {
+        let paid = job.meter.owed.is_zero() || self.unreachable_since.is_some();
+        if job.halt.is_some() || !paid {
+            return;
+        }
+        let ended = job.meter.counted.iterations.saturating_sub(grant.from);
+        let next = u32::try_from(ended + 1).unwrap_or(u32::MAX);
+        if next > grant.sessions {
+            grant.sessions = next;
+            if let Err(e) = (Grant { sessions: next }).write(&job.wt_root) {
+                // The loop waits until a later write lands, or the stop.
+                tracing::warn!("cannot grant the item's loop its next session: {e}");
             }
         }
     }
