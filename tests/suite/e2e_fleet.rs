@@ -826,13 +826,7 @@ fn a_fleets_sessions_are_granted_before_they_start_however_fast_its_loops_go() {
     // Iterations shorter than a push: loops that start their next session
     // before their worker has put the last on the ledger (each given the
     // remaining 6 as its --max-iterations) spent up to 18 of a budget of 6.
-    let fleet = Fleet::with(
-        3,
-        &endless(0),
-        "[loop]\nmax_iterations = 6\n\n[breaker]\nno_progress = 50\n\n[fleet]\nlease = \"3s\"\n",
-    );
-    let workers: Vec<Child> = ["w1", "w2", "w3"].iter().map(|w| fleet.worker(w)).collect();
-    let ended: Vec<Ended> = workers.into_iter().map(wait).collect();
+    let (fleet, ended) = three_endless_workers_on_six_iterations(0);
     let sessions: usize = (ended.iter())
         .map(|e| {
             (e.events.iter())
@@ -847,6 +841,19 @@ fn a_fleets_sessions_are_granted_before_they_start_however_fast_its_loops_go() {
     for e in &ended {
         assert_eq!(e.code, Some(5), "{}", e.stderr);
     }
+}
+
+/// Three workers on items that never finish (each iteration `pause_ms`
+/// long), a fleet budget of 6 iterations; each worker run to its end.
+fn three_endless_workers_on_six_iterations(pause_ms: u64) -> (Fleet, Vec<Ended>) {
+    let fleet = Fleet::with(
+        3,
+        &endless(pause_ms),
+        "[loop]\nmax_iterations = 6\n\n[breaker]\nno_progress = 50\n\n[fleet]\nlease = \"3s\"\n",
+    );
+    let workers: Vec<Child> = ["w1", "w2", "w3"].iter().map(|w| fleet.worker(w)).collect();
+    let ended = workers.into_iter().map(wait).collect();
+    (fleet, ended)
 }
 
 /// An item that is never done: every iteration adds a line to the item's
@@ -873,13 +880,7 @@ fn the_fleets_budget_is_counted_as_iterations_end_and_stops_every_worker() {
     // Three workers on items that never finish, a budget of 6 iterations
     // for the fleet. Counted only when an item's loop ends, each worker's
     // loop would be given the 6 and spend them: 18 in all.
-    let fleet = Fleet::with(
-        3,
-        &endless(1200),
-        "[loop]\nmax_iterations = 6\n\n[breaker]\nno_progress = 50\n\n[fleet]\nlease = \"3s\"\n",
-    );
-    let workers: Vec<Child> = ["w1", "w2", "w3"].iter().map(|w| fleet.worker(w)).collect();
-    let ended: Vec<Ended> = workers.into_iter().map(wait).collect();
+    let (fleet, ended) = three_endless_workers_on_six_iterations(1200);
     for e in &ended {
         assert_eq!(e.code, Some(5), "{}", e.stderr);
         assert!(!e.of("budget_spent").is_empty(), "{}", e.stderr);
