@@ -59,8 +59,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Stop(args) => commands::stop(&project, args.json),
         Command::Context(args) => commands::context(&project, args.json, args.watch, args.estimate),
         Command::Watch(args) => commands::watch(&project, &args),
-        Command::Status(args) => match &args.fleet {
-            Some(fleet) => commands::fleet_status(&project, &args.remote, fleet, args.json),
+        Command::Status(args) => match &args.fleet_args.fleet {
+            Some(fleet) => {
+                commands::fleet_status(&project, &args.fleet_args.remote, fleet, args.json)
+            }
             None => commands::status(&project, args.json),
         },
         Command::Init(args) if args.claude => commands::init_claude(root, args.json),

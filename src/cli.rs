@@ -153,22 +153,24 @@ pub(crate) struct StatusArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub(crate) json: bool,
-    /// Show a fleet's workers, claims, leases and budget, fetched from the remote (docs/fleet.md)
-    #[arg(long, value_name = "NAME")]
-    pub(crate) fleet: Option<String>,
-    /// The fleet's remote
-    #[arg(
-        long,
-        value_name = "REMOTE",
-        default_value = "origin",
-        requires = "fleet"
-    )]
-    pub(crate) remote: String,
+    #[command(flatten)]
+    pub(crate) fleet_args: FleetArgs,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct WatchArgs {
-    /// Watch a fleet, fetched from its remote every few seconds: a lane per machine (read-only; docs/fleet.md)
+    #[command(flatten)]
+    pub(crate) fleet_args: FleetArgs,
+    /// How often the fleet's remote is fetched (at least 1s)
+    #[arg(long, value_name = "DURATION", default_value = "5s", requires = "fleet", value_parser = every)]
+    pub(crate) every: crate::text::Span,
+}
+
+/// `--fleet NAME [--remote R]` of `status`, `watch` and `report`: a fleet
+/// read from what its remote holds instead of this project's run.
+#[derive(Debug, Args)]
+pub(crate) struct FleetArgs {
+    /// A fleet instead of this project's run: its workers, claims, leases, budget and merges, fetched from its remote (docs/fleet.md)
     #[arg(long, value_name = "NAME")]
     pub(crate) fleet: Option<String>,
     /// The fleet's remote
@@ -179,9 +181,6 @@ pub(crate) struct WatchArgs {
         requires = "fleet"
     )]
     pub(crate) remote: String,
-    /// How often the fleet's remote is fetched (at least 1s)
-    #[arg(long, value_name = "DURATION", default_value = "5s", requires = "fleet", value_parser = every)]
-    pub(crate) every: crate::text::Span,
 }
 
 /// `--every`: a duration of at least a second.
@@ -242,28 +241,19 @@ pub(crate) struct InitArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
     /// The run id (as in `ralph status`; default: the latest run)
-    #[arg(value_name = "RUN")]
+    #[arg(value_name = "RUN", conflicts_with = "fleet")]
     pub(crate) run: Option<String>,
     /// Every run recorded in .ralph/, one after another
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub(crate) all: bool,
-    /// Where to write the HTML page [default: .ralph/report.html]
+    /// Where to write the HTML page [default: .ralph/report.html; with --fleet: .ralph/fleet/NAME/report.html]
     #[arg(long, value_name = "FILE")]
     pub(crate) html: Option<PathBuf>,
     /// Print the report's figures as JSON (documented in docs/events.md) instead of the summary
     #[arg(long)]
     pub(crate) json: bool,
-    /// The morning report of a fleet, from what its remote holds (docs/fleet.md) [default page: .ralph/fleet/NAME/report.html]
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["run", "all"])]
-    pub(crate) fleet: Option<String>,
-    /// The fleet's remote
-    #[arg(
-        long,
-        value_name = "REMOTE",
-        default_value = "origin",
-        requires = "fleet"
-    )]
-    pub(crate) remote: String,
+    #[command(flatten)]
+    pub(crate) fleet_args: FleetArgs,
 }
 
 #[derive(Debug, Args)]

@@ -19,11 +19,11 @@ pub(crate) fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
     // The thresholds and budgets drawn on the charts; a broken config must
     // not keep the user from seeing what happened.
     let config = project.config().ok();
-    let (runs, default) = match &args.fleet {
+    let (runs, default) = match &args.fleet_args.fleet {
         Some(fleet) => (
             vec![crate::workers::fleet::report(
                 root,
-                &args.remote,
+                &args.fleet_args.remote,
                 fleet,
                 config.as_ref(),
             )?],

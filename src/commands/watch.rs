@@ -253,7 +253,7 @@ pub(crate) fn watch(project: &Project, args: &crate::cli::WatchArgs) -> Result<i
         colour: std::env::var_os("NO_COLOR").is_none(),
     };
     let mut ui = Ui::default();
-    let mut source = match &args.fleet {
+    let mut source = match &args.fleet_args.fleet {
         // Fetched once before the screen opens: a wrong name, remote or
         // clone is said as an error, not drawn.
         Some(fleet) => {
@@ -261,10 +261,14 @@ pub(crate) fn watch(project: &Project, args: &crate::cli::WatchArgs) -> Result<i
             eprintln!(
                 "fetching fleet `{}` from `{}`…",
                 crate::text::printable(fleet),
-                crate::text::printable(&args.remote)
+                crate::text::printable(&args.fleet_args.remote)
             );
-            let (watcher, first) =
-                crate::workers::fleet::Watcher::open(root, &args.remote, fleet, &config)?;
+            let (watcher, first) = crate::workers::fleet::Watcher::open(
+                root,
+                &args.fleet_args.remote,
+                fleet,
+                &config,
+            )?;
             ui.read_only = Some(args.every.0);
             Source::Fleet(FleetSource {
                 first: Some(Box::new(first)),
