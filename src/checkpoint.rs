@@ -114,7 +114,7 @@ use handoff::{ChangeView, titled, unique_handoff_name, write_handoff};
 pub(crate) fn perform(root: &Path, config: &Config, templates: &Templates, m: &Moment) -> Saved {
     // The file list, diffstat, limits and WIP commit from one walk of the
     // work tree (or the walk of the iteration's end this joins).
-    let _pass = crate::repo::one_pass(root);
+    let _pass = crate::repo::one_pass_to_commit(root);
     let mut saved = Saved::default();
     let g = gather(root, config, m, &mut saved);
     let note = if g.will_commit || g.repo.is_none() {

@@ -24,6 +24,7 @@
 //!   safety_net.rs    work-tree snapshots on refs/ralph/snapshots/<scope>/<run>/<iteration>
 //!   restore.rs       a snapshot written back (every path checked first) or onto a new branch
 //!   walk.rs          one pass over the work tree per event (OnePass), the pass counter
+//!   trees.rs         diff_trees: the diff of two trees, reading only the subtrees that differ
 //! ```
 //!
 //! Pitfalls: never touch HEAD, the index or the stash outside a WIP commit;
@@ -42,6 +43,7 @@ mod scope;
 mod snapshot;
 mod stash;
 mod stat;
+mod trees;
 mod walk;
 pub(crate) mod worktree;
 
@@ -59,5 +61,6 @@ pub use snapshot::snapshot;
 pub(crate) use snapshot::{Snapshot, made_progress};
 pub(crate) use stash::{StashEntry, stash_ids};
 pub(crate) use stat::display_path;
+pub(crate) use trees::diff_trees;
 pub(crate) use walk::touched;
-pub use walk::{OnePass, one_pass, work_tree_passes};
+pub use walk::{OnePass, one_pass, one_pass_to_commit, work_tree_passes};

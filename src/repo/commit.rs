@@ -116,7 +116,7 @@ impl Repo {
     /// a linter on half-finished work.
     pub fn wip_commit(&self, message: &str, own: &OwnPaths) -> CommitOutcome {
         // One walk for the limits and the staging.
-        let _pass = super::one_pass(&self.root);
+        let _pass = super::one_pass_to_commit(&self.root);
         // No limits, but never a secret.
         let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
         self.wip_commit_leaving_out(message, own, &secrets, &super::Guard::NONE)
@@ -169,7 +169,7 @@ impl Repo {
         message: &str,
         own: &OwnPaths,
     ) -> (CommitOutcome, Vec<String>) {
-        let _pass = super::one_pass(&self.root);
+        let _pass = super::one_pass_to_commit(&self.root);
         let secrets = self.left_out(own, &super::Guard::NONE).unwrap_or_default();
         let files: Vec<String> = match self.changes(own) {
             Ok(changes) => changes
@@ -268,9 +268,11 @@ impl Repo {
     /// file's content for a patch it never uses.)
     ///
     /// [`Staging::Commit`]: the diff walks the whole tree for that refresh
-    /// (a touched file is in no status, so not in the event's walk);
-    /// [`Staging::Tree`] looks only at the event's walk (`repo::walk`),
-    /// refreshes nothing and keeps what each path was in `undo`.
+    /// (a touched file is in no status, so not in the event's walk) unless
+    /// the event's walk refreshed the index as it went (an event that may
+    /// commit, `repo::one_pass_to_commit`); [`Staging::Tree`] looks only at
+    /// the event's walk (`repo::walk`), refreshes nothing and keeps what
+    /// each path was in `undo`.
     pub(super) fn stage_work_tree(
         &self,
         index: &mut git2::Index,
@@ -283,6 +285,7 @@ impl Repo {
             .include_typechange(true)
             .disable_pathspec_match(true);
         match &staging {
+            Staging::Commit if self.walk_refreshed() => self.restrict_to_walk(&mut opts),
             Staging::Commit => {
                 // libgit2 writes the index after a diff that refreshed it:
                 // only the one being committed.
@@ -464,11 +467,14 @@ impl Repo {
         // A file that became a symlink is one changed file, not a delete and an add.
         let mut count_opts = DiffOptions::new();
         count_opts.include_typechange(true);
-        let files = self
-            .git
-            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut count_opts))?
-            .deltas()
-            .len();
+        let files = super::diff_trees(
+            &self.git,
+            parent_tree.as_ref(),
+            Some(&tree),
+            Some(&mut count_opts),
+        )?
+        .deltas()
+        .len();
         // Index before commit: if the commit then fails, the index merely has
         // everything staged (as after `git add -A`); the other order could leave
         // an index that disagrees with the new HEAD.

@@ -157,7 +157,7 @@ impl Repo {
             object.peel_to_tree().ok()
         };
         let (a, b) = (tree(from)?, tree(to)?);
-        self.git.diff_tree_to_tree(Some(&a), Some(&b), None).ok()
+        super::diff_trees(&self.git, Some(&a), Some(&b), None).ok()
     }
 }
 

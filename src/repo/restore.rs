@@ -69,9 +69,12 @@ impl Repo {
             .transpose()?;
         let mut opts = DiffOptions::new();
         opts.include_typechange(true);
-        let diff =
-            self.git
-                .diff_tree_to_tree(base.as_ref(), Some(&commit.tree()?), Some(&mut opts))?;
+        let diff = super::diff_trees(
+            &self.git,
+            base.as_ref(),
+            Some(&commit.tree()?),
+            Some(&mut opts),
+        )?;
         let workdir = self.workdir().to_path_buf();
         let mut entries = Vec::new();
         for delta in diff.deltas() {

@@ -22,7 +22,7 @@
 
 use std::fs;
 
-use git2::{DiffOptions, Oid, Signature};
+use git2::{Oid, Signature};
 use serde::Serialize;
 
 use super::commit::{Staging, Undo};
@@ -221,12 +221,10 @@ impl Repo {
             let mut next = reference.target();
             while let Some(id) = next {
                 let commit = self.git.find_commit(id)?;
-                let mut opts = DiffOptions::new();
-                let files_changed = self
-                    .git
-                    .diff_tree_to_tree(head_tree.as_ref(), Some(&commit.tree()?), Some(&mut opts))?
-                    .deltas()
-                    .len();
+                let files_changed =
+                    super::diff_trees(&self.git, head_tree.as_ref(), Some(&commit.tree()?), None)?
+                        .deltas()
+                        .len();
                 out.push(SnapshotInfo {
                     id: short(id),
                     commit: id.to_string(),

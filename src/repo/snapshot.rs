@@ -138,9 +138,7 @@ fn commits_changed_work(
         None => None,
     };
     let after_tree = after.tree().ok()?;
-    let diff = git
-        .diff_tree_to_tree(before_tree.as_ref(), Some(&after_tree), None)
-        .ok()?;
+    let diff = super::diff_trees(&git, before_tree.as_ref(), Some(&after_tree), None).ok()?;
     let own = Own {
         paths: snapshot
             .own_paths

@@ -19,6 +19,17 @@
 //!
 //! Outside an event every call walks the whole tree, as before.
 //!
+//! An event that may commit ([`one_pass_to_commit`]: the run's start, an
+//! iteration's end, a checkpoint, a WIP commit; never while the agent
+//! works) refreshes the index at its walk, as `git status` does: a file
+//! only touched (new stat data, same content) is hashed once and recorded,
+//! and libgit2 writes the index when it recorded one. A touched file is in
+//! no status, so the WIP commit's staging can keep to the walk's paths only
+//! after such a walk; after any other it walks again for that refresh
+//! ([`Repo::walk_refreshed`]). A walk that cannot write the index (a
+//! read-only `.git`, another process's `index.lock`) is taken again
+//! without the refresh.
+//!
 //! Pitfalls: an empty pathspec means "everything" to libgit2, so the list
 //! always holds ralph's directory; a directory in the list ends in `/`
 //! (libgit2 then takes everything under it). A process the agent left
@@ -30,6 +41,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use git2::{DiffOptions, StatusOptions, Statuses};
+use tracing::debug;
 
 use super::{RALPH_DIR, Repo};
 
@@ -44,8 +56,18 @@ struct Event {
     /// Guards open for this root (events nest: a WIP commit inside an
     /// iteration's end).
     depth: usize,
-    /// The paths the event's walk named; None before it (or after [`touched`]).
-    paths: Option<Vec<Vec<u8>>>,
+    /// Its walk refreshes the index (an event that may commit).
+    refresh: bool,
+    /// What the event's walk saw; None before it (or after [`touched`]).
+    walk: Option<Walk>,
+}
+
+#[derive(Clone)]
+struct Walk {
+    /// The paths it named.
+    paths: Vec<Vec<u8>>,
+    /// It refreshed the index's stat data.
+    refreshed: bool,
 }
 
 /// Full passes over a work tree (a status or a work-tree diff without a
@@ -61,15 +83,31 @@ pub struct OnePass {
     root: PathBuf,
 }
 
-/// Begin an event for the project at `root` (or join the one under way).
+/// Begin an event for the project at `root` (or join the one under way)
+/// that only reads: its walk leaves the index file alone (an agent may be
+/// at work, running git itself).
 pub fn one_pass(root: &Path) -> OnePass {
+    begin(root, false)
+}
+
+/// Begin an event that may commit (or join the one under way, whose walk
+/// then refreshes the index if it has not walked yet).
+pub fn one_pass_to_commit(root: &Path) -> OnePass {
+    begin(root, true)
+}
+
+fn begin(root: &Path, refresh: bool) -> OnePass {
     let mut events = events();
     match events.iter_mut().find(|e| e.root == root) {
-        Some(event) => event.depth += 1,
+        Some(event) => {
+            event.depth += 1;
+            event.refresh |= refresh;
+        }
         None => events.push(Event {
             root: root.to_path_buf(),
             depth: 1,
-            paths: None,
+            refresh,
+            walk: None,
         }),
     }
     OnePass {
@@ -93,7 +131,7 @@ impl Drop for OnePass {
 /// event: the next status walks the whole tree again.
 pub(crate) fn touched(root: &Path) {
     if let Some(event) = events().iter_mut().find(|e| e.root == root) {
-        event.paths = None;
+        event.walk = None;
     }
 }
 
@@ -113,12 +151,13 @@ fn events() -> std::sync::MutexGuard<'static, Vec<Event>> {
     EVENTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `None`: no event; `Some(None)`: an event that has not walked yet.
-fn walked(root: &Path) -> Option<Option<Vec<Vec<u8>>>> {
+/// `None`: no event; `Some((refresh, None))`: an event that has not
+/// walked yet.
+fn walked(root: &Path) -> Option<(bool, Option<Walk>)> {
     events()
         .iter()
         .find(|e| e.root == root)
-        .map(|e| e.paths.clone())
+        .map(|e| (e.refresh, e.walk.clone()))
 }
 
 impl Repo {
@@ -129,15 +168,30 @@ impl Repo {
         opts: &mut StatusOptions,
     ) -> std::result::Result<Statuses<'_>, git2::Error> {
         let event = walked(&self.root);
-        if let Some(Some(paths)) = &event {
-            opts.disable_pathspec_match(true);
-            for path in paths {
-                opts.pathspec(path.as_slice());
+        let refresh = match &event {
+            Some((_, Some(walk))) => {
+                opts.disable_pathspec_match(true);
+                for path in &walk.paths {
+                    opts.pathspec(path.as_slice());
+                }
+                return self.git.statuses(Some(opts));
             }
-            return self.git.statuses(Some(opts));
-        }
+            Some((refresh, None)) => *refresh,
+            None => false,
+        };
         count_pass();
-        let statuses = self.git.statuses(Some(opts))?;
+        let (statuses, refreshed) = match refresh {
+            true => match self.git.statuses(Some(opts.update_index(true))) {
+                Ok(statuses) => (statuses, true),
+                Err(e) => {
+                    debug!(error = %e.message(), "the walk could not refresh the index: walking without");
+                    count_pass();
+                    (self.git.statuses(Some(opts.update_index(false)))?, false)
+                }
+            },
+            false => (self.git.statuses(Some(opts))?, false),
+        };
+        opts.update_index(false);
         if event.is_some() {
             let mut paths = vec![[&self.prefix[..], RALPH_DIR.as_bytes(), b"/"].concat()];
             for entry in statuses.iter() {
@@ -153,19 +207,25 @@ impl Repo {
             paths.sort_unstable();
             paths.dedup();
             if let Some(event) = events().iter_mut().find(|e| e.root == self.root) {
-                event.paths = Some(paths);
+                event.walk = Some(Walk { paths, refreshed });
             }
         }
         Ok(statuses)
+    }
+
+    /// The event under way walked and refreshed the index as it did: a
+    /// WIP commit's staging needs no walk of its own.
+    pub(super) fn walk_refreshed(&self) -> bool {
+        matches!(walked(&self.root), Some((_, Some(walk))) if walk.refreshed)
     }
 
     /// Limit a work-tree diff to the event's remembered paths, if it has
     /// walked; otherwise the diff is a full pass (counted).
     pub(super) fn restrict_to_walk(&self, opts: &mut DiffOptions) {
         match walked(&self.root) {
-            Some(Some(paths)) => {
+            Some((_, Some(walk))) => {
                 opts.disable_pathspec_match(true);
-                for path in paths {
+                for path in walk.paths {
                     opts.pathspec(path);
                 }
             }
@@ -214,7 +274,7 @@ mod tests {
         assert_eq!(snap_in, snap);
         assert!(left.is_empty());
         let commit = passes(|| {
-            let _pass = one_pass(root);
+            let _pass = one_pass_to_commit(root);
             repo.changes(&own).unwrap();
             repo.diff_stat(&own).unwrap();
             repo.left_out(&own, &Guard::NONE).unwrap();
@@ -222,15 +282,96 @@ mod tests {
             repo.work_tree_id(&own, &Guard::NONE).unwrap();
             assert!(repo.changes(&own).unwrap().is_empty(), "all committed");
         });
-        // One walk for everything but the WIP commit's staging, which
-        // walks for the index's refresh (`touched_files_get_fresh_stat_data_in_the_index`).
-        assert_eq!(commit, 2, "one walk for the event, one to stage");
+        // The walk refreshed the index as it went: the WIP commit's staging
+        // keeps to its paths.
+        assert_eq!(commit, 1, "one walk for the event, the staging included");
         let tree = head_files(&git);
         assert!(tree.contains_key("new/deep/c.txt") && tree.contains_key("d.txt"));
         assert!(
             tree.contains_key(".ralph/handoffs/h.md"),
             "ralph's own write"
         );
+    }
+
+    /// A repository whose `b.txt` is touched (a later mtime, the same
+    /// content) and with a new `c.txt`; the touched mtime in seconds.
+    fn touched_repo() -> (tempfile::TempDir, git2::Repository, Repo, i64) {
+        let (dir, git) = init_repo();
+        let root = dir.path();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("b.txt"))
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        write(root, "c.txt", "c\n");
+        let mtime = later.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let repo = open(root);
+        (dir, git, repo, mtime)
+    }
+
+    fn changed_paths(repo: &Repo, own: &OwnPaths) -> Vec<String> {
+        let changes = repo.changes(own).unwrap();
+        changes.into_iter().map(|c| c.path).collect()
+    }
+
+    fn indexed_mtime(git: &git2::Repository, path: &str) -> i64 {
+        let mut index = git.index().unwrap();
+        index.read(true).unwrap();
+        i64::from(index.get_path(Path::new(path), 0).unwrap().mtime.seconds())
+    }
+
+    #[test]
+    fn a_commit_after_a_refreshing_walk_stages_without_walking_and_keeps_touched_files_fresh() {
+        // An event that only reads (the agent may be at work): its walk
+        // leaves the index file alone, the WIP commit walks to refresh.
+        let (dir, git, repo, mtime) = touched_repo();
+        let root = dir.path();
+        let own = OwnPaths::default();
+        let index_file = root.join(".git/index");
+        let before = std::fs::read(&index_file).unwrap();
+        let read_only = passes(|| {
+            let _pass = one_pass(root);
+            repo.changes(&own).unwrap();
+            assert_eq!(std::fs::read(&index_file).unwrap(), before, "read only");
+            committed(repo.wip_commit("wip", &own));
+        });
+        assert_eq!(read_only, 2);
+        assert_eq!(indexed_mtime(&git, "b.txt"), mtime);
+
+        // An event that may commit: one walk refreshes and stages.
+        let (dir, git, repo, mtime) = touched_repo();
+        let root = dir.path();
+        let walks = passes(|| {
+            let _pass = one_pass_to_commit(root);
+            repo.changes(&own).unwrap();
+            let (_, files) = committed(repo.wip_commit("wip", &own));
+            assert_eq!(files, 1, "c.txt only: b.txt's content is HEAD's");
+        });
+        assert_eq!(walks, 1);
+        assert_eq!(indexed_mtime(&git, "b.txt"), mtime, "b.txt recorded fresh");
+        // The next walk hashes nothing: b.txt is clean by its stat data.
+        assert!(repo.changes(&own).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_walk_that_cannot_write_the_index_walks_without_refreshing() {
+        // Another process's `index.lock` (a read-only `.git` fails the same
+        // way): the walk still says what changed, and the WIP commit's
+        // staging walks for itself.
+        let (dir, git, repo, mtime) = touched_repo();
+        let root = dir.path();
+        let own = OwnPaths::default();
+        std::fs::write(root.join(".git/index.lock"), "").unwrap();
+        let walks = passes(|| {
+            let _pass = one_pass_to_commit(root);
+            let paths = changed_paths(&repo, &own);
+            assert_eq!(paths, ["c.txt"]);
+            assert!(!repo.walk_refreshed());
+        });
+        assert_eq!(walks, 2, "the refreshing walk, then the plain one");
+        assert_ne!(indexed_mtime(&git, "b.txt"), mtime, "nothing written");
     }
 
     #[test]
@@ -244,12 +385,7 @@ mod tests {
             assert!(repo.changes(&own).unwrap().is_empty());
             write(root, "built/out.txt", "a check wrote this\n");
             touched(root);
-            let paths: Vec<String> = repo
-                .changes(&own)
-                .unwrap()
-                .into_iter()
-                .map(|c| c.path)
-                .collect();
+            let paths = changed_paths(&repo, &own);
             assert_eq!(paths, ["built/out.txt"]);
         });
         assert_eq!(walks, 2);

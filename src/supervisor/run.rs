@@ -187,7 +187,10 @@ impl Supervisor {
         // first iteration's boundary tree and snapshot share one walk. Not
         // a worker's: its coordinator's grant may be long in coming, and
         // the coordinator works in its tree meanwhile.
-        let start_pass = opts.worker.is_none().then(|| repo::one_pass(root));
+        let start_pass = opts
+            .worker
+            .is_none()
+            .then(|| repo::one_pass_to_commit(root));
         let begun = checked.begin(repo.as_ref(), None, &mut bus)?;
         let (state, replaced) = start.into_state(&begun.run_id, &mut bus);
         let counted_from =
@@ -780,7 +783,7 @@ impl Supervisor {
     ) -> Option<(Outcome, String)> {
         // Progress, checkpoint, WIP commit, boundary tree and final commit
         // from one walk of the work tree (`repo::one_pass`).
-        let _pass = repo::one_pass(&self.root);
+        let _pass = repo::one_pass_to_commit(&self.root);
         self.worker_head_home();
         let plan_after = self.unit_checked_off();
         let snap_after = repo::snapshot(&self.root, &self.own()).ok();

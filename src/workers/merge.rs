@@ -182,7 +182,7 @@ fn undo_ours(
     commit: &git2::Commit<'_>,
 ) -> std::result::Result<bool, git2::Error> {
     let head = repo.head()?.peel_to_tree()?;
-    let diff = repo.diff_tree_to_tree(Some(&head), Some(&commit.tree()?), None)?;
+    let diff = crate::repo::diff_trees(repo, Some(&head), Some(&commit.tree()?), None)?;
     let workdir = repo.workdir().unwrap_or(std::path::Path::new("."));
     let mut changed = CheckoutBuilder::new();
     changed.force();

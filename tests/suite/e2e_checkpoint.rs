@@ -209,15 +209,15 @@ fn l2_with_agent_notes_commits_hands_off_and_resumes() {
 /// diffs that look at every file) after each iteration; that count is what
 /// costs on a large repository, so it must not grow again.
 ///
-/// Iteration 1 (4): the run's start, one event (the untracked files it
+/// Iteration 1 (3): the run's start, one event (the untracked files it
 /// warns about, the user's edits it commits first, the boundary tree and
 /// snapshot at the iteration's start), the safety net's snapshot before the agent
-/// is stopped at L2, the walk after the agent (progress, the checkpoint's
-/// file list, diffstat and limits, the boundary tree, the next iteration's
-/// start), and the WIP commit's staging (which refreshes the index, as
-/// `git add -A` does). Iteration 2 (2): the walk after the agent (progress,
-/// boundary tree, the final commit's list and limits) and the final
-/// commit's staging.
+/// is stopped at L2, and the walk after the agent (progress, the checkpoint's
+/// file list, diffstat and limits, the WIP commit's staging, the boundary
+/// tree, the next iteration's start; it refreshes the index's stat data as
+/// it goes, as `git status` does, so the staging needs no walk of its own).
+/// Iteration 2 (1): the walk after the agent (progress, boundary tree, the
+/// final commit's list, limits and staging).
 ///
 /// And the repositories opened (`repo::repositories_opened`): each reads
 /// the whole index and keeps a parsed copy of its own. The run holds one
@@ -268,7 +268,7 @@ fn an_iteration_walks_the_work_tree_a_fixed_number_of_times() {
         [totals[0], totals[1] - totals[0]]
     };
     let passes = per_iteration("work_tree_passes");
-    assert_eq!(passes, [4, 2], "passes per iteration\n{}", run.stderr);
+    assert_eq!(passes, [3, 1], "passes per iteration\n{}", run.stderr);
     let opened = per_iteration("repositories_opened");
     assert_eq!(opened, [1, 0], "repositories opened\n{}", run.stderr);
 }
