@@ -2615,7 +2615,7 @@ fn bench_scale(opts: &Opts, s: &Sizes) -> Vec<Row> {
         rows.push(Row {
             bench: "scale".into(),
             what: format!(
-                "full passes over the work tree per iteration of {who} (1: the run's start, the stop's snapshot, progress, checkpoint, WIP commit, boundary tree; 2: the same and the final commit) vs the git CLI's (status, status, add, commit)"
+                "full passes over the work tree per iteration of {who} (1: the run's start, the stop's snapshot, the iteration's end with its checkpoint and WIP commit; 2: the iteration's end with the final commit) vs the git CLI's (status, status, add, commit)"
             ),
             ralph: format!("{:?}", passes[side]),
             reference: "[4, 4]".into(),

@@ -27,8 +27,8 @@
 //! no status, so the WIP commit's staging can keep to the walk's paths only
 //! after such a walk; after any other it walks again for that refresh
 //! ([`Repo::walk_refreshed`]). A walk that cannot write the index (a
-//! read-only `.git`, another process's `index.lock`) is taken again
-//! without the refresh.
+//! read-only `.git`, another process's `index.lock`, a full disk) is taken
+//! again without the refresh, and the process refreshes that root no more.
 //!
 //! Pitfalls: an empty pathspec means "everything" to libgit2, so the list
 //! always holds ralph's directory; a directory in the list ends in `/`
@@ -50,6 +50,10 @@ static PASSES: AtomicU64 = AtomicU64::new(0);
 
 /// The events under way, by project root.
 static EVENTS: Mutex<Vec<Event>> = Mutex::new(Vec::new());
+
+/// Roots whose index a walk could not write: no later walk of this
+/// process tries again (a failed try costs a whole walk).
+static UNWRITABLE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 struct Event {
     root: PathBuf,
@@ -151,6 +155,10 @@ fn events() -> std::sync::MutexGuard<'static, Vec<Event>> {
     EVENTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+fn unwritable() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    UNWRITABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `None`: no event; `Some((refresh, None))`: an event that has not
 /// walked yet.
 fn walked(root: &Path) -> Option<(bool, Option<Walk>)> {
@@ -176,7 +184,7 @@ impl Repo {
                 }
                 return self.git.statuses(Some(opts));
             }
-            Some((refresh, None)) => *refresh,
+            Some((refresh, None)) => *refresh && !unwritable().contains(&self.root),
             None => false,
         };
         count_pass();
@@ -184,7 +192,8 @@ impl Repo {
             true => match self.git.statuses(Some(opts.update_index(true))) {
                 Ok(statuses) => (statuses, true),
                 Err(e) => {
-                    debug!(error = %e.message(), "the walk could not refresh the index: walking without");
+                    debug!(error = %e.message(), "the walk could not refresh the index: walking without, and not refreshing again");
+                    unwritable().push(self.root.clone());
                     count_pass();
                     (self.git.statuses(Some(opts.update_index(false)))?, false)
                 }
@@ -306,7 +315,10 @@ mod tests {
             .set_modified(later)
             .unwrap();
         write(root, "c.txt", "c\n");
-        let mtime = later.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let mtime = later
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
         let repo = open(root);
         (dir, git, repo, mtime)
     }
@@ -372,6 +384,13 @@ mod tests {
         });
         assert_eq!(walks, 2, "the refreshing walk, then the plain one");
         assert_ne!(indexed_mtime(&git, "b.txt"), mtime, "nothing written");
+        // Not tried again: the next event walks once.
+        std::fs::remove_file(root.join(".git/index.lock")).unwrap();
+        let walks = passes(|| {
+            let _pass = one_pass_to_commit(root);
+            assert_eq!(changed_paths(&repo, &own), ["c.txt"]);
+        });
+        assert_eq!(walks, 1);
     }
 
     #[test]
