@@ -40,10 +40,19 @@ pub(crate) fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
             .unwrap_or(p.clone()),
         None => default,
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+    // The summary is what the morning needs: a page that cannot be written
+    // (a full disk) does not hide it; the failure is said after it.
+    let written = match path.parent().map(std::fs::create_dir_all) {
+        Some(Err(e)) => Err(Error::io(
+            "cannot create",
+            path.parent().unwrap_or(&path),
+            e,
+        )),
+        _ => report::write_html(root, &path, &runs),
+    };
+    if let Err(refused @ Error::Usage { .. }) = written {
+        return Err(refused);
     }
-    report::write_html(root, &path, &runs)?;
     let out = if args.json {
         let json = match runs.as_slice() {
             [one] if !args.all => serde_json::to_string(one),
@@ -54,9 +63,11 @@ pub(crate) fn report(project: &Project, args: &ReportArgs) -> Result<i32> {
     } else {
         let tz = jiff::tz::TimeZone::system();
         let mut text: Vec<String> = runs.iter().map(|r| report::text::render(r, &tz)).collect();
-        text.push(format!("report: {}\n", path.display()));
+        if written.is_ok() {
+            text.push(format!("report: {}\n", path.display()));
+        }
         text.join("\n")
     };
     super::print(&out)?;
-    Ok(0)
+    written.map(|()| 0)
 }

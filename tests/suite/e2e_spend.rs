@@ -406,6 +406,54 @@ fn a_wip_commit_that_failed_on_a_full_disk_is_made_when_space_returns() {
     drop(disk);
 }
 
+/// The morning after a night that filled the disk: `ralph report` cannot
+/// write its page, and still prints the summary (before, it printed only
+/// the error), then says what it could not write and exits 1.
+#[test]
+fn a_report_on_a_full_disk_still_prints_its_summary() {
+    let p = Project::new(PLAN, CHECK_OFF_NO_PROMISE, "");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    // `.ralph` on a small tmpfs of its own, holding the night's record,
+    // filled to the last byte.
+    let (dir, saved) = (p.path(".ralph"), p.path("ralph-saved"));
+    std::fs::rename(&dir, &saved).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    let Some(disk) = SmallDisk::mount_at(&dir, "1m") else {
+        std::fs::remove_dir(&dir).unwrap();
+        std::fs::rename(&saved, &dir).unwrap();
+        return;
+    };
+    let copied = std::process::Command::new("cp")
+        .args(["-a", "ralph-saved/.", ".ralph/"])
+        .current_dir(p.root())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    disk.fill();
+    let out = p.ralph().arg("report").output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        stdout.starts_with("ralph report · run "),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("Completed"), "{stdout}");
+    assert!(
+        !stdout.contains("report: "),
+        "no page was written: {stdout}"
+    );
+    assert!(
+        stderr.contains("cannot write") && stderr.contains("report.html"),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    drop(disk);
+}
+
 /// Claude Code's result says when the claude.ai login ends
 /// (`credential_expires_at`): one that may end before the run does is
 /// said once, before the next session; one that outlives it is not.
