@@ -454,6 +454,54 @@ fn a_report_on_a_full_disk_still_prints_its_summary() {
     drop(disk);
 }
 
+/// `.ralph/` fills up while the agent works (it writes its notes and
+/// ralph its handoff onto a full disk), `.git` has room. A write that
+/// fails leaves nothing behind: before, an empty handoff file stayed in
+/// `.ralph/handoffs/`, went into the WIP commit as if it were one, and
+/// the agent's notes, rewritten without their secrets, could be emptied.
+#[test]
+fn a_handoff_that_cannot_be_written_leaves_no_empty_file() {
+    let scenario = r#"
+[[step]]
+context = 60000
+text = "Writing, then filling the disk."
+path = "work.txt"
+content = "work in progress\n"
+[[step]]
+context = 70000
+command = "head -c 8388608 /dev/zero > .ralph/filler"
+[[step]]
+context = 146000
+text = "Saving."
+"#;
+    let p = Project::new(PLAN, scenario, "[loop]\nmax_iterations = 1\n");
+    std::fs::create_dir(p.path(".ralph")).unwrap();
+    let Some(disk) = SmallDisk::mount_at(&p.path(".ralph"), "512k") else {
+        return;
+    };
+    let run = p.run(&[], LIMIT);
+    let warned = |start: &str| {
+        run.of("warning")
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().starts_with(start))
+    };
+    assert!(warned("cannot write the handoff"), "{}", run.describe());
+    let checkpoint = run.of("checkpoint")[0];
+    assert!(checkpoint["handoff"].is_null(), "{checkpoint}");
+    assert_eq!(checkpoint["commit"].as_str().map(str::len), Some(40));
+    let committed = p.head_files();
+    assert!(committed.contains(&"work.txt".to_string()), "{committed:?}");
+    assert!(
+        !committed.iter().any(|f| f.starts_with(".ralph/")),
+        "no empty handoff in the WIP commit: {committed:?}"
+    );
+    // (The agent's own notes may be empty: its Write met the full disk.)
+    let mut left = Vec::new();
+    crate::common::files_under(&p.path(".ralph/handoffs"), &mut left);
+    assert!(left.is_empty(), "handoffs left: {left:?}");
+    drop(disk);
+}
+
 /// Claude Code's result says when the claude.ai login ends
 /// (`credential_expires_at`): one that may end before the run does is
 /// said once, before the next session; one that outlives it is not.
