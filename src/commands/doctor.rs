@@ -675,7 +675,20 @@ fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
         return;
     };
     for b in repo.commit_blockers() {
-        let run = if b.lasting && config.git.wip_commit {
+        // The run checks these only for its WIP commits (doomed_commits):
+        // with them off it starts, and doctor must not say otherwise.
+        if !config.git.wip_commit {
+            c.warn(
+                "WIP commits",
+                format!(
+                    "off (git.wip_commit = false), so `ralph run` starts; still, {}: work tree snapshots (`ralph recover`) may fail too",
+                    b.what
+                ),
+                b.fix,
+            );
+            continue;
+        }
+        let run = if b.lasting {
             " (`ralph run` refuses to start: set git.wip_commit = false to run without WIP commits)"
         } else {
             ""

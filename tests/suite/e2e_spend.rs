@@ -747,6 +747,17 @@ fn a_read_only_git_dir_is_refused_before_the_first_session() {
             std::fs::read_to_string(p.path("ralph.toml")).unwrap()
         ),
     );
+    // ...and doctor agrees: a warning, not a problem (before: "every WIP
+    // commit will be skipped", exit 1, for a run that starts).
+    let out = p.ralph().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("off (git.wip_commit = false), so `ralph run` starts; still, ")
+            && text.contains(".git/ is not writable"),
+        "{text}"
+    );
+    assert!(!text.contains("every WIP commit will be skipped"), "{text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
     let run = p.run(&["--fresh"], LIMIT);
     assert_eq!(run.of("iteration_started").len(), 1, "{}", run.describe());
     assert_eq!(run.code, Some(4), "{}", run.describe());
