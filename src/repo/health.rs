@@ -1,7 +1,8 @@
 //! Conditions that make every WIP commit of a run skip, found before the
 //! run (`ralph doctor`) and named with their fix: an index libgit2 cannot
 //! read (split index, sparse index), a detached HEAD, an `index.lock`
-//! left by a git process that ended, a git directory this user cannot write.
+//! left by a git process that ended, a git directory (or its object
+//! database, or one of its fan-out directories) this user cannot write.
 
 use serde::Serialize;
 
@@ -74,11 +75,10 @@ impl Repo {
                 lasting: false,
             });
         }
-        let writable = nix::unistd::access(self.git.path(), nix::unistd::AccessFlags::W_OK).is_ok();
-        if !writable {
+        if let Some(dir) = self.unwritable_git_dir() {
             out.push(Blocker {
-                what: format!("{} is not writable", self.git.path().display()),
-                fix: "make it writable for this user (`chmod -R u+w .git`; a read-only mount: remount it read-write), or run where it is"
+                what: format!("{} is not writable", dir.display()),
+                fix: "make it writable for this user (`chmod -R u+w .git`; owned by another user, as after a `sudo git …`: `sudo chown -R \"$(id -un)\" .git`; a read-only mount: remount it read-write), or run where it is"
                     .into(),
                 lasting: true,
             });
@@ -91,6 +91,23 @@ impl Repo {
             });
         }
         out
+    }
+
+    /// The first directory a commit writes in that this user cannot: the
+    /// git directory, and the object database with each of its fan-out
+    /// directories (a `sudo git commit` leaves some owned by root, and
+    /// every commit that needs one fails), `refs/heads`. A few hundred
+    /// `access` calls at most.
+    fn unwritable_git_dir(&self) -> Option<std::path::PathBuf> {
+        use nix::unistd::{AccessFlags, access};
+        let objects = self.git.commondir().join("objects");
+        let fan_out = std::fs::read_dir(&objects).into_iter().flatten().flatten();
+        let dirs = [self.git.path().to_path_buf(), objects.clone()]
+            .into_iter()
+            .chain(fan_out.map(|e| e.path()).filter(|p| p.is_dir()))
+            .chain([self.git.commondir().join("refs").join("heads")]);
+        dirs.filter(|d| d.exists())
+            .find(|d| access(d.as_path(), AccessFlags::W_OK | AccessFlags::X_OK).is_err())
     }
 
     /// The index cannot be read as it is on disk: why, with the fix.

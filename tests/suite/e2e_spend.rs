@@ -765,6 +765,42 @@ fn a_read_only_git_dir_is_refused_before_the_first_session() {
     assert_eq!(p.repo().head().unwrap().target().unwrap(), head);
 }
 
+/// Only the object database is read-only (as a `sudo git commit` leaves
+/// it for its user, or a read-only mount of it): the git directory itself
+/// is writable, so before only doctor's check of `.git` passed, the run
+/// paid for a session and no checkpoint could be committed. Now it is
+/// refused as a read-only `.git` is.
+#[test]
+fn a_read_only_object_database_is_refused_before_the_first_session() {
+    let p = Project::new(
+        "- [ ] parser\n",
+        &format!(
+            "record_messages = \".ralph/messages.jsonl\"\n{}",
+            crate::common::QUICK_L2
+        ),
+        "[loop]\nmax_iterations = 1\n",
+    );
+    let Some(_ro) = ReadOnly::mount(p.path(".git/objects")) else {
+        return;
+    };
+    let out = p.ralph().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(".git/objects is not writable (`ralph run` refuses to start"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    assert_eq!(sessions(&p), 0, "{}", run.describe());
+    let reason = run.ended()["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("refused before any session: ")
+            && reason.contains(".git/objects is not writable"),
+        "{reason}"
+    );
+}
+
 #[test]
 fn a_usage_limit_wait_is_honoured_after_kill_9_and_after_fresh() {
     // Iteration 1 hits a usage limit that resets in 40 s; every later one works.
