@@ -116,6 +116,7 @@ impl DoctorReport {
         check_git(&mut c, root);
         check_own_files(&mut c, root, &config);
         check_write_access(&mut c, root);
+        check_notify(&mut c, &config);
         if trusted {
             check_verify(&mut c, root, &config);
         }
@@ -698,6 +699,29 @@ fn check_own_files(c: &mut Checks, root: &Path, config: &Config) {
             format!("every WIP commit will be skipped: {}{run}", b.what),
             b.fix,
         );
+    }
+}
+
+/// The channels `ralph run` will resolve at its start: a `$VAR` that is
+/// unset or empty there refuses the run (exit 2), so doctor says so first.
+fn check_notify(c: &mut Checks, config: &Config) {
+    match crate::events::notify::Channel::all(&config.notify) {
+        Ok(channels) if channels.is_empty() => {}
+        Ok(channels) => {
+            let names: Vec<&str> = channels.iter().map(|ch| ch.name()).collect();
+            c.ok(
+                "notify",
+                format!(
+                    "{} (`ralph notify --test` sends a test notice)",
+                    names.join(", ")
+                ),
+            );
+        }
+        Err(e) => c.error(
+            "notify",
+            &e,
+            "export the variable in the shell that starts `ralph run`, or remove the channel from [notify]",
+        ),
     }
 }
 

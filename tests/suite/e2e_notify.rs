@@ -398,5 +398,29 @@ fn an_empty_variable_in_a_channel_is_refused_at_start_like_an_unset_one() {
                 || std::fs::read_dir(p.path(".ralph/runs")).unwrap().count() == 0,
             "no session started"
         );
+        // Doctor says it before the run does (before: "ready to run").
+        let mut c = p.ralph();
+        c.arg("doctor");
+        match value {
+            Some(v) => c.env("RALPH_TEST_EMPTY_SLACK", v),
+            None => c.env_remove("RALPH_TEST_EMPTY_SLACK"),
+        };
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("PROBLEM  notify") && text.contains(why),
+            "{value:?}: {text}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{value:?}: {text}");
     }
+    let out = (p.ralph().arg("doctor"))
+        .env(
+            "RALPH_TEST_EMPTY_SLACK",
+            "https://hooks.example/secret-path",
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ok       notify         slack"), "{text}");
+    assert!(!text.contains("secret-path"), "{text}");
 }
