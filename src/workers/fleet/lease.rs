@@ -22,6 +22,9 @@
 //! lease + skew`, so clocks that disagree by less than `[fleet] clock_skew`
 //! never cut a live lease short. (b) lets a newly started worker take over a
 //! long-dead claim at once; (a) bounds the wait whatever the clocks say.
+//! Neither applies within a lease of the observer reaching the remote
+//! again after calls that could not (`Fleet::expired`): it cannot tell a
+//! dead holder from one that was as cut off as itself.
 
 use std::time::Duration;
 

@@ -260,7 +260,14 @@ impl Fleet {
     }
 
     /// Whether `(oid, lease)` at `refname` has run out (`Lease::expired`).
+    /// Not within a lease of this worker seeing the remote again: when the
+    /// remote itself was away, every holder was as cut off as this worker
+    /// and could not renew either; taking their items at once paid for the
+    /// same item twice (three times once the holder took it back).
     pub(crate) fn expired(&self, refname: &str, oid: Oid, lease: &Lease) -> bool {
+        if (self.wire.regained()).is_some_and(|at| at.elapsed() < self.lease) {
+            return false;
+        }
         let unchanged_for = match self.observed.get(refname) {
             Some((seen, since)) if *seen == oid => since.elapsed(),
             _ => Duration::ZERO,
@@ -717,6 +724,52 @@ pub(crate) mod tests {
         assert_eq!(view.claims["i-1"].1.holder, "wb");
         fb.release(&taken).unwrap();
         assert!(remote.refs("refs/ralph/fleet/night/claims/").is_empty());
+    }
+
+    /// The remote goes away for longer than a lease and comes back: its
+    /// holder could not renew (it was as cut off), so neither rule may
+    /// take the claim at once, on the wall clock (skew 0) or on the
+    /// observer's own clock; once a whole lease passes unchanged after
+    /// the return, the holder is dead and the claim is taken over.
+    #[test]
+    fn a_claim_is_not_taken_over_right_after_the_remote_comes_back() {
+        for skew in [Duration::ZERO, Duration::from_secs(3600)] {
+            let remote = Remote::new(&[("f", "x")]);
+            let (a, b) = (remote.clone("a"), remote.clone("b"));
+            let lease = Duration::from_secs(1);
+            let open = |dir: &Path, worker: &str| {
+                let names = Names::new("night").unwrap();
+                let timeout = Duration::from_secs(60);
+                Fleet::open(dir, "origin", names, worker, lease, skew, timeout).unwrap()
+            };
+            let (mut fa, mut fb) = (open(&a, "wa"), open(&b, "wb"));
+            let claim = fa.names().claim("i-1");
+            fa.acquire(&claim, "i-1", "one", None).unwrap().unwrap();
+            fb.sync().unwrap();
+            let away = remote.tmp.path().join("away.git");
+            std::fs::rename(&remote.bare, &away).unwrap();
+            // Seen by a fetch, or (a worker busy with its item) by a push.
+            let cut_off = if skew.is_zero() {
+                fb.sync().map(|_| ())
+            } else {
+                let other = fb.names().claim("i-2");
+                fb.acquire(&other, "i-2", "two", None).map(|_| ())
+            };
+            assert!(matches!(cut_off, Err(WireError::Unreachable(_))));
+            std::thread::sleep(lease + Duration::from_millis(200));
+            std::fs::rename(&away, &remote.bare).unwrap();
+            let seen = fb.sync().unwrap().claims.get("i-1").cloned().unwrap();
+            assert!(
+                fb.acquire(&claim, "i-1", "one", Some(&seen))
+                    .unwrap()
+                    .is_none(),
+                "skew {skew:?}: taken over at once"
+            );
+            std::thread::sleep(lease + Duration::from_millis(100));
+            let seen = fb.sync().unwrap().claims.get("i-1").cloned().unwrap();
+            let taken = fb.acquire(&claim, "i-1", "one", Some(&seen)).unwrap();
+            assert_eq!(taken.unwrap().lease.took_over_from.as_deref(), Some("wa"));
+        }
     }
 
     #[test]

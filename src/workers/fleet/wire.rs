@@ -115,6 +115,16 @@ pub(crate) struct Wire {
     /// A remote name (`origin`) or URL, as `git push` takes it.
     remote: String,
     timeout: Duration,
+    /// Shared by its `bounded` copies: they reach the same remote.
+    sight: std::sync::Arc<std::sync::Mutex<Sight>>,
+}
+
+/// Whether the last call reached the remote, and when one first did again
+/// after calls that could not.
+#[derive(Debug, Default)]
+struct Sight {
+    cut_off: bool,
+    regained: Option<Instant>,
 }
 
 impl Wire {
@@ -123,7 +133,31 @@ impl Wire {
             dir: dir.to_path_buf(),
             remote: remote.to_string(),
             timeout,
+            sight: Default::default(),
         }
+    }
+
+    /// When a call first reached the remote again after calls that could
+    /// not (`None`: never cut off).
+    pub(crate) fn regained(&self) -> Option<Instant> {
+        self.sight.lock().map_or(None, |s| s.regained)
+    }
+
+    /// Note whether `result` of a call reached the remote.
+    fn seen(&self, result: Result<(), WireError>) -> Result<(), WireError> {
+        if let Ok(mut sight) = self.sight.lock() {
+            match &result {
+                Err(WireError::Unreachable(_)) => sight.cut_off = true,
+                // The clone failed: nothing was learnt of the remote.
+                Err(WireError::Local(_)) => {}
+                _ if sight.cut_off => {
+                    sight.cut_off = false;
+                    sight.regained = Some(Instant::now());
+                }
+                _ => {}
+            }
+        }
+        result
     }
 
     pub(crate) fn remote(&self) -> &str {
@@ -140,6 +174,10 @@ impl Wire {
 
     /// Fetch `refspecs` (each `+src:dst`), pruning what the remote no longer has.
     pub(crate) fn fetch(&self, refspecs: &[String]) -> Result<(), WireError> {
+        self.seen(self.fetch_once(refspecs))
+    }
+
+    fn fetch_once(&self, refspecs: &[String]) -> Result<(), WireError> {
         let mut args = vec![
             "fetch",
             "--prune",
@@ -159,6 +197,10 @@ impl Wire {
 
     /// Push `updates` all or nothing, each checked against its expected value.
     pub(crate) fn push(&self, updates: &[Update]) -> Result<(), WireError> {
+        self.seen(self.push_once(updates))
+    }
+
+    fn push_once(&self, updates: &[Update]) -> Result<(), WireError> {
         if updates.is_empty() {
             return Ok(());
         }
