@@ -74,6 +74,11 @@ pub enum FleetEvent {
     /// server's message, as it said it.
     #[serde(rename = "fleet_refused")]
     Refused { item: String, message: String },
+    /// The remote's rules refused another worker's push of `item` (`why`,
+    /// as that worker gave it up): every item would meet them, so this
+    /// worker starts none and exits 1 without a session.
+    #[serde(rename = "fleet_rules_refuse")]
+    RulesRefuse { item: String, why: String },
     /// Nothing left this worker may take: the open items are given up.
     #[serde(rename = "fleet_left_to_a_person")]
     LeftToAPerson { items: Vec<String> },
@@ -181,6 +186,9 @@ impl FleetEvent {
             FleetEvent::Refused { item, message } => {
                 format!("{item}: the remote refused the push: {message}")
             }
+            FleetEvent::RulesRefuse { item, why } => format!(
+                "no item started: {item} was given up because {why}; every item's work would meet the same rule (fix it, then free the item: `ralph status --fleet` names its claim)"
+            ),
             FleetEvent::LeftToAPerson { items } => format!(
                 "nothing left to take: {} open item(s) given up, left to a person (`ralph status --fleet`)",
                 items.len()

@@ -1170,6 +1170,46 @@ fn a_push_the_remotes_rules_refuse_is_shown_with_the_servers_message_and_not_red
     assert_eq!(item["pushed"], true, "the work is on its branch: {status}");
 }
 
+/// The remote refuses every merge. The first worker pays for one item
+/// and gives it up (exit 1, as above); a worker started after it, with
+/// items still open, starts no session: its work would meet the same rule
+/// (before: each worker of the fleet paid for one item, then met it).
+#[test]
+fn after_the_remotes_rules_refused_a_push_no_other_worker_pays_for_an_item() {
+    let fleet = Fleet::with(
+        3,
+        &scenario_doing("mkdir -p done && date > done/$RALPH_FLEET_ITEM", 300),
+        "[fleet]\nlease = \"3s\"\n",
+    );
+    fleet.pre_receive(
+        "#!/bin/sh\nwhile read old new ref; do\n  case \"$ref\" in refs/heads/ralph/fleet/*/run)\n    if [ \"$old\" != 0000000000000000000000000000000000000000 ]; then\n      echo \"policy: merges need a review\" >&2; exit 1\n    fi;;\n  esac\ndone\n",
+    );
+    let a = wait(fleet.worker("wa"));
+    assert_eq!(a.code, Some(1), "{}", a.stderr);
+    assert_eq!(fleet.sessions().len(), 1, "{:?}", fleet.sessions());
+    let b = wait(fleet.worker("wb"));
+    assert_eq!(b.code, Some(1), "{}", b.stderr);
+    assert_eq!(fleet.sessions().len(), 1, "wb paid: {:?}", fleet.sessions());
+    let said = b.of("rules_refuse");
+    assert_eq!(said.len(), 1, "{}", b.stderr);
+    assert!(
+        said[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("policy: merges need a review"),
+        "{said:?}"
+    );
+    let status = fleet_status(&fleet);
+    let states: Vec<&str> = (status["items"].as_array().unwrap().iter())
+        .map(|i| i["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states.iter().filter(|s| **s == "open").count(),
+        2,
+        "{status}"
+    );
+}
+
 #[test]
 fn a_remote_gone_for_good_ends_the_worker_after_the_bound() {
     let fleet = Fleet::with(

@@ -568,14 +568,21 @@ impl Worker {
 
     /// Give the item up for the whole fleet (`Lease::given_up`) with its
     /// work pushed as far as the remote takes it: no other worker pays for
-    /// the same end. The worker stops with `code`.
-    pub(super) fn give_up(&mut self, job: &mut Job, why: &str, code: i32) -> Result<ItemEnd> {
+    /// the same end (`refused`: by the remote's rules, so no worker starts
+    /// another item). The worker stops with `code`.
+    pub(super) fn give_up(
+        &mut self,
+        job: &mut Job,
+        why: &str,
+        code: i32,
+        refused: bool,
+    ) -> Result<ItemEnd> {
         let deadline = Instant::now() + self.config.fleet.grace.0 / 3;
         loop {
             // A refused branch does not keep the claim from being marked.
             let pushed = match self.push_work(job) {
                 Err(WireError::Unreachable(e)) => Err(WireError::Unreachable(e)),
-                _ => self.fleet.give_up(&job.held, why),
+                _ => self.fleet.give_up(&job.held, why, refused),
             };
             match pushed {
                 Ok(()) => {

@@ -64,6 +64,10 @@ pub(crate) struct Lease {
     /// it by deleting the ref.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) given_up: Option<String>,
+    /// Given up because the remote's rules refused its push: any item's
+    /// work would meet them, so no worker starts another (`fleet_rules_refuse`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) refused: bool,
 }
 
 impl Lease {
@@ -84,6 +88,7 @@ impl Lease {
             lease_secs: lease.as_secs().max(1),
             took_over_from: None,
             given_up: None,
+            refused: false,
         }
     }
 
@@ -100,11 +105,12 @@ impl Lease {
         }
     }
 
-    /// Given up for the whole fleet, for `why`.
-    pub(crate) fn given_up(&self, why: &str, now: Timestamp) -> Lease {
+    /// Given up for the whole fleet, for `why`; `refused` by the remote's rules.
+    pub(crate) fn given_up(&self, why: &str, refused: bool, now: Timestamp) -> Lease {
         Lease {
             renewed_at: now,
             given_up: Some(why.to_string()),
+            refused,
             ..self.clone()
         }
     }
@@ -372,7 +378,7 @@ mod tests {
 
     #[test]
     fn a_claim_given_up_never_expires_and_says_why() {
-        let g = lease().given_up("still conflicts", at("2026-11-24T03:00:30Z"));
+        let g = lease().given_up("still conflicts", false, at("2026-11-24T03:00:30Z"));
         let a_day_later = at("2026-11-25T03:00:00Z");
         assert!(!g.expired(a_day_later, Duration::from_secs(86_400), Duration::ZERO));
         let back = Lease::parse(&g.message()).unwrap();

@@ -347,8 +347,13 @@ impl Fleet {
 
     /// Give a held claim up for the whole fleet (only if it is still ours):
     /// the claim stays, marked `given_up`, and never expires.
-    pub(crate) fn give_up(&mut self, held: &Held, why: &str) -> Result<(), WireError> {
-        let lease = held.lease.given_up(why, Timestamp::now());
+    pub(crate) fn give_up(
+        &mut self,
+        held: &Held,
+        why: &str,
+        refused: bool,
+    ) -> Result<(), WireError> {
+        let lease = held.lease.given_up(why, refused, Timestamp::now());
         let oid = self.record_commit(&lease.message(), &[held.oid])?;
         self.wire
             .push(&[Update::swap(held.refname.as_str(), held.oid, oid)])

@@ -231,6 +231,17 @@ impl Worker {
                 self.say.say(FleetEvent::LeftToAPerson { items: left });
                 return Ok(4);
             }
+            // Another worker's push met the remote's rules: so would this
+            // one's, after a session paid for nothing.
+            let refused = all.iter().filter(|u| u.open()).find_map(|u| {
+                let (_, lease) = v.claims.get(&u.key)?;
+                let why = lease.given_up.as_ref().filter(|_| lease.refused)?;
+                Some((u.key.clone(), why.clone()))
+            });
+            if let (Some((item, why)), false) = (refused, ready.is_empty()) {
+                self.say.say(FleetEvent::RulesRefuse { item, why });
+                return Ok(1);
+            }
             let Some(held) = self.claim_one(&v, &ready)? else {
                 self.say_waiting(&v, open);
                 self.pause(self.poll());
@@ -433,7 +444,7 @@ impl Worker {
                 }
                 Some(Halt::Refused(message)) => {
                     let why = format!("the remote refused a push of its work: {message}");
-                    let end = self.give_up(&mut job, &why, 1)?;
+                    let end = self.give_up(&mut job, &why, 1, true)?;
                     self.publish_loop(&mut job, Some(code), LoopEnd::GivenUp, &why);
                     return Ok(end);
                 }
@@ -466,7 +477,7 @@ impl Worker {
                         message: message.clone(),
                     });
                     let why = format!("the remote refused the merge: {message}");
-                    let end = self.give_up(&mut job, &why, 1)?;
+                    let end = self.give_up(&mut job, &why, 1, true)?;
                     self.publish_loop(&mut job, Some(code), how, &why);
                     return Ok(end);
                 }
@@ -482,7 +493,7 @@ impl Worker {
                 None if conflicts >= MAX_CONFLICTS => {
                     let why = "its branch still conflicts with the run branch after the loop was asked to merge it";
                     // Given up for the fleet, this worker goes on with the next item.
-                    let end = match self.give_up(&mut job, why, 1)? {
+                    let end = match self.give_up(&mut job, why, 1, false)? {
                         ItemEnd::Failed(_) => ItemEnd::Gone,
                         end => end,
                     };
