@@ -79,8 +79,9 @@ const SECRET_ENDINGS: [&str; 14] = [
     "WEBHOOK",
     "WEBHOOKS",
 ];
-/// Shorter values are left alone: redacting "1" or "true" would mangle
-/// every text, and such values guard nothing.
+/// Shorter values are redacted in context only (`API_KEY=abc`, as common
+/// words are): redacting "abc" or "1" everywhere would mangle every text,
+/// and left alone `API_KEY=abc` reached the next prompt and its commit.
 const MIN_SECRET_LEN: usize = 8;
 
 /// A common value (a word) is at most this long.
@@ -156,8 +157,8 @@ fn add(known: &mut Known, vars: impl IntoIterator<Item = (String, String)>) {
             s.weaken(&label_name(&name));
             known.push(s);
         }
-        if value.trim().len() >= MIN_SECRET_LEN && secret && !known.iter().any(|s| s.value == value)
-        {
+        let short = value.trim().len() < MIN_SECRET_LEN;
+        if !value.trim().is_empty() && secret && !known.iter().any(|s| s.value == value) {
             let escaped = json_inner(&value).filter(|e| *e != value);
             let name = label_name(&name);
             let mut secret = Secret {
@@ -166,7 +167,7 @@ fn add(known: &mut Known, vars: impl IntoIterator<Item = (String, String)>) {
                 escaped,
                 value,
             };
-            if is_common(&secret.value) {
+            if short || is_common(&secret.value) {
                 secret.weaken(&name);
             }
             known.push(secret);
@@ -612,9 +613,20 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string())),
         );
         let names: Vec<&str> = known.iter().map(|s| s.label.as_str()).collect();
+        // The short credential is known in context only (`MY_PASSWORD=pw`):
+        // "pw" as a word of a text is kept.
         assert_eq!(
             names,
-            ["[redacted ANTHROPIC_API_KEY]", "[redacted GH_TOKEN]"]
+            [
+                "[redacted ANTHROPIC_API_KEY]",
+                "[redacted GH_TOKEN]",
+                "[redacted MY_PASSWORD]"
+            ]
+        );
+        assert!(known[2].context.is_some() && known[0].context.is_none());
+        assert_eq!(
+            replace_known(&known, "pw is kept, MY_PASSWORD=pw is not", true),
+            "pw is kept, MY_PASSWORD=[redacted MY_PASSWORD] is not"
         );
     }
 
@@ -772,8 +784,9 @@ mod tests {
             ("PGPASSWORD", "password"),
             ("POSTGRES_PASSWORD", "postgres"),
             ("API_TOKEN", "tok-12345678"),
+            ("API_KEY", "abc"),
         ]);
-        let words = "reset password flow for postgres users";
+        let words = "reset password flow for postgres users, abc";
         assert!(matches!(
             replace_known(&known, words, true),
             Cow::Borrowed(_)
@@ -793,6 +806,13 @@ mod tests {
                 "url postgres://app:[redacted POSTGRES_PASSWORD]@localhost/postgres",
             ),
             ("pgpassword: password", "pgpassword: [redacted PGPASSWORD]"),
+            // A short value: in context too, never as a word of the text.
+            ("API_KEY=abc make", "API_KEY=[redacted API_KEY] make"),
+            (
+                "export API_KEY=\"abc\"",
+                "export API_KEY=\"[redacted API_KEY]\"",
+            ),
+            ("abc is abc, API_KEY=abcd", "abc is abc, API_KEY=abcd"),
             ("tok-12345678 anywhere", "[redacted API_TOKEN] anywhere"),
         ] {
             assert_eq!(replace_known(&known, text, true), want, "{text}");
