@@ -218,9 +218,16 @@ impl ContextMeter {
         &self.known
     }
 
-    /// Start from windows earlier runs learnt (see [`WindowSource::Remembered`]).
+    /// Start from windows earlier runs learnt (see [`WindowSource::Remembered`]),
+    /// but one that would leave no usable window (a file edited by hand):
+    /// every reading on it would be an emergency.
     pub(crate) fn with_remembered_windows(mut self, remembered: &BTreeMap<String, u64>) -> Self {
-        self.remembered = remembered.clone();
+        let least = self.reserve.saturating_add(MIN_USABLE_WINDOW);
+        self.remembered = remembered
+            .iter()
+            .filter(|&(_, &w)| w >= least)
+            .map(|(m, &w)| (m.clone(), w))
+            .collect();
         self
     }
 
@@ -707,6 +714,15 @@ mod tests {
                 &map(LONG_WINDOW),
                 LONG_WINDOW,
                 WindowSource::Remembered,
+            ),
+            (
+                "remembered, leaving no usable window: ignored",
+                0,
+                None,
+                &none,
+                &map(40_000),
+                DEFAULT_WINDOW,
+                WindowSource::ModelName,
             ),
             (
                 "remembered over the kind's own",
