@@ -230,7 +230,7 @@ fn gather(root: &Path, config: &Config, m: &Moment, saved: &mut Saved) -> Gather
     if let (Some(p), Some(text)) = (&m.notes_path, &agent_notes)
         && let std::borrow::Cow::Owned(clean) = crate::text::secrets::redact(text)
     {
-        let _ = crate::formats::write_atomic(&root.join(p), clean.as_bytes());
+        let _ = crate::formats::write_private(&root.join(p), clean.as_bytes());
     }
     let files_touched = work_files(&m.files_touched);
     saved.files_in_progress = files_touched

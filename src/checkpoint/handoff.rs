@@ -151,7 +151,7 @@ pub(super) fn write_handoff(
             let path = root.join(&g.handoff_rel);
             match Layout::new(root).ensure().and_then(|()| {
                 // Committed: the agent's notes and words must not carry a secret.
-                crate::formats::write_atomic(
+                crate::formats::write_private(
                     &path,
                     crate::text::secrets::scrub_keeping(&fitted.text, &g.plan_text).as_bytes(),
                 )

@@ -234,7 +234,7 @@ impl Layout {
         }
         let ignore = self.dir.join(".gitignore");
         if !ignore.exists() {
-            write_atomic(&ignore, GITIGNORE.as_bytes())?;
+            write_private(&ignore, GITIGNORE.as_bytes())?;
         }
         Ok(())
     }
@@ -644,8 +644,7 @@ impl RunState {
 /// Write `bytes` to `path` atomically: a new file user-only, an existing
 /// one with the mode it had. The data is
 /// on disk before the rename makes it the file, so a power loss leaves the
-/// old or the new content, never a torn or empty file (nor does a full
-/// disk: a handoff or notes that cannot be written leave none or the old). The directory is not
+/// old or the new content, never a torn or empty file. The directory is not
 /// synced (a second sync on every save): a power loss may undo the rename,
 /// which again leaves the old file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -740,6 +739,26 @@ pub(crate) fn create_dir_private(dir: &Path) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| Error::io("cannot create", dir, e))
+}
+
+/// Create or replace a file readable by the user only. A new file whose
+/// write fails (a full disk) is removed: left empty, a handoff went into
+/// the WIP commit as if it were one.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    let new = !path.exists();
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io("cannot write", path, e))?;
+    f.write_all(bytes).map_err(|e| {
+        if new {
+            let _ = std::fs::remove_file(path);
+        }
+        Error::io("cannot write", path, e)
+    })
 }
 
 /// Whether `path` (relative to the project root) stays inside the project
