@@ -36,7 +36,7 @@ mod run_state;
 pub(crate) mod verification;
 
 pub use event::*;
-pub use fleet::FleetEvent;
+pub use fleet::{FleetEvent, Unrecorded};
 pub(crate) use grant::Grant;
 pub use items::*;
 pub(crate) use ledger::{Heard, Ledger, Merged, ledger_of};
