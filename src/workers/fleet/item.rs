@@ -344,9 +344,7 @@ impl Worker {
                 .min(every);
             self.pause(left);
             if child::stop_requested() {
-                return self
-                    .leave_item(job, "stopped by a signal", 130, None)
-                    .map(Some);
+                return Ok(Some(self.leave_item(job, "stopped by a signal", 130, None)));
             }
             match self.fleet.renew(&mut job.held) {
                 Ok(()) => self.reconnected(),
@@ -553,20 +551,12 @@ impl Worker {
         why: &str,
         code: i32,
         record: Option<LoopEnd>,
-    ) -> Result<ItemEnd> {
+    ) -> ItemEnd {
         let carried = self.say.unpushed().len();
-        let record = match record {
-            Some(end) => {
-                let (record, oid) = self
-                    .loop_record(job, Some(code), end, why, None)
-                    .map_err(|e| Error::wrap("cannot record the item's loop", e))?;
-                Some(Update::create(
-                    loops::refname(self.fleet.names(), &record),
-                    oid,
-                ))
-            }
-            None => None,
-        };
+        // Best effort, as every loop record: the morning report lacks the round without it.
+        let record = record
+            .and_then(|end| self.loop_record(job, Some(code), end, why, None).ok())
+            .map(|(record, oid)| Update::create(loops::refname(self.fleet.names(), &record), oid));
         let (branch, snapshot) = self.item_work(job);
         let giving = Giving {
             key: job.unit.key.clone(),
@@ -586,11 +576,11 @@ impl Worker {
             giving,
             released,
         });
-        Ok(if child::stop_requested() {
+        if child::stop_requested() {
             ItemEnd::Stopped
         } else {
             ItemEnd::Failed(code)
-        })
+        }
     }
 
     /// Give the item up for the whole fleet (`Lease::given_up`) with its

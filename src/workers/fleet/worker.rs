@@ -446,7 +446,7 @@ impl Worker {
                 }
                 Some(Halt::Budget(what)) if code != 0 => {
                     let why = format!("the fleet's budget is spent: {what}");
-                    let end = self.leave_item(&mut job, &why, code, Some(LoopEnd::Released))?;
+                    let end = self.leave_item(&mut job, &why, code, Some(LoopEnd::Released));
                     return Ok(match end {
                         ItemEnd::Failed(_) => ItemEnd::Failed(5),
                         other => other,
@@ -460,7 +460,7 @@ impl Worker {
                 } else {
                     "the loop ended without completing the item"
                 };
-                return self.leave_item(&mut job, why, code, Some(LoopEnd::Released));
+                return Ok(self.leave_item(&mut job, why, code, Some(LoopEnd::Released)));
             }
             let (end, how) = self.merge(&mut job)?;
             match end {
@@ -476,7 +476,7 @@ impl Worker {
                 }
                 // Stopped before the merge was pushed: given back as the worker exits.
                 Some(ItemEnd::Stopped) => {
-                    return self.leave_item(&mut job, "stopped by a signal", code, Some(how));
+                    return Ok(self.leave_item(&mut job, "stopped by a signal", code, Some(how)));
                 }
                 Some(end) => {
                     if how != LoopEnd::Merged {
