@@ -64,6 +64,25 @@ impl Work {
 }
 
 impl Giving {
+    /// The remote as a fetch after a race lost shows it: the claim (its
+    /// commit and holder), the item's branch and snapshot. Whom the item
+    /// was lost to, if the claim is no longer this worker's commit.
+    pub(crate) fn seen(
+        &mut self,
+        claim: Option<(Oid, &str)>,
+        branch: Option<Oid>,
+        snapshot: Option<Oid>,
+    ) -> Option<String> {
+        self.ours = claim.is_some_and(|(oid, _)| oid == self.claim.1);
+        self.branch.pushed = branch;
+        self.snapshot.pushed = snapshot;
+        match claim {
+            _ if self.ours => None,
+            Some((_, holder)) => Some(holder.to_string()),
+            None => Some("nobody".to_string()),
+        }
+    }
+
     fn updates(&self) -> Vec<Update> {
         let mut out = Vec::new();
         if self.ours {
@@ -235,6 +254,42 @@ mod tests {
             assert_eq!(missing, c.missing, "{}", c.what);
             assert_eq!(only_local.as_deref(), c.only_local, "{}", c.what);
         }
+    }
+
+    #[test]
+    fn after_a_race_lost_only_what_is_still_this_workers_is_pushed_again() {
+        let fresh = || {
+            giving(
+                work("items/i-1", Some(8), Some(9)),
+                work("snapshots/i-1", Some(10), None),
+                true,
+            )
+        };
+        // Still ours (the ledger or the status moved): everything again,
+        // each swap from what the remote holds now.
+        let mut g = fresh();
+        assert_eq!(
+            g.seen(Some((oid(6), "wa")), Some(oid(9)), Some(oid(11))),
+            None
+        );
+        assert!(g.ours);
+        assert_eq!(
+            g.snapshot.update(),
+            Some(Update::swap("snapshots/i-1", oid(11), oid(10)))
+        );
+        // Taken over by wb: its record only; our commits stay here.
+        let mut g = fresh();
+        assert_eq!(
+            g.seen(Some((oid(12), "wb")), Some(oid(13)), None)
+                .as_deref(),
+            Some("wb")
+        );
+        assert_eq!(names(&g.updates()), ["loops/i-1-1-wa"]);
+        assert_eq!(g.only_local().as_deref(), Some("items/i-1"));
+        // Merged and deleted meanwhile (nobody holds it).
+        let mut g = fresh();
+        assert_eq!(g.seen(None, None, None).as_deref(), Some("nobody"));
+        assert!(!g.ours);
     }
 
     #[test]

@@ -146,13 +146,11 @@ impl Worker {
                         Ok(view) => {
                             if let Some(g) = left.as_mut().map(|l| &mut l.giving) {
                                 let claim = view.claims.get(&g.key);
-                                g.ours = claim.map(|c| c.0) == Some(g.claim.1);
-                                lost_to = claim
-                                    .filter(|_| !g.ours)
-                                    .map(|c| c.1.holder.clone())
-                                    .or_else(|| (!g.ours).then(|| "nobody".to_string()));
-                                g.branch.pushed = view.items.get(&g.key).copied();
-                                g.snapshot.pushed = view.snapshots.get(&g.key).copied();
+                                lost_to = g.seen(
+                                    claim.map(|(oid, lease)| (*oid, lease.holder.as_str())),
+                                    view.items.get(&g.key).copied(),
+                                    view.snapshots.get(&g.key).copied(),
+                                );
                             }
                         }
                         Err(e) => break Ok((leaving, Err(e))),
