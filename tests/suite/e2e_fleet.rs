@@ -1729,3 +1729,52 @@ fn a_slow_remote_within_the_bound_takes_the_last_push_whole() {
     fleet.assert_nothing_left();
     assert_eq!(fleet.run_file("done/it").unwrap(), "wa\nwb\n");
 }
+
+/// Taken over during its exit: `wa`'s remote hangs, its lease expires and
+/// `wb` takes the item over (and merges it); `wa`, stopped, finds the
+/// remote answering its last push with its claim gone. It fetches once and
+/// pushes again what is still its own (its status, end record and loop
+/// record, not the claim or the branch: they are `wb`'s), and says the
+/// item lost, its last commits staying in its clone.
+#[test]
+fn a_worker_whose_item_was_taken_over_during_its_exit_pushes_only_what_is_its_own() {
+    let fleet = Fleet::with(
+        1,
+        &scenario_doing(
+            r#"mkdir -p done && echo "$RALPH_WORKER" >> done/it && if [ "$RALPH_WORKER" = wa ]; then sleep 120; fi"#,
+            0,
+        ),
+        "[fleet]\nlease = \"3s\"\nclock_skew = \"1s\"\ngrace = \"60s\"\nnetwork_timeout = \"12s\"\n",
+    );
+    let (a, hang) = wa_half_done(&fleet);
+    hang.hang();
+    let b = fleet.worker("wb");
+    common::wait_until("wb takes the item over", LIMIT, || {
+        remote_ref(&fleet, "refs/ralph/fleet/night/claims/")
+            .is_some_and(|c| git(&fleet.bare, &["log", "-1", "--format=%s", &c]).contains("by wb"))
+    });
+    sigterm(&a);
+    hang.answer();
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(130), Some(0)),
+        "{:?}\n{:?}",
+        a.events,
+        b.events
+    );
+    assert!(a.of("unrecorded").is_empty(), "{:?}", a.events);
+    assert!(a.of("released").is_empty(), "{:?}", a.events);
+    let lost = a.of("lost");
+    assert_eq!(lost.len(), 1, "{:?}", a.events);
+    assert!(["wb", "nobody"].contains(&lost[0]["holder"].as_str().unwrap()));
+    let end = records_under(&fleet, "refs/ralph/fleet/night/ends/");
+    assert_eq!(end.last().unwrap()["event"], "fleet_finished", "{end:?}");
+    assert!(
+        end.iter().all(|r| r["event"] != "fleet_released"),
+        "{end:?}"
+    );
+    assert_eq!(fleet.merges().len(), 1);
+    fleet.assert_nothing_left();
+    assert!(hang.leftovers().is_empty());
+}
