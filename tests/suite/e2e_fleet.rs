@@ -1358,8 +1358,8 @@ fn a_remote_that_hangs_on_the_end_record_does_not_hold_the_exit() {
 /// clone: its `git push`/`git fetch` run these scripts as the remote's
 /// `receive-pack`/`upload-pack`, which, while `hang` (a file beside the
 /// clones) exists, note the call (when, which, the pid of the sleep it
-/// becomes) and sleep for an hour; and otherwise answer after `slow`
-/// seconds when that file holds a number.
+/// becomes) and sleep for an hour; and otherwise, when `slow` holds a
+/// number, note the call and answer after that many seconds.
 struct Hang {
     flag: PathBuf,
     slow: PathBuf,
@@ -1386,7 +1386,7 @@ impl Hang {
             std::fs::write(
                 &script,
                 format!(
-                    "#!/bin/sh\nif [ -e '{flag}' ]; then echo \"$(date +%s.%N) {name} $$\" >> '{calls}'; exec sleep 3600; fi\nif [ -s '{slow}' ]; then sleep \"$(cat '{slow}')\"; fi\nexec git {program} \"$@\"\n",
+                    "#!/bin/sh\nif [ -e '{flag}' ]; then echo \"$(date +%s.%N) {name} $$\" >> '{calls}'; exec sleep 3600; fi\nif [ -s '{slow}' ]; then echo \"$(date +%s.%N) {name} $$\" >> '{calls}'; sleep \"$(cat '{slow}')\"; fi\nexec git {program} \"$@\"\n",
                     flag = hang.flag.display(),
                     calls = hang.calls.display(),
                     slow = hang.slow.display(),
@@ -1687,7 +1687,11 @@ fn a_slow_remote_within_the_bound_takes_the_last_push_whole() {
     let fleet = half_done_in_wa();
     let (a, hang) = wa_half_done(&fleet);
     std::fs::write(&hang.slow, "3").unwrap();
-    let (a, took, _) = stop_wa(a, &fleet);
+    let (a, took, loop_ended) = stop_wa(a, &fleet);
+    let calls: Vec<String> = hang.calls(loop_ended).into_iter().map(|c| c.what).collect();
+    // One call: the mirror of its status and of the ledger is what it
+    // pushed last, so no compare-and-swap is lost to its own earlier push.
+    assert_eq!(calls, ["receive"], "{took:?}");
     assert!(took < END_BOUND * 2, "{took:?}");
     assert_eq!(a.code, Some(130), "{:?}", a.events);
     assert!(a.of("unrecorded").is_empty(), "{:?}", a.events);

@@ -364,11 +364,12 @@ impl Fleet {
             let (old, mut ledger) = self.fetch_ledger()?;
             change(&mut ledger);
             let oid = self.record_commit(&ledger_message(&ledger), &[old])?;
-            match self
-                .wire
-                .push(&[Update::swap(self.names.ledger(), old, oid)])
-            {
-                Ok(()) => return Ok(ledger),
+            let update = Update::swap(self.names.ledger(), old, oid);
+            match self.wire.push(std::slice::from_ref(&update)) {
+                Ok(()) => {
+                    self.mirror(&update);
+                    return Ok(ledger);
+                }
                 Err(WireError::Rejected(_)) => continue,
                 Err(e) => return Err(e),
             }
@@ -422,14 +423,30 @@ impl Fleet {
     /// Publish this worker's status on `workers/<id>` (its own ref: replaced
     /// whatever it holds).
     pub(crate) fn say(&mut self, status: &WorkerStatus) -> Result<(), WireError> {
-        let update = self.status_update(status)?;
-        match self.wire.push(std::slice::from_ref(&update)) {
+        let mut update = self.status_update(status)?;
+        let pushed = match self.wire.push(std::slice::from_ref(&update)) {
             Err(WireError::Rejected(_)) => {
                 // Our mirror was behind (a restart under the same id): once more.
                 self.sync()?;
-                self.wire.push(&[self.status_over_seen(update)])
+                update = self.status_over_seen(update);
+                self.wire.push(std::slice::from_ref(&update))
             }
             other => other,
+        };
+        if pushed.is_ok() {
+            self.mirror(&update);
+        }
+        pushed
+    }
+
+    /// The clone's mirror of a ref this worker just pushed: what the remote
+    /// holds now, so that its next compare-and-swap of the ref (its status,
+    /// the ledger, the exit's push) starts from it, not from the last fetch.
+    fn mirror(&self, update: &Update) {
+        // A mirror left behind costs one fetch at the next update, no more.
+        if let Some(oid) = update.new {
+            let seen = self.names.seen(&update.refname);
+            let _ = self.repo.reference(&seen, oid, true, "ralph fleet: pushed");
         }
     }
 
