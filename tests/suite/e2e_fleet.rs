@@ -1440,10 +1440,7 @@ impl Hang {
             .calls(jiff::Timestamp::UNIX_EPOCH)
             .into_iter()
             .map(|c| c.pid)
-            .filter(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.starts_with("sleep\u{0}3600"))
-            })
+            .filter(|pid| common::command_line(*pid).is_some_and(|c| c.starts_with("sleep 3600")))
             .collect();
         for pid in &alive {
             let _ = nix::sys::signal::kill(
