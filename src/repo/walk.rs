@@ -29,8 +29,13 @@
 //! ([`Repo::walk_refreshed`]). A walk that cannot write the index (a
 //! read-only `.git`, another process's `index.lock`, a full disk) is taken
 //! again without the refresh, and the process refreshes that root no more.
+//! The refreshing walk holds the work tree's commit lock
+//! (`Repo::commit_lock`): it writes back the index it read, which must not
+//! interleave with another run's WIP commit.
 //!
-//! Pitfalls: an empty pathspec means "everything" to libgit2, so the list
+//! Pitfalls: no status may be taken while this thread holds the commit
+//! lock (`flock` on a second descriptor of the file would wait for
+//! itself): WIP commits walk before they take it. An empty pathspec means "everything" to libgit2, so the list
 //! always holds ralph's directory; a directory in the list ends in `/`
 //! (libgit2 then takes everything under it). A process the agent left
 //! running that writes a new file during an iteration's end is not seen by
@@ -189,7 +194,7 @@ impl Repo {
         };
         count_pass();
         let (statuses, refreshed) = match refresh {
-            true => match self.git.statuses(Some(opts.update_index(true))) {
+            true => match self.refreshing_statuses(opts) {
                 Ok(statuses) => (statuses, true),
                 Err(e) => {
                     debug!(error = %e.message(), "the walk could not refresh the index: walking without, and not refreshing again");
@@ -220,6 +225,20 @@ impl Repo {
             }
         }
         Ok(statuses)
+    }
+
+    /// `git status` that refreshes the index's stat data and writes it.
+    /// libgit2 reads the index as the walk begins and writes it as it ends
+    /// without holding `index.lock` in between: the WIP commit of another
+    /// project's run in this work tree landing meanwhile would be taken back
+    /// out of the index (its files staged as deleted). So the walk holds the
+    /// work tree's commit lock, as that commit does.
+    fn refreshing_statuses(
+        &self,
+        opts: &mut StatusOptions,
+    ) -> std::result::Result<Statuses<'_>, git2::Error> {
+        let _serialised = self.commit_lock();
+        self.git.statuses(Some(opts.update_index(true)))
     }
 
     /// The event under way walked and refreshed the index as it did: a
@@ -365,6 +384,36 @@ mod tests {
         assert_eq!(indexed_mtime(&git, "b.txt"), mtime, "b.txt recorded fresh");
         // The next walk hashes nothing: b.txt is clean by its stat data.
         assert!(repo.changes(&own).unwrap().is_empty());
+    }
+
+    /// Another project's run in this work tree is inside its WIP commit
+    /// (it holds the commit lock while it reads, stages and writes the
+    /// index): a refreshing walk waits for it. Not waiting, the index the
+    /// walk read before that commit was written back after it, staging the
+    /// commit's files as deleted (two runs of ten checkpoints each: eight
+    /// of the other run's commits undone in the index).
+    #[test]
+    fn a_refreshing_walk_waits_for_another_runs_commit() {
+        let (dir, _git, _repo, _mtime) = touched_repo();
+        let root = dir.path().to_path_buf();
+        let held = open(&root).commit_lock();
+        let (walked_tx, walked) = std::sync::mpsc::channel();
+        let walker = std::thread::spawn(move || {
+            let repo = open(&root);
+            let _pass = one_pass_to_commit(&root);
+            let paths = changed_paths(&repo, &OwnPaths::default());
+            walked_tx.send(repo.walk_refreshed()).unwrap();
+            paths
+        });
+        let wait = std::time::Duration::from_millis(500);
+        assert!(
+            walked.recv_timeout(wait).is_err(),
+            "walked while another run was committing"
+        );
+        drop(held);
+        let refreshed = walked.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(refreshed, Ok(true), "refreshed once the commit was done");
+        assert_eq!(walker.join().unwrap(), ["c.txt"]);
     }
 
     #[test]
