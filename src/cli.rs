@@ -146,6 +146,9 @@ pub(crate) struct RunArgs {
     /// Set by a fleet worker for its item's loop: wait for `.ralph/grant.json` before each session (the fleet's budget is shared before a session starts)
     #[arg(long, hide = true, conflicts_with = "workers")]
     pub(crate) granted: bool,
+    /// Set by a parallel run's coordinator and a fleet worker for their loops: the project whose `.ralph/windows.json` remembers the models' context windows
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub(crate) home: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

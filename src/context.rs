@@ -82,16 +82,32 @@ impl Thresholds {
     }
 }
 
-/// Where the window size came from, for reports.
+/// Where the window size came from, as readings and `ralph context` say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum WindowSource {
+pub enum WindowSource {
     Config,
     Default,
     ModelName,
     Result,
     /// Reported with each model call's usage (Codex's `modelContextWindow`).
     Reported,
+    /// What an earlier run learnt of the model (`.ralph/windows.json`).
+    Remembered,
+}
+
+impl WindowSource {
+    /// Why the meter uses its window, for people.
+    pub(crate) fn says(self) -> &'static str {
+        match self {
+            WindowSource::Config => "agent.context_window",
+            WindowSource::Default => "default",
+            WindowSource::ModelName => "by the model's name",
+            WindowSource::Result => "reported in a result",
+            WindowSource::Reported => "reported live",
+            WindowSource::Remembered => "remembered from an earlier run",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -117,6 +133,11 @@ pub struct ContextMeter {
     /// Windows results reported, by model: carried from one iteration to
     /// the next, since a result only comes at the end of a turn.
     known: BTreeMap<String, u64>,
+    /// Windows earlier runs learnt, by model (`.ralph/windows.json`): below
+    /// what this run learns, above a guess.
+    remembered: BTreeMap<String, u64>,
+    /// What this meter learnt itself, by model, and from where.
+    learned: BTreeMap<String, WindowSource>,
     tokens: u64,
     level: Level,
     peak_percent: f64,
@@ -148,6 +169,8 @@ impl ContextMeter {
             thresholds,
             model: None,
             known: BTreeMap::new(),
+            remembered: BTreeMap::new(),
+            learned: BTreeMap::new(),
             tokens: 0,
             level: Level::L0,
             peak_percent: 0.0,
@@ -195,6 +218,28 @@ impl ContextMeter {
         &self.known
     }
 
+    /// Start from windows earlier runs learnt (see [`WindowSource::Remembered`]),
+    /// but one that would leave no usable window (a file edited by hand):
+    /// every reading on it would be an emergency.
+    pub(crate) fn with_remembered_windows(mut self, remembered: &BTreeMap<String, u64>) -> Self {
+        let least = self.reserve.saturating_add(MIN_USABLE_WINDOW);
+        self.remembered = remembered
+            .iter()
+            .filter(|&(_, &w)| w >= least)
+            .map(|(m, &w)| (m.clone(), w))
+            .collect();
+        self
+    }
+
+    /// The windows this meter learnt from the agent, by model: the window
+    /// and whether a result or a live report told it.
+    pub(crate) fn learned_windows(&self) -> BTreeMap<String, (u64, WindowSource)> {
+        self.learned
+            .iter()
+            .filter_map(|(m, &source)| Some((m.clone(), (*self.known.get(m)?, source))))
+            .collect()
+    }
+
     /// Learn the model before the first turn (from `--model` or `system/init`).
     pub(crate) fn set_model(&mut self, model: &str) {
         self.model = Some(model.to_string());
@@ -204,6 +249,9 @@ impl ContextMeter {
         if let Some(&w) = self.known.get(model) {
             self.window = w;
             self.window_source = WindowSource::Result;
+        } else if let Some(&w) = self.remembered.get(model) {
+            self.window = w;
+            self.window_source = WindowSource::Remembered;
         } else if let Some(w) = self.before_report {
             self.window = w;
             self.window_source = WindowSource::Default;
@@ -273,6 +321,7 @@ impl ContextMeter {
         self.window_source = source;
         if let Some(m) = &self.model {
             self.known.insert(m.clone(), w);
+            self.learned.insert(m.clone(), source);
         }
     }
 
@@ -377,6 +426,7 @@ impl ContextMeter {
             rate_per_min: self.rate_per_min().map(|r| r.round()),
             eta_to_checkpoint_secs: self.eta_to_checkpoint().map(|d| d.as_secs()),
             not_metered: self.not_metered,
+            window_source: Some(self.window_source),
         }
     }
 }
@@ -396,6 +446,9 @@ pub struct MeterReading {
     /// context (absent: metered).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_metered: bool,
+    /// Where `window` came from (absent in logs of older ralph).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_source: Option<WindowSource>,
 }
 
 pub(crate) fn round1(x: f64) -> f64 {
@@ -635,6 +688,98 @@ mod tests {
         assert_eq!(next.window(), LONG_WINDOW);
         next.set_model("claude-sonnet-4-5");
         assert_eq!(next.window(), DEFAULT_WINDOW);
+    }
+
+    #[test]
+    fn a_remembered_window_is_below_the_config_and_this_run_above_a_guess() {
+        let opus = "claude-opus-4-6";
+        let map = |w: u64| BTreeMap::from([(opus.to_string(), w)]);
+        let none = BTreeMap::new();
+        // (case, configured, kind's own, this run's, remembered, window, source)
+        for (case, configured, kind, known, remembered, window, source) in [
+            (
+                "a guess by name",
+                0,
+                None,
+                &none,
+                &none,
+                DEFAULT_WINDOW,
+                WindowSource::ModelName,
+            ),
+            (
+                "remembered",
+                0,
+                None,
+                &none,
+                &map(LONG_WINDOW),
+                LONG_WINDOW,
+                WindowSource::Remembered,
+            ),
+            (
+                "remembered, leaving no usable window: ignored",
+                0,
+                None,
+                &none,
+                &map(40_000),
+                DEFAULT_WINDOW,
+                WindowSource::ModelName,
+            ),
+            (
+                "remembered over the kind's own",
+                0,
+                Some(258_400),
+                &none,
+                &map(LONG_WINDOW),
+                LONG_WINDOW,
+                WindowSource::Remembered,
+            ),
+            (
+                "this run's over remembered",
+                0,
+                None,
+                &map(500_000),
+                &map(LONG_WINDOW),
+                500_000,
+                WindowSource::Result,
+            ),
+            (
+                "the config over everything",
+                300_000,
+                None,
+                &map(500_000),
+                &map(LONG_WINDOW),
+                300_000,
+                WindowSource::Config,
+            ),
+        ] {
+            let mut m = ContextMeter::new(configured, 33_000, T)
+                .with_window_before_report(kind)
+                .with_known_windows(known)
+                .with_remembered_windows(remembered);
+            m.set_model(opus);
+            assert_eq!((m.window(), m.window_source()), (window, source), "{case}");
+            assert_eq!(m.snapshot().window_source, Some(source), "{case}");
+        }
+        // Another model's memory is not this one's.
+        let mut m = ContextMeter::new(0, 33_000, T).with_remembered_windows(&map(LONG_WINDOW));
+        m.set_model("claude-sonnet-4-5");
+        assert_eq!(m.window(), DEFAULT_WINDOW);
+        // A report during the session wins over the memory, and is what
+        // this meter learnt (with where from), to be remembered in turn.
+        let mut m = ContextMeter::new(0, 33_000, T).with_remembered_windows(&map(LONG_WINDOW));
+        m.set_model(opus);
+        assert!(m.learned_windows().is_empty(), "remembered is not learnt");
+        let mut r = ResultMessage::default();
+        r.context_windows.insert(opus.into(), 400_000);
+        m.observe(&StreamEvent::Result(r), secs(1));
+        assert_eq!(
+            (m.window(), m.window_source()),
+            (400_000, WindowSource::Result)
+        );
+        assert_eq!(
+            m.learned_windows(),
+            BTreeMap::from([(opus.to_string(), (400_000, WindowSource::Result))])
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //!   fleet.rs         FleetEvent: a fleet worker's events (`Event::Fleet`, all `fleet_…`) and their human line
 //!   ledger.rs        .ralph/workers.json: Ledger, Assignment, MergeRecord, Merged, Heard, ledger_of
 //!   grant.rs         .ralph/grant.json: the sessions a worker's loop may start
+//!   windows.rs       .ralph/windows.json: the models' context windows runs learnt, kept past them
 //!   items.rs         an item's account, a shard request, the carry-over, Confidence
 //!   run_state.rs     Layout, RunState and its records, Trigger, atomic/private writes
 //!   verification.rs  Verification: a run of the [verify] checks as state, events and prompt keep it
@@ -34,6 +35,7 @@ mod outcome;
 mod point;
 mod run_state;
 pub(crate) mod verification;
+mod windows;
 
 pub use event::*;
 pub use fleet::FleetEvent;
@@ -44,3 +46,4 @@ pub(crate) use outcome::IterationOutcome;
 pub use point::Point;
 pub use run_state::*;
 pub use verification::Verification;
+pub(crate) use windows::Windows;

@@ -388,12 +388,14 @@ impl ContextReport {
                 let m = &r.meter;
                 let _ = writeln!(
                     out,
-                    "context   {} {:.1}% · {} of {} usable (window {}) · {} {} · {}",
+                    "context   {} {:.1}% · {} of {} usable (window {}{}) · {} {} · {}",
                     bar(m.percent, 20),
                     m.percent,
                     tokens_short(m.tokens),
                     tokens_short(m.usable),
                     tokens_short(m.window),
+                    m.window_source
+                        .map_or(String::new(), |s| format!(", {}", s.says())),
                     m.level,
                     r.meaning,
                     if self.live {
@@ -558,6 +560,7 @@ mod tests {
                 rate_per_min: eta.map(|_| 1000.0),
                 eta_to_checkpoint_secs: eta,
                 not_metered: false,
+                window_source: None,
             },
             meaning: level.meaning(),
             tool: None,

@@ -99,6 +99,9 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         // …and acts on the configuration the coordinator trusts.
         pass.push("--trusted-by".into());
         pass.push(project.layout().dir.display().to_string());
+        // …and remembers the models' windows in the project's memory.
+        pass.push("--home".into());
+        pass.push(root.display().to_string());
         let opts = crate::workers::Options {
             workers,
             fresh: args.fresh,
@@ -121,6 +124,7 @@ pub(crate) fn run(project: &Project, args: &RunArgs) -> Result<i32> {
         trust_config: args.trust_config,
         trusted_by,
         granted: args.granted,
+        home: args.home.clone(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -524,6 +524,7 @@ mod tests {
                 rate_per_min: eta.map(|_| 4000.0),
                 eta_to_checkpoint_secs: eta,
                 not_metered: false,
+                window_source: None,
             },
             tool: tool.map(str::to_string),
         }

@@ -210,6 +210,10 @@ impl Layout {
     pub(crate) fn grant(&self) -> PathBuf {
         self.dir.join("grant.json")
     }
+    /// The models' context windows runs learnt (`formats::windows`).
+    pub(crate) fn windows(&self) -> PathBuf {
+        self.dir.join("windows.json")
+    }
     /// Every run's transcripts, one directory each.
     pub(crate) fn runs(&self) -> PathBuf {
         self.dir.join("runs")
@@ -365,6 +369,10 @@ pub struct RunState {
     pub context_window: u64,
     /// Context windows the agent's results reported, by model.
     pub known_windows: std::collections::BTreeMap<String, u64>,
+    /// Context windows earlier runs learnt, by model, as this run found them
+    /// at its start (`.ralph/windows.json`, `formats::windows`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub remembered_windows: std::collections::BTreeMap<String, u64>,
     pub cost_usd: f64,
     /// The subscription's 5-hour and weekly usage the agent last reported
     /// (the quota guard, `rules::quota`).
@@ -512,6 +520,7 @@ impl Default for RunState {
             context_history: Vec::new(),
             context_window: 0,
             known_windows: Default::default(),
+            remembered_windows: Default::default(),
             cost_usd: 0.0,
             quota: Default::default(),
             consecutive_failures: 0,

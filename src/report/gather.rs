@@ -624,6 +624,7 @@ mod tests {
                     rate_per_min: None,
                     eta_to_checkpoint_secs: None,
                     not_metered: false,
+                    window_source: None,
                 },
                 tool: None,
             },

@@ -50,6 +50,9 @@ impl CheckpointMark {
 pub(super) struct MeterSummary {
     pub(crate) window: u64,
     pub(crate) known_windows: BTreeMap<String, u64>,
+    /// What this iteration learnt of its models' windows, and from where
+    /// (`.ralph/windows.json` keeps it past the run).
+    pub(crate) learned_windows: BTreeMap<String, (u64, crate::context::WindowSource)>,
     pub(crate) peak_percent: f64,
     pub(crate) peak_level: Level,
     pub(crate) peak_tokens: u64,

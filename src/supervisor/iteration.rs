@@ -213,6 +213,7 @@ impl IterationMachine {
         let summary = MeterSummary {
             window: m.window(),
             known_windows: m.known_windows().clone(),
+            learned_windows: m.learned_windows(),
             peak_percent: m.peak_percent(),
             peak_level: m.peak_level(),
             peak_tokens: m.peak_tokens(),

@@ -22,7 +22,7 @@ use crate::config::trust;
 use crate::error::Result;
 use crate::events::Bus;
 use crate::formats::Event;
-use crate::formats::{Layout, RunState, RunStatus, Trigger, now_rfc3339};
+use crate::formats::{Layout, RunState, RunStatus, Trigger, Windows, now_rfc3339};
 use crate::plan::Plan;
 use crate::platform::signals::{Catcher, Request};
 use crate::project::Lock;
@@ -49,6 +49,10 @@ pub(crate) struct RunOptions {
     /// A fleet item's loop (`--granted`): each session waits for its
     /// worker's grant, as a parallel run's worker waits for its coordinator's.
     pub(crate) granted: bool,
+    /// The project whose `.ralph/windows.json` remembers the models' windows
+    /// (`--home`: a parallel run's coordinator's, a fleet worker's); None:
+    /// this loop's own.
+    pub(crate) home: Option<PathBuf>,
 }
 
 /// What a worker's loop knows of the unit it was handed: its run is done
@@ -68,6 +72,8 @@ pub(crate) struct WorkerUnit {
 /// Everything one run needs, shared by its iterations.
 pub(crate) struct Supervisor {
     pub(super) root: PathBuf,
+    /// Where the models' windows are remembered (`RunOptions::home`).
+    pub(super) home: PathBuf,
     pub(super) layout: Layout,
     pub(super) config: Config,
     pub(super) templates: Templates,
@@ -192,11 +198,19 @@ impl Supervisor {
             .is_none()
             .then(|| repo::one_pass_to_commit(root));
         let begun = checked.begin(repo.as_ref(), None, &mut bus)?;
-        let (state, replaced) = start.into_state(&begun.run_id, &mut bus);
+        let (mut state, replaced) = start.into_state(&begun.run_id, &mut bus);
+        let home = opts.home.clone().unwrap_or_else(|| root.to_path_buf());
+        // What earlier runs learnt of the models' windows, refreshed at each
+        // start (another loop of the project may have learnt more).
+        match Windows::read(&home) {
+            Ok(w) => state.remembered_windows = w.windows(),
+            Err(message) => bus.emit(Event::Warning { message }),
+        }
         let counted_from =
             budget::CountedFrom::of(&state, opts.budget_per_invocation, jiff::Timestamp::now());
         let mut sup = Supervisor {
             root: root.to_path_buf(),
+            home,
             layout: begun.layout,
             templates: begun.templates,
             reset_breaker: opts.reset_breaker,
@@ -248,6 +262,27 @@ impl Supervisor {
         if let Err(e) = self.state.save(&path) {
             self.events.warn(format!(
                 "cannot save the run state: {e}; the run goes on degraded, .ralph/state.json keeps its last good version"
+            ));
+        }
+    }
+
+    /// What an iteration learnt of its models' windows, kept past the run
+    /// (`.ralph/windows.json`); a memory that cannot be read is replaced, one
+    /// that cannot be written is said, and the run goes on.
+    pub(super) fn remember_windows(&mut self, facts: &Facts) {
+        let Some(learned) = facts.meter.as_ref().map(|m| &m.learned_windows) else {
+            return;
+        };
+        if learned.is_empty() {
+            return;
+        }
+        let mut memory = Windows::read(&self.home).unwrap_or_default();
+        if !memory.learn(learned, &now_rfc3339(), &self.state.run_id) {
+            return;
+        }
+        if let Err(e) = memory.write(&self.home) {
+            self.events.warn(format!(
+                "cannot remember the models' context windows: {e}; the next run meters them by name until the agent reports them again"
             ));
         }
     }
@@ -771,6 +806,7 @@ impl Supervisor {
         facts.started_at = started_at;
         let _ = self.lock.set_agent(None);
         record::meter(&mut self.state, &facts);
+        self.remember_windows(&facts);
         Ok(facts)
     }
 

@@ -147,6 +147,7 @@ impl Supervisor {
             .is_some_and(|c| !c.is_empty());
         let verdict = verdict::crashed(&facts, changed || !facts.files_touched.is_empty());
         record::meter(&mut self.state, &facts);
+        self.remember_windows(&facts);
         if let Some(mark) = verdict.checkpoint {
             self.save_checkpoint(&facts, mark);
         }

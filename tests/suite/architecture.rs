@@ -245,6 +245,14 @@ fn ralph_paths_come_from_the_layout() {
     );
 }
 
+#[test]
+fn trees_are_diffed_through_their_owner() {
+    assert_none(
+        "a diff of two trees outside src/repo/trees.rs",
+        tree_diffs_by_hand(&ralph_files()),
+    );
+}
+
 fn assert_none(what: &str, violations: Vec<String>) {
     assert!(
         violations.is_empty(),
@@ -512,6 +520,28 @@ fn ralph_paths_by_hand(files: &Files) -> Vec<String> {
             if line.contains("join(\".ralph") {
                 out.push(format!(
                     "{path}:{}: a `.ralph/` path joined by hand; take it from `formats::Layout` (add a method there)",
+                    n + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `.diff_tree_to_tree(` outside `src/repo/trees.rs` (tests excluded):
+/// libgit2's reads every tree of both sides; `repo::diff_trees` reads only
+/// the subtrees that differ (2 against 2,000 trees on a large repository).
+fn tree_diffs_by_hand(files: &Files) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        if path == "src/repo/trees.rs" {
+            continue;
+        }
+        let code = strip(before_tests(text));
+        for (n, line) in code.lines().enumerate() {
+            if line.contains(".diff_tree_to_tree(") {
+                out.push(format!(
+                    "{path}:{}: a diff of two trees by hand; use `repo::diff_trees`",
                     n + 1
                 ));
             }
@@ -1567,6 +1597,30 @@ mod proofs {
         ]));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].starts_with("src/a.rs:2: "), "{v:?}");
+    }
+
+    #[test]
+    fn a_tree_diff_by_hand_is_found_outside_its_owner() {
+        let v = tree_diffs_by_hand(&files(&[
+            (
+                "src/report/a.rs",
+                "fn f(g: &Repository) {\n    g.diff_tree_to_tree(Some(&a), Some(&b), None);\n}\n",
+            ),
+            (
+                "src/b.rs",
+                "/// `.diff_tree_to_tree(` in a comment\nfn h() {}\n",
+            ),
+            (
+                "src/repo/trees.rs",
+                "fn diff_trees() { git.diff_tree_to_tree(old, new, Some(opts)) }\n",
+            ),
+            (
+                "src/c.rs",
+                "fn j() {}\n#[cfg(test)]\nmod tests {\n    fn t() { g.diff_tree_to_tree(a, b, None); }\n}\n",
+            ),
+        ]));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].starts_with("src/report/a.rs:2: "), "{v:?}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ fn reading(tokens: u64, level: Level, rate: Option<f64>, eta: Option<u64>) -> Me
         rate_per_min: rate,
         eta_to_checkpoint_secs: eta,
         not_metered: false,
+        window_source: None,
     }
 }
 

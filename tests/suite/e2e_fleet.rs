@@ -1358,3 +1358,42 @@ fn a_remote_that_hangs_on_the_end_record_does_not_hold_the_exit() {
     assert!(fleet.refs("refs/ralph/fleet/night/ends/").is_empty());
     assert_eq!(fleet.sessions().len(), 1);
 }
+
+/// A fleet worker's item loops (each a `--fresh` run in a worktree of its
+/// own) start their meters on what the worker's project remembers of the
+/// models' windows: a model whose name says nothing of its 1M window, at
+/// 150k tokens (L2 on a 200k guess), is not checkpointed.
+#[test]
+fn a_fleet_workers_item_loops_use_its_projects_memory_of_windows() {
+    let scenario = scenario(0).replace(
+        "[[step]]\ncontext = 20000",
+        "model = \"claude-opus-4-6\"\ncontext_window = 1000000\n[[step]]\ncontext = 150000",
+    );
+    let fleet = Fleet::with(2, &scenario, "[context]\nnudge_at_l1 = false\n");
+    let clone = fleet.clone("wa");
+    std::fs::create_dir_all(clone.join(".ralph")).unwrap();
+    std::fs::write(
+        clone.join(".ralph/windows.json"),
+        r#"{"version":1,"models":{"claude-opus-4-6":{"window":1000000,"source":"result","at":"2026-11-26T22:00:00Z","run_id":"r0"}}}"#,
+    )
+    .unwrap();
+    let ended = wait(worker_in(&clone, "wa"));
+    assert_eq!(ended.code, Some(0), "{}", ended.stderr);
+    assert_eq!(fleet.merges().len(), 2);
+    let loops = clone.join(".ralph/fleet/night/loops");
+    let mut readings = 0;
+    for dir in std::fs::read_dir(&loops).unwrap() {
+        let log = std::fs::read_to_string(dir.unwrap().path().join("events.jsonl")).unwrap();
+        for e in log
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        {
+            assert_ne!(e["event"], "checkpoint", "on a 200k guess: {log}");
+            if e["event"] == "context" {
+                assert_eq!(e["reading"]["window_source"], "remembered", "{e}");
+                readings += 1;
+            }
+        }
+    }
+    assert!(readings >= 2, "{readings} readings in {}", loops.display());
+}

@@ -378,6 +378,105 @@ content = "x"
     assert!(!p.path("never.txt").exists());
 }
 
+/// A model whose name says nothing of its 1M window (`claude-opus-4-6`: a
+/// guess of 200k), in a project whose ralph.toml names no model.
+const LEARNS_1M: &str = r#"
+model = "claude-opus-4-6"
+context_window = 1000000
+[[step]]
+context = 30000
+path = "fix_plan.md"
+old = "- [ ] a"
+new = "- [x] a"
+[[step]]
+result = "<promise>COMPLETE</promise>"
+"#;
+
+/// Climbs past 85% of a 200k window's usable 167k, far below 1M's.
+const CLIMBS: &str = r#"
+model = "claude-opus-4-6"
+context_window = 1000000
+step_delay_ms = 150
+[[step]]
+context = 150000
+text = "Working."
+[[step]]
+context = 190000
+text = "Still working."
+[[step]]
+result = "Later."
+"#;
+
+/// A run that learnt the model's 1M window from a result, then the next
+/// night's run: its first iteration is metered on 1M from its first turn
+/// (the checkpoint cap of 200k still stands), not checkpointed at ~150k of
+/// a 200k guess. Before, the window was forgotten with the run.
+#[test]
+fn a_window_learnt_by_a_run_meters_the_next_runs_first_iteration() {
+    for (case, second) in [
+        ("a new run after a completed one", &[][..]),
+        ("--fresh", &["--fresh"][..]),
+    ] {
+        let p = Project::new(
+            "- [ ] a\n",
+            LEARNS_1M,
+            "[context]\nnudge_at_l1 = false\n[loop]\nmax_iterations = 1\n",
+        );
+        let first = p.run(&[], LIMIT);
+        assert_eq!(first.code, Some(0), "{case}: {}", first.describe());
+        p.write("fix_plan.md", "- [x] a\n- [ ] b\n");
+        p.write("scenario.toml", CLIMBS);
+        let run = p.run(second, LIMIT);
+        assert!(
+            run.of("checkpoint").is_empty(),
+            "{case}: checkpointed early: {}",
+            run.describe()
+        );
+        let readings = run.of("context");
+        let first_reading = &readings.first().expect("a reading")["reading"];
+        assert_eq!(
+            first_reading["window"], 1_000_000,
+            "{case}: {first_reading}"
+        );
+        assert_eq!(first_reading["window_source"], "remembered", "{case}");
+        let context = p.ralph().arg("context").output().unwrap();
+        let context = String::from_utf8_lossy(&context.stdout);
+        assert!(
+            context.contains("remembered from an earlier run"),
+            "{case}: {context}"
+        );
+    }
+}
+
+/// The memory is no requirement: a corrupt one is said and ignored (the
+/// run meters by name, as with none), and the next reported window
+/// replaces it.
+#[test]
+fn a_corrupt_memory_of_windows_is_said_ignored_and_replaced() {
+    let p = Project::new(
+        "- [ ] a\n",
+        CLIMBS,
+        "[context]\nnudge_at_l1 = false\n[loop]\nmax_iterations = 1\n",
+    );
+    p.write(".ralph/windows.json", "{\"models\": {\"claude-opus-4-6\": ");
+    let run = p.run(&[], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(
+        run.of("warning").iter().any(|w| w["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("windows.json is not a valid memory"))),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(run.of("checkpoint").len(), 1, "a guess of 200k");
+    let memory: Value = serde_json::from_str(&p.read(".ralph/windows.json")).unwrap();
+    assert_eq!(
+        memory["models"]["claude-opus-4-6"]["window"], 1_000_000,
+        "{memory}"
+    );
+    assert_eq!(memory["models"]["claude-opus-4-6"]["source"], "result");
+}
+
 #[test]
 fn checkpoint_tokens_caps_the_window() {
     // A 1M window: 85% would be ~822k tokens; the cap says 200k.

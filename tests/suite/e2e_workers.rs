@@ -1795,3 +1795,49 @@ fn a_three_worker_report_in_a_real_browser_has_a_lane_each_and_the_merges() {
         let _ = std::fs::remove_file(shot);
     }
 }
+
+/// The models' windows are the project's: what a parallel run's workers
+/// learn goes to the project's `.ralph/windows.json`, and the next
+/// parallel run's workers start their meters on it. Here a model whose
+/// name says nothing of its 1M window, at 150k tokens in each session
+/// (L2 on a 200k guess): no worker of the second run checkpoints.
+#[test]
+fn workers_learn_and_use_the_projects_memory_of_windows() {
+    let scenario = |context: &str| {
+        format!(
+            "model = \"claude-opus-4-6\"\ncontext_window = 1000000\n{}",
+            ONE_ITEM.replace("context = 20000", context)
+        )
+    };
+    let p = Project::new(
+        "# Two\n\n- [ ] alpha\n- [ ] bravo\n",
+        &scenario("context = 20000"),
+        "[context]\nnudge_at_l1 = false\n",
+    );
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let memory: Value = serde_json::from_str(&p.read(".ralph/windows.json")).unwrap();
+    assert_eq!(memory["models"]["claude-opus-4-6"]["window"], 1_000_000);
+
+    let plan = p.read("fix_plan.md") + "- [ ] charlie\n- [ ] delta\n";
+    p.write("fix_plan.md", &plan);
+    p.write("scenario.toml", &scenario("context = 150000"));
+    assert!(
+        git_cli(p.root(), &["commit", "-qam", "more"])
+            .status
+            .success()
+    );
+    let run = p.run(&["--workers", "2"], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert_work_merged(&p, &["alpha", "bravo", "charlie", "delta"]);
+    assert!(
+        worker_events(&run, "checkpoint").is_empty(),
+        "checkpointed on a 200k guess: {}",
+        run.describe()
+    );
+    let readings = worker_events(&run, "context");
+    assert!(!readings.is_empty(), "{}", run.describe());
+    for r in readings {
+        assert_eq!(r["reading"]["window"], 1_000_000, "{r}");
+    }
+}

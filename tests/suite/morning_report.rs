@@ -515,6 +515,7 @@ fn long_night() -> (Vec<ralph::formats::Record>, ralph::formats::RunState) {
                         rate_per_min: None,
                         eta_to_checkpoint_secs: None,
                         not_metered: false,
+                        window_source: None,
                     },
                     tool: Some("Edit".into()),
                 },

@@ -59,7 +59,8 @@ impl IterationLimits {
 }
 
 /// The meter for the next agent: the configured window, the kind's own
-/// before it reports one, and what earlier results told about the model's.
+/// before it reports one, what earlier results of the run told about the
+/// model's, and what earlier runs did (`state.remembered_windows`).
 /// The one window choice: the live meter, the prompt's estimates and
 /// `ralph context --estimate` all start from it.
 pub(crate) fn meter(config: &Config, state: &RunState) -> ContextMeter {
@@ -68,6 +69,7 @@ pub(crate) fn meter(config: &Config, state: &RunState) -> ContextMeter {
         .meter()
         .with_window_before_report(config.agent.kind.window_before_report())
         .with_known_windows(&state.known_windows)
+        .with_remembered_windows(&state.remembered_windows)
         .not_metered_live(per_process);
     if let Some(m) = &config.agent.model {
         meter.set_model(m);

@@ -148,6 +148,8 @@ impl Worker {
         // ledger covered it when the item was claimed), each next one once
         // the ledger has the last and still covers one more.
         args.push("--granted".into());
+        // The models' windows are remembered in this worker's project.
+        args.extend(["--home".into(), self.root.clone().into_os_string()]);
         let mut grant = Granting {
             from: job.meter.counted.iterations,
             sessions: 1,
