@@ -28,7 +28,8 @@
 //! after such a walk; after any other it walks again for that refresh
 //! ([`Repo::walk_refreshed`]). A walk that cannot write the index (a
 //! read-only `.git`, another process's `index.lock`, a full disk) is taken
-//! again without the refresh, and the process refreshes that root no more.
+//! again without the refresh; but for a lock, the process refreshes that
+//! root no more.
 //! The refreshing walk holds the work tree's commit lock
 //! (`Repo::commit_lock`): it writes back the index it read, which must not
 //! interleave with another run's WIP commit.
@@ -160,6 +161,14 @@ fn events() -> std::sync::MutexGuard<'static, Vec<Event>> {
     EVENTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A walk that could not write the index for this reason will not at
+/// the next event either: a read-only `.git`, a full disk (which may
+/// clear, but a failed try costs a whole walk each time). Another process's
+/// `index.lock` is a moment's (an editor's `git status`): tried again.
+fn gives_up_refreshing(e: &git2::Error) -> bool {
+    e.code() != git2::ErrorCode::Locked
+}
+
 fn unwritable() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     UNWRITABLE.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -198,7 +207,9 @@ impl Repo {
                 Ok(statuses) => (statuses, true),
                 Err(e) => {
                     debug!(error = %e.message(), "the walk could not refresh the index: walking without, and not refreshing again");
-                    unwritable().push(self.root.clone());
+                    if gives_up_refreshing(&e) {
+                        unwritable().push(self.root.clone());
+                    }
                     count_pass();
                     (self.git.statuses(Some(opts.update_index(false)))?, false)
                 }
@@ -529,13 +540,28 @@ mod tests {
         });
         assert_eq!(walks, 2, "the refreshing walk, then the plain one");
         assert_ne!(indexed_mtime(&git, "b.txt"), mtime, "nothing written");
-        // Not tried again: the next event walks once.
+        // A lock is a moment's: once it is gone, the next event refreshes.
         std::fs::remove_file(root.join(".git/index.lock")).unwrap();
         let walks = passes(|| {
             let _pass = one_pass_to_commit(root);
             assert_eq!(changed_paths(&repo, &own), ["c.txt"]);
+            assert!(repo.walk_refreshed());
         });
         assert_eq!(walks, 1);
+        assert_eq!(indexed_mtime(&git, "b.txt"), mtime, "refreshed");
+    }
+
+    #[test]
+    fn only_a_lock_is_worth_refreshing_again() {
+        use git2::{Error, ErrorClass, ErrorCode};
+        for (code, class, gives_up) in [
+            (ErrorCode::Locked, ErrorClass::Index, false),
+            (ErrorCode::GenericError, ErrorClass::Os, true),
+            (ErrorCode::GenericError, ErrorClass::Filesystem, true),
+        ] {
+            let e = Error::new(code, class, "failed to write the index");
+            assert_eq!(gives_up_refreshing(&e), gives_up, "{code:?} {class:?}");
+        }
     }
 
     #[test]
