@@ -38,7 +38,7 @@ pub(crate) mod verification;
 mod windows;
 
 pub use event::*;
-pub use fleet::FleetEvent;
+pub use fleet::{FleetEvent, Unrecorded};
 pub(crate) use grant::Grant;
 pub use items::*;
 pub(crate) use ledger::{Heard, Ledger, Merged, ledger_of};

@@ -169,9 +169,18 @@ pub(crate) fn become_subreaper() {
     }
 }
 
-/// Kill and reap every child of ours that is still running (orphans the
-/// agent left behind, re-parented to us), until none is left.
+/// How long orphans get to end on SIGTERM before SIGKILL. git removes its
+/// `index.lock` on SIGTERM (and every signal it can catch), never on
+/// SIGKILL: a `git add` the agent left running in a loop, killed outright,
+/// left the lock behind, and every later WIP commit of the night skipped
+/// on it (the user's own git refused too).
+const ORPHAN_GRACE: Duration = Duration::from_millis(300);
+
+/// End and reap every child of ours that is still running (orphans the
+/// agent left behind, re-parented to us), until none is left: SIGTERM,
+/// then SIGKILL for what is still there after [`ORPHAN_GRACE`].
 pub(crate) fn reap_orphans() {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
     let me = std::process::id() as i32;
     for _ in 0..10 {
         // Mostly there is none: then the scan of the process table (on
@@ -179,15 +188,31 @@ pub(crate) fn reap_orphans() {
         if !has_children() {
             return;
         }
-        let children = children_of(me);
-        if children.is_empty() {
+        let mut left = children_of(me);
+        if left.is_empty() {
             return;
         }
-        for pid in &children {
+        for pid in &left {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + ORPHAN_GRACE;
+        loop {
+            left.retain(|pid| {
+                matches!(
+                    waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG)),
+                    Ok(WaitStatus::StillAlive)
+                )
+            });
+            if left.is_empty() || std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for pid in &left {
             let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
-        for pid in children {
-            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
+        for pid in left {
+            let _ = waitpid(Pid::from_raw(pid), None);
         }
     }
 }

@@ -98,8 +98,65 @@ pub enum FleetEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         item: Option<String>,
     },
+    /// The worker's last push (everything it leaves on the remote as it
+    /// exits, all or nothing) did not go through: what the remote lacks,
+    /// and the item's branch whose commits are only in this clone.
+    #[serde(rename = "fleet_unrecorded")]
+    Unrecorded {
+        error: String,
+        missing: Vec<Unrecorded>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only_local: Option<String>,
+    },
     #[serde(rename = "fleet_finished")]
     Finished { exit_code: i32 },
+}
+
+/// One thing a worker's last push would have left on the remote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unrecorded {
+    /// Its status (`workers/<id>`).
+    Status,
+    /// Its end record (`ends/…`).
+    EndRecord,
+    /// What its loops spent since the ledger last counted.
+    Spending,
+    /// The delete of its item's claim.
+    Release,
+    /// Its item's branch as committed in the clone.
+    Branch,
+    /// A snapshot of its item's work tree.
+    Snapshot,
+    /// Its item loop's record for the morning report.
+    LoopRecord,
+}
+
+impl Unrecorded {
+    /// What the remote lacks, and how the fleet does without it.
+    fn human(self) -> &'static str {
+        match self {
+            Unrecorded::Status => {
+                "its status (`ralph status --fleet` shows its last word, and the worker dead once a lease passes)"
+            }
+            Unrecorded::EndRecord => {
+                "its end record (its records stay in this clone's .ralph/fleet/ log; the morning report lacks how it ended)"
+            }
+            Unrecorded::Spending => {
+                "what its loop spent since the ledger last counted (the fleet's budget does not count it)"
+            }
+            Unrecorded::Release => {
+                "the release of its item (the claim expires a lease after its last renewal, then another worker takes the item over from its branch as last pushed)"
+            }
+            Unrecorded::Branch => "its item's last commits",
+            Unrecorded::Snapshot => {
+                "its item's last snapshot (a takeover starts from the one pushed before)"
+            }
+            Unrecorded::LoopRecord => "its item loop's record (the morning report lacks the round)",
+        }
+    }
 }
 
 impl FleetEvent {
@@ -203,6 +260,24 @@ impl FleetEvent {
                 ),
                 None => format!("usage limit hit by {by}: no new item until {until}"),
             },
+            FleetEvent::Unrecorded {
+                error,
+                missing,
+                item,
+                only_local,
+            } => {
+                let missing: Vec<&str> = missing.iter().map(|m| m.human()).collect();
+                let mut line = format!(
+                    "the remote did not take this worker's last push ({error}); it lacks: {}",
+                    missing.join("; ")
+                );
+                if let (Some(item), Some(branch)) = (item, only_local) {
+                    line.push_str(&format!(
+                        ". {item}'s commits not on the remote are only in this clone, on {branch}: push them with `git push origin {branch}` or merge them by hand"
+                    ));
+                }
+                line
+            }
             FleetEvent::Finished { exit_code } => format!("finished (exit {exit_code})"),
         }
     }

@@ -181,14 +181,23 @@ pub(crate) fn exclude_runtime_paths(root: &Path) -> Result<()> {
     if lines[1..].iter().all(|l| current.lines().any(|c| c == l)) {
         return Ok(());
     }
-    let mut text = current;
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
+    let mut block = String::new();
+    if !current.is_empty() && !current.ends_with('\n') {
+        block.push('\n');
     }
-    text.push_str(&lines.join("\n"));
-    text.push('\n');
+    block.push_str(&lines.join("\n"));
+    block.push('\n');
+    // Appended, never rewritten: runs of two projects of this repository
+    // starting together each read the file while the other had truncated
+    // it to write it back, and the user's own lines were lost.
     std::fs::create_dir_all(exclude.parent().expect("info/exclude has a parent"))
-        .and_then(|()| std::fs::write(&exclude, text))
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&exclude)
+        })
+        .and_then(|mut file| std::io::Write::write_all(&mut file, block.as_bytes()))
         .map_err(|e| Error::io("cannot write", &exclude, e))
 }
 
@@ -343,5 +352,41 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join(".git/info/exclude")).unwrap();
         assert_eq!(text.matches("/sub/.ralph/*").count(), 1, "{text}");
         assert!(text.contains("!/sub/.ralph/handoffs/"), "{text}");
+    }
+
+    /// Runs of several projects of one repository start at once: the
+    /// user's lines and every project's stay (before: the file was
+    /// rewritten whole, and a run reading it while another had truncated
+    /// it wrote back its own lines only).
+    #[test]
+    fn runs_starting_together_keep_the_users_lines_and_each_others() {
+        let dir = tempfile::tempdir().unwrap();
+        git2::Repository::init(dir.path()).unwrap();
+        let exclude = dir.path().join(".git/info/exclude");
+        let user = "# the user's\n/secret-notes/\n";
+        std::fs::write(&exclude, user).unwrap();
+        let projects: Vec<String> = (0..64).map(|i| format!("svc-{i}")).collect();
+        for round in projects.chunks(8) {
+            let start = std::sync::Barrier::new(round.len());
+            std::thread::scope(|s| {
+                for project in round {
+                    let root = dir.path().join(project);
+                    std::fs::create_dir(&root).unwrap();
+                    let start = &start;
+                    s.spawn(move || {
+                        start.wait();
+                        exclude_runtime_paths(&root).unwrap();
+                    });
+                }
+            });
+        }
+        let text = std::fs::read_to_string(&exclude).unwrap();
+        assert!(text.starts_with(user), "{text}");
+        for project in &projects {
+            assert!(
+                text.contains(&format!("\n/{project}/.ralph/*\n")),
+                "{project}: {text}"
+            );
+        }
     }
 }

@@ -28,9 +28,15 @@
 //! after such a walk; after any other it walks again for that refresh
 //! ([`Repo::walk_refreshed`]). A walk that cannot write the index (a
 //! read-only `.git`, another process's `index.lock`, a full disk) is taken
-//! again without the refresh, and the process refreshes that root no more.
+//! again without the refresh; but for a lock, the process refreshes that
+//! root no more.
+//! The refreshing walk holds the work tree's commit lock
+//! (`Repo::commit_lock`): it writes back the index it read, which must not
+//! interleave with another run's WIP commit.
 //!
-//! Pitfalls: an empty pathspec means "everything" to libgit2, so the list
+//! Pitfalls: no status may be taken while this thread holds the commit
+//! lock (`flock` on a second descriptor of the file would wait for
+//! itself): WIP commits walk before they take it. An empty pathspec means "everything" to libgit2, so the list
 //! always holds ralph's directory; a directory in the list ends in `/`
 //! (libgit2 then takes everything under it). A process the agent left
 //! running that writes a new file during an iteration's end is not seen by
@@ -155,6 +161,14 @@ fn events() -> std::sync::MutexGuard<'static, Vec<Event>> {
     EVENTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A walk that could not write the index for this reason will not at
+/// the next event either: a read-only `.git`, a full disk (which may
+/// clear, but a failed try costs a whole walk each time). Another process's
+/// `index.lock` is a moment's (an editor's `git status`): tried again.
+fn gives_up_refreshing(e: &git2::Error) -> bool {
+    e.code() != git2::ErrorCode::Locked
+}
+
 fn unwritable() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     UNWRITABLE.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -189,11 +203,13 @@ impl Repo {
         };
         count_pass();
         let (statuses, refreshed) = match refresh {
-            true => match self.git.statuses(Some(opts.update_index(true))) {
+            true => match self.refreshing_statuses(opts) {
                 Ok(statuses) => (statuses, true),
                 Err(e) => {
                     debug!(error = %e.message(), "the walk could not refresh the index: walking without, and not refreshing again");
-                    unwritable().push(self.root.clone());
+                    if gives_up_refreshing(&e) {
+                        unwritable().push(self.root.clone());
+                    }
                     count_pass();
                     (self.git.statuses(Some(opts.update_index(false)))?, false)
                 }
@@ -220,6 +236,61 @@ impl Repo {
             }
         }
         Ok(statuses)
+    }
+
+    /// `git status` that refreshes the index's stat data and writes it.
+    /// libgit2 reads the index as the walk begins and writes it as it ends
+    /// without holding `index.lock` in between: the WIP commit of another
+    /// project's run in this work tree landing meanwhile would be taken back
+    /// out of the index (its files staged as deleted). So the walk holds the
+    /// work tree's commit lock, as that commit does.
+    fn refreshing_statuses(
+        &self,
+        opts: &mut StatusOptions,
+    ) -> std::result::Result<Statuses<'_>, git2::Error> {
+        let _serialised = self.commit_lock();
+        let statuses = self.git.statuses(Some(opts.update_index(true)))?;
+        self.smudge_racily_clean(&statuses);
+        Ok(statuses)
+    }
+
+    /// After a walk that may have written the index: mark for a fresh look
+    /// (size 0, as git does) every changed file whose index entry git would
+    /// take for clean. libgit2 judges an entry racily clean to the
+    /// nanosecond, git to the second: a file recorded, then changed in the
+    /// same second at the same size (an agent editing a file ralph had just
+    /// refreshed) is changed to libgit2, but once libgit2 wrote the index a
+    /// second later without smudging it, `git status`, `git diff` and
+    /// `git commit -a` saw nothing.
+    fn smudge_racily_clean(&self, statuses: &Statuses<'_>) {
+        let Ok(mut index) = self.git.index() else {
+            return;
+        };
+        let mut smudged = false;
+        for entry in statuses.iter() {
+            if !entry.status().contains(git2::Status::WT_MODIFIED) {
+                continue;
+            }
+            let path = super::repository::bytes_to_path(entry.path_bytes());
+            let Some(mut indexed) = index.get_path(&path, 0) else {
+                continue;
+            };
+            let Ok(meta) = std::fs::symlink_metadata(self.workdir().join(&path)) else {
+                continue;
+            };
+            use std::os::unix::fs::MetadataExt as _;
+            // git's own test (`ie_match_stat` without nanoseconds).
+            let clean_to_git = indexed.file_size != 0
+                && indexed.file_size == meta.size() as u32
+                && i64::from(indexed.mtime.seconds()) == meta.mtime();
+            if clean_to_git {
+                indexed.file_size = 0;
+                smudged |= index.add(&indexed).is_ok();
+            }
+        }
+        if smudged && let Err(e) = index.write() {
+            debug!(error = %e.message(), "could not mark racily clean entries in the index");
+        }
     }
 
     /// The event under way walked and refreshed the index as it did: a
@@ -367,6 +438,91 @@ mod tests {
         assert!(repo.changes(&own).unwrap().is_empty());
     }
 
+    /// A file the refreshing walk recorded, then changed in the same
+    /// second at the same size (the next iteration's agent at work), then
+    /// a walk that writes the index later: the git CLI must still see the
+    /// change (it compares whole seconds; libgit2 nanoseconds).
+    #[test]
+    fn a_change_in_the_second_of_a_refresh_stays_visible_to_git() {
+        let (dir, git) = init_repo();
+        // The file's ctime (not settable) must not tell the change either.
+        git.config()
+            .unwrap()
+            .set_bool("core.trustctime", false)
+            .unwrap();
+        let root = dir.path();
+        let repo = open(root);
+        let own = OwnPaths::default();
+        let second = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
+        let second = std::time::UNIX_EPOCH
+            + std::time::Duration::from_secs(
+                second
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs(),
+            );
+        let set_mtime = |path: &str, at: std::time::SystemTime| {
+            std::fs::File::options()
+                .write(true)
+                .open(root.join(path))
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+        };
+        let refresh = || {
+            let _pass = one_pass_to_commit(root);
+            changed_paths(&repo, &own)
+        };
+        // Only touched: recorded at .1 s of that second.
+        let a = std::fs::read_to_string(root.join("a.txt")).unwrap();
+        set_mtime("a.txt", second + std::time::Duration::from_millis(100));
+        assert!(refresh().is_empty());
+        // Changed at .5 s of the same second, same size.
+        let changed: String = a.chars().map(|c| if c == '\n' { c } else { 'z' }).collect();
+        assert_ne!(changed, a);
+        write(root, "a.txt", &changed);
+        set_mtime("a.txt", second + std::time::Duration::from_millis(500));
+        // Another touched file makes the next walk write the index.
+        set_mtime("b.txt", second - std::time::Duration::from_secs(50));
+        assert_eq!(refresh(), ["a.txt"]);
+        let out = std::process::Command::new("git")
+            .args(["status", "--porcelain"])
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), " M a.txt\n");
+    }
+
+    /// Another project's run in this work tree is inside its WIP commit
+    /// (it holds the commit lock while it reads, stages and writes the
+    /// index): a refreshing walk waits for it. Not waiting, the index the
+    /// walk read before that commit was written back after it, staging the
+    /// commit's files as deleted (two runs of ten checkpoints each: eight
+    /// of the other run's commits undone in the index).
+    #[test]
+    fn a_refreshing_walk_waits_for_another_runs_commit() {
+        let (dir, _git, _repo, _mtime) = touched_repo();
+        let root = dir.path().to_path_buf();
+        let held = open(&root).commit_lock();
+        let (walked_tx, walked) = std::sync::mpsc::channel();
+        let walker = std::thread::spawn(move || {
+            let repo = open(&root);
+            let _pass = one_pass_to_commit(&root);
+            let paths = changed_paths(&repo, &OwnPaths::default());
+            walked_tx.send(repo.walk_refreshed()).unwrap();
+            paths
+        });
+        let wait = std::time::Duration::from_millis(500);
+        assert!(
+            walked.recv_timeout(wait).is_err(),
+            "walked while another run was committing"
+        );
+        drop(held);
+        let refreshed = walked.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(refreshed, Ok(true), "refreshed once the commit was done");
+        assert_eq!(walker.join().unwrap(), ["c.txt"]);
+    }
+
     #[test]
     fn a_walk_that_cannot_write_the_index_walks_without_refreshing() {
         // Another process's `index.lock` (a read-only `.git` fails the same
@@ -384,13 +540,28 @@ mod tests {
         });
         assert_eq!(walks, 2, "the refreshing walk, then the plain one");
         assert_ne!(indexed_mtime(&git, "b.txt"), mtime, "nothing written");
-        // Not tried again: the next event walks once.
+        // A lock is a moment's: once it is gone, the next event refreshes.
         std::fs::remove_file(root.join(".git/index.lock")).unwrap();
         let walks = passes(|| {
             let _pass = one_pass_to_commit(root);
             assert_eq!(changed_paths(&repo, &own), ["c.txt"]);
+            assert!(repo.walk_refreshed());
         });
         assert_eq!(walks, 1);
+        assert_eq!(indexed_mtime(&git, "b.txt"), mtime, "refreshed");
+    }
+
+    #[test]
+    fn only_a_lock_is_worth_refreshing_again() {
+        use git2::{Error, ErrorClass, ErrorCode};
+        for (code, class, gives_up) in [
+            (ErrorCode::Locked, ErrorClass::Index, false),
+            (ErrorCode::GenericError, ErrorClass::Os, true),
+            (ErrorCode::GenericError, ErrorClass::Filesystem, true),
+        ] {
+            let e = Error::new(code, class, "failed to write the index");
+            assert_eq!(gives_up_refreshing(&e), gives_up, "{code:?} {class:?}");
+        }
     }
 
     #[test]

@@ -23,8 +23,9 @@
 //!   remote.rs        Fleet: sync, the run, acquire/renew/release, the ledger, workers' status
 //!   worker.rs        the worker: join (or create the run), pick and claim a ready unit, an item's rounds
 //!   job.rs           the item a worker holds (Job) and how its work ended (ItemEnd)
-//!   item.rs          one item: its worktree (takeover: the pushed snapshot), its loop, beats, release
-//!   reach.rs         the remote: retries with back-off, said; pauses; the worker's status ref
+//!   item.rs          one item: its worktree (takeover: the pushed snapshot), its loop, beats, giving it back
+//!   leave.rs         a worker's exit: all it leaves on the remote in one atomic push, what a failed one lacks (pure)
+//!   reach.rs         the remote: retries with back-off, said; pauses; the worker's status ref; its exit's push
 //!   live.rs          the item loop's live reading on the status ref: context, tool, state (pure, bounded)
 //!   child.rs         the item's loop as a child `ralph run`, stop signals
 //!   meter.rs         the item loop's log tailed: each iteration's spending and a usage limit, owed to the ledger
@@ -45,6 +46,7 @@ mod child;
 mod item;
 mod job;
 mod lease;
+mod leave;
 mod live;
 mod loops;
 mod merge;

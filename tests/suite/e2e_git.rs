@@ -661,3 +661,46 @@ command = "git reset -q --hard HEAD~1"
     );
     assert!(!git(&p, &["log", "--format=%H"]).contains(&commit));
 }
+
+/// The agent leaves `git add -A` running in a loop past its session (a
+/// background job of its shell). ralph ends it at the iteration's end, and
+/// git removes its `index.lock` on the SIGTERM it gets first: the
+/// checkpoints commit and the user's git works in the morning (killed
+/// outright, git left the lock behind and every later WIP commit skipped).
+#[test]
+fn a_git_loop_left_running_leaves_no_index_lock_behind() {
+    let scenario = r#"
+[[iteration]]
+[[iteration.step]]
+context = 146000
+text = "Leaving a git loop behind."
+command = "mkdir -p many; for i in $(seq 1 2000); do echo $i > many/f$i; done; setsid sh -c 'while :; do touch many/*; git add -A; done' >/dev/null 2>&1 </dev/null & sleep 1"
+
+[[iteration]]
+[[iteration.step]]
+context = 146000
+text = "Writing."
+path = "later.txt"
+content = "later\n"
+"#;
+    let p = project_with(&[], scenario, "");
+    let run = p.run(&["--max-iterations", "2"], LIMIT);
+    assert_eq!(run.code, Some(4), "{}", run.describe());
+    assert!(
+        !p.path(".git/index.lock").exists(),
+        "index.lock left behind\n{}",
+        warnings(&run)
+    );
+    let commits: Vec<&serde_json::Value> = run
+        .of("checkpoint")
+        .into_iter()
+        .filter(|c| c["commit"].is_string())
+        .collect();
+    assert_eq!(commits.len(), 2, "{}", warnings(&run));
+    assert!(tree_paths(&p, "HEAD").contains(&"later.txt".to_string()));
+    // Git itself sees everything committed but the 2,000 new files, left
+    // out (over `git.max_new_files`) unless the loop's `git add -A` had
+    // staged them before it ended (what the agent staged is committed).
+    let status = git(&p, &["status", "--porcelain"]);
+    assert!(["", "?? many/\n"].contains(&status.as_str()), "{status}");
+}

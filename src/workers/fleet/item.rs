@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use git2::{Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
 
 use super::child::{self, Loop};
-use super::job::{Halt, ItemEnd, Job};
+use super::job::{Halt, ItemEnd, Job, Left};
+use super::leave::{Giving, Work};
 use super::loops::{self, LoopEnd, LoopRecord};
 use super::remote::{Held, Ledger, Limit, WorkerState};
 use super::say::FleetEvent;
@@ -345,7 +346,7 @@ impl Worker {
                 .min(every);
             self.pause(left);
             if child::stop_requested() {
-                return self.release(job, "stopped by a signal", 130).map(Some);
+                return Ok(Some(self.leave_item(job, "stopped by a signal", 130, None)));
             }
             match self.fleet.renew(&mut job.held) {
                 Ok(()) => self.reconnected(),
@@ -388,36 +389,37 @@ impl Worker {
 
     /// Push the item branch (its local tip) and a fresh snapshot of the worktree.
     pub(super) fn push_work(&mut self, job: &mut Job) -> std::result::Result<(), WireError> {
-        let names = self.fleet.names().clone();
-        let key = job.unit.key.as_str();
-        let (pushed_item, pushed_snapshot) = (&mut job.pushed_item, &mut job.pushed_snapshot);
-        let mut updates = Vec::new();
-        let tip = self.fleet.local_ref(&names.item_branch(key));
-        if let Some(tip) = tip
-            && Some(tip) != *pushed_item
-        {
-            updates.push(match pushed_item {
-                Some(old) => Update::swap(names.item_branch(key), *old, tip),
-                None => Update::create(names.item_branch(key), tip),
-            });
-        }
-        let snapshot = self.snapshot(key, &job.wt_root);
-        if let Some(snap) = snapshot
-            && Some(snap) != *pushed_snapshot
-        {
-            updates.push(match pushed_snapshot {
-                Some(old) => Update::swap(names.snapshot(key), *old, snap),
-                None => Update::create(names.snapshot(key), snap),
-            });
-        }
+        let (branch, snapshot) = self.item_work(job);
+        let updates: Vec<Update> = [branch.update(), snapshot.update()]
+            .into_iter()
+            .flatten()
+            .collect();
         self.fleet.wire().push(&updates)?;
-        if tip.is_some() {
-            *pushed_item = tip;
+        if branch.local.is_some() {
+            job.pushed_item = branch.local;
         }
-        if snapshot.is_some() {
-            *pushed_snapshot = snapshot;
+        if snapshot.local.is_some() {
+            job.pushed_snapshot = snapshot.local;
         }
         Ok(())
+    }
+
+    /// The item's branch and a fresh snapshot of its worktree: each in the
+    /// clone and as last pushed.
+    fn item_work(&self, job: &Job) -> (Work, Work) {
+        let names = self.fleet.names();
+        let key = job.unit.key.as_str();
+        let branch = Work {
+            refname: names.item_branch(key),
+            local: self.fleet.local_ref(&names.item_branch(key)),
+            pushed: job.pushed_item,
+        };
+        let snapshot = Work {
+            refname: names.snapshot(key),
+            local: self.snapshot(key, &job.wt_root),
+            pushed: job.pushed_snapshot,
+        };
+        (branch, snapshot)
     }
 
     /// The worktree recorded as a snapshot commit (the safety net's staging rules).
@@ -455,18 +457,28 @@ impl Worker {
     }
 
     /// The rest of what the item's loop spent, on the ledger (retried while
-    /// the remote cannot be reached, unless the worker is stopping).
+    /// the remote cannot be reached). A worker that is stopping leaves it
+    /// owed: its exit's one push carries it (`leave.rs`).
     pub(super) fn account(&mut self, job: &mut Job) {
         job.meter.read(self.fleet.worker());
-        if !job.meter.owed.is_zero() || job.meter.limit_owed.is_some() {
-            loop {
-                match self.pay(job) {
-                    Err(e @ WireError::Unreachable(_)) if !child::stop_requested() => {
-                        let wait = self.unreachable(&e);
-                        self.pause(wait);
-                    }
-                    _ => return,
+        if job.meter.owed.is_zero() && job.meter.limit_owed.is_none() {
+            return;
+        }
+        if child::stop_requested() {
+            self.owed = (
+                self.owed.0.plus(job.meter.owed),
+                job.meter.limit_owed.take().or(self.owed.1.take()),
+            );
+            job.meter.paid();
+            return;
+        }
+        loop {
+            match self.pay(job) {
+                Err(e @ WireError::Unreachable(_)) if !child::stop_requested() => {
+                    let wait = self.unreachable(&e);
+                    self.pause(wait);
                 }
+                _ => return,
             }
         }
     }
@@ -532,40 +544,45 @@ impl Worker {
         }
     }
 
-    /// Give the claim up with the work pushed.
-    pub(super) fn release(&mut self, job: &mut Job, why: &str, code: i32) -> Result<ItemEnd> {
-        let key = job.unit.key.clone();
-        // Within the grace: a few quick attempts, no long back-off.
-        let deadline = Instant::now() + self.config.fleet.grace.0 / 3;
-        let mut pushed = false;
-        while Instant::now() < deadline {
-            match self
-                .push_work(job)
-                .and_then(|()| self.fleet.release(&job.held))
-            {
-                Ok(()) => {
-                    pushed = true;
-                    break;
-                }
-                Err(WireError::Rejected(_)) => break,
-                Err(e) => {
-                    self.unreachable(&e);
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-            }
-        }
-        if pushed {
-            self.say.say(FleetEvent::Released {
-                item: key,
-                why: why.to_string(),
-                exit_code: code,
-            });
-        }
-        Ok(if child::stop_requested() {
+    /// Give the item back as the worker exits: its work, its loop's record
+    /// (`record`: how the round ended) and the claim's release go in the
+    /// exit's one push (`leave.rs`), `fleet_released` said once it is made.
+    pub(super) fn leave_item(
+        &mut self,
+        job: &mut Job,
+        why: &str,
+        code: i32,
+        record: Option<LoopEnd>,
+    ) -> ItemEnd {
+        let carried = self.say.unpushed().len();
+        // Best effort, as every loop record: the morning report lacks the round without it.
+        let record = record
+            .and_then(|end| self.loop_record(job, Some(code), end, why, None).ok())
+            .map(|(record, oid)| Update::create(loops::refname(self.fleet.names(), &record), oid));
+        let (branch, snapshot) = self.item_work(job);
+        let giving = Giving {
+            key: job.unit.key.clone(),
+            claim: (job.held.refname.clone(), job.held.oid),
+            ours: true,
+            branch,
+            snapshot,
+            record,
+        };
+        let released = self.say.record(FleetEvent::Released {
+            item: job.unit.key.clone(),
+            why: why.to_string(),
+            exit_code: code,
+        });
+        self.leaving = Some(Left {
+            carried: if giving.record.is_some() { carried } else { 0 },
+            giving,
+            released,
+        });
+        if child::stop_requested() {
             ItemEnd::Stopped
         } else {
             ItemEnd::Failed(code)
-        })
+        }
     }
 
     /// Give the item up for the whole fleet (`Lease::given_up`) with its

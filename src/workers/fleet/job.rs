@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use git2::Oid;
 
+use super::leave::Giving;
 use super::meter::Meter;
 use super::remote::Held;
 use super::units::Unit;
@@ -52,4 +53,13 @@ pub(crate) enum ItemEnd {
     Failed(i32),
     /// The remote's rules refused the merge (the server's message).
     Refused(String),
+}
+
+/// The item a worker gives back as it exits, for its exit's one push:
+/// its refs, how many of the worker's records its loop record carries,
+/// and its `fleet_released`, said once the push is made.
+pub(crate) struct Left {
+    pub(crate) giving: Giving,
+    pub(crate) carried: usize,
+    pub(crate) released: crate::formats::Record,
 }

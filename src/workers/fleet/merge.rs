@@ -143,7 +143,7 @@ impl Worker {
                         items_done: 1,
                         ..Spent::default()
                     };
-                    match self.fleet.spending(&view, done) {
+                    match self.fleet.spending(&view, done, None) {
                         Ok((ledger, _)) => {
                             updates.push(ledger);
                             self.fleet.wire().push(&updates).map(|()| commit)

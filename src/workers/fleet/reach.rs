@@ -1,13 +1,15 @@
 //! A worker and its remote: fetches and retries with back-off while the
 //! remote cannot be reached (said once, and again when it answers), the
 //! pauses a stop request cuts short, the worker's status ref, and its end
-//! (its last status and its end record, each call bounded).
+//! (all it leaves on the remote in one bounded push: `leave.rs`).
 
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
 use super::child;
+use super::job::Left;
+use super::leave::Leaving;
 use super::live::Live;
 use super::loops::{self, EndRecord};
 use super::remote::{Fleet, View, WorkerState, WorkerStatus};
@@ -15,6 +17,7 @@ use super::say::FleetEvent;
 use super::units::Unit;
 use super::wire::{Update, WireError};
 use super::worker::Worker;
+use crate::formats::Record;
 
 /// A call at the worker's end is given at least this, however short the grace.
 const END_PUSH_AT_LEAST: Duration = Duration::from_secs(2);
@@ -105,12 +108,15 @@ impl Worker {
         }
     }
 
-    /// The worker's end, as it exits with `code`: its last status, then
-    /// `fleet_finished`, then its end record. From here every call to the
-    /// remote gets at most `[fleet] network_timeout` or a third of
-    /// `[fleet] grace` (what a stop leaves once the claim is released),
-    /// whichever is shorter: a remote that refuses or does not answer
-    /// cannot hold the exit.
+    /// The worker's end, as it exits with `code`: one atomic push of all
+    /// it leaves on the remote (`leave.rs`: its last status, its end
+    /// record with `fleet_finished` last, what it owes the ledger, the
+    /// item it gives back), given at most `[fleet] network_timeout` or a
+    /// third of `[fleet] grace` (what a stop leaves once the loop has
+    /// checkpointed), whichever is shorter: a remote that does not answer
+    /// holds the exit that long, once. A race lost (the remote answered:
+    /// the ledger or the status moved, the item was taken over) is looked
+    /// at again once; anything else is said (`fleet_unrecorded`).
     pub(super) fn end(&mut self, code: i32) {
         let f = &self.config.fleet;
         let bound = f
@@ -123,42 +129,126 @@ impl Worker {
             130 => WorkerState::Stopped,
             _ => WorkerState::Failed,
         };
-        self.status(state, None, "");
-        self.say.say(FleetEvent::Finished { exit_code: code });
-        self.push_end(code);
+        let mut left = self.leaving.take();
+        let finished = self.say.record(FleetEvent::Finished { exit_code: code });
+        let mut lost_to = None;
+        let mut looked_again = false;
+        let outcome = loop {
+            let leaving = match self.leaving(state, code, &finished, left.as_ref()) {
+                Ok(leaving) => leaving,
+                Err(e) => break Err(e),
+            };
+            match self.fleet.wire().push(&leaving.updates()) {
+                // A race lost, so the remote answers: what is still ours, once more.
+                Err(WireError::Rejected(_)) if !looked_again => {
+                    looked_again = true;
+                    match self.fleet.sync() {
+                        Ok(view) => {
+                            if let Some(g) = left.as_mut().map(|l| &mut l.giving) {
+                                let claim = view.claims.get(&g.key);
+                                lost_to = g.seen(
+                                    claim.map(|(oid, lease)| (*oid, lease.holder.as_str())),
+                                    view.items.get(&g.key).copied(),
+                                    view.snapshots.get(&g.key).copied(),
+                                );
+                            }
+                        }
+                        Err(e) => break Ok((leaving, Err(e))),
+                    }
+                }
+                pushed => break Ok((leaving, pushed)),
+            }
+        };
+        match outcome {
+            Ok((_, Ok(()))) => {
+                // On the remote now: the loop record's and the end record's.
+                self.say.pushed(self.say.unpushed().len());
+                self.spent = self.spent.plus(self.owed.0);
+                match (left, lost_to) {
+                    // Its branch's last commits stay in this clone (said so).
+                    (Some(l), Some(holder)) => self.say.say(FleetEvent::Lost {
+                        item: l.giving.key,
+                        holder,
+                    }),
+                    (Some(l), None) => self.say.said(l.released),
+                    (None, _) => {}
+                }
+                self.say.said(finished);
+            }
+            Ok((leaving, Err(e))) => {
+                let (missing, only_local) = leaving.unrecorded();
+                self.say.say(FleetEvent::Unrecorded {
+                    error: e.to_string(),
+                    missing,
+                    item: leaving.item.map(|i| i.key),
+                    only_local,
+                });
+                self.say.say(FleetEvent::Finished { exit_code: code });
+            }
+            Err(e) => {
+                self.say.warn(format!(
+                    "the worker's last records could not be made (they stay in this clone's .ralph/fleet/ log): {e}"
+                ));
+                self.say.say(FleetEvent::Finished { exit_code: code });
+            }
+        }
     }
 
-    /// What this worker said since its last loop record reached the remote
-    /// (`fleet_finished` last), pushed as its end record (`loops.rs`): once,
-    /// never retried. Not tried when the remote is gone for good.
-    fn push_end(&mut self, code: i32) {
-        if child::remote_gone() || self.say.unpushed().is_empty() {
-            return;
-        }
+    /// What this worker leaves on the remote as it exits (`leave.rs`), as
+    /// the clone last saw the remote: its end record holds what it said
+    /// that no loop record carries, the item's `fleet_released` if it is
+    /// still ours, and `finished`.
+    fn leaving(
+        &self,
+        state: WorkerState,
+        code: i32,
+        finished: &Record,
+        left: Option<&Left>,
+    ) -> Result<Leaving, WireError> {
+        let (owed, limit) = &self.owed;
+        let spending = if owed.is_zero() && limit.is_none() {
+            None
+        } else {
+            let view = self.fleet.view()?;
+            Some(self.fleet.spending(&view, *owed, limit.as_ref())?.0)
+        };
+        let mut status = self.status_record(state, None, "");
+        // With what this push pays.
+        status.spent = self.spent.plus(*owed);
+        let status = self.fleet.status_update(&status)?;
+        let carried = left.map_or(0, |l| l.carried);
+        let mut said = self.say.unpushed()[carried..].to_vec();
+        said.extend(left.filter(|l| l.giving.ours).map(|l| l.released.clone()));
+        said.push(finished.clone());
         let record = EndRecord {
             worker: self.fleet.worker().to_string(),
             ended_at: Timestamp::now(),
             exit_code: code,
         };
-        let said = self.say.unpushed().len();
-        let pushed =
-            loops::end_commit(self.fleet.repo(), &record, self.say.unpushed()).and_then(|oid| {
-                let refname = loops::end_refname(self.fleet.names(), &record);
-                (self.fleet.wire()).push(&[Update::create(refname.as_str(), oid)])
-            });
-        match pushed {
-            Ok(()) => self.say.pushed(said),
-            Err(e) => self.say.warn(format!(
-                "the worker's last records did not reach the remote (they stay in this clone's .ralph/fleet/ log): {e}"
-            )),
-        }
+        let oid = loops::end_commit(self.fleet.repo(), &record, &said)?;
+        let end = Update::create(loops::end_refname(self.fleet.names(), &record), oid);
+        Ok(Leaving {
+            status,
+            end,
+            spending,
+            item: left.map(|l| l.giving.clone()),
+        })
     }
 
     /// Publish this worker's state (best effort: a status is not work),
     /// with its item loop's live reading while it holds an item.
     pub(super) fn status(&mut self, state: WorkerState, unit: Option<&Unit>, note: &str) {
+        let status = self.status_record(state, unit, note);
+        self.said_at = Some(Instant::now());
+        if self.fleet.say(&status).is_ok() {
+            self.live_said = status.live;
+        }
+    }
+
+    /// This worker's state as its status ref holds it.
+    fn status_record(&self, state: WorkerState, unit: Option<&Unit>, note: &str) -> WorkerStatus {
         let live = unit.and(self.live.clone());
-        let status = WorkerStatus {
+        WorkerStatus {
             worker: self.fleet.worker().to_string(),
             state,
             item: unit.map(|u| u.key.clone()),
@@ -173,10 +263,6 @@ impl Worker {
             note: note.to_string(),
             spent: self.spent,
             live,
-        };
-        self.said_at = Some(Instant::now());
-        if self.fleet.say(&status).is_ok() {
-            self.live_said = status.live;
         }
     }
 

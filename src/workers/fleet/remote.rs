@@ -376,11 +376,12 @@ impl Fleet {
             let (old, mut ledger) = self.fetch_ledger()?;
             change(&mut ledger);
             let oid = self.record_commit(&ledger_message(&ledger), &[old])?;
-            match self
-                .wire
-                .push(&[Update::swap(self.names.ledger(), old, oid)])
-            {
-                Ok(()) => return Ok(ledger),
+            let update = Update::swap(self.names.ledger(), old, oid);
+            match self.wire.push(std::slice::from_ref(&update)) {
+                Ok(()) => {
+                    self.mirror(&update);
+                    return Ok(ledger);
+                }
                 Err(WireError::Rejected(_)) => continue,
                 Err(e) => return Err(e),
             }
@@ -408,13 +409,15 @@ impl Fleet {
         Ok((old, ledger))
     }
 
-    /// The ledger of `view` with `spent` added by this worker: the update
-    /// to push (a compare-and-swap from what `view` saw, so it can go into
-    /// another atomic push, as the merge's does) and the totals after it.
+    /// The ledger of `view` with `spent` added by this worker (and a usage
+    /// limit its agent hit): the update to push (a compare-and-swap from
+    /// what `view` saw, so it can go into another atomic push, as the
+    /// merge's and the exit's do) and the totals after it.
     pub(crate) fn spending(
         &self,
         view: &View,
         spent: Spent,
+        limit: Option<&Limit>,
     ) -> Result<(Update, Ledger), WireError> {
         let Some((old, mut ledger)) = view.ledger.clone() else {
             return Err(WireError::Local(
@@ -422,6 +425,9 @@ impl Fleet {
             ));
         };
         ledger.add(&self.worker, spent);
+        if let Some(limit) = limit {
+            ledger.limit_until(limit.clone());
+        }
         let oid = self.record_commit(&ledger_message(&ledger), &[old])?;
         Ok((Update::swap(self.names.ledger(), old, oid), ledger))
     }
@@ -429,7 +435,36 @@ impl Fleet {
     /// Publish this worker's status on `workers/<id>` (its own ref: replaced
     /// whatever it holds).
     pub(crate) fn say(&mut self, status: &WorkerStatus) -> Result<(), WireError> {
-        let refname = self.names.worker(&self.worker);
+        let mut update = self.status_update(status)?;
+        let pushed = match self.wire.push(std::slice::from_ref(&update)) {
+            Err(WireError::Rejected(_)) => {
+                // Our mirror was behind (a restart under the same id): once more.
+                self.sync()?;
+                update = self.status_over_seen(update);
+                self.wire.push(std::slice::from_ref(&update))
+            }
+            other => other,
+        };
+        if pushed.is_ok() {
+            self.mirror(&update);
+        }
+        pushed
+    }
+
+    /// The clone's mirror of a ref this worker just pushed: what the remote
+    /// holds now, so that its next compare-and-swap of the ref (its status,
+    /// the ledger, the exit's push) starts from it, not from the last fetch.
+    fn mirror(&self, update: &Update) {
+        // A mirror left behind costs one fetch at the next update, no more.
+        if let Some(oid) = update.new {
+            let seen = self.names.seen(&update.refname);
+            let _ = self.repo.reference(&seen, oid, true, "ralph fleet: pushed");
+        }
+    }
+
+    /// The update that puts `status` on `workers/<id>`, over what the
+    /// clone last saw there.
+    pub(crate) fn status_update(&self, status: &WorkerStatus) -> Result<Update, WireError> {
         let json = serde_json::to_string(status).expect("a status serialises");
         // Nothing known to be a secret leaves in a status (as in every record).
         let json = crate::text::secrets::redact_json(&json);
@@ -439,22 +474,16 @@ impl Fleet {
             status.state.as_str()
         );
         let oid = self.record_commit(&msg, &[])?;
-        let seen = self.local_ref(&self.names.seen(&refname));
-        let update = match seen {
-            Some(old) => Update::swap(refname.as_str(), old, oid),
-            None => Update::create(refname.as_str(), oid),
-        };
-        match self.wire.push(&[update]) {
-            Err(WireError::Rejected(_)) => {
-                // Our mirror was behind (a restart under the same id): once more.
-                self.sync()?;
-                let update = match self.local_ref(&self.names.seen(&refname)) {
-                    Some(old) => Update::swap(refname.as_str(), old, oid),
-                    None => Update::create(refname.as_str(), oid),
-                };
-                self.wire.push(&[update])
-            }
-            other => other,
+        Ok(self.status_over_seen(Update::create(self.names.worker(&self.worker), oid)))
+    }
+
+    /// A status update made again over what the clone saw there last
+    /// (after a fetch: the mirror was behind).
+    pub(crate) fn status_over_seen(&self, update: Update) -> Update {
+        let oid = update.new.expect("a status is written, never deleted");
+        match self.local_ref(&self.names.seen(&update.refname)) {
+            Some(old) => Update::swap(update.refname, old, oid),
+            None => Update::create(update.refname, oid),
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use git2::{Oid, Repository};
 
 use super::child;
-use super::job::{Halt, ItemEnd, Job};
+use super::job::{Halt, ItemEnd, Job, Left};
 use super::lease::{Names, valid_component};
 use super::loops::LoopEnd;
 use super::meter::Meter;
@@ -55,6 +55,11 @@ pub(crate) struct Worker {
     pub(super) live: Option<super::live::Live>,
     pub(super) live_said: Option<super::live::Live>,
     pub(super) said_at: Option<Instant>,
+    /// What its loops spent that a stopping worker did not put on the
+    /// ledger yet (and a usage limit its agent hit): its exit's push pays it.
+    pub(super) owed: (Spent, Option<super::remote::Limit>),
+    /// The item it gives back as it exits (`leave_item`).
+    pub(super) leaving: Option<Left>,
 }
 
 pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<i32> {
@@ -127,6 +132,8 @@ pub(crate) fn run(project_root: &Path, config: Config, opts: Options) -> Result<
         live: None,
         live_said: None,
         said_at: None,
+        owed: (Spent::default(), None),
+        leaving: None,
     };
     let code = w.work()?;
     // Stopped because the remote is gone: as when it cannot be reached at start.
@@ -450,8 +457,7 @@ impl Worker {
                 }
                 Some(Halt::Budget(what)) if code != 0 => {
                     let why = format!("the fleet's budget is spent: {what}");
-                    let end = self.release(&mut job, &why, code)?;
-                    self.publish_loop(&mut job, Some(code), LoopEnd::Released, &why);
+                    let end = self.leave_item(&mut job, &why, code, Some(LoopEnd::Released));
                     return Ok(match end {
                         ItemEnd::Failed(_) => ItemEnd::Failed(5),
                         other => other,
@@ -465,9 +471,7 @@ impl Worker {
                 } else {
                     "the loop ended without completing the item"
                 };
-                let end = self.release(&mut job, why, code)?;
-                self.publish_loop(&mut job, Some(code), LoopEnd::Released, why);
-                return Ok(end);
+                return Ok(self.leave_item(&mut job, why, code, Some(LoopEnd::Released)));
             }
             let (end, how) = self.merge(&mut job)?;
             match end {
@@ -480,6 +484,10 @@ impl Worker {
                     let end = self.give_up(&mut job, &why, 1, true)?;
                     self.publish_loop(&mut job, Some(code), how, &why);
                     return Ok(end);
+                }
+                // Stopped before the merge was pushed: given back as the worker exits.
+                Some(ItemEnd::Stopped) => {
+                    return Ok(self.leave_item(&mut job, "stopped by a signal", code, Some(how)));
                 }
                 Some(end) => {
                     if how != LoopEnd::Merged {
