@@ -215,6 +215,13 @@ fn a_hanging_channel_delays_neither_the_loop_nor_the_end_beyond_its_timeout() {
     let run = p.run(&[], LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     assert!(!hang.requests().is_empty(), "the notices were being sent");
+    // The notice still pending at the end is said, naming its channel.
+    let log = std::fs::read_to_string(p.path(".ralph/events.jsonl")).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("\"warning\"")
+            && l.contains("channel(s) webhook still sending after notify.timeout")),
+        "{log}"
+    );
     let extra = run.elapsed.saturating_sub(plain.elapsed);
     assert!(
         extra < timeout + timeout / 2,

@@ -225,8 +225,9 @@ pub(crate) fn deliver(
 pub(crate) struct Notifier {
     watch: Watch,
     lanes: Vec<Sender<Arc<Notice>>>,
-    /// Workers still running, and the condition they signal as they end.
-    running: Arc<(Mutex<usize>, Condvar)>,
+    /// The channels whose workers still run, and the condition they
+    /// signal as they end.
+    running: Arc<(Mutex<Vec<&'static str>>, Condvar)>,
     /// What the workers could not deliver, said as warnings on the bus.
     failed: Arc<Mutex<Vec<String>>>,
     timeout: Duration,
@@ -239,7 +240,8 @@ impl Notifier {
         if channels.is_empty() {
             return Ok(None);
         }
-        let running = Arc::new((Mutex::new(channels.len()), Condvar::new()));
+        let names: Vec<&str> = channels.iter().map(Channel::name).collect();
+        let running = Arc::new((Mutex::new(names), Condvar::new()));
         let failed = Arc::new(Mutex::new(Vec::new()));
         let mut lanes = Vec::new();
         for channel in channels {
@@ -268,9 +270,11 @@ impl Notifier {
                                 .push(message);
                         }
                     }
-                    let (count, cv) = &*running;
-                    if let Ok(mut n) = count.lock() {
-                        *n -= 1;
+                    let (names, cv) = &*running;
+                    if let Ok(mut names) = names.lock()
+                        && let Some(i) = names.iter().position(|n| *n == channel.name())
+                    {
+                        names.swap_remove(i);
                     }
                     cv.notify_all();
                 });
@@ -319,14 +323,15 @@ impl Sink for Notifier {
     fn settle(&mut self) {
         self.lanes.clear();
         let deadline = Instant::now() + self.timeout;
-        let (count, cv) = &*self.running;
-        let Ok(mut left) = count.lock() else { return };
-        while *left > 0 {
+        let (names, cv) = &*self.running;
+        let Ok(mut left) = names.lock() else { return };
+        while !left.is_empty() {
             let now = Instant::now();
             if now >= deadline {
+                left.sort_unstable();
                 let message = format!(
-                    "{} notification channel(s) still sending after notify.timeout ({}s); the run's last notices may not be delivered",
-                    *left,
+                    "notification channel(s) {} still sending after notify.timeout ({}s); the run's last notices may not be delivered",
+                    left.join(", "),
                     self.timeout.as_secs()
                 );
                 self.failed
