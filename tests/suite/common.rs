@@ -183,9 +183,14 @@ impl Project {
     }
 
     pub fn spawn_run(&self, args: &[&str]) -> Child {
+        self.spawn_run_human(&[&["--json"], args].concat())
+    }
+
+    /// `ralph run ARGS` as a person reads it (no `--json`), its output on
+    /// pipes.
+    pub fn spawn_run_human(&self, args: &[&str]) -> Child {
         self.ralph()
             .arg("run")
-            .arg("--json")
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -6,7 +6,6 @@
 
 use crate::common;
 
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::Project;
@@ -103,25 +102,13 @@ result = "Done.\n\n<promise>COMPLETE</promise>"
     });
 }
 
-/// `ralph run ARGS` (human output) with its output on pipes.
-fn spawn_human(p: &Project, args: &[&str]) -> Child {
-    p.ralph()
-        .arg("run")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 /// SIGHUP with the terminal gone (the pipes closed, as by a dropped ssh
 /// session) leaves either kind working to the end.
 #[test]
 fn sighup_with_the_terminal_gone_leaves_either_kind_working_to_the_end() {
     for args in KINDS {
         let p = Project::new(TWO, crate::e2e_workers::ONE_ITEM, "");
-        let mut child = spawn_human(&p, args);
+        let mut child = p.spawn_run_human(args);
         common::wait_for_event(&p, "context", Duration::from_secs(30));
         kill(Pid::from_raw(child.id() as i32), Signal::SIGHUP).unwrap();
         drop(child.stdout.take());
@@ -143,7 +130,7 @@ fn sighup_with_the_terminal_gone_leaves_either_kind_working_to_the_end() {
 fn sigterm_interrupts_either_kind_with_exit_130() {
     for args in KINDS {
         let p = Project::new(TWO, crate::e2e_workers::ONE_ITEM, "");
-        let child = spawn_human(&p, args);
+        let child = p.spawn_run_human(args);
         common::wait_for_event(&p, "context", Duration::from_secs(30));
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
         let run = common::Run::wait(child, LIMIT);
