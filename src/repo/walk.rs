@@ -206,7 +206,7 @@ impl Repo {
             true => match self.refreshing_statuses(opts) {
                 Ok(statuses) => (statuses, true),
                 Err(e) => {
-                    debug!(error = %e.message(), "the walk could not refresh the index: walking without, and not refreshing again");
+                    debug!(error = %e.message(), "the walk could not refresh the index: walking without (and, unless it was a lock, not refreshing again)");
                     if gives_up_refreshing(&e) {
                         unwritable().push(self.root.clone());
                     }
